@@ -1,0 +1,69 @@
+"""The ``madbench`` command line: thin wrappers over the library, no logic of their own."""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import json
+import logging
+import sys
+from collections.abc import Sequence
+from typing import Any
+
+from rich.console import Console
+from rich.logging import RichHandler
+
+from madbench_common.errors import MadbenchError
+
+__all__ = ["main"]
+
+_EXTENSIONS = (
+    "madbench_common.cli_pipeline",
+    "madbench_common.cli_cluster",
+    "madbench_common.cli_eval",
+)
+
+
+def parse_set(values: Sequence[str]) -> dict[str, dict[str, Any]]:
+    """``stage.key=value`` overrides → {stage: {key: value}}; values parse as JSON if they can."""
+    out: dict[str, dict[str, Any]] = {}
+    for item in values:
+        target, eq, raw = item.partition("=")
+        stage, dot, key = target.partition(".")
+        if not eq or not dot or not stage or not key:
+            raise MadbenchError(f"--set {item!r}: expected STAGE.KEY=VALUE")
+        try:
+            value: Any = json.loads(raw)
+        except json.JSONDecodeError:
+            value = raw
+        out.setdefault(stage, {})[key] = value
+    return out
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="madbench", description="MADBench: component-aware audio deepfake benchmark"
+    )
+    parser.add_argument("-v", "--verbose", action="count", default=0)
+    sub = parser.add_subparsers(dest="command", required=True)
+    for name in _EXTENSIONS:
+        importlib.import_module(name).add_commands(sub)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    level = logging.DEBUG if args.verbose > 1 else logging.INFO if args.verbose else logging.WARNING
+    logging.basicConfig(level=level, format="%(message)s", datefmt="[%X]",
+                        handlers=[RichHandler(console=Console(stderr=True), show_path=False)])
+    logging.getLogger("madbench").setLevel(min(level, logging.INFO))
+    try:
+        code: int = args.func(args)
+    except MadbenchError as exc:
+        Console(stderr=True).print(f"[red]error:[/red] {exc}")
+        return 2
+    return code
+
+
+if __name__ == "__main__":
+    sys.exit(main())

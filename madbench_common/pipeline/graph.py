@@ -1,0 +1,127 @@
+"""The pipeline definition: stages declared once, compiled to Argo or run locally.
+
+A :class:`Stage` names what it runs (a lazy ``module:Class`` target implementing
+:class:`madbench_common.pipeline.stage.StageImpl`), the image that carries it (a
+workflow parameter), its upstream stages, the manifest it writes, and its
+scheduling knobs. A :class:`Graph` checks names, references and cycles, and gives
+a deterministic topological order that both backends share.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from typing import Any
+
+from madbench_common.errors import ConfigError
+
+__all__ = ["Graph", "Stage"]
+
+_NAME = re.compile(r"^[a-z][a-z0-9_]{0,40}$")
+
+
+@dataclass(frozen=True)
+class Stage:
+    """One step of the graph; every field is plain data so both backends can read it."""
+
+    name: str
+    role: str
+    """The role interface the stage's model implements (``separator``, …) or ``core``."""
+    target: str
+    """``module:Class`` of the stage implementation, imported only when run."""
+    inputs: tuple[str, ...] = ()
+    outputs: tuple[str, ...] = ()
+    """Manifest kinds written (``stems``); the first is ``<stage>/manifest.parquet``."""
+    model: str = ""
+    """Default model slug from the registry, if the stage runs a model."""
+    image: str = "reference-cpu"
+    """Image slug under ``images/``; the workflow parameter is :attr:`image_param`."""
+    gpu: int = 0
+    cpu: str = "1"
+    memory: str = "2Gi"
+    retries: int = 2
+    timeout: int = 3600
+    """Seconds before one shard is killed (Argo ``activeDeadlineSeconds``)."""
+    shards: int = 1
+    """Default fan-out; ``1`` means the stage runs as a single task."""
+    parallelism: int = 8
+    params: dict[str, Any] = field(default_factory=dict)
+    """Default parameters; user overrides are merged over them."""
+
+    @property
+    def image_param(self) -> str:
+        """The workflow parameter that selects this stage's image."""
+        return f"{self.name}_image"
+
+    @property
+    def sharded(self) -> bool:
+        return self.shards > 1
+
+
+class Graph:
+    """A validated DAG of stages."""
+
+    def __init__(self, stages: list[Stage]) -> None:
+        self.stages = {s.name: s for s in stages}
+        if len(self.stages) != len(stages):
+            raise ConfigError("duplicate stage names in graph")
+        for s in stages:
+            self._check_stage(s)
+        self.order = self._toposort()
+
+    def _check_stage(self, s: Stage) -> None:
+        if not _NAME.match(s.name):
+            raise ConfigError(f"stage name {s.name!r} must match {_NAME.pattern}")
+        for dep in s.inputs:
+            if dep not in self.stages:
+                raise ConfigError(f"stage {s.name!r} depends on unknown stage {dep!r}")
+        if s.shards < 1 or s.retries < 0 or s.timeout <= 0:
+            raise ConfigError(f"stage {s.name!r}: shards ≥ 1, retries ≥ 0, timeout > 0")
+
+    def _toposort(self) -> list[str]:
+        done: list[str] = []
+        state: dict[str, int] = {}
+
+        def visit(name: str, path: tuple[str, ...]) -> None:
+            if state.get(name) == 2:
+                return
+            if state.get(name) == 1:
+                raise ConfigError(f"cycle in graph: {' -> '.join((*path, name))}")
+            state[name] = 1
+            for dep in self.stages[name].inputs:
+                visit(dep, (*path, name))
+            state[name] = 2
+            done.append(name)
+
+        for name in self.stages:  # declaration order breaks ties deterministically
+            visit(name, ())
+        return done
+
+    def __iter__(self) -> Iterator[Stage]:
+        return (self.stages[n] for n in self.order)
+
+    def __getitem__(self, name: str) -> Stage:
+        try:
+            return self.stages[name]
+        except KeyError:
+            raise ConfigError(
+                f"unknown stage {name!r}; stages: {', '.join(self.order)}"
+            ) from None
+
+    def until(self, last: str | None) -> list[Stage]:
+        """Stages needed to produce ``last`` (all of them when ``None``), in order."""
+        if last is None:
+            return list(self)
+        needed: set[str] = set()
+        stack = [self[last].name]
+        while stack:
+            name = stack.pop()
+            if name not in needed:
+                needed.add(name)
+                stack.extend(self.stages[name].inputs)
+        return [s for s in self if s.name in needed]
+
+    def upstream(self, name: str) -> list[Stage]:
+        """All transitive inputs of ``name``, in order, excluding itself."""
+        return [s for s in self.until(name) if s.name != name]

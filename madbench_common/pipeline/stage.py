@@ -1,0 +1,270 @@
+"""Running one stage shard and merging shards: the unit both backends execute.
+
+Layout inside a run prefix::
+
+    <stage>/<fp>/...                      artifacts written by the stage
+    <stage>/<fp>/shards/NNNNN-of-MMMMM.parquet   one shard's rows
+    <stage>/<fp>/shards/NNNNN-of-MMMMM._SUCCESS  written after the shard's rows
+    <stage>/manifest.parquet               merged rows, sorted by id
+    <stage>/_SUCCESS                       JSON: fingerprint + manifest sha256, written last
+
+``fp`` (the fingerprint) hashes the stage name, image, model, parameters, seed and
+the sha256 of every input manifest, so a changed input or parameter gets a fresh
+prefix and an unchanged one is skipped on rerun, on both backends.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import importlib
+import json
+import logging
+import tempfile
+import time
+from abc import ABC, abstractmethod
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, ClassVar, Generic, TypeVar
+
+import numpy as np
+
+from madbench_common.errors import InputRejected, ManifestError
+from madbench_common.manifest import (
+    ManifestRow,
+    Provenance,
+    params_json,
+    read_manifest_bytes,
+    write_manifest_bytes,
+)
+from madbench_common.pipeline.graph import Graph, Stage
+from madbench_common.store import RunStore
+from madbench_common.types import Key
+
+__all__ = [
+    "MapStage",
+    "ShardResult",
+    "StageContext",
+    "StageImpl",
+    "load_impl",
+    "make_context",
+    "merge_stage",
+    "read_marker",
+    "run_shard",
+    "shard_items",
+    "stage_done",
+]
+
+log = logging.getLogger("madbench")
+ROW = TypeVar("ROW", bound=ManifestRow)
+
+
+@dataclass
+class StageContext:
+    """Everything a stage implementation may touch while running."""
+
+    run: RunStore
+    stage: Stage
+    graph: Graph
+    params: dict[str, Any]
+    fingerprint: str
+    image: str
+    seed: int
+    scratch: Path = field(default_factory=lambda: Path(tempfile.gettempdir()))
+
+    @property
+    def prefix(self) -> Key:
+        """Where this stage writes its artifacts: ``<stage>/<fingerprint[:16]>``."""
+        return f"{self.stage.name}/{self.fingerprint[:16]}"
+
+    def key(self, *parts: str) -> Key:
+        return "/".join((self.prefix, *parts))
+
+    def read_input(self, stage_name: str, row_type: type[ROW]) -> list[ROW]:
+        """Rows of an upstream stage's merged manifest, checksum-verified."""
+        marker = read_marker(self.run, stage_name)
+        if marker is None:
+            raise ManifestError(f"{self.run.uri(stage_name)}: upstream stage has not finished")
+        data = self.run.get_bytes(f"{stage_name}/manifest.parquet", marker["manifest_sha256"])
+        return read_manifest_bytes(row_type, data, self.run.uri(f"{stage_name}/manifest.parquet"))
+
+    def provenance(self, model_slug: str = "", model_version: str = "") -> Provenance:
+        return Provenance(
+            stage=self.stage.name,
+            model_slug=model_slug or self.params.get("model", "") or self.stage.model,
+            model_version=model_version,
+            params_hash=hashlib.sha256(params_json(self.params).encode()).hexdigest()[:16],
+            seed=self.seed,
+        )
+
+    def rng(self, *salt: str) -> np.random.Generator:
+        """A generator seeded by the run seed, this stage and ``salt`` (e.g. a clip id)."""
+        text = "/".join((str(self.seed), self.stage.name, *salt)).encode()
+        return np.random.default_rng(int.from_bytes(hashlib.sha256(text).digest()[:8], "little"))
+
+    @contextmanager
+    def tempdir(self) -> Iterator[Path]:
+        with tempfile.TemporaryDirectory(prefix=f"mb-{self.stage.name}-") as tmp:
+            yield Path(tmp)
+
+
+class StageImpl(ABC, Generic[ROW]):
+    """A stage implementation: plan items, then turn a shard of items into rows."""
+
+    row_type: ClassVar[type[ManifestRow]]
+    id_field: ClassVar[str] = "clip_id"
+
+    def __init__(self, ctx: StageContext) -> None:
+        self.ctx = ctx
+
+    @abstractmethod
+    def plan(self) -> list[str]:
+        """The sorted item ids this stage processes (deterministic)."""
+
+    @abstractmethod
+    def run_items(self, items: Sequence[str]) -> list[ROW]:
+        """Rows for ``items`` (rejected items included, with status ``rejected``)."""
+
+
+class MapStage(StageImpl[ROW]):
+    """A stage that handles each item independently; bad inputs are quarantined."""
+
+    @abstractmethod
+    def run_item(self, item: str) -> ROW:
+        """One item's row; raise :class:`InputRejected` for bad input."""
+
+    @abstractmethod
+    def rejected_row(self, item: str, exc: InputRejected) -> ROW:
+        """The quarantine row for an item whose input was rejected."""
+
+    def run_items(self, items: Sequence[str]) -> list[ROW]:
+        rows = []
+        for item in items:
+            try:
+                row = self.run_item(item)
+            except InputRejected as exc:
+                log.warning("%s: rejected %s", self.ctx.stage.name, exc)
+                row = self.rejected_row(item, exc)
+            rows.append(row)
+        return rows
+
+
+def load_impl(target: str) -> type[StageImpl[Any]]:
+    """Import ``module:Class`` lazily (the orchestrator never imports model code)."""
+    module, _, name = target.partition(":")
+    cls = getattr(importlib.import_module(module), name)
+    if not (isinstance(cls, type) and issubclass(cls, StageImpl)):
+        raise TypeError(f"{target} is not a StageImpl")
+    return cls
+
+
+def read_marker(run: RunStore, stage_name: str) -> dict[str, Any] | None:
+    """The stage's ``_SUCCESS`` marker, or ``None`` if the stage has not finished."""
+    key = f"{stage_name}/_SUCCESS"
+    if not run.exists(key):
+        return None
+    marker: dict[str, Any] = json.loads(run.get_bytes(key))
+    return marker
+
+
+def fingerprint(
+    run: RunStore, graph: Graph, stage: Stage, params: dict[str, Any], image: str, seed: int
+) -> str:
+    """Hash of what determines a stage's output (inputs by their manifest sha256)."""
+    upstream = {}
+    for dep in stage.inputs:
+        marker = read_marker(run, dep)
+        if marker is None:
+            raise ManifestError(f"stage {stage.name!r} needs {dep!r}, which has not finished")
+        upstream[dep] = marker["manifest_sha256"]
+    blob = params_json(
+        {"stage": stage.name, "target": stage.target, "image": image, "params": params,
+         "seed": seed, "inputs": upstream}
+    )
+    return hashlib.sha256(blob.encode()).hexdigest()
+
+
+def make_context(
+    run: RunStore, graph: Graph, stage_name: str, params: dict[str, Any], image: str, seed: int
+) -> StageContext:
+    """Build a context whose fingerprint reflects the current inputs."""
+    stage = graph[stage_name]
+    merged = {**stage.params, **params}
+    fp = fingerprint(run, graph, stage, merged, image, seed)
+    return StageContext(run, stage, graph, merged, fp, image, seed)
+
+
+def stage_done(ctx: StageContext) -> bool:
+    """Whether the stage finished with the current fingerprint."""
+    marker = read_marker(ctx.run, ctx.stage.name)
+    return marker is not None and marker.get("fingerprint") == ctx.fingerprint
+
+
+def shard_items(items: Sequence[str], shard: int, num_shards: int) -> list[str]:
+    """Contiguous, balanced slice ``shard`` of ``num_shards`` (sizes differ by ≤ 1)."""
+    if not 0 <= shard < num_shards:
+        raise ValueError(f"shard {shard} not in [0, {num_shards})")
+    bounds = np.linspace(0, len(items), num_shards + 1).round().astype(int)
+    return list(items[bounds[shard] : bounds[shard + 1]])
+
+
+def _shard_key(ctx: StageContext, shard: int, num_shards: int, ext: str) -> Key:
+    return ctx.key("shards", f"{shard:05d}-of-{num_shards:05d}.{ext}")
+
+
+@dataclass(frozen=True)
+class ShardResult:
+    """What running one shard did."""
+
+    stage: str
+    shard: int
+    items: int
+    rejected: int
+    skipped: bool
+    seconds: float
+
+
+def run_shard(ctx: StageContext, shard: int, num_shards: int) -> ShardResult:
+    """Run one shard unless its marker exists; write rows, then the marker."""
+    marker = _shard_key(ctx, shard, num_shards, "_SUCCESS")
+    if ctx.run.exists(marker):
+        return ShardResult(ctx.stage.name, shard, 0, 0, True, 0.0)
+    impl = load_impl(ctx.stage.target)(ctx)
+    start = time.perf_counter()
+    items = shard_items(impl.plan(), shard, num_shards)
+    rows = impl.run_items(items)
+    data = write_manifest_bytes(impl.row_type, rows)
+    info = ctx.run.put_bytes(_shard_key(ctx, shard, num_shards, "parquet"), data)
+    ctx.run.put_bytes(marker, json.dumps({"sha256": info.sha256, "rows": len(rows)}).encode())
+    rejected = sum(not r.ok for r in rows)
+    return ShardResult(ctx.stage.name, shard, len(rows), rejected, False,
+                       time.perf_counter() - start)
+
+
+def merge_stage(ctx: StageContext, num_shards: int) -> dict[str, Any]:
+    """Concatenate shard manifests, sort by id, write the manifest and then ``_SUCCESS``."""
+    impl_cls = load_impl(ctx.stage.target)
+    rows: list[ManifestRow] = []
+    for shard in range(num_shards):
+        mark_key = _shard_key(ctx, shard, num_shards, "_SUCCESS")
+        if not ctx.run.exists(mark_key):
+            raise ManifestError(f"{ctx.run.uri(mark_key)}: shard has not finished")
+        mark = json.loads(ctx.run.get_bytes(mark_key))
+        data = ctx.run.get_bytes(_shard_key(ctx, shard, num_shards, "parquet"), mark["sha256"])
+        rows.extend(read_manifest_bytes(impl_cls.row_type, data))
+    rows.sort(key=lambda r: str(getattr(r, impl_cls.id_field)))
+    data = write_manifest_bytes(impl_cls.row_type, rows)
+    info = ctx.run.put_bytes(f"{ctx.stage.name}/manifest.parquet", data)
+    marker = {
+        "stage": ctx.stage.name,
+        "fingerprint": ctx.fingerprint,
+        "prefix": ctx.prefix,
+        "image": ctx.image,
+        "manifest_sha256": info.sha256,
+        "rows": len(rows),
+        "rejected": sum(not r.ok for r in rows),
+        "schema": f"{impl_cls.row_type.SCHEMA_NAME}/v{impl_cls.row_type.SCHEMA_VERSION}",
+    }
+    ctx.run.put_bytes(f"{ctx.stage.name}/_SUCCESS", json.dumps(marker, indent=1).encode())
+    return marker

@@ -1,0 +1,192 @@
+"""Role interfaces: the narrow contracts that every model, reference or real, implements.
+
+Each role is a :class:`typing.Protocol` of one to three methods. Audio is mono
+float32 at the ``sample_rate`` the caller passes; every implementation resamples
+internally if its model needs another rate. Models declare ``slug``,
+``version`` and ``reference`` (``True`` for CPU reference implementations, which
+are never passed off as the paper's models).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Protocol, runtime_checkable
+
+import numpy as np
+import numpy.typing as npt
+
+from madbench_common.types import Audio, Hertz, Seconds
+
+__all__ = [
+    "ASR",
+    "VAD",
+    "AudioTagger",
+    "Encoder",
+    "EnvGenerator",
+    "Model",
+    "OmniAnswer",
+    "OmniModel",
+    "Segment",
+    "Separator",
+    "SceneLabeller",
+    "SpeakerEmbedder",
+    "SpeechGenerator",
+    "Transcript",
+    "Detector",
+    "Frames",
+]
+
+Frames = npt.NDArray[np.uint8]
+"""Video frames, shape (T, H, W, 3), RGB."""
+
+
+@dataclass(frozen=True)
+class Segment:
+    """A time span in seconds."""
+
+    start: Seconds
+    end: Seconds
+
+
+@dataclass(frozen=True)
+class Transcript:
+    """ASR output: the words, and a confidence-like coverage score in [0, 1]."""
+
+    text: str
+    coverage: float
+    words: tuple[tuple[str, Seconds, Seconds], ...] = field(default=())
+
+
+@dataclass(frozen=True)
+class OmniAnswer:
+    """An omni model's answer text and, where logits are exposed, a score (P(fake))."""
+
+    text: str
+    score: float | None = None
+
+
+@runtime_checkable
+class Model(Protocol):
+    """What every model declares about itself."""
+
+    slug: str
+    version: str
+    reference: bool
+
+
+class Separator(Model, Protocol):
+    """Mixture → speech estimate ŝ (the residual ê = x − ŝ is computed by the stage)."""
+
+    def separate(self, audio: Audio, sample_rate: Hertz) -> Audio: ...
+
+
+class VAD(Model, Protocol):
+    def segments(self, audio: Audio, sample_rate: Hertz) -> list[Segment]: ...
+
+
+class ASR(Model, Protocol):
+    def transcribe(self, audio: Audio, sample_rate: Hertz) -> Transcript: ...
+
+
+class SpeakerEmbedder(Model, Protocol):
+    def embed(self, audio: Audio, sample_rate: Hertz) -> npt.NDArray[np.float32]:
+        """A unit-norm speaker embedding."""
+        ...
+
+
+class AudioTagger(Model, Protocol):
+    def tag(self, audio: Audio, sample_rate: Hertz) -> dict[str, float]:
+        """Label → probability."""
+        ...
+
+
+class SpeechGenerator(Model, Protocol):
+    """Fake speech; ``branch`` is ``tts_same``, ``tts_cross`` or ``vc``.
+
+    Same-identity TTS: ``ref_audio`` of the source speaker, ``ref_text``, ``text``,
+    ``duration``. Cross-identity TTS: ``ref_audio`` of the target speaker, ``text``,
+    ``duration``. Voice conversion: ``source_audio`` + ``ref_audio`` of the target.
+    """
+
+    branch: str
+
+    def generate(
+        self,
+        *,
+        sample_rate: Hertz,
+        duration: Seconds,
+        ref_audio: Audio,
+        ref_text: str = "",
+        text: str = "",
+        source_audio: Audio | None = None,
+        seed: int = 0,
+    ) -> Audio: ...
+
+
+class EnvGenerator(Model, Protocol):
+    """Fake environmental audio; ``paradigm`` is ``t2a``, ``v2a`` or ``a2a``.
+
+    Text-to-audio: ``prompt`` + ``duration``; video-to-audio: ``frames`` (+ ``fps``)
+    + ``prompt`` + ``duration``; audio-to-audio: ``source_env`` + ``prompt``.
+    """
+
+    paradigm: str
+
+    def generate(
+        self,
+        *,
+        sample_rate: Hertz,
+        duration: Seconds,
+        prompt: str,
+        frames: Frames | None = None,
+        fps: float = 0.0,
+        source_env: Audio | None = None,
+        seed: int = 0,
+    ) -> Audio: ...
+
+
+class SceneLabeller(Model, Protocol):
+    """Two steps: describe a video as text, then assign a taxonomy label to text."""
+
+    def describe(self, frames: Frames, fps: float, hint: str = "") -> str: ...
+
+    def assign(self, caption: str) -> str: ...
+
+
+class Encoder(Model, Protocol):
+    """Frozen embeddings; ``modes`` lists the supported input modes (A, V, AV)."""
+
+    modes: tuple[str, ...]
+
+    def encode(
+        self,
+        *,
+        mode: str,
+        audio: Audio | None = None,
+        sample_rate: Hertz = 16000,
+        frames: Frames | None = None,
+        fps: float = 0.0,
+    ) -> npt.NDArray[np.float32]: ...
+
+
+class Detector(Model, Protocol):
+    """A deepfake detector: its native score (higher = more likely fake) and features."""
+
+    def score(self, audio: Audio, sample_rate: Hertz) -> float: ...
+
+    def features(self, audio: Audio, sample_rate: Hertz) -> npt.NDArray[np.float32]: ...
+
+
+class OmniModel(Model, Protocol):
+    """A zero-shot multimodal LLM answering a prompt about audio (and video)."""
+
+    def answer(
+        self,
+        prompt: str,
+        audio: Audio,
+        sample_rate: Hertz,
+        frames: Frames | None = None,
+        fps: float = 0.0,
+        choices: Sequence[str] = (),
+    ) -> OmniAnswer: ...

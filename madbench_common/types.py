@@ -1,0 +1,20 @@
+"""Semantic type aliases shared across the package."""
+
+from __future__ import annotations
+
+from typing import TypeAlias
+
+import numpy as np
+import numpy.typing as npt
+
+__all__ = ["Audio", "ClipId", "Hertz", "Key", "Seconds", "Uri"]
+
+Seconds: TypeAlias = float
+Hertz: TypeAlias = int
+Uri: TypeAlias = str
+"""A store address: ``file:///abs/path`` or ``s3://bucket/key``."""
+Key: TypeAlias = str
+"""A relative object key inside a run prefix (``ingest/audio/c01.wav``)."""
+ClipId: TypeAlias = str
+Audio: TypeAlias = npt.NDArray[np.float32]
+"""Mono float32 samples in [-1, 1]."""
