@@ -15,7 +15,10 @@ from rich.logging import RichHandler
 
 from madbench_common.errors import MadbenchError
 
-__all__ = ["main"]
+__all__ = ["EXIT_DETERMINISTIC", "main"]
+
+EXIT_DETERMINISTIC = 3
+"""Exit code for bad input or configuration: retrying cannot help (Argo does not retry it)."""
 
 _EXTENSIONS = (
     "madbench_common.cli_pipeline",
@@ -61,7 +64,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         code: int = args.func(args)
     except MadbenchError as exc:
         Console(stderr=True).print(f"[red]error:[/red] {exc}")
-        return 2
+        return EXIT_DETERMINISTIC
     return code
 
 

@@ -1,12 +1,73 @@
-"""Placeholder command group; filled in by its own issue."""
+"""Cluster commands: ``render`` (graph → Argo YAML), ``plan`` (cost estimate), ``exit-summary``."""
 
 from __future__ import annotations
 
 import argparse
+import sys
 from typing import Any
 
 __all__ = ["add_commands"]
 
+_LOCK = "images/images.lock.yaml"
+_PROFILE = "k8s/overlays/gpu-nodepool/cluster-profile.yaml"
 
-def add_commands(sub: "argparse._SubParsersAction[Any]") -> None:
-    """Register this module's subcommands."""
+
+def add_commands(sub: argparse._SubParsersAction[Any]) -> None:
+    """Register ``render``, ``plan`` and ``exit-summary``."""
+    p = sub.add_parser("render", help="compile the pipeline graph to workflows/{full,smoke}.yaml")
+    p.add_argument("--out", default="workflows", help="output folder (default: workflows)")
+    p.add_argument("--lock", default=_LOCK, help=f"images lock file (default: {_LOCK})")
+    p.add_argument("--profile", default=_PROFILE, help=f"cluster profile (default: {_PROFILE})")
+    p.add_argument("--check", action="store_true",
+                   help="write nothing; exit 1 if a committed workflow is stale")
+    p.set_defaults(func=_render)
+
+    p = sub.add_parser("plan", help="task counts, GPU-hours and storage before submitting")
+    p.add_argument("--clips", type=int, required=True, help="eligible source clips")
+    p.add_argument("--samples", type=int, default=None,
+                   help="benchmark samples (default: clips scaled by the paper's ratio)")
+    p.add_argument("--throughput", default=None, help="throughput CSV (default: packaged)")
+    p.set_defaults(func=_plan)
+
+    p = sub.add_parser("exit-summary", help="write <store>/<run_id>/_RUN_SUMMARY.json (onExit)")
+    for name in ("store", "run-id", "workflow", "status"):
+        p.add_argument(f"--{name}", required=True)
+    p.add_argument("--duration", default="")
+    p.add_argument("--failures", default="")
+    p.set_defaults(func=_exit_summary)
+
+
+def _render(args: argparse.Namespace) -> int:
+    from madbench_common.pipeline.argo import ClusterProfile, ImageLock, render_workflows
+    from madbench_common.pipeline.definition import build_graph
+
+    changed = render_workflows(build_graph(), ImageLock.load(args.lock),
+                               ClusterProfile.load(args.profile), args.out, check=args.check)
+    verb = "stale" if args.check else "wrote"
+    for path in changed:
+        print(f"{verb}: {path}")
+    if args.check and changed:
+        print("run `madbench render` and commit the result", file=sys.stderr)
+        return 1
+    return 0
+
+
+def _plan(args: argparse.Namespace) -> int:
+    from madbench_common.pipeline.definition import build_graph
+    from madbench_common.plan import format_plan, load_throughput, plan_run
+
+    table = load_throughput(args.throughput)
+    print(format_plan(plan_run(build_graph(), args.clips, args.samples, table)), end="")
+    return 0
+
+
+def _exit_summary(args: argparse.Namespace) -> int:
+    import json
+
+    from madbench_common.pipeline.argo import write_exit_summary
+    from madbench_common.pipeline.definition import build_graph
+
+    summary = write_exit_summary(build_graph(), args.store, args.run_id, args.workflow,
+                                 args.status, args.duration, args.failures)
+    print(json.dumps(summary, indent=1, sort_keys=True))
+    return 0

@@ -86,7 +86,8 @@ class SourceQCRow(ManifestRow):
     speech_ends: tuple[float, ...] = ()
     transcript: str = ""
     transcript_source: str = ""
-    asr_coverage: float = 0.0
+    asr_coverage: float | None = None
+    """Share of decoded time in words; ``None`` where the transcript was given."""
     env_leakage: float = 0.0
     env_rms_dbfs: float = 0.0
     clip_fraction: float = 0.0

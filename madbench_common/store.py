@@ -94,8 +94,8 @@ class Store(ABC):
         """Whether an object exists at ``key``."""
 
     @abstractmethod
-    def list(self, prefix: Key) -> list[Key]:
-        """Every key under ``prefix`` (recursive), sorted."""
+    def list(self, prefix: Key = "") -> list[Key]:
+        """Every key under ``prefix`` (recursive; the whole store if empty), sorted."""
 
     @abstractmethod
     def delete(self, key: Key) -> None:
@@ -163,8 +163,8 @@ class FileStore(Store):
     def exists(self, key: Key) -> bool:
         return self._path(key).is_file()
 
-    def list(self, prefix: Key) -> list[Key]:
-        top = self._path(prefix)
+    def list(self, prefix: Key = "") -> list[Key]:
+        top = self._path(prefix) if prefix else self.base
         if not top.is_dir():
             return []
         return sorted(
@@ -234,8 +234,11 @@ class S3Store(Store):
             raise
         return True
 
-    def list(self, prefix: Key) -> list[Key]:
-        full = self._key(prefix).rstrip("/") + "/"
+    def list(self, prefix: Key = "") -> list[Key]:
+        if prefix:
+            full = self._key(prefix).rstrip("/") + "/"
+        else:
+            full = f"{self.prefix}/" if self.prefix else ""
         strip = len(self.prefix) + 1 if self.prefix else 0
         return sorted(key[strip:] for key in self._iter_keys(full))
 

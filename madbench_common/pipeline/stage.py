@@ -30,6 +30,7 @@ from typing import Any, ClassVar, Generic, TypeVar
 
 import numpy as np
 
+from madbench_common.audio import read_wav_bytes, wav_bytes
 from madbench_common.errors import InputRejected, ManifestError
 from madbench_common.manifest import (
     ManifestRow,
@@ -39,8 +40,8 @@ from madbench_common.manifest import (
     write_manifest_bytes,
 )
 from madbench_common.pipeline.graph import Graph, Stage
-from madbench_common.store import RunStore
-from madbench_common.types import Key
+from madbench_common.store import ObjectInfo, RunStore
+from madbench_common.types import Audio, Key
 
 __all__ = [
     "MapStage",
@@ -102,6 +103,14 @@ class StageContext:
         """A generator seeded by the run seed, this stage and ``salt`` (e.g. a clip id)."""
         text = "/".join((str(self.seed), self.stage.name, *salt)).encode()
         return np.random.default_rng(int.from_bytes(hashlib.sha256(text).digest()[:8], "little"))
+
+    def load_audio(self, uri: str, sha256: str) -> tuple[Audio, int]:
+        """Read a WAV artifact of this run by URI, verifying its checksum."""
+        return read_wav_bytes(self.run.get_bytes(self.run.key_of(uri), sha256))
+
+    def save_audio(self, key: Key, audio: Audio, sample_rate: int) -> ObjectInfo:
+        """Write float32 WAV at ``key`` under this stage's prefix."""
+        return self.run.put_bytes(self.key(key), wav_bytes(audio, sample_rate))
 
     @contextmanager
     def tempdir(self) -> Iterator[Path]:

@@ -1,0 +1,66 @@
+# MADBench: `make demo` runs the benchmark on data/demo; `make test` runs the tests.
+# Both create .venv and install what they need on first use.
+
+PYTHON ?= python3
+VENV   ?= .venv
+PY     := $(VENV)/bin/python
+PIP    := $(PY) -m pip
+STAMP  := $(VENV)/.installed
+STORE  ?= runs
+RUN_ID ?= demo
+WORKERS ?= 2
+SYSTEM_TOOLS := espeak-ng flite
+
+.PHONY: setup sysdeps demo test test-fast bench lint typecheck clean help
+
+help:
+	@echo "make demo   - build (and evaluate) the benchmark from data/demo into $(STORE)/$(RUN_ID)"
+	@echo "make test   - run the test suite (starts a local SeaweedFS S3 server itself)"
+	@echo "make bench  - throughput benchmarks, results in .bench/"
+	@echo "make lint   - ruff + mypy"
+
+setup: $(STAMP)
+
+$(STAMP): pyproject.toml
+	@$(MAKE) --no-print-directory sysdeps
+	test -x $(PY) || $(PYTHON) -m venv $(VENV)
+	$(PIP) install -q --upgrade pip 'setuptools<81' wheel
+	$(PIP) install -q torch==2.13.0
+	$(PIP) install -q -e '.[reference,argo,test,dev]'
+	touch $(STAMP)
+
+# Debian packages the CPU reference generators call (TTS voices). Installed when we can;
+# otherwise a clear message says what to install.
+sysdeps:
+	@missing=""; for t in $(SYSTEM_TOOLS); do command -v $$t >/dev/null || missing="$$missing $$t"; done; \
+	if [ -n "$$missing" ]; then \
+	  if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null; then \
+	    echo "installing system packages:$$missing"; \
+	    (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $$missing >/dev/null) \
+	      || { echo "error: could not install$$missing; install them with your package manager" >&2; exit 1; }; \
+	  else \
+	    echo "error: missing system packages:$$missing (Debian/Ubuntu: sudo apt-get install$$missing)" >&2; exit 1; \
+	  fi; \
+	fi
+
+demo: setup
+	$(VENV)/bin/madbench run --sources data/demo/sources.csv --store $(STORE) --run-id $(RUN_ID) --workers $(WORKERS)
+	@echo "results: $(abspath $(STORE))/$(RUN_ID)/  (madbench status --store $(STORE) --run-id $(RUN_ID))"
+
+test: setup
+	$(VENV)/bin/pytest -q
+
+test-fast: setup
+	$(VENV)/bin/pytest -q -m "not slow and not s3"
+
+bench: setup
+	$(PY) bench/run.py
+
+lint: setup
+	$(VENV)/bin/ruff check madbench_common tests bench scripts
+	$(VENV)/bin/mypy
+
+clean:
+	rm -rf $(STORE) .bench .pytest_cache .mypy_cache .ruff_cache
+
+-include mk/*.mk

@@ -1,0 +1,135 @@
+"""Pipeline commands: ``run``, ``status``, and the per-shard ``stage run`` / ``stage merge``."""
+
+from __future__ import annotations
+
+import argparse
+import json
+from typing import Any
+
+from rich.console import Console
+from rich.table import Table
+
+from madbench_common.errors import ConfigError
+from madbench_common.pipeline.definition import build_graph
+from madbench_common.pipeline.local import LocalRunner, RunOptions
+from madbench_common.pipeline.stage import make_context, merge_stage, run_shard
+from madbench_common.status import RunStatus, collect_status
+from madbench_common.store import RunStore, open_store
+
+__all__ = ["add_commands"]
+
+
+def _common(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--store", required=True, help="file:// path, plain path, or s3://bucket/prefix")
+    p.add_argument("--run-id", required=True)
+
+
+def add_commands(sub: argparse._SubParsersAction[Any]) -> None:
+    """Register ``run``, ``status`` and ``stage``."""
+    run = sub.add_parser("run", help="run the pipeline on this machine")
+    _common(run)
+    run.add_argument("--sources", help="CSV with a 'path' column, or a folder of videos")
+    run.add_argument("--until", help="last stage to run (default: all)")
+    run.add_argument("--workers", type=int, default=1)
+    run.add_argument("--seed", type=int, default=0)
+    run.add_argument("--set", action="append", default=[], metavar="STAGE.KEY=VALUE",
+                     help="override a stage parameter (value parsed as JSON if it can be)")
+    run.add_argument("--shards", action="append", default=[], metavar="STAGE=N",
+                     help="shard count for a stage (default: the stage's, at least --workers)")
+    run.add_argument("--no-progress", action="store_true")
+    run.set_defaults(func=cmd_run)
+
+    status = sub.add_parser("status", help="stages done, shards pending, quarantined inputs")
+    _common(status)
+    status.add_argument("--json", action="store_true")
+    status.set_defaults(func=cmd_status)
+
+    stage = sub.add_parser("stage", help="run one shard or merge one stage (what Argo runs)")
+    ssub = stage.add_subparsers(dest="stage_command", required=True)
+    for name, func in (("run", cmd_stage_run), ("merge", cmd_stage_merge)):
+        p = ssub.add_parser(name)
+        _common(p)
+        p.add_argument("--stage", required=True)
+        p.add_argument("--num-shards", type=int, default=1)
+        p.add_argument("--image", default="embedded")
+        p.add_argument("--seed", type=int, default=0)
+        p.add_argument("--params-json", default="{}")
+        if name == "run":
+            p.add_argument("--shard", type=int, default=0)
+        p.set_defaults(func=func)
+
+
+def cmd_run(args: argparse.Namespace) -> int:
+    from madbench_common.cli import parse_set
+
+    params = parse_set(args.set)
+    if args.sources:
+        params.setdefault("ingest", {})["sources"] = args.sources
+    opts = RunOptions(store=args.store, run_id=args.run_id, until=args.until,
+                      workers=max(1, args.workers), seed=args.seed, params=params,
+                      shards=_parse_shards(args.shards), progress=not args.no_progress)
+    graph = build_graph()
+    for stage in params:
+        graph[stage]  # unknown stage names fail before any work
+    LocalRunner(build_graph, opts).execute()
+    print_status(collect_status(RunStore(open_store(args.store), args.run_id), graph))
+    return 0
+
+
+def _parse_shards(values: list[str]) -> dict[str, int]:
+    out = {}
+    for item in values:
+        name, _, count = item.partition("=")
+        if not count.isdigit() or int(count) < 1:
+            raise ConfigError(f"--shards {item!r}: expected STAGE=N with N ≥ 1")
+        out[name] = int(count)
+    return out
+
+
+def cmd_status(args: argparse.Namespace) -> int:
+    status = collect_status(RunStore(open_store(args.store), args.run_id), build_graph())
+    if args.json:
+        print(status.to_json())
+    else:
+        print_status(status)
+    return 0
+
+
+def print_status(status: RunStatus) -> None:
+    console = Console()
+    table = Table(title=f"run {status.run_id} — {status.uri}")
+    for col in ("stage", "state", "rows", "rejected", "shards", "counts"):
+        table.add_column(col)
+    for s in status.stages:
+        state = "[green]done" if s.done else ("[yellow]partial" if s.shards_done else "pending")
+        shards = f"{s.shards_done}/{s.shards_total}" if not s.done and s.shards_total else ""
+        counts = " ".join(f"{k}={v}" for k, v in s.counts.items())
+        table.add_row(s.stage, state, str(s.rows), str(s.rejected), shards, counts)
+    console.print(table)
+    if status.quarantine:
+        q = Table(title="quarantined inputs")
+        for col in ("stage", "item", "reason", "detail"):
+            q.add_column(col)
+        for e in status.quarantine:
+            q.add_row(e.stage, e.item, e.reason, e.detail)
+        console.print(q)
+
+
+def _context(args: argparse.Namespace) -> Any:
+    try:
+        params = json.loads(args.params_json)
+    except json.JSONDecodeError as exc:
+        raise ConfigError(f"--params-json is not JSON: {exc}") from None
+    run = RunStore(open_store(args.store), args.run_id)
+    return make_context(run, build_graph(), args.stage, params, args.image, args.seed)
+
+
+def cmd_stage_run(args: argparse.Namespace) -> int:
+    result = run_shard(_context(args), args.shard, args.num_shards)
+    print(json.dumps(result.__dict__))
+    return 0
+
+
+def cmd_stage_merge(args: argparse.Namespace) -> int:
+    print(json.dumps(merge_stage(_context(args), args.num_shards)))
+    return 0

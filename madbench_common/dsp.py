@@ -1,0 +1,288 @@
+"""Shared DSP helpers: resampling, levels, WSOLA time-stretch, speech placement, WORLD analysis.
+
+Everything takes and returns mono float32 audio (see :data:`madbench_common.types.Audio`)
+unless it says otherwise. WORLD (pyworld) helpers work in float64 as pyworld does.
+"""
+
+from __future__ import annotations
+
+import warnings
+from collections.abc import Sequence
+from dataclasses import dataclass, replace
+from math import gcd
+
+import numpy as np
+import numpy.typing as npt
+from scipy.signal import resample_poly
+from scipy.signal.windows import hann
+
+from madbench_common.types import Audio, Hertz, Seconds
+
+with warnings.catch_warnings():  # pyworld imports pkg_resources, which warns
+    warnings.simplefilter("ignore")
+    import pyworld
+
+__all__ = [
+    "WorldParams",
+    "estimate_warp",
+    "f0_log_stats",
+    "f0_track",
+    "fit_length",
+    "map_f0",
+    "mean_log_envelope",
+    "n_samples",
+    "normalise",
+    "place_in_regions",
+    "resample",
+    "retime_world",
+    "rms_dbfs",
+    "time_stretch",
+    "trim_silence",
+    "warp_envelope",
+    "world_analyse",
+    "world_synthesise",
+]
+
+Array = npt.NDArray[np.float64]
+_EPS = 1e-12
+
+
+def n_samples(duration: Seconds, sample_rate: Hertz) -> int:
+    """The exact sample count for ``duration``: ``round(duration * sample_rate)``."""
+    return int(round(duration * sample_rate))
+
+
+def resample(audio: Audio, sr_from: Hertz, sr_to: Hertz) -> Audio:
+    """Polyphase resampling (scipy) from ``sr_from`` to ``sr_to``."""
+    if sr_from == sr_to:
+        return np.asarray(audio, dtype=np.float32)
+    g = gcd(int(sr_from), int(sr_to))
+    return resample_poly(np.asarray(audio, np.float64), sr_to // g, sr_from // g).astype(np.float32)
+
+
+def fit_length(audio: npt.NDArray[np.floating], n: int) -> Audio:
+    """Trim or zero-pad ``audio`` to exactly ``n`` samples."""
+    out = np.zeros(n, dtype=np.float32)
+    m = min(n, len(audio))
+    out[:m] = audio[:m]
+    return out
+
+
+def rms_dbfs(audio: npt.NDArray[np.floating]) -> float:
+    """RMS level in dBFS (full-scale sine = -3 dB); silence gives -inf."""
+    if len(audio) == 0:
+        return float("-inf")
+    rms = float(np.sqrt(np.mean(np.square(audio, dtype=np.float64))))
+    return 20.0 * np.log10(rms) if rms > 0 else float("-inf")
+
+
+def normalise(audio: npt.NDArray[np.floating], target_dbfs: float = -26.0,
+              peak: float = 0.95) -> Audio:
+    """Scale to ``target_dbfs`` RMS, then down to ``peak`` if it would clip."""
+    x = np.asarray(audio, dtype=np.float64)
+    level = rms_dbfs(x)
+    if not np.isfinite(level):
+        return x.astype(np.float32)
+    x = x * 10.0 ** ((target_dbfs - level) / 20.0)
+    top = float(np.max(np.abs(x)))
+    return (x * (peak / top if top > peak else 1.0)).astype(np.float32)
+
+
+def _frame_rms(x: npt.NDArray[np.floating], hop: int) -> Array:
+    n = max(len(x) // hop, 1)
+    frames = np.asarray(x[: n * hop], np.float64).reshape(n, -1) if len(x) >= hop else \
+        np.asarray(x, np.float64)[None, :]
+    return np.sqrt(np.mean(frames**2, axis=1) + _EPS)
+
+
+def trim_silence(audio: Audio, sample_rate: Hertz, floor_db: float = -40.0) -> Audio:
+    """Drop leading/trailing 10 ms frames more than ``floor_db`` below the loudest."""
+    hop = max(sample_rate // 100, 1)
+    rms = _frame_rms(audio, hop)
+    active = np.flatnonzero(20 * np.log10(rms / rms.max()) > floor_db)
+    if len(active) == 0:
+        return np.asarray(audio, np.float32)
+    return np.asarray(audio[active[0] * hop: (active[-1] + 1) * hop], np.float32)
+
+
+def time_stretch(audio: Audio, n_out: int, sample_rate: Hertz) -> Audio:
+    """WSOLA time-scale modification to exactly ``n_out`` samples, pitch unchanged."""
+    x = np.asarray(audio, np.float64)
+    win = 2 * max(int(0.015 * sample_rate), 8)
+    if n_out <= 0:
+        return np.zeros(0, np.float32)
+    if len(x) < 2 * win or n_out < 2 * win:
+        grid = np.linspace(0, max(len(x) - 1, 0), n_out)
+        return np.interp(grid, np.arange(len(x)), x).astype(np.float32) if len(x) else \
+            np.zeros(n_out, np.float32)
+    return _wsola(x, n_out, win, max(int(0.008 * sample_rate), 1))
+
+
+def _wsola(x: Array, n_out: int, win: int, tol: int) -> Audio:
+    hop = win // 2
+    w = hann(win, sym=False)
+    xp = np.pad(x, (tol, win + tol + hop))
+    y, norm = np.zeros(n_out + win), np.zeros(n_out + win)
+    rate, prev = len(x) / n_out, 0
+    for k, out_pos in enumerate(range(0, n_out, hop)):
+        nominal = min(int(round(out_pos * rate)), len(x) - 1)
+        pos = nominal if k == 0 else _best_offset(xp, nominal, prev + hop, win, tol)
+        y[out_pos: out_pos + win] += xp[pos + tol: pos + tol + win] * w
+        norm[out_pos: out_pos + win] += w
+        prev = pos
+    return (y[:n_out] / np.maximum(norm[:n_out], 1e-3)).astype(np.float32)
+
+
+def _best_offset(xp: Array, nominal: int, natural: int, win: int, tol: int) -> int:
+    region = xp[nominal: nominal + 2 * tol + win]
+    template = xp[natural + tol: natural + tol + win]
+    if len(template) < win or len(region) < win:
+        return nominal
+    return nominal - tol + int(np.argmax(np.correlate(region, template, mode="valid")))
+
+
+def place_in_regions(speech: Audio, starts: Sequence[Seconds], ends: Sequence[Seconds],
+                     sample_rate: Hertz, total: int) -> Audio:
+    """Fit ``speech`` into the regions ``[starts[i], ends[i])`` (seconds) of a ``total``-sample track.
+
+    Leading/trailing silence of ``speech`` is trimmed, the rest is cut at low-energy
+    points in proportion to the region lengths, and each piece is WSOLA-stretched to
+    its region (10 ms fades at the edges). Outside the regions the track is silent.
+    """
+    out = np.zeros(total, np.float32)
+    spans = sorted((max(0, n_samples(s, sample_rate)), min(total, n_samples(e, sample_rate)))
+                   for s, e in zip(starts, ends, strict=True))
+    spans = [(s, e) for s, e in spans if e > s]
+    core = trim_silence(speech, sample_rate) if len(speech) else speech
+    if not spans or len(core) == 0:
+        return out
+    cuts = _split_points(core, [e - s for s, e in spans], sample_rate)
+    fade = max(sample_rate // 100, 1)
+    for (s, e), a, b in zip(spans, cuts[:-1], cuts[1:], strict=True):
+        out[s:e] = _fade_edges(time_stretch(core[a:b], e - s, sample_rate), fade)
+    return out
+
+
+def _split_points(x: Audio, lengths: Sequence[int], sample_rate: Hertz) -> list[int]:
+    """Cut points (len(lengths) + 1 of them) near proportional positions, snapped to pauses."""
+    hop = max(sample_rate // 100, 1)
+    rms = _frame_rms(x, hop)
+    targets = np.cumsum(lengths)[:-1] / float(sum(lengths)) * len(x)
+    reach = max(int(0.2 * len(x) / len(lengths)), 1)
+    cuts = [0]
+    for t in targets:
+        lo = max(cuts[-1] + 1, int(t) - reach)
+        hi = max(min(len(x) - 1, int(t) + reach), lo + 1)
+        frames = np.arange(lo // hop, min(hi // hop + 1, len(rms)))
+        best = int(frames[np.argmin(rms[frames])]) * hop if len(frames) else lo
+        cuts.append(int(np.clip(best, lo, len(x) - 1)))
+    cuts.append(len(x))
+    return cuts
+
+
+def _fade_edges(x: Audio, n: int) -> Audio:
+    n = min(n, len(x) // 2)
+    if n > 0:
+        ramp = np.linspace(0.0, 1.0, n, dtype=np.float32)
+        x[:n] *= ramp
+        x[-n:] *= ramp[::-1]
+    return x
+
+
+@dataclass(frozen=True)
+class WorldParams:
+    """WORLD vocoder parameters: F0 (Hz, 0 = unvoiced), spectral envelope, aperiodicity."""
+
+    f0: Array
+    sp: Array
+    ap: Array
+    sample_rate: Hertz
+    frame_period: float = 5.0
+
+
+def f0_track(audio: Audio, sample_rate: Hertz, frame_period: float = 5.0) -> Array:
+    """F0 contour (Hz, 0 = unvoiced) by WORLD's DIO refined with StoneMask."""
+    x = np.ascontiguousarray(audio, dtype=np.float64)
+    f0, t = pyworld.dio(x, sample_rate, f0_floor=60.0, f0_ceil=500.0, frame_period=frame_period)
+    return np.asarray(pyworld.stonemask(x, f0, t, sample_rate))
+
+
+def world_analyse(audio: Audio, sample_rate: Hertz, frame_period: float = 5.0) -> WorldParams:
+    """WORLD analysis: DIO + StoneMask F0, CheapTrick envelope, D4C aperiodicity."""
+    x = np.ascontiguousarray(audio, dtype=np.float64)
+    f0 = f0_track(x, sample_rate, frame_period)
+    t = np.arange(len(f0)) * frame_period / 1000.0
+    sp = pyworld.cheaptrick(x, f0, t, sample_rate)
+    ap = pyworld.d4c(x, f0, t, sample_rate)
+    return WorldParams(f0, sp, ap, sample_rate, frame_period)
+
+
+def world_synthesise(params: WorldParams) -> Audio:
+    """WORLD synthesis of ``params`` (float32)."""
+    y = pyworld.synthesize(np.ascontiguousarray(params.f0), np.ascontiguousarray(params.sp),
+                           np.ascontiguousarray(params.ap), params.sample_rate,
+                           params.frame_period)
+    return y.astype(np.float32)
+
+
+def retime_world(params: WorldParams, n_frames: int) -> WorldParams:
+    """Uniformly time-scale WORLD parameters to ``n_frames`` frames (pitch unchanged)."""
+    n = len(params.f0)
+    pos = np.linspace(0.0, n - 1.0, max(n_frames, 1))
+    idx = np.arange(n)
+    voiced = params.f0 > 0
+    logf0 = np.log(np.where(voiced, params.f0, 1.0))
+    filled = np.interp(idx, idx[voiced], logf0[voiced]) if voiced.any() else logf0
+    f0 = np.where(voiced[np.rint(pos).astype(int)], np.exp(np.interp(pos, idx, filled)), 0.0)
+    lo = np.floor(pos).astype(int)
+    hi, frac = np.minimum(lo + 1, n - 1), (pos - lo)[:, None]
+    log_sp = np.log(params.sp + _EPS)
+    sp = np.exp(log_sp[lo] * (1 - frac) + log_sp[hi] * frac)
+    ap = params.ap[lo] * (1 - frac) + params.ap[hi] * frac
+    return replace(params, f0=f0, sp=sp, ap=np.clip(ap, 0.0, 1.0))
+
+
+def f0_log_stats(f0: Array) -> tuple[float, float]:
+    """Mean and standard deviation of log F0 over voiced frames (ValueError if none)."""
+    voiced = np.log(f0[f0 > 0])
+    if len(voiced) < 5:
+        raise ValueError("fewer than 5 voiced frames: no usable F0")
+    return float(voiced.mean()), float(max(voiced.std(), 1e-3))
+
+
+def map_f0(f0: Array, source: tuple[float, float], target: tuple[float, float]) -> Array:
+    """Gaussian log-F0 mapping from ``source`` (mean, std) statistics to ``target``'s."""
+    logf = np.log(np.where(f0 > 0, f0, 1.0))
+    mapped = np.exp((logf - source[0]) / source[1] * target[1] + target[0])
+    return np.where(f0 > 0, np.clip(mapped, 50.0, 600.0), 0.0)
+
+
+def mean_log_envelope(sp: Array, f0: Array) -> Array:
+    """Average log spectral envelope over voiced frames (all frames when none are voiced)."""
+    frames = sp[f0 > 0] if np.count_nonzero(f0 > 0) >= 5 else sp
+    return np.asarray(np.mean(np.log(frames + _EPS), axis=0))
+
+
+def warp_envelope(sp: Array, alpha: float) -> Array:
+    """Linear frequency warp of envelopes: ``new(f) = old(f / alpha)`` (alpha>1 raises formants)."""
+    bins = np.arange(sp.shape[1], dtype=np.float64)
+    src = np.clip(bins / alpha, 0, sp.shape[1] - 1)
+    log_sp = np.log(sp + _EPS)
+    return np.exp(np.stack([np.interp(src, bins, row) for row in log_sp]))
+
+
+def estimate_warp(source_env: Array, target_env: Array, sample_rate: Hertz,
+                  alphas: Sequence[float] = tuple(np.linspace(0.8, 1.25, 46))) -> float:
+    """The warp factor that best aligns the source's mean log envelope with the target's.
+
+    The score is the correlation of the mean-removed log envelopes over 150–5000 Hz.
+    """
+    bins = np.arange(len(source_env))
+    freqs = bins * sample_rate / (2.0 * (len(source_env) - 1))
+    band = (freqs > 150) & (freqs < min(5000.0, sample_rate / 2 - 100))
+    tgt = target_env[band] - target_env[band].mean()
+    scores = []
+    for a in alphas:
+        w = np.interp(np.clip(bins / a, 0, len(bins) - 1), bins, source_env)[band]
+        scores.append(float(np.dot(w - w.mean(), tgt)) / (np.linalg.norm(w - w.mean()) + _EPS))
+    return float(alphas[int(np.argmax(scores))])

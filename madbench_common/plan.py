@@ -1,0 +1,183 @@
+"""Plan a run before submitting it: task counts, GPU/CPU-hours and storage per stage.
+
+Estimates come from the committed throughput table ``madbench_common/data/throughput.csv``
+(seconds and bytes per item, with the basis and source of every figure). Stages with
+no row are listed as unknown and left out of the totals, never guessed.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import math
+from dataclasses import dataclass
+from importlib import resources
+from pathlib import Path
+
+from madbench_common.errors import ConfigError
+from madbench_common.pipeline.graph import Graph, Stage
+
+__all__ = [
+    "PAPER_CLIPS",
+    "PAPER_SAMPLES",
+    "Plan",
+    "StagePlan",
+    "Throughput",
+    "format_plan",
+    "load_throughput",
+    "plan_run",
+]
+
+PAPER_CLIPS = 1892
+"""Eligible source clips at the paper's scale."""
+PAPER_SAMPLES = 16536
+"""Benchmark samples at the paper's scale."""
+_UNITS = ("clip", "sample")
+
+
+@dataclass(frozen=True)
+class Throughput:
+    """One row of the throughput table: cost of one item of a stage on its image."""
+
+    stage: str
+    unit: str
+    device: str
+    seconds_per_item: float
+    bytes_per_item: int
+    basis: str
+    source: str
+
+
+@dataclass(frozen=True)
+class StagePlan:
+    """What one stage will cost at the planned scale (``throughput`` None: unknown)."""
+
+    stage: Stage
+    items: int
+    tasks: int
+    throughput: Throughput | None
+
+    @property
+    def compute_hours(self) -> float:
+        t = self.throughput
+        return 0.0 if t is None else self.items * t.seconds_per_item / 3600
+
+    @property
+    def gpu_hours(self) -> float:
+        return self.compute_hours * self.stage.gpu
+
+    @property
+    def storage_bytes(self) -> int:
+        return 0 if self.throughput is None else self.items * self.throughput.bytes_per_item
+
+    @property
+    def shard_seconds(self) -> float:
+        """Estimated wall time of one shard (compare with the stage's timeout)."""
+        return self.compute_hours * 3600 / self.stage.shards
+
+
+@dataclass(frozen=True)
+class Plan:
+    """A whole run's estimate."""
+
+    clips: int
+    samples: int
+    stages: list[StagePlan]
+
+    @property
+    def gpu_hours(self) -> float:
+        return sum(s.gpu_hours for s in self.stages)
+
+    @property
+    def cpu_hours(self) -> float:
+        return sum(s.compute_hours for s in self.stages if not s.stage.gpu)
+
+    @property
+    def storage_bytes(self) -> int:
+        return sum(s.storage_bytes for s in self.stages)
+
+    @property
+    def tasks(self) -> int:
+        return sum(s.tasks for s in self.stages)
+
+    @property
+    def unknown(self) -> list[str]:
+        return [s.stage.name for s in self.stages if s.throughput is None]
+
+
+def _row(raw: dict[str, str], where: str) -> Throughput:
+    try:
+        row = Throughput(raw["stage"], raw["unit"], raw["device"], float(raw["seconds_per_item"]),
+                         int(raw["bytes_per_item"]), raw["basis"], raw["source"])
+    except (KeyError, ValueError) as exc:
+        raise ConfigError(f"{where}: bad throughput row {raw}: {exc}") from None
+    if row.unit not in _UNITS or not row.source.strip():
+        raise ConfigError(f"{where}: row {row.stage!r} needs unit in {_UNITS} and a source")
+    return row
+
+
+def load_throughput(path: str | Path | None = None) -> dict[str, Throughput]:
+    """The throughput table, by stage name (the packaged one unless ``path`` is given)."""
+    if path is None:
+        text = resources.files("madbench_common").joinpath("data/throughput.csv").read_text()
+        where = "madbench_common/data/throughput.csv"
+    else:
+        text, where = Path(path).read_text(), str(path)
+    rows = [_row(raw, where) for raw in csv.DictReader(io.StringIO(text))]
+    return {r.stage: r for r in rows}
+
+
+def _tasks(stage: Stage) -> int:
+    """Pods per stage: one per shard plus the merge task."""
+    return stage.shards + 1
+
+
+def plan_run(
+    graph: Graph, clips: int, samples: int | None = None,
+    table: dict[str, Throughput] | None = None,
+) -> Plan:
+    """Estimate ``graph`` at ``clips`` eligible clips (samples scale as in the paper)."""
+    if clips <= 0:
+        raise ConfigError("--clips must be positive")
+    if samples is None:
+        samples = math.ceil(clips * PAPER_SAMPLES / PAPER_CLIPS)
+    table = load_throughput() if table is None else table
+    plans = []
+    for stage in graph:
+        row = table.get(stage.name)
+        items = samples if row is not None and row.unit == "sample" else clips
+        plans.append(StagePlan(stage, items, _tasks(stage), row))
+    return Plan(clips, samples, plans)
+
+
+def _size(n: float) -> str:
+    for unit in ("B", "kB", "MB", "GB", "TB"):
+        if n < 1000 or unit == "TB":
+            return f"{n:.1f} {unit}" if unit != "B" else f"{int(n)} B"
+        n /= 1000
+    raise AssertionError("unreachable")
+
+
+def _stage_line(s: StagePlan) -> str:
+    t = s.throughput
+    if t is None:
+        return f"{s.stage.name:<14}{s.tasks:>6}   {'—':>8} {'(no throughput row)':>36}"
+    flag = "  ! shard over timeout" if s.shard_seconds > s.stage.timeout else ""
+    unit = f"{s.items} {t.unit}s"
+    return (f"{s.stage.name:<14}{s.tasks:>6}   {unit:>13}{s.gpu_hours:>9.2f}"
+            f"{s.compute_hours:>10.2f}{_size(s.storage_bytes):>11}  {t.basis}{flag}")
+
+
+def format_plan(plan: Plan) -> str:
+    """A plain-text report: one line per stage, totals, then every figure's source."""
+    head = (f"MADBench plan: {plan.clips} eligible clips, {plan.samples} samples\n\n"
+            f"{'stage':<14}{'tasks':>6}   {'items':>13}{'GPU-h':>9}{'compute-h':>10}"
+            f"{'storage':>11}  basis")
+    lines = [head, *(_stage_line(s) for s in plan.stages)]
+    lines.append(f"{'total':<14}{plan.tasks:>6}   {'':>13}{plan.gpu_hours:>9.2f}"
+                 f"{plan.gpu_hours + plan.cpu_hours:>10.2f}{_size(plan.storage_bytes):>11}")
+    if plan.unknown:
+        lines.append(f"\nnot estimated (no row in the throughput table): {', '.join(plan.unknown)}")
+    lines.append("\nsources:")
+    lines += [f"  {s.stage.name}: {s.throughput.source}" for s in plan.stages if s.throughput]
+    return "\n".join(lines) + "\n"

@@ -1,0 +1,92 @@
+"""Run status: which stages finished, which shards are pending, and what was quarantined."""
+
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+from madbench_common.manifest import read_manifest_bytes
+from madbench_common.pipeline.graph import Graph
+from madbench_common.pipeline.stage import load_impl, read_marker
+from madbench_common.store import RunStore
+
+__all__ = ["QuarantineEntry", "RunStatus", "StageStatus", "collect_status"]
+
+_SHARD = re.compile(r"^(?P<stage>[^/]+)/(?P<fp>[^/]+)/shards/(?P<i>\d+)-of-(?P<n>\d+)\._SUCCESS$")
+
+
+@dataclass(frozen=True)
+class QuarantineEntry:
+    stage: str
+    item: str
+    reason: str
+    detail: str
+
+
+@dataclass
+class StageStatus:
+    stage: str
+    done: bool
+    rows: int = 0
+    rejected: int = 0
+    shards_done: int = 0
+    shards_total: int = 0
+    counts: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass
+class RunStatus:
+    run_id: str
+    uri: str
+    stages: list[StageStatus]
+    quarantine: list[QuarantineEntry]
+
+    def to_json(self) -> str:
+        return json.dumps(asdict(self), indent=1)
+
+
+def _partial_shards(run: RunStore, stage: str) -> tuple[int, int]:
+    """(done, total) shards of the newest unfinished attempt of ``stage``."""
+    best: tuple[int, int] = (0, 0)
+    per_attempt: dict[tuple[str, int], int] = {}
+    for key in run.list(stage):
+        m = _SHARD.match(key)
+        if m:
+            k = (m["fp"], int(m["n"]))
+            per_attempt[k] = per_attempt.get(k, 0) + 1
+    for (_, total), done in per_attempt.items():
+        best = max(best, (done, total))
+    return best
+
+
+def _stage_counts(rows: list[Any]) -> dict[str, Any]:
+    counts: dict[str, Any] = {}
+    if rows and hasattr(rows[0], "eligible"):
+        counts["eligible"] = sum(bool(r.eligible) for r in rows)
+    if rows and hasattr(rows[0], "split"):
+        for r in rows:
+            counts[f"split_{r.split}"] = counts.get(f"split_{r.split}", 0) + 1
+    return counts
+
+
+def collect_status(run: RunStore, graph: Graph) -> RunStatus:
+    """Status of every stage of ``graph`` in ``run``."""
+    stages, quarantine = [], []
+    for stage in graph:
+        marker = read_marker(run, stage.name)
+        if marker is None:
+            done, total = _partial_shards(run, stage.name)
+            stages.append(StageStatus(stage.name, False, shards_done=done, shards_total=total))
+            continue
+        impl = load_impl(stage.target)
+        data = run.get_bytes(f"{stage.name}/manifest.parquet", marker["manifest_sha256"])
+        rows = read_manifest_bytes(impl.row_type, data)
+        for r in rows:
+            if not r.ok:
+                quarantine.append(QuarantineEntry(stage.name, str(getattr(r, impl.id_field)),
+                                                  r.reason, r.detail))
+        stages.append(StageStatus(stage.name, True, marker["rows"], marker["rejected"],
+                                  counts=_stage_counts(rows)))
+    return RunStatus(run.run_id, run.store.uri(run.run_id), stages, quarantine)

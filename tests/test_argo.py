@@ -1,0 +1,353 @@
+"""Tests for the Argo compiler: golden files, strict schema, DAG checks, image swaps, robustness."""
+
+from __future__ import annotations
+
+import copy
+import json
+import re
+from pathlib import Path
+from typing import Any
+
+import jsonschema
+import pytest
+import yaml
+
+from madbench_common.errors import ConfigError
+from madbench_common.pipeline.argo import (
+    VARIANTS,
+    ClusterProfile,
+    ImageLock,
+    compile_workflow,
+    render_workflows,
+    workflow_yaml,
+    write_exit_summary,
+)
+from madbench_common.pipeline.definition import build_graph
+from madbench_common.pipeline.graph import Graph, Stage
+
+ROOT = Path(__file__).resolve().parents[1]
+SCHEMA = ROOT.parent / "shared" / "schemas" / "argo-workflows.schema.json"
+LOCK = ROOT / "images" / "images.lock.yaml"
+PROFILE = ROOT / "k8s" / "overlays" / "gpu-nodepool" / "cluster-profile.yaml"
+WORKFLOWS = sorted((ROOT / "workflows").glob("*.yaml"))
+_PARAM = re.compile(r"\{\{workflow\.parameters\.([A-Za-z0-9_-]+)\}\}")
+
+
+def _load(path: Path) -> dict[str, Any]:
+    data: dict[str, Any] = yaml.safe_load(path.read_text())
+    return data
+
+
+def _compile(graph: Graph, variant: str) -> dict[str, Any]:
+    wf = compile_workflow(graph, VARIANTS[variant], ImageLock.load(LOCK),
+                          ClusterProfile.load(PROFILE))
+    data: dict[str, Any] = yaml.safe_load(workflow_yaml(wf))
+    return data
+
+
+# ------------------------------------------------------------------ golden
+
+
+def test_committed_workflows_are_current() -> None:
+    stale = render_workflows(build_graph(), ImageLock.load(LOCK), ClusterProfile.load(PROFILE),
+                             ROOT / "workflows", check=True)
+    assert not stale, f"stale: {stale}; run `madbench render` and commit the result"
+
+
+def test_render_check_reports_stale_and_render_writes(tmp_path: Path) -> None:
+    args = (build_graph(), ImageLock.load(LOCK), ClusterProfile.load(PROFILE), tmp_path)
+    assert len(render_workflows(*args, check=True)) == 2
+    assert not list(tmp_path.iterdir())
+    render_workflows(*args)
+    assert render_workflows(*args, check=True) == []
+    assert (tmp_path / "full.yaml").read_text() == (ROOT / "workflows" / "full.yaml").read_text()
+
+
+def test_cli_render_check_exit_code(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    import argparse
+
+    from madbench_common import cli_cluster
+
+    parser = argparse.ArgumentParser()
+    cli_cluster.add_commands(parser.add_subparsers())
+    argv = ["render", "--out", str(tmp_path), "--lock", str(LOCK), "--profile", str(PROFILE)]
+    args = parser.parse_args([*argv, "--check"])
+    assert args.func(args) == 1
+    args = parser.parse_args(argv)
+    assert args.func(args) == 0
+    args = parser.parse_args([*argv, "--check"])
+    assert args.func(args) == 0
+
+
+# ------------------------------------------------------------------ strict schema
+
+
+def _strict(node: Any) -> Any:
+    """additionalProperties: false on every object schema that lists its properties."""
+    if isinstance(node, dict):
+        if "properties" in node and "additionalProperties" not in node:
+            node["additionalProperties"] = False
+        for value in node.values():
+            _strict(value)
+    elif isinstance(node, list):
+        for value in node:
+            _strict(value)
+    return node
+
+
+@pytest.fixture(scope="module")
+def validator() -> jsonschema.protocols.Validator:
+    if not SCHEMA.exists():
+        pytest.skip(f"{SCHEMA} not found (shared/ schemas are beside the repository)")
+    full = _strict(json.loads(SCHEMA.read_text()))
+    schema = {"$ref": "#/definitions/io.argoproj.workflow.v1alpha1.Workflow",
+              "definitions": full["definitions"]}
+    cls = jsonschema.validators.validator_for(full)
+    return cls(schema)
+
+
+@pytest.mark.parametrize("path", WORKFLOWS, ids=lambda p: p.name)
+def test_workflow_matches_strict_schema(path: Path, validator: Any) -> None:
+    errors = [f"{'/'.join(map(str, e.path))}: {e.message}"
+              for e in validator.iter_errors(_load(path))]
+    assert not errors, "\n".join(errors[:20])
+
+
+def test_strict_schema_rejects_misspelled_key(validator: Any) -> None:
+    doc = _load(ROOT / "workflows" / "full.yaml")
+    task = doc["spec"]["templates"][0]["dag"]["tasks"][1]
+    task["dependancies"] = task.pop("dependencies")
+    assert list(validator.iter_errors(doc))
+
+
+def test_gpu_quantities_are_strings() -> None:
+    text = (ROOT / "workflows" / "full.yaml").read_text()
+    assert not re.search(r"nvidia\.com/gpu: \d", text)
+
+
+# ------------------------------------------------------------------ DAG references
+
+
+def _check_references(doc: dict[str, Any]) -> None:
+    templates = {t["name"]: t for t in doc["spec"]["templates"]}
+    assert len(templates) == len(doc["spec"]["templates"]), "duplicate template names"
+    used = {doc["spec"]["entrypoint"], doc["spec"]["onExit"]}
+    for tpl in templates.values():
+        tasks = tpl.get("dag", {}).get("tasks", [])
+        names = {t["name"] for t in tasks}
+        assert len(names) == len(tasks), f"{tpl['name']}: duplicate task names"
+        for task in tasks:
+            assert task["template"] in templates, f"{task['name']} → {task['template']}"
+            used.add(task["template"])
+            for dep in task.get("dependencies", []):
+                assert dep in names, f"{tpl['name']}/{task['name']} depends on unknown {dep}"
+        _check_acyclic({t["name"]: t.get("dependencies", []) for t in tasks})
+    assert used <= set(templates)
+    assert set(templates) - used == set(), f"unreachable templates: {set(templates) - used}"
+
+
+def _check_acyclic(deps: dict[str, list[str]]) -> None:
+    state: dict[str, int] = {}
+
+    def visit(name: str) -> None:
+        assert state.get(name) != 1, f"cycle through {name}"
+        if state.get(name) == 2:
+            return
+        state[name] = 1
+        for dep in deps[name]:
+            visit(dep)
+        state[name] = 2
+
+    for name in deps:
+        visit(name)
+
+
+@pytest.mark.parametrize("path", WORKFLOWS, ids=lambda p: p.name)
+def test_task_references_and_no_cycles(path: Path) -> None:
+    _check_references(_load(path))
+
+
+def test_reference_check_catches_cycle() -> None:
+    with pytest.raises(AssertionError, match="cycle"):
+        _check_acyclic({"a": ["b"], "b": ["a"]})
+
+
+def test_every_parameter_used_is_declared() -> None:
+    for path in WORKFLOWS:
+        text = path.read_text()
+        declared = {p["name"] for p in _load(path)["spec"]["arguments"]["parameters"]}
+        assert set(_PARAM.findall(text)) <= declared, path.name
+
+
+def test_dag_follows_graph() -> None:
+    graph = build_graph()
+    tasks = {t["name"]: t for t in _load(ROOT / "workflows" / "full.yaml")["spec"]["templates"][0]
+             ["dag"]["tasks"]}
+    for stage in graph:
+        name = stage.name.replace("_", "-")
+        deps = {f"{d.replace('_', '-')}-merge" for d in stage.inputs}
+        assert set(tasks[name].get("dependencies", [])) == deps
+        assert tasks[f"{name}-merge"]["dependencies"] == [name]
+
+
+# ------------------------------------------------------------------ image parameters
+
+
+def _effective_pods(doc: dict[str, Any], overrides: dict[str, str]) -> dict[str, str]:
+    """Each container template with workflow parameters substituted, as `argo submit -p` would."""
+    values = {p["name"]: p.get("value", "") for p in doc["spec"]["arguments"]["parameters"]}
+    values.update(overrides)
+    out = {}
+    for tpl in doc["spec"]["templates"]:
+        if "container" in tpl:
+            text = json.dumps(tpl, sort_keys=True)
+            out[tpl["name"]] = _PARAM.sub(lambda m: values[m.group(1)], text)
+    return out
+
+
+@pytest.mark.parametrize("stage", [s.name for s in build_graph()])
+def test_swapping_one_image_changes_only_that_stage(stage: str) -> None:
+    doc = _load(ROOT / "workflows" / "full.yaml")
+    before = _effective_pods(doc, {})
+    after = _effective_pods(doc, {f"{stage}_image": "example.org/other@sha256:" + "0" * 64})
+    changed = {name for name in before if before[name] != after[name]}
+    prefix = stage.replace("_", "-")
+    assert changed == {f"{prefix}-shard", f"{prefix}-merge"}
+    assert "example.org/other" in after[f"{prefix}-shard"]
+
+
+def test_image_defaults_come_from_lock() -> None:
+    lock = ImageLock.load(LOCK)
+    for variant in ("full", "smoke"):
+        doc = _load(ROOT / "workflows" / f"{variant}.yaml")
+        params = {p["name"]: p["value"] for p in doc["spec"]["arguments"]["parameters"]}
+        for stage in build_graph():
+            slug = "reference-cpu" if variant == "smoke" else stage.image
+            assert params[stage.image_param] == lock.ref(slug)
+
+
+def test_lock_digest_pins_image() -> None:
+    entry = {"ref": "r/x:1", "digest": "sha256:" + "a" * 64}
+    assert ImageLock({"x": entry}).ref("x") == "r/x:1@sha256:" + "a" * 64
+    assert ImageLock({"x": {"ref": "r/x:1", "digest": None}}).ref("x") == "r/x:1"
+    with pytest.raises(ConfigError, match="digest"):
+        ImageLock({"x": {"ref": "r/x:1", "digest": "md5:1"}}).ref("x")
+    with pytest.raises(ConfigError, match="not in the images lock"):
+        ImageLock({}).ref("nope")
+
+
+# ------------------------------------------------------------------ robustness
+
+
+def _container_templates(doc: dict[str, Any]) -> list[dict[str, Any]]:
+    return [t for t in doc["spec"]["templates"] if "container" in t]
+
+
+@pytest.mark.parametrize("path", WORKFLOWS, ids=lambda p: p.name)
+def test_every_pod_is_locked_down(path: Path) -> None:
+    doc = _load(path)
+    spec = doc["spec"]
+    assert spec["securityContext"]["runAsNonRoot"] is True
+    assert spec["podGC"]["strategy"] and spec["ttlStrategy"] and spec["archiveLogs"] is True
+    assert spec["onExit"] == "summary"
+    for tpl in _container_templates(doc):
+        sc = tpl["container"]["securityContext"]
+        assert sc["allowPrivilegeEscalation"] is False and sc["readOnlyRootFilesystem"] is True
+        assert sc["runAsNonRoot"] is True and sc["capabilities"]["drop"] == ["ALL"]
+        assert int(tpl["activeDeadlineSeconds"]) > 0
+        assert "/tmp" in {m["mountPath"] for m in tpl["container"]["volumeMounts"]}
+
+
+@pytest.mark.parametrize("path", WORKFLOWS, ids=lambda p: p.name)
+def test_s3_credentials_only_from_secret(path: Path) -> None:
+    for tpl in _container_templates(_load(path)):
+        env = {e["name"]: e for e in tpl["container"]["env"]}
+        for key in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_ENDPOINT_URL", "AWS_REGION"):
+            assert "value" not in env[key] and env[key]["valueFrom"]["secretKeyRef"]["key"] == key
+        assert env["HF_HUB_OFFLINE"]["value"] == "1"
+
+
+def test_retries_skip_deterministic_failures() -> None:
+    doc = _load(ROOT / "workflows" / "full.yaml")
+    for tpl in _container_templates(doc):
+        if tpl["name"] == "summary":
+            continue
+        retry = tpl["retryStrategy"]
+        assert retry["expression"] == 'lastRetry.exitCode != "3"'
+        assert retry["backoff"]["duration"] and int(retry["backoff"]["factor"]) > 1
+
+
+def test_fanout_by_shard_index_with_parallelism_cap() -> None:
+    doc = _load(ROOT / "workflows" / "full.yaml")
+    templates = {t["name"]: t for t in doc["spec"]["templates"]}
+    for stage in build_graph():
+        name = stage.name.replace("_", "-")
+        if stage.sharded:
+            fanout = templates[f"{name}-fanout"]
+            assert fanout["parallelism"] == stage.parallelism
+            seq = fanout["dag"]["tasks"][0]["withSequence"]
+            assert seq["count"] == f"{{{{workflow.parameters.{stage.name}_shards}}}}"
+        else:
+            assert f"{name}-fanout" not in templates
+        assert "withParam" not in json.dumps(doc)
+
+
+def _gpu_graph() -> Graph:
+    return Graph([
+        Stage(name="ingest", role="core", target="m:C"),
+        Stage(name="tts", role="speech_generator", target="m:T", inputs=("ingest",),
+              image="tts-f5", gpu=1, shards=8, parallelism=2, memory="24Gi"),
+    ])
+
+
+def test_gpu_stage_full_requests_gpu_on_profile_pool() -> None:
+    doc = _compile(_gpu_graph(), "full")
+    templates = {t["name"]: t for t in doc["spec"]["templates"]}
+    shard = templates["tts-shard"]
+    assert shard["container"]["resources"]["limits"]["nvidia.com/gpu"] == "1"
+    profile = ClusterProfile.load(PROFILE)
+    assert shard["nodeSelector"] == profile.gpu_node_selector
+    assert shard["tolerations"] == list(profile.gpu_tolerations)
+    mounts = {m["name"]: m for m in shard["container"]["volumeMounts"]}
+    assert mounts["weights"]["readOnly"] is True
+    claim = {v["name"]: v for v in doc["spec"]["volumes"]}["weights"]["persistentVolumeClaim"]
+    assert claim == {"claimName": profile.weights_claim, "readOnly": True}
+    assert "nvidia.com/gpu" not in json.dumps(templates["tts-merge"])
+    assert "nodeSelector" not in templates["ingest-shard"]
+    params = {p["name"]: p["value"] for p in doc["spec"]["arguments"]["parameters"]}
+    assert params["tts_image"] == ImageLock.load(LOCK).ref("tts-f5")
+
+
+def test_gpu_stage_smoke_runs_on_cpu_reference() -> None:
+    doc = _compile(_gpu_graph(), "smoke")
+    text = json.dumps(doc)
+    assert "nvidia.com/gpu" not in text and "nodeSelector" not in text
+    assert "weights" not in {v["name"] for v in doc["spec"]["volumes"]}
+    params = {p["name"]: p["value"] for p in doc["spec"]["arguments"]["parameters"]}
+    assert params["tts_image"] == ImageLock.load(LOCK).ref("reference-cpu")
+
+
+def test_root_stage_gets_sources_parameter() -> None:
+    doc = _load(ROOT / "workflows" / "full.yaml")
+    shard = {t["name"]: t for t in doc["spec"]["templates"]}["ingest-shard"]
+    args = shard["container"]["args"]
+    params = args[args.index("--params-json") + 1]
+    assert json.loads(params.replace("{{workflow.parameters.sources}}", "s3://b/x.csv")) == {
+        "sources": "s3://b/x.csv"}
+
+
+def test_profile_rejects_unknown_keys(tmp_path: Path) -> None:
+    bad = tmp_path / "p.yaml"
+    bad.write_text("gpuNodeSelectr: {}\n")
+    with pytest.raises(ConfigError, match="unknown"):
+        ClusterProfile.load(bad)
+
+
+def test_exit_summary_written(tmp_path: Path) -> None:
+    summary = write_exit_summary(build_graph(), str(tmp_path), "run1", "wf-abc", "Failed",
+                                 "12", '[{"displayName": "ingest(0)", "message": "boom"}]')
+    written = json.loads((tmp_path / "run1" / "_RUN_SUMMARY.json").read_text())
+    assert written == json.loads(json.dumps(summary))
+    assert written["status"] == "Failed" and written["failures"][0]["message"] == "boom"
+    assert written["stages"]["ingest"] == {"done": False}
+    assert copy.deepcopy(written)["workflow"] == "wf-abc"
