@@ -351,3 +351,10 @@ def test_exit_summary_written(tmp_path: Path) -> None:
     assert written["status"] == "Failed" and written["failures"][0]["message"] == "boom"
     assert written["stages"]["ingest"] == {"done": False}
     assert copy.deepcopy(written)["workflow"] == "wf-abc"
+
+
+def test_retry_exit_code_matches_cli() -> None:
+    from madbench_common.cli import EXIT_DETERMINISTIC
+    from madbench_common.pipeline.argo import DETERMINISTIC_EXIT_CODE
+
+    assert DETERMINISTIC_EXIT_CODE == EXIT_DETERMINISTIC

@@ -264,10 +264,11 @@ def _container_template(
 ) -> m.Template:
     merge = verb == "merge"
     gpu = bool(stage.gpu) and not variant.cpu_only and not merge
+    deadline = min(stage.timeout, 1800) if merge else stage.timeout
+    role = re.sub(r"[^A-Za-z0-9_.-]", "-", stage.role)
     return m.Template(
         name=f"{task_name(stage)}-{'merge' if merge else 'shard'}",
-        metadata=m.Metadata(labels={"madbench.io/stage": stage.name,
-                                    "madbench.io/role": stage.role.replace("+", "-")}),
+        metadata=m.Metadata(labels={"madbench.io/stage": stage.name, "madbench.io/role": role}),
         inputs=None if merge else m.Inputs(parameters=[m.Parameter(name="shard")]),
         container=m.Container(
             image=_param(stage.image_param), image_pull_policy="IfNotPresent",
@@ -276,7 +277,7 @@ def _container_template(
             resources=_resources(stage, variant, merge),
             security_context=_container_security(),
         ),
-        active_deadline_seconds=m.IntOrString(str(min(stage.timeout, 1800) if merge else stage.timeout)),
+        active_deadline_seconds=m.IntOrString(str(deadline)),
         retry_strategy=_retry(stage),
         **_placement(profile, gpu),
     )

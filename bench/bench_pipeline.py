@@ -1,0 +1,74 @@
+"""Pipeline throughput on the demo corpus: per stage, and S3 (SeaweedFS) vs the file store.
+
+Throughput is source-audio seconds per wall second on this machine. Floors (issue 2):
+ingest + source_qc together ≥ 50× real time; S3/file wall-time ratio ≤ 1.3.
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+import os
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO))
+
+from madbench_common.audio import probe  # noqa: E402
+from madbench_common.pipeline.definition import build_graph  # noqa: E402
+from madbench_common.pipeline.local import LocalRunner, RunOptions  # noqa: E402
+from madbench_common.testing import SeaweedS3  # noqa: E402
+
+UNTIL = os.environ.get("MADBENCH_BENCH_UNTIL", "split")
+WORKERS = int(os.environ.get("MADBENCH_BENCH_WORKERS", "2"))
+FLOORS = {"ingest+source_qc": 50.0, "s3_over_file": 1.3}
+
+
+def _source_seconds(sources: Path) -> float:
+    with open(sources, newline="") as fh:
+        return sum(probe(sources.parent / r["path"]).duration for r in csv.DictReader(fh))
+
+
+def _run(store: str, run_id: str, sources: Path) -> tuple[float, dict[str, float]]:
+    opts = RunOptions(store=store, run_id=run_id, until=UNTIL, workers=WORKERS, progress=False,
+                      params={"ingest": {"sources": str(sources)}})
+    start = time.perf_counter()
+    reports = LocalRunner(build_graph, opts).execute()
+    return time.perf_counter() - start, {r.stage: r.seconds for r in reports}
+
+
+def main() -> dict[str, object]:
+    sources = REPO / "data" / "demo" / "sources.csv"
+    audio_s = _source_seconds(sources)
+    with tempfile.TemporaryDirectory() as tmp:
+        _run(str(Path(tmp) / "warm"), "warm", sources)  # load models, fill OS caches
+        file_wall, stages = _run(str(Path(tmp) / "file"), "bench", sources)
+        with SeaweedS3() as s3:
+            s3.create_bucket("madbench")
+            os.environ.update(s3.env())
+            s3_wall, _ = _run("s3://madbench/bench", "bench", sources)
+    per_stage = {name: audio_s / sec for name, sec in stages.items() if sec > 0}
+    combined = audio_s / (stages["ingest"] + stages["source_qc"])
+    result = {
+        "source_audio_seconds": round(audio_s, 1),
+        "workers": WORKERS,
+        "throughput_x_realtime": {k: round(v, 1) for k, v in per_stage.items()},
+        "ingest+source_qc_x_realtime": round(combined, 1),
+        "file_wall_s": round(file_wall, 2),
+        "s3_wall_s": round(s3_wall, 2),
+        "s3_over_file": round(s3_wall / file_wall, 3),
+        "floors": FLOORS,
+        "pass": {"ingest+source_qc": combined >= FLOORS["ingest+source_qc"],
+                 "s3_over_file": s3_wall / file_wall <= FLOORS["s3_over_file"]},
+    }
+    out = REPO / ".bench" / "pipeline.json"
+    out.parent.mkdir(exist_ok=True)
+    out.write_text(json.dumps(result, indent=1))
+    return result
+
+
+if __name__ == "__main__":
+    print(json.dumps(main(), indent=1))

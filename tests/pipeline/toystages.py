@@ -1,0 +1,72 @@
+"""Toy stages for runner tests: they count their calls in a file so reruns are visible."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from madbench_common.errors import InputRejected
+from madbench_common.manifest import ManifestRow, manifest
+from madbench_common.pipeline.graph import Graph, Stage
+from madbench_common.pipeline.stage import MapStage, StageImpl
+
+
+@manifest("toy", 1)
+@dataclass(frozen=True, kw_only=True)
+class ToyRow(ManifestRow):
+    clip_id: str
+    value: int = 0
+    uri: str = ""
+    sha256: str = ""
+
+
+def _count(path: str, line: str) -> None:
+    with open(path, "a") as fh:
+        fh.write(line + "\n")
+
+
+class Numbers(MapStage[ToyRow]):
+    row_type = ToyRow
+
+    def plan(self) -> list[str]:
+        return [f"c{i:02d}" for i in range(int(self.ctx.params["n"]))]
+
+    def run_item(self, item: str) -> ToyRow:
+        _count(self.ctx.params["counter"], f"numbers {item}")
+        value = int(item[1:])
+        if value in self.ctx.params.get("bad", []):
+            raise InputRejected(f"/data/{item}.mp4", "unreadable", "test")
+        info = self.ctx.run.put_bytes(self.ctx.key(f"{item}.txt"), str(value * 3).encode())
+        return ToyRow(clip_id=item, value=value * 3, uri=info.uri,
+                      sha256=info.sha256).with_provenance(self.ctx.provenance("toy", "1"))
+
+    def rejected_row(self, item: str, exc: InputRejected) -> ToyRow:
+        return ToyRow(clip_id=item, status="rejected", reason=exc.reason, detail=str(exc))
+
+
+class Total(StageImpl[ToyRow]):
+    row_type = ToyRow
+
+    def plan(self) -> list[str]:
+        return ["all"]
+
+    def run_items(self, items: Sequence[str]) -> list[ToyRow]:
+        rows = [r for r in self.ctx.read_input("numbers", ToyRow) if r.ok]
+        _count(self.ctx.params["counter"], "total")
+        total = sum(int(self.ctx.run.get_bytes(self.ctx.run.key_of(r.uri), r.sha256))
+                    for r in rows)
+        return [ToyRow(clip_id="total", value=total)]
+
+
+def toy_graph() -> Graph:
+    return Graph([
+        Stage(name="numbers", role="core", target="pipeline.toystages:Numbers", shards=4,
+              params={"n": 10}),
+        Stage(name="total", role="core", target="pipeline.toystages:Total",
+              inputs=("numbers",)),
+    ])
+
+
+def calls(counter: Path) -> list[str]:
+    return counter.read_text().splitlines() if counter.exists() else []
