@@ -9,13 +9,14 @@ from __future__ import annotations
 import warnings
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
-from math import gcd
+from typing import Any
 
 import numpy as np
 import numpy.typing as npt
-from scipy.signal import resample_poly
+from scipy.signal import hilbert, lfilter
 from scipy.signal.windows import hann
 
+from madbench_common.audio import rms_dbfs
 from madbench_common.types import Audio, Hertz, Seconds
 
 with warnings.catch_warnings():  # pyworld imports pkg_resources, which warns
@@ -24,18 +25,27 @@ with warnings.catch_warnings():  # pyworld imports pkg_resources, which warns
 
 __all__ = [
     "WorldParams",
+    "analytic_subbands",
+    "band_noise",
+    "band_profile",
+    "decay_train",
+    "erb_filterbank",
     "estimate_warp",
+    "event_onsets",
     "f0_log_stats",
     "f0_track",
     "fit_length",
+    "harmonic_tone",
+    "impose_envelope_stats",
     "map_f0",
     "mean_log_envelope",
+    "modulation_power",
     "n_samples",
     "normalise",
     "place_in_regions",
-    "resample",
+    "resonator_bank",
     "retime_world",
-    "rms_dbfs",
+    "smooth_random",
     "time_stretch",
     "trim_silence",
     "warp_envelope",
@@ -43,21 +53,13 @@ __all__ = [
     "world_synthesise",
 ]
 
-Array = npt.NDArray[np.float64]
+Array = npt.NDArray[np.floating[Any]]
 _EPS = 1e-12
 
 
 def n_samples(duration: Seconds, sample_rate: Hertz) -> int:
     """The exact sample count for ``duration``: ``round(duration * sample_rate)``."""
-    return int(round(duration * sample_rate))
-
-
-def resample(audio: Audio, sr_from: Hertz, sr_to: Hertz) -> Audio:
-    """Polyphase resampling (scipy) from ``sr_from`` to ``sr_to``."""
-    if sr_from == sr_to:
-        return np.asarray(audio, dtype=np.float32)
-    g = gcd(int(sr_from), int(sr_to))
-    return resample_poly(np.asarray(audio, np.float64), sr_to // g, sr_from // g).astype(np.float32)
+    return round(duration * sample_rate)
 
 
 def fit_length(audio: npt.NDArray[np.floating], n: int) -> Audio:
@@ -68,20 +70,12 @@ def fit_length(audio: npt.NDArray[np.floating], n: int) -> Audio:
     return out
 
 
-def rms_dbfs(audio: npt.NDArray[np.floating]) -> float:
-    """RMS level in dBFS (full-scale sine = -3 dB); silence gives -inf."""
-    if len(audio) == 0:
-        return float("-inf")
-    rms = float(np.sqrt(np.mean(np.square(audio, dtype=np.float64))))
-    return 20.0 * np.log10(rms) if rms > 0 else float("-inf")
-
-
 def normalise(audio: npt.NDArray[np.floating], target_dbfs: float = -26.0,
               peak: float = 0.95) -> Audio:
     """Scale to ``target_dbfs`` RMS, then down to ``peak`` if it would clip."""
     x = np.asarray(audio, dtype=np.float64)
-    level = rms_dbfs(x)
-    if not np.isfinite(level):
+    level = rms_dbfs(x.astype(np.float32))
+    if level <= -100.0:
         return x.astype(np.float32)
     x = x * 10.0 ** ((target_dbfs - level) / 20.0)
     top = float(np.max(np.abs(x)))
@@ -125,7 +119,7 @@ def _wsola(x: Array, n_out: int, win: int, tol: int) -> Audio:
     y, norm = np.zeros(n_out + win), np.zeros(n_out + win)
     rate, prev = len(x) / n_out, 0
     for k, out_pos in enumerate(range(0, n_out, hop)):
-        nominal = min(int(round(out_pos * rate)), len(x) - 1)
+        nominal = min(round(out_pos * rate), len(x) - 1)
         pos = nominal if k == 0 else _best_offset(xp, nominal, prev + hop, win, tol)
         y[out_pos: out_pos + win] += xp[pos + tol: pos + tol + win] * w
         norm[out_pos: out_pos + win] += w
@@ -143,7 +137,7 @@ def _best_offset(xp: Array, nominal: int, natural: int, win: int, tol: int) -> i
 
 def place_in_regions(speech: Audio, starts: Sequence[Seconds], ends: Sequence[Seconds],
                      sample_rate: Hertz, total: int) -> Audio:
-    """Fit ``speech`` into the regions ``[starts[i], ends[i])`` (seconds) of a ``total``-sample track.
+    """Fit ``speech`` into regions ``[starts[i], ends[i])`` (s) of a ``total``-sample track.
 
     Leading/trailing silence of ``speech`` is trimmed, the rest is cut at low-energy
     points in proportion to the region lengths, and each piece is WSOLA-stretched to
@@ -189,6 +183,124 @@ def _fade_edges(x: Audio, n: int) -> Audio:
     return x
 
 
+def band_noise(n: int, sample_rate: Hertz, lo: float, hi: float,
+               rng: np.random.Generator) -> Array:
+    """Gaussian noise band-limited to ``[lo, hi]`` Hz (FFT mask, 1/3-octave cosine skirts)."""
+    spec = np.fft.rfft(rng.standard_normal(max(n, 2)))
+    freqs = np.fft.rfftfreq(max(n, 2), 1.0 / sample_rate)
+    spec *= band_profile(freqs, lo, hi)
+    y = np.fft.irfft(spec, max(n, 2))[:n]
+    return y / (np.std(y) + _EPS)
+
+
+def band_profile(freqs: Array, lo: float, hi: float) -> Array:
+    """A pass band ``[lo, hi]`` Hz with raised-cosine skirts one third of an octave wide."""
+    lf = np.log2(np.maximum(freqs, 1.0))
+    lo_l, hi_l = np.log2(max(lo, 1.0)), np.log2(max(hi, lo + 1.0))
+    rise = np.clip((lf - lo_l) / (1 / 3) + 1, 0, 1)
+    fall = np.clip((hi_l - lf) / (1 / 3) + 1, 0, 1)
+    return np.asarray(np.sin(np.pi / 2 * rise) ** 2 * np.sin(np.pi / 2 * fall) ** 2)
+
+
+def smooth_random(n: int, rate: float, sample_rate: float, rng: np.random.Generator) -> Array:
+    """A smooth random curve in [0, 1] whose fluctuations are about ``rate`` Hz."""
+    knots = max(int(n / sample_rate * rate) + 3, 3)
+    values = rng.uniform(0.0, 1.0, knots)
+    grid = np.linspace(0, knots - 1, n)
+    return np.interp(grid, np.arange(knots), values) if rate > 0 else np.full(n, 0.5)
+
+
+def event_onsets(n: int, rate_sr: float, rate: float, rng: np.random.Generator,
+                 drive: Array, regular: bool) -> npt.NDArray[np.int64]:
+    """Event positions (Poisson, or ``regular`` with 3% jitter) at ``rate`` per second.
+
+    ``n`` and the result are in units of ``rate_sr`` (samples or frames per second);
+    each event is kept with probability ``drive[pos]`` (``drive`` in [0, 1]).
+    """
+    if regular:
+        period = rate_sr / rate
+        pos = np.arange(rng.uniform(0, period), n, period)
+        pos = pos + rng.normal(0, 0.03 * period, len(pos))
+    else:
+        pos = rng.uniform(0, n, rng.poisson(rate * n / rate_sr))
+    pos = np.clip(pos, 0, n - 1).astype(np.int64)
+    return pos[rng.uniform(0, 1, len(pos)) < drive[pos]]
+
+
+def decay_train(n: int, pos: npt.NDArray[np.int64], decay_samples: float,
+                rng: np.random.Generator) -> Array:
+    """Random-amplitude impulses at ``pos`` through a one-pole exponential decay."""
+    imp = np.zeros(n)
+    np.add.at(imp, pos, rng.uniform(0.4, 1.0, len(pos)))
+    a = np.exp(-1.0 / max(decay_samples, 0.5))
+    return np.asarray(lfilter([1.0], [1.0, -a], imp))
+
+
+def resonator_bank(imp: Array, freqs: Array, decay: float, sr: float) -> Array:
+    """``imp`` through two-pole resonators at ``freqs`` (Hz), the k-th at gain 1/(k+1)."""
+    r = np.exp(-1.0 / (decay * sr))
+    out = np.zeros_like(imp)
+    for k, f in enumerate(freqs):
+        w = 2 * np.pi * f / sr
+        out += lfilter([1 - r], [1, -2 * r * np.cos(w), r * r], imp) / (k + 1)
+    return out
+
+
+def harmonic_tone(n: int, sr: float, f0: float, fmax: float, rng: np.random.Generator) -> Array:
+    """A harmonic tone at ``f0`` (1% slow vibrato), partials 1/k up to ``fmax``."""
+    freq = f0 * (1 + 0.01 * (smooth_random(n, 0.5, sr, rng) - 0.5))
+    phase = 2 * np.pi * np.cumsum(freq) / sr
+    top = int(min(fmax, 0.45 * sr) // f0)
+    return np.asarray(sum(np.sin(k * phase + rng.uniform(0, 2 * np.pi)) / k
+                          for k in range(1, max(top, 1) + 1)))
+
+
+def erb_filterbank(n: int, sample_rate: Hertz, n_bands: int = 30) -> Array:
+    """Half-cosine filters equally spaced on the ERB scale, for an ``n``-point real FFT.
+
+    Shape ``(n_bands, n // 2 + 1)``; the squared responses sum to one at every
+    frequency, so analysis followed by synthesis with the same filters is exact.
+    """
+    def erb(f: Array) -> Array:
+        return np.asarray(21.4 * np.log10(1 + 0.00437 * f))
+
+    e = erb(np.fft.rfftfreq(n, 1.0 / sample_rate))
+    centers = np.linspace(erb(np.array(20.0)), e[-1], n_bands)
+    width = centers[1] - centers[0]
+    bank = np.cos(np.clip((e[None, :] - centers[:, None]) / width, -1, 1) * np.pi / 2)
+    bank[0, e < centers[0]] = 1.0
+    return bank / np.sqrt(np.sum(bank**2, axis=0, keepdims=True))
+
+
+def analytic_subbands(x: Array, bank: Array) -> npt.NDArray[np.complex128]:
+    """Analytic signals of ``x`` filtered by each row of an FFT-domain ``bank``."""
+    return np.asarray(hilbert(np.fft.irfft(np.fft.rfft(x)[None, :] * bank, len(x), axis=1)))
+
+
+_MOD_EDGES = np.array([0.0, 0.5, 1, 2, 4, 8, 16, 32, 64, 1e9])
+"""Octave modulation bands (Hz) for envelope modulation spectra."""
+
+
+def modulation_power(env: Array, sample_rate: float) -> Array:
+    """Mean modulation power of an envelope in octave bands (``_MOD_EDGES``)."""
+    spec = np.abs(np.fft.rfft(env - env.mean())) ** 2
+    idx = np.digitize(np.fft.rfftfreq(len(env), 1 / sample_rate), _MOD_EDGES) - 1
+    counts = np.maximum(np.bincount(idx, minlength=len(_MOD_EDGES)), 1)
+    return np.bincount(idx, spec, minlength=len(_MOD_EDGES)) / counts
+
+
+def impose_envelope_stats(env: Array, quantiles: Array, mod: Array,
+                          sample_rate: float) -> Array:
+    """Give ``env`` the modulation power ``mod``, then the distribution ``quantiles``."""
+    spec = np.fft.rfft(env - env.mean())
+    idx = np.digitize(np.fft.rfftfreq(len(env), 1 / sample_rate), _MOD_EDGES) - 1
+    spec *= np.sqrt(mod / np.maximum(modulation_power(env, sample_rate), 1e-20))[idx]
+    shaped = np.fft.irfft(spec, len(env)) + env.mean()
+    ranks = np.empty(len(env))
+    ranks[np.argsort(shaped)] = np.linspace(0.0, 1.0, len(env))
+    return np.interp(ranks, np.linspace(0, 1, len(quantiles)), quantiles)
+
+
 @dataclass(frozen=True)
 class WorldParams:
     """WORLD vocoder parameters: F0 (Hz, 0 = unvoiced), spectral envelope, aperiodicity."""
@@ -200,7 +312,7 @@ class WorldParams:
     frame_period: float = 5.0
 
 
-def f0_track(audio: Audio, sample_rate: Hertz, frame_period: float = 5.0) -> Array:
+def f0_track(audio: Array, sample_rate: Hertz, frame_period: float = 5.0) -> Array:
     """F0 contour (Hz, 0 = unvoiced) by WORLD's DIO refined with StoneMask."""
     x = np.ascontiguousarray(audio, dtype=np.float64)
     f0, t = pyworld.dio(x, sample_rate, f0_floor=60.0, f0_ceil=500.0, frame_period=frame_period)

@@ -70,3 +70,46 @@ _ref("ref-pocketsphinx", "asr", "madbench_common.reference.asr:PocketSphinxASR",
      "CMU PocketSphinx 5 English acoustic model (ships in the wheel)", "Whisper")
 _ref("ref-resemblyzer", "speaker_embedder", "madbench_common.reference.speaker:ResemblyzerEmbedder",
      "Resemblyzer GE2E d-vector (weights ship in the wheel)", "ECAPA-TDNN / WavLM-SV")
+
+# Scene labelling (issue 3).
+_ref("ref-caption-hint", "scene_labeller", "madbench_common.reference.scene:CaptionHintLabeller",
+     "source-provided scene_caption + deterministic taxonomy keyword assignment", "Qwen2.5-VL")
+
+# Fake speech: 3 branches × 2 generators (issue 3).
+_ref("ref-flite-world-tts-same", "speech_generator",
+     "madbench_common.reference.speech_gen:FliteWorldSameTTS",
+     "flite TTS adapted to the source speaker in WORLD (F0 mapping + average-envelope ratio)",
+     "F5-TTS")
+_ref("ref-espeak-psola-tts-same", "speech_generator",
+     "madbench_common.reference.speech_gen:EspeakPsolaSameTTS",
+     "espeak-ng TTS adapted to the source speaker (TD-PSOLA F0 mapping + cepstral envelope)",
+     "IndexTTS2")
+_ref("ref-flite-world-tts-cross", "speech_generator",
+     "madbench_common.reference.speech_gen:FliteWorldCrossTTS",
+     "flite TTS adapted to the target speaker in WORLD (F0 mapping + average-envelope ratio)",
+     "F5-TTS")
+_ref("ref-espeak-psola-tts-cross", "speech_generator",
+     "madbench_common.reference.speech_gen:EspeakPsolaCrossTTS",
+     "espeak-ng TTS adapted to the target speaker (TD-PSOLA + cepstral envelope matching)",
+     "IndexTTS2")
+_ref("ref-world-vc", "speech_generator", "madbench_common.reference.speech_gen:WorldVC",
+     "WORLD voice conversion: log-F0 mapping + envelope frequency warp + residual ratio",
+     "SeedVC")
+_ref("ref-psola-cepstral-vc", "speech_generator",
+     "madbench_common.reference.speech_gen:PsolaCepstralVC",
+     "TD-PSOLA pitch mapping + cepstral envelope matching voice conversion", "Vevo-Timbre")
+
+# Fake environmental audio: 3 paradigms × 2 generators (issue 3).
+_ref("ref-layered-t2a", "env_generator", "madbench_common.reference.env_gen:LayeredT2A",
+     "procedural time-domain ambience from the prompt's scene sounds", "AudioLDM2")
+_ref("ref-spectral-t2a", "env_generator", "madbench_common.reference.env_gen:SpectralT2A",
+     "subtractive STFT ambience synthesis from the prompt's scene sounds", "TangoFlux")
+_ref("ref-layered-v2a", "env_generator", "madbench_common.reference.env_gen:LayeredV2A",
+     "procedural ambience driven by video motion energy and brightness", "MMAudio")
+_ref("ref-spectral-v2a", "env_generator", "madbench_common.reference.env_gen:SpectralV2A",
+     "spectral ambience driven by video motion energy and brightness", "HunyuanVideo-Foley")
+_ref("ref-texture-a2a", "env_generator", "madbench_common.reference.env_gen:TextureA2A",
+     "McDermott-Simoncelli-style texture resynthesis of the source environment", "AudioX")
+_ref("ref-stft-morph-a2a", "env_generator", "madbench_common.reference.env_gen:StftMorphA2A",
+     "phase-randomised STFT block resynthesis, envelope morphed to the prompt",
+     "AudioX (second a2a setting)")

@@ -164,7 +164,8 @@ def _count_phrase(tokens: tuple[str, ...], phrase: str) -> int:
 
 def _phrase_score(tokens: tuple[str, ...], phrases: Iterable[str]) -> float:
     """Best keyword hit: a longer (more specific) phrase scores higher."""
-    hits = [2.0 + len(_tokens(p)) for p in phrases if _count_phrase(tokens, p)]
+    unique = {_tokens(p) for p in phrases}
+    hits = [2.0 + len(p) for p in unique if _count_phrase(tokens, " ".join(p))]
     return max(hits, default=0.0) + 0.5 * max(len(hits) - 1, 0)
 
 

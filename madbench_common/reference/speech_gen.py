@@ -39,6 +39,7 @@ from scipy.ndimage import uniform_filter1d
 from scipy.signal import istft, stft
 from scipy.signal.windows import hann
 
+from madbench_common.audio import resample, rms_dbfs
 from madbench_common.dsp import (
     estimate_warp,
     f0_log_stats,
@@ -48,9 +49,7 @@ from madbench_common.dsp import (
     mean_log_envelope,
     n_samples,
     normalise,
-    resample,
     retime_world,
-    rms_dbfs,
     trim_silence,
     warp_envelope,
     world_analyse,
