@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import logging
 import os
+import sys
 import time
 from collections.abc import Callable
 from concurrent.futures import Future, ProcessPoolExecutor
@@ -65,13 +66,16 @@ class StageReport:
 
 
 def _init_worker(threads: int) -> None:
-    os.environ.setdefault("OMP_NUM_THREADS", str(threads))
-    try:
-        import torch
+    """Cap intra-op threads so ``workers × threads`` matches the cores.
 
+    Set through the environment so a worker that never needs torch never imports it;
+    if torch is already imported (in-process runs) its pool is resized directly.
+    """
+    for var in ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS"):
+        os.environ.setdefault(var, str(threads))
+    torch = sys.modules.get("torch")
+    if torch is not None:
         torch.set_num_threads(threads)
-    except ImportError:
-        pass
 
 
 def _shard_job(

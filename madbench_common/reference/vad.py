@@ -11,6 +11,7 @@ from madbench_common.types import Audio, Hertz
 __all__ = ["SileroVAD", "coverage"]
 
 _RATE = 16000
+_WINDOW = 512  # Silero's window at 16 kHz
 
 
 class SileroVAD:
@@ -30,16 +31,30 @@ class SileroVAD:
         self.min_speech_ms = min_speech_ms
 
     def segments(self, audio: Audio, sample_rate: Hertz) -> list[Segment]:
-        import torch
-        from silero_vad import get_speech_timestamps
+        return self.segments_many([audio], sample_rate)[0]
 
-        x = torch.from_numpy(np.ascontiguousarray(resample(audio, sample_rate, _RATE)))
-        stamps = get_speech_timestamps(
-            x, self._model, sampling_rate=_RATE, threshold=self.threshold,
-            min_speech_duration_ms=self.min_speech_ms, return_seconds=False,
-        )
+    def segments_many(self, audios: list[Audio], sample_rate: Hertz) -> list[list[Segment]]:
+        """Segments of several signals in one batched pass (one model call per window)."""
+        import torch
+        from silero_vad.utils_vad import get_speech_timestamps_from_probs
+
+        signals = [resample(a, sample_rate, _RATE) for a in audios]
+        longest = max(len(x) for x in signals)
+        batch = torch.zeros(len(signals), longest)
+        for i, x in enumerate(signals):
+            batch[i, : len(x)] = torch.from_numpy(np.ascontiguousarray(x))
+        with torch.inference_mode():
+            probs = self._model.audio_forward(batch, _RATE)
         self._model.reset_states()
-        return [Segment(s["start"] / _RATE, s["end"] / _RATE) for s in stamps]
+        out = []
+        for i, x in enumerate(signals):
+            n_windows = -(-len(x) // _WINDOW)
+            stamps = get_speech_timestamps_from_probs(
+                probs[i, :n_windows].tolist(), sampling_rate=_RATE, threshold=self.threshold,
+                min_speech_duration_ms=self.min_speech_ms, audio_length_samples=len(x),
+            )
+            out.append([Segment(st["start"] / _RATE, st["end"] / _RATE) for st in stamps])
+        return out
 
 
 def coverage(segments: list[Segment], duration: float) -> float:

@@ -1,0 +1,31 @@
+"""Benchmark corpus: the demo clips repeated N times under distinct ids and groups."""
+
+from __future__ import annotations
+
+import csv
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+DEMO = REPO / "data" / "demo"
+
+
+def replicated_sources(dest: Path, copies: int) -> Path:
+    """A sources CSV listing every demo clip ``copies`` times (absolute paths, new ids)."""
+    with open(DEMO / "sources.csv", newline="") as fh:
+        rows = list(csv.DictReader(fh))
+    out_rows = []
+    for k in range(copies):
+        for row in rows:
+            new = dict(row)
+            new["clip_id"] = f"{row['clip_id']}_r{k}"
+            new["source_group"] = f"{row['source_group']}_r{k}"
+            for col in ("path", "speech_stem", "env_stem"):
+                if row.get(col):
+                    new[col] = str(DEMO / row[col])
+            out_rows.append(new)
+    out = dest / "sources.csv"
+    with open(out, "w", newline="") as fh:
+        writer = csv.DictWriter(fh, fieldnames=list(rows[0]))
+        writer.writeheader()
+        writer.writerows(out_rows)
+    return out
