@@ -23,6 +23,7 @@ import numpy as np
 import numpy.typing as npt
 from scipy.linalg import cho_factor, cho_solve
 from scipy.special import expit, log_softmax, softmax
+from threadpoolctl import threadpool_limits
 
 __all__ = ["Head", "HeadSpec", "Standardiser", "fit_heads"]
 
@@ -44,7 +45,9 @@ class Standardiser:
         return cls(mean, np.where(std > 0, std, 1.0))
 
     def transform(self, x: npt.NDArray[np.floating], dtype: type = np.float32) -> npt.NDArray:
-        return ((x - self.mean) / self.scale).astype(dtype, copy=False)
+        out: npt.NDArray = np.asarray(x, dtype=dtype) - self.mean.astype(dtype)
+        out /= self.scale.astype(dtype)
+        return out
 
 
 @dataclass(frozen=True)
@@ -89,7 +92,7 @@ class _Problem:
     lam: F64
     cols: list[npt.NDArray[np.int64]]
     n_classes: list[int]
-    factors: list[tuple[F64, bool]] = field(default_factory=list)
+    inv_h0: F64 | None = None
 
     @property
     def n_heads(self) -> int:
@@ -119,33 +122,53 @@ def _build(x: npt.NDArray[np.floating], specs: list[HeadSpec], c: float) -> _Pro
                     [s.n_classes for s in specs])
 
 
-def _add_preconditioners(p: _Problem) -> None:
-    n, d1 = p.xa.shape
-    x32 = p.xa.astype(np.float32, copy=False)  # the preconditioner need not be exact
-    gram = np.asarray(x32.T @ x32, dtype=np.float64) / n
-    cache: dict[tuple[float, float], F64] = {}
-    for h, cols in enumerate(p.cols):
-        k = p.n_classes[h]
-        a = 0.25 if k == 2 else 1.0 / k
-        lam = float(p.lam[cols[0]])
-        key = (a, lam)
-        if key not in cache:
-            ridge = np.full(d1, lam)
-            ridge[-1] = 1e-8
-            cache[key] = cho_factor(a * gram + np.diag(ridge))
-        p.factors.append((cache[key], k > 2))
+def _gram(x: npt.NDArray[np.floating], max_rows: int) -> F64:
+    """Mean outer product ``XᵀX/n`` with an intercept column, from at most ``max_rows`` rows.
+
+    Only the preconditioner uses it, so an evenly spaced row sample is enough.
+    """
+    rows = x if x.shape[0] <= max_rows else x[np.linspace(0, x.shape[0] - 1, max_rows).astype(int)]
+    xa = np.hstack([rows, np.ones((rows.shape[0], 1), dtype=rows.dtype)]).astype(np.float32)
+    return np.asarray(xa.T @ xa, dtype=np.float64) / rows.shape[0]
 
 
-def _apply_preconditioner(p: _Problem, h: int, q: F64) -> F64:
-    factor, softmax_head = p.factors[h]
-    if not softmax_head:
-        return cho_solve(factor, q)
-    mean = q.mean(axis=1, keepdims=True)
-    out = cho_solve(factor, q - mean)
-    lam = p.lam[p.cols[h][0]]
-    centred = mean / lam
-    centred[-1] = 0.0  # the softmax intercept's class-mean is not identified (zero gradient)
-    return out + centred
+def _inverse_hessian0(gram: F64, n: int, c: float) -> F64:
+    """``(¼·XᵀX/n + λ)⁻¹``, shared by every head of the matrix (a 1-thread Cholesky).
+
+    It is the exact inverse Hessian at zero for sigmoid heads on all rows and for
+    a four-class softmax head (``1/K = ¼``) on its class-centred part; for subset
+    heads and other K it is an approximation, which only costs iterations.
+    """
+    d1 = gram.shape[0]
+    hessian0 = gram / 4.0
+    ridge = np.full(d1, 1.0 / (c * n))
+    ridge[-1] = 1e-8
+    hessian0[np.diag_indices(d1)] += ridge
+    with threadpool_limits(1):  # small LAPACK calls: threads only contend
+        factor = cho_factor(hessian0, check_finite=False)
+        return cho_solve(factor, np.eye(d1), check_finite=False)
+
+
+def _precondition(p: _Problem, q: F64, heads: list[int]) -> F64:
+    """Apply the shared factor to every active head's columns in one solve."""
+    assert p.inv_h0 is not None
+    cols = np.concatenate([p.cols[h] for h in heads])
+    block = q[:, cols].copy()
+    means, at = {}, 0
+    for h in heads:
+        k = len(p.cols[h])
+        if p.n_classes[h] > 2:  # softmax: the class-mean direction has curvature λ only
+            means[h] = block[:, at:at + k].mean(axis=1, keepdims=True)
+            block[:, at:at + k] -= means[h]
+        at += k
+    solved = p.inv_h0 @ block
+    out = np.zeros_like(q)
+    out[:, cols] = solved
+    for h, mean in means.items():
+        centred = mean / p.lam[p.cols[h][0]]
+        centred[-1] = 0.0  # the softmax intercept's class-mean is not identified
+        out[:, p.cols[h]] += centred
+    return out
 
 
 def _evaluate(p: _Problem, w: F64, heads: list[int]) -> tuple[F64, F64]:
@@ -198,9 +221,7 @@ def _direction(p: _Problem, st: _State, heads: list[int]) -> F64:
         alpha = rho * _head_dot(p, s, q, heads)
         q -= _spread(p, alpha, heads) * y
         alphas.append(alpha)
-    r = np.zeros_like(q)
-    for h in heads:
-        r[:, p.cols[h]] = _apply_preconditioner(p, h, q[:, p.cols[h]])
+    r = _precondition(p, q, heads)
     for (s, y, rho), alpha in zip(st.history, reversed(alphas), strict=True):
         beta = rho * _head_dot(p, y, r, heads)
         r += _spread(p, alpha - beta, heads) * s
@@ -246,18 +267,44 @@ def _line_search(p: _Problem, st: _State, d: F64, heads: list[int]) -> tuple[F64
 
 
 def fit_heads(x: npt.NDArray[np.floating], specs: list[HeadSpec], *, c: float = 1.0,
-              tol: float = 1e-5, max_iter: int = 500, memory: int = 10) -> list[Head]:
-    """Fit every head in ``specs`` on rows of ``x`` (already standardised); see module notes."""
+              tol: float = 1e-5, max_iter: int = 500, memory: int = 10,
+              gram_rows: int = 8192) -> list[Head]:
+    """Fit every head in ``specs`` on rows of ``x`` (already standardised); see module notes.
+
+    Heads whose rows together cover under 3/4 of ``x`` (scene-consistency subsets)
+    are solved as a second batch on just those rows, so their iterations read less.
+    """
+    if not specs:
+        return []
+    inv_h0 = _inverse_hessian0(_gram(x, gram_rows), x.shape[0], c)
+    full = [i for i, s in enumerate(specs) if (s.labels >= 0).all()]
+    part = [i for i in range(len(specs)) if i not in full]
+    rows = np.zeros(x.shape[0], bool)
+    for i in part:
+        rows |= specs[i].labels >= 0
+    if rows.mean() >= 0.75:
+        full, part = list(range(len(specs))), []
+    fitted: dict[int, Head] = {}
+    for block, keep in ((full, slice(None)), (part, rows)):
+        if block:
+            sub = [HeadSpec(specs[i].key, specs[i].labels[keep], specs[i].n_classes)
+                   for i in block]
+            heads = _fit_block(x[keep], sub, inv_h0, c, tol, max_iter, memory)
+            fitted.update(zip(block, heads, strict=True))
+    return [fitted[i] for i in range(len(specs))]
+
+
+def _fit_block(x: npt.NDArray[np.floating], specs: list[HeadSpec], inv_h0: F64, c: float,
+               tol: float, max_iter: int, memory: int) -> list[Head]:
     p = _build(x, specs, c)
-    _add_preconditioners(p)
+    p.inv_h0 = inv_h0
     w = np.zeros((p.xa.shape[1], p.lam.size))
     active = list(range(p.n_heads))
     f, g = _evaluate(p, w, active)
     st = _State(w, f, g)
-    iters, done = np.zeros(p.n_heads, int), np.zeros(p.n_heads, bool)
+    iters = np.zeros(p.n_heads, int)
     for _ in range(max_iter):
         active = [h for h in active if np.abs(st.grad[:, p.cols[h]]).max() > tol]
-        done[[h for h in range(p.n_heads) if h not in active]] = True
         if not active:
             break
         w_new, f_new, g_new = _line_search(p, st, _direction(p, st, active), active)

@@ -105,7 +105,8 @@ def eer_asvspoof(labels: npt.ArrayLike, scores: npt.ArrayLike) -> float:
     return float((frr[i] + far[i]) / 2)
 
 
-def roc_points(labels: npt.ArrayLike, scores: npt.ArrayLike) -> tuple[FloatArray, FloatArray, FloatArray]:
+def roc_points(labels: npt.ArrayLike,
+               scores: npt.ArrayLike) -> tuple[FloatArray, FloatArray, FloatArray]:
     """ROC vertices (FPR, TPR, threshold), one per distinct score, from (0, 0) to (1, 1)."""
     real, fake = _split(labels, scores)
     s = np.concatenate([fake, real])
@@ -144,7 +145,8 @@ def accuracy(y_true: npt.ArrayLike, y_pred: npt.ArrayLike) -> float:
     return float(np.mean(t == p))
 
 
-def confusion(y_true: npt.ArrayLike, y_pred: npt.ArrayLike, n_classes: int) -> npt.NDArray[np.int64]:
+def confusion(y_true: npt.ArrayLike, y_pred: npt.ArrayLike,
+              n_classes: int) -> npt.NDArray[np.int64]:
     """Confusion counts, rows = true class, columns = predicted class."""
     t, p = np.asarray(y_true, dtype=np.int64), np.asarray(y_pred, dtype=np.int64)
     return np.bincount(t * n_classes + p, minlength=n_classes * n_classes).reshape(

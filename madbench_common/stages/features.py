@@ -1,0 +1,147 @@
+"""Feature-extraction stage: a frozen encoder's features for every sample, cached across runs.
+
+Reads the ``samples`` manifest of ``assemble`` and writes one
+:class:`~madbench_common.rows.FeatureRow` per (sample, input mode, pairing). The
+input identity is content-derived — the audio sha256 (``A``), the video sha256
+(``V``) or the sha256 of both (``AV``) — so features live in a cache outside the
+run, ``<store root>/_cache/features/<slug>-<version>/<mode>/<input sha256>.npy``,
+and any later run (or protocol sharing the same mix) reuses them.
+
+Shuffled pairing (paper §5.3) gives each sample the video of another clip of the
+same protocol and split: clips are put in a seeded random cycle and each takes
+the video of the next one, so no sample ever gets its own clip's video.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import io
+import logging
+from collections.abc import Sequence
+from functools import cached_property
+from typing import Any
+
+import numpy as np
+
+from madbench_common.mux import sample_frames
+from madbench_common.pipeline.stage import StageImpl
+from madbench_common.registry import load_model
+from madbench_common.roles import Frames
+from madbench_common.rows import FeatureRow, SampleRow
+
+__all__ = ["FeatureStage", "input_sha256", "shuffle_partners"]
+
+log = logging.getLogger("madbench")
+
+
+def input_sha256(mode: str, audio_sha: str, video_sha: str) -> str:
+    """The content identity of an encoder input."""
+    if mode == "A":
+        return audio_sha
+    if mode == "V":
+        return video_sha
+    return hashlib.sha256(f"{audio_sha}:{video_sha}".encode()).hexdigest()
+
+
+def shuffle_partners(samples: Sequence[SampleRow],
+                     rng: np.random.Generator) -> dict[str, SampleRow]:
+    """sample id → the sample whose video it is shown with (another clip, same protocol/split)."""
+    groups: dict[tuple[str, str], dict[str, SampleRow]] = {}
+    for s in samples:
+        clips = groups.setdefault((s.protocol, s.split), {})
+        if s.clip_id not in clips or s.variant == "R":
+            clips[s.clip_id] = s
+    nxt: dict[tuple[str, str, str], SampleRow] = {}
+    for (protocol, split), clips in groups.items():
+        order = sorted(clips)
+        cycle = [order[i] for i in rng.permutation(len(order))]
+        for i, clip in enumerate(cycle if len(cycle) > 1 else []):
+            nxt[(protocol, split, clip)] = clips[cycle[(i + 1) % len(cycle)]]
+    return {s.sample_id: nxt[(s.protocol, s.split, s.clip_id)] for s in samples
+            if (s.protocol, s.split, s.clip_id) in nxt}
+
+
+class FeatureStage(StageImpl[FeatureRow]):
+    """``samples`` → ``features`` for one encoder (params: model, modes, pairings, fps)."""
+
+    row_type = FeatureRow
+    id_field = "sample_id"
+
+    @cached_property
+    def samples(self) -> dict[str, SampleRow]:
+        source = str(self.ctx.params.get("samples_stage", "assemble"))
+        return {s.sample_id: s for s in self.ctx.read_input(source, SampleRow) if s.ok}
+
+    @cached_property
+    def encoder(self) -> Any:
+        return load_model(str(self.ctx.params.get("model") or self.ctx.stage.model))
+
+    @cached_property
+    def partners(self) -> dict[str, SampleRow]:
+        return shuffle_partners(sorted(self.samples.values(), key=lambda s: s.sample_id),
+                                self.ctx.rng("shuffle"))
+
+    def plan(self) -> list[str]:
+        return sorted(self.samples)
+
+    def _jobs(self) -> list[tuple[str, str]]:
+        modes = [m for m in self.ctx.params.get("modes", ["A", "AV"]) if m in self.encoder.modes]
+        pairings = self.ctx.params.get("pairings", ["paired", "shuffled"])
+        return [(m, p) for m in modes for p in pairings if p == "paired" or m != "A"]
+
+    def run_items(self, items: Sequence[str]) -> list[FeatureRow]:
+        rows = []
+        prov = self.ctx.provenance(self.encoder.slug, self.encoder.version)
+        for item in items:
+            for mode, pairing in self._jobs():
+                rows.append(self._row(self.samples[item], mode, pairing).with_provenance(prov))
+        return rows
+
+    def _row(self, s: SampleRow, mode: str, pairing: str) -> FeatureRow:
+        video = s if pairing == "paired" else self.partners.get(s.sample_id)
+        if video is None:
+            return FeatureRow(sample_id=s.sample_id, sample_sha256="", mode=mode,
+                              pairing=pairing, status="rejected", reason="no_shuffle_partner")
+        sha = input_sha256(mode, s.audio_sha256, video.video_sha256)
+        try:
+            vec = self._cached(sha, mode, s, video)
+        except (OSError, ValueError) as exc:
+            log.warning("features: %s %s/%s failed: %s", s.sample_id, mode, pairing, exc)
+            return FeatureRow(sample_id=s.sample_id, sample_sha256=sha, mode=mode,
+                              pairing=pairing, status="rejected", reason="encode_failed",
+                              detail=str(exc)[:200])
+        return FeatureRow(sample_id=s.sample_id, sample_sha256=sha, mode=mode, pairing=pairing,
+                          features=tuple(float(v) for v in vec))
+
+    def cache_key(self, mode: str, sha: str) -> str:
+        return f"_cache/features/{self.encoder.slug}-{self.encoder.version}/{mode}/{sha}.npy"
+
+    def _cached(self, sha: str, mode: str, s: SampleRow, video: SampleRow) -> np.ndarray:
+        store, key = self.ctx.run.store, self.cache_key(mode, sha)
+        if store.exists(key):
+            return np.load(io.BytesIO(store.get_bytes(key)))
+        vec = self._encode(mode, s, video)
+        buf = io.BytesIO()
+        np.save(buf, vec)
+        store.put_bytes(key, buf.getvalue())
+        return vec
+
+    def _frames(self, video: SampleRow) -> tuple[Frames, float]:
+        with self.ctx.tempdir() as tmp:
+            path = tmp / "video.mp4"
+            path.write_bytes(self.ctx.run.get_bytes(self.ctx.run.key_of(video.video_uri),
+                                                    video.video_sha256))
+            return sample_frames(path, fps=float(self.ctx.params.get("fps", 4.0)),
+                                 size=int(self.ctx.params.get("frame_size", 112)))
+
+    def _encode(self, mode: str, s: SampleRow, video: SampleRow) -> np.ndarray:
+        kwargs: dict[str, Any] = {"mode": mode}
+        if mode in ("A", "AV"):
+            audio, rate = self.ctx.load_audio(s.audio_uri, s.audio_sha256)
+            kwargs["audio"], kwargs["sample_rate"] = audio, rate
+        if mode in ("V", "AV"):
+            kwargs["frames"], kwargs["fps"] = self._frames(video)
+        vec = np.asarray(self.encoder.encode(**kwargs), dtype=np.float32)
+        if not np.isfinite(vec).all():
+            raise ValueError("encoder returned NaN or inf")
+        return vec
