@@ -22,19 +22,19 @@ __all__ = [
     "ASR",
     "VAD",
     "AudioTagger",
+    "Detector",
     "Encoder",
     "EnvGenerator",
+    "Frames",
     "Model",
     "OmniAnswer",
     "OmniModel",
+    "SceneLabeller",
     "Segment",
     "Separator",
-    "SceneLabeller",
     "SpeakerEmbedder",
     "SpeechGenerator",
     "Transcript",
-    "Detector",
-    "Frames",
 ]
 
 Frames = npt.NDArray[np.uint8]

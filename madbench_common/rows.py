@@ -14,7 +14,9 @@ from madbench_common.manifest import ManifestRow, manifest
 __all__ = [
     "ComponentRow",
     "FeatureRow",
+    "PairRow",
     "SampleRow",
+    "SceneRow",
     "ScoreRow",
     "SourceQCRow",
     "SourceRow",
@@ -122,6 +124,8 @@ class ComponentRow(ManifestRow):
     """Speech: ``tts_same``, ``tts_cross``, ``vc``; env: ``t2a``, ``v2a``, ``a2a``."""
     generator: str = ""
     scene_match: bool = True
+    setting: str = ""
+    """The generator stage (branch × slot, e.g. ``speech_vc_a``) that makes this component."""
     target_clip_id: str = ""
     prompt: str = ""
     uri: str = ""
@@ -131,6 +135,35 @@ class ComponentRow(ManifestRow):
     split: str = ""
     qc_pass: bool = False
     qc_reasons: tuple[str, ...] = ()
+    scene_label: str = ""
+    """The source clip's fine scene label."""
+    prompt_label: str = ""
+    """The fine label the prompt was built from (differs from ``scene_label`` when mismatched)."""
+    negative_prompt: str = ""
+    ref_clip_id: str = ""
+    """Whose voice the speech reference audio is: the source (same-identity) or the target."""
+    gen_seconds: float = 0.0
+    """Wall time of the generator call (throughput)."""
+    duration_error: float | None = None
+    """|component length − source length| in seconds."""
+    rms_dbfs: float | None = None
+    peak: float | None = None
+    clip_fraction: float | None = None
+    outside_energy_db: float | None = None
+    """Speech only: energy outside the source speech regions relative to inside (dB)."""
+    speech_leakage: float | None = None
+    """Env only: share of the clip the VAD calls speech."""
+    asr_text: str = ""
+    wer: float | None = None
+    wer_reference: str = ""
+    """``transcript`` (English source transcript), ``asr_source`` (ASR of ŝ), or empty."""
+    sim_source: float | None = None
+    """Speaker similarity (cosine) of the component to the source speech ŝ."""
+    sim_target: float | None = None
+    sim_source_target: float | None = None
+    """Baseline: similarity of the source speech to the target speaker's speech."""
+    prompt_match: float | None = None
+    """CLAP-like prompt/audio similarity, where such a model is configured."""
 
 
 @manifest("samples", 1)
@@ -157,6 +190,73 @@ class SampleRow(ManifestRow):
     video_sha256: str = ""
     duration: float = 0.0
     sample_rate: int = 0
+    scene_class: str = ""
+    """Scene-consistency class of the environment track: ``R`` real, ``S`` fake and
+    scene-matched, ``D`` fake and from a different (incompatible) scene."""
+    scene_label: str = ""
+    coarse_label: str = ""
+    env_scene_label: str = ""
+    """The fine label the environment track depicts (the clip's own unless mismatched)."""
+    mismatch_mode: str = ""
+    """Scene-mismatched env only: ``prompt`` (generated from another scene's prompt) or
+    ``replaced`` (track borrowed from a clip of an incompatible scene)."""
+    env_donor_clip_id: str = ""
+    speech_component_id: str = ""
+    env_component_id: str = ""
+    target_clip_id: str = ""
+    speech_gain_db: float = 0.0
+    env_gain_db: float = 0.0
+    common_gain_db: float = 0.0
+    speech_target_dbfs: float = 0.0
+    env_target_dbfs: float = 0.0
+    mux_audio_codec: str = ""
+    mux_sample_rate: int = 0
+
+
+@manifest("scenes", 1)
+@dataclass(frozen=True, kw_only=True)
+class SceneRow(ManifestRow):
+    """The scene of one eligible clip: caption (describe), fine label (assign), prompts."""
+
+    clip_id: str
+    split: str = ""
+    source_group: str = ""
+    caption: str = ""
+    caption_source: str = ""
+    """``hint`` (the sources' scene_caption, reference describer) or ``model`` (a VLM)."""
+    scene_label: str = ""
+    coarse_label: str = ""
+    domain: str = ""
+    prompt: str = ""
+    negative_prompt: str = ""
+    mismatch_label: str = ""
+    """An incompatible fine label (for text-to-audio scene-mismatched prompts)."""
+    mismatch_prompt: str = ""
+    taxonomy_version: str = ""
+
+
+@manifest("pairs", 1)
+@dataclass(frozen=True, kw_only=True)
+class PairRow(ManifestRow):
+    """One cross-identity pairing: a source clip and one of its target speakers' clips."""
+
+    pair_id: str
+    """``<clip_id>><target_clip_id>``."""
+    clip_id: str
+    target_clip_id: str = ""
+    rank: int = 0
+    similarity: float = 0.0
+    """Cosine similarity of the two clips' speaker embeddings."""
+    gender: str = ""
+    target_gender: str = ""
+    gender_source: str = ""
+    """``given`` or ``estimated`` (median F0 of ŝ), for the source clip."""
+    split: str = ""
+    target_split: str = ""
+    speaker_cluster: int = -1
+    target_speaker_cluster: int = -1
+    relaxed: tuple[str, ...] = ()
+    """Constraints dropped to reach the target count (empty when all held)."""
 
 
 @manifest("features", 1)

@@ -62,13 +62,55 @@ def _partial_shards(run: RunStore, stage: str) -> tuple[int, int]:
 
 
 def _stage_counts(rows: list[Any]) -> dict[str, Any]:
+    """Table 1 style counts of one stage's rows (which counts depends on the row kind)."""
     counts: dict[str, Any] = {}
     if rows and hasattr(rows[0], "eligible"):
         counts["eligible"] = sum(bool(r.eligible) for r in rows)
+    if rows and hasattr(rows[0], "protocol"):
+        return counts | _sample_counts(rows)
+    if rows and hasattr(rows[0], "qc_pass"):
+        return counts | _component_counts(rows)
+    if rows and hasattr(rows[0], "target_clip_id") and hasattr(rows[0], "similarity"):
+        return counts | _pair_counts(rows)
     if rows and hasattr(rows[0], "split"):
         for r in rows:
             counts[f"split_{r.split}"] = counts.get(f"split_{r.split}", 0) + 1
     return counts
+
+
+def _bump(counts: dict[str, Any], key: str, n: int = 1) -> None:
+    counts[key] = counts.get(key, 0) + n
+
+
+def _component_counts(rows: list[Any]) -> dict[str, Any]:
+    """Planned, generated and QC-retained components per kind (speech / env)."""
+    counts: dict[str, Any] = {}
+    for r in rows:
+        if not r.uri and r.ok:
+            _bump(counts, f"{r.component}_planned")
+            continue
+        _bump(counts, f"{r.component}_generated", int(r.ok))
+        if r.stage == "component_qc":
+            _bump(counts, f"{r.component}_retained", int(bool(r.qc_pass)))
+    return counts
+
+
+def _sample_counts(rows: list[Any]) -> dict[str, Any]:
+    """Samples per protocol and split, and the clips they come from."""
+    counts: dict[str, Any] = {}
+    ok = [r for r in rows if r.ok]
+    counts["clips"] = len({r.clip_id for r in ok})
+    for r in ok:
+        _bump(counts, f"{r.protocol}/{r.split}")
+    return counts
+
+
+def _pair_counts(rows: list[Any]) -> dict[str, Any]:
+    ok = [r for r in rows if r.ok]
+    sims = [r.similarity for r in ok]
+    return {"pairs": len(ok), "similarity_mean": round(sum(sims) / max(len(sims), 1), 3),
+            "similarity_max": round(max(sims, default=0.0), 3),
+            "relaxed": sum(bool(r.relaxed) for r in ok)}
 
 
 def collect_status(run: RunStore, graph: Graph) -> RunStatus:

@@ -1,0 +1,174 @@
+"""Shared inputs of the build stages: one eligible clip's rows and audio, and setting plans.
+
+:class:`ClipInputs` joins a clip's ``sources``, ``stems``, ``source_qc`` and ``splits``
+rows (and ``scenes`` when present); :func:`load_clip_inputs` reads them once per
+shard. :func:`speech_active` cuts ŝ to the source speech regions.
+:func:`assign_settings` is the balanced, seeded rotation of generator settings over
+clips that the component plan uses; :class:`PlannedComponentStage` is the base of
+the generator stages (each makes the planned components of its own setting).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import time
+from abc import abstractmethod
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from functools import cached_property
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from madbench_common.dsp import n_samples
+from madbench_common.errors import ConfigError, InputRejected
+from madbench_common.pipeline.stage import MapStage, StageContext
+from madbench_common.registry import load_model
+from madbench_common.rows import (
+    ComponentRow,
+    SceneRow,
+    SourceQCRow,
+    SourceRow,
+    SplitRow,
+    StemRow,
+)
+from madbench_common.types import Audio, Hertz
+
+__all__ = [
+    "ClipInputs",
+    "PlannedComponentStage",
+    "assign_settings",
+    "component_seed",
+    "fetch_video",
+    "load_clip_inputs",
+    "speech_active",
+]
+
+
+@dataclass(frozen=True)
+class ClipInputs:
+    """Everything upstream knows about one eligible clip."""
+
+    source: SourceRow
+    stem: StemRow
+    qc: SourceQCRow
+    split: SplitRow
+    scene: SceneRow | None = None
+
+    @property
+    def clip_id(self) -> str:
+        return self.source.clip_id
+
+    @property
+    def regions(self) -> tuple[tuple[float, ...], tuple[float, ...]]:
+        return self.qc.speech_starts, self.qc.speech_ends
+
+
+def load_clip_inputs(ctx: StageContext, with_scene: bool = False) -> dict[str, ClipInputs]:
+    """Eligible clips (those with a split) keyed by clip id."""
+    sources = {r.clip_id: r for r in ctx.read_input("ingest", SourceRow) if r.ok}
+    stems = {r.clip_id: r for r in ctx.read_input("separate", StemRow) if r.ok}
+    qc = {r.clip_id: r for r in ctx.read_input("source_qc", SourceQCRow)}
+    scenes = ({r.clip_id: r for r in ctx.read_input("scene", SceneRow) if r.ok}
+              if with_scene else {})
+    out = {}
+    for sp in ctx.read_input("split", SplitRow):
+        cid = sp.clip_id
+        if with_scene and cid not in scenes:
+            continue
+        out[cid] = ClipInputs(sources[cid], stems[cid], qc[cid], sp, scenes.get(cid))
+    return out
+
+
+def speech_active(speech: Audio, starts: Sequence[float], ends: Sequence[float],
+                  rate: Hertz) -> Audio:
+    """The samples of ``speech`` inside the regions, concatenated (all of it if none)."""
+    parts = [speech[max(0, n_samples(s, rate)): n_samples(e, rate)]
+             for s, e in zip(starts, ends, strict=True)]
+    parts = [p for p in parts if len(p)]
+    return np.concatenate(parts).astype(np.float32) if parts else speech
+
+
+def fetch_video(ctx: StageContext, source: SourceRow, tmp: Path) -> Path:
+    """The clip's original container, checksum-verified, as a local file."""
+    suffix = Path(ctx.run.key_of(source.video_uri)).suffix or ".mp4"
+    path = tmp / f"{source.clip_id}{suffix}"
+    path.write_bytes(ctx.run.get_bytes(ctx.run.key_of(source.video_uri), source.video_sha256))
+    return path
+
+
+def component_seed(ctx: StageContext, component_id: str) -> int:
+    """A generator seed derived from the run seed and the component id."""
+    return int(ctx.rng("seed", component_id).integers(0, 2**31 - 1))
+
+
+def assign_settings(
+    groups: Mapping[str, Sequence[str]], settings: Sequence[str], per_clip: int,
+    rng: np.random.Generator,
+) -> dict[str, tuple[str, ...]]:
+    """``per_clip`` distinct settings per clip, balanced within each group (split).
+
+    Clips of a group are visited in a seeded order; the k-th clip starts at setting
+    ``k mod S`` and takes the next ones with a stride that changes every full
+    rotation, so each setting is some clip's first choice equally often and
+    co-occurs with every other setting.
+    """
+    n = len(settings)
+    per_clip = max(0, min(per_clip, n))
+    out: dict[str, tuple[str, ...]] = {}
+    for name in sorted(groups):
+        clips = sorted(groups[name])
+        order = [clips[i] for i in rng.permutation(len(clips))]
+        for k, clip in enumerate(order):
+            stride = 1 + (k // n) % max(n - 1, 1)
+            walk = [settings[(k + i * stride) % n] for i in range(n)] + list(settings)
+            picked = list(dict.fromkeys(walk))[:per_clip]
+            out[clip] = tuple(picked)
+    return out
+
+
+class PlannedComponentStage(MapStage[ComponentRow]):
+    """Base of the generator stages: the planned components whose setting is this stage."""
+
+    row_type = ComponentRow
+    id_field = "component_id"
+
+    @cached_property
+    def planned(self) -> dict[str, ComponentRow]:
+        rows = self.ctx.read_input("plan_components", ComponentRow)
+        return {r.component_id: r for r in rows if r.setting == self.ctx.stage.name}
+
+    @cached_property
+    def clips(self) -> dict[str, ClipInputs]:
+        return load_clip_inputs(self.ctx, with_scene=True)
+
+    @cached_property
+    def model(self) -> Any:
+        return load_model(self.ctx.params.get("model") or self.ctx.stage.model)
+
+    def plan(self) -> list[str]:
+        return sorted(self.planned)
+
+    def rejected_row(self, item: str, exc: InputRejected) -> ComponentRow:
+        return dataclasses.replace(self.planned[item], status="rejected", reason=exc.reason,
+                                   detail=str(exc), generator=self.model.slug)
+
+    def run_item(self, item: str) -> ComponentRow:
+        plan = self.planned[item]
+        start = time.perf_counter()
+        try:
+            audio = self.generate(plan)
+        except (ConfigError, ValueError, RuntimeError) as exc:
+            raise InputRejected(item, "generation_failed", f"{type(exc).__name__}: {exc}") \
+                from None
+        seconds = time.perf_counter() - start
+        info = self.ctx.save_audio(f"{plan.component}/{item}.wav", audio, plan.sample_rate)
+        return dataclasses.replace(
+            plan, generator=self.model.slug, uri=info.uri, sha256=info.sha256,
+            duration=len(audio) / plan.sample_rate, gen_seconds=seconds,
+        ).with_provenance(self.ctx.provenance(self.model.slug, self.model.version))
+
+    @abstractmethod
+    def generate(self, plan: ComponentRow) -> Audio:
+        """The component's audio: mono float32 at ``plan.sample_rate``, clip length."""

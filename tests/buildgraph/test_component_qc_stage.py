@@ -1,0 +1,45 @@
+"""Component QC: verdict rules, WER, and which transcripts count as English."""
+
+from __future__ import annotations
+
+from madbench_common.pipeline.definition import build_graph
+from madbench_common.rows import ComponentRow
+from madbench_common.stages.component_qc import english_like, qc_verdict, word_error_rate
+
+P = build_graph()["component_qc"].params
+
+
+def _row(**kw: object) -> ComponentRow:
+    base: dict[str, object] = {"component_id": "c.x", "clip_id": "c", "component": "speech",
+                               "branch": "tts_same", "duration_error": 0.0, "rms_dbfs": -25.0,
+                               "clip_fraction": 0.0, "outside_energy_db": -120.0}
+    return ComponentRow(**(base | kw))  # type: ignore[arg-type]
+
+
+def test_wer_and_english_detection() -> None:
+    assert word_error_rate("the cat sat", "the cat sat") == 0.0
+    assert word_error_rate("the cat sat", "the dog sat down") == 2 / 3
+    assert english_like("The speed dial entry you've accessed is empty")
+    assert not english_like("La prueba del eco ha sido completada")
+    assert not english_like("Эта услуга недоступна")
+
+
+def test_each_failure_reason() -> None:
+    assert qc_verdict(_row(sim_source=0.9), P) == ()
+    assert "duration_mismatch" in qc_verdict(_row(duration_error=0.5), P)
+    assert "silent" in qc_verdict(_row(rms_dbfs=-90.0), P)
+    assert "clipping" in qc_verdict(_row(clip_fraction=0.1), P)
+    assert "speech_outside_regions" in qc_verdict(_row(outside_energy_db=-3.0), P)
+    assert "speaker_changed" in qc_verdict(_row(sim_source=0.1), P)
+    assert "not_moved_to_target" in qc_verdict(
+        _row(branch="vc", sim_source=0.9, sim_target=0.5), P)
+    assert qc_verdict(_row(branch="vc", sim_source=0.5, sim_target=0.9), P) == ()
+    env = _row(component="env", branch="t2a", speech_leakage=0.9)
+    assert qc_verdict(env, P) == ("speech_leakage",)
+
+
+def test_wer_gates_only_against_english_transcripts() -> None:
+    gated = _row(sim_source=0.9, wer=1.0, wer_reference="transcript")
+    diag = _row(sim_source=0.9, wer=None, wer_reference="unsupported_language")
+    assert "transcript_not_preserved" in qc_verdict(gated, P)
+    assert qc_verdict(diag, P) == ()
