@@ -45,6 +45,7 @@ sysdeps:
 
 demo: setup
 	$(VENV)/bin/madbench run --sources data/demo/sources.csv --store $(STORE) --run-id $(RUN_ID) --workers $(WORKERS)
+	$(VENV)/bin/madbench report --store $(STORE) --run-id $(RUN_ID)
 	@echo "results: $(abspath $(STORE))/$(RUN_ID)/  (madbench status --store $(STORE) --run-id $(RUN_ID))"
 
 test: setup

@@ -12,7 +12,7 @@ from rich.table import Table
 from madbench_common.errors import ConfigError
 from madbench_common.pipeline.definition import build_graph
 from madbench_common.pipeline.local import LocalRunner, RunOptions
-from madbench_common.pipeline.stage import make_context, merge_stage, run_shard
+from madbench_common.pipeline.stage import make_context, merge_stage, read_marker, run_shard
 from madbench_common.status import RunStatus, collect_status
 from madbench_common.store import RunStore, open_store
 
@@ -42,7 +42,14 @@ def add_commands(sub: argparse._SubParsersAction[Any]) -> None:
     status = sub.add_parser("status", help="stages done, shards pending, quarantined inputs")
     _common(status)
     status.add_argument("--json", action="store_true")
+    status.add_argument("--details", action="store_true",
+                        help="list every quarantined input (default: counts per stage and reason)")
     status.set_defaults(func=cmd_status)
+
+    report = sub.add_parser("report", help="print the main results table and the report's location")
+    _common(report)
+    report.add_argument("--stage", default="evaluate")
+    report.set_defaults(func=cmd_report)
 
     stage = sub.add_parser("stage", help="run one shard or merge one stage (what Argo runs)")
     ssub = stage.add_subparsers(dest="stage_command", required=True)
@@ -91,15 +98,34 @@ def cmd_status(args: argparse.Namespace) -> int:
     if args.json:
         print(status.to_json())
     else:
-        print_status(status)
+        print_status(status, details=args.details)
     return 0
 
 
-def print_status(status: RunStatus) -> None:
+def cmd_report(args: argparse.Namespace) -> int:
+    run = RunStore(open_store(args.store), args.run_id)
+    marker = read_marker(run, args.stage)
+    if marker is None:
+        raise ConfigError(f"{run.uri(args.stage)}: stage {args.stage!r} has not finished")
+    text = run.get_bytes(f"{marker['prefix']}/report/report.md").decode()
+    print(main_section(text))  # plain print: Markdown rows must not be re-wrapped
+    print(f"report: {run.uri(marker['prefix'] + '/report/report.html')}")
+    print(f"tables: {run.uri(marker['prefix'] + '/report/report.md')} (and report.json)")
+    return 0
+
+
+def main_section(markdown: str) -> str:
+    """The first ``## `` section of a report (the paper's main table)."""
+    sections = markdown.split("\n## ")
+    return "## " + sections[1].strip() if len(sections) > 1 else markdown
+
+
+def print_status(status: RunStatus, details: bool = False) -> None:
     console = Console()
     table = Table(title=f"run {status.run_id} — {status.uri}")
-    for col in ("stage", "state", "rows", "rejected", "shards", "counts"):
-        table.add_column(col)
+    for col in ("stage", "state", "rows", "rejected", "shards"):
+        table.add_column(col, no_wrap=True)
+    table.add_column("counts (Table 1)", overflow="fold")
     for s in status.stages:
         state = "[green]done" if s.done else ("[yellow]partial" if s.shards_done else "pending")
         shards = f"{s.shards_done}/{s.shards_total}" if not s.done and s.shards_total else ""
@@ -107,12 +133,26 @@ def print_status(status: RunStatus) -> None:
         table.add_row(s.stage, state, str(s.rows), str(s.rejected), shards, counts)
     console.print(table)
     if status.quarantine:
+        console.print(_quarantine_table(status, details))
+
+
+def _quarantine_table(status: RunStatus, details: bool) -> Table:
+    if details:
         q = Table(title="quarantined inputs")
         for col in ("stage", "item", "reason", "detail"):
-            q.add_column(col)
+            q.add_column(col, overflow="fold")
         for e in status.quarantine:
             q.add_row(e.stage, e.item, e.reason, e.detail)
-        console.print(q)
+        return q
+    groups: dict[tuple[str, str], list[str]] = {}
+    for e in status.quarantine:
+        groups.setdefault((e.stage, e.reason), []).append(e.item)
+    q = Table(title="quarantined inputs (--details lists each one)")
+    for col in ("stage", "reason", "count", "e.g."):
+        q.add_column(col, overflow="fold")
+    for (stage, reason), items in groups.items():
+        q.add_row(stage, reason, str(len(items)), ", ".join(items[:3]))
+    return q
 
 
 def _context(args: argparse.Namespace) -> Any:

@@ -113,3 +113,20 @@ _ref("ref-texture-a2a", "env_generator", "madbench_common.reference.env_gen:Text
 _ref("ref-stft-morph-a2a", "env_generator", "madbench_common.reference.env_gen:StftMorphA2A",
      "phase-randomised STFT block resynthesis, envelope morphed to the prompt",
      "AudioX (second a2a setting)")
+
+# Frozen encoders for the logistic-regression heads (issue 4).
+_ref("ref-logmel-stats", "encoder", "madbench_common.reference.encoders:LogMelStatsEncoder",
+     "64-band log-mel mean/std/|Δ| statistics (192-d)",
+     "frozen audio SSL encoders (wav2vec 2.0 / WavLM)")
+_ref("ref-lfcc-stats", "encoder", "madbench_common.reference.encoders:LFCCStatsEncoder",
+     "LFCC+Δ+ΔΔ statistics, the ASVspoof front end (120-d)",
+     "anti-spoofing front ends (LFCC-LCNN / AASIST)")
+_ref("ref-resemblyzer-enc", "encoder", "madbench_common.reference.encoders:ResemblyzerEncoder",
+     "Resemblyzer GE2E d-vector (256-d)", "speaker-embedding encoders (ECAPA-TDNN)")
+_ref("ref-dnsmos", "encoder", "madbench_common.reference.encoders:DNSMOSEncoder",
+     "DNSMOS SIG/BAK/OVRL/P.808 via speechmos (4-d)", "speech-quality features")
+_ref("ref-frame-stats", "encoder", "madbench_common.reference.encoders:FrameStatsEncoder",
+     "per-frame RGB/gradient/colourfulness/motion statistics (18-d)", "frozen video encoders")
+_ref("ref-av-stats", "encoder", "madbench_common.reference.encoders:AVStatsEncoder",
+     "log-mel ⊕ frame stats ⊕ audio-envelope/motion correlations (A, V, AV)",
+     "audio-visual encoders")
