@@ -18,12 +18,12 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 sys.path.insert(0, str(REPO / "bench"))
 
+from corpus import replicated_sources  # noqa: E402
+
 from madbench_common.audio import probe  # noqa: E402
 from madbench_common.pipeline.definition import build_graph  # noqa: E402
 from madbench_common.pipeline.local import LocalRunner, RunOptions  # noqa: E402
 from madbench_common.testing import SeaweedS3  # noqa: E402
-
-from corpus import replicated_sources  # noqa: E402
 
 UNTIL = os.environ.get("MADBENCH_BENCH_UNTIL", "split")
 COPIES = int(os.environ.get("MADBENCH_BENCH_COPIES", "4"))

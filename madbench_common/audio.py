@@ -10,6 +10,7 @@ from pathlib import Path
 import av
 import numpy as np
 import soundfile as sf
+from scipy.io import wavfile
 from scipy.signal import resample_poly
 
 from madbench_common.types import Audio, Hertz, Seconds
@@ -88,10 +89,13 @@ def resample(audio: Audio, sr_from: Hertz, sr_to: Hertz) -> Audio:
 
 
 def wav_bytes(audio: Audio, sample_rate: Hertz) -> bytes:
-    """Float32 WAV bytes (lossless, so x − ŝ − ê stays exact through the store)."""
+    """Float32 WAV bytes: lossless (x − ŝ − ê stays exact) and byte-deterministic.
+
+    scipy writes a plain ``fmt``/``data`` file; libsndfile would add a PEAK chunk with
+    a timestamp, which breaks content addressing and reproducible manifests.
+    """
     buf = io.BytesIO()
-    sf.write(buf, np.asarray(audio, dtype=np.float32), sample_rate, format="WAV",
-             subtype="FLOAT")
+    wavfile.write(buf, sample_rate, np.asarray(audio, dtype=np.float32))
     return buf.getvalue()
 
 

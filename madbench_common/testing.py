@@ -8,6 +8,7 @@ import secrets
 import shutil
 import socket
 import subprocess
+import sys
 import tempfile
 import time
 from pathlib import Path
@@ -48,7 +49,7 @@ class SeaweedS3:
                 "AWS_EC2_METADATA_DISABLED": "true"}
 
     def _command(self) -> list[str]:
-        weed = shutil.which("weed") or str(Path(os.sys.executable).parent / "weed")
+        weed = shutil.which("weed") or str(Path(sys.executable).parent / "weed")
         config = self.dir / "s3.json"
         config.write_text(json.dumps({"identities": [{
             "name": "madbench",

@@ -12,7 +12,7 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).parent))
 
-from madbench_common.testing import SeaweedS3  # noqa: E402
+from madbench_common.testing import SeaweedS3
 
 REPO = Path(__file__).resolve().parents[1]
 DEMO = REPO / "data" / "demo"

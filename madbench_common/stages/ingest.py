@@ -8,9 +8,11 @@ store (later stages mux new audio against its untouched video stream).
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 from functools import cached_property
 from pathlib import Path
+from typing import Any
 
 import av
 import numpy as np
@@ -118,8 +120,7 @@ class IngestStage(MapStage[SourceRow]):
         video = self.ctx.run.put_file(self.ctx.key("video", f"{spec.clip_id}{path.suffix}"), path)
         wav = self.ctx.run.put_bytes(self.ctx.key("audio", f"{spec.clip_id}.wav"),
                                      wav_bytes(audio, rate))
-        refs = self._reference_stems(spec, rate, len(audio), tmp)
-        return SourceRow(
+        row = SourceRow(
             clip_id=spec.clip_id, source_path=spec.path, speaker=spec.speaker,
             gender=spec.gender, source_group=spec.source_group or spec.clip_id,
             transcript=spec.transcript, scene_caption=spec.scene_caption,
@@ -127,13 +128,14 @@ class IngestStage(MapStage[SourceRow]):
             width=info.width, height=info.height, fps=info.fps,
             audio_uri=wav.uri, audio_sha256=wav.sha256, duration=duration, sample_rate=rate,
             orig_sample_rate=info.sample_rate, orig_channels=info.channels,
-            orig_audio_codec=info.audio_codec, **refs,
+            orig_audio_codec=info.audio_codec,
         ).with_provenance(self.ctx.provenance("ffmpeg", av.__version__))
+        return dataclasses.replace(row, **self._reference_stems(spec, rate, len(audio), tmp))
 
     def _reference_stems(
         self, spec: SourceSpec, rate: int, length: int, tmp: Path
-    ) -> dict[str, str]:
-        out = {}
+    ) -> dict[str, Any]:
+        out: dict[str, Any] = {}
         for name, path in (("speech", spec.speech_stem), ("env", spec.env_stem)):
             if not path:
                 continue

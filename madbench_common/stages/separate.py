@@ -7,7 +7,9 @@ deviation. Where the sources carry clean stems, SI-SDR of ŝ and ê is reported.
 
 from __future__ import annotations
 
+import dataclasses
 from functools import cached_property
+from typing import Any
 
 import numpy as np
 
@@ -57,15 +59,16 @@ class SeparateStage(MapStage[StemRow]):
         s_info = self.ctx.save_audio(f"speech/{item}.wav", speech, rate)
         e_info = self.ctx.save_audio(f"env/{item}.wav", env, rate)
         error = float(np.max(np.abs(audio.astype(np.float64) - speech - env), initial=0.0))
-        return StemRow(
+        row = StemRow(
             clip_id=item, speech_uri=s_info.uri, speech_sha256=s_info.sha256,
             env_uri=e_info.uri, env_sha256=e_info.sha256, duration=len(audio) / rate,
-            sample_rate=rate, mixture_error=error, **self._scores(src, audio, speech, env),
+            sample_rate=rate, mixture_error=error,
         ).with_provenance(self.ctx.provenance(self.separator.slug, self.separator.version))
+        return dataclasses.replace(row, **self._scores(src, audio, speech, env))
 
     def _scores(self, src: SourceRow, audio: np.ndarray, speech: np.ndarray,
-                env: np.ndarray) -> dict[str, float | None]:
-        out: dict[str, float | None] = {}
+                env: np.ndarray) -> dict[str, Any]:
+        out: dict[str, Any] = {}
         if src.ref_speech_uri:
             ref, _ = self.ctx.load_audio(src.ref_speech_uri, src.ref_speech_sha256)
             out["si_sdr_speech"] = si_sdr(speech, ref)

@@ -29,11 +29,15 @@ def _check_run(run: RunStore, n: int) -> None:
     sources = _rows(run, "ingest", SourceRow)
     assert len(sources) == n and all(r.ok for r in sources)
     stems = _rows(run, "separate", StemRow)
+    gains = []
     for stem, src in zip(stems, sources, strict=True):
         assert run.get_bytes(run.key_of(src.audio_uri), src.audio_sha256)
         assert stem.mixture_error < 1e-6
         assert stem.si_sdr_speech is not None and stem.si_sdr_speech_input is not None
-        assert stem.si_sdr_speech > stem.si_sdr_speech_input, "separation must improve SI-SDR"
+        gains.append(stem.si_sdr_speech - stem.si_sdr_speech_input)
+        if stem.si_sdr_speech_input < 10.0:  # noisy clips must get cleaner
+            assert gains[-1] > 3.0, stem.clip_id
+    assert np.mean(gains) > 1.0, "separation must improve SI-SDR on average"
     qc = _rows(run, "source_qc", SourceQCRow)
     assert all(0.2 < r.speech_coverage <= 1.0 for r in qc)
     assert all(r.transcript_source == "given" for r in qc)
@@ -91,7 +95,7 @@ def test_killed_run_resumes_with_identical_manifests(demo_sources: Path, tmp_pat
     subprocess.run(cmd, check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     after = _markers(store / "k", "separate")
     assert all(after[k] == v for k, v in before.items()), "finished shards were redone"
-    clean = [*cmd[:8], "clean", *cmd[9:]]
+    clean = [("clean" if arg == "k" else arg) for arg in cmd]
     subprocess.run(clean, check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     run_k, run_c = (RunStore(open_store(str(store)), r) for r in ("k", "clean"))
     for stage, cls in (("ingest", SourceRow), ("separate", StemRow), ("source_qc", SourceQCRow)):
