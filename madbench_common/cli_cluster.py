@@ -29,6 +29,13 @@ def add_commands(sub: argparse._SubParsersAction[Any]) -> None:
     p.add_argument("--throughput", default=None, help="throughput CSV (default: packaged)")
     p.set_defaults(func=_plan)
 
+    p = sub.add_parser("measure", help="throughput rows (for plan) measured from a finished run")
+    p.add_argument("--store", required=True)
+    p.add_argument("--run-id", required=True)
+    p.add_argument("--where", default="", help="machine description for the source column")
+    p.add_argument("--out", default="-", help="CSV path (default: stdout)")
+    p.set_defaults(func=_measure)
+
     p = sub.add_parser("exit-summary", help="write <store>/<run_id>/_RUN_SUMMARY.json (onExit)")
     for name in ("store", "run-id", "workflow", "status"):
         p.add_argument(f"--{name}", required=True)
@@ -70,4 +77,20 @@ def _exit_summary(args: argparse.Namespace) -> int:
     summary = write_exit_summary(build_graph(), args.store, args.run_id, args.workflow,
                                  args.status, args.duration, args.failures)
     print(json.dumps(summary, indent=1, sort_keys=True))
+    return 0
+
+
+def _measure(args: argparse.Namespace) -> int:
+    from pathlib import Path
+
+    from madbench_common.measure import measure_run, throughput_csv
+    from madbench_common.pipeline.definition import build_graph
+    from madbench_common.store import RunStore, open_store
+
+    run = RunStore(open_store(args.store), args.run_id)
+    text = throughput_csv(measure_run(run, build_graph(), args.where))
+    if args.out == "-":
+        print(text, end="")
+    else:
+        Path(args.out).write_text(text)
     return 0

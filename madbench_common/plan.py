@@ -63,8 +63,13 @@ class StagePlan:
         return 0.0 if t is None else self.items * t.seconds_per_item / 3600
 
     @property
+    def on_gpu(self) -> bool:
+        """Whether the figure is GPU time (a CPU-reference timing is not)."""
+        return self.throughput is not None and self.throughput.device == "gpu"
+
+    @property
     def gpu_hours(self) -> float:
-        return self.compute_hours * self.stage.gpu
+        return self.compute_hours * self.stage.gpu if self.on_gpu else 0.0
 
     @property
     def storage_bytes(self) -> int:
@@ -90,7 +95,7 @@ class Plan:
 
     @property
     def cpu_hours(self) -> float:
-        return sum(s.compute_hours for s in self.stages if not s.stage.gpu)
+        return sum(s.compute_hours for s in self.stages if not s.on_gpu)
 
     @property
     def storage_bytes(self) -> int:
@@ -161,21 +166,26 @@ def _size(n: float) -> str:
 def _stage_line(s: StagePlan) -> str:
     t = s.throughput
     if t is None:
-        return f"{s.stage.name:<14}{s.tasks:>6}   {'—':>8} {'(no throughput row)':>36}"
+        return f"{s.stage.name:<19}{s.tasks:>6}   {'—':>8} {'(no throughput row)':>36}"
     flag = "  ! shard over timeout" if s.shard_seconds > s.stage.timeout else ""
     unit = f"{s.items} {t.unit}s"
-    return (f"{s.stage.name:<14}{s.tasks:>6}   {unit:>13}{s.gpu_hours:>9.2f}"
+    gpu = f"{s.gpu_hours:>9.2f}" if s.on_gpu or not s.stage.gpu else f"{'?':>9}"
+    return (f"{s.stage.name:<19}{s.tasks:>6}   {unit:>13}{gpu}"
             f"{s.compute_hours:>10.2f}{_size(s.storage_bytes):>11}  {t.basis}{flag}")
 
 
 def format_plan(plan: Plan) -> str:
     """A plain-text report: one line per stage, totals, then every figure's source."""
     head = (f"MADBench plan: {plan.clips} eligible clips, {plan.samples} samples\n\n"
-            f"{'stage':<14}{'tasks':>6}   {'items':>13}{'GPU-h':>9}{'compute-h':>10}"
+            f"{'stage':<19}{'tasks':>6}   {'items':>13}{'GPU-h':>9}{'compute-h':>10}"
             f"{'storage':>11}  basis")
     lines = [head, *(_stage_line(s) for s in plan.stages)]
-    lines.append(f"{'total':<14}{plan.tasks:>6}   {'':>13}{plan.gpu_hours:>9.2f}"
+    lines.append(f"{'total':<19}{plan.tasks:>6}   {'':>13}{plan.gpu_hours:>9.2f}"
                  f"{plan.gpu_hours + plan.cpu_hours:>10.2f}{_size(plan.storage_bytes):>11}")
+    cpu_ref = [s.stage.name for s in plan.stages if s.stage.gpu and s.throughput and not s.on_gpu]
+    if cpu_ref:
+        lines.append(f"\nGPU-hours unknown (?) for {len(cpu_ref)} GPU stages: their figures "
+                     "time the CPU reference models, not the real models on a GPU")
     if plan.unknown:
         lines.append(f"\nnot estimated (no row in the throughput table): {', '.join(plan.unknown)}")
     lines.append("\nsources:")

@@ -39,7 +39,8 @@ def test_throughput_table_has_sources_and_known_stages() -> None:
     table = load_throughput()
     names = {s.name for s in build_graph()}
     for row in table.values():
-        assert row.source.strip() and row.basis in {"measured", "assumed", "derived", "paper"}
+        assert row.source.strip() and row.basis in {
+            "measured", "measured-cpu-ref", "assumed", "derived", "paper"}
         assert row.stage in names, f"throughput row for unknown stage {row.stage}"
 
 
@@ -81,7 +82,11 @@ def test_cli_plan_prints_table_and_sources(capsys: pytest.CaptureFixture[str]) -
     assert "sources:" in out and "total" in out
 
 
-def test_docs_show_paper_scale_plan() -> None:
-    doc = (ROOT / "docs" / "cluster.md").read_text()
-    assert f"madbench plan --clips {PAPER_CLIPS}" in doc
-    assert f"{PAPER_CLIPS} eligible clips, {PAPER_SAMPLES} samples" in doc
+def test_readme_shows_the_current_paper_scale_plan() -> None:
+    """Golden: the README's plan is exactly what the current graph and table print."""
+    from madbench_common.plan import format_plan, plan_run
+
+    doc = (ROOT / "README.md").read_text()
+    assert f"$ madbench plan --clips {PAPER_CLIPS}\n" in doc
+    assert format_plan(plan_run(build_graph(), PAPER_CLIPS)) in doc, (
+        "README plan is stale: paste the output of `madbench plan --clips 1892`")
