@@ -13,7 +13,6 @@ can be read on any subset (e.g. the speech head on Q vs E for G_S).
 from __future__ import annotations
 
 import logging
-
 from dataclasses import dataclass, field
 
 import numpy as np
