@@ -358,3 +358,15 @@ def test_retry_exit_code_matches_cli() -> None:
     from madbench_common.pipeline.argo import DETERMINISTIC_EXIT_CODE
 
     assert DETERMINISTIC_EXIT_CODE == EXIT_DETERMINISTIC
+
+
+def test_swapping_a_model_slug_changes_only_that_stage() -> None:
+    doc = _load(ROOT / "workflows" / "full.yaml")
+    params = {p["name"] for p in doc["spec"]["arguments"]["parameters"]}
+    assert {"separate_model", "split_model", "speech_vc_a_model", "features_model"} <= params
+    assert "source_qc_model" not in params  # compound QC stages name their models in params
+    before = _effective_pods(doc, {})
+    after = _effective_pods(doc, {"separate_model": "separator-bsroformer"})
+    changed = {name for name in before if before[name] != after[name]}
+    assert changed == {"separate-shard", "separate-merge"}
+    assert 'model\\": \\"separator-bsroformer' in after["separate-shard"]

@@ -164,6 +164,10 @@ def _parameters(graph: Graph, variant: Variant, lock: ImageLock) -> list[m.Param
         if stage.sharded:
             params.append(m.Parameter(name=_shards_param(stage), value=str(stage.shards),
                                       description=f"Shard count of stage {stage.name}"))
+        if _swappable(stage):
+            params.append(m.Parameter(
+                name=_model_param(stage), value=_default_model(stage, variant),
+                description=f"Registry slug of stage {stage.name}'s model (swap with its image)"))
     params.append(m.Parameter(name="summary_image", value=lock.ref("reference-cpu"),
                               description="Image of the exit handler that writes the summary"))
     return params
@@ -230,15 +234,29 @@ def _stage_args(stage: Stage, verb: str, graph: Graph, variant: Variant) -> list
 
 
 def _stage_params(stage: Stage, variant: Variant) -> str:
-    """Per-run parameters: ``sources`` for root stages; the reference model in smoke runs."""
+    """Per-run parameters: ``sources`` for root stages; the model slug where it is swappable."""
     items: list[str] = []
     if not stage.inputs:
         items.append(f'"sources": "{_param("sources")}"')
-    if variant.cpu_only and stage.image != "reference-cpu":
-        ref = _reference_model(stage.role)
-        if ref:
-            items.append(f'"model": "{ref}"')
+    if _swappable(stage):
+        items.append(f'"model": "{_param(_model_param(stage))}"')
     return "{" + ", ".join(items) + "}" if items else ""
+
+
+def _swappable(stage: Stage) -> bool:
+    """A stage runs one registry model (compound QC stages name their models in params)."""
+    return bool(stage.model) and "+" not in stage.model
+
+
+def _model_param(stage: Stage) -> str:
+    return f"{stage.name}_model"
+
+
+def _default_model(stage: Stage, variant: Variant) -> str:
+    """The stage's model; in smoke runs, a CPU reference of its role where the image is not."""
+    if variant.cpu_only and stage.image != "reference-cpu":
+        return _reference_model(stage.role) or stage.model
+    return stage.model
 
 
 def _reference_model(role: str) -> str:

@@ -1,0 +1,54 @@
+"""Run every benchmark in its own process, then print each figure beside its floor.
+
+Floors (from the issues): ingest + source QC ≥ 50× real time and S3/file wall time
+≤ 1.3 (issue 2); assembly ≥ 200× real time (issue 3); all heads for all tasks ×
+3 protocols × 2 input modes at paper scale ≤ 20 s (issue 4). Results: ``.bench/*.json``.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+OUT = REPO / ".bench"
+BENCHES = (
+    ["bench/bench_pipeline.py"],
+    ["bench/bench_generators.py"],
+    ["bench/bench_build.py"],
+    ["bench/bench_eval.py"],
+)
+
+
+def _floors() -> list[tuple[str, float, str, bool]]:
+    """(figure, value, floor, met) rows from the JSON results."""
+    p = json.loads((OUT / "pipeline.json").read_text())
+    b = json.loads((OUT / "build.json").read_text())
+    e = json.loads((OUT / "eval.json").read_text())
+    qc, ratio = p["ingest+source_qc_x_realtime"], p["s3_over_file"]
+    asm = b["assembly"]["assembly_x_realtime"]
+    return [
+        ("ingest + source_qc (× real time)", qc, "≥ 50", qc >= 50),
+        ("S3 / file wall time", ratio, "≤ 1.3", ratio <= 1.3),
+        ("assembly (× real time)", asm, "≥ 200", asm >= 200),
+        ("all heads, paper scale (s)", e["seconds"], "≤ 20", e["seconds"] <= 20),
+        ("heads vs sklearn defaults (× faster)", e.get("speedup", float("nan")), "—", True),
+    ]
+
+
+def main() -> int:
+    OUT.mkdir(exist_ok=True)
+    for args in BENCHES:
+        print(f"== {' '.join(args)}", flush=True)
+        subprocess.run([sys.executable, *args], cwd=REPO, check=True)
+    rows = _floors()
+    print(f"\n{'figure':<40}{'value':>10}  floor   met")
+    for name, value, floor, met in rows:
+        print(f"{name:<40}{value:>10.2f}  {floor:<6}  {'yes' if met else 'NO'}")
+    return 0 if all(met for *_, met in rows) else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
