@@ -17,7 +17,7 @@ from typing import Any
 import av
 import numpy as np
 
-from madbench_common.audio import MediaInfo, decode_audio, probe, rms_dbfs, wav_bytes
+from madbench_common.audio import MediaInfo, decode_audio, probe, rms_dbfs
 from madbench_common.errors import ConfigError, InputRejected
 from madbench_common.pipeline.stage import MapStage
 from madbench_common.rows import SourceRow
@@ -118,8 +118,7 @@ class IngestStage(MapStage[SourceRow]):
         if level < float(p["silence_dbfs"]):
             raise InputRejected(spec.path, "silent", f"RMS {level:.1f} dBFS")
         video = self.ctx.run.put_file(self.ctx.key("video", f"{spec.clip_id}{path.suffix}"), path)
-        wav = self.ctx.run.put_bytes(self.ctx.key("audio", f"{spec.clip_id}.wav"),
-                                     wav_bytes(audio, rate))
+        wav = self.ctx.save_audio(f"audio/{spec.clip_id}.wav", audio, rate)
         row = SourceRow(
             clip_id=spec.clip_id, source_path=spec.path, speaker=spec.speaker,
             gender=spec.gender, source_group=spec.source_group or spec.clip_id,
@@ -141,7 +140,6 @@ class IngestStage(MapStage[SourceRow]):
                 continue
             stem = decode_audio(fetch_source(path, tmp), rate)
             stem = np.pad(stem, (0, max(0, length - len(stem))))[:length]
-            info = self.ctx.run.put_bytes(self.ctx.key("ref", name, f"{spec.clip_id}.wav"),
-                                          wav_bytes(stem, rate))
+            info = self.ctx.save_audio(f"ref/{name}/{spec.clip_id}.wav", stem, rate)
             out[f"ref_{name}_uri"], out[f"ref_{name}_sha256"] = info.uri, info.sha256
         return out
