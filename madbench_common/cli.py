@@ -4,11 +4,9 @@ from __future__ import annotations
 
 import argparse
 import importlib
-import json
 import logging
 import sys
 from collections.abc import Sequence
-from typing import Any
 
 from rich.console import Console
 from rich.logging import RichHandler
@@ -25,22 +23,6 @@ _EXTENSIONS = (
     "madbench_common.cli_cluster",
     "madbench_common.cli_eval",
 )
-
-
-def parse_set(values: Sequence[str]) -> dict[str, dict[str, Any]]:
-    """``stage.key=value`` overrides → {stage: {key: value}}; values parse as JSON if they can."""
-    out: dict[str, dict[str, Any]] = {}
-    for item in values:
-        target, eq, raw = item.partition("=")
-        stage, dot, key = target.partition(".")
-        if not eq or not dot or not stage or not key:
-            raise MadbenchError(f"--set {item!r}: expected STAGE.KEY=VALUE")
-        try:
-            value: Any = json.loads(raw)
-        except json.JSONDecodeError:
-            value = raw
-        out.setdefault(stage, {})[key] = value
-    return out
 
 
 def build_parser() -> argparse.ArgumentParser:

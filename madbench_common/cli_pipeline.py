@@ -4,12 +4,13 @@ from __future__ import annotations
 
 import argparse
 import json
+from collections.abc import Sequence
 from typing import Any
 
 from rich.console import Console
 from rich.table import Table
 
-from madbench_common.errors import ConfigError
+from madbench_common.errors import ConfigError, MadbenchError
 from madbench_common.pipeline.definition import build_graph
 from madbench_common.pipeline.local import LocalRunner, RunOptions
 from madbench_common.pipeline.stage import make_context, merge_stage, read_marker, run_shard
@@ -66,9 +67,23 @@ def add_commands(sub: argparse._SubParsersAction[Any]) -> None:
         p.set_defaults(func=func)
 
 
-def cmd_run(args: argparse.Namespace) -> int:
-    from madbench_common.cli import parse_set
+def parse_set(values: Sequence[str]) -> dict[str, dict[str, Any]]:
+    """``stage.key=value`` overrides → {stage: {key: value}}; values parse as JSON if they can."""
+    out: dict[str, dict[str, Any]] = {}
+    for item in values:
+        target, eq, raw = item.partition("=")
+        stage, dot, key = target.partition(".")
+        if not eq or not dot or not stage or not key:
+            raise MadbenchError(f"--set {item!r}: expected STAGE.KEY=VALUE")
+        try:
+            value: Any = json.loads(raw)
+        except json.JSONDecodeError:
+            value = raw
+        out.setdefault(stage, {})[key] = value
+    return out
 
+
+def cmd_run(args: argparse.Namespace) -> int:
     params = parse_set(args.set)
     if args.sources:
         params.setdefault("ingest", {})["sources"] = args.sources
