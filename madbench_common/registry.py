@@ -14,7 +14,7 @@ from typing import Any
 
 from madbench_common.errors import ConfigError
 
-__all__ = ["REGISTRY", "ModelSpec", "load_model", "register", "specs_for_role"]
+__all__ = ["GROUPS", "REGISTRY", "ModelSpec", "load_model", "register", "specs_for_role"]
 
 
 @dataclass(frozen=True)
@@ -28,10 +28,18 @@ class ModelSpec:
     image: str
     description: str
     paper_model: str = ""
-    """For references: the paper's model whose role this stands in for."""
+    """For references: the paper's model whose role this stands in for. For real
+    models: the paper's name of this model (``F5-TTS``, ``PE-AV Base``)."""
+    group: str = ""
+    """Evaluation group as the paper's tables order rows: ``av_detector``,
+    ``av_encoder``, ``audio_encoder``, ``audio_detector``, ``omni`` (``""`` elsewhere)."""
+    in_paper: bool = True
+    """``False`` for optional extra slots the paper does not use (say so in reports)."""
 
 
 REGISTRY: dict[str, ModelSpec] = {}
+GROUPS = ("av_detector", "av_encoder", "audio_encoder", "audio_detector", "omni")
+"""Evaluation groups in the order of the paper's Tables 2–5."""
 
 
 def register(spec: ModelSpec) -> ModelSpec:

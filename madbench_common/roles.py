@@ -22,9 +22,11 @@ __all__ = [
     "ASR",
     "VAD",
     "AudioTagger",
+    "AudioTextScorer",
     "Detector",
     "Encoder",
     "EnvGenerator",
+    "FaceCropper",
     "Frames",
     "Model",
     "OmniAnswer",
@@ -51,11 +53,17 @@ class Segment:
 
 @dataclass(frozen=True)
 class Transcript:
-    """ASR output: the words, and a confidence-like coverage score in [0, 1]."""
+    """ASR output: the words, a confidence-like coverage score in [0, 1], and the language.
+
+    ``language`` is an ISO 639-1 code (``en``) where the model identifies the language
+    (Whisper), else ``""``; ``language_prob`` is its probability where exposed.
+    """
 
     text: str
     coverage: float
     words: tuple[tuple[str, Seconds, Seconds], ...] = field(default=())
+    language: str = ""
+    language_prob: float | None = None
 
 
 @dataclass(frozen=True)
@@ -99,6 +107,25 @@ class AudioTagger(Model, Protocol):
     def tag(self, audio: Audio, sample_rate: Hertz) -> dict[str, float]:
         """Label → probability."""
         ...
+
+
+class AudioTextScorer(Model, Protocol):
+    """Audio–text similarity (CLAP): one score per text, higher = better match."""
+
+    def score_texts(self, audio: Audio, sample_rate: Hertz, texts: Sequence[str]) -> list[float]:
+        ...
+
+
+class FaceCropper(Model, Protocol):
+    """Face and mouth crops for face-centric detectors.
+
+    Returns per-frame crops of shape (T, size, size, 3) and, per frame, whether a face
+    was found; callers apply their model's documented fallback where none was.
+    """
+
+    def crop(
+        self, frames: Frames, fps: float, *, size: int, region: str = "face"
+    ) -> tuple[Frames, npt.NDArray[np.bool_]]: ...
 
 
 class SpeechGenerator(Model, Protocol):

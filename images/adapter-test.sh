@@ -1,0 +1,52 @@
+#!/usr/bin/env bash
+# make adapter-test IMAGE=<slug>: build .venvs/<slug> from the image's own hash lock with uv
+# (PyPI's torch wheels are CUDA builds that also run on the CPU) and run that family's
+# adapter tests there, offline, on tiny random models of the real architectures.
+# The venv is rebuilt only when requirements.lock changes. Exit status is pytest's.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+slug=${1:?usage: adapter-test.sh <image slug>}
+PY=${PY:-.venv/bin/python}
+UV=${UV:-$(command -v uv || echo "$(dirname "$PY")/uv")}
+lock=images/$slug/requirements.lock
+python=$("$PY" -m madbench_common.images show "$slug" | sed -n 's/^python=\([^ ]*\).*/\1/p')
+tests=$("$PY" -m madbench_common.images tests "$slug")
+[[ -n $tests ]] || { echo "error: images/$slug/image.yaml lists no adapter_tests" >&2; exit 2; }
+[[ -f $lock ]] || { echo "error: $lock missing; run: make lock IMAGE=$slug" >&2; exit 2; }
+interp=$(command -v "python$python" || true)
+[[ -n $interp ]] || { echo "error: python$python not found on this machine (a $python image's adapter tests run in its base image: make adapter-test-in-image IMAGE=$slug)" >&2; exit 2; }
+
+venv=.venvs/$slug
+want=$(sha256sum "$lock" | cut -d' ' -f1)
+if [[ ! -x $venv/bin/python || "$(cat "$venv/.lock-sha256" 2>/dev/null)" != "$want" ]]; then
+  rm -rf "$venv"
+  "$UV" venv -q --python "$interp" "$venv"
+  "$UV" pip install -q --python "$venv/bin/python" --require-hashes -r "$lock"
+  "$UV" pip install -q --python "$venv/bin/python" pytest pytest-timeout
+  echo "$want" > "$venv/.lock-sha256"
+fi
+
+pypath=$PWD
+srcs=$("$PY" -m madbench_common.images upstream "$slug")
+while IFS= read -r src; do
+  [[ -n $src ]] || continue
+  mode=$("$PY" - "$slug" "$src" <<'PYEOF'
+import sys
+from pathlib import Path
+from madbench_common.images import load_image
+info = load_image(sys.argv[1])
+print(next(s.install for s in info.upstream_src if Path(sys.argv[2]).name == s.dest))
+PYEOF
+)
+  if [[ $mode == pip ]]; then
+    "$UV" pip install -q --python "$venv/bin/python" --no-deps "$src"
+  else
+    pypath=$pypath:$PWD/$src
+  fi
+done <<< "$srcs"
+
+weights=$(mktemp -d); trap 'rm -rf "$weights"' EXIT
+# shellcheck disable=SC2086
+HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1 MADBENCH_WEIGHTS=$weights HF_HOME=$weights/huggingface \
+  PYTHONPATH=$pypath MADBENCH_ADAPTER_IMAGE=$slug \
+  "$venv/bin/python" -m pytest -q -p no:cacheprovider -o addopts="-ra" $tests

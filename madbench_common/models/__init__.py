@@ -1,0 +1,29 @@
+"""Adapters for the paper's models: one module per model family, heavy imports inside.
+
+Adding a model
+--------------
+
+1. **Role.** Pick the role it implements in :mod:`madbench_common.roles` (``Separator``,
+   ``SpeechGenerator``, ``EnvGenerator``, ``ASR``, ``Encoder``, ``Detector``, ``OmniModel``…).
+2. **Slug.** One slug names the model everywhere: registry key, ``images/<slug>/``,
+   Argo template and workflow parameters (``<stage>_image``, ``<stage>_model``). An image
+   that serves several models (``qc``) uses its slug as the prefix of theirs.
+3. **Adapter.** ``madbench_common/models/<family>.py``: a class with ``slug``, ``version``,
+   ``reference = False`` and the role's methods. Import torch and the upstream package
+   inside methods or ``__init__``, never at module top, so the orchestrator stays light.
+   Load weights only through :func:`madbench_common.weights.hf_path` /
+   :func:`~madbench_common.weights.url_file` (offline; a missing file names the fix).
+4. **Image folder.** ``images/<slug>/``: ``Dockerfile`` (``FROM`` an ARG base), ``image.yaml``
+   (:mod:`madbench_common.images`), ``requirements.in`` (``-r ../common.in`` + pins),
+   ``requirements.lock`` (``make lock IMAGE=<slug>``), ``weights.yaml``, and a row in
+   ``images/README.md`` (paper name, upstream, licence, Python, torch).
+5. **Tiny-model test.** ``tests/models/test_<family>.py`` builds a tiny randomly
+   initialised model from the upstream package's own classes and configs and runs the
+   adapter's real forward or sampling code on CPU; it skips in the main venv
+   (``pytest.importorskip``) and runs in ``.venvs/<slug>`` via ``make adapter-test IMAGE=<slug>``.
+6. **Registry line.** ``register(ModelSpec(slug, role, "madbench_common.models.<family>:<Class>",
+   False, image, description, paper_model=<the paper's name>, group=...))`` in
+   :mod:`madbench_common.registry`.
+7. **Render.** Point the stage's default ``model``/``image`` at it in
+   :mod:`madbench_common.pipeline.definition` and run ``madbench render``.
+"""

@@ -1,0 +1,256 @@
+"""Model weights: what an image needs, fetching it once, and finding it offline at run time.
+
+Every model image lists its weights in ``images/<slug>/weights.yaml``::
+
+    image: tts-f5
+    hf:                                  # Hugging Face repos
+      - repo: SWivid/F5-TTS
+        revision: main                   # branch, tag or commit; the commit is locked
+        files: ["F5TTS_v1_Base/*"]       # glob patterns; omit for the whole repo
+    urls:                                # files from outside the hub
+      - name: AASIST.pth
+        url: https://github.com/clovaai/aasist/raw/<commit>/models/weights/AASIST.pth
+        sha256: <64 hex>
+
+A weights root (the ``madbench-weights`` volume, mounted read-only at ``/weights`` in
+every stage pod; ``$MADBENCH_WEIGHTS`` elsewhere) is laid out as::
+
+    <root>/huggingface/hub/models--org--name/...   Hugging Face cache (HF_HOME=<root>/huggingface)
+    <root>/files/<image>/<name>                    files from outside the hub
+    <root>/locks/<image>/weights.lock.json         resolved commits and file sha256s
+
+Only ``madbench weights fetch`` (and the one-off ``workflows/weights.yaml``) talks to the
+hub. At run time adapters call :func:`hf_path` / :func:`url_file`, which never download:
+a missing weight raises :class:`WeightsMissing` naming the file and the command that
+fetches it.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import hashlib
+import json
+import os
+import shutil
+import tempfile
+import urllib.request
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from madbench_common.errors import ConfigError
+
+__all__ = [
+    "DEFAULT_ROOT",
+    "HFItem",
+    "URLItem",
+    "WeightsMissing",
+    "WeightsSpec",
+    "fetch_weights",
+    "hf_env",
+    "hf_path",
+    "install_local_snapshot",
+    "load_spec",
+    "url_file",
+    "weights_root",
+]
+
+DEFAULT_ROOT = "/weights"
+_IMAGES = Path(__file__).resolve().parents[1] / "images"
+
+
+class WeightsMissing(ConfigError):
+    """A model weight is not in the weights root; the message says how to fetch it."""
+
+    def __init__(self, what: str, image: str, root: Path) -> None:
+        self.what, self.image, self.root = what, image, root
+        super().__init__(
+            f"model weights missing: {what} is not under {root} (HF_HUB_OFFLINE=1, nothing is "
+            f"downloaded at run time); fetch them with: madbench weights fetch --image {image} "
+            f"--dest {root}"
+        )
+
+
+@dataclass(frozen=True)
+class HFItem:
+    """One Hugging Face repository (or the listed files of it)."""
+
+    repo: str
+    revision: str = "main"
+    files: tuple[str, ...] = ()
+    repo_type: str = "model"
+
+
+@dataclass(frozen=True)
+class URLItem:
+    """One file from outside the hub, pinned by sha256."""
+
+    name: str
+    url: str
+    sha256: str
+
+
+@dataclass(frozen=True)
+class WeightsSpec:
+    """Everything one image's models load."""
+
+    image: str
+    hf: tuple[HFItem, ...] = ()
+    urls: tuple[URLItem, ...] = ()
+    notes: str = ""
+    extra: dict[str, Any] = field(default_factory=dict)
+
+
+def weights_root(root: str | os.PathLike[str] | None = None) -> Path:
+    """The weights root: ``root``, else ``$MADBENCH_WEIGHTS``, else ``/weights``."""
+    return Path(root or os.environ.get("MADBENCH_WEIGHTS") or DEFAULT_ROOT)
+
+
+def hf_env(root: str | os.PathLike[str] | None = None) -> dict[str, str]:
+    """Environment that points Hugging Face and torch hub at a weights root, offline."""
+    base = weights_root(root)
+    return {"HF_HOME": str(base / "huggingface"), "HF_HUB_CACHE": str(base / "huggingface/hub"),
+            "TORCH_HOME": str(base / "torch"), "HF_HUB_OFFLINE": "1",
+            "TRANSFORMERS_OFFLINE": "1", "MADBENCH_WEIGHTS": str(base)}
+
+
+def load_spec(image: str, images_dir: Path | None = None) -> WeightsSpec:
+    """Parse ``images/<image>/weights.yaml`` (strictly: unknown keys are errors)."""
+    path = (images_dir or _IMAGES) / image / "weights.yaml"
+    if not path.exists():
+        raise ConfigError(f"{path}: no weights.yaml for image {image!r}")
+    doc = yaml.safe_load(path.read_text()) or {}
+    unknown = set(doc) - {"image", "hf", "urls", "notes"}
+    if unknown:
+        raise ConfigError(f"{path}: unknown keys {sorted(unknown)}")
+    if doc.get("image", image) != image:
+        raise ConfigError(f"{path}: image {doc['image']!r} does not match folder {image!r}")
+    try:
+        hf = tuple(HFItem(repo=d["repo"], revision=str(d.get("revision", "main")),
+                          files=tuple(d.get("files", ())), repo_type=d.get("repo_type", "model"))
+                   for d in doc.get("hf") or ())
+        urls = tuple(URLItem(name=d["name"], url=d["url"], sha256=d["sha256"])
+                     for d in doc.get("urls") or ())
+    except (KeyError, TypeError) as exc:
+        raise ConfigError(f"{path}: malformed entry ({exc})") from None
+    for u in urls:
+        if len(u.sha256) != 64 or "/" in u.name:
+            raise ConfigError(f"{path}: {u.name}: needs a 64-hex sha256 and a plain file name")
+    return WeightsSpec(image=image, hf=hf, urls=urls, notes=str(doc.get("notes", "")))
+
+
+def _hub_cache(root: Path) -> Path:
+    return root / "huggingface" / "hub"
+
+
+def hf_path(
+    repo: str,
+    *,
+    image: str,
+    filename: str | None = None,
+    revision: str | None = None,
+    root: str | os.PathLike[str] | None = None,
+    repo_type: str = "model",
+) -> Path:
+    """Local path of a fetched repo snapshot, or of one file in it; never downloads."""
+    base = weights_root(root)
+    from huggingface_hub import snapshot_download
+    from huggingface_hub.errors import LocalEntryNotFoundError
+
+    try:
+        snap = Path(snapshot_download(repo, revision=revision, repo_type=repo_type,
+                                      cache_dir=_hub_cache(base), local_files_only=True))
+    except (LocalEntryNotFoundError, FileNotFoundError, OSError):
+        raise WeightsMissing(f"{repo}@{revision or 'main'}", image, base) from None
+    if filename is None:
+        return snap
+    path = snap / filename
+    if not path.exists():
+        raise WeightsMissing(f"{repo}/{filename}", image, base)
+    return path
+
+
+def url_file(name: str, *, image: str, root: str | os.PathLike[str] | None = None) -> Path:
+    """Local path of a fetched non-hub file of ``image``; never downloads."""
+    base = weights_root(root)
+    path = base / "files" / image / name
+    if not path.exists():
+        raise WeightsMissing(f"files/{image}/{name}", image, base)
+    return path
+
+
+def _sha256(path: Path) -> str:
+    h = hashlib.sha256()
+    with path.open("rb") as f:
+        for block in iter(lambda: f.read(1 << 20), b""):
+            h.update(block)
+    return h.hexdigest()
+
+
+def _fetch_hf(item: HFItem, base: Path) -> dict[str, Any]:
+    from huggingface_hub import HfApi, snapshot_download
+
+    info = HfApi().repo_info(item.repo, revision=item.revision, repo_type=item.repo_type,
+                             files_metadata=True)
+    commit = str(info.sha)
+    snap = Path(snapshot_download(item.repo, revision=commit, repo_type=item.repo_type,
+                                  cache_dir=_hub_cache(base),
+                                  allow_patterns=list(item.files) or None))
+    ref = _hub_cache(base) / f"{item.repo_type}s--{item.repo.replace('/', '--')}" / "refs"
+    ref.mkdir(parents=True, exist_ok=True)
+    (ref / item.revision.replace("/", "_")).write_text(commit)
+    files = {}
+    for path in sorted(p for p in snap.rglob("*") if p.is_file()):
+        rel = path.relative_to(snap).as_posix()
+        if not item.files or any(fnmatch.fnmatch(rel, pat) for pat in item.files):
+            files[rel] = _sha256(path)
+    if not files:
+        raise ConfigError(f"{item.repo}@{commit}: no file matches {list(item.files)}")
+    return {"repo": item.repo, "revision": item.revision, "commit": commit, "files": files}
+
+
+def _fetch_url(item: URLItem, image: str, base: Path) -> dict[str, Any]:
+    dest = base / "files" / image / item.name
+    if not (dest.exists() and _sha256(dest) == item.sha256):
+        dest.parent.mkdir(parents=True, exist_ok=True)
+        with tempfile.NamedTemporaryFile(dir=dest.parent, delete=False) as tmp, \
+                urllib.request.urlopen(item.url, timeout=600) as resp:
+            shutil.copyfileobj(resp, tmp)
+        got = _sha256(Path(tmp.name))
+        if got != item.sha256:
+            Path(tmp.name).unlink()
+            raise ConfigError(f"{item.url}: sha256 {got} != {item.sha256} in weights.yaml")
+        os.replace(tmp.name, dest)
+    return {"name": item.name, "url": item.url, "sha256": item.sha256}
+
+
+def fetch_weights(image: str, dest: str | os.PathLike[str],
+                  images_dir: Path | None = None) -> Path:
+    """Download exactly what ``weights.yaml`` lists into ``dest``; write the lock; return it."""
+    spec = load_spec(image, images_dir)
+    base = Path(dest)
+    lock = {"image": image, "hf": [_fetch_hf(i, base) for i in spec.hf],
+            "urls": [_fetch_url(u, image, base) for u in spec.urls]}
+    path = base / "locks" / image / "weights.lock.json"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(lock, indent=1, sort_keys=True) + "\n")
+    return path
+
+
+def install_local_snapshot(
+    root: str | os.PathLike[str], repo: str, src: str | os.PathLike[str],
+    revision: str = "0" * 40, ref: str = "main", repo_type: str = "model",
+) -> Path:
+    """Lay out a local directory (e.g. a tiny ``save_pretrained`` model) as a cached snapshot.
+
+    Tests and ``make image-test`` use it to put tiny random checkpoints where the real
+    ones go, so adapters run their real offline loading code against them.
+    """
+    folder = _hub_cache(Path(root)) / f"{repo_type}s--{repo.replace('/', '--')}"
+    snap = folder / "snapshots" / revision
+    shutil.copytree(src, snap, dirs_exist_ok=True)
+    (folder / "refs").mkdir(parents=True, exist_ok=True)
+    (folder / "refs" / ref).write_text(revision)
+    return snap
