@@ -166,7 +166,7 @@ class ComponentRow(ManifestRow):
     """CLAP-like prompt/audio similarity, where such a model is configured."""
 
 
-@manifest("samples", 1)
+@manifest("samples", 2)
 @dataclass(frozen=True, kw_only=True)
 class SampleRow(ManifestRow):
     """One benchmark sample: a variant (R/S/E/Q) of a source clip, with labels."""
@@ -201,6 +201,14 @@ class SampleRow(ManifestRow):
     """Scene-mismatched env only: ``prompt`` (generated from another scene's prompt) or
     ``replaced`` (track borrowed from a clip of an incompatible scene)."""
     env_donor_clip_id: str = ""
+    env_donor_scene_label: str = ""
+    """Fine label of the clip the environment track came from (swaps and replacements)."""
+    env_donor_coarse_label: str = ""
+    sc_condition: str = ""
+    """Scene-consistency samples only (``protocol == "scene_consistency"``, paper §5.3):
+    ``D-R`` (real ê of a different coarse scene), ``S-R`` (real ê of the same coarse scene,
+    another fine label) or ``D-S`` (both tracks synthetic: scene-matched vs -mismatched).
+    ``scene_consistent`` is that task's label. Empty for the three core protocols."""
     speech_component_id: str = ""
     env_component_id: str = ""
     target_clip_id: str = ""
@@ -272,10 +280,19 @@ class FeatureRow(ManifestRow):
     features: tuple[float, ...] = ()
 
 
-@manifest("scores", 1)
+@manifest("scores", 2)
 @dataclass(frozen=True, kw_only=True)
 class ScoreRow(ManifestRow):
-    """A detector's or omni model's native output for one sample."""
+    """A detector's or omni model's native output for one sample and one task.
+
+    ``task`` is ``binary``, ``fourway``, ``speech``, ``env`` or ``scene`` (each task is
+    scored only from its own rows; a task without rows is absent, never borrowed).
+    ``score`` is P(positive class): fake for binary/speech/env, *inconsistent* for
+    scene; ``probs`` holds the four-way distribution in R, S, E, Q order. Omni rows also
+    carry the generated ``answer``, its ``parsed`` class (``fake``/``real``/R/S/E/Q,
+    ``refusal`` or ``unparsed``) and the ``prompt_hash``; ``excluded`` marks a row with
+    neither a score nor a usable answer (counted as the exclusion rate, never guessed).
+    """
 
     sample_id: str
     sample_sha256: str = ""
@@ -284,3 +301,9 @@ class ScoreRow(ManifestRow):
     task: str = "binary"
     score: float | None = None
     answer: str = ""
+    probs: tuple[float, ...] = ()
+    parsed: str = ""
+    prompt_hash: str = ""
+    excluded: bool = False
+    model: str = ""
+    """Registry slug of the model that produced the row."""
