@@ -94,6 +94,6 @@ def type_hints(cls: type) -> dict[str, Any]:
     for base in reversed(cls.__mro__):
         globalns = vars(sys.modules[base.__module__])
         for name, ann in vars(base).get("__annotations__", {}).items():
-            ref = typing.ForwardRef(ann) if isinstance(ann, str) else ann
+            ref = typing.ForwardRef(ann, is_argument=False) if isinstance(ann, str) else ann
             hints[name] = eval_type_backport(ref, globalns, dict(vars(base)))
     return hints
