@@ -31,6 +31,7 @@ import fnmatch
 import hashlib
 import json
 import os
+import re
 import shutil
 import tempfile
 import urllib.request
@@ -48,6 +49,7 @@ __all__ = [
     "URLItem",
     "WeightsMissing",
     "WeightsSpec",
+    "check_weights",
     "fetch_weights",
     "hf_env",
     "hf_path",
@@ -131,13 +133,14 @@ def load_spec(image: str, images_dir: Path | None = None) -> WeightsSpec:
         hf = tuple(HFItem(repo=d["repo"], revision=str(d.get("revision", "main")),
                           files=tuple(d.get("files", ())), repo_type=d.get("repo_type", "model"))
                    for d in doc.get("hf") or ())
-        urls = tuple(URLItem(name=d["name"], url=d["url"], sha256=d["sha256"])
+        urls = tuple(URLItem(name=str(d["name"]), url=str(d["url"]), sha256=str(d["sha256"]))
                      for d in doc.get("urls") or ())
     except (KeyError, TypeError) as exc:
         raise ConfigError(f"{path}: malformed entry ({exc})") from None
     for u in urls:
-        if len(u.sha256) != 64 or "/" in u.name:
-            raise ConfigError(f"{path}: {u.name}: needs a 64-hex sha256 and a plain file name")
+        if not re.fullmatch(r"[0-9a-f]{64}", u.sha256) or "/" in u.name:
+            raise ConfigError(f"{path}: {u.name}: needs a 64-hex sha256 (quote it) and a plain "
+                              f"file name")
     return WeightsSpec(image=image, hf=hf, urls=urls, notes=str(doc.get("notes", "")))
 
 
@@ -237,6 +240,42 @@ def fetch_weights(image: str, dest: str | os.PathLike[str],
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(json.dumps(lock, indent=1, sort_keys=True) + "\n")
     return path
+
+
+def _check_hf(item: HFItem, image: str, base: Path) -> list[str]:
+    try:
+        snap = hf_path(item.repo, image=image, revision=item.revision, root=base,
+                       repo_type=item.repo_type)
+    except WeightsMissing as exc:
+        return [str(exc)]
+    files = [p.relative_to(snap).as_posix() for p in snap.rglob("*") if p.is_file()]
+    return [f"model weights missing: {item.repo}@{item.revision}: no file matches {pat!r} "
+            f"under {snap}; fetch them with: madbench weights fetch --image {image} "
+            f"--dest {base}"
+            for pat in item.files if not any(fnmatch.fnmatch(f, pat) for f in files)]
+
+
+def _check_url(item: URLItem, image: str, base: Path) -> list[str]:
+    try:
+        path = url_file(item.name, image=image, root=base)
+    except WeightsMissing as exc:
+        return [str(exc)]
+    got = _sha256(path)
+    if got != item.sha256:
+        return [f"{path}: sha256 {got} != {item.sha256} in weights.yaml; fetch it again with: "
+                f"madbench weights fetch --image {image} --dest {base}"]
+    return []
+
+
+def check_weights(image: str, root: str | os.PathLike[str] | None = None,
+                  images_dir: Path | None = None) -> list[str]:
+    """Problems with what ``weights.yaml`` lists under ``root`` (offline); ``[]`` when all
+    is there: every hub repo at its revision with a file per pattern, every URL file
+    with its sha256."""
+    spec = load_spec(image, images_dir)
+    base = weights_root(root)
+    problems = [msg for item in spec.hf for msg in _check_hf(item, image, base)]
+    return problems + [msg for item in spec.urls for msg in _check_url(item, image, base)]
 
 
 def install_local_snapshot(
