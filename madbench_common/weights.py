@@ -133,12 +133,13 @@ def load_spec(image: str, images_dir: Path | None = None) -> WeightsSpec:
         hf = tuple(HFItem(repo=d["repo"], revision=str(d.get("revision", "main")),
                           files=tuple(d.get("files", ())), repo_type=d.get("repo_type", "model"))
                    for d in doc.get("hf") or ())
-        urls = tuple(URLItem(name=str(d["name"]), url=str(d["url"]), sha256=str(d["sha256"]))
+        urls = tuple(URLItem(name=str(d["name"]), url=str(d["url"]), sha256=d["sha256"])
                      for d in doc.get("urls") or ())
     except (KeyError, TypeError) as exc:
         raise ConfigError(f"{path}: malformed entry ({exc})") from None
     for u in urls:
-        if not re.fullmatch(r"[0-9a-f]{64}", u.sha256) or "/" in u.name:
+        if not (isinstance(u.sha256, str) and re.fullmatch(r"[0-9a-f]{64}", u.sha256)) or (
+                "/" in u.name):
             raise ConfigError(f"{path}: {u.name}: needs a 64-hex sha256 (quote it) and a plain "
                               f"file name")
     return WeightsSpec(image=image, hf=hf, urls=urls, notes=str(doc.get("notes", "")))
