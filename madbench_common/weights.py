@@ -61,6 +61,8 @@ __all__ = [
 
 DEFAULT_ROOT = "/weights"
 _IMAGES = Path(__file__).resolve().parents[1] / "images"
+"""The repository's images/ folder; inside an image ``$MADBENCH_IMAGES_DIR`` names the copy
+of every ``weights.yaml`` the base image ships (``/opt/madbench/images``)."""
 
 
 class WeightsMissing(ConfigError):
@@ -120,7 +122,8 @@ def hf_env(root: str | os.PathLike[str] | None = None) -> dict[str, str]:
 
 def load_spec(image: str, images_dir: Path | None = None) -> WeightsSpec:
     """Parse ``images/<image>/weights.yaml`` (strictly: unknown keys are errors)."""
-    path = (images_dir or _IMAGES) / image / "weights.yaml"
+    folder = images_dir or Path(os.environ.get("MADBENCH_IMAGES_DIR") or _IMAGES)
+    path = folder / image / "weights.yaml"
     if not path.exists():
         raise ConfigError(f"{path}: no weights.yaml for image {image!r}")
     doc = yaml.safe_load(path.read_text()) or {}

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from madbench_common import cli, weights
+from madbench_common import cli
 from madbench_common.errors import ConfigError
 from madbench_common.weights import (
     WeightsMissing,
@@ -121,7 +121,7 @@ def test_cli_check_and_fetch(tmp_path: Path, http_root: tuple[str, Path],
     url, _ = http_root
     images = _images(tmp_path, f"image: fam\nurls:\n  - name: ckpt.pth\n    url: {url}/ckpt.pth\n"
                                f"    sha256: {SHA}\n")
-    monkeypatch.setattr(weights, "_IMAGES", images)
+    monkeypatch.setenv("MADBENCH_IMAGES_DIR", str(images))
     dest = tmp_path / "weights"
     assert cli.main(["weights", "check", "--image", "fam", "--root", str(dest)]) == 1
     assert "madbench weights fetch --image fam" in capsys.readouterr().err
