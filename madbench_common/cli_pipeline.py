@@ -38,6 +38,16 @@ def add_commands(sub: argparse._SubParsersAction[Any]) -> None:
     run.add_argument("--shards", action="append", default=[], metavar="STAGE=N",
                      help="shard count for a stage (default: the stage's, at least --workers)")
     run.add_argument("--no-progress", action="store_true")
+    run.add_argument("--engine", choices=["inprocess", "podman", "docker", "buildah"],
+                     default="inprocess",
+                     help="run each stage's shards in its image with this container engine "
+                          "(default: in-process)")
+    run.add_argument("--image", default=None,
+                     help="with --engine: one image (slug or ref) for every stage, e.g. "
+                          "reference-cpu (default: each stage's own image)")
+    run.add_argument("--weights", default=None,
+                     help="with --engine: weights root mounted at /weights (default: "
+                          "$MADBENCH_WEIGHTS)")
     run.set_defaults(func=cmd_run)
 
     status = sub.add_parser("status", help="stages done, shards pending, quarantined inputs")
@@ -93,7 +103,15 @@ def cmd_run(args: argparse.Namespace) -> int:
     graph = build_graph()
     for stage in params:
         graph[stage]  # unknown stage names fail before any work
-    LocalRunner(build_graph, opts).execute()
+    engine = None
+    if args.engine != "inprocess":
+        from madbench_common.pipeline.container import ContainerEngine
+
+        engine = ContainerEngine.create(args.engine, args.store, args.run_id, args.image,
+                                        args.weights, args.sources, opts.workers)
+    elif args.image or args.weights:
+        raise ConfigError("--image and --weights need --engine podman|docker|buildah")
+    LocalRunner(build_graph, opts, engine).execute()
     print_status(collect_status(RunStore(open_store(args.store), args.run_id), graph))
     return 0
 

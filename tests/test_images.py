@@ -198,6 +198,7 @@ def test_hadolint(dockerfile: Path) -> None:
 
 
 @pytest.mark.image
+@pytest.mark.timeout(7200)  # a cold build takes longer than the suite's 600 s
 @pytest.mark.parametrize("slug", ["reference-cpu"])
 def test_image_builds_and_runs_its_stages(slug: str) -> None:
     """Opt-in (MADBENCH_IMAGE_TEST=1): make base-images, make image, make image-test.
