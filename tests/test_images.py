@@ -117,6 +117,22 @@ def test_requirements_lock_matches_its_inputs(lockfile: Path) -> None:
     assert lock_is_current(info_for_lock(slug)), f"stale lock: run make lock IMAGE={slug}"
 
 
+def test_lock_misses_unsatisfied_requirements(tmp_path: Path) -> None:
+    from madbench_common.images import lock_misses
+
+    (tmp_path / "common.in").write_text("numpy>=2.1\nbackport ; python_version < '3.10'\n")
+    img = tmp_path / "fam"
+    img.mkdir()
+    (img / "image.yaml").write_text(
+        "slug: fam\npaper_name: X\nupstream: u\nlicence: MIT\npython: '3.11'\ntorch: '2'\n"
+        "gpu: true\n")
+    (img / "requirements.in").write_text("-r ../common.in\ntorch==2.13.0  # pinned\n")
+    (img / "requirements.lock").write_text("numpy==2.0.2 \\\n    --hash=sha256:aa\n"
+                                           "torch==2.13.0 \\\n    --hash=sha256:bb\n")
+    assert lock_misses(load_image("fam", tmp_path)) == [
+        "common.in: numpy>=2.1 (locked: 2.0.2)"]
+
+
 def test_lock_inputs_follow_includes(tmp_path: Path) -> None:
     (tmp_path / "common.in").write_text("numpy\n")
     img = tmp_path / "fam"
