@@ -13,6 +13,8 @@ network, capabilities dropped) with
 - the sources (the CSV's folder and every folder its rows point into) read-only at
   their own paths, so manifests name the same files as an in-process run;
 - the weights root (``--weights``, default ``$MADBENCH_WEIGHTS``) read-only at ``/weights``;
+- the caller's uid:gid as the container user, or uid 10001 (the pods' user) when the
+  caller is root, in which case the run's folder in a local store is handed to 10001;
 - GPUs where the stage requests them (podman ``--device nvidia.com/gpu=all``, docker
   ``--gpus all``; the buildah engine cannot pass GPUs and refuses such stages).
 
@@ -30,7 +32,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from madbench_common.containers import Mount, run_engine, run_in_image
+from madbench_common.containers import USER, Mount, run_engine, run_in_image
 from madbench_common.errors import ConfigError
 from madbench_common.pipeline.graph import Stage
 from madbench_common.pipeline.stage import ShardResult
@@ -74,6 +76,7 @@ class ContainerEngine:
     weights: Path | None = None
     mounts: list[Mount] = field(default_factory=list)
     workers: int = 1
+    _handed_over: bool = False
 
     @classmethod
     def create(cls, engine: str, store: str, run_id: str, image: str | None = None,
@@ -95,12 +98,23 @@ class ContainerEngine:
                               f"image IMAGE={wanted} (or pick one with --image reference-cpu)")
         return ref
 
+    @property
+    def user(self) -> str:
+        """The container user: the caller, or the pods' uid 10001 for root."""
+        return USER if os.geteuid() == 0 else f"{os.getuid()}:{os.getgid()}"
+
     def _store_access(self) -> tuple[list[Mount], dict[str, str], bool]:
         if self.store.startswith("s3://"):
             env = {k: os.environ[k] for k in _AWS if k in os.environ}
             return [], env, True
         path = Path(self.store.removeprefix("file://")).resolve()
-        path.mkdir(parents=True, exist_ok=True)
+        run_dir = path / self.run_id
+        run_dir.mkdir(parents=True, exist_ok=True)
+        if os.geteuid() == 0 and not self._handed_over:
+            uid, gid = (int(x) for x in USER.split(":"))
+            for sub in (run_dir, *run_dir.rglob("*")):
+                os.chown(sub, uid, gid)
+            self._handed_over = True
         return [Mount(path, str(path), read_only=False)], {}, False
 
     def _run(self, stage: Stage, ref: str, argv: list[str]) -> dict[str, Any]:
@@ -110,7 +124,7 @@ class ContainerEngine:
             mounts.append(Mount(self.weights, "/weights"))
         out = run_in_image(ref, ["madbench", *argv], mounts=mounts, env=env,
                            gpu=bool(stage.gpu), engine=self.engine, capture=True,
-                           network=network)
+                           network=network, user=self.user)
         result: dict[str, Any] = json.loads(out.strip().splitlines()[-1])
         return result
 

@@ -55,6 +55,21 @@ def test_oci_run_follows_the_pod_policy() -> None:
     assert "--gpus all" in docker and "nvidia.com/gpu" not in docker
 
 
+def test_nested_mounts_come_after_their_parents(monkeypatch: pytest.MonkeyPatch) -> None:
+    import subprocess
+
+    from madbench_common import containers
+
+    seen: list[list[str]] = []
+    monkeypatch.setattr(containers, "run_engine", lambda _e=None: "docker")
+    monkeypatch.setattr(subprocess, "run", lambda cmd, **kw: seen.append(cmd) or
+                        subprocess.CompletedProcess(cmd, 0, "", ""))
+    containers.run_in_image("img", ["x"], mounts=[Mount(Path("/d/store"), "/d/store", False),
+                                                  Mount(Path("/d"), "/d")])
+    vols = [seen[0][i + 1] for i, a in enumerate(seen[0]) if a == "-v"]
+    assert vols == ["/d:/d:ro", "/d/store:/d/store:rw"]
+
+
 def test_buildah_run_remounts_the_root_read_only() -> None:
     script = _buildah_script("ctr", ["madbench", "x y"], [Mount(Path("/s"), "/s", False)],
                              {}, "10001:10001")
@@ -101,6 +116,7 @@ def test_engine_run_gives_the_same_manifests(demo_sources: Path, tmp_path: Path)
     if not image_exists(local_ref("reference-cpu")):
         pytest.fail("reference-cpu is not built: make base-images && make image "
                     "IMAGE=reference-cpu")
+    tmp_path.chmod(0o755)  # the container user (10001 under root) reads the sources in it
     params = {"ingest": {"sources": str(demo_sources)}}
     local = RunOptions(store=str(tmp_path / "a"), run_id="r", until="split", progress=False,
                        params=params, workers=2)
