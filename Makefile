@@ -18,6 +18,7 @@ help:
 	@echo "make test   - run the test suite (starts a local SeaweedFS S3 server itself)"
 	@echo "make bench  - throughput benchmarks, results in .bench/"
 	@echo "make lint   - ruff + mypy"
+	@echo "make base-images | image IMAGE=<slug> | image-test IMAGE=<slug> - model images (images/README.md)"
 
 setup: $(STAMP)
 
