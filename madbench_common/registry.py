@@ -138,3 +138,10 @@ _ref("ref-frame-stats", "encoder", "madbench_common.reference.encoders:FrameStat
 _ref("ref-av-stats", "encoder", "madbench_common.reference.encoders:AVStatsEncoder",
      "log-mel ⊕ frame stats ⊕ audio-envelope/motion correlations (A, V, AV)",
      "audio-visual encoders")
+
+# The paper's models in their own images (issue 9 §6).
+register(ModelSpec(
+    "separator-mossformer2", "separator", "madbench_common.models.mossformer2:MossFormer2Separator",
+    False, "separator-mossformer2",
+    "ClearVoice MossFormer2_SS_16K (2 outputs); ŝ = the output Silero VAD rates most speech-like",
+    paper_model="MossFormer2"))
