@@ -15,6 +15,7 @@ from pathlib import Path
 import numpy as np
 
 from madbench_common.audio import resample
+from madbench_common.compat import zip_strict
 from madbench_common.models._hf import even_windows, model_version, snapshot, torch_device
 from madbench_common.types import Audio, Hertz
 
@@ -54,4 +55,4 @@ class ASTTagger:
         with torch.inference_mode():
             logits = self._model(**inputs.to(self.device)).logits
         probs = torch.sigmoid(logits.float()).mean(dim=0).cpu().numpy()
-        return {label: float(p) for label, p in zip(self._labels, probs, strict=True)}
+        return {label: float(p) for label, p in zip_strict(self._labels, probs)}

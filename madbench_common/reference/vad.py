@@ -5,6 +5,7 @@ from __future__ import annotations
 import numpy as np
 
 from madbench_common.audio import resample
+from madbench_common.compat import zip_strict
 from madbench_common.roles import Segment
 from madbench_common.types import Audio, Hertz
 
@@ -39,7 +40,7 @@ class SileroVAD:
 
         signals = [resample(a, sample_rate, _RATE) for a in audios]
         out = []
-        for x, probs in zip(signals, self._probs(signals), strict=True):
+        for x, probs in zip_strict(signals, self._probs(signals)):
             stamps = get_speech_timestamps_from_probs(
                 probs.tolist(), sampling_rate=_RATE, threshold=self.threshold,
                 min_speech_duration_ms=self.min_speech_ms, audio_length_samples=len(x),
