@@ -167,6 +167,9 @@ def _run(ref: str, slug: str, spec: ImageTest, models: Sequence[str],
     params = {k: dict(v) for k, v in spec.params.items()}
     params.setdefault("ingest", {}).setdefault("sources", str(sources))
     _run_on_host(store, _host_stages(spec.stages), params)
+    for path in store.rglob("*"):  # the host wrote them; the image (uid 10001) adds to them
+        if path.is_dir():
+            _writable(path)
     data = [Mount(store, str(store), read_only=False), Mount(sources.parent, str(sources.parent))]
     if spec.weights:
         module, _, func = spec.weights.partition(":")

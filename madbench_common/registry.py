@@ -138,3 +138,30 @@ _ref("ref-frame-stats", "encoder", "madbench_common.reference.encoders:FrameStat
 _ref("ref-av-stats", "encoder", "madbench_common.reference.encoders:AVStatsEncoder",
      "log-mel ⊕ frame stats ⊕ audio-envelope/motion correlations (A, V, AV)",
      "audio-visual encoders")
+
+# The paper's models in their own images (issue 9 §6).
+register(ModelSpec(
+    "separator-mossformer2", "separator", "madbench_common.models.mossformer2:MossFormer2Separator",
+    False, "separator-mossformer2",
+    "ClearVoice MossFormer2_SS_16K (2 outputs); ŝ = the output Silero VAD rates most speech-like",
+    paper_model="MossFormer2"))
+register(ModelSpec(
+    "qc-whisper", "asr", "madbench_common.models.whisper:WhisperASR", False, "qc",
+    "openai/whisper-large-v3: transcript, word coverage, language id (transformers)",
+    paper_model="ASR (Whisper large-v3)"))
+register(ModelSpec(
+    "qc-ecapa", "speaker_embedder", "madbench_common.models.ecapa:EcapaEmbedder", False, "qc",
+    "speechbrain/spkrec-ecapa-voxceleb: 192-d unit-norm ECAPA-TDNN embedding",
+    paper_model="ECAPA-TDNN"))
+register(ModelSpec(
+    "qc-ast", "audio_tagger", "madbench_common.models.ast_tagger:ASTTagger", False, "qc",
+    "MIT/ast-finetuned-audioset-10-10-0.4593: 527 AudioSet label probabilities",
+    paper_model="AST"))
+register(ModelSpec(
+    "qc-clap", "audio_text_scorer", "madbench_common.models.clap:ClapScorer", False, "qc",
+    "laion/clap-htsat-unfused: cosine of CLAP audio and prompt embeddings",
+    paper_model="CLAP"))
+register(ModelSpec(
+    "qc-silero-vad", "vad", "madbench_common.models.silero:QCSileroVAD", False, "qc",
+    "Silero VAD v6 (weights ship in the silero-vad wheel), as the QC image's VAD",
+    paper_model="VAD (unnamed in the paper)"))

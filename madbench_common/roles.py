@@ -29,10 +29,12 @@ __all__ = [
     "FaceCropper",
     "Frames",
     "Model",
+    "MultiSourceSeparator",
     "OmniAnswer",
     "OmniModel",
     "SceneLabeller",
     "Segment",
+    "SeparatedSpeech",
     "Separator",
     "SpeakerEmbedder",
     "SpeechGenerator",
@@ -87,6 +89,28 @@ class Separator(Model, Protocol):
     """Mixture → speech estimate ŝ (the residual ê = x − ŝ is computed by the stage)."""
 
     def separate(self, audio: Audio, sample_rate: Hertz) -> Audio: ...
+
+
+@dataclass(frozen=True)
+class SeparatedSpeech:
+    """A multi-source separator's speech estimate and the recorded rule that picked it.
+
+    ``scores`` are, per separator output, the figure ``rule`` compared (the chosen
+    ``source`` has the best); ``gains`` are the per-output gains applied before the choice.
+    """
+
+    speech: Audio
+    rule: str
+    source: int
+    scores: tuple[float, ...]
+    gains: tuple[float, ...]
+
+
+class MultiSourceSeparator(Separator, Protocol):
+    """A separator with several outputs (e.g. a 2-speaker model): it also says which
+    output it took as ŝ and why (the separate stage records it on the stems row)."""
+
+    def separate_detailed(self, audio: Audio, sample_rate: Hertz) -> SeparatedSpeech: ...
 
 
 class VAD(Model, Protocol):

@@ -55,7 +55,7 @@ class SourceRow(ManifestRow):
     ref_env_sha256: str = ""
 
 
-@manifest("stems", 1)
+@manifest("stems", 2)
 @row
 class StemRow(ManifestRow):
     """Separation of one clip: speech estimate ŝ and residual ê = x − ŝ."""
@@ -73,6 +73,14 @@ class StemRow(ManifestRow):
     si_sdr_env: float | None = None
     si_sdr_speech_input: float | None = None
     """SI-SDR of the unprocessed mixture against the clean speech (the baseline)."""
+    speech_source: int | None = None
+    """Multi-source separators: the index of the output taken as ŝ (``None`` otherwise)."""
+    source_rule: str = ""
+    """The rule that picked it (see the separator's docstring)."""
+    source_scores: tuple[float, ...] = ()
+    """Per output, the figure the rule compared."""
+    source_gains: tuple[float, ...] = ()
+    """Per output, the gain fitted to the mixture before the choice."""
 
 
 @manifest("source_qc", 1)

@@ -25,6 +25,14 @@ ENV_SETTINGS = (
     ("a2a", "b", "ref-stft-morph-a2a"),
 )
 _FRAMES = {"frame_fps": 2.0, "frame_size": 112, "max_frames": 64}
+_QC_IMAGE = {"image": "qc", "gpu": 1, "memory": "16Gi"}
+"""The ``full`` profile's QC models (Whisper large-v3, ECAPA, AST, CLAP, Silero) share one
+image; Whisper wants a GPU (fp16, about 3 GB)."""
+_ECAPA_SAME_SPEAKER = 0.25
+"""ECAPA cosine at or above which two utterances count as one speaker: the decision
+threshold of speechbrain's ``SpeakerRecognition`` for spkrec-ecapa-voxceleb (the paper
+gives none). The references' 0.6 / 0.2 were tuned for Resemblyzer, whose cosines run higher."""
+_ECAPA_CLUSTER_DISTANCE = 1.0 - _ECAPA_SAME_SPEAKER
 
 
 def build_graph() -> Graph:
@@ -51,6 +59,8 @@ def build_graph() -> Graph:
                 shards=4,
                 gpu=0,
                 memory="4Gi",
+                full={"model": "separator-mossformer2", "image": "separator-mossformer2",
+                      "gpu": 1, "memory": "8Gi"},
             ),
             Stage(
                 name="source_qc",
@@ -65,6 +75,8 @@ def build_graph() -> Graph:
                         "min_speech_coverage": 0.3, "min_asr_coverage": 0.3,
                         "max_env_leakage": 0.35, "min_env_dbfs": -60.0,
                         "max_clip_fraction": 0.001},
+                full={"model": "qc-silero-vad+qc-whisper", **_QC_IMAGE,
+                      "params": {"vad": "qc-silero-vad", "asr": "qc-whisper"}},
             ),
             Stage(
                 name="split",
@@ -74,6 +86,8 @@ def build_graph() -> Graph:
                 outputs=("splits",),
                 model="ref-resemblyzer",
                 params={"ratios": [0.7, 0.1, 0.2], "cluster_threshold": 0.2},
+                full={"model": "qc-ecapa", "image": "qc", "memory": "8Gi",
+                      "params": {"cluster_threshold": _ECAPA_CLUSTER_DISTANCE}},
             ),
             *_build_stages(),
         ]
@@ -148,6 +162,10 @@ def _build_stages() -> list[Stage]:
                     "max_env_leakage": 0.2, "max_wer": 0.8,
                     "wer_gate": ["transcript", "asr_source"], "asr_all": False,
                     "min_same_similarity": 0.6, "min_identity_shift": 0.0},
+            full={"model": "qc-silero-vad+qc-whisper+qc-ecapa", **_QC_IMAGE,
+                  "params": {"vad": "qc-silero-vad", "asr": "qc-whisper", "speaker": "qc-ecapa",
+                             "prompt_model": "qc-clap", "asr_all": True,
+                             "min_same_similarity": _ECAPA_SAME_SPEAKER}},
         ),
         Stage(
             name="assemble",
