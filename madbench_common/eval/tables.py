@@ -151,8 +151,8 @@ def protocols(results: list[EvalResult]) -> list[str]:
 
 
 def _absent(t: Table, r: EvalResult, what: str) -> None:
-    t.note(f"{DASH} {r.model.name}: no {what} (the model has no rows of that task; "
-           "absent, not filled from another task)")
+    t.note(f"{DASH} {r.model.name}: no {what} (no scored samples of that task for this "
+           "model; absent, not filled from another task)")
 
 
 def _pair(a: str, b: str) -> str:
