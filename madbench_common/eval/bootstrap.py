@@ -19,6 +19,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
+from functools import lru_cache
 
 import numpy as np
 import numpy.typing as npt
@@ -57,12 +58,26 @@ class Interval:
 
 
 def clip_weights(clip_ids: npt.ArrayLike, n_boot: int, seed: int = 0) -> F64:
-    """(n_boot, n_samples) multiplicities: each replicate resamples clips with replacement."""
+    """(n_boot, n_samples) multiplicities: each replicate resamples clips with replacement.
+
+    The last few results are cached (read-only): every metric of one group's test rows
+    draws the same weights.
+    """
     _, codes = np.unique(np.asarray(clip_ids).astype(str), return_inverse=True)
+    return _weights(codes.astype(np.int64).tobytes(), n_boot, seed)
+
+
+@lru_cache(maxsize=4)
+def _weights(codes_bytes: bytes, n_boot: int, seed: int) -> F64:
+    codes = np.frombuffer(codes_bytes, dtype=np.int64)
     n_clips = int(codes.max()) + 1
     rng = np.random.default_rng(seed)
-    counts = rng.multinomial(n_clips, np.full(n_clips, 1.0 / n_clips), size=n_boot)
-    return counts[:, codes].astype(np.float64)
+    draws = rng.integers(0, n_clips, size=(n_boot, n_clips))  # n_clips draws with replacement
+    flat = (draws + n_clips * np.arange(n_boot)[:, None]).ravel()
+    counts = np.bincount(flat, minlength=n_boot * n_clips).reshape(n_boot, n_clips)
+    weights = counts[:, codes].astype(np.float64)
+    weights.flags.writeable = False
+    return weights
 
 
 def weighted_auc(labels: npt.ArrayLike, scores: npt.ArrayLike, weights: F64) -> F64:
