@@ -191,7 +191,9 @@ def parse_records(samples: pd.DataFrame, scores: pd.DataFrame) -> list[dict[str,
     out = []
     for (task, mode, pairing), rows in sc.groupby(["task", "mode", "pairing"]):
         shares = rows["parsed"].value_counts(normalize=True)
+        prompts = sorted({str(h) for h in _column(rows, "prompt_hash", "") if h})
         out.append({"task": task, "mode": mode, "pairing": pairing, "n": len(rows),
+                    "prompt_hashes": prompts,
                     "excluded_rate": float(rows["excluded"].mean()),
                     "shares": {str(k): float(v) for k, v in _ordered(shares).items()}})
     return out

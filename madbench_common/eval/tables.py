@@ -284,15 +284,20 @@ def paper_tables(results: list[EvalResult]) -> list[Table]:
     return [*table2(results), table3(results), table4(results), table5(results)]
 
 
+def _parse_cells(p: Record) -> list[str]:
+    shares = " · ".join(f"{k} {100 * v:.1f}%" for k, v in p["shares"].items())
+    prompts = ", ".join(h[:12] for h in p.get("prompt_hashes", [])) or DASH
+    return [p["task"], _MODE.get(p["mode"], p["mode"]), p["pairing"], prompts, str(p["n"]),
+            shares, f"{100 * p['excluded_rate']:.1f}%"]
+
+
 def parse_table(results: list[EvalResult]) -> Table:
     """Answer parse rates of models with parsed answers (omni models), per task and input."""
     t = Table("parse", "Zero-shot answers: parse rates on the test split",
-              ["Model", "Task", "Input", "Pairing", "N", "Parsed answers", "Excluded"])
+              ["Model", "Task", "Input", "Pairing", "Prompt", "N", "Parsed answers", "Excluded"])
     for group_title, members in _by_group(results):
-        rows = [[_label(r, t), p["task"], _MODE.get(p["mode"], p["mode"]), p["pairing"],
-                 str(p["n"]), " · ".join(f"{k} {100 * v:.1f}%" for k, v in p["shares"].items()),
-                 f"{100 * p['excluded_rate']:.1f}%"]
-                for r in members for p in r.tables.get("parse", [])]
+        rows = [[_label(r, t), *_parse_cells(p)] for r in members
+                for p in r.tables.get("parse", [])]
         if rows:
             t.sections.append((group_title, rows))
     t.note("Refusals and unparsed answers are scored from the model's score or "

@@ -31,7 +31,8 @@ def _omni_rows() -> pd.DataFrame:
         "sample_id": ids, "task": "binary", "mode": "AV",
         # P(fake); the two refusals have no score: a-E is excluded, b-R keeps none either
         "score": [0.1, 0.7, np.nan, 0.9, np.nan, 0.6, 0.2, 0.8],
-        "parsed": ["real", "fake", "refusal", "fake", "unparsed", "fake", "real", "fake"]})
+        "parsed": ["real", "fake", "refusal", "fake", "unparsed", "fake", "real", "fake"],
+        "prompt_hash": "0123456789abcdef"})
     fourway = pd.DataFrame({
         "sample_id": ids, "task": "fourway", "mode": "AV", "score": np.nan,
         "probs": [(0.7, 0.1, 0.1, 0.1), (), (), (0.1, 0.1, 0.1, 0.7), (), (), (), ()],
@@ -69,6 +70,7 @@ def test_parse_rates_per_task_and_mode() -> None:
     md = render_markdown([run_evaluation(ModelInfo("omni-x", "Omni-X", "omni"), _test_samples(),
                                          scores=_omni_rows(), config=CFG)])
     assert "parse rates" in md and "fake 50.0% · real 25.0% · refusal 12.5% · unparsed 12.5%" in md
+    assert "| binary | A-V | paired | 0123456789ab | 8 |" in md
 
 
 def test_a_task_without_rows_is_absent_never_borrowed() -> None:
