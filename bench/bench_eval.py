@@ -108,7 +108,8 @@ def run_sklearn(samples: pd.DataFrame, fs: FeatureSet) -> tuple[float, int]:
     for proto in (*PROTOCOLS, SC):
         frame = samples[samples["protocol"] == proto]
         parts = {s: frame[frame["split"] == s] for s in ("train", "val", "test")}
-        parts["train"] = union_rows(parts["train"])
+        if proto == SC:
+            parts["train"] = union_rows(parts["train"])
         for mode in ("A", "AV"):
             xs = {s: fs.rows(mode, "paired", f["sample_id"]) for s, f in parts.items()}
             for task in (t for t in TASKS if TASKS[t].scene == (proto == SC)):

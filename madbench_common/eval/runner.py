@@ -156,7 +156,8 @@ def union_rows(frame: pd.DataFrame) -> pd.DataFrame:
     one training sample of H_SC^FM, not two. Without content hashes every row counts.
     """
     cols = [c for c in ("audio_sha256", "video_sha256") if c in frame]
-    if len(cols) < 2 or (frame[cols].astype(str) == "").any(axis=None):
+    if len(cols) < 2 or frame[cols].isna().any(axis=None) or (
+            frame[cols].astype(str) == "").any(axis=None):
         return frame
     return frame.drop_duplicates(subset=[*cols, "scene_consistent"])
 

@@ -121,3 +121,10 @@ def test_delta_pair_uses_rows_scored_in_both() -> None:
     assert rec["n"] == 7 and rec["n_excluded"] == 1
     assert rec["auc_Sh"] == pytest.approx(3 / 12)
     assert rec["delta_pair"] == pytest.approx(1 - 3 / 12)
+
+
+def test_union_needs_both_hashes_on_every_row() -> None:
+    frame = pd.DataFrame({"audio_sha256": ["a", "a", None], "video_sha256": ["v", "v", "v"],
+                          "scene_consistent": [True, True, True]})
+    assert len(union_rows(frame)) == 3  # a missing hash: no deduplication at all
+    assert len(union_rows(frame.iloc[:2])) == 1
