@@ -65,8 +65,9 @@ def load_model(slug: str, **kwargs: Any) -> Any:
     return getattr(importlib.import_module(module), name)(**kwargs)
 
 
-def _ref(slug: str, role: str, target: str, description: str, paper: str = "") -> None:
-    register(ModelSpec(slug, role, target, True, "reference-cpu", description, paper))
+def _ref(slug: str, role: str, target: str, description: str, paper: str = "",
+         group: str = "") -> None:
+    register(ModelSpec(slug, role, target, True, "reference-cpu", description, paper, group))
 
 
 _ref("ref-deepfilternet3", "separator", "madbench_common.reference.separator:DeepFilterSeparator",
@@ -125,19 +126,21 @@ _ref("ref-stft-morph-a2a", "env_generator", "madbench_common.reference.env_gen:S
 # Frozen encoders for the logistic-regression heads (issue 4).
 _ref("ref-logmel-stats", "encoder", "madbench_common.reference.encoders:LogMelStatsEncoder",
      "64-band log-mel mean/std/|Δ| statistics (192-d)",
-     "frozen audio SSL encoders (wav2vec 2.0 / WavLM)")
+     "frozen audio SSL encoders (wav2vec 2.0 / WavLM)", group="audio_encoder")
 _ref("ref-lfcc-stats", "encoder", "madbench_common.reference.encoders:LFCCStatsEncoder",
      "LFCC+Δ+ΔΔ statistics, the ASVspoof front end (120-d)",
-     "anti-spoofing front ends (LFCC-LCNN / AASIST)")
+     "anti-spoofing front ends (LFCC-LCNN / AASIST)", group="audio_encoder")
 _ref("ref-resemblyzer-enc", "encoder", "madbench_common.reference.encoders:ResemblyzerEncoder",
-     "Resemblyzer GE2E d-vector (256-d)", "speaker-embedding encoders (ECAPA-TDNN)")
+     "Resemblyzer GE2E d-vector (256-d)", "speaker-embedding encoders (ECAPA-TDNN)",
+     group="audio_encoder")
 _ref("ref-dnsmos", "encoder", "madbench_common.reference.encoders:DNSMOSEncoder",
-     "DNSMOS SIG/BAK/OVRL/P.808 via speechmos (4-d)", "speech-quality features")
+     "DNSMOS SIG/BAK/OVRL/P.808 via speechmos (4-d)", "speech-quality features",
+     group="audio_encoder")
 _ref("ref-frame-stats", "encoder", "madbench_common.reference.encoders:FrameStatsEncoder",
      "per-frame RGB/gradient/colourfulness/motion statistics (18-d)", "frozen video encoders")
 _ref("ref-av-stats", "encoder", "madbench_common.reference.encoders:AVStatsEncoder",
      "log-mel ⊕ frame stats ⊕ audio-envelope/motion correlations (A, V, AV)",
-     "audio-visual encoders")
+     "audio-visual encoders", group="av_encoder")
 
 # The paper's models in their own images (issue 9 §6).
 register(ModelSpec(

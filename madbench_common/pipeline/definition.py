@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from madbench_common.pipeline.graph import Graph, Stage
 
 __all__ = ["ENV_SETTINGS", "SPEECH_SETTINGS", "build_graph"]
@@ -37,7 +39,7 @@ _ECAPA_CLUSTER_DISTANCE = 1.0 - _ECAPA_SAME_SPEAKER
 
 def build_graph() -> Graph:
     """The MADBench build graph (paper §3.2 onwards), in declaration order."""
-    return Graph(
+    return Graph(_wire_evaluate(
         [
             Stage(
                 name="ingest",
@@ -91,7 +93,15 @@ def build_graph() -> Graph:
             ),
             *_build_stages(),
         ]
-    )
+    ))
+
+
+def _wire_evaluate(stages: list[Stage]) -> list[Stage]:
+    """``evaluate`` reads every stage that writes features or scores (one per model)."""
+    feeds = tuple(s.name for s in stages if s.name != "evaluate"
+                  and s.outputs[:1] in (("features",), ("scores",)))
+    return [replace(s, inputs=("assemble", *feeds)) if s.name == "evaluate" else s
+            for s in stages]
 
 
 def _generator(component: str, branch: str, slot: str, model: str) -> Stage:
