@@ -99,3 +99,15 @@ def test_reference_cpu_image_builds_and_runs_a_stage() -> None:
     if out.returncode == 77:
         pytest.skip(out.stdout.strip().splitlines()[-1] if out.stdout.strip() else "skipped")
     assert out.returncode == 0, out.stdout[-4000:] + out.stderr[-4000:]
+
+
+def test_paper_slots_are_locked() -> None:
+    """Every stage's paper model (§3.2–3.4) has its image slot in the lock."""
+    from madbench_common.pipeline.definition import PAPER_SLOTS, build_graph
+
+    names = {s.name for s in build_graph()}
+    for stage, (_, slug) in PAPER_SLOTS.items():
+        assert stage in names, stage
+        assert slug in LOCK["images"], (stage, slug)
+    assert "separator-bsroformer" not in LOCK["images"]
+    assert LOCK["images"]["env-tangoflux"].get("in_paper") is False

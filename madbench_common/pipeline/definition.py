@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from madbench_common.pipeline.graph import Graph, Stage
 
-__all__ = ["ENV_SETTINGS", "SPEECH_SETTINGS", "build_graph"]
+__all__ = ["ENV_SETTINGS", "PAPER_SLOTS", "SPEECH_SETTINGS", "build_graph"]
 
 _CLIP_INPUTS = ("ingest", "separate", "source_qc", "split")
 SPEECH_SETTINGS = (
@@ -24,6 +24,30 @@ ENV_SETTINGS = (
     ("a2a", "a", "ref-texture-a2a"),
     ("a2a", "b", "ref-stft-morph-a2a"),
 )
+PAPER_SLOTS = {
+    "separate": ("MossFormer2", "separator-mossformer2"),
+    "source_qc": ("ASR + VAD + AST", "qc"),
+    "split": ("ECAPA-TDNN", "qc"),
+    "scene": ("Qwen2.5-VL-32B", "scene-qwen25vl"),
+    "speech_tts_same_a": ("F5-TTS", "tts-f5"),
+    "speech_tts_same_b": ("IndexTTS2", "tts-indextts2"),
+    "speech_tts_cross_a": ("F5-TTS", "tts-f5"),
+    "speech_tts_cross_b": ("IndexTTS2", "tts-indextts2"),
+    "speech_vc_a": ("SeedVC", "vc-seedvc"),
+    "speech_vc_b": ("Vevo-Timbre", "vc-vevo"),
+    "env_t2a_a": ("AudioLDM2-TTA", "env-audioldm2"),
+    "env_t2a_b": ("AudioGen", "env-audiogen"),
+    "env_v2a_a": ("MMAudio", "v2a-mmaudio"),
+    "env_v2a_b": ("FoleyCrafter", "v2a-foleycrafter"),
+    "env_a2a_a": ("AudioX", "a2a-audiox"),
+    "env_a2a_b": ("AudioLDM2-ATA", "env-audioldm2"),
+    "component_qc": ("ASR + VAD + ECAPA-TDNN + AST + CLAP", "qc"),
+}
+"""Stage → (the paper's model, its image slot in ``images/images.lock.yaml``), paper §3.2–3.4.
+
+The defaults above are CPU references standing in for these models (each reference's
+``paper_model`` names the model of its slot); on a cluster, pass the slot's image and
+model slug as ``-p <stage>_image=... -p <stage>_model=...``."""
 _FRAMES = {"frame_fps": 2.0, "frame_size": 112, "max_frames": 64}
 
 
