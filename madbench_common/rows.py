@@ -142,6 +142,8 @@ class ComponentRow(ManifestRow):
     negative_prompt: str = ""
     ref_clip_id: str = ""
     """Whose voice the speech reference audio is: the source (same-identity) or the target."""
+    ref_text: str = ""
+    """Transcript of the reference audio (TTS ``ref_text``): the target's for cross-identity."""
     gen_seconds: float = 0.0
     """Wall time of the generator call (throughput)."""
     duration_error: float | None = None

@@ -145,7 +145,7 @@ def _build_stages() -> list[Stage]:
             target="madbench_common.stages.pairing:PairingStage",
             inputs=_CLIP_INPUTS,
             outputs=("pairs",),
-            params={"targets": 4, "max_similarity": 0.85},
+            params={"targets": 4, "max_similarity": 0.85, "relax": []},
         ),
         Stage(
             name="plan_components",
@@ -153,7 +153,7 @@ def _build_stages() -> list[Stage]:
             target="madbench_common.stages.plan_components:PlanComponentsStage",
             inputs=(*_CLIP_INPUTS, "scene", "pairing"),
             outputs=("components",),
-            params={"speech_per_clip": 3, "env_per_clip": 2},
+            params={"targets": 4, "mismatch_prompts": 3},
         ),
         *generators,
         Stage(
@@ -180,7 +180,8 @@ def _build_stages() -> list[Stage]:
             inputs=(*_CLIP_INPUTS, "scene", "component_qc"),
             outputs=("samples",),
             shards=4,
-            params={"reuse_cap": 2, "ceiling": 0.99, "aac_coder": "fast", "channels": 1},
+            params={"reuse_cap": 2, "sc_reuse_cap": 2, "ceiling": 0.99, "aac_coder": "fast",
+                    "channels": 1},
         ),
         *_eval_stages(),
     ]
