@@ -77,6 +77,9 @@ _ref("ref-silero-vad", "vad", "madbench_common.reference.vad:SileroVAD",
 _ref("ref-pocketsphinx", "asr", "madbench_common.reference.asr:PocketSphinxASR",
      "CMU PocketSphinx 5 English acoustic model (ships in the wheel)",
      "ASR (the paper names none; Whisper on the cluster)")
+_ref("ref-tonal-music", "audio_tagger", "madbench_common.reference.tagger:TonalMusicTagger",
+     "signal-processing music detector (sustained changing tones); AudioSet label 'Music'",
+     "AST")
 _ref("ref-resemblyzer", "speaker_embedder", "madbench_common.reference.speaker:ResemblyzerEmbedder",
      "Resemblyzer GE2E d-vector (weights ship in the wheel)", "ECAPA-TDNN")
 

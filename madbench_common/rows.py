@@ -91,6 +91,16 @@ class SourceQCRow(ManifestRow):
     asr_coverage: float | None = None
     """Share of decoded time in words; ``None`` where the transcript was given."""
     env_leakage: float = 0.0
+    """Share of the clip where the VAD finds speech in ê (the paper's criterion: none)."""
+    env_asr_text: str = ""
+    env_asr_recall: float | None = None
+    """Share of the ASR's words for ŝ that the same ASR recovers from ê (source speech
+    regions); ``None`` where the check did not run (the clip had already failed)."""
+    language: str = ""
+    """The ASR's language for ŝ (``""`` where the ASR cannot identify languages)."""
+    language_prob: float | None = None
+    music_prob: float | None = None
+    """Highest tagger probability over the music/media-playback labels, on ê."""
     env_rms_dbfs: float = 0.0
     clip_fraction: float = 0.0
     eligible: bool = False

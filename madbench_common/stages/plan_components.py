@@ -62,7 +62,7 @@ def mismatch_labels(label: str, first: str, k: int, seed: int) -> list[str]:
 
     rest = sorted(set(load_taxonomy().fine[label].mismatch) - {first})
     order = [rest[i] for i in np.random.default_rng(seed).permutation(len(rest))]
-    return ([first] + order)[:max(0, k)]
+    return [first, *order][:max(0, k)]
 
 
 class PlanComponentsStage(StageImpl[ComponentRow]):

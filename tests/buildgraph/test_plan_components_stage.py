@@ -7,8 +7,8 @@ from types import SimpleNamespace
 
 import numpy as np
 
-from madbench_common.pipeline.definition import build_graph
 from madbench_common.manifest import Provenance
+from madbench_common.pipeline.definition import build_graph
 from madbench_common.rows import SceneRow, SourceQCRow, SourceRow, SplitRow, StemRow
 from madbench_common.stages.clips import ClipInputs
 from madbench_common.stages.plan_components import PlanComponentsStage, generator_stages
