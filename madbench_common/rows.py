@@ -165,6 +165,13 @@ class ComponentRow(ManifestRow):
     """Speech only: energy outside the source speech regions relative to inside (dB)."""
     speech_leakage: float | None = None
     """Env only: share of the clip the VAD calls speech."""
+    asr_leak_recall: float | None = None
+    """Env only: share of the source's ASR words the same ASR recovers from the component."""
+    music_prob: float | None = None
+    """Env only: highest tagger probability over the music/media labels (a filter)."""
+    events: tuple[str, ...] = ()
+    """Env only: the tagger's top event labels (AST in the paper; a diagnostic)."""
+    event_probs: tuple[float, ...] = ()
     asr_text: str = ""
     wer: float | None = None
     wer_reference: str = ""
@@ -175,7 +182,7 @@ class ComponentRow(ManifestRow):
     sim_source_target: float | None = None
     """Baseline: similarity of the source speech to the target speaker's speech."""
     prompt_match: float | None = None
-    """CLAP-like prompt/audio similarity, where such a model is configured."""
+    """CLAP audio–prompt score where ``prompt_model`` is configured (a diagnostic, §3.4)."""
 
 
 @manifest("samples", 2)

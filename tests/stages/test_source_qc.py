@@ -40,7 +40,7 @@ def test_word_recall_by_hand() -> None:
 def test_music_tagger_separates_a_melody_from_noise_and_hum() -> None:
     sr, rng = 16000, np.random.default_rng(0)
     notes = []
-    for k in range(16):
+    for _ in range(16):
         t = np.arange(int(0.4 * sr)) / sr
         f0 = 220 * 2 ** (int(rng.integers(0, 12)) / 12)
         notes.append(sum(np.sin(2 * np.pi * f0 * h * t) / h for h in range(1, 6))
