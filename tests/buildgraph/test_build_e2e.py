@@ -163,5 +163,48 @@ def test_status_shows_table_one_counts(run: RunStore) -> None:
     assert qc["speech_generated"] >= qc["speech_retained"] >= 1
     assert qc["env_generated"] >= qc["env_retained"] >= 1
     samples = status["assemble"].counts
-    assert samples["clips"] >= 1
+    assert samples["clips"] >= 1 and samples["protocols_hold_4x_same_clips"] is True
     assert any(k.startswith("scene_mismatched/") for k in samples)
+
+
+def test_every_protocol_holds_the_same_clips_four_times(run: RunStore) -> None:
+    core = [s for s in _samples(run) if s.protocol != "scene_consistency"]
+    per: dict[str, set[str]] = {}
+    for s in core:
+        per.setdefault(s.protocol, set()).add(s.clip_id)
+    assert set(per) == {"balanced", "scene_matched", "scene_mismatched"}
+    clips = per["balanced"]
+    assert all(v == clips for v in per.values())
+    assert Counter(s.protocol for s in core) == dict.fromkeys(per, 4 * len(clips))
+
+
+def test_scene_consistency_samples_are_paired_and_share_files(run: RunStore) -> None:
+    """§5.3: D-R/S-R swap a donor's real ê into R; D-S relabels the matched/mismatched E."""
+    sources = {r.clip_id: r for r in _rows(run, "ingest", SourceRow)}
+    scenes = {r.clip_id: r for r in _rows(run, "scene", SceneRow)}
+    tax = load_taxonomy()
+    samples = _samples(run)
+    sc = [s for s in samples if s.protocol == "scene_consistency"]
+    core = {(s.clip_id, s.protocol, s.variant): s for s in samples
+            if s.protocol != "scene_consistency"}
+    by: dict[tuple[str, str], dict[bool, SampleRow]] = {}
+    for s in sc:
+        by.setdefault((s.clip_id, s.sc_condition), {})[s.scene_consistent] = s
+    assert all(set(v) == {True, False} for v in by.values())  # paired per condition
+    clips = {c for c, *_ in core}
+    assert {c for c, cond in by if cond == "D-S"} == clips
+    for (clip, cond), pair in by.items():
+        yes, no = pair[True], pair[False]
+        if cond == "D-S":
+            assert yes.audio_sha256 == core[(clip, "scene_matched", "E")].audio_sha256
+            assert no.audio_sha256 == core[(clip, "scene_mismatched", "E")].audio_sha256
+            continue
+        assert yes.variant == no.variant == "R" and not no.env_fake and not no.speech_fake
+        assert yes.audio_sha256 == core[(clip, "balanced", "R")].audio_sha256
+        donor = no.env_donor_clip_id
+        assert donor and no.split == scenes[donor].split
+        assert sources[donor].source_group != sources[clip].source_group
+        assert no.env_donor_scene_label == scenes[donor].scene_label
+        relation = tax.fine[scenes[clip].scene_label]
+        related = relation.mismatch if cond == "D-R" else relation.sibling_mismatch
+        assert no.env_donor_scene_label in related
