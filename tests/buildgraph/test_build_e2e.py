@@ -48,7 +48,9 @@ def run(tmp_path_factory: pytest.TempPathFactory) -> RunStore:
         w.writeheader()
         w.writerows(rows)
     opts = RunOptions(store=str(tmp / "store"), run_id="b", workers=2, progress=False,
-                      params={"ingest": {"sources": str(tmp / "sources.csv")}})
+                      params={"ingest": {"sources": str(tmp / "sources.csv")},
+                              # the demo's plan (make demo): 6 speech + 8 env per clip
+                              "plan_components": {"targets": 1, "mismatch_prompts": 1}})
     LocalRunner(build_graph, opts).execute()
     return RunStore(open_store(opts.store), "b")
 
