@@ -172,7 +172,7 @@ def _build_stages() -> list[Stage]:
             memory="4Gi",
             params={"vad": "ref-silero-vad", "asr": "ref-pocketsphinx",
                     "speaker": "ref-resemblyzer", "tagger": "ref-tonal-music",
-                    "prompt_model": "", "top_events": 5, "env_asr": True,
+                    "prompt_model": "", "top_events": 5, "env_asr_branches": ["a2a"],
                     "music_labels": ["Music", "Musical instrument", "Singing",
                                      "Television", "Radio"], "max_music_prob": 0.5,
                     "max_asr_leak_recall": 0.5,

@@ -14,8 +14,11 @@ Checks (paper §3.3–3.4), each a stored score and a configurable threshold:
 * fake environment (§3.4 "detectable speech or music content ... VAD and ASR detect
   speech leakage"): VAD speech share ≤ ``max_env_leakage``; the ASR must not recover
   the source's speech from it (word recall of the source's ASR words over the source
-  speech regions < ``max_asr_leak_recall``, as in source QC; run only where the VAD
-  found none, since a VAD hit already fails the component); the tagger's
+  speech regions < ``max_asr_leak_recall``, as in source QC). The ASR runs for the
+  branches in ``env_asr_branches`` (audio-to-audio, the one conditioned on the source's
+  audio: text- and video-conditioned tracks cannot carry the source's words, and
+  speech they invent is the VAD's to find) and only where the VAD found none, since a
+  VAD hit already fails the component; the tagger's
   music/media probability < ``max_music_prob``; a mismatched prompt must come from
   one of the clip's incompatible scenes ("valid replacement pairing for mismatch
   variants"; replaced tracks are checked when assembly borrows them);
@@ -225,7 +228,7 @@ class ComponentQCStage(MapStage[ComponentRow]):
             "events": tuple(k for k, _ in top), "event_probs": tuple(v for _, v in top),
             "prompt_match": (self.scorer.score_texts(audio, rate, [row.prompt])[0]
                              if self.scorer is not None and row.prompt else None)}
-        if p["env_asr"] and out["speech_leakage"] <= p["max_env_leakage"]:
+        if row.branch in p["env_asr_branches"] and out["speech_leakage"] <= p["max_env_leakage"]:
             asr: ASR = self.models["asr"]
             heard = asr.transcribe(speech_active(audio, *clip.regions, rate), rate).text
             out["asr_leak_recall"] = word_recall(self._source_asr(row.clip_id), heard)
