@@ -56,7 +56,10 @@ class EvaluateStage(StageImpl[ScoreRow]):
 
     def _samples(self) -> pd.DataFrame:
         rows = self.ctx.read_input(str(self.ctx.params.get("samples_stage", "assemble")), SampleRow)
-        return rows_to_frame(SampleRow, [r for r in rows if r.ok])
+        # The scene-consistency rows (issue 8 item 1) feed the pooled H_SC^FM head, which
+        # the evaluation side builds (wip/fidelity-eval); until then the core-protocol
+        # heads must not see them as a fourth protocol.
+        return rows_to_frame(SampleRow, [r for r in rows if r.ok and not r.sc_condition])
 
     def _config(self) -> EvalConfig:
         p = self.ctx.params
