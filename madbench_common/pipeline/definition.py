@@ -6,7 +6,7 @@ from dataclasses import replace
 
 from madbench_common.pipeline.graph import Graph, Stage
 
-__all__ = ["ENV_SETTINGS", "SPEECH_SETTINGS", "build_graph"]
+__all__ = ["ENV_SETTINGS", "PAPER_SLOTS", "SPEECH_SETTINGS", "build_graph"]
 
 _CLIP_INPUTS = ("ingest", "separate", "source_qc", "split")
 SPEECH_SETTINGS = (
@@ -26,6 +26,30 @@ ENV_SETTINGS = (
     ("a2a", "a", "ref-texture-a2a"),
     ("a2a", "b", "ref-stft-morph-a2a"),
 )
+PAPER_SLOTS = {
+    "separate": ("MossFormer2", "separator-mossformer2"),
+    "source_qc": ("ASR + VAD + AST", "qc"),
+    "split": ("ECAPA-TDNN", "qc"),
+    "scene": ("Qwen2.5-VL-32B", "scene-qwen25vl"),
+    "speech_tts_same_a": ("F5-TTS", "tts-f5"),
+    "speech_tts_same_b": ("IndexTTS2", "tts-indextts2"),
+    "speech_tts_cross_a": ("F5-TTS", "tts-f5"),
+    "speech_tts_cross_b": ("IndexTTS2", "tts-indextts2"),
+    "speech_vc_a": ("SeedVC", "vc-seedvc"),
+    "speech_vc_b": ("Vevo-Timbre", "vc-vevo"),
+    "env_t2a_a": ("AudioLDM2-TTA", "env-audioldm2"),
+    "env_t2a_b": ("AudioGen", "env-audiogen"),
+    "env_v2a_a": ("MMAudio", "v2a-mmaudio"),
+    "env_v2a_b": ("FoleyCrafter", "v2a-foleycrafter"),
+    "env_a2a_a": ("AudioX", "a2a-audiox"),
+    "env_a2a_b": ("AudioLDM2-ATA", "env-audioldm2"),
+    "component_qc": ("ASR + VAD + ECAPA-TDNN + AST + CLAP", "qc"),
+}
+"""Stage → (the paper's model, its image slot in ``images/images.lock.yaml``), paper §3.2–3.4.
+
+The defaults above are CPU references standing in for these models (each reference's
+``paper_model`` names the model of its slot); on a cluster, pass the slot's image and
+model slug as ``-p <stage>_image=... -p <stage>_model=...``."""
 _FRAMES = {"frame_fps": 2.0, "frame_size": 112, "max_frames": 64}
 _QC_IMAGE = {"image": "qc", "gpu": 1, "memory": "16Gi"}
 """The ``full`` profile's QC models (Whisper large-v3, ECAPA, AST, CLAP, Silero) share one
@@ -70,12 +94,17 @@ def build_graph() -> Graph:
                 target="madbench_common.stages.source_qc:SourceQCStage",
                 inputs=("ingest", "separate"),
                 outputs=("source_qc",),
-                model="ref-silero-vad+ref-pocketsphinx",
+                model="ref-silero-vad+ref-pocketsphinx+ref-tonal-music",
                 shards=4,
                 memory="4Gi",
                 params={"vad": "ref-silero-vad", "asr": "ref-pocketsphinx",
+                        "tagger": "ref-tonal-music",
                         "min_speech_coverage": 0.3, "min_asr_coverage": 0.3,
-                        "max_env_leakage": 0.35, "min_env_dbfs": -60.0,
+                        "max_env_leakage": 0.0, "max_asr_leak_recall": 0.5,
+                        "languages": ["en"], "min_language_prob": 0.0,
+                        "music_labels": ["Music", "Musical instrument", "Singing",
+                                         "Television", "Radio"],
+                        "max_music_prob": 0.5, "min_env_dbfs": -60.0,
                         "max_clip_fraction": 0.001},
                 full={"model": "qc-silero-vad+qc-whisper", **_QC_IMAGE,
                       "params": {"vad": "qc-silero-vad", "asr": "qc-whisper"}},
@@ -145,7 +174,7 @@ def _build_stages() -> list[Stage]:
             target="madbench_common.stages.pairing:PairingStage",
             inputs=_CLIP_INPUTS,
             outputs=("pairs",),
-            params={"targets": 4, "max_similarity": 0.85},
+            params={"targets": 4, "max_similarity": 0.85, "relax": []},
         ),
         Stage(
             name="plan_components",
@@ -153,7 +182,7 @@ def _build_stages() -> list[Stage]:
             target="madbench_common.stages.plan_components:PlanComponentsStage",
             inputs=(*_CLIP_INPUTS, "scene", "pairing"),
             outputs=("components",),
-            params={"speech_per_clip": 3, "env_per_clip": 2},
+            params={"targets": 4, "mismatch_prompts": 3},
         ),
         *generators,
         Stage(
@@ -162,14 +191,18 @@ def _build_stages() -> list[Stage]:
             target="madbench_common.stages.component_qc:ComponentQCStage",
             inputs=(*_CLIP_INPUTS, "scene", *(g.name for g in generators)),
             outputs=("components",),
-            model="ref-silero-vad+ref-pocketsphinx+ref-resemblyzer",
+            model="ref-silero-vad+ref-pocketsphinx+ref-resemblyzer+ref-tonal-music",
             shards=4,
             memory="4Gi",
             params={"vad": "ref-silero-vad", "asr": "ref-pocketsphinx",
-                    "speaker": "ref-resemblyzer", "prompt_model": "",
+                    "speaker": "ref-resemblyzer", "tagger": "ref-tonal-music",
+                    "prompt_model": "", "top_events": 5, "env_asr_branches": ["a2a"],
+                    "music_labels": ["Music", "Musical instrument", "Singing",
+                                     "Television", "Radio"], "max_music_prob": 0.5,
+                    "max_asr_leak_recall": 0.5,
                     "max_duration_error": 0.001, "min_rms_dbfs": -60.0,
                     "max_clip_fraction": 0.001, "max_outside_db": -30.0,
-                    "max_env_leakage": 0.2, "max_wer": 0.8,
+                    "max_env_leakage": 0.0, "max_wer": 0.8,
                     "wer_gate": ["transcript", "asr_source"], "asr_all": False,
                     "min_same_similarity": 0.6, "min_identity_shift": 0.0},
             full={"model": "qc-silero-vad+qc-whisper+qc-ecapa", **_QC_IMAGE,
@@ -184,7 +217,8 @@ def _build_stages() -> list[Stage]:
             inputs=(*_CLIP_INPUTS, "scene", "component_qc"),
             outputs=("samples",),
             shards=4,
-            params={"reuse_cap": 2, "ceiling": 0.99, "aac_coder": "fast", "channels": 1},
+            params={"reuse_cap": 2, "sc_reuse_cap": 2, "ceiling": 0.99, "aac_coder": "fast",
+                    "channels": 1},
         ),
         *_eval_stages(),
     ]

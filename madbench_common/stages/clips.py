@@ -3,8 +3,7 @@
 :class:`ClipInputs` joins a clip's ``sources``, ``stems``, ``source_qc`` and ``splits``
 rows (and ``scenes`` when present); :func:`load_clip_inputs` reads them once per
 shard. :func:`speech_active` cuts ŝ to the source speech regions.
-:func:`assign_settings` is the balanced, seeded rotation of generator settings over
-clips that the component plan uses; :class:`PlannedComponentStage` is the base of
+:class:`PlannedComponentStage` is the base of
 the generator stages (each makes the planned components of its own setting).
 """
 
@@ -13,7 +12,7 @@ from __future__ import annotations
 import dataclasses
 import time
 from abc import abstractmethod
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from functools import cached_property
 from pathlib import Path
@@ -39,7 +38,6 @@ from madbench_common.types import Audio, Hertz
 __all__ = [
     "ClipInputs",
     "PlannedComponentStage",
-    "assign_settings",
     "component_seed",
     "fetch_video",
     "load_clip_inputs",
@@ -102,31 +100,6 @@ def fetch_video(ctx: StageContext, source: SourceRow, tmp: Path) -> Path:
 def component_seed(ctx: StageContext, component_id: str) -> int:
     """A generator seed derived from the run seed and the component id."""
     return int(ctx.rng("seed", component_id).integers(0, 2**31 - 1))
-
-
-def assign_settings(
-    groups: Mapping[str, Sequence[str]], settings: Sequence[str], per_clip: int,
-    rng: np.random.Generator,
-) -> dict[str, tuple[str, ...]]:
-    """``per_clip`` distinct settings per clip, balanced within each group (split).
-
-    Clips of a group are visited in a seeded order; the k-th clip starts at setting
-    ``k mod S`` and takes the next ones with a stride that changes every full
-    rotation, so each setting is some clip's first choice equally often and
-    co-occurs with every other setting.
-    """
-    n = len(settings)
-    per_clip = max(0, min(per_clip, n))
-    out: dict[str, tuple[str, ...]] = {}
-    for name in sorted(groups):
-        clips = sorted(groups[name])
-        order = [clips[i] for i in rng.permutation(len(clips))]
-        for k, clip in enumerate(order):
-            stride = 1 + (k // n) % max(n - 1, 1)
-            walk = [settings[(k + i * stride) % n] for i in range(n)] + list(settings)
-            picked = list(dict.fromkeys(walk))[:per_clip]
-            out[clip] = tuple(picked)
-    return out
 
 
 class PlannedComponentStage(MapStage[ComponentRow]):
