@@ -164,6 +164,14 @@ class ComponentRow(ManifestRow):
     """Baseline: similarity of the source speech to the target speaker's speech."""
     prompt_match: float | None = None
     """CLAP-like prompt/audio similarity, where such a model is configured."""
+    duration_control: str = ""
+    """How the generator reached the duration: ``model:<how>`` (its own control, e.g.
+    F5-TTS ``fix_duration``) or ``time_stretch`` (WSOLA fallback only); ``""`` for
+    generators that do not report it (the CPU references)."""
+    length_correction: float | None = None
+    """Time-stretch factor applied to the model's speech to reach the duration (1.0 = none)."""
+    gen_settings: str = ""
+    """JSON: seed, sampler settings and native rate reported by the generator."""
 
 
 @manifest("samples", 2)

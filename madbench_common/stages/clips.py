@@ -156,6 +156,7 @@ class PlannedComponentStage(MapStage[ComponentRow]):
 
     def run_item(self, item: str) -> ComponentRow:
         plan = self.planned[item]
+        model = self.model  # load outside the guard: missing weights are a config error
         start = time.perf_counter()
         try:
             audio = self.generate(plan)
@@ -165,10 +166,16 @@ class PlannedComponentStage(MapStage[ComponentRow]):
         seconds = time.perf_counter() - start
         info = self.ctx.save_audio(f"{plan.component}/{item}.wav", audio, plan.sample_rate)
         return dataclasses.replace(
-            plan, generator=self.model.slug, uri=info.uri, sha256=info.sha256,
-            duration=len(audio) / plan.sample_rate, gen_seconds=seconds,
-        ).with_provenance(self.ctx.provenance(self.model.slug, self.model.version))
+            plan, generator=model.slug, uri=info.uri, sha256=info.sha256,
+            duration=len(audio) / plan.sample_rate, gen_seconds=seconds, **_reported(model),
+        ).with_provenance(self.ctx.provenance(model.slug, model.version))
 
     @abstractmethod
     def generate(self, plan: ComponentRow) -> Audio:
         """The component's audio: mono float32 at ``plan.sample_rate``, clip length."""
+
+
+def _reported(model: Any) -> dict[str, Any]:
+    """Row columns a generator reports about its last call (``last_report.row_fields()``)."""
+    report = getattr(model, "last_report", None)
+    return dict(report.row_fields()) if report is not None else {}
