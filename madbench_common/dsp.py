@@ -19,7 +19,6 @@ from scipy.signal.windows import hann
 from madbench_common.audio import rms_dbfs
 from madbench_common.types import Audio, Hertz, Seconds
 
-
 __all__ = [
     "WorldParams",
     "analytic_subbands",

@@ -107,8 +107,9 @@ def check_text(text: str, *, what: str = "text",
     if supported is not None:
         bad = sorted({ch for ch in words if ch.isalnum() and not supported(ch)})
         if bad:
+            chars = "".join(bad[:20])
             raise GenerationFailed("unsupported_characters",
-                                   f"{what} has characters the model cannot say: {''.join(bad[:20])}")
+                                   f"{what} has characters the model cannot say: {chars}")
     return words
 
 

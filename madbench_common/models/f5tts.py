@@ -100,7 +100,7 @@ class F5TTSGenerator:
     def generate(self, *, sample_rate: Hertz, duration: Seconds, ref_audio: Audio,
                  ref_text: str = "", text: str = "", source_audio: Audio | None = None,
                  seed: int = 0) -> Audio:
-        """Speak ``text`` in the voice of ``ref_audio`` (which says ``ref_text``) for ``duration`` s."""
+        """``text`` in the voice of ``ref_audio`` (which says ``ref_text``), ``duration`` s."""
         words = check_text(text, what="text", supported=self._supported)
         ref_words = check_text(ref_text, what="ref_text", supported=self._supported)
         ref = prepare_reference(ref_audio, sample_rate, min_seconds=_MIN_REF_SECONDS)
@@ -154,7 +154,7 @@ def _load(model_name: str, ckpt: Path, vocos_dir: Path, device: str,
 
     cfg = OmegaConf.load(str(files("f5_tts").joinpath(f"configs/{model_name}.yaml")))
     model_cls = get_class(f"f5_tts.model.{cfg.model.backbone}")
-    model_arc = {**OmegaConf.to_container(cfg.model.arch), **arch}  # type: ignore[dict-item]
+    model_arc = {**OmegaConf.to_container(cfg.model.arch), **arch}
     vocoder = load_vocoder("vocos", True, str(vocos_dir), device)
     model = load_model(model_cls, model_arc, str(ckpt), "vocos", "", "euler", True, device)
     return model, vocoder

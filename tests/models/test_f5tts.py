@@ -18,13 +18,13 @@ import pytest
 
 pytest.importorskip("f5_tts", reason="run make adapter-test IMAGE=tts-f5")
 
-import torch  # noqa: E402
-import yaml  # noqa: E402
+import torch
+import yaml
 
-from madbench_common.speech_prep import GenerationFailed  # noqa: E402
-from madbench_common.stages.speech_gen import generate_speech  # noqa: E402
-from madbench_common.weights import WeightsMissing, install_local_snapshot  # noqa: E402
-from tests.models.speech_cases import RATE, assert_placed, demo_case  # noqa: E402
+from madbench_common.speech_prep import GenerationFailed
+from madbench_common.stages.speech_gen import generate_speech
+from madbench_common.weights import WeightsMissing, install_local_snapshot
+from tests.models.speech_cases import RATE, assert_placed, demo_case
 
 TINY_ARCH = {"dim": 64, "depth": 2, "heads": 2, "ff_mult": 2, "text_dim": 32, "conv_layers": 1}
 _VOCOS = {
@@ -78,7 +78,7 @@ def weights(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
 
 
 @pytest.fixture(scope="module")
-def same(weights: Path):  # noqa: ANN201
+def same(weights: Path):
     from madbench_common.models.f5tts import F5SameTTS
 
     return F5SameTTS(device="cpu", nfe_step=2, arch=TINY_ARCH)
@@ -92,7 +92,7 @@ def test_missing_weights_name_the_fix(tmp_path: Path, monkeypatch: pytest.Monkey
         F5SameTTS(device="cpu")
 
 
-def test_duration_rate_and_determinism(same) -> None:  # noqa: ANN001
+def test_duration_rate_and_determinism(same) -> None:
     case = demo_case("demo_002")
     kw = {"sample_rate": RATE, "duration": 2.5, "ref_audio": case.active,
           "ref_text": case.transcript, "text": case.transcript}
@@ -110,7 +110,7 @@ def test_duration_rate_and_determinism(same) -> None:  # noqa: ANN001
     assert report.row_fields()["gen_settings"].startswith('{"cfg_strength": 2.0')
 
 
-def test_placed_in_speech_regions_same_and_cross(same, weights: Path) -> None:  # noqa: ANN001
+def test_placed_in_speech_regions_same_and_cross(same, weights: Path) -> None:
     from madbench_common.models.f5tts import F5CrossTTS
 
     case, target = demo_case("demo_002"), demo_case("demo_010")
@@ -129,7 +129,7 @@ def test_placed_in_speech_regions_same_and_cross(same, weights: Path) -> None:  
     ("สวัสดีครับ", 3.0, "unsupported_characters"),
     ("Hello there.", 0.4, "reference_too_short"),
 ])
-def test_failures_are_per_component(same, text: str, ref_s: float, why: str) -> None:  # noqa: ANN001
+def test_failures_are_per_component(same, text: str, ref_s: float, why: str) -> None:
     case = demo_case("demo_002")
     with pytest.raises(GenerationFailed, match=why):
         same.generate(sample_rate=RATE, duration=2.0, ref_audio=case.active[: int(ref_s * RATE)],
