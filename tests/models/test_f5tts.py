@@ -24,7 +24,8 @@ import yaml
 from madbench_common.speech_prep import GenerationFailed
 from madbench_common.stages.speech_gen import generate_speech
 from madbench_common.weights import WeightsMissing, install_local_snapshot
-from tests.models.speech_cases import RATE, assert_placed, demo_case
+
+from .speech_cases import RATE, assert_placed, demo_case
 
 TINY_ARCH = {"dim": 64, "depth": 2, "heads": 2, "ff_mult": 2, "text_dim": 32, "conv_layers": 1}
 _VOCOS = {

@@ -27,7 +27,8 @@ import yaml
 from madbench_common.speech_prep import GenerationFailed
 from madbench_common.stages.speech_gen import generate_speech
 from madbench_common.weights import WeightsMissing, install_local_snapshot
-from tests.models.speech_cases import RATE, assert_placed, demo_case
+
+from .speech_cases import RATE, assert_placed, demo_case
 
 _PRESET = "configs/presets/config_dit_mel_seed_uvit_whisper_small_wavenet.yml"
 _BIGVGAN = {"resblock": "1", "upsample_rates": [8, 8, 4], "upsample_kernel_sizes": [16, 16, 8],

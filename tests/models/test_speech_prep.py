@@ -18,7 +18,8 @@ from madbench_common.speech_prep import (
     seed_all,
 )
 from madbench_common.stages.clips import _reported
-from tests.models.speech_cases import RATE, assert_placed, demo_case, place
+
+from .speech_cases import RATE, assert_placed, demo_case, place
 
 
 def test_check_text_collapses_whitespace_and_names_failures() -> None:

@@ -20,6 +20,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from .speech_cases import RATE, assert_placed, demo_case
+
 # tests/conftest.py puts tests/ first on sys.path, where tests/models would shadow Amphion's
 # top-level `models` package: put the Amphion root (from PYTHONPATH) in front of it.
 _AMPHION = [p for p in sys.path if (Path(p) / "models/vc/vevo/vevo_utils.py").exists()]
@@ -36,7 +38,6 @@ import torch  # noqa: E402
 from madbench_common.speech_prep import GenerationFailed  # noqa: E402
 from madbench_common.stages.speech_gen import generate_speech  # noqa: E402
 from madbench_common.weights import WeightsMissing, install_local_snapshot  # noqa: E402
-from tests.models.speech_cases import RATE, assert_placed, demo_case  # noqa: E402
 
 _HUBERT = {"extractor_conv_layer_config": [(32, 10, 5)] + [(32, 3, 2)] * 4 + [(32, 2, 2)] * 2,
            "encoder_embed_dim": 32, "encoder_pos_conv_kernel": 16, "encoder_pos_conv_groups": 4,
