@@ -222,7 +222,7 @@ def test_image_defaults_come_from_lock() -> None:
         doc = _load(ROOT / "workflows" / f"{variant}.yaml")
         params = {p["name"]: p["value"] for p in doc["spec"]["arguments"]["parameters"]}
         for stage in build_graph():
-            slug = "reference-cpu" if variant == "smoke" else (stage.full_image or stage.image)
+            slug = "reference-cpu" if variant == "smoke" else stage.image
             assert params[stage.image_param] == lock.ref(slug)
 
 

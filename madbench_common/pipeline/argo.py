@@ -158,7 +158,7 @@ def _parameters(graph: Graph, variant: Variant, lock: ImageLock) -> list[m.Param
         m.Parameter(name="seed", value="0", description="Run seed"),
     ]
     for stage in graph:
-        slug = "reference-cpu" if variant.cpu_only else (stage.full_image or stage.image)
+        slug = "reference-cpu" if variant.cpu_only else stage.image
         params.append(m.Parameter(name=stage.image_param, value=lock.ref(slug),
                                   description=f"Image of stage {stage.name} ({slug})"))
         if stage.sharded:
@@ -253,11 +253,8 @@ def _model_param(stage: Stage) -> str:
 
 
 def _default_model(stage: Stage, variant: Variant) -> str:
-    """The stage's model: its full-profile model in ``full``; in smoke runs, a CPU
-    reference of its role where the stage's own image is not the reference image."""
-    if not variant.cpu_only:
-        return stage.full_model or stage.model
-    if stage.image != "reference-cpu":
+    """The stage's model; in smoke runs, a CPU reference of its role where the image is not."""
+    if variant.cpu_only and stage.image != "reference-cpu":
         return _reference_model(stage.role) or stage.model
     return stage.model
 

@@ -37,11 +37,6 @@ class Stage:
     """Default model slug from the registry, if the stage runs a model."""
     image: str = "reference-cpu"
     """Image slug under ``images/``; the workflow parameter is :attr:`image_param`."""
-    full_model: str = ""
-    """The paper's model for this stage in the ``full`` profile (``workflows/full.yaml``);
-    ``""``: :attr:`model`. The embedded local default and ``smoke.yaml`` keep :attr:`model`."""
-    full_image: str = ""
-    """Image slug of :attr:`full_model` (``""``: :attr:`image`)."""
     gpu: int = 0
     cpu: str = "1"
     memory: str = "2Gi"
