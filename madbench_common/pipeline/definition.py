@@ -97,6 +97,7 @@ def _generator(component: str, branch: str, slot: str, model: str) -> Stage:
         params.update(_FRAMES)
     full_model, full_image = SPEECH_FULL.get((branch, slot), ("", "")) \
         if component == "speech" else ("", "")
+    full = {"model": full_model, "image": full_image} if full_model else {}
     return Stage(
         name=f"{component}_{branch}_{slot}",
         role=role,
@@ -104,8 +105,7 @@ def _generator(component: str, branch: str, slot: str, model: str) -> Stage:
         inputs=(*_CLIP_INPUTS, "scene", "plan_components"),
         outputs=("components",),
         model=model,
-        full_model=full_model,
-        full_image=full_image,
+        full=full,
         gpu=1,
         memory="8Gi",
         shards=4,
