@@ -164,14 +164,19 @@ class ComponentRow(ManifestRow):
     """Baseline: similarity of the source speech to the target speaker's speech."""
     prompt_match: float | None = None
     """CLAP-like prompt/audio similarity, where such a model is configured."""
-    duration_control: str = ""
-    """How the generator reached the duration: ``model:<how>`` (its own control, e.g.
-    F5-TTS ``fix_duration``) or ``time_stretch`` (WSOLA fallback only); ``""`` for
-    generators that do not report it (the CPU references)."""
-    length_correction: float | None = None
-    """Time-stretch factor applied to the model's speech to reach the duration (1.0 = none)."""
+    gen_seed: int | None = None
+    """The generator's own seed for this component (derived from the run seed and id)."""
     gen_settings: str = ""
-    """JSON: seed, sampler settings and native rate reported by the generator."""
+    """JSON of the generator's settings for this call (sampler, steps, guidance, model
+    variant, native rate and length, and how that length was fitted: ``exact``, ``trim``
+    or ``loop``), as the adapter reports them; empty for references."""
+    duration_control: str = ""
+    """Speech: how the generator reached the duration, ``model:<how>`` (its own control,
+    e.g. F5-TTS ``fix_duration``) or with ``+time_stretch``/``time_stretch`` where a WSOLA
+    stretch did (part of) it; ``""`` for generators that do not report it (references)."""
+    length_correction: float | None = None
+    """Speech: the time-stretch factor applied to the model's speech after generation
+    to reach the duration (target / generated length; 1.0 = none)."""
 
 
 @manifest("samples", 2)

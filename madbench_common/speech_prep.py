@@ -23,7 +23,6 @@ sampler settings. The stage writes it onto the component row.
 
 from __future__ import annotations
 
-import json
 import random
 import unicodedata
 from collections.abc import Callable, Iterator, Mapping
@@ -40,6 +39,7 @@ from madbench_common.types import Audio, Hertz, Seconds
 __all__ = [
     "GenerationFailed",
     "GenerationReport",
+    "ReportingGenerator",
     "check_text",
     "fit_speech",
     "guard_oom",
@@ -84,13 +84,24 @@ class GenerationReport:
         """Time-stretch factor applied after generation (target / raw; 1.0 = none)."""
         return self.target_seconds / self.raw_seconds if self.raw_seconds > 0 else 0.0
 
-    def row_fields(self) -> dict[str, Any]:
-        """The component-row columns this report fills."""
-        settings = {"model_rate": self.model_rate, "raw_seconds": round(self.raw_seconds, 4),
-                    **self.settings}
-        return {"duration_control": self.duration_control,
-                "length_correction": round(self.length_correction, 6),
-                "gen_settings": json.dumps(settings, sort_keys=True)}
+    def as_settings(self) -> dict[str, Any]:
+        """The adapter's ``last_settings``: sampler settings plus the length facts (the
+        stage writes them as ``gen_settings`` JSON and the two length columns)."""
+        return {**self.settings, "model_rate": self.model_rate,
+                "raw_seconds": round(self.raw_seconds, 4),
+                "duration_control": self.duration_control,
+                "length_correction": round(self.length_correction, 6)}
+
+
+class ReportingGenerator:
+    """Mixin of the speech adapters: ``last_report`` and, for the stage, ``last_settings``."""
+
+    last_report: GenerationReport | None = None
+
+    @property
+    def last_settings(self) -> dict[str, Any]:
+        """Settings of the last call (the generator stages copy them onto the row)."""
+        return self.last_report.as_settings() if self.last_report is not None else {}
 
 
 def check_text(text: str, *, what: str = "text",

@@ -41,6 +41,7 @@ from madbench_common.audio import resample
 from madbench_common.speech_prep import (
     GenerationFailed,
     GenerationReport,
+    ReportingGenerator,
     check_text,
     fit_speech,
     guard_oom,
@@ -71,7 +72,7 @@ def _device(device: str | None) -> str:
     return device or ("cuda" if torch.cuda.is_available() else "cpu")
 
 
-class F5TTSGenerator:
+class F5TTSGenerator(ReportingGenerator):
     """F5-TTS ``F5TTS_v1_Base`` behind the :class:`~madbench_common.roles.SpeechGenerator` role."""
 
     slug = "tts-f5"

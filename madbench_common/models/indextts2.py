@@ -44,6 +44,7 @@ import soundfile as sf
 from madbench_common.speech_prep import (
     GenerationFailed,
     GenerationReport,
+    ReportingGenerator,
     check_text,
     fit_speech,
     guard_oom,
@@ -127,7 +128,7 @@ class LengthControl:
         return _Armed()
 
 
-class IndexTTS2Generator:
+class IndexTTS2Generator(ReportingGenerator):
     """IndexTTS2 behind the :class:`~madbench_common.roles.SpeechGenerator` role."""
 
     slug = "tts-indextts2"

@@ -38,6 +38,7 @@ from madbench_common.audio import resample
 from madbench_common.speech_prep import (
     GenerationFailed,
     GenerationReport,
+    ReportingGenerator,
     fit_speech,
     guard_oom,
     prepare_reference,
@@ -96,7 +97,7 @@ def _torch_device(device: str) -> Any:
     return torch.device(device)
 
 
-class SeedVC:
+class SeedVC(ReportingGenerator):
     """Seed-VC v1 behind the :class:`~madbench_common.roles.SpeechGenerator` role (``vc``)."""
 
     slug = "vc-seedvc"

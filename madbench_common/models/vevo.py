@@ -36,6 +36,7 @@ from madbench_common.audio import resample
 from madbench_common.speech_prep import (
     GenerationFailed,
     GenerationReport,
+    ReportingGenerator,
     fit_speech,
     guard_oom,
     prepare_reference,
@@ -88,7 +89,7 @@ def _snapshot_parts() -> dict[str, Path]:
     return parts
 
 
-class VevoTimbre:
+class VevoTimbre(ReportingGenerator):
     """Vevo-Timbre behind the :class:`~madbench_common.roles.SpeechGenerator` role (``vc``)."""
 
     slug = "vc-vevo"

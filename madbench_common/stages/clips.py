@@ -11,6 +11,7 @@ the generator stages (each makes the planned components of its own setting).
 from __future__ import annotations
 
 import dataclasses
+import json
 import time
 from abc import abstractmethod
 from collections.abc import Mapping, Sequence
@@ -165,9 +166,13 @@ class PlannedComponentStage(MapStage[ComponentRow]):
                 from None
         seconds = time.perf_counter() - start
         info = self.ctx.save_audio(f"{plan.component}/{item}.wav", audio, plan.sample_rate)
+        settings = getattr(model, "last_settings", None) or {}
         return dataclasses.replace(
             plan, generator=model.slug, uri=info.uri, sha256=info.sha256,
-            duration=len(audio) / plan.sample_rate, gen_seconds=seconds, **_reported(model),
+            duration=len(audio) / plan.sample_rate, gen_seconds=seconds,
+            gen_seed=component_seed(self.ctx, item),
+            gen_settings=json.dumps(settings, sort_keys=True) if settings else "",
+            **_length_fields(settings),
         ).with_provenance(self.ctx.provenance(model.slug, model.version))
 
     @abstractmethod
@@ -175,7 +180,6 @@ class PlannedComponentStage(MapStage[ComponentRow]):
         """The component's audio: mono float32 at ``plan.sample_rate``, clip length."""
 
 
-def _reported(model: Any) -> dict[str, Any]:
-    """Row columns a generator reports about its last call (``last_report.row_fields()``)."""
-    report = getattr(model, "last_report", None)
-    return dict(report.row_fields()) if report is not None else {}
+def _length_fields(settings: Mapping[str, Any]) -> dict[str, Any]:
+    """The speech length columns a generator reports in ``last_settings``."""
+    return {k: settings[k] for k in ("duration_control", "length_correction") if k in settings}

@@ -108,7 +108,8 @@ def test_duration_rate_and_determinism(same) -> None:
     assert report.duration_control == "model:fix_duration"
     # The model itself made (nearly) the asked length: one mel frame is 10.7 ms.
     assert report.length_correction == pytest.approx(1.0, abs=0.05)
-    assert report.row_fields()["gen_settings"].startswith('{"cfg_strength": 2.0')
+    settings = same.last_settings
+    assert settings["seed"] == 8 and settings["nfe_step"] == 2 and settings["cfg_strength"] == 2.0
 
 
 def test_placed_in_speech_regions_same_and_cross(same, weights: Path) -> None:

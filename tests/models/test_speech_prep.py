@@ -2,9 +2,6 @@
 
 from __future__ import annotations
 
-import json
-from types import SimpleNamespace
-
 import numpy as np
 import pytest
 
@@ -17,7 +14,7 @@ from madbench_common.speech_prep import (
     prepare_reference,
     seed_all,
 )
-from madbench_common.stages.clips import _reported
+from madbench_common.stages.clips import _length_fields
 
 from .speech_cases import RATE, assert_placed, demo_case, place
 
@@ -56,10 +53,10 @@ def test_fit_speech_resamples_trims_and_stretches_to_the_exact_length(model_rate
     assert out.dtype == np.float32 and len(out) == round(case.duration * 1.2 * RATE)
     assert report.raw_seconds == pytest.approx(case.duration, abs=0.06)
     assert report.length_correction == pytest.approx(1.2, abs=0.03)
-    fields = report.row_fields()
-    assert fields["duration_control"] == "time_stretch"
-    assert json.loads(fields["gen_settings"]) == {"model_rate": model_rate, "seed": 3,
-                                                  "raw_seconds": round(report.raw_seconds, 4)}
+    assert report.as_settings() == {
+        "model_rate": model_rate, "seed": 3, "raw_seconds": round(report.raw_seconds, 4),
+        "duration_control": "time_stretch",
+        "length_correction": round(report.length_correction, 6)}
     assert_placed(place(out, case), case)
 
 
@@ -87,10 +84,14 @@ def test_guard_oom_turns_cuda_oom_into_a_component_failure() -> None:
 
 
 def test_stage_copies_the_generator_report_onto_the_row() -> None:
+    from madbench_common.speech_prep import ReportingGenerator
+
     case = demo_case("demo_002")
-    _, report = fit_speech(case.active, RATE, sample_rate=RATE, duration=case.duration,
-                           duration_control="model:fix_duration")
-    fields = _reported(SimpleNamespace(last_report=report))
+    gen = ReportingGenerator()
+    assert gen.last_settings == {} and _length_fields(gen.last_settings) == {}
+    _, gen.last_report = fit_speech(case.active, RATE, sample_rate=RATE, duration=case.duration,
+                                    duration_control="model:fix_duration")
+    fields = _length_fields(gen.last_settings)
     assert fields["duration_control"] == "model:fix_duration"
     assert fields["length_correction"] == pytest.approx(1.0, abs=0.02)
-    assert _reported(SimpleNamespace()) == {}
+    assert _length_fields({"steps": 50}) == {}
