@@ -22,15 +22,21 @@ import pytest
 
 from .speech_cases import RATE, assert_placed, demo_case
 
-# tests/conftest.py puts tests/ first on sys.path, where tests/models would shadow Amphion's
-# top-level `models` package: put the Amphion root (from PYTHONPATH) in front of it.
+# tests/conftest.py puts tests/ first on sys.path, so the package name `models` is this
+# test package; Amphion's top-level `models` needs the name while it is imported. Take it
+# over for the import, then give it back (Amphion's submodules stay cached by full name).
 _AMPHION = [p for p in sys.path if (Path(p) / "models/vc/vevo/vevo_utils.py").exists()]
+_OURS = sys.modules.get("models")
 if _AMPHION:
     sys.path.insert(0, _AMPHION[0])
-    if "models" in sys.modules and not hasattr(sys.modules["models"], "vc"):
-        del sys.modules["models"]
-
-pytest.importorskip("models.vc.vevo.vevo_utils", reason="run make adapter-test IMAGE=vc-vevo")
+    sys.modules.pop("models", None)
+try:
+    vu = pytest.importorskip("models.vc.vevo.vevo_utils",
+                             reason="run make adapter-test IMAGE=vc-vevo")
+    from utils.util import load_config
+finally:
+    if _OURS is not None:
+        sys.modules["models"] = _OURS
 
 import json5  # noqa: E402
 import torch  # noqa: E402
@@ -66,9 +72,7 @@ def _tiny_configs(root: Path, work: Path) -> dict[str, Path]:
 def _write_tiny_checkpoints(weights: Path, work: Path, cfgs: dict[str, Path]) -> None:
     import torchaudio
     from safetensors.torch import save_file
-    from utils.util import load_config
 
-    import models.vc.vevo.vevo_utils as vu
 
     torch.manual_seed(5)
     fmt_cfg, voc_cfg = load_config(str(cfgs["fmt"])), load_config(str(cfgs["vocoder"]))
