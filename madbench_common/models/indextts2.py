@@ -41,6 +41,7 @@ from typing import Any
 import numpy as np
 import soundfile as sf
 
+from madbench_common.compat import zip_strict
 from madbench_common.speech_prep import (
     GenerationFailed,
     GenerationReport,
@@ -157,7 +158,7 @@ class IndexTTS2Generator(ReportingGenerator):
         tok = self._tts.tokenizer
         tokens = list(tok.tokenize(text))
         ids = tok.convert_tokens_to_ids(tokens)
-        bad = [t for t, i in zip(tokens, ids, strict=True) if i == tok.unk_token_id]
+        bad = [t for t, i in zip_strict(tokens, ids) if i == tok.unk_token_id]
         if bad:
             raise GenerationFailed("unsupported_characters",
                                    f"text has tokens the BPE model cannot encode: {bad[:10]}")

@@ -24,9 +24,10 @@ Sampler: 32 flow-matching steps (upstream ``infer_vevotimbre.py``); the paper st
 
 from __future__ import annotations
 
-import contextlib
+import os
 import tempfile
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -73,6 +74,17 @@ def routed_hubert(device: Any) -> Any:
     return hubert.eval().to(device)
 
 
+@contextmanager
+def _working_dir(path: Path) -> Iterator[None]:
+    """``contextlib.chdir`` (Python 3.11+) for the Python 3.9 images' sake."""
+    old = os.getcwd()
+    os.chdir(path)
+    try:
+        yield
+    finally:
+        os.chdir(old)
+
+
 def _hubert_file() -> str:
     import torchaudio
 
@@ -113,7 +125,7 @@ class VevoTimbre(ReportingGenerator):
         cfg = {"fmt": root / "models/vc/vevo/config/Vq8192ToMels.json",
                "vocoder": root / "models/vc/vevo/config/Vocoder.json", **(configs or {})}
         vu.build_hubert_model = routed_hubert
-        with contextlib.chdir(root):
+        with _working_dir(root):
             self._pipe = vu.VevoInferencePipeline(
                 content_style_tokenizer_ckpt_path=str(parts["tokenizer"]),
                 fmt_cfg_path=str(cfg["fmt"]), fmt_ckpt_path=str(parts["fmt"]),
