@@ -173,3 +173,23 @@ register(ModelSpec(
     "qc-silero-vad", "vad", "madbench_common.models.silero:QCSileroVAD", False, "qc",
     "Silero VAD v6 (weights ship in the silero-vad wheel), as the QC image's VAD",
     paper_model="VAD (unnamed in the paper)"))
+
+
+# Fake speech: the paper's generators, one image per family (issue 10, paper §3.3).
+def _speech(slug: str, target: str, image: str, description: str, paper: str) -> None:
+    register(ModelSpec(slug, "speech_generator", f"madbench_common.models.{target}", False,
+                       image, description, paper_model=paper))
+
+
+_speech("tts-f5-same", "f5tts:F5SameTTS", "tts-f5",
+        "F5-TTS v1 Base, same-identity (source speaker reference + transcript)", "F5-TTS")
+_speech("tts-f5-cross", "f5tts:F5CrossTTS", "tts-f5",
+        "F5-TTS v1 Base, cross-identity (target speaker reference + its transcript)", "F5-TTS")
+_speech("tts-indextts2-same", "indextts2:IndexTTS2SameTTS", "tts-indextts2",
+        "IndexTTS2, same-identity, duration set by the GPT's target token count", "IndexTTS2")
+_speech("tts-indextts2-cross", "indextts2:IndexTTS2CrossTTS", "tts-indextts2",
+        "IndexTTS2, cross-identity, duration set by the GPT's target token count", "IndexTTS2")
+_speech("vc-seedvc", "seedvc:SeedVC", "vc-seedvc",
+        "Seed-VC v1 (whisper-small DiT + BigVGAN 22 kHz), source timing kept", "SeedVC")
+_speech("vc-vevo", "vevo:VevoTimbre", "vc-vevo",
+        "Vevo-Timbre (HuBERT content-style tokens → flow matching → Vocos)", "Vevo-Timbre")

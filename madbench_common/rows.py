@@ -190,6 +190,19 @@ class ComponentRow(ManifestRow):
     """Baseline: similarity of the source speech to the target speaker's speech."""
     prompt_match: float | None = None
     """CLAP audio–prompt score where ``prompt_model`` is configured (a diagnostic, §3.4)."""
+    gen_seed: int | None = None
+    """The generator's own seed for this component (derived from the run seed and id)."""
+    gen_settings: str = ""
+    """JSON of the generator's settings for this call (sampler, steps, guidance, model
+    variant, native rate and length, and how that length was fitted: ``exact``, ``trim``
+    or ``loop``), as the adapter reports them; empty for references."""
+    duration_control: str = ""
+    """Speech: how the generator reached the duration, ``model:<how>`` (its own control,
+    e.g. F5-TTS ``fix_duration``) or with ``+time_stretch``/``time_stretch`` where a WSOLA
+    stretch did (part of) it; ``""`` for generators that do not report it (references)."""
+    length_correction: float | None = None
+    """Speech: the time-stretch factor applied to the model's speech after generation
+    to reach the duration (target / generated length; 1.0 = none)."""
 
 
 @manifest("samples", 2)

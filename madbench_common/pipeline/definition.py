@@ -6,7 +6,7 @@ from dataclasses import replace
 
 from madbench_common.pipeline.graph import Graph, Stage
 
-__all__ = ["ENV_SETTINGS", "PAPER_SLOTS", "SPEECH_SETTINGS", "build_graph"]
+__all__ = ["ENV_SETTINGS", "PAPER_SLOTS", "SPEECH_FULL", "SPEECH_SETTINGS", "build_graph"]
 
 _CLIP_INPUTS = ("ingest", "separate", "source_qc", "split")
 SPEECH_SETTINGS = (
@@ -18,6 +18,15 @@ SPEECH_SETTINGS = (
     ("vc", "b", "ref-psola-cepstral-vc"),
 )
 """(branch, slot, default model): one generator stage ``speech_<branch>_<slot>`` each."""
+SPEECH_FULL = {
+    ("tts_same", "a"): ("tts-f5-same", "tts-f5"),
+    ("tts_same", "b"): ("tts-indextts2-same", "tts-indextts2"),
+    ("tts_cross", "a"): ("tts-f5-cross", "tts-f5"),
+    ("tts_cross", "b"): ("tts-indextts2-cross", "tts-indextts2"),
+    ("vc", "a"): ("vc-seedvc", "vc-seedvc"),
+    ("vc", "b"): ("vc-vevo", "vc-vevo"),
+}
+"""(branch, slot) → (the paper's model, its image) in the ``full`` profile (paper §3.3)."""
 ENV_SETTINGS = (
     ("t2a", "a", "ref-layered-t2a"),
     ("t2a", "b", "ref-spectral-t2a"),
@@ -139,6 +148,9 @@ def _generator(component: str, branch: str, slot: str, model: str) -> Stage:
     params: dict[str, object] = {"branch": branch}
     if branch == "v2a":
         params.update(_FRAMES)
+    full_model, full_image = SPEECH_FULL.get((branch, slot), ("", "")) \
+        if component == "speech" else ("", "")
+    full = {"model": full_model, "image": full_image} if full_model else {}
     return Stage(
         name=f"{component}_{branch}_{slot}",
         role=role,
@@ -146,6 +158,7 @@ def _generator(component: str, branch: str, slot: str, model: str) -> Stage:
         inputs=(*_CLIP_INPUTS, "scene", "plan_components"),
         outputs=("components",),
         model=model,
+        full=full,
         gpu=1,
         memory="8Gi",
         shards=4,

@@ -10,9 +10,10 @@ the generator stages (each makes the planned components of its own setting).
 from __future__ import annotations
 
 import dataclasses
+import json
 import time
 from abc import abstractmethod
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from functools import cached_property
 from pathlib import Path
@@ -130,6 +131,7 @@ class PlannedComponentStage(MapStage[ComponentRow]):
 
     def run_item(self, item: str) -> ComponentRow:
         plan = self.planned[item]
+        model = self.model  # load outside the guard: missing weights are a config error
         start = time.perf_counter()
         try:
             audio = self.generate(plan)
@@ -138,11 +140,20 @@ class PlannedComponentStage(MapStage[ComponentRow]):
                 from None
         seconds = time.perf_counter() - start
         info = self.ctx.save_audio(f"{plan.component}/{item}.wav", audio, plan.sample_rate)
+        settings = getattr(model, "last_settings", None) or {}
         return dataclasses.replace(
-            plan, generator=self.model.slug, uri=info.uri, sha256=info.sha256,
+            plan, generator=model.slug, uri=info.uri, sha256=info.sha256,
             duration=len(audio) / plan.sample_rate, gen_seconds=seconds,
-        ).with_provenance(self.ctx.provenance(self.model.slug, self.model.version))
+            gen_seed=component_seed(self.ctx, item),
+            gen_settings=json.dumps(settings, sort_keys=True) if settings else "",
+            **_length_fields(settings),
+        ).with_provenance(self.ctx.provenance(model.slug, model.version))
 
     @abstractmethod
     def generate(self, plan: ComponentRow) -> Audio:
         """The component's audio: mono float32 at ``plan.sample_rate``, clip length."""
+
+
+def _length_fields(settings: Mapping[str, Any]) -> dict[str, Any]:
+    """The speech length columns a generator reports in ``last_settings``."""
+    return {k: settings[k] for k in ("duration_control", "length_correction") if k in settings}
