@@ -138,3 +138,8 @@ _ref("ref-frame-stats", "encoder", "madbench_common.reference.encoders:FrameStat
 _ref("ref-av-stats", "encoder", "madbench_common.reference.encoders:AVStatsEncoder",
      "log-mel ⊕ frame stats ⊕ audio-envelope/motion correlations (A, V, AV)",
      "audio-visual encoders")
+
+# Face and mouth crops for the face-centric A-V detectors (issue 12).
+_ref("ref-haar-face", "face_cropper", "madbench_common.reference.face:HaarFaceCropper",
+     "OpenCV Haar frontal-face cascade (ships in the opencv-python-headless 4.x wheel); "
+     "face and mouth square crops", "dlib 68-landmark / CNN face detectors of the detectors")
