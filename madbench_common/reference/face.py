@@ -71,7 +71,7 @@ class HaarFaceCropper:
     def _cascade(self) -> Any:
         import cv2
 
-        path = f"{cv2.data.haarcascades}haarcascade_frontalface_default.xml"
+        path = f"{cv2.data.haarcascades}haarcascade_frontalface_default.xml"  # type: ignore[attr-defined]
         cascade = cv2.CascadeClassifier(path)
         if cascade.empty():
             from madbench_common.errors import ConfigError
