@@ -43,7 +43,7 @@ def _offline_wrapper(model_fp: str, text_path: str, use_cuda: bool) -> Any:
     """msclap's CLAPWrapper with the text model read from a local snapshot."""
     from msclap import CLAP
 
-    class _Offline(CLAP):  # type: ignore[misc, valid-type]
+    class _Offline(CLAP):
         def read_config_as_args(self, *args: Any, **kwargs: Any) -> Any:
             ns = super().read_config_as_args(*args, **kwargs)
             ns.text_model = text_path  # the snapshot path keeps 'gpt2' in it, as msclap checks
@@ -65,12 +65,13 @@ class MsClapEncoder:
         model_fp = hf_path(WEIGHTS_REPO, image=IMAGE, filename=WEIGHTS_FILE, revision=revision)
         text = hf_path(TEXT_REPO, image=IMAGE)
         if "gpt" not in str(text):
-            raise ConfigError(f"{text}: msclap recognises its GPT-2 text model by 'gpt' in the path")
+            raise ConfigError(f"{text}: msclap finds its GPT-2 text model by 'gpt' in the path")
         self.device = torch_device()
         self.wrapper = _offline_wrapper(str(model_fp), str(text), self.device == "cuda")
         _check_loaded(self.wrapper.clap, torch.load(model_fp, map_location="cpu")["model"],
                       str(model_fp))
-        self.rate, self.seconds = int(self.wrapper.args.sampling_rate), int(self.wrapper.args.duration)
+        args = self.wrapper.args
+        self.rate, self.seconds = int(args.sampling_rate), int(args.duration)
         self._torch = torch
 
     def embed(self, *, mode: str, audio: Audio | None = None, sample_rate: Hertz = 16000,
