@@ -44,7 +44,7 @@ EVAL_MODELS: tuple[EvalModel, ...] = (
     EvalModel("audio-torch-beats", "audio-torch"),
     EvalModel("audio-torch-aasist", "audio-torch", detector=True, memory="8Gi"),
     EvalModel("enc-imagebind", "enc-imagebind", _AV,
-              frames={"fps": 4.0, "frame_size": 224, "max_frames": 64}),
+              frames={"fps": 5.0, "frame_size": 224, "max_frames": 64}),
     EvalModel("enc-cavmae-sync", "enc-cavmae-sync", _AV,
               frames={"fps": 4.0, "frame_size": 224, "max_frames": 64}),
     EvalModel("det-df-arena", "det-df-arena", detector=True, memory="24Gi"),
