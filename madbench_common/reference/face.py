@@ -27,6 +27,7 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
+from madbench_common.compat import zip_strict
 from madbench_common.roles import Frames
 
 __all__ = ["REGIONS", "HaarFaceCropper", "square_box"]
@@ -112,7 +113,7 @@ class HaarFaceCropper:
         boxes = _fill(detected)
         h, w = frames.shape[1:3]
         out = np.empty((len(frames), size, size, 3), dtype=np.uint8)
-        for i, (frame, box) in enumerate(zip(frames, boxes, strict=True)):
+        for i, (frame, box) in enumerate(zip_strict(frames, boxes)):
             if box is None:  # no face anywhere in the clip: centre square
                 side = min(h, w)
                 x0, y0 = (w - side) // 2, (h - side) // 2
