@@ -43,6 +43,9 @@ from madbench_common.weights import url_file
 __all__ = ["RELEASED", "CavMaeSyncEncoder", "segment"]
 
 IMAGE, WEIGHTS, RATE = "enc-cavmae-sync", "cav_mae_sync.pth", 16000
+ARCH_FILE = "cav_mae_sync.arch.json"
+"""Optional constructor overrides beside the checkpoint (tiny test checkpoints only; the
+released checkpoint has none and uses :data:`RELEASED`)."""
 RELEASED: dict[str, Any] = {"audio_length": 416, "modality_specific_depth": 11,
                             "num_register_tokens": 8, "cls_token": True, "total_frame": 16,
                             "contrastive_heads": False}
@@ -98,11 +101,15 @@ class CavMaeSyncEncoder:
     modes: tuple[str, ...] = ("A", "AV")
 
     def __init__(self, arch: dict[str, Any] | None = None) -> None:
+        import json
+
         import torch
 
-        self.arch = {**RELEASED, **(arch or {})}
-        self.model: Any = upstream_models().CAVMAESync(**self.arch)
         path = url_file(WEIGHTS, image=IMAGE)
+        sidecar = path.with_name(ARCH_FILE)
+        overrides = arch or (json.loads(sidecar.read_text()) if sidecar.exists() else {})
+        self.arch = {**RELEASED, **overrides}
+        self.model: Any = upstream_models().CAVMAESync(**self.arch)
         state = torch.load(path, map_location="cpu")
         state = {k[len("module."):] if k.startswith("module.") else k: v
                  for k, v in state.items()}

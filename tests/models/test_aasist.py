@@ -11,9 +11,8 @@ import pytest
 
 pytest.importorskip("AASIST", reason="run make adapter-test IMAGE=audio-torch (clovaai/aasist)")
 
-import torch
 
-from madbench_common.models.aasist import MODEL_CONFIG, WEIGHTS, AasistDetector
+from madbench_common.models.aasist import WEIGHTS, AasistDetector
 from madbench_common.weights import load_spec
 
 from .tiny import ROOT, demo_audio
@@ -27,10 +26,9 @@ def _install(root: Path, src: Path | None = None) -> None:
     if src is not None:
         shutil.copy(src, dest / WEIGHTS)
         return
-    from AASIST import Model
+    from madbench_common.models.tiny import audio_torch
 
-    torch.manual_seed(0)
-    torch.save(Model(MODEL_CONFIG).state_dict(), dest / WEIGHTS)
+    audio_torch(root)
 
 
 def test_score_and_features_on_the_upstream_crop(tmp_path: Path,

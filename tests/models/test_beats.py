@@ -10,27 +10,17 @@ import pytest
 
 pytest.importorskip("BEATs", reason="run make adapter-test IMAGE=audio-torch (unilm beats/)")
 
-import torch
 
 from madbench_common.errors import ConfigError
-from madbench_common.models.beats import CHECKPOINT, BeatsEncoder
+from madbench_common.models.beats import BeatsEncoder
 
 from .tiny import demo_audio
 
-TINY = dict(encoder_layers=1, encoder_embed_dim=32, encoder_ffn_embed_dim=64,
-            encoder_attention_heads=2, embed_dim=32, input_patch_size=16, conv_pos=16,
-            conv_pos_groups=2, relative_position_embedding=True, num_buckets=32,
-            max_distance=64, gru_rel_pos=True, deep_norm=True, layer_norm_first=False)
-
 
 def _write(root: Path, **cfg: object) -> None:
-    from BEATs import BEATs, BEATsConfig
+    from madbench_common.models.tiny import audio_torch
 
-    torch.manual_seed(0)
-    config = BEATsConfig({**TINY, **cfg})
-    dest = root / "files" / "audio-torch"
-    dest.mkdir(parents=True, exist_ok=True)
-    torch.save({"cfg": config.__dict__, "model": BEATs(config).state_dict()}, dest / CHECKPOINT)
+    audio_torch(root, **cfg)
 
 
 def test_beats_mean_pools_real_speech(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

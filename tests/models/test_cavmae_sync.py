@@ -10,30 +10,20 @@ import pytest
 
 pytest.importorskip("torchaudio", reason="run make adapter-test IMAGE=enc-cavmae-sync")
 
-import torch
 
 from madbench_common.errors import ConfigError
 from madbench_common.models.cavmae_sync import (
-    WEIGHTS,
     CavMaeSyncEncoder,
     segment,
 )
 
 from .tiny import demo_audio, demo_frames
 
-TINY = {"embed_dim": 32, "modality_specific_depth": 1, "num_heads": 2, "decoder_embed_dim": 16,
-        "decoder_depth": 1, "decoder_num_heads": 2}
-
 
 def _write(root: Path, keep: str = "") -> None:
-    from madbench_common.models.cavmae_sync import RELEASED, upstream_models
+    from madbench_common.models.tiny import cavmae_sync
 
-    torch.manual_seed(0)
-    state = upstream_models().CAVMAESync(**{**RELEASED, **TINY}).state_dict()
-    dest = root / "files" / "enc-cavmae-sync"
-    dest.mkdir(parents=True, exist_ok=True)
-    torch.save({f"module.{k}": v for k, v in state.items() if k.startswith(keep)},
-               dest / WEIGHTS)
+    cavmae_sync(root, keep)
 
 
 @pytest.fixture(scope="module")
@@ -43,7 +33,7 @@ def encoder(tmp_path_factory: pytest.TempPathFactory) -> CavMaeSyncEncoder:
     mp = pytest.MonkeyPatch()
     mp.setenv("MADBENCH_WEIGHTS", str(root))
     try:
-        return CavMaeSyncEncoder(arch=TINY)
+        return CavMaeSyncEncoder()  # the tiny arch comes from the checkpoint's sidecar
     finally:
         mp.undo()
 
@@ -82,4 +72,4 @@ def test_a_checkpoint_missing_encoder_weights_is_refused(
     _write(tmp_path, keep="decoder")
     monkeypatch.setenv("MADBENCH_WEIGHTS", str(tmp_path))
     with pytest.raises(ConfigError, match="not the released CAV-MAE Sync checkpoint"):
-        CavMaeSyncEncoder(arch=TINY)
+        CavMaeSyncEncoder()

@@ -1,16 +1,17 @@
 """End to end: demo samples → two paper-model feature stages (tiny PE-AV and WavLM, run in
 the enc-tf5 venv like a pod runs ``madbench stage``) → ``evaluate``.
 
-The whole graph runs here (main venv, CPU references; the model stages are no-ops) on six
-demo clips; each model's ``features_<slug>`` stage then reruns as ``madbench stage run`` /
+The build graph runs here (main venv, CPU references) up to ``assemble`` on six demo
+clips; each model's ``features_<slug>`` stage then runs as ``madbench stage run`` /
 ``stage merge`` with ``.venvs/enc-tf5``'s interpreter and tiny random checkpoints in a
-weights root; ``evaluate`` reads each features stage. Skips (naming the command) when
-that venv has not been built.
+weights root; ``evaluate`` (restricted to ``assemble`` and that stage as inputs) reads
+each. Skips (naming the command) when that venv has not been built.
 """
 
 from __future__ import annotations
 
 import csv
+import dataclasses
 import json
 import os
 import subprocess
@@ -20,13 +21,14 @@ import pytest
 
 from madbench_common.manifest import read_manifest_bytes
 from madbench_common.pipeline.definition import build_graph
+from madbench_common.pipeline.graph import Graph
 from madbench_common.pipeline.local import LocalRunner, RunOptions
 from madbench_common.pipeline.stage import make_context, merge_stage, run_shard
 from madbench_common.registry import REGISTRY
 from madbench_common.rows import FeatureRow, SampleRow
 from madbench_common.store import RunStore, open_store
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(3000)]
 
 ROOT = Path(__file__).resolve().parents[2]
 DEMO = ROOT / "data" / "demo"
@@ -65,7 +67,7 @@ def _venv(*args: str, env: dict[str, str]) -> str:
 def run(tmp_path_factory: pytest.TempPathFactory) -> RunStore:
     tmp = tmp_path_factory.mktemp("e2e")
     store = str(tmp / "store")
-    opts = RunOptions(store=store, run_id="e", workers=2, progress=False,
+    opts = RunOptions(store=store, run_id="e", workers=2, progress=False, until="assemble",
                       params={"ingest": {"sources": str(_sources(tmp))}})
     LocalRunner(build_graph, opts).execute()
     env = {**os.environ, "PYTHONPATH": f"{ROOT}:{ROOT / 'tests'}", "HF_HUB_OFFLINE": "1",
@@ -98,9 +100,16 @@ def test_feature_manifests_have_every_mode_and_the_exact_input(run: RunStore) ->
     assert all(r.audio_rate == 16000 and "mean over" in r.pooling for r in wavlm)
 
 
+def _eval_graph(stage: str) -> Graph:
+    full = build_graph()
+    evaluate = dataclasses.replace(full["evaluate"], inputs=("assemble", stage))
+    assemble = dataclasses.replace(full["assemble"], inputs=())  # finished already
+    return Graph([assemble, full[stage], evaluate])
+
+
 def test_evaluate_reports_each_model_in_its_group(run: RunStore) -> None:
-    graph = build_graph()
     for slug, stage in MODELS.items():
+        graph = _eval_graph(stage)
         params = {"features_stage": stage, "n_boot": 10, "logo": False}
         ctx = make_context(run, graph, "evaluate", params, "embedded", 0)
         run_shard(ctx, 0, 1)
