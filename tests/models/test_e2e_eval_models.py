@@ -70,9 +70,10 @@ def run(tmp_path_factory: pytest.TempPathFactory) -> RunStore:
     opts = RunOptions(store=store, run_id="e", workers=2, progress=False, until="assemble",
                       params={"ingest": {"sources": str(_sources(tmp))}})
     LocalRunner(build_graph, opts).execute()
-    env = {**os.environ, "PYTHONPATH": f"{ROOT}:{ROOT / 'tests'}", "HF_HUB_OFFLINE": "1",
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "HF_HUB_OFFLINE": "1",
            "MADBENCH_WEIGHTS": str(tmp / "weights"), "TRANSFORMERS_OFFLINE": "1"}
-    _venv("-m", "models.tiny_tf5", str(tmp / "weights"), str(tmp / "src"), env=env)
+    _venv("-c", f"from madbench_common.models.tiny import tf5; tf5({str(tmp / 'weights')!r})",
+          env=env)
     for slug, stage in MODELS.items():
         common = ["--stage", stage, "--store", store, "--run-id", "e", "--image",
                   "ghcr.io/madbench/enc-tf5:test", "--params-json", json.dumps({"model": slug})]

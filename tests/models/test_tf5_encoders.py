@@ -13,14 +13,13 @@ pytest.importorskip("timm", reason="run make adapter-test IMAGE=enc-tf5")
 from madbench_common.weights import WeightsMissing
 
 from .tiny import demo_audio, demo_frames
-from .tiny_tf5 import install_tiny_tf5
 
 
 @pytest.fixture(scope="module")
 def weights(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    root = tmp_path_factory.mktemp("weights")
-    install_tiny_tf5(root, tmp_path_factory.mktemp("src"))
-    return root
+    from madbench_common.models.tiny import tf5
+
+    return tf5(tmp_path_factory.mktemp("weights"))
 
 
 @pytest.fixture
