@@ -68,9 +68,10 @@ def _wavlm(dest: Path) -> None:
     from transformers import Wav2Vec2FeatureExtractor, WavLMConfig, WavLMModel
 
     torch.manual_seed(0)
+    # total conv stride 320 (20 ms frames) as the released checkpoints: long clips stay short
     cfg = WavLMConfig(hidden_size=32, num_hidden_layers=2, num_attention_heads=2,
-                      intermediate_size=64, conv_dim=(32, 32, 32), conv_stride=(5, 2, 2),
-                      conv_kernel=(10, 3, 3), num_conv_pos_embeddings=16,
+                      intermediate_size=64, conv_dim=(32, 32, 32), conv_stride=(5, 8, 8),
+                      conv_kernel=(10, 8, 8), num_conv_pos_embeddings=16,
                       num_conv_pos_embedding_groups=2)
     WavLMModel(cfg).save_pretrained(dest)
     Wav2Vec2FeatureExtractor(sampling_rate=16000, do_normalize=True).save_pretrained(dest)
