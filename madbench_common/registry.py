@@ -193,3 +193,53 @@ _speech("vc-seedvc", "seedvc:SeedVC", "vc-seedvc",
         "Seed-VC v1 (whisper-small DiT + BigVGAN 22 kHz), source timing kept", "SeedVC")
 _speech("vc-vevo", "vevo:VevoTimbre", "vc-vevo",
         "Vevo-Timbre (HuBERT content-style tokens → flow matching → Vocos)", "Vevo-Timbre")
+
+
+# Face and mouth crops for the face-centric A-V detectors (issue 12).
+_ref("ref-haar-face", "face_cropper", "madbench_common.reference.face:HaarFaceCropper",
+     "OpenCV Haar frontal-face cascade (ships in the opencv-python-headless 4.x wheel); "
+     "face and mouth square crops", "dlib 68-landmark / CNN face detectors of the detectors")
+
+
+# Evaluation models of paper §4.2 (issue 12): frozen encoders and pretrained detectors,
+# each with its own ``features_<slug>`` stage (pipeline/eval_models.py).
+def _eval(slug: str, role: str, target: str, image: str, description: str, paper: str,
+          group: str) -> None:
+    register(ModelSpec(slug, role, f"madbench_common.models.{target}", False, image,
+                       description, paper, group))
+
+
+_eval("enc-tf5-pe-av-base", "encoder", "tf5:PeAvEncoder", "enc-tf5",
+      "facebook/pe-av-base via transformers PeAudioVideoModel (A, V, A-V)", "PE-AV Base",
+      "av_encoder")
+_eval("enc-tf5-wavlm", "encoder", "tf5:WavLMEncoder", "enc-tf5",
+      "microsoft/wavlm-base-plus via transformers WavLMModel, mean-pooled", "WavLM",
+      "audio_encoder")
+_eval("enc-msclap", "encoder", "msclap:MsClapEncoder", "enc-msclap",
+      "Microsoft CLAP 2023 audio encoder (PyPI msclap)", "CLAP", "audio_encoder")
+_eval("audio-torch-beats", "encoder", "beats:BeatsEncoder", "audio-torch",
+      "BEATs iter3+ AS2M (unilm beats/), mean-pooled", "BEATs", "audio_encoder")
+_eval("audio-torch-aasist", "detector", "aasist:AasistDetector", "audio-torch",
+      "AASIST (clovaai/aasist, weights in the repo): native score + 160-d embedding", "AASIST",
+      "audio_detector")
+_eval("enc-imagebind", "encoder", "imagebind:ImageBindEncoder", "enc-imagebind",
+      "ImageBind huge (facebookresearch/ImageBind): audio, vision, [a; v; a⊙v] fusion",
+      "ImageBind", "av_encoder")
+_eval("enc-cavmae-sync", "encoder", "cavmae_sync:CavMaeSyncEncoder", "enc-cavmae-sync",
+      "CAV-MAE Sync (edsonroteia/cav-mae-sync), mean-pooled audio/visual tokens",
+      "CAV-MAE Sync", "av_encoder")
+_eval("det-df-arena", "detector", "df_arena:DfArenaDetector", "det-df-arena",
+      "DF-Arena-1B (Speech-Arena-2025/DF_Arena_1B_V_1 remote code): P(spoof) + pooled features",
+      "DF-Arena-1B", "audio_detector")
+# Slots kept so reports list the paper's rows; loading them raises a ConfigError naming
+# the blocker (madbench_common/models/unavailable.py). Never faked.
+_eval("det-xlsr-mamba", "detector", "unavailable:XlsrMambaSlot", "det-xlsr-mamba",
+      "unavailable here: XLSR-Mamba adapter not built yet", "XLSR-Mamba", "audio_detector")
+_eval("det-audiomosaic", "detector", "unavailable:AudioMosaicSlot", "det-audiomosaic",
+      "unavailable: no public AudioMosaic code or weights", "AudioMosaic", "audio_detector")
+_eval("det-avh-align", "detector", "unavailable:AvhAlignSlot", "det-avh-align",
+      "unavailable here: AVH-Align adapter not built yet", "AVH-Align", "av_detector")
+_eval("det-av-anomaly", "detector", "unavailable:AvAnomalySlot", "det-av-anomaly",
+      "unavailable here: AV Anomaly adapter not built yet", "AV Anomaly", "av_detector")
+_eval("det-batfd", "detector", "unavailable:BatfdSlot", "det-batfd",
+      "unavailable here: BA-TFD+ adapter not built yet", "BA-TFD+", "av_detector")

@@ -306,10 +306,15 @@ class PairRow(ManifestRow):
     """Constraints dropped to reach the target count (empty when all held)."""
 
 
-@manifest("features", 1)
+@manifest("features", 2)
 @row
 class FeatureRow(ManifestRow):
-    """A frozen encoder's embedding of one sample; keyed by (model, sample sha256, mode)."""
+    """A frozen encoder's embedding of one sample; keyed by (model, sample sha256, mode).
+
+    v2 adds the exact input the model saw (:class:`madbench_common.roles.InputSpec`:
+    rate, seconds, frames, crop, pooling, fallback) and, for detectors, the native
+    ``score`` (P(fake)) with its ``score_kind``. Reference encoders leave them empty.
+    """
 
     sample_id: str
     sample_sha256: str
@@ -317,6 +322,18 @@ class FeatureRow(ManifestRow):
     """Input mode: ``A``, ``V`` or ``AV``."""
     pairing: str = "paired"
     features: tuple[float, ...] = ()
+    audio_rate: int = 0
+    audio_seconds: float = 0.0
+    video_frames: int = 0
+    video_fps: float = 0.0
+    video_size: int = 0
+    crop: str = ""
+    pooling: str = ""
+    fallback: str = ""
+    """Non-empty where the model's documented fallback was used (e.g. no face found)."""
+    score: float | None = None
+    """Detectors: the native score of this input, P(fake) (see ``score_kind``)."""
+    score_kind: str = ""
 
 
 @manifest("scores", 2)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 
+from madbench_common.pipeline.eval_models import eval_model_stages
 from madbench_common.pipeline.graph import Graph, Stage
 
 __all__ = ["ENV_SETTINGS", "PAPER_SLOTS", "SPEECH_FULL", "SPEECH_SETTINGS", "build_graph"]
@@ -238,7 +239,12 @@ def _build_stages() -> list[Stage]:
 
 
 def _eval_stages() -> list[Stage]:
-    """Frozen-encoder features (cached by sample sha256), then heads, metrics and reports."""
+    """Frozen-encoder features (cached by sample sha256), then heads, metrics and reports.
+
+    ``features`` runs the CPU reference encoder; one ``features_<slug>`` (and, for
+    detectors, ``scores_<slug>``) per paper model follows (:mod:`.eval_models`).
+    """
+    models = eval_model_stages()
     return [
         Stage(
             name="features",
@@ -252,11 +258,12 @@ def _eval_stages() -> list[Stage]:
             params={"modes": ["A", "AV"], "pairings": ["paired", "shuffled"], "fps": 4.0,
                     "frame_size": 112},
         ),
+        *models,
         Stage(
             name="evaluate",
             role="core",
             target="madbench_common.stages.evaluate:EvaluateStage",
-            inputs=("assemble", "features"),
+            inputs=("assemble", "features", *(m.name for m in models)),
             outputs=("scores",),
             memory="8Gi",
             params={"n_boot": 1000, "logo": True, "c": 1.0},
