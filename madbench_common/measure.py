@@ -33,6 +33,8 @@ def _stage_seconds(run: RunStore) -> tuple[dict[str, float], int]:
     seconds: dict[str, float] = {}
     workers = 1
     for key in run.list("_logs"):
+        if not key.startswith("_logs/run-"):
+            continue  # per-pod logs of Argo runs (_logs/stage/...) have no worker count
         record = json.loads(run.get_bytes(key))
         workers = max(workers, int(record["workers"]))
         for s in record["stages"]:

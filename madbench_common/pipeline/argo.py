@@ -21,7 +21,7 @@ from typing import Any
 import yaml
 from hera.workflows import models as m
 
-from madbench_common.errors import ConfigError
+from madbench_common.errors import EXIT_DETERMINISTIC, ConfigError
 from madbench_common.pipeline.graph import Graph, Stage
 from madbench_common.pipeline.stage import read_marker
 from madbench_common.store import RunStore, open_store
@@ -32,14 +32,16 @@ __all__ = [
     "ClusterProfile",
     "ImageLock",
     "Variant",
+    "MAX_BACKOFF_SECONDS",
     "compile_workflow",
+    "parse_failures",
     "render_workflows",
     "task_name",
     "workflow_yaml",
     "write_exit_summary",
 ]
 
-DETERMINISTIC_EXIT_CODE = 3
+DETERMINISTIC_EXIT_CODE = EXIT_DETERMINISTIC
 """Exit code of ``madbench stage`` for bad input/config: never retried."""
 
 RUN_ID = "{{=workflow.parameters.run_id == '' ? workflow.name : workflow.parameters.run_id}}"
@@ -53,6 +55,9 @@ _DIGEST = re.compile(r"^sha256:[0-9a-f]{64}$")
 _SCRATCH = "/tmp"
 _WEIGHTS = "/cache"
 _UID = 10001
+_BACKOFF_SECONDS = 30
+MAX_BACKOFF_SECONDS = 600
+"""The longest wait between two retries any stage may reach (30 s × 2^(retries-1))."""
 
 
 @dataclass(frozen=True)
@@ -227,25 +232,25 @@ def _stage_args(stage: Stage, verb: str, graph: Graph, variant: Variant) -> list
         args += ["--shard", "{{inputs.parameters.shard}}"]
     args += ["--num-shards", _num_shards(stage), "--store", _param("store"),
              "--run-id", RUN_ID, "--image", _param(stage.image_param), "--seed", _param("seed")]
-    params = _stage_params(stage, variant)
-    if params:
-        args += ["--params-json", params]
+    return args + _stage_params(stage)
+
+
+def _stage_params(stage: Stage) -> list[str]:
+    """Per-run parameters: ``sources`` for root stages; the model slug where it is swappable.
+
+    Each is its own ``--param KEY=VALUE`` argument, which Argo substitutes verbatim into
+    one argv element: a value with ``"``, ``\\`` or ``=`` survives (no JSON is spliced).
+    """
+    args: list[str] = []
+    if not stage.inputs:
+        args += ["--param", f"sources={_param('sources')}"]
+    if _swappable(stage):
+        args += ["--param", f"model={_param(_model_param(stage))}"]
     return args
 
 
-def _stage_params(stage: Stage, variant: Variant) -> str:
-    """Per-run parameters: ``sources`` for root stages; the model slug where it is swappable."""
-    items: list[str] = []
-    if not stage.inputs:
-        items.append(f'"sources": "{_param("sources")}"')
-    if _swappable(stage):
-        items.append(f'"model": "{_param(_model_param(stage))}"')
-    return "{" + ", ".join(items) + "}" if items else ""
-
-
 def _swappable(stage: Stage) -> bool:
-    """A stage runs one registry model (compound QC stages name their models in params)."""
-    return bool(stage.model) and "+" not in stage.model
+    return stage.swappable
 
 
 def _model_param(stage: Stage) -> str:
@@ -267,13 +272,18 @@ def _reference_model(role: str) -> str:
 
 
 def _retry(stage: Stage) -> m.RetryStrategy | None:
+    """Retries with exponential backoff (30 s, 60 s, …), never for exit 3.
+
+    No ``backoff.cap``: it exists only from Argo v3.7 and the README supports v3.5+;
+    the waits are bounded by ``retries`` instead (:data:`MAX_BACKOFF_SECONDS`).
+    """
     if stage.retries == 0:
         return None
     return m.RetryStrategy(
         limit=m.IntOrString(str(stage.retries)),
         retry_policy="Always",
         expression=f'lastRetry.exitCode != "{DETERMINISTIC_EXIT_CODE}"',
-        backoff=m.Backoff(duration="30s", factor=m.IntOrString("2"), cap="10m"),
+        backoff=m.Backoff(duration=f"{_BACKOFF_SECONDS}s", factor=m.IntOrString("2")),
     )
 
 
@@ -444,14 +454,27 @@ def render_workflows(
 # ---------------------------------------------------------------- exit handler
 
 
-def _parse_failures(failures: str) -> Any:
-    """``{{workflow.failures}}`` is JSON, or empty / the literal tag when nothing failed."""
-    if not failures or failures.startswith("{{"):
+def parse_failures(failures: str) -> Any:
+    """Decode ``{{workflow.failures}}`` into a list of failed nodes.
+
+    Argo substitutes it JSON-quoted (``strconv.Quote`` of the JSON list): ``"null"``
+    when nothing failed, ``"[{\\"displayName\\": …}]"`` otherwise. The quoted form is
+    decoded twice; raw JSON once; empty or an unsubstituted tag gives ``[]``. Text that
+    is not JSON at all is kept as one entry rather than lost.
+    """
+    value: Any = failures.strip()
+    if not value or value.startswith("{{"):
         return []
-    try:
-        return json.loads(failures)
-    except json.JSONDecodeError:
-        return failures
+    for _ in range(3):
+        if not isinstance(value, str):
+            break
+        try:
+            value = json.loads(value)
+        except json.JSONDecodeError:
+            return [{"message": value}]
+    if value is None or value == "":
+        return []
+    return value if isinstance(value, list) else [value]
 
 
 def _stage_summary(run: RunStore, stage: Stage) -> dict[str, Any]:
@@ -473,7 +496,7 @@ def write_exit_summary(
         "run_id": run_id,
         "status": status,
         "duration_seconds": duration,
-        "failures": _parse_failures(failures),
+        "failures": parse_failures(failures),
         "stages": {s.name: _stage_summary(run, s) for s in graph},
     }
     run.put_bytes("_RUN_SUMMARY.json", json.dumps(summary, indent=1, sort_keys=True).encode())

@@ -10,7 +10,8 @@ Layout inside a run prefix::
 
 ``fp`` (the fingerprint) hashes the stage name, image, model, parameters, seed and
 the sha256 of every input manifest, so a changed input or parameter gets a fresh
-prefix and an unchanged one is skipped on rerun, on both backends.
+prefix and an unchanged one is skipped on rerun, on both backends. Manifests hold
+run-relative references, so the fingerprint never depends on where the store lives.
 """
 
 from __future__ import annotations
@@ -31,7 +32,7 @@ from typing import Any, ClassVar, Generic, TypeVar
 import numpy as np
 
 from madbench_common.audio import read_wav_bytes, wav_bytes
-from madbench_common.errors import InputRejected, ManifestError
+from madbench_common.errors import ChecksumError, InputRejected, ManifestError
 from madbench_common.manifest import (
     ManifestRow,
     Provenance,
@@ -40,6 +41,8 @@ from madbench_common.manifest import (
     write_manifest_bytes,
 )
 from madbench_common.pipeline.graph import Graph, Stage
+from madbench_common.pipeline.usage import peak_rss_bytes, reset_peak_rss
+from madbench_common.s3client import retry_stats
 from madbench_common.store import ObjectInfo, RunStore
 from madbench_common.types import Audio, Key
 
@@ -54,6 +57,7 @@ __all__ = [
     "read_marker",
     "run_shard",
     "shard_items",
+    "shard_key",
     "stage_done",
 ]
 
@@ -105,7 +109,8 @@ class StageContext:
         return np.random.default_rng(int.from_bytes(hashlib.sha256(text).digest()[:8], "little"))
 
     def load_audio(self, uri: str, sha256: str) -> tuple[Audio, int]:
-        """Read a WAV artifact of this run by URI, verifying its checksum."""
+        """Read a WAV artifact of this run by reference (run-relative, or an absolute URI
+        of this run in any store), verifying its checksum."""
         return read_wav_bytes(self.run.get_bytes(self.run.key_of(uri), sha256))
 
     def save_audio(self, key: Key, audio: Audio, sample_rate: int) -> ObjectInfo:
@@ -173,7 +178,16 @@ def read_marker(run: RunStore, stage_name: str) -> dict[str, Any] | None:
     key = f"{stage_name}/_SUCCESS"
     if not run.exists(key):
         return None
-    marker: dict[str, Any] = json.loads(run.get_bytes(key))
+    return _read_json(run, key)
+
+
+def _read_json(run: RunStore, key: Key) -> dict[str, Any]:
+    """A marker's JSON; unparsable bytes are damage (a :class:`ChecksumError` naming the key)."""
+    data = run.get_bytes(key)
+    try:
+        marker: dict[str, Any] = json.loads(data)
+    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise ChecksumError(f"{run.uri(key)}: marker is damaged ({exc})", key=key) from None
     return marker
 
 
@@ -199,9 +213,15 @@ def make_context(
 ) -> StageContext:
     """Build a context whose fingerprint reflects the current inputs."""
     stage = graph[stage_name]
-    merged = {**stage.params, **params}
+    merged = {**_model_default(stage), **stage.params, **params}
     fp = fingerprint(run, graph, stage, merged, image, seed)
     return StageContext(run, stage, graph, merged, fp, image, seed)
+
+
+def _model_default(stage: Stage) -> dict[str, Any]:
+    """``{"model": <slug>}`` for a stage that runs one model: what Argo passes explicitly,
+    so both backends hash the same parameters (and give the same ``params_hash``)."""
+    return {"model": stage.model} if stage.swappable else {}
 
 
 def stage_done(ctx: StageContext) -> bool:
@@ -218,8 +238,13 @@ def shard_items(items: Sequence[str], shard: int, num_shards: int) -> list[str]:
     return list(items[bounds[shard] : bounds[shard + 1]])
 
 
+def shard_key(prefix: Key, shard: int, num_shards: int, ext: str) -> Key:
+    """``<prefix>/shards/NNNNN-of-MMMMM.<ext>`` (``ext``: ``parquet`` or ``_SUCCESS``)."""
+    return f"{prefix}/shards/{shard:05d}-of-{num_shards:05d}.{ext}"
+
+
 def _shard_key(ctx: StageContext, shard: int, num_shards: int, ext: str) -> Key:
-    return ctx.key("shards", f"{shard:05d}-of-{num_shards:05d}.{ext}")
+    return shard_key(ctx.prefix, shard, num_shards, ext)
 
 
 @dataclass(frozen=True)
@@ -232,6 +257,15 @@ class ShardResult:
     rejected: int
     skipped: bool
     seconds: float
+    peak_rss: int = 0
+    """Peak resident bytes while the shard ran (see :mod:`~madbench_common.pipeline.usage`)."""
+    retries: dict[str, int] = field(default_factory=dict)
+    """Transient S3 replies retried while the shard ran, by code."""
+
+
+def _retries_since(before: dict[str, int]) -> dict[str, int]:
+    after = retry_stats()
+    return {k: v - before.get(k, 0) for k, v in after.items() if v > before.get(k, 0)}
 
 
 def run_shard(ctx: StageContext, shard: int, num_shards: int) -> ShardResult:
@@ -239,6 +273,8 @@ def run_shard(ctx: StageContext, shard: int, num_shards: int) -> ShardResult:
     marker = _shard_key(ctx, shard, num_shards, "_SUCCESS")
     if ctx.run.exists(marker):
         return ShardResult(ctx.stage.name, shard, 0, 0, True, 0.0)
+    before = retry_stats()
+    reset_peak_rss()
     impl = load_impl(ctx.stage.target)(ctx)
     start = time.perf_counter()
     items = shard_items(impl.plan(), shard, num_shards)
@@ -248,7 +284,7 @@ def run_shard(ctx: StageContext, shard: int, num_shards: int) -> ShardResult:
     ctx.run.put_bytes(marker, json.dumps({"sha256": info.sha256, "rows": len(rows)}).encode())
     rejected = sum(not r.ok for r in rows)
     return ShardResult(ctx.stage.name, shard, len(rows), rejected, False,
-                       time.perf_counter() - start)
+                       time.perf_counter() - start, peak_rss_bytes(), _retries_since(before))
 
 
 def merge_stage(ctx: StageContext, num_shards: int) -> dict[str, Any]:
@@ -259,7 +295,7 @@ def merge_stage(ctx: StageContext, num_shards: int) -> dict[str, Any]:
         mark_key = _shard_key(ctx, shard, num_shards, "_SUCCESS")
         if not ctx.run.exists(mark_key):
             raise ManifestError(f"{ctx.run.uri(mark_key)}: shard has not finished")
-        mark = json.loads(ctx.run.get_bytes(mark_key))
+        mark = _read_json(ctx.run, mark_key)
         data = ctx.run.get_bytes(_shard_key(ctx, shard, num_shards, "parquet"), mark["sha256"])
         rows.extend(read_manifest_bytes(impl_cls.row_type, data))
     rows.sort(key=lambda r: str(getattr(r, impl_cls.id_field)))
