@@ -109,6 +109,9 @@ class RunLease:
         if current is None:
             return self._try_acquire()
         holder, token = current
+        if holder.owner == self.owner:  # our create landed but its reply was lost
+            self.token = token
+            return None
         if holder.expires > time.time() and not holder.crashed:
             return holder
         self.token = self.run.put_if_match(LOCK_KEY, self._payload(), token)
@@ -134,7 +137,7 @@ class RunLease:
                     f"{holder.describe()}; {self.run.uri(LOCK_KEY)} holds the lease. Wait "
                     "for it (--lock-wait SECONDS), or, if that runner is gone, let the "
                     "lease expire and rerun")
-            time.sleep(min(1.0, max(0.05, deadline - time.monotonic())))
+            time.sleep(min(0.25, max(0.05, deadline - time.monotonic())))
         self._thread = threading.Thread(target=self._heartbeat, name="madbench-lease",
                                         daemon=True)
         self._thread.start()
@@ -145,7 +148,7 @@ class RunLease:
             if self.token is None:
                 return
             try:
-                self.token = self.run.put_if_match(LOCK_KEY, self._payload(), self.token)
+                self.token = self._renew(self.token)
             except Exception as exc:  # store hiccup: the next beat tries again
                 log.warning("run %s: lease renewal failed: %s", self.run.run_id, exc)
                 continue
@@ -154,6 +157,14 @@ class RunLease:
                 log.error("run %s: the lease was taken over by another runner",
                           self.run.run_id)
                 return
+
+    def _renew(self, token: str) -> str | None:
+        new = self.run.put_if_match(LOCK_KEY, self._payload(), token)
+        if new is None:  # a retried renewal whose first try landed is still ours
+            current = self._holder()
+            if current is not None and current[0].owner == self.owner:
+                return current[1]
+        return new
 
     def check(self) -> None:
         """Raise :class:`RunLocked` if this runner lost its lease."""
