@@ -84,6 +84,8 @@ def list_sources(uri: str) -> list[SourceSpec]:
     """Specs for every source under ``uri`` (CSV or folder), in listing order."""
     uri = uri.removeprefix("file://")
     if uri.lower().endswith(".csv"):
+        if not uri.startswith("s3://") and not Path(uri).is_file():
+            raise ConfigError(f"sources {uri}: no such file")
         return _from_csv(uri)
     if uri.startswith("s3://") or Path(uri).is_dir():
         return _from_folder(uri)

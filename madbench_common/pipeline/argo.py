@@ -28,11 +28,11 @@ from madbench_common.store import RunStore, open_store
 
 __all__ = [
     "DETERMINISTIC_EXIT_CODE",
+    "MAX_BACKOFF_SECONDS",
     "VARIANTS",
     "ClusterProfile",
     "ImageLock",
     "Variant",
-    "MAX_BACKOFF_SECONDS",
     "compile_workflow",
     "parse_failures",
     "render_workflows",

@@ -59,6 +59,7 @@ __all__ = [
     "shard_items",
     "shard_key",
     "stage_done",
+    "stage_params",
 ]
 
 log = logging.getLogger("madbench")
@@ -213,15 +214,20 @@ def make_context(
 ) -> StageContext:
     """Build a context whose fingerprint reflects the current inputs."""
     stage = graph[stage_name]
-    merged = {**_model_default(stage), **stage.params, **params}
+    merged = stage_params(stage, params)
     fp = fingerprint(run, graph, stage, merged, image, seed)
     return StageContext(run, stage, graph, merged, fp, image, seed)
 
 
-def _model_default(stage: Stage) -> dict[str, Any]:
-    """``{"model": <slug>}`` for a stage that runs one model: what Argo passes explicitly,
-    so both backends hash the same parameters (and give the same ``params_hash``)."""
-    return {"model": stage.model} if stage.swappable else {}
+def stage_params(stage: Stage, params: dict[str, Any]) -> dict[str, Any]:
+    """The parameters a stage runs with: defaults, then ``params``.
+
+    A stage that runs one model always has ``model`` (its default slug unless
+    overridden): Argo passes it explicitly, so both backends hash the same
+    parameters and give the same ``params_hash``.
+    """
+    model = {"model": stage.model} if stage.swappable else {}
+    return {**model, **stage.params, **params}
 
 
 def stage_done(ctx: StageContext) -> bool:
