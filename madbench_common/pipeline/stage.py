@@ -32,7 +32,12 @@ from typing import Any, ClassVar, Generic, TypeVar
 import numpy as np
 
 from madbench_common.audio import read_wav_bytes, wav_bytes
-from madbench_common.errors import ChecksumError, InputRejected, ManifestError
+from madbench_common.errors import (
+    ChecksumError,
+    EnvironmentMissing,
+    InputRejected,
+    ManifestError,
+)
 from madbench_common.manifest import (
     ManifestRow,
     Provenance,
@@ -143,7 +148,12 @@ class StageImpl(ABC, Generic[ROW]):
 
 
 class MapStage(StageImpl[ROW]):
-    """A stage that handles each item independently; bad inputs are quarantined."""
+    """A stage that handles each item independently; bad inputs are quarantined.
+
+    A missing tool, model or weight (:class:`EnvironmentMissing`) is never quarantined,
+    even when stage code wrapped it into :class:`InputRejected`: the shard fails and the
+    CLI exits 3 with the reason, instead of "succeeding" with every row rejected.
+    """
 
     @abstractmethod
     def run_item(self, item: str) -> ROW:
@@ -159,10 +169,25 @@ class MapStage(StageImpl[ROW]):
             try:
                 row = self.run_item(item)
             except InputRejected as exc:
+                missing = _environment_cause(exc)
+                if missing is not None:
+                    raise missing from None
                 log.warning("%s: rejected %s", self.ctx.stage.name, exc)
                 row = self.rejected_row(item, exc)
             rows.append(row)
         return rows
+
+
+def _environment_cause(exc: BaseException) -> EnvironmentMissing | None:
+    """The :class:`EnvironmentMissing` behind ``exc`` (its cause or context chain), if any."""
+    seen: BaseException | None = exc
+    for _ in range(8):
+        if seen is None:
+            return None
+        if isinstance(seen, EnvironmentMissing):
+            return seen
+        seen = seen.__cause__ or seen.__context__
+    return None
 
 
 def load_impl(target: str) -> type[StageImpl[Any]]:
