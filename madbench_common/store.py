@@ -343,15 +343,19 @@ class S3Store(Store):
         obj = self._get(key)
         return obj["Body"].read(), obj.get("Metadata", {}).get("sha256")
 
-    def exists(self, key: Key) -> bool:
+    def size(self, key: Key) -> int | None:
+        """Bytes of ``key`` from its metadata (``None`` when absent)."""
         try:
-            call_s3(self.client, self.uri(key), self.client.head_object, Bucket=self.bucket,
-                    Key=self._key(key))
+            head = call_s3(self.client, self.uri(key), self.client.head_object,
+                           Bucket=self.bucket, Key=self._key(key))
         except Exception as exc:  # botocore ClientError: 404 / NoSuchKey
             if is_not_found(exc):
-                return False
+                return None
             raise
-        return True
+        return int(head.get("ContentLength", 0))
+
+    def exists(self, key: Key) -> bool:
+        return self.size(key) is not None
 
     def list(self, prefix: Key = "") -> list[Key]:
         if prefix:
