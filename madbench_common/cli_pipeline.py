@@ -24,7 +24,7 @@ from madbench_common.pipeline.stage import (
     run_shard,
 )
 from madbench_common.pipeline.usage import peak_rss_bytes
-from madbench_common.s3client import retry_stats
+from madbench_common.s3client import retries_since, retry_stats
 from madbench_common.status import RunStatus, collect_status
 from madbench_common.store import RunStore, copy_run, open_store
 
@@ -246,8 +246,7 @@ def _pod_work(args: argparse.Namespace, verb: str, work: Callable[[StageContext]
         what = invalidate(ctx.run, exc.key)
         raise ChecksumError(f"{exc}; invalidated {what}: resubmit with the same run id to "
                             "recompute it", key=exc.key) from None
-    retries = {k: v - before.get(k, 0) for k, v in retry_stats().items()
-               if v > before.get(k, 0)}
+    retries = retries_since(before)
     record = {"stage": args.stage, "verb": verb, "shard": getattr(args, "shard", None),
               "num_shards": args.num_shards, "image": args.image,
               "seconds": round(time.perf_counter() - start, 3),

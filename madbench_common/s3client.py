@@ -25,6 +25,7 @@ __all__ = [
     "is_precondition_failed",
     "make_s3_client",
     "reset_retry_stats",
+    "retries_since",
     "retry_stats",
 ]
 
@@ -47,6 +48,12 @@ def retry_stats() -> dict[str, int]:
     """Transient S3 replies seen by this process, by code (``total`` sums them)."""
     with _lock:
         return dict(_stats)
+
+
+def retries_since(before: dict[str, int]) -> dict[str, int]:
+    """Transient replies counted since the snapshot ``before`` (a :func:`retry_stats`)."""
+    now = retry_stats()
+    return {k: v - before.get(k, 0) for k, v in now.items() if v > before.get(k, 0)}
 
 
 def reset_retry_stats() -> None:

@@ -43,6 +43,7 @@ class SeaweedS3:
     def __init__(self, workdir: str | Path | None = None) -> None:
         self._own_dir = workdir is None
         self.dir = Path(workdir or tempfile.mkdtemp(prefix="mb-seaweed-"))
+        self.dir.mkdir(parents=True, exist_ok=True)
         self.access_key = "mb" + secrets.token_hex(8)
         self.secret_key = secrets.token_hex(20)
         self.port = free_port()
@@ -169,6 +170,8 @@ class S3FaultProxy:
         self.every, self.offset, self.faults = every, offset, faults
         self.injected: Counter[str] = Counter()
         self.requests = 0
+        self.log: list[tuple[str, str, str | None]] = []
+        """(method, path, fault or None) of every request, in arrival order."""
         self._lock = threading.Lock()
         self.port = free_port()
         self._server = ThreadingHTTPServer(("127.0.0.1", self.port), _handler(self))
@@ -179,16 +182,27 @@ class S3FaultProxy:
     def endpoint(self) -> str:
         return f"http://127.0.0.1:{self.port}"
 
-    def next_fault(self) -> str | None:
+    def next_fault(self, method: str = "", path: str = "") -> str | None:
         """The fault for the next request, or ``None`` to forward it."""
         with self._lock:
             self.requests += 1
             n = self.requests - self.offset
-            if self.every <= 0 or n < 0 or n % self.every:
-                return None
-            fault = self.faults[(n // self.every) % len(self.faults)]
-            self.injected[fault] += 1
+            fault = None
+            if self.every > 0 and n >= 0 and n % self.every == 0:
+                fault = self.faults[(n // self.every) % len(self.faults)]
+                self.injected[fault] += 1
+            self.log.append((method, path, fault))
             return fault
+
+    def faults_before(self, method: str, fragment: str) -> int:
+        """Faults injected before the first ``method`` request whose path has ``fragment``."""
+        with self._lock:
+            count = 0
+            for m, path, fault in self.log:
+                if m == method and fragment in path:
+                    return count
+                count += fault is not None
+            return count
 
     def forward(self, method: str, path: str, headers: dict[str, str],
                 body: bytes) -> tuple[int, list[tuple[str, str]], bytes]:
@@ -237,7 +251,7 @@ def _handler(proxy: S3FaultProxy) -> type[BaseHTTPRequestHandler]:
 
         def _handle(self) -> None:
             body = self._body()
-            fault = proxy.next_fault()
+            fault = proxy.next_fault(self.command, self.path)
             if fault is not None:
                 status, code, message = _FAULTS[fault]
                 payload = (f'<?xml version="1.0" encoding="UTF-8"?><Error><Code>{code}</Code>'

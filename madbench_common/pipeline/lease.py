@@ -177,7 +177,11 @@ class RunLease:
         if self._thread is not None:
             self._thread.join(timeout=30)
         if self.token is not None and not self.lost:
-            self.run.delete_if_match(LOCK_KEY, self.token)
+            try:
+                self.run.delete_if_match(LOCK_KEY, self.token)
+            except Exception as exc:  # the lease expires by itself
+                log.warning("run %s: lease not released (%s); it expires in %.0fs",
+                            self.run.run_id, exc, self.lease)
         self.token = None
 
     def __enter__(self) -> RunLease:

@@ -12,6 +12,7 @@ RSS and the S3 retries.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import logging
 import os
@@ -40,7 +41,7 @@ from madbench_common.pipeline.stage import (
     stage_done,
 )
 from madbench_common.pipeline.usage import peak_rss_bytes, reset_peak_rss
-from madbench_common.s3client import retry_stats
+from madbench_common.s3client import retries_since, retry_stats
 from madbench_common.store import RunStore, open_store
 
 __all__ = ["LocalRunner", "RunOptions", "StageReport"]
@@ -111,9 +112,11 @@ def _shard_job(
     store_uri: str, run_id: str, graph_factory: Callable[[], Graph], stage: str,
     params: dict[str, Any], seed: int, shard: int, num_shards: int,
 ) -> ShardResult:
+    before = retry_stats()
     run = _open_run(store_uri, run_id, os.environ.get("AWS_ENDPOINT_URL", ""))
     ctx = make_context(run, graph_factory(), stage, params, EMBEDDED_IMAGE, seed)
-    return run_shard(ctx, shard, num_shards)
+    result = run_shard(ctx, shard, num_shards)
+    return dataclasses.replace(result, retries=retries_since(before))  # context reads too
 
 
 def _sum(counts: list[dict[str, int]]) -> dict[str, int]:
@@ -162,11 +165,24 @@ class LocalRunner:
             try:
                 with self._progress() as progress:
                     self._passes(pool, progress, lease)
-            finally:
-                if pool is not None:
-                    pool.shutdown(cancel_futures=True)
-                self._write_log(started)
+            except BaseException:
+                self._shutdown(pool)
+                self._write_log_quietly(started)  # the run's own error is the one to see
+                raise
+            self._shutdown(pool)
+            self._write_log(started)
         return self.reports
+
+    @staticmethod
+    def _shutdown(pool: ProcessPoolExecutor | None) -> None:
+        if pool is not None:
+            pool.shutdown(cancel_futures=True)
+
+    def _write_log_quietly(self, started: datetime) -> None:
+        try:
+            self._write_log(started)
+        except Exception as exc:
+            log.warning("run log not written: %s", exc)
 
     def _passes(self, pool: ProcessPoolExecutor | None, progress: Progress,
                 lease: RunLease) -> None:
@@ -234,9 +250,7 @@ class LocalRunner:
         reset_peak_rss()
         start = time.perf_counter()
         marker = merge_stage(ctx, n)
-        retries = {k: v - before.get(k, 0) for k, v in retry_stats().items()
-                   if v > before.get(k, 0)}
-        return marker, time.perf_counter() - start, peak_rss_bytes(), retries
+        return marker, time.perf_counter() - start, peak_rss_bytes(), retries_since(before)
 
     def _run_shards(
         self, stage: Stage, params: dict[str, Any], n: int, pool: ProcessPoolExecutor | None,
@@ -260,10 +274,7 @@ class LocalRunner:
 
     def _run_retries(self) -> dict[str, int]:
         """Transient S3 replies of the whole run: this process's, plus its workers'."""
-        before = self._retries_before
-        own = {k: v - before.get(k, 0) for k, v in retry_stats().items()
-               if v > before.get(k, 0)}
-        return _sum([own, *self._worker_retries])
+        return _sum([retries_since(self._retries_before), *self._worker_retries])
 
     def _write_log(self, started: datetime) -> None:
         stamp = started.strftime("%Y%m%dT%H%M%S.%fZ")

@@ -47,7 +47,7 @@ from madbench_common.manifest import (
 )
 from madbench_common.pipeline.graph import Graph, Stage
 from madbench_common.pipeline.usage import peak_rss_bytes, reset_peak_rss
-from madbench_common.s3client import retry_stats
+from madbench_common.s3client import retries_since, retry_stats
 from madbench_common.store import ObjectInfo, RunStore
 from madbench_common.types import Audio, Key
 
@@ -137,6 +137,9 @@ class StageImpl(ABC, Generic[ROW]):
 
     def __init__(self, ctx: StageContext) -> None:
         self.ctx = ctx
+        self.item_seconds: dict[str, float] = {}
+        """Wall seconds per item (MapStage fills it); kept in the shard marker, never in
+        the manifest, whose bytes must not depend on timing."""
 
     @abstractmethod
     def plan(self) -> list[str]:
@@ -166,6 +169,7 @@ class MapStage(StageImpl[ROW]):
     def run_items(self, items: Sequence[str]) -> list[ROW]:
         rows = []
         for item in items:
+            start = time.perf_counter()
             try:
                 row = self.run_item(item)
             except InputRejected as exc:
@@ -174,6 +178,7 @@ class MapStage(StageImpl[ROW]):
                     raise missing from None
                 log.warning("%s: rejected %s", self.ctx.stage.name, exc)
                 row = self.rejected_row(item, exc)
+            self.item_seconds[item] = round(time.perf_counter() - start, 4)
             rows.append(row)
         return rows
 
@@ -294,11 +299,6 @@ class ShardResult:
     """Transient S3 replies retried while the shard ran, by code."""
 
 
-def _retries_since(before: dict[str, int]) -> dict[str, int]:
-    after = retry_stats()
-    return {k: v - before.get(k, 0) for k, v in after.items() if v > before.get(k, 0)}
-
-
 def run_shard(ctx: StageContext, shard: int, num_shards: int) -> ShardResult:
     """Run one shard unless its marker exists; write rows, then the marker."""
     marker = _shard_key(ctx, shard, num_shards, "_SUCCESS")
@@ -312,10 +312,11 @@ def run_shard(ctx: StageContext, shard: int, num_shards: int) -> ShardResult:
     rows = impl.run_items(items)
     data = write_manifest_bytes(impl.row_type, rows)
     info = ctx.run.put_bytes(_shard_key(ctx, shard, num_shards, "parquet"), data)
-    ctx.run.put_bytes(marker, json.dumps({"sha256": info.sha256, "rows": len(rows)}).encode())
+    ctx.run.put_bytes(marker, json.dumps({"sha256": info.sha256, "rows": len(rows),
+                                          "item_seconds": impl.item_seconds}).encode())
     rejected = sum(not r.ok for r in rows)
     return ShardResult(ctx.stage.name, shard, len(rows), rejected, False,
-                       time.perf_counter() - start, peak_rss_bytes(), _retries_since(before))
+                       time.perf_counter() - start, peak_rss_bytes(), retries_since(before))
 
 
 def merge_stage(ctx: StageContext, num_shards: int) -> dict[str, Any]:

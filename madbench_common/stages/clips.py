@@ -11,7 +11,6 @@ the generator stages (each makes the planned components of its own setting).
 from __future__ import annotations
 
 import dataclasses
-import time
 from abc import abstractmethod
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -157,17 +156,18 @@ class PlannedComponentStage(MapStage[ComponentRow]):
 
     def run_item(self, item: str) -> ComponentRow:
         plan = self.planned[item]
-        start = time.perf_counter()
         try:
             audio = self.generate(plan)
         except (ConfigError, ValueError, RuntimeError) as exc:
             raise InputRejected(item, "generation_failed", f"{type(exc).__name__}: {exc}") \
                 from None
-        seconds = time.perf_counter() - start
         info = self.ctx.save_audio(f"{plan.component}/{item}.wav", audio, plan.sample_rate)
+        # gen_seconds stays 0: a wall-clock time in a manifest would change its sha256 on
+        # every rerun and with it every downstream fingerprint. Per-item seconds are in the
+        # shard marker (``item_seconds``, recorded by MapStage for every map stage).
         return dataclasses.replace(
             plan, generator=self.model.slug, uri=info.uri, sha256=info.sha256,
-            duration=len(audio) / plan.sample_rate, gen_seconds=seconds,
+            duration=len(audio) / plan.sample_rate,
         ).with_provenance(self.ctx.provenance(self.model.slug, self.model.version))
 
     @abstractmethod
