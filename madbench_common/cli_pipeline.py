@@ -49,6 +49,9 @@ def add_commands(sub: argparse._SubParsersAction[Any]) -> None:
     run.add_argument("--shards", action="append", default=[], metavar="STAGE=N",
                      help="shard count for a stage (default: the stage's, at least --workers)")
     run.add_argument("--no-progress", action="store_true")
+    run.add_argument("--isolate-shards", action="store_true",
+                     help="run every shard in a fresh process, as a pod would (slower; "
+                          "exact per-shard peak memory for madbench measure)")
     run.add_argument("--lock-wait", type=float, default=0.0, metavar="SECONDS",
                      help="wait this long for another runner's lease on the run (default: "
                           "fail at once)")
@@ -118,6 +121,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     for stage in params:
         graph[stage]  # unknown stage names fail before any work
     opts.lock_wait = max(0.0, args.lock_wait)
+    opts.isolate = args.isolate_shards
     LocalRunner(build_graph, opts).execute()
     print_status(collect_status(RunStore(open_store(args.store), args.run_id), graph))
     return 0

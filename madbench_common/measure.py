@@ -3,9 +3,11 @@
 Each stage's cost is its wall time from the run log times the worker count
 (core-seconds), divided by the items it is planned per: source clips before the
 split, eligible clips after it, and benchmark samples from assembly on. Bytes are
-what the stage wrote under its prefix. Rows are labelled with where and how they
-were measured; generator stages run their CPU references here, so their figures
-say nothing about the real models' GPU time.
+what the stage wrote under its prefix. ``peak_rss_mb`` is the largest peak resident
+memory of one of its shards or its merge (the run log's ``peak_rss``; measure a run made
+with ``--isolate-shards`` so each shard's peak is its own). Rows are labelled with where
+and how they were measured; generator stages run their CPU references here, so their
+figures say nothing about the real models' GPU time.
 """
 
 from __future__ import annotations
@@ -25,12 +27,15 @@ __all__ = ["measure_run", "throughput_csv"]
 
 _PER_SOURCE = ("ingest", "separate", "source_qc")
 _PER_SAMPLE = ("assemble", "features", "evaluate")
-_FIELDS = ("stage", "unit", "device", "seconds_per_item", "bytes_per_item", "basis", "source")
+_FIELDS = ("stage", "unit", "device", "seconds_per_item", "bytes_per_item", "basis", "source",
+           "peak_rss_mb")
 
 
-def _stage_seconds(run: RunStore) -> tuple[dict[str, float], int]:
-    """Core-seconds per stage over every run log (first non-skipped record wins)."""
+def _stage_seconds(run: RunStore) -> tuple[dict[str, float], dict[str, int], int]:
+    """Core-seconds and peak RSS per stage over every run log (first non-skipped record
+    wins), and the worker count."""
     seconds: dict[str, float] = {}
+    peaks: dict[str, int] = {}
     workers = 1
     for key in run.list("_logs"):
         if not key.startswith("_logs/run-"):
@@ -40,7 +45,8 @@ def _stage_seconds(run: RunStore) -> tuple[dict[str, float], int]:
         for s in record["stages"]:
             if not s["skipped"] and s["stage"] not in seconds:
                 seconds[s["stage"]] = float(s["seconds"]) * int(record["workers"])
-    return seconds, workers
+                peaks[s["stage"]] = int(s.get("peak_rss", 0))
+    return seconds, peaks, workers
 
 
 def _bytes_written(run: RunStore, stage: str) -> int:
@@ -60,7 +66,7 @@ def _denominators(run: RunStore) -> dict[str, int]:
 
 def measure_run(run: RunStore, graph: Graph, where: str = "") -> list[Throughput]:
     """Throughput rows for every stage of ``graph`` that ran in ``run``."""
-    seconds, workers = _stage_seconds(run)
+    seconds, peaks, workers = _stage_seconds(run)
     counts = _denominators(run)
     where = where or f"{platform.machine()} CPU"
     rows = []
@@ -75,7 +81,8 @@ def measure_run(run: RunStore, graph: Graph, where: str = "") -> list[Throughput
                   f"{workers} workers on {where}{ref}; core-seconds = wall x workers")
         rows.append(Throughput(stage.name, unit, "cpu", round(seconds[stage.name] / n, 4),
                                _bytes_written(run, stage.name) // n,
-                               "measured-cpu-ref" if stage.gpu else "measured", source))
+                               "measured-cpu-ref" if stage.gpu else "measured", source,
+                               -(-peaks.get(stage.name, 0) // 2**20)))
     return rows
 
 

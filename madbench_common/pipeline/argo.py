@@ -11,6 +11,7 @@ to YAML deterministically.
 
 from __future__ import annotations
 
+import functools
 import json
 import re
 from collections.abc import Iterable
@@ -29,11 +30,13 @@ from madbench_common.store import RunStore, open_store
 __all__ = [
     "DETERMINISTIC_EXIT_CODE",
     "MAX_BACKOFF_SECONDS",
+    "MERGE_MEMORY",
     "VARIANTS",
     "ClusterProfile",
     "ImageLock",
     "Variant",
     "compile_workflow",
+    "memory_request",
     "parse_failures",
     "render_workflows",
     "task_name",
@@ -56,6 +59,10 @@ _SCRATCH = "/tmp"
 _WEIGHTS = "/cache"
 _UID = 10001
 _BACKOFF_SECONDS = 30
+_MEMORY_HEADROOM, _MEMORY_STEP_MI, _MEMORY_FLOOR_MI = 1.5, 256, 512
+MERGE_MEMORY = "1Gi"
+"""Merge pods' memory (see ``bench/bench_scale.py``: the largest merge at the paper's
+scale, 49,608 sample rows, peaks well below it)."""
 MAX_BACKOFF_SECONDS = 600
 """The longest wait between two retries any stage may reach (30 s × 2^(retries-1))."""
 
@@ -217,8 +224,30 @@ def _container_security() -> m.SecurityContext:
     )
 
 
+@functools.cache
+def _measured() -> dict[str, Any]:
+    from madbench_common.plan import load_throughput
+
+    return load_throughput()
+
+
+def memory_request(stage: Stage, variant: Variant) -> str:
+    """A shard pod's memory: the measured peak RSS (throughput table) × 1.5, rounded up to
+    256 Mi, at least 512 Mi — where the measurement applies: the stage runs the image it
+    was measured on (``reference-cpu``: always in smoke runs, in full runs only for stages
+    whose image it is). Elsewhere (real model images, not measured yet) the stage's
+    declared ``memory``."""
+    row = _measured().get(stage.name)
+    slug = "reference-cpu" if variant.cpu_only else stage.image
+    if row is None or not row.peak_rss_mb or slug != "reference-cpu":
+        return stage.memory
+    step = _MEMORY_STEP_MI
+    mi = max(_MEMORY_FLOOR_MI, -(-int(row.peak_rss_mb * _MEMORY_HEADROOM) // step) * step)
+    return f"{mi}Mi"
+
+
 def _resources(stage: Stage, variant: Variant, merge: bool) -> m.ResourceRequirements:
-    cpu, memory = ("500m", "1Gi") if merge else (stage.cpu, stage.memory)
+    cpu, memory = ("500m", MERGE_MEMORY) if merge else (stage.cpu, memory_request(stage, variant))
     requests = {"cpu": m.Quantity(cpu), "memory": m.Quantity(memory)}
     limits = {"memory": m.Quantity(memory)}
     if stage.gpu and not variant.cpu_only and not merge:

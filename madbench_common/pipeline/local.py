@@ -15,6 +15,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import logging
+import multiprocessing
 import os
 import sys
 import time
@@ -68,6 +69,9 @@ class RunOptions:
     progress: bool = True
     lock_wait: float = 0.0
     """Seconds to wait for another runner's lease on the run (0: fail at once)."""
+    isolate: bool = False
+    """Run every shard in a fresh process (as a pod does): slower, but each shard's peak
+    RSS is its own, which is what ``madbench measure`` turns into memory requests."""
 
 
 @dataclass
@@ -157,7 +161,11 @@ class LocalRunner:
         pool = None
         self._worker_retries: list[dict[str, int]] = []
         with RunLease(self.run, wait=self.opts.lock_wait) as lease:
-            if self.opts.workers > 1:
+            if self.opts.isolate:  # every shard in a fresh process, as in a pod
+                pool = ProcessPoolExecutor(self.opts.workers, initializer=_init_worker,
+                                           initargs=(threads,), max_tasks_per_child=1,
+                                           mp_context=multiprocessing.get_context("spawn"))
+            elif self.opts.workers > 1:
                 pool = ProcessPoolExecutor(self.opts.workers, initializer=_init_worker,
                                            initargs=(threads,))
             else:
@@ -258,7 +266,7 @@ class LocalRunner:
     ) -> list[ShardResult]:
         args = (self.opts.store, self.opts.run_id, self.graph_factory, stage.name, params,
                 self.opts.seed)
-        if pool is None or n == 1:
+        if pool is None or (n == 1 and not self.opts.isolate):
             results = []
             for shard in range(n):
                 results.append(_shard_job(*args, shard, n))
