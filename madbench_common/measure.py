@@ -13,6 +13,7 @@ figures say nothing about the real models' GPU time.
 from __future__ import annotations
 
 import csv
+import dataclasses
 import io
 import json
 import platform
@@ -23,7 +24,7 @@ from madbench_common.pipeline.stage import read_marker
 from madbench_common.plan import Throughput
 from madbench_common.store import RunStore
 
-__all__ = ["measure_run", "throughput_csv"]
+__all__ = ["measure_run", "throughput_csv", "update_peaks"]
 
 _PER_SOURCE = ("ingest", "separate", "source_qc")
 _PER_SAMPLE = ("assemble", "features", "evaluate")
@@ -102,3 +103,11 @@ def throughput_csv(rows: list[Throughput]) -> str:
     for r in rows:
         writer.writerow({f: getattr(r, f) for f in _FIELDS})
     return buf.getvalue()
+
+
+def update_peaks(table: dict[str, Throughput], measured: list[Throughput]) -> list[Throughput]:
+    """``table`` with each stage's ``peak_rss_mb`` from ``measured`` (other columns kept:
+    timings measured on a quiet machine stay valid while memory is re-measured)."""
+    peaks = {r.stage: r.peak_rss_mb for r in measured if r.peak_rss_mb}
+    return [dataclasses.replace(row, peak_rss_mb=peaks.get(row.stage, row.peak_rss_mb))
+            for row in table.values()]
