@@ -29,7 +29,7 @@ from typing import Any
 
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-from madbench_common.errors import ChecksumError
+from madbench_common.errors import ChecksumError, ConfigError
 from madbench_common.pipeline.graph import Graph, Stage
 from madbench_common.pipeline.lease import RunLease
 from madbench_common.pipeline.repair import invalidate
@@ -162,6 +162,8 @@ class LocalRunner:
         self._worker_retries: list[dict[str, int]] = []
         with RunLease(self.run, wait=self.opts.lock_wait) as lease:
             if self.opts.isolate:  # every shard in a fresh process, as in a pod
+                if sys.version_info < (3, 11):
+                    raise ConfigError("--isolate-shards needs Python 3.11 or later")
                 pool = ProcessPoolExecutor(self.opts.workers, initializer=_init_worker,
                                            initargs=(threads,), max_tasks_per_child=1,
                                            mp_context=multiprocessing.get_context("spawn"))
