@@ -2,7 +2,8 @@
 
 For each seed and each store (the file store and a local SeaweedFS), ``madbench run``
 on three demo clips is killed (its whole process group) at a point drawn uniformly
-over a clean run's duration, then rerun. Every rerun must give manifests
+over the clean run's progress (after 1 … N−1 of its N ``_SUCCESS`` markers, plus
+0–1 s), then rerun. Every rerun must give manifests
 byte-identical to the clean run's and compute no shard that had finished before the
 kill. Also: the S3 server killed and restarted mid-run, and S3 throttling/5xx through
 a fault proxy (retries counted by ``madbench status``).
@@ -27,6 +28,7 @@ sys.path.insert(0, str(REPO))
 
 from madbench_common.faultsuite import (  # noqa: E402
     KillRecord,
+    count_markers,
     demo_sources,
     manifests,
     run_cli,
@@ -45,7 +47,7 @@ def _summary(records: list[KillRecord]) -> dict[str, object]:
     return {
         "seeds": len(records),
         "killed_mid_run": sum(r.killed for r in records),
-        "survived": sum(not r.problems for r in records),
+        "survived": sum(r.killed and not r.problems for r in records),
         "stages_done_at_kill": sorted(r.stages_done for r in records),
         "finished_shards_at_kill_total": sum(r.shards_done for r in records),
         "finished_shards_redone_total": sum(r.shards_redone for r in records),
@@ -96,6 +98,16 @@ def _throttled(s3: SeaweedS3, sources: Path, clean: dict[str, bytes]) -> dict[st
             "identical": all(got[s] == clean[s] for s in got) and len(got) == 4}
 
 
+def _seed(seed: int, store: str, sources: Path, clean: dict[str, bytes], total: int,
+          env: dict[str, str]) -> KillRecord:
+    record = sweep_seed(seed, store, sources, build_graph(), clean, total, env, WORKERS)
+    print(f"{store.split(':')[0] if ':' in store else 'file'} seed {seed}: killed after "
+          f"{record.markers}/{total} markers + {record.jitter}s ({record.stages_done} stages "
+          f"done, {record.shards_done} shards), rerun {record.rerun_seconds}s, problems "
+          f"{record.problems}", flush=True)
+    return record
+
+
 def main() -> int:
     graph = build_graph()
     with tempfile.TemporaryDirectory(prefix="mb-faults-") as tmp:
@@ -106,22 +118,18 @@ def main() -> int:
         if done.returncode != 0:
             print(done.stderr[-3000:])
             return 1
-        clean = manifests(RunStore(open_store(str(Path(tmp) / "clean")), "clean"), graph)
-        files = [sweep_seed(seed, str(Path(tmp) / f"file-{seed}"), sources, graph, clean,
-                            clean_s, workers=WORKERS) for seed in range(SEEDS)]
-        for r in files:
-            print(f"file seed {r.seed}: kill at {r.delay}s, {r.stages_done} stages done, "
-                  f"problems {r.problems}", flush=True)
+        clean_run = RunStore(open_store(str(Path(tmp) / "clean")), "clean")
+        clean, total = manifests(clean_run, graph), count_markers(clean_run)
+        files = [_seed(seed, str(Path(tmp) / f"file-{seed}"), sources, clean, total, {})
+                 for seed in range(SEEDS)]
         with SeaweedS3() as s3:
             s3.create_bucket("madbench")
-            s3_runs = [sweep_seed(seed, f"s3://madbench/kill-{seed}", sources, graph, clean,
-                                  clean_s * 1.1, s3.env(), WORKERS) for seed in range(SEEDS)]
-            for r in s3_runs:
-                print(f"s3 seed {r.seed}: kill at {r.delay}s, {r.stages_done} stages done, "
-                      f"problems {r.problems}", flush=True)
+            s3_runs = [_seed(seed, f"s3://madbench/kill-{seed}", sources, clean, total,
+                             s3.env()) for seed in range(SEEDS)]
             throttled = _throttled(s3, sources, clean)
             outage = _outage(s3, sources, clean)
     result = {"clips": 3, "workers": WORKERS, "clean_run_seconds": round(clean_s, 1),
+              "clean_run_markers": total,
               "file": _summary(files), "s3": _summary(s3_runs), "s3_outage": outage,
               "s3_throttled": throttled,
               "records": [asdict(r) for r in files + s3_runs]}

@@ -35,6 +35,7 @@ from madbench_common.store import RunStore, open_store
 __all__ = [
     "KillRecord",
     "check_resume",
+    "count_markers",
     "demo_sources",
     "finished_markers",
     "kill_run",
@@ -81,23 +82,32 @@ def run_cli(store: str, run_id: str, sources: Path, env: Mapping[str, str] | Non
                           capture_output=True, env={**os.environ, **(env or {})})
 
 
-def kill_run(store: str, run_id: str, sources: Path, delay: float,
+def count_markers(run: RunStore) -> int:
+    """Shard and stage ``_SUCCESS`` markers written so far: how far a run has come."""
+    return sum(k.endswith("_SUCCESS") for k in run.list())
+
+
+def kill_run(store: str, run_id: str, sources: Path, markers: int, jitter: float,
              env: Mapping[str, str] | None = None, workers: int = 2,
              extra: Sequence[str] = ()) -> bool:
-    """Start ``madbench run``, SIGKILL its whole process group after ``delay`` seconds.
+    """Start ``madbench run``; once it has written ``markers`` markers, wait ``jitter``
+    seconds and SIGKILL its whole process group (the runner and its workers).
 
-    Returns whether the kill landed (``False``: the run had already finished).
+    Kill points chosen by progress, not by time, land inside the run however fast the
+    machine is. Returns whether the kill landed (``False``: the run had finished).
     """
+    run = RunStore(_open(store, env), run_id)
     proc = subprocess.Popen(_argv(store, run_id, sources, workers, extra),
                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
                             env={**os.environ, **(env or {})}, start_new_session=True)
-    try:
-        proc.wait(timeout=delay)
+    while proc.poll() is None and count_markers(run) < markers:
+        time.sleep(0.1)
+    time.sleep(jitter)
+    if proc.poll() is not None:
         return False
-    except subprocess.TimeoutExpired:
-        os.killpg(proc.pid, signal.SIGKILL)
-        proc.wait()
-        return True
+    os.killpg(proc.pid, signal.SIGKILL)
+    proc.wait()
+    return True
 
 
 def manifests(run: RunStore, graph: Graph) -> dict[str, bytes]:
@@ -148,7 +158,10 @@ class KillRecord:
 
     seed: int
     store: str
-    delay: float
+    markers: int
+    """The kill came after this many markers (of the clean run's total) …"""
+    jitter: float
+    """… and this many seconds more."""
     killed: bool
     stages_done: int
     shards_done: int
@@ -158,20 +171,24 @@ class KillRecord:
 
 
 def sweep_seed(seed: int, store: str, sources: Path, graph: Graph, clean: Mapping[str, bytes],
-               clean_seconds: float, env: Mapping[str, str] | None = None,
+               clean_markers: int, env: Mapping[str, str] | None = None,
                workers: int = 2) -> KillRecord:
-    """Kill a fresh run at a seeded point of the clean run's duration, rerun, check."""
+    """Kill a fresh run at a seeded point of its progress, rerun it, check the rerun.
+
+    The point: after a uniform draw of 1 … ``clean_markers`` − 1 markers (the clean
+    run wrote ``clean_markers``), plus a uniform 0–1 s, so kills also land mid-write.
+    """
     rng = random.Random(seed)
-    delay = rng.uniform(0.03, 0.97) * clean_seconds
+    markers, jitter = rng.randint(1, clean_markers - 1), round(rng.uniform(0.0, 1.0), 2)
     run_id = f"kill-{seed}"
-    killed = kill_run(store, run_id, sources, delay, env, workers)
+    killed = kill_run(store, run_id, sources, markers, jitter, env, workers)
     run = RunStore(_open(store, env), run_id)
     before = finished_markers(run)
     stages_done = len(manifests(run, graph))
     start = time.monotonic()
     done = run_cli(store, run_id, sources, env, workers)
     seconds = time.monotonic() - start
-    record = KillRecord(seed, store, round(delay, 2), killed, stages_done, len(before), 0,
+    record = KillRecord(seed, store, markers, jitter, killed, stages_done, len(before), 0,
                         round(seconds, 1))
     if done.returncode != 0:
         record.problems.append(f"rerun exited {done.returncode}: {done.stderr[-400:]}")

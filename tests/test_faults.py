@@ -18,6 +18,7 @@ from pathlib import Path
 import pytest
 
 from madbench_common.faultsuite import (
+    count_markers,
     demo_sources,
     last_run_log,
     manifests,
@@ -42,7 +43,8 @@ class Clean:
     store: Path
     sources: Path
     manifests: dict[str, bytes]
-    seconds: float
+    markers: int
+    """``_SUCCESS`` markers the clean run wrote (kill points are drawn below it)."""
 
 
 @pytest.fixture(scope="module")
@@ -51,13 +53,12 @@ def clean(tmp_path_factory: pytest.TempPathFactory) -> Clean:
         pytest.skip("data/demo not built")
     tmp = tmp_path_factory.mktemp("clean")
     sources = demo_sources(tmp / "sources")
-    start = time.monotonic()
     done = run_cli(str(tmp / "store"), "clean", sources)
     assert done.returncode == 0, done.stderr[-2000:]
     run = RunStore(open_store(str(tmp / "store")), "clean")
     found = manifests(run, build_graph())
     assert len(found) == len(build_graph().stages)
-    return Clean(tmp / "store", sources, found, time.monotonic() - start)
+    return Clean(tmp / "store", sources, found, count_markers(run))
 
 
 def _all_skipped(run: RunStore) -> None:
@@ -94,7 +95,7 @@ def test_run_moved_between_store_kinds_skips_every_stage(clean: Clean, tmp_path:
 @pytest.mark.parametrize("seed", [3])
 def test_sigkill_then_rerun_on_files(clean: Clean, tmp_path: Path, seed: int) -> None:
     record = sweep_seed(seed, str(tmp_path / "store"), clean.sources, build_graph(),
-                        clean.manifests, clean.seconds)
+                        clean.manifests, clean.markers)
     assert record.killed and record.problems == [], record
 
 
@@ -102,7 +103,7 @@ def test_sigkill_then_rerun_on_files(clean: Clean, tmp_path: Path, seed: int) ->
 @pytest.mark.parametrize("seed", [7])
 def test_sigkill_then_rerun_on_s3(clean: Clean, s3_uri: str, seed: int) -> None:
     record = sweep_seed(seed, s3_uri, clean.sources, build_graph(), clean.manifests,
-                        clean.seconds * 1.1)
+                        clean.markers)
     assert record.killed and record.problems == [], record
 
 
