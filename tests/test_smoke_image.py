@@ -116,11 +116,23 @@ def _rows(store: Path, stage: str) -> list[dict[str, Any]]:
             for r in read_manifest_bytes(cls, data)]
 
 
-def test_every_smoke_stage_runs_in_the_image() -> None:
-    from madbench_common.containers import run_in_image
+def _in_image(ref: str, argv: list[str], **kw: Any) -> str:
+    """``run_in_image``, retried when the engine itself fails (exit 125: on a shared
+    machine another user's ``buildah rm --all`` can remove a working container)."""
+    from madbench_common.containers import ContainerFailed, run_in_image
 
+    for attempt in range(3):
+        try:
+            return run_in_image(ref, argv, **kw)
+        except ContainerFailed as exc:
+            if exc.code != 125 or attempt == 2:
+                raise
+    raise AssertionError("unreachable")
+
+
+def test_every_smoke_stage_runs_in_the_image() -> None:
     ref = _image()
-    assert run_in_image(ref, ["python", "-c", _DIGEST_CODE], capture=True).strip() == \
+    assert _in_image(ref, ["python", "-c", _DIGEST_CODE], capture=True).strip() == \
         _source_digest(), f"{ref} carries another madbench_common: rebuild it from this tree"
     work = Path(tempfile.mkdtemp(prefix="madbench-smoke-",
                                  dir=os.environ.get("MADBENCH_IMAGE_TEST_DIR", "/var/tmp")))
@@ -132,7 +144,7 @@ def test_every_smoke_stage_runs_in_the_image() -> None:
 
 
 def _run_all(ref: str, work: Path) -> None:
-    from madbench_common.containers import ContainerFailed, Mount, run_in_image
+    from madbench_common.containers import ContainerFailed, Mount
     from madbench_common.imagetest import _writable
 
     store, sources = _writable(work / "store"), _sources(work)
@@ -148,9 +160,9 @@ def _run_all(ref: str, work: Path) -> None:
         shards = int(values[f"{stage.name}_shards"]) if stage.sharded else 1
         for shard in range(shards):
             tpl = templates[f"{name}-shard"]
-            run_in_image(ref, _argv(tpl, values, shard), mounts=mounts, env=_env(tpl))
+            _in_image(ref, _argv(tpl, values, shard), mounts=mounts, env=_env(tpl))
         tpl = templates[f"{name}-merge"]
-        run_in_image(ref, _argv(tpl, values, 0), mounts=mounts, env=_env(tpl))
+        _in_image(ref, _argv(tpl, values, 0), mounts=mounts, env=_env(tpl))
     local = work / "local"
     LocalRunner(build_graph, RunOptions(store=str(local), run_id=RUN_ID, progress=False,
                                         params={"ingest": {"sources": str(sources)}})).execute()
@@ -163,5 +175,5 @@ def _run_all(ref: str, work: Path) -> None:
     argv = _argv(tpl, values | {"seed": "1"}, 0)  # a new fingerprint: the stage runs again
     env = _env(tpl) | {"PATH": "/opt/venv/bin"}  # no /usr/bin: no flite
     with pytest.raises(ContainerFailed) as err:
-        run_in_image(ref, argv, mounts=mounts, env=env, capture=True)
+        _in_image(ref, argv, mounts=mounts, env=env, capture=True)
     assert err.value.code == 3 and "flite not found" in err.value.output
