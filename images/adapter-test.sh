@@ -16,6 +16,8 @@ tests=$("$PY" -m madbench_common.images tests "$slug")
 [[ -n $tests ]] || { echo "error: images/$slug/image.yaml lists no adapter_tests" >&2; exit 2; }
 [[ -f $lock ]] || { echo "error: $lock missing; run: make lock IMAGE=$slug" >&2; exit 2; }
 interp=$(command -v "python$python" || true)
+# A pyenv shim exists for versions that are installed but not selected: it must run.
+[[ -z $interp ]] || "$interp" -c 'import sys' 2>/dev/null || interp=
 if [[ -z $interp ]]; then
   [[ -z ${MADBENCH_IN_BASE:-} ]] || { echo "error: python$python is missing in the base image" >&2; exit 2; }
   exec "$PY" -m madbench_common.adaptertest "$slug"
@@ -46,7 +48,7 @@ PYEOF
   if [[ $mode == pip ]]; then
     "$UV" pip install -q --python "$venv/bin/python" --no-deps "$src"
   else
-    pypath=$pypath:$PWD/$src
+    pypath=$pypath:$src  # fetch_upstream prints absolute paths
   fi
 done <<< "$srcs"
 

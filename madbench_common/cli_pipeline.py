@@ -25,7 +25,7 @@ from madbench_common.pipeline.stage import (
 )
 from madbench_common.pipeline.usage import peak_rss_bytes
 from madbench_common.s3client import retries_since, retry_stats
-from madbench_common.status import RunStatus, collect_status
+from madbench_common.status import RunStatus, collect_status, table_one
 from madbench_common.store import RunStore, copy_run, open_store
 
 __all__ = ["add_commands"]
@@ -55,6 +55,16 @@ def add_commands(sub: argparse._SubParsersAction[Any]) -> None:
     run.add_argument("--lock-wait", type=float, default=0.0, metavar="SECONDS",
                      help="wait this long for another runner's lease on the run (default: "
                           "fail at once)")
+    run.add_argument("--engine", choices=["inprocess", "podman", "docker", "buildah"],
+                     default="inprocess",
+                     help="run each stage's shards in its image with this container engine "
+                          "(default: in-process)")
+    run.add_argument("--image", default=None,
+                     help="with --engine: one image (slug or ref) for every stage, e.g. "
+                          "reference-cpu (default: each stage's own image)")
+    run.add_argument("--weights", default=None,
+                     help="with --engine: weights root mounted at /weights (default: "
+                          "$MADBENCH_WEIGHTS)")
     run.set_defaults(func=cmd_run)
 
     copy = sub.add_parser("copy", help="copy a run to another store (file <-> S3); it resumes "
@@ -122,7 +132,15 @@ def cmd_run(args: argparse.Namespace) -> int:
         graph[stage]  # unknown stage names fail before any work
     opts.lock_wait = max(0.0, args.lock_wait)
     opts.isolate = args.isolate_shards
-    LocalRunner(build_graph, opts).execute()
+    engine = None
+    if args.engine != "inprocess":
+        from madbench_common.pipeline.container import ContainerEngine
+
+        engine = ContainerEngine.create(args.engine, args.store, args.run_id, args.image,
+                                        args.weights, args.sources, opts.workers)
+    elif args.image or args.weights:
+        raise ConfigError("--image and --weights need --engine podman|docker|buildah")
+    LocalRunner(build_graph, opts, engine).execute()
     print_status(collect_status(RunStore(open_store(args.store), args.run_id), graph))
     return 0
 
@@ -189,6 +207,12 @@ def print_status(status: RunStatus, details: bool = False) -> None:
                            if k != "total")
         console.print(f"S3 transient errors retried: {status.s3_retries.get('total', 0)} "
                       f"({detail})")
+    one = Table(title="Table 1 (paper §3.5)")
+    one.add_column("statistic")
+    one.add_column("count", justify="right")
+    for name, value in table_one(status):
+        one.add_row(name, value)
+    console.print(one)
     if status.quarantine:
         console.print(_quarantine_table(status, details))
 

@@ -11,8 +11,10 @@ image it belongs to: the registry digest once pinned, else the local image id, e
 * **Licences** are not in a lock. They come from the locked wheels' own core metadata
   (``License-Expression`` (PEP 639), else ``License``, else the ``License ::``
   classifiers), as ``pip install --dry-run --no-deps --report`` gives it for exactly the
-  locked versions and platform (PyPI serves wheel metadata separately, PEP 658, so no
-  wheel is downloaded). Where that metadata is silent, ``images/licenses.yaml`` names
+  locked versions and platform (``--ignore-requires-python``: the lock, not pip, decides
+  what is installed; e.g. a stray ``typing==3.10.0.0`` pin declares Python < 3.5).
+  PyPI serves wheel metadata separately (PEP 658), so no wheel is downloaded. Where
+  that metadata is silent, ``images/licenses.yaml`` names
   the licence and where it was read; a package with neither is listed with no licence
   and :func:`sbom_problems` reports it. Each component says its licence's source
   (property ``madbench:license-source``).
@@ -89,7 +91,8 @@ def wheel_metadata(lock: Path) -> dict[str, dict[str, Any]]:
     with tempfile.TemporaryDirectory(prefix="mb-sbom-") as tmp:
         report = Path(tmp) / "report.json"
         cmd = [sys.executable, "-m", "pip", "install", "--dry-run", "--ignore-installed",
-               "--no-deps", "--quiet", "--report", str(report), "-r", str(lock)]
+               "--no-deps", "--ignore-requires-python", "--quiet", "--report", str(report),
+               "-r", str(lock)]
         if python != f"{sys.version_info.major}.{sys.version_info.minor}":
             cmd += ["--python-version", python, "--only-binary=:all:",
                     "--target", str(Path(tmp) / "target")]

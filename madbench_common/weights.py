@@ -10,7 +10,7 @@ Every model image lists its weights in ``images/<slug>/weights.yaml``::
     urls:                                # files from outside the hub
       - name: AASIST.pth
         url: https://github.com/clovaai/aasist/raw/<commit>/models/weights/AASIST.pth
-        sha256: <64 hex>
+        sha256: <64 hex>                 # or null: unknown offline, recorded on first fetch
 
 A weights root (the ``madbench-weights`` volume, mounted read-only at ``/weights`` in
 every stage pod; ``$MADBENCH_WEIGHTS`` elsewhere) is laid out as::
@@ -31,6 +31,7 @@ import fnmatch
 import hashlib
 import json
 import os
+import re
 import shutil
 import tempfile
 import urllib.request
@@ -48,6 +49,7 @@ __all__ = [
     "URLItem",
     "WeightsMissing",
     "WeightsSpec",
+    "check_weights",
     "fetch_weights",
     "hf_env",
     "hf_path",
@@ -59,6 +61,8 @@ __all__ = [
 
 DEFAULT_ROOT = "/weights"
 _IMAGES = Path(__file__).resolve().parents[1] / "images"
+"""The repository's images/ folder; inside an image ``$MADBENCH_IMAGES_DIR`` names the copy
+of every ``weights.yaml`` the base image ships (``/opt/madbench/images``)."""
 
 
 class WeightsMissing(EnvironmentMissing):
@@ -85,11 +89,16 @@ class HFItem:
 
 @dataclass(frozen=True)
 class URLItem:
-    """One file from outside the hub, pinned by sha256."""
+    """One file from outside the hub, pinned by sha256.
+
+    ``sha256`` None means the publisher gives no checksum and none could be computed
+    offline: the first fetch records the file's sha256 in ``weights.lock.json`` (trust on
+    first use); pin it in ``weights.yaml`` from that lock.
+    """
 
     name: str
     url: str
-    sha256: str
+    sha256: str | None
 
 
 @dataclass(frozen=True)
@@ -118,7 +127,8 @@ def hf_env(root: str | os.PathLike[str] | None = None) -> dict[str, str]:
 
 def load_spec(image: str, images_dir: Path | None = None) -> WeightsSpec:
     """Parse ``images/<image>/weights.yaml`` (strictly: unknown keys are errors)."""
-    path = (images_dir or _IMAGES) / image / "weights.yaml"
+    folder = images_dir or Path(os.environ.get("MADBENCH_IMAGES_DIR") or _IMAGES)
+    path = folder / image / "weights.yaml"
     if not path.exists():
         raise ConfigError(f"{path}: no weights.yaml for image {image!r}")
     doc = yaml.safe_load(path.read_text()) or {}
@@ -131,13 +141,16 @@ def load_spec(image: str, images_dir: Path | None = None) -> WeightsSpec:
         hf = tuple(HFItem(repo=d["repo"], revision=str(d.get("revision", "main")),
                           files=tuple(d.get("files", ())), repo_type=d.get("repo_type", "model"))
                    for d in doc.get("hf") or ())
-        urls = tuple(URLItem(name=d["name"], url=d["url"], sha256=d["sha256"])
+        urls = tuple(URLItem(name=str(d["name"]), url=str(d["url"]), sha256=d.get("sha256"))
                      for d in doc.get("urls") or ())
     except (KeyError, TypeError) as exc:
         raise ConfigError(f"{path}: malformed entry ({exc})") from None
     for u in urls:
-        if len(u.sha256) != 64 or "/" in u.name:
-            raise ConfigError(f"{path}: {u.name}: needs a 64-hex sha256 and a plain file name")
+        if (u.sha256 is not None and not (isinstance(u.sha256, str)
+                                          and re.fullmatch(r"[0-9a-f]{64}", u.sha256))) or (
+                "/" in u.name):
+            raise ConfigError(f"{path}: {u.name}: needs a 64-hex sha256 (quote it) or null "
+                              f"(recorded on first fetch), and a plain file name")
     return WeightsSpec(image=image, hf=hf, urls=urls, notes=str(doc.get("notes", "")))
 
 
@@ -213,17 +226,18 @@ def _fetch_hf(item: HFItem, base: Path) -> dict[str, Any]:
 
 def _fetch_url(item: URLItem, image: str, base: Path) -> dict[str, Any]:
     dest = base / "files" / image / item.name
-    if not (dest.exists() and _sha256(dest) == item.sha256):
+    if not (dest.exists() and (item.sha256 is None or _sha256(dest) == item.sha256)):
         dest.parent.mkdir(parents=True, exist_ok=True)
         with tempfile.NamedTemporaryFile(dir=dest.parent, delete=False) as tmp, \
                 urllib.request.urlopen(item.url, timeout=600) as resp:
             shutil.copyfileobj(resp, tmp)
         got = _sha256(Path(tmp.name))
-        if got != item.sha256:
+        if item.sha256 is not None and got != item.sha256:
             Path(tmp.name).unlink()
             raise ConfigError(f"{item.url}: sha256 {got} != {item.sha256} in weights.yaml")
         os.replace(tmp.name, dest)
-    return {"name": item.name, "url": item.url, "sha256": item.sha256}
+    return {"name": item.name, "url": item.url, "sha256": item.sha256 or _sha256(dest),
+            "sha256_pinned": item.sha256 is not None}
 
 
 def fetch_weights(image: str, dest: str | os.PathLike[str],
@@ -237,6 +251,42 @@ def fetch_weights(image: str, dest: str | os.PathLike[str],
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(json.dumps(lock, indent=1, sort_keys=True) + "\n")
     return path
+
+
+def _check_hf(item: HFItem, image: str, base: Path) -> list[str]:
+    try:
+        snap = hf_path(item.repo, image=image, revision=item.revision, root=base,
+                       repo_type=item.repo_type)
+    except WeightsMissing as exc:
+        return [str(exc)]
+    files = [p.relative_to(snap).as_posix() for p in snap.rglob("*") if p.is_file()]
+    return [f"model weights missing: {item.repo}@{item.revision}: no file matches {pat!r} "
+            f"under {snap}; fetch them with: madbench weights fetch --image {image} "
+            f"--dest {base}"
+            for pat in item.files if not any(fnmatch.fnmatch(f, pat) for f in files)]
+
+
+def _check_url(item: URLItem, image: str, base: Path) -> list[str]:
+    try:
+        path = url_file(item.name, image=image, root=base)
+    except WeightsMissing as exc:
+        return [str(exc)]
+    got = _sha256(path)
+    if item.sha256 is not None and got != item.sha256:
+        return [f"{path}: sha256 {got} != {item.sha256} in weights.yaml; fetch it again with: "
+                f"madbench weights fetch --image {image} --dest {base}"]
+    return []
+
+
+def check_weights(image: str, root: str | os.PathLike[str] | None = None,
+                  images_dir: Path | None = None) -> list[str]:
+    """Problems with what ``weights.yaml`` lists under ``root`` (offline); ``[]`` when all
+    is there: every hub repo at its revision with a file per pattern, every URL file
+    with its sha256."""
+    spec = load_spec(image, images_dir)
+    base = weights_root(root)
+    problems = [msg for item in spec.hf for msg in _check_hf(item, image, base)]
+    return problems + [msg for item in spec.urls for msg in _check_url(item, image, base)]
 
 
 def install_local_snapshot(

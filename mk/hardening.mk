@@ -17,10 +17,7 @@ sbom: setup
 	$(PY) -m madbench_common.sbom $(IMAGE)
 
 ## measure-memory: the demo with every shard in a fresh process (as pods run), then its
-## per-stage peak RSS into madbench_common/data/throughput.csv (other columns kept)
+## per-stage peak RSS into madbench_common/data/throughput.csv (other columns kept) and the
+## workflows re-rendered (their memory requests derive from it); .bench/memory.json
 measure-memory: setup
-	$(VENV)/bin/madbench run --sources data/demo/sources.csv --store $(STORE) --run-id mem \
-	  --workers $(WORKERS) --isolate-shards --no-progress
-	$(VENV)/bin/madbench measure --store $(STORE) --run-id mem \
-	  --peaks-into madbench_common/data/throughput.csv
-	$(VENV)/bin/madbench render
+	$(PY) bench/bench_memory.py

@@ -31,11 +31,13 @@ __all__ = [
     "DETERMINISTIC_EXIT_CODE",
     "MAX_BACKOFF_SECONDS",
     "MERGE_MEMORY",
+    "SHARD_TIMEOUT_SHARE",
     "VARIANTS",
     "ClusterProfile",
     "ImageLock",
     "Variant",
     "compile_workflow",
+    "default_shards",
     "memory_request",
     "parse_failures",
     "render_workflows",
@@ -56,13 +58,16 @@ _HEADER = (
 )
 _DIGEST = re.compile(r"^sha256:[0-9a-f]{64}$")
 _SCRATCH = "/tmp"
-_WEIGHTS = "/cache"
+_WEIGHTS = "/weights"
+"""Where the weights volume is mounted: madbench_common.weights.DEFAULT_ROOT."""
 _UID = 10001
 _BACKOFF_SECONDS = 30
 _MEMORY_HEADROOM, _MEMORY_STEP_MI, _MEMORY_FLOOR_MI = 1.5, 256, 512
 MERGE_MEMORY = "1Gi"
 """Merge pods' memory (see ``bench/bench_scale.py``: the largest merge at the paper's
 scale, 49,608 sample rows, peaks well below it)."""
+SHARD_TIMEOUT_SHARE = 0.5
+"""A shard's planned time at the paper's scale stays under this share of its timeout."""
 MAX_BACKOFF_SECONDS = 600
 """The longest wait between two retries any stage may reach (30 s × 2^(retries-1))."""
 
@@ -159,6 +164,27 @@ def _num_shards(stage: Stage) -> str:
 # ---------------------------------------------------------------- parameters
 
 
+def default_shards(graph: Graph, variant: Variant) -> dict[str, int]:
+    """Each sharded stage's default shard count in a workflow.
+
+    The stage's own count, raised in the full workflow where ``madbench plan`` at the
+    paper's scale (1,892 clips; GPU seconds per item estimated from the model until
+    measured) gives one shard more than half the stage's timeout: the estimate may be off
+    by that much and a shard must still finish. Smoke runs keep the stage's count.
+    """
+    from madbench_common.plan import PAPER_CLIPS, plan_run
+
+    counts = {s.name: s.shards for s in graph if s.sharded}
+    if variant.cpu_only:
+        return counts
+    for p in plan_run(graph, PAPER_CLIPS).stages:
+        if p.stage.name in counts:
+            seconds = p.compute_hours * 3600
+            budget = SHARD_TIMEOUT_SHARE * p.stage.timeout
+            counts[p.stage.name] = max(p.stage.shards, -(-int(seconds) // int(budget)))
+    return counts
+
+
 def _parameters(graph: Graph, variant: Variant, lock: ImageLock) -> list[m.Parameter]:
     params = [
         m.Parameter(name="store", value="s3://madbench/runs",
@@ -169,12 +195,13 @@ def _parameters(graph: Graph, variant: Variant, lock: ImageLock) -> list[m.Param
                     description="s3:// URI of the source-clip CSV or folder (ingest input)"),
         m.Parameter(name="seed", value="0", description="Run seed"),
     ]
+    shards = default_shards(graph, variant)
     for stage in graph:
         slug = "reference-cpu" if variant.cpu_only else stage.image
         params.append(m.Parameter(name=stage.image_param, value=lock.ref(slug),
                                   description=f"Image of stage {stage.name} ({slug})"))
         if stage.sharded:
-            params.append(m.Parameter(name=_shards_param(stage), value=str(stage.shards),
+            params.append(m.Parameter(name=_shards_param(stage), value=str(shards[stage.name]),
                                       description=f"Shard count of stage {stage.name}"))
         if _swappable(stage):
             params.append(m.Parameter(
@@ -203,6 +230,7 @@ def _env(variant: Variant, profile: ClusterProfile) -> list[m.EnvVar]:
     }
     if not variant.cpu_only:
         plain["TORCH_HOME"] = f"{_WEIGHTS}/torch"
+        plain["MADBENCH_WEIGHTS"] = _WEIGHTS
     env = [m.EnvVar(name=k, value=v) for k, v in plain.items()]
     s3 = profile.s3_secret
     env += [_secret_env("AWS_ACCESS_KEY_ID", s3), _secret_env("AWS_SECRET_ACCESS_KEY", s3),
@@ -261,20 +289,27 @@ def _stage_args(stage: Stage, verb: str, graph: Graph, variant: Variant) -> list
         args += ["--shard", "{{inputs.parameters.shard}}"]
     args += ["--num-shards", _num_shards(stage), "--store", _param("store"),
              "--run-id", RUN_ID, "--image", _param(stage.image_param), "--seed", _param("seed")]
-    return args + _stage_params(stage)
+    return args + _stage_params(stage, variant)
 
 
-def _stage_params(stage: Stage) -> list[str]:
-    """Per-run parameters: ``sources`` for root stages; the model slug where it is swappable.
+def _stage_params(stage: Stage, variant: Variant) -> list[str]:
+    """Per-run parameters: ``sources`` for root stages; the model slug where it is swappable;
+    in the full workflow, the params its profile overrides (the pod's embedded graph has
+    the reference defaults).
 
-    Each is its own ``--param KEY=VALUE`` argument, which Argo substitutes verbatim into
-    one argv element: a value with ``"``, ``\\`` or ``=`` survives (no JSON is spliced).
+    Workflow parameters are each their own ``--param KEY=VALUE`` argument, which Argo
+    substitutes verbatim into one argv element: a value with ``"``, ``\\`` or ``=``
+    survives (no JSON is spliced). The profile's fixed params are known when rendering, so
+    they go in one ``--params-json`` made by :func:`json.dumps`.
     """
     args: list[str] = []
     if not stage.inputs:
         args += ["--param", f"sources={_param('sources')}"]
     if _swappable(stage):
         args += ["--param", f"model={_param(_model_param(stage))}"]
+    fixed = stage.full.get("params", {}) if not variant.cpu_only else {}
+    if fixed:
+        args += ["--params-json", json.dumps(fixed, sort_keys=True)]
     return args
 
 
@@ -442,7 +477,13 @@ def _spec(graph: Graph, variant: Variant, lock: ImageLock, profile: ClusterProfi
 def compile_workflow(
     graph: Graph, variant: Variant, lock: ImageLock, profile: ClusterProfile
 ) -> m.Workflow:
-    """The Argo Workflow for ``graph`` (``variant`` picks GPU images or CPU references)."""
+    """The Argo Workflow for ``graph`` (``variant`` picks GPU images or CPU references).
+
+    The full variant runs every stage's ``full`` profile (the paper's models on their
+    images); smoke runs the stages' reference defaults on ``reference-cpu``.
+    """
+    if not variant.cpu_only:
+        graph = graph.profiled("full")
     return m.Workflow(
         api_version="argoproj.io/v1alpha1",
         kind="Workflow",

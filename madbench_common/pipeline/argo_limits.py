@@ -84,11 +84,14 @@ def _levels(graph: Graph) -> dict[str, int]:
 
 def workflow_limits(doc: Mapping[str, Any], graph: Graph, shards: Mapping[str, int],
                     retries: bool = True) -> WorkflowLimits:
-    """Limits of the workflow ``doc`` (rendered from ``graph``) run with ``shards``."""
+    """Limits of the workflow ``doc`` (rendered from ``graph``) run with ``shards`` (a stage
+    not named there: the workflow's default ``<stage>_shards``)."""
     fanout = {t["name"]: t.get("parallelism", 0) for t in doc["spec"]["templates"]}
+    defaults = {p["name"]: p.get("value") for p in doc["spec"]["arguments"]["parameters"]}
     stages, status, nodes = [], 0, 2  # the DAG root and the onExit node
     for stage in graph:
-        n = shards.get(stage.name, stage.shards) if stage.sharded else 1
+        default = int(defaults.get(f"{stage.name}_shards") or stage.shards)
+        n = shards.get(stage.name, default) if stage.sharded else 1
         cap = fanout.get(f"{stage.name.replace('_', '-')}-fanout", 0) or n
         stages.append(StageLimits(stage.name, n, n + 1, min(cap, n)))
         per_task = 2 if retries else 1  # Retry node + Pod node per task

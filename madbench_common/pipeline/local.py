@@ -1,10 +1,13 @@
 """Local backend: run the graph on one machine, stage by stage, shards in parallel.
 
 The embedded default runs each stage in-process (``--workers N`` worker processes
-for shards). Completed shards and stages are skipped by their markers, so a killed
-run resumes where it stopped and produces the same manifests. One runner holds a run
-at a time (:class:`~madbench_common.pipeline.lease.RunLease`). A damaged object met
-on the way (:class:`~madbench_common.errors.ChecksumError`) has its shard recomputed
+for shards). With a :class:`~madbench_common.pipeline.container.ContainerEngine`
+(``madbench run --engine podman|docker|buildah``) every shard and merge runs in the
+stage's image instead, ``--workers`` containers at a time. Completed shards and stages
+are skipped by their markers, so a killed run resumes where it stopped and produces
+the same manifests. One runner holds a run at a time
+(:class:`~madbench_common.pipeline.lease.RunLease`). A damaged object met on the way
+(:class:`~madbench_common.errors.ChecksumError`) has its shard recomputed
 (:func:`~madbench_common.pipeline.repair.invalidate`) and the pass starts again; the
 run log (``_logs/run-*.json``) records per stage the shards executed, their peak
 RSS and the S3 retries.
@@ -25,7 +28,7 @@ from concurrent.futures import Future, ProcessPoolExecutor
 from dataclasses import asdict, dataclass, field
 from datetime import datetime, timezone
 from functools import lru_cache
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
@@ -44,6 +47,9 @@ from madbench_common.pipeline.stage import (
 from madbench_common.pipeline.usage import peak_rss_bytes, reset_peak_rss
 from madbench_common.s3client import retries_since, retry_stats
 from madbench_common.store import RunStore, open_store
+
+if TYPE_CHECKING:
+    from madbench_common.pipeline.container import ContainerEngine
 
 __all__ = ["LocalRunner", "RunOptions", "StageReport"]
 
@@ -133,15 +139,17 @@ def _sum(counts: list[dict[str, int]]) -> dict[str, int]:
 class LocalRunner:
     """Topological run of a :class:`Graph` against a store."""
 
-    def __init__(self, graph_factory: Callable[[], Graph], options: RunOptions) -> None:
+    def __init__(self, graph_factory: Callable[[], Graph], options: RunOptions,
+                 engine: ContainerEngine | None = None) -> None:
         self.graph_factory = graph_factory
         self.graph = graph_factory()
         self.opts = options
+        self.engine = engine
         self.run = RunStore(open_store(options.store), options.run_id)
         self.reports: list[StageReport] = []
 
     def _warn_unsupported(self, stage: Stage) -> None:
-        if stage.gpu:
+        if stage.gpu and self.engine is None:
             log.warning("%s: requests %d GPU(s); the embedded backend runs it on the CPU",
                         stage.name, stage.gpu)
         if stage.retries:
@@ -161,7 +169,9 @@ class LocalRunner:
         pool = None
         self._worker_retries: list[dict[str, int]] = []
         with RunLease(self.run, wait=self.opts.lock_wait) as lease:
-            if self.opts.isolate:  # every shard in a fresh process, as in a pod
+            if self.engine is not None:
+                _init_worker(threads)
+            elif self.opts.isolate:  # every shard in a fresh process, as in a pod
                 if sys.version_info < (3, 11):
                     raise ConfigError("--isolate-shards needs Python 3.11 or later")
                 pool = ProcessPoolExecutor(self.opts.workers, initializer=_init_worker,
@@ -231,8 +241,8 @@ class LocalRunner:
         lease: RunLease,
     ) -> StageReport:
         params = self.opts.params.get(stage.name, {})
-        ctx = make_context(self.run, self.graph, stage.name, params, EMBEDDED_IMAGE,
-                           self.opts.seed)
+        image = EMBEDDED_IMAGE if self.engine is None else self.engine.image_ref(stage)
+        ctx = make_context(self.run, self.graph, stage.name, params, image, self.opts.seed)
         if stage_done(ctx):
             marker = json.loads(self.run.get_bytes(f"{stage.name}/_SUCCESS"))
             log.info("%s: done already (fingerprint %s), skipped", stage.name, ctx.fingerprint[:12])
@@ -242,9 +252,21 @@ class LocalRunner:
         n = self.num_shards(stage)
         task = progress.add_task(stage.name, total=n)
         start = time.perf_counter()
-        results = self._run_shards(stage, params, n, pool, lambda: progress.advance(task))
-        lease.check()
-        marker, merge_s, merge_rss, merge_retries = self._merge(ctx, n)
+
+        def tick() -> None:
+            progress.advance(task)
+
+        if self.engine is None:
+            results = self._run_shards(stage, params, n, pool, tick)
+            lease.check()
+            marker, merge_s, merge_rss, merge_retries = self._merge(ctx, n)
+        else:
+            results = self.engine.run_shards(stage, params, self.opts.seed, n, tick)
+            lease.check()
+            merge_start = time.perf_counter()
+            marker = self.engine.merge(stage, params, self.opts.seed, n)
+            merge_s, merge_rss, merge_retries = time.perf_counter() - merge_start, 0, {}
+            self._worker_retries.extend(r.retries for r in results)
         seconds = time.perf_counter() - start
         log.info("%s: %d rows (%d rejected) in %.1fs", stage.name, marker["rows"],
                  marker["rejected"], seconds)
@@ -292,7 +314,7 @@ class LocalRunner:
             "run_id": self.opts.run_id,
             "started": started.isoformat(),
             "finished": datetime.now(timezone.utc).isoformat(),
-            "backend": "local",
+            "backend": "local" if self.engine is None else f"local-{self.engine.engine}",
             "workers": self.opts.workers,
             "seed": self.opts.seed,
             "until": self.opts.until,

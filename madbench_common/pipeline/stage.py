@@ -141,8 +141,8 @@ class StageImpl(ABC, Generic[ROW]):
     def __init__(self, ctx: StageContext) -> None:
         self.ctx = ctx
         self.item_seconds: dict[str, float] = {}
-        """Wall seconds per item (MapStage fills it); kept in the shard marker, never in
-        the manifest, whose bytes must not depend on timing."""
+        """Wall seconds per item (MapStage fills it unless the stage did); kept in the shard
+        marker, never in the manifest, whose bytes must not depend on timing."""
 
     @abstractmethod
     def plan(self) -> list[str]:
@@ -181,7 +181,8 @@ class MapStage(StageImpl[ROW]):
                     raise missing from None
                 log.warning("%s: rejected %s", self.ctx.stage.name, exc)
                 row = self.rejected_row(item, exc)
-            self.item_seconds[item] = round(time.perf_counter() - start, 4)
+            # a stage may record a narrower time itself (a generator: its model call only)
+            self.item_seconds.setdefault(item, round(time.perf_counter() - start, 4))
             rows.append(row)
         return rows
 
