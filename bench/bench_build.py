@@ -7,7 +7,8 @@ time-reversed stems: only the signal path is measured). Throughput is rendered
 audio seconds per wall second. Floor (issue 3): assembly ≥ 200× real time on 2 cores.
 
 With ``MADBENCH_BENCH_RUN=<store>:<run_id>`` of a finished build, generator throughput
-(clip seconds per generator-call second, from ``gen_seconds``) is added per setting.
+(clip seconds per generator-call second, from the generator stages' shard markers) is
+added per setting.
 Prints JSON and writes ``.bench/build.json``.
 """
 
@@ -29,6 +30,7 @@ import numpy as np  # noqa: E402
 
 from madbench_common.audio import decode_audio, wav_bytes  # noqa: E402
 from madbench_common.stages.assemble import render_track  # noqa: E402
+from madbench_common.store import RunStore  # noqa: E402
 
 DEMO = REPO / "data" / "demo"
 WORKERS = int(os.environ.get("MADBENCH_BENCH_WORKERS", "2"))
@@ -72,21 +74,40 @@ def bench_assembly() -> dict[str, float]:
             "samples_x_realtime": round(seconds * 2 / wall, 1)}
 
 
+def _item_seconds(run: RunStore, stage: str) -> dict[str, float]:
+    """Per-item seconds from the shard markers of ``stage``'s finished fingerprint."""
+    from madbench_common.pipeline.stage import read_marker
+
+    marker = read_marker(run, stage)
+    if marker is None:
+        return {}
+    out: dict[str, float] = {}
+    for key in run.list(f"{stage}/{marker['fingerprint']}/shards"):
+        if key.endswith("._SUCCESS"):
+            out.update(json.loads(run.get_bytes(key)).get("item_seconds", {}))
+    return out
+
+
 def bench_generators(spec: str) -> dict[str, dict[str, float]]:
-    """Per-setting generator throughput from a finished run's component_qc manifest."""
+    """Per-setting generator throughput of a finished run: the component_qc manifest's
+    retained components, timed by their generator stage's shard markers (the model call)."""
     from madbench_common.manifest import read_manifest_bytes
     from madbench_common.rows import ComponentRow
-    from madbench_common.store import RunStore, open_store
+    from madbench_common.store import open_store
 
     store, _, run_id = spec.rpartition(":")
     run = RunStore(open_store(store), run_id)
     rows = read_manifest_bytes(ComponentRow, run.get_bytes("component_qc/manifest.parquet"))
+    seconds: dict[str, dict[str, float]] = {}
     out: dict[str, dict[str, float]] = {}
     for r in rows:
-        if r.ok and r.gen_seconds > 0:
+        if r.setting not in seconds:
+            seconds[r.setting] = _item_seconds(run, r.setting)
+        gen_s = seconds[r.setting].get(r.component_id, 0.0)
+        if r.ok and gen_s > 0:
             d = out.setdefault(f"{r.setting} ({r.generator})", {"audio_s": 0.0, "gen_s": 0.0})
             d["audio_s"] += r.duration
-            d["gen_s"] += r.gen_seconds
+            d["gen_s"] += gen_s
     return {k: {"components_audio_seconds": round(v["audio_s"], 1),
                 "x_realtime_one_core": round(v["audio_s"] / v["gen_s"], 2)}
             for k, v in sorted(out.items())}

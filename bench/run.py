@@ -3,8 +3,10 @@
 Floors (from the issues): ingest + source QC ≥ 50× real time and S3/file wall time
 ≤ 1.3 (issue 2); assembly ≥ 200× real time (issue 3); all heads for all tasks ×
 3 protocols × 2 input modes at paper scale ≤ 20 s (issue 4); ≥ 90 % of the demo's
-clean-speech-over-ambience clips with no speech in ê by VAD and ASR (issue 8).
-Results: ``.bench/*.json``.
+clean-speech-over-ambience clips with no speech in ê by VAD and ASR (issue 8); every
+SIGKILL seed survived with no finished shard redone, orchestration < 5 % of the real
+stages at the paper's scale with merge memory flat in the shard count, hostile media
+refused within 10 s (issue 15). Results: ``.bench/*.json``.
 """
 
 from __future__ import annotations
@@ -22,6 +24,10 @@ BENCHES = (
     ["bench/bench_build.py"],
     ["bench/bench_eval.py"],
     ["bench/bench_separation.py"],
+    ["bench/bench_media.py"],
+    ["bench/bench_memory.py"],
+    ["bench/bench_scale.py"],
+    ["bench/bench_faults.py"],
 )
 
 
@@ -40,6 +46,31 @@ def _floors() -> list[tuple[str, float, str, bool]]:
         ("all heads, paper scale (s)", e["seconds"], "≤ 20", e["seconds"] <= 20),
         ("demo clips with no speech in ê (share)", sep, "≥ 0.9", sep >= 0.9),
         ("heads vs sklearn defaults (× faster)", e.get("speedup", float("nan")), "—", True),
+        *_hardening_floors(),
+    ]
+
+
+def _hardening_floors() -> list[tuple[str, float, str, bool]]:
+    """Issue 15: faults survived, orchestration overhead and memory at the paper's scale."""
+    f = json.loads((OUT / "faults.json").read_text())
+    s = json.loads((OUT / "scale.json").read_text())
+    m = json.loads((OUT / "media.json").read_text())
+    seeds = f["file"]["seeds"] + f["s3"]["seeds"]
+    survived = f["file"]["survived"] + f["s3"]["survived"]
+    redone = f["file"]["finished_shards_redone_total"] + f["s3"]["finished_shards_redone_total"]
+    slowest = max(h["seconds"] for h in m["hostile"].values())
+    mem = json.loads((OUT / "memory.json").read_text())
+    unmeasured = sum(not v["peak_rss_mb"] for v in mem["stages"].values())
+    return [
+        ("stages without a measured peak RSS", unmeasured, "= 0", unmeasured == 0),
+        ("largest stage peak RSS, demo (MB)", mem["largest_peak_mb"], "—", True),
+        ("SIGKILL seeds survived (file + S3)", survived, f"= {seeds}", survived == seeds),
+        ("finished shards computed again", redone, "= 0", redone == 0),
+        ("orchestration / real stages, paper scale (%)", s["overhead_pct"], "< 5",
+         s["overhead_pct"] < 5),
+        ("merge memory flat in shards (4..256)", float(s["merge_memory_flat"]), "= 1",
+         bool(s["merge_memory_flat"])),
+        ("slowest hostile-media rejection (s)", slowest, "≤ 10", slowest <= 10),
     ]
 
 

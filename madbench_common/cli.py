@@ -10,13 +10,11 @@ from collections.abc import Sequence
 
 from rich.console import Console
 from rich.logging import RichHandler
+from rich.text import Text
 
-from madbench_common.errors import MadbenchError
+from madbench_common.errors import EXIT_DETERMINISTIC, EXIT_TRANSIENT, MadbenchError
 
-__all__ = ["EXIT_DETERMINISTIC", "main"]
-
-EXIT_DETERMINISTIC = 3
-"""Exit code for bad input or configuration: retrying cannot help (Argo does not retry it)."""
+__all__ = ["EXIT_DETERMINISTIC", "EXIT_TRANSIENT", "main"]
 
 _EXTENSIONS = (
     "madbench_common.cli_pipeline",
@@ -46,9 +44,15 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         code: int = args.func(args)
     except MadbenchError as exc:
-        Console(stderr=True).print(f"[red]error:[/red] {exc}")
-        return EXIT_DETERMINISTIC
+        print_error(exc)
+        return exc.exit_code
     return code
+
+
+def print_error(exc: BaseException) -> None:
+    """``error: <message>`` on one line (a long path is never wrapped onto a line of its own)."""
+    console = Console(stderr=True, soft_wrap=True, highlight=False)
+    console.print(Text.assemble(("error:", "red"), " ", str(exc)))
 
 
 if __name__ == "__main__":

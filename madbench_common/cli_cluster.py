@@ -35,6 +35,8 @@ def add_commands(sub: argparse._SubParsersAction[Any]) -> None:
     p.add_argument("--run-id", required=True)
     p.add_argument("--where", default="", help="machine description for the source column")
     p.add_argument("--out", default="-", help="CSV path (default: stdout)")
+    p.add_argument("--peaks-into", default=None, metavar="TABLE",
+                   help="update only the peak_rss_mb column of this throughput table")
     p.set_defaults(func=_measure)
 
     p = sub.add_parser("exit-summary", help="write <store>/<run_id>/_RUN_SUMMARY.json (onExit)")
@@ -91,7 +93,17 @@ def _measure(args: argparse.Namespace) -> int:
     from madbench_common.store import RunStore, open_store
 
     run = RunStore(open_store(args.store), args.run_id)
-    text = throughput_csv(measure_run(run, build_graph(), args.where))
+    rows = measure_run(run, build_graph(), args.where)
+    if args.peaks_into:
+        from madbench_common.measure import update_peaks
+        from madbench_common.plan import load_throughput
+
+        table = update_peaks(load_throughput(args.peaks_into), rows)
+        Path(args.peaks_into).write_text(throughput_csv(table))
+        print(f"peak RSS of {sum(r.peak_rss_mb > 0 for r in table)} stages -> "
+              f"{args.peaks_into}")
+        return 0
+    text = throughput_csv(rows)
     if args.out == "-":
         print(text, end="")
     else:

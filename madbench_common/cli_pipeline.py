@@ -1,21 +1,32 @@
-"""Pipeline commands: ``run``, ``status``, and the per-shard ``stage run`` / ``stage merge``."""
+"""Pipeline commands: ``run``, ``status``, ``copy``, and the per-shard ``stage run`` / ``merge``."""
 
 from __future__ import annotations
 
 import argparse
 import json
-from collections.abc import Sequence
+import time
+import uuid
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from rich.console import Console
 from rich.table import Table
 
-from madbench_common.errors import ConfigError, MadbenchError
+from madbench_common.errors import ChecksumError, ConfigError, MadbenchError
 from madbench_common.pipeline.definition import build_graph
 from madbench_common.pipeline.local import LocalRunner, RunOptions
-from madbench_common.pipeline.stage import make_context, merge_stage, read_marker, run_shard
+from madbench_common.pipeline.repair import invalidate
+from madbench_common.pipeline.stage import (
+    StageContext,
+    make_context,
+    merge_stage,
+    read_marker,
+    run_shard,
+)
+from madbench_common.pipeline.usage import peak_rss_bytes
+from madbench_common.s3client import retries_since, retry_stats
 from madbench_common.status import RunStatus, collect_status, table_one
-from madbench_common.store import RunStore, open_store
+from madbench_common.store import RunStore, copy_run, open_store
 
 __all__ = ["add_commands"]
 
@@ -38,6 +49,12 @@ def add_commands(sub: argparse._SubParsersAction[Any]) -> None:
     run.add_argument("--shards", action="append", default=[], metavar="STAGE=N",
                      help="shard count for a stage (default: the stage's, at least --workers)")
     run.add_argument("--no-progress", action="store_true")
+    run.add_argument("--isolate-shards", action="store_true",
+                     help="run every shard in a fresh process, as a pod would (slower; "
+                          "exact per-shard peak memory for madbench measure)")
+    run.add_argument("--lock-wait", type=float, default=0.0, metavar="SECONDS",
+                     help="wait this long for another runner's lease on the run (default: "
+                          "fail at once)")
     run.add_argument("--engine", choices=["inprocess", "podman", "docker", "buildah"],
                      default="inprocess",
                      help="run each stage's shards in its image with this container engine "
@@ -49,6 +66,13 @@ def add_commands(sub: argparse._SubParsersAction[Any]) -> None:
                      help="with --engine: weights root mounted at /weights (default: "
                           "$MADBENCH_WEIGHTS)")
     run.set_defaults(func=cmd_run)
+
+    copy = sub.add_parser("copy", help="copy a run to another store (file <-> S3); it resumes "
+                                       "there as if it had run there")
+    copy.add_argument("--from", dest="src", required=True, help="source store")
+    copy.add_argument("--to", dest="dst", required=True, help="destination store")
+    copy.add_argument("--run-id", required=True)
+    copy.set_defaults(func=cmd_copy)
 
     status = sub.add_parser("status", help="stages done, shards pending, quarantined inputs")
     _common(status)
@@ -72,6 +96,9 @@ def add_commands(sub: argparse._SubParsersAction[Any]) -> None:
         p.add_argument("--image", default="embedded")
         p.add_argument("--seed", type=int, default=0)
         p.add_argument("--params-json", default="{}")
+        p.add_argument("--param", action="append", default=[], metavar="KEY=VALUE",
+                       help="a string parameter, taken verbatim (any character survives); "
+                            "overrides --params-json")
         if name == "run":
             p.add_argument("--shard", type=int, default=0)
         p.set_defaults(func=func)
@@ -103,6 +130,8 @@ def cmd_run(args: argparse.Namespace) -> int:
     graph = build_graph()
     for stage in params:
         graph[stage]  # unknown stage names fail before any work
+    opts.lock_wait = max(0.0, args.lock_wait)
+    opts.isolate = args.isolate_shards
     engine = None
     if args.engine != "inprocess":
         from madbench_common.pipeline.container import ContainerEngine
@@ -113,6 +142,14 @@ def cmd_run(args: argparse.Namespace) -> int:
         raise ConfigError("--image and --weights need --engine podman|docker|buildah")
     LocalRunner(build_graph, opts, engine).execute()
     print_status(collect_status(RunStore(open_store(args.store), args.run_id), graph))
+    return 0
+
+
+def cmd_copy(args: argparse.Namespace) -> int:
+    src = RunStore(open_store(args.src), args.run_id)
+    dst = RunStore(open_store(args.dst), args.run_id)
+    count = copy_run(src, dst)
+    print(f"copied {count} objects: {src.store.uri(src.run_id)} -> {dst.store.uri(dst.run_id)}")
     return 0
 
 
@@ -165,6 +202,11 @@ def print_status(status: RunStatus, details: bool = False) -> None:
         counts = " ".join(f"{k}={v}" for k, v in s.counts.items())
         table.add_row(s.stage, state, str(s.rows), str(s.rejected), shards, counts)
     console.print(table)
+    if status.s3_retries:
+        detail = ", ".join(f"{k} {v}" for k, v in sorted(status.s3_retries.items())
+                           if k != "total")
+        console.print(f"S3 transient errors retried: {status.s3_retries.get('total', 0)} "
+                      f"({detail})")
     one = Table(title="Table 1 (paper §3.5)")
     one.add_column("statistic")
     one.add_column("count", justify="right")
@@ -194,21 +236,61 @@ def _quarantine_table(status: RunStatus, details: bool) -> Table:
     return q
 
 
-def _context(args: argparse.Namespace) -> Any:
+def parse_params(params_json: str, pairs: Sequence[str]) -> dict[str, Any]:
+    """``--params-json`` merged with verbatim ``--param KEY=VALUE`` strings."""
     try:
-        params = json.loads(args.params_json)
+        params = json.loads(params_json)
     except json.JSONDecodeError as exc:
         raise ConfigError(f"--params-json is not JSON: {exc}") from None
+    if not isinstance(params, dict):
+        raise ConfigError("--params-json must be a JSON object")
+    for pair in pairs:
+        key, eq, value = pair.partition("=")
+        if not eq or not key:
+            raise ConfigError(f"--param {pair!r}: expected KEY=VALUE")
+        params[key] = value
+    return params
+
+
+def _context(args: argparse.Namespace) -> StageContext:
+    params = parse_params(args.params_json, args.param)
     run = RunStore(open_store(args.store), args.run_id)
     return make_context(run, build_graph(), args.stage, params, args.image, args.seed)
 
 
+def _pod_work(args: argparse.Namespace, verb: str, work: Callable[[StageContext], Any]) -> Any:
+    """Run one pod's work; log its time, peak RSS and S3 retries under ``_logs/stage/``.
+
+    A damaged object met on the way has its shard invalidated, so resubmitting the
+    workflow with the same run id recomputes it.
+    """
+    before, start = retry_stats(), time.perf_counter()
+    ctx = _context(args)
+    try:
+        result = work(ctx)
+    except ChecksumError as exc:
+        if not exc.key:
+            raise
+        what = invalidate(ctx.run, exc.key)
+        raise ChecksumError(f"{exc}; invalidated {what}: resubmit with the same run id to "
+                            "recompute it", key=exc.key) from None
+    retries = retries_since(before)
+    record = {"stage": args.stage, "verb": verb, "shard": getattr(args, "shard", None),
+              "num_shards": args.num_shards, "image": args.image,
+              "seconds": round(time.perf_counter() - start, 3),
+              "peak_rss": peak_rss_bytes(), "s3_retries": retries}
+    stamp = time.strftime("%Y%m%dT%H%M%S", time.gmtime())
+    name = f"{verb}-{record['shard'] if verb == 'run' else 'all'}-{stamp}-{uuid.uuid4().hex[:6]}"
+    ctx.run.put_bytes(f"_logs/stage/{args.stage}/{name}.json", json.dumps(record).encode())
+    return result
+
+
 def cmd_stage_run(args: argparse.Namespace) -> int:
-    result = run_shard(_context(args), args.shard, args.num_shards)
+    result = _pod_work(args, "run", lambda ctx: run_shard(ctx, args.shard, args.num_shards))
     print(json.dumps(result.__dict__))
     return 0
 
 
 def cmd_stage_merge(args: argparse.Namespace) -> int:
-    print(json.dumps(merge_stage(_context(args), args.num_shards)))
+    print(json.dumps(_pod_work(args, "merge", lambda ctx: merge_stage(ctx, args.num_shards))))
     return 0

@@ -23,7 +23,7 @@ import yaml
 
 from madbench_common.errors import ConfigError
 
-__all__ = ["LOCK", "STATUSES", "lock_entry", "read_lock", "record_build"]
+__all__ = ["LOCK", "STATUSES", "lock_entry", "read_lock", "record_build", "write_entry"]
 
 LOCK = Path(__file__).resolve().parents[1] / "images" / "images.lock.yaml"
 STATUSES = ("planned", "tagged", "built", "pinned")
@@ -57,6 +57,16 @@ def record_build(slug: str, build: dict[str, Any], path: Path | None = None) -> 
     if entry.get("status") != "pinned":
         entry["status"] = "built"
     entry["build"] = build
+    text = path.read_text()
+    found = re.search(rf"^  {re.escape(slug)}:\n(?:    .*\n)*", text, re.M)
+    if found is None:
+        raise ConfigError(f"{path}: cannot find the block of {slug!r}")
+    path.write_text(text[:found.start()] + _block(slug, entry) + text[found.end():])
+
+
+def write_entry(slug: str, entry: dict[str, Any], path: Path | None = None) -> None:
+    """Replace the slug's block with ``entry`` (comments and other entries stay as they are)."""
+    path = path or LOCK
     text = path.read_text()
     found = re.search(rf"^  {re.escape(slug)}:\n(?:    .*\n)*", text, re.M)
     if found is None:

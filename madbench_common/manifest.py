@@ -32,9 +32,11 @@ __all__ = [
     "manifest",
     "params_json",
     "read_manifest_bytes",
+    "read_manifest_table",
     "rows_to_frame",
     "rows_to_table",
     "write_manifest_bytes",
+    "write_table_bytes",
 ]
 
 ROW = TypeVar("ROW", bound="ManifestRow")
@@ -158,6 +160,23 @@ def write_manifest_bytes(cls: type[ROW], rows: Iterable[ROW]) -> bytes:
         rows_to_table(cls, rows), buf, compression="zstd", write_statistics=False,
         store_schema=True,
     )
+    return buf.getvalue()
+
+
+def read_manifest_table(cls: type[ManifestRow], data: bytes, where: str = "manifest"
+                        ) -> pa.Table:
+    """Parquet bytes → an Arrow table of ``cls``'s columns, checking kind and version."""
+    table = pq.read_table(io.BytesIO(data))
+    _check_schema(cls, table.schema, where)
+    return table.select(arrow_schema(cls).names)
+
+
+def write_table_bytes(cls: type[ManifestRow], table: pa.Table) -> bytes:
+    """An Arrow table of ``cls``'s rows → the same bytes :func:`write_manifest_bytes` gives."""
+    schema = arrow_schema(cls)
+    table = table.select(schema.names).cast(schema).combine_chunks()
+    buf = io.BytesIO()
+    pq.write_table(table, buf, compression="zstd", write_statistics=False, store_schema=True)
     return buf.getvalue()
 
 

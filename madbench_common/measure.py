@@ -3,14 +3,17 @@
 Each stage's cost is its wall time from the run log times the worker count
 (core-seconds), divided by the items it is planned per: source clips before the
 split, eligible clips after it, and benchmark samples from assembly on. Bytes are
-what the stage wrote under its prefix. Rows are labelled with where and how they
-were measured; generator stages run their CPU references here, so their figures
-say nothing about the real models' GPU time.
+what the stage wrote under its prefix. ``peak_rss_mb`` is the largest peak resident
+memory of one of its shards or its merge (the run log's ``peak_rss``; measure a run made
+with ``--isolate-shards`` so each shard's peak is its own). Rows are labelled with where
+and how they were measured; generator stages run their CPU references here, so their
+figures say nothing about the real models' GPU time.
 """
 
 from __future__ import annotations
 
 import csv
+import dataclasses
 import io
 import json
 import platform
@@ -21,24 +24,30 @@ from madbench_common.pipeline.stage import read_marker
 from madbench_common.plan import Throughput
 from madbench_common.store import RunStore
 
-__all__ = ["measure_run", "throughput_csv"]
+__all__ = ["measure_run", "throughput_csv", "update_peaks"]
 
 _PER_SOURCE = ("ingest", "separate", "source_qc")
 _PER_SAMPLE = ("assemble", "features", "evaluate")
-_FIELDS = ("stage", "unit", "device", "seconds_per_item", "bytes_per_item", "basis", "source")
+_FIELDS = ("stage", "unit", "device", "seconds_per_item", "bytes_per_item", "basis", "source",
+           "peak_rss_mb")
 
 
-def _stage_seconds(run: RunStore) -> tuple[dict[str, float], int]:
-    """Core-seconds per stage over every run log (first non-skipped record wins)."""
+def _stage_seconds(run: RunStore) -> tuple[dict[str, float], dict[str, int], int]:
+    """Core-seconds and peak RSS per stage over every run log (first non-skipped record
+    wins), and the worker count."""
     seconds: dict[str, float] = {}
+    peaks: dict[str, int] = {}
     workers = 1
     for key in run.list("_logs"):
+        if not key.startswith("_logs/run-"):
+            continue  # per-pod logs of Argo runs (_logs/stage/...) have no worker count
         record = json.loads(run.get_bytes(key))
         workers = max(workers, int(record["workers"]))
         for s in record["stages"]:
             if not s["skipped"] and s["stage"] not in seconds:
                 seconds[s["stage"]] = float(s["seconds"]) * int(record["workers"])
-    return seconds, workers
+                peaks[s["stage"]] = int(s.get("peak_rss", 0))
+    return seconds, peaks, workers
 
 
 def _bytes_written(run: RunStore, stage: str) -> int:
@@ -58,7 +67,7 @@ def _denominators(run: RunStore) -> dict[str, int]:
 
 def measure_run(run: RunStore, graph: Graph, where: str = "") -> list[Throughput]:
     """Throughput rows for every stage of ``graph`` that ran in ``run``."""
-    seconds, workers = _stage_seconds(run)
+    seconds, peaks, workers = _stage_seconds(run)
     counts = _denominators(run)
     where = where or f"{platform.machine()} CPU"
     rows = []
@@ -73,7 +82,8 @@ def measure_run(run: RunStore, graph: Graph, where: str = "") -> list[Throughput
                   f"{workers} workers on {where}{ref}; core-seconds = wall x workers")
         rows.append(Throughput(stage.name, unit, "cpu", round(seconds[stage.name] / n, 4),
                                _bytes_written(run, stage.name) // n,
-                               "measured-cpu-ref" if stage.gpu else "measured", source))
+                               "measured-cpu-ref" if stage.gpu else "measured", source,
+                               -(-peaks.get(stage.name, 0) // 2**20)))
     return rows
 
 
@@ -93,3 +103,11 @@ def throughput_csv(rows: list[Throughput]) -> str:
     for r in rows:
         writer.writerow({f: getattr(r, f) for f in _FIELDS})
     return buf.getvalue()
+
+
+def update_peaks(table: dict[str, Throughput], measured: list[Throughput]) -> list[Throughput]:
+    """``table`` with each stage's ``peak_rss_mb`` from ``measured`` (other columns kept:
+    timings measured on a quiet machine stay valid while memory is re-measured)."""
+    peaks = {r.stage: r.peak_rss_mb for r in measured if r.peak_rss_mb}
+    return [dataclasses.replace(row, peak_rss_mb=peaks.get(row.stage, row.peak_rss_mb))
+            for row in table.values()]

@@ -51,6 +51,9 @@ class Throughput:
     bytes_per_item: int
     basis: str
     source: str
+    peak_rss_mb: int = 0
+    """Largest peak resident memory of one shard (or the merge) in the measured run; 0:
+    not measured. The workflow's memory requests derive from it (``pipeline/argo.py``)."""
 
 
 @dataclass(frozen=True)
@@ -133,7 +136,8 @@ class Plan:
 def _row(raw: dict[str, str], where: str) -> Throughput:
     try:
         row = Throughput(raw["stage"], raw["unit"], raw["device"], float(raw["seconds_per_item"]),
-                         int(raw["bytes_per_item"]), raw["basis"], raw["source"])
+                         int(raw["bytes_per_item"]), raw["basis"], raw["source"],
+                         int(raw.get("peak_rss_mb") or 0))
     except (KeyError, ValueError) as exc:
         raise ConfigError(f"{where}: bad throughput row {raw}: {exc}") from None
     if row.unit not in _UNITS or not row.source.strip():

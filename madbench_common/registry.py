@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from functools import cache
 from typing import Any
 
-from madbench_common.errors import ConfigError
+from madbench_common.errors import ConfigError, EnvironmentMissing
 
 __all__ = ["GROUPS", "REGISTRY", "ModelSpec", "load_model", "register", "specs_for_role"]
 
@@ -62,7 +62,13 @@ def load_model(slug: str, **kwargs: Any) -> Any:
         known = ", ".join(sorted(REGISTRY))
         raise ConfigError(f"unknown model slug {slug!r}; known: {known}") from None
     module, _, name = spec.target.partition(":")
-    return getattr(importlib.import_module(module), name)(**kwargs)
+    try:
+        cls = getattr(importlib.import_module(module), name)
+    except ModuleNotFoundError as exc:
+        raise EnvironmentMissing(f"model {slug!r} needs the Python module {exc.name!r}, which "
+                                 f"this environment lacks (it belongs in image {spec.image!r})"
+                                 ) from None
+    return cls(**kwargs)
 
 
 def _ref(slug: str, role: str, target: str, description: str, paper: str = "",

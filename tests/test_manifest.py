@@ -12,7 +12,9 @@ from madbench_common.manifest import (
     Provenance,
     arrow_schema,
     read_manifest_bytes,
+    read_manifest_table,
     write_manifest_bytes,
+    write_table_bytes,
 )
 from madbench_common.rows import SourceQCRow, SourceRow, StemRow
 
@@ -57,3 +59,18 @@ def test_wrong_types_fail_loudly() -> None:
     bad = dataclasses.replace(SourceRow(clip_id="a", source_path="p"), width="wide")  # type: ignore[arg-type]
     with pytest.raises((pa.ArrowInvalid, pa.ArrowTypeError)):
         write_manifest_bytes(SourceRow, [bad])
+
+
+def test_merging_tables_gives_the_bytes_of_merging_rows() -> None:
+    """merge_stage sorts Arrow tables; the bytes must equal sorting the rows themselves."""
+    rows = [dataclasses.replace(r, clip_id=f"{c}{i}") for i, c in enumerate("qzbxam")
+            for r in _rows()]
+    shards = [write_manifest_bytes(SourceQCRow, rows[i::3]) for i in (2, 0, 1)]
+    merged = pa.concat_tables([read_manifest_table(SourceQCRow, s) for s in shards])
+    by_table = write_table_bytes(SourceQCRow, merged.sort_by("clip_id"))
+    by_rows = write_manifest_bytes(SourceQCRow, sorted(
+        [r for s in shards for r in read_manifest_bytes(SourceQCRow, s)],
+        key=lambda r: r.clip_id))
+    assert by_table == by_rows
+    with pytest.raises(ManifestError):
+        read_manifest_table(StemRow, shards[0])

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from madbench_common.measure import measure_run, throughput_csv
+from madbench_common.measure import measure_run, throughput_csv, update_peaks
 from madbench_common.pipeline.graph import Graph, Stage
 from madbench_common.plan import load_throughput
 from madbench_common.store import FileStore, RunStore
@@ -45,3 +45,19 @@ def test_measure_normalises_per_planned_unit(tmp_path: Path) -> None:
     out = tmp_path / "t.csv"
     out.write_text(throughput_csv(list(rows.values())))
     assert load_throughput(out) == rows
+
+
+def test_peak_rss_from_run_logs_updates_only_that_column(tmp_path: Path) -> None:
+    run = RunStore(FileStore(tmp_path), "r")
+    _marker(run, "ingest", 10, 0, 800)
+    stages = [{"stage": "ingest", "seconds": 4.0, "skipped": False, "peak_rss": 300 << 20},
+              {"stage": "split", "seconds": 1.0, "skipped": True, "peak_rss": 0}]
+    run.put_bytes("_logs/run-1.json", json.dumps({"workers": 2, "stages": stages}).encode())
+    run.put_bytes("_logs/stage/ingest/run-0-x.json", json.dumps({"peak_rss": 1}).encode())
+    measured = measure_run(run, _graph(), "box")
+    assert measured[0].peak_rss_mb == 300
+    table = load_throughput()
+    updated = {r.stage: r for r in update_peaks(table, measured)}
+    assert updated["ingest"].peak_rss_mb == 300
+    assert updated["ingest"].seconds_per_item == table["ingest"].seconds_per_item
+    assert updated["separate"] == table["separate"]

@@ -1,13 +1,27 @@
-"""Store: key confinement, atomic writes, checksums, and the S3 path on a real server."""
+"""Store: key confinement, atomic writes, checksums, relocatable references, disk full,
+conditional writes, and the S3 path on a real server."""
 
 from __future__ import annotations
 
+import errno
+import os
+import subprocess
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
-from madbench_common.errors import ChecksumError, ConfigError, StoreKeyError
-from madbench_common.store import FileStore, RunStore, S3Store, check_key, open_store, sha256_bytes
+from madbench_common.errors import ChecksumError, ConfigError, StoreKeyError, StoreWriteError
+from madbench_common.store import (
+    FileStore,
+    RunStore,
+    S3Store,
+    Store,
+    check_key,
+    copy_run,
+    open_store,
+    sha256_bytes,
+)
 
 
 @pytest.mark.parametrize("key", ["", "/abs", "a/../b", "a//b", "./a", "a\\b", "..", "a/b/",
@@ -83,7 +97,8 @@ def test_s3_roundtrip(s3_uri: str) -> None:
     assert isinstance(store, S3Store)
     run = RunStore(store, "r1")
     info = run.put_bytes("stage/x.bin", b"hello")
-    assert info.uri == f"{s3_uri}/r1/stage/x.bin"
+    assert info.uri == "stage/x.bin"  # run-relative: the run can move
+    assert run.uri(info.uri) == f"{s3_uri}/r1/stage/x.bin"
     assert run.get_bytes("stage/x.bin", info.sha256) == b"hello"
     assert run.exists("stage/x.bin") and not run.exists("stage/y.bin")
     assert run.list("stage") == ["stage/x.bin"]
@@ -102,3 +117,121 @@ def test_s3_checksum_metadata_is_verified(s3_uri: str, tmp_path: Path) -> None:
     big.write_bytes(b"z" * 1000)
     info = store.put_file("big", big)
     assert store.get_file("big", tmp_path / "back.bin", info.sha256).read_bytes() == b"z" * 1000
+
+
+# ------------------------------------------------------------------ relocatable references
+
+
+def test_run_references_are_relative_and_resolve_from_any_store(tmp_path: Path) -> None:
+    run = RunStore(FileStore(tmp_path / "a"), "r1")
+    info = run.put_bytes("ingest/f/x.wav", b"abc")
+    assert info.uri == "ingest/f/x.wav"
+    assert run.key_of(info.uri) == "ingest/f/x.wav"
+    assert run.key_of(run.uri("ingest/f/x.wav")) == "ingest/f/x.wav"
+    # an absolute URI written by an older run of the same id in another store
+    assert run.key_of("file:///old/store/r1/ingest/f/x.wav") == "ingest/f/x.wav"
+    assert run.key_of("s3://bucket/runs/r1/ingest/f/x.wav") == "ingest/f/x.wav"
+    for foreign in ("file:///old/store/r2/ingest/x.wav", "http://h/r1/x", "../r2/x"):
+        with pytest.raises(StoreKeyError):
+            run.key_of(foreign)
+
+
+def test_copy_run_moves_every_object_but_the_lock(tmp_path: Path) -> None:
+    src = RunStore(FileStore(tmp_path / "a"), "r")
+    for key in ("s/x.bin", "s/y/z.bin", "_LOCK"):
+        src.put_bytes(key, key.encode())
+    dst = RunStore(FileStore(tmp_path / "b"), "r")
+    assert copy_run(src, dst) == 2
+    assert dst.list() == ["s/x.bin", "s/y/z.bin"]
+    assert dst.get_bytes("s/y/z.bin") == b"s/y/z.bin"
+
+
+# ------------------------------------------------------------------ damage and disk full
+
+
+def test_file_store_detects_damage_without_a_manifest_checksum(tmp_path: Path) -> None:
+    store = FileStore(tmp_path)
+    store.put_bytes("m/_SUCCESS", b'{"rows": 1}')
+    path = tmp_path / "m" / "_SUCCESS"
+    if not _has_xattr(path):
+        pytest.skip("this file system keeps no user xattrs")
+    with open(path, "r+b") as fh:  # flip a byte in place, as bit rot would
+        fh.write(b"[")
+    with pytest.raises(ChecksumError, match=r"m/_SUCCESS: sha256 mismatch") as err:
+        store.get_bytes("m/_SUCCESS")
+    assert err.value.key == "m/_SUCCESS"
+
+
+def _has_xattr(path: Path) -> bool:
+    try:
+        os.getxattr(path, "user.madbench.sha256")
+    except OSError:
+        return False
+    return True
+
+
+def test_disk_full_is_a_clear_error_and_leaves_no_partial_file(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    store = FileStore(tmp_path)
+    store.put_bytes("k", b"old")
+    real_fsync = os.fsync
+
+    def full(fd: int) -> None:  # the write path's flush hits ENOSPC
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr("os.fsync", full)
+    with pytest.raises(StoreWriteError, match="no space left") as err:
+        store.put_bytes("new", b"x" * 1000)
+    assert err.value.exit_code == 75
+    monkeypatch.setattr("os.fsync", real_fsync)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["k"]
+
+
+@pytest.fixture
+def tiny_fs(tmp_path: Path) -> Iterator[Path]:
+    """A 1 MiB tmpfs mounted for the test (needs root and mount rights)."""
+    mnt = tmp_path / "tiny"
+    mnt.mkdir()
+    done = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=1m", "tmpfs", str(mnt)],
+                          capture_output=True)
+    if done.returncode != 0:
+        pytest.skip(f"cannot mount a tmpfs here: {done.stderr.decode().strip()}")
+    try:
+        yield mnt
+    finally:
+        subprocess.run(["umount", "-l", str(mnt)], check=False)
+
+
+def test_disk_full_on_a_real_small_file_system(tiny_fs: Path) -> None:
+    store = FileStore(tiny_fs)
+    store.put_bytes("a/small", b"x" * 1000)
+    with pytest.raises(StoreWriteError, match=r"a/big.*no space left"):
+        store.put_bytes("a/big", os.urandom(2 << 20))
+    assert sorted(p.name for p in (tiny_fs / "a").iterdir()) == ["small"]
+    assert store.get_bytes("a/small") == b"x" * 1000
+
+
+# ------------------------------------------------------------------ conditional writes
+
+
+def _conditional_ops(store: Store) -> None:
+    token = store.put_if_absent("lock", b"one")
+    assert token is not None
+    assert store.put_if_absent("lock", b"two") is None
+    data, seen = store.read_versioned("lock") or (b"", "")
+    assert data == b"one" and seen == token
+    new = store.put_if_match("lock", b"three", token)
+    assert new is not None and new != token
+    assert store.put_if_match("lock", b"four", token) is None  # stale version loses
+    assert not store.delete_if_match("lock", token)
+    assert store.delete_if_match("lock", new)
+    assert store.read_versioned("lock") is None
+
+
+def test_file_store_conditional_writes(tmp_path: Path) -> None:
+    _conditional_ops(FileStore(tmp_path))
+
+
+@pytest.mark.s3
+def test_s3_conditional_writes(s3_uri: str) -> None:
+    _conditional_ops(S3Store(s3_uri))

@@ -11,6 +11,7 @@ to YAML deterministically.
 
 from __future__ import annotations
 
+import functools
 import json
 import re
 from collections.abc import Iterable
@@ -21,25 +22,31 @@ from typing import Any
 import yaml
 from hera.workflows import models as m
 
-from madbench_common.errors import ConfigError
+from madbench_common.errors import EXIT_DETERMINISTIC, ConfigError
 from madbench_common.pipeline.graph import Graph, Stage
 from madbench_common.pipeline.stage import read_marker
 from madbench_common.store import RunStore, open_store
 
 __all__ = [
     "DETERMINISTIC_EXIT_CODE",
+    "MAX_BACKOFF_SECONDS",
+    "MERGE_MEMORY",
+    "SHARD_TIMEOUT_SHARE",
     "VARIANTS",
     "ClusterProfile",
     "ImageLock",
     "Variant",
     "compile_workflow",
+    "default_shards",
+    "memory_request",
+    "parse_failures",
     "render_workflows",
     "task_name",
     "workflow_yaml",
     "write_exit_summary",
 ]
 
-DETERMINISTIC_EXIT_CODE = 3
+DETERMINISTIC_EXIT_CODE = EXIT_DETERMINISTIC
 """Exit code of ``madbench stage`` for bad input/config: never retried."""
 
 RUN_ID = "{{=workflow.parameters.run_id == '' ? workflow.name : workflow.parameters.run_id}}"
@@ -54,6 +61,15 @@ _SCRATCH = "/tmp"
 _WEIGHTS = "/weights"
 """Where the weights volume is mounted: madbench_common.weights.DEFAULT_ROOT."""
 _UID = 10001
+_BACKOFF_SECONDS = 30
+_MEMORY_HEADROOM, _MEMORY_STEP_MI, _MEMORY_FLOOR_MI = 1.5, 256, 512
+MERGE_MEMORY = "1Gi"
+"""Merge pods' memory (see ``bench/bench_scale.py``: the largest merge at the paper's
+scale, 49,608 sample rows, peaks well below it)."""
+SHARD_TIMEOUT_SHARE = 0.5
+"""A shard's planned time at the paper's scale stays under this share of its timeout."""
+MAX_BACKOFF_SECONDS = 600
+"""The longest wait between two retries any stage may reach (30 s × 2^(retries-1))."""
 
 
 @dataclass(frozen=True)
@@ -148,6 +164,27 @@ def _num_shards(stage: Stage) -> str:
 # ---------------------------------------------------------------- parameters
 
 
+def default_shards(graph: Graph, variant: Variant) -> dict[str, int]:
+    """Each sharded stage's default shard count in a workflow.
+
+    The stage's own count, raised in the full workflow where ``madbench plan`` at the
+    paper's scale (1,892 clips; GPU seconds per item estimated from the model until
+    measured) gives one shard more than half the stage's timeout: the estimate may be off
+    by that much and a shard must still finish. Smoke runs keep the stage's count.
+    """
+    from madbench_common.plan import PAPER_CLIPS, plan_run
+
+    counts = {s.name: s.shards for s in graph if s.sharded}
+    if variant.cpu_only:
+        return counts
+    for p in plan_run(graph, PAPER_CLIPS).stages:
+        if p.stage.name in counts:
+            seconds = p.compute_hours * 3600
+            budget = SHARD_TIMEOUT_SHARE * p.stage.timeout
+            counts[p.stage.name] = max(p.stage.shards, -(-int(seconds) // int(budget)))
+    return counts
+
+
 def _parameters(graph: Graph, variant: Variant, lock: ImageLock) -> list[m.Parameter]:
     params = [
         m.Parameter(name="store", value="s3://madbench/runs",
@@ -158,12 +195,13 @@ def _parameters(graph: Graph, variant: Variant, lock: ImageLock) -> list[m.Param
                     description="s3:// URI of the source-clip CSV or folder (ingest input)"),
         m.Parameter(name="seed", value="0", description="Run seed"),
     ]
+    shards = default_shards(graph, variant)
     for stage in graph:
         slug = "reference-cpu" if variant.cpu_only else stage.image
         params.append(m.Parameter(name=stage.image_param, value=lock.ref(slug),
                                   description=f"Image of stage {stage.name} ({slug})"))
         if stage.sharded:
-            params.append(m.Parameter(name=_shards_param(stage), value=str(stage.shards),
+            params.append(m.Parameter(name=_shards_param(stage), value=str(shards[stage.name]),
                                       description=f"Shard count of stage {stage.name}"))
         if _swappable(stage):
             params.append(m.Parameter(
@@ -214,8 +252,30 @@ def _container_security() -> m.SecurityContext:
     )
 
 
+@functools.cache
+def _measured() -> dict[str, Any]:
+    from madbench_common.plan import load_throughput
+
+    return load_throughput()
+
+
+def memory_request(stage: Stage, variant: Variant) -> str:
+    """A shard pod's memory: the measured peak RSS (throughput table) × 1.5, rounded up to
+    256 Mi, at least 512 Mi — where the measurement applies: the stage runs the image it
+    was measured on (``reference-cpu``: always in smoke runs, in full runs only for stages
+    whose image it is). Elsewhere (real model images, not measured yet) the stage's
+    declared ``memory``."""
+    row = _measured().get(stage.name)
+    slug = "reference-cpu" if variant.cpu_only else stage.image
+    if row is None or not row.peak_rss_mb or slug != "reference-cpu":
+        return stage.memory
+    step = _MEMORY_STEP_MI
+    mi = max(_MEMORY_FLOOR_MI, -(-int(row.peak_rss_mb * _MEMORY_HEADROOM) // step) * step)
+    return f"{mi}Mi"
+
+
 def _resources(stage: Stage, variant: Variant, merge: bool) -> m.ResourceRequirements:
-    cpu, memory = ("500m", "1Gi") if merge else (stage.cpu, stage.memory)
+    cpu, memory = ("500m", MERGE_MEMORY) if merge else (stage.cpu, memory_request(stage, variant))
     requests = {"cpu": m.Quantity(cpu), "memory": m.Quantity(memory)}
     limits = {"memory": m.Quantity(memory)}
     if stage.gpu and not variant.cpu_only and not merge:
@@ -229,30 +289,32 @@ def _stage_args(stage: Stage, verb: str, graph: Graph, variant: Variant) -> list
         args += ["--shard", "{{inputs.parameters.shard}}"]
     args += ["--num-shards", _num_shards(stage), "--store", _param("store"),
              "--run-id", RUN_ID, "--image", _param(stage.image_param), "--seed", _param("seed")]
-    params = _stage_params(stage, variant)
-    if params:
-        args += ["--params-json", params]
+    return args + _stage_params(stage, variant)
+
+
+def _stage_params(stage: Stage, variant: Variant) -> list[str]:
+    """Per-run parameters: ``sources`` for root stages; the model slug where it is swappable;
+    in the full workflow, the params its profile overrides (the pod's embedded graph has
+    the reference defaults).
+
+    Workflow parameters are each their own ``--param KEY=VALUE`` argument, which Argo
+    substitutes verbatim into one argv element: a value with ``"``, ``\\`` or ``=``
+    survives (no JSON is spliced). The profile's fixed params are known when rendering, so
+    they go in one ``--params-json`` made by :func:`json.dumps`.
+    """
+    args: list[str] = []
+    if not stage.inputs:
+        args += ["--param", f"sources={_param('sources')}"]
+    if _swappable(stage):
+        args += ["--param", f"model={_param(_model_param(stage))}"]
+    fixed = stage.full.get("params", {}) if not variant.cpu_only else {}
+    if fixed:
+        args += ["--params-json", json.dumps(fixed, sort_keys=True)]
     return args
 
 
-def _stage_params(stage: Stage, variant: Variant) -> str:
-    """Per-run parameters: ``sources`` for root stages; the model slug where it is swappable;
-    in the full workflow, the params its profile overrides (the pod's embedded graph has
-    the reference defaults)."""
-    items: list[str] = []
-    if not stage.inputs:
-        items.append(f'"sources": "{_param("sources")}"')
-    if _swappable(stage):
-        items.append(f'"model": "{_param(_model_param(stage))}"')
-    if not variant.cpu_only:
-        items += [f"{json.dumps(k)}: {json.dumps(v, sort_keys=True)}"
-                  for k, v in sorted(stage.full.get("params", {}).items())]
-    return "{" + ", ".join(items) + "}" if items else ""
-
-
 def _swappable(stage: Stage) -> bool:
-    """A stage runs one registry model (compound QC stages name their models in params)."""
-    return bool(stage.model) and "+" not in stage.model
+    return stage.swappable
 
 
 def _model_param(stage: Stage) -> str:
@@ -274,13 +336,18 @@ def _reference_model(role: str) -> str:
 
 
 def _retry(stage: Stage) -> m.RetryStrategy | None:
+    """Retries with exponential backoff (30 s, 60 s, …), never for exit 3.
+
+    No ``backoff.cap``: it exists only from Argo v3.7 and the README supports v3.5+;
+    the waits are bounded by ``retries`` instead (:data:`MAX_BACKOFF_SECONDS`).
+    """
     if stage.retries == 0:
         return None
     return m.RetryStrategy(
         limit=m.IntOrString(str(stage.retries)),
         retry_policy="Always",
         expression=f'lastRetry.exitCode != "{DETERMINISTIC_EXIT_CODE}"',
-        backoff=m.Backoff(duration="30s", factor=m.IntOrString("2"), cap="10m"),
+        backoff=m.Backoff(duration=f"{_BACKOFF_SECONDS}s", factor=m.IntOrString("2")),
     )
 
 
@@ -457,14 +524,27 @@ def render_workflows(
 # ---------------------------------------------------------------- exit handler
 
 
-def _parse_failures(failures: str) -> Any:
-    """``{{workflow.failures}}`` is JSON, or empty / the literal tag when nothing failed."""
-    if not failures or failures.startswith("{{"):
+def parse_failures(failures: str) -> Any:
+    """Decode ``{{workflow.failures}}`` into a list of failed nodes.
+
+    Argo substitutes it JSON-quoted (``strconv.Quote`` of the JSON list): ``"null"``
+    when nothing failed, ``"[{\\"displayName\\": …}]"`` otherwise. The quoted form is
+    decoded twice; raw JSON once; empty or an unsubstituted tag gives ``[]``. Text that
+    is not JSON at all is kept as one entry rather than lost.
+    """
+    value: Any = failures.strip()
+    if not value or value.startswith("{{"):
         return []
-    try:
-        return json.loads(failures)
-    except json.JSONDecodeError:
-        return failures
+    for _ in range(3):
+        if not isinstance(value, str):
+            break
+        try:
+            value = json.loads(value)
+        except json.JSONDecodeError:
+            return [{"message": value}]
+    if value is None or value == "":
+        return []
+    return value if isinstance(value, list) else [value]
 
 
 def _stage_summary(run: RunStore, stage: Stage) -> dict[str, Any]:
@@ -486,7 +566,7 @@ def write_exit_summary(
         "run_id": run_id,
         "status": status,
         "duration_seconds": duration,
-        "failures": _parse_failures(failures),
+        "failures": parse_failures(failures),
         "stages": {s.name: _stage_summary(run, s) for s in graph},
     }
     run.put_bytes("_RUN_SUMMARY.json", json.dumps(summary, indent=1, sort_keys=True).encode())

@@ -83,7 +83,11 @@ def build_graph() -> Graph:
                 shards=4,
                 timeout=1800,
                 params={"min_duration": 4.0, "max_duration": 12.0, "sample_rate": 16000,
-                        "silence_dbfs": -70.0},
+                        "silence_dbfs": -70.0,
+                        # bounds on untrusted media (madbench_common.media_guard)
+                        "max_streams": 8, "max_width": 4096, "max_height": 4096,
+                        "max_fps": 240.0, "max_file_mb": 1024, "decode_timeout": 60.0,
+                        "decode_memory_mb": 1024},
             ),
             Stage(
                 name="separate",

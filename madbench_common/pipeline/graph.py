@@ -85,6 +85,12 @@ class Stage:
     def sharded(self) -> bool:
         return self.shards > 1
 
+    @property
+    def swappable(self) -> bool:
+        """It runs one registry model, named by its ``model`` parameter (compound QC stages
+        name their models in their own parameters)."""
+        return bool(self.model) and "+" not in self.model
+
 
 class Graph:
     """A validated DAG of stages."""

@@ -5,32 +5,47 @@ for shards). With a :class:`~madbench_common.pipeline.container.ContainerEngine`
 (``madbench run --engine podman|docker|buildah``) every shard and merge runs in the
 stage's image instead, ``--workers`` containers at a time. Completed shards and stages
 are skipped by their markers, so a killed run resumes where it stopped and produces
-the same manifests.
+the same manifests. One runner holds a run at a time
+(:class:`~madbench_common.pipeline.lease.RunLease`). A damaged object met on the way
+(:class:`~madbench_common.errors.ChecksumError`) has its shard recomputed
+(:func:`~madbench_common.pipeline.repair.invalidate`) and the pass starts again; the
+run log (``_logs/run-*.json``) records per stage the shards executed, their peak
+RSS and the S3 retries.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import logging
+import multiprocessing
 import os
 import sys
 import time
+from collections import Counter
 from collections.abc import Callable
 from concurrent.futures import Future, ProcessPoolExecutor
 from dataclasses import asdict, dataclass, field
 from datetime import datetime, timezone
+from functools import lru_cache
 from typing import TYPE_CHECKING, Any
 
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
+from madbench_common.errors import ChecksumError, ConfigError
 from madbench_common.pipeline.graph import Graph, Stage
+from madbench_common.pipeline.lease import RunLease
+from madbench_common.pipeline.repair import invalidate
 from madbench_common.pipeline.stage import (
     ShardResult,
+    StageContext,
     make_context,
     merge_stage,
     run_shard,
     stage_done,
 )
+from madbench_common.pipeline.usage import peak_rss_bytes, reset_peak_rss
+from madbench_common.s3client import retries_since, retry_stats
 from madbench_common.store import RunStore, open_store
 
 if TYPE_CHECKING:
@@ -41,6 +56,8 @@ __all__ = ["LocalRunner", "RunOptions", "StageReport"]
 log = logging.getLogger("madbench")
 EMBEDDED_IMAGE = "embedded"
 _UNSUPPORTED_LOCAL = ("gpu", "memory", "cpu", "parallelism", "retries", "timeout")
+MAX_REPAIRS = 8
+"""Damaged objects recomputed in one run before it gives up."""
 
 
 @dataclass
@@ -56,6 +73,11 @@ class RunOptions:
     shards: dict[str, int] = field(default_factory=dict)
     """Per-stage shard count override; by default ``max(stage.shards, workers)``."""
     progress: bool = True
+    lock_wait: float = 0.0
+    """Seconds to wait for another runner's lease on the run (0: fail at once)."""
+    isolate: bool = False
+    """Run every shard in a fresh process (as a pod does): slower, but each shard's peak
+    RSS is its own, which is what ``madbench measure`` turns into memory requests."""
 
 
 @dataclass
@@ -69,6 +91,12 @@ class StageReport:
     rows: int
     rejected: int
     seconds: float
+    executed: list[int] = field(default_factory=list)
+    """Shard indices this run computed (the others were done already)."""
+    peak_rss: int = 0
+    """Largest peak RSS of one shard (or of the merge) in bytes."""
+    merge_seconds: float = 0.0
+    retries: dict[str, int] = field(default_factory=dict)
 
 
 def _init_worker(threads: int) -> None:
@@ -84,13 +112,28 @@ def _init_worker(threads: int) -> None:
         torch.set_num_threads(threads)
 
 
+@lru_cache(maxsize=4)
+def _open_run(store_uri: str, run_id: str, _endpoint: str) -> RunStore:
+    """One store client per worker process and endpoint (an S3 client is costly to build)."""
+    return RunStore(open_store(store_uri), run_id)
+
+
 def _shard_job(
     store_uri: str, run_id: str, graph_factory: Callable[[], Graph], stage: str,
     params: dict[str, Any], seed: int, shard: int, num_shards: int,
 ) -> ShardResult:
-    run = RunStore(open_store(store_uri), run_id)
+    before = retry_stats()
+    run = _open_run(store_uri, run_id, os.environ.get("AWS_ENDPOINT_URL", ""))
     ctx = make_context(run, graph_factory(), stage, params, EMBEDDED_IMAGE, seed)
-    return run_shard(ctx, shard, num_shards)
+    result = run_shard(ctx, shard, num_shards)
+    return dataclasses.replace(result, retries=retries_since(before))  # context reads too
+
+
+def _sum(counts: list[dict[str, int]]) -> dict[str, int]:
+    total: Counter[str] = Counter()
+    for c in counts:
+        total.update(c)
+    return dict(total)
 
 
 class LocalRunner:
@@ -121,22 +164,71 @@ class LocalRunner:
     def execute(self) -> list[StageReport]:
         """Run every stage up to ``until``; return per-stage reports and write the run log."""
         started = datetime.now(timezone.utc)
+        self._retries_before = retry_stats()
         threads = max(1, (os.cpu_count() or 1) // max(1, self.opts.workers))
         pool = None
-        if self.opts.workers > 1 and self.engine is None:
-            pool = ProcessPoolExecutor(self.opts.workers, initializer=_init_worker,
-                                       initargs=(threads,))
-        else:
-            _init_worker(threads)
-        try:
-            with self._progress() as progress:
-                for stage in self.graph.until(self.opts.until):
-                    self.reports.append(self._run_stage(stage, pool, progress))
-        finally:
-            if pool is not None:
-                pool.shutdown(cancel_futures=True)
+        self._worker_retries: list[dict[str, int]] = []
+        with RunLease(self.run, wait=self.opts.lock_wait) as lease:
+            if self.engine is not None:
+                _init_worker(threads)
+            elif self.opts.isolate:  # every shard in a fresh process, as in a pod
+                if sys.version_info < (3, 11):
+                    raise ConfigError("--isolate-shards needs Python 3.11 or later")
+                pool = ProcessPoolExecutor(self.opts.workers, initializer=_init_worker,
+                                           initargs=(threads,), max_tasks_per_child=1,
+                                           mp_context=multiprocessing.get_context("spawn"))
+            elif self.opts.workers > 1:
+                pool = ProcessPoolExecutor(self.opts.workers, initializer=_init_worker,
+                                           initargs=(threads,))
+            else:
+                _init_worker(threads)
+            try:
+                with self._progress() as progress:
+                    self._passes(pool, progress, lease)
+            except BaseException:
+                self._shutdown(pool)
+                self._write_log_quietly(started)  # the run's own error is the one to see
+                raise
+            self._shutdown(pool)
             self._write_log(started)
         return self.reports
+
+    @staticmethod
+    def _shutdown(pool: ProcessPoolExecutor | None) -> None:
+        if pool is not None:
+            pool.shutdown(cancel_futures=True)
+
+    def _write_log_quietly(self, started: datetime) -> None:
+        try:
+            self._write_log(started)
+        except Exception as exc:
+            log.warning("run log not written: %s", exc)
+
+    def _passes(self, pool: ProcessPoolExecutor | None, progress: Progress,
+                lease: RunLease) -> None:
+        """Run the stages; after a damaged object, recompute its shard and go again."""
+        repaired: set[str] = set()
+        while True:
+            try:
+                for stage in self.graph.until(self.opts.until):
+                    self._record(self._run_stage(stage, pool, progress, lease))
+                return
+            except ChecksumError as exc:
+                if exc.key in repaired or len(repaired) >= MAX_REPAIRS or not exc.key:
+                    raise
+                repaired.add(exc.key)
+                what = invalidate(self.run, exc.key)
+                log.warning("%s; recomputing %s", exc, what)
+
+    def _record(self, report: StageReport) -> None:
+        """Keep one report per stage; a repair pass's skip does not hide the work done."""
+        for i, old in enumerate(self.reports):
+            if old.stage == report.stage:
+                if not report.skipped:
+                    report.executed = sorted({*old.executed, *report.executed})
+                    self.reports[i] = report
+                return
+        self.reports.append(report)
 
     def _progress(self) -> Progress:
         return Progress(
@@ -145,7 +237,8 @@ class LocalRunner:
         )
 
     def _run_stage(
-        self, stage: Stage, pool: ProcessPoolExecutor | None, progress: Progress
+        self, stage: Stage, pool: ProcessPoolExecutor | None, progress: Progress,
+        lease: RunLease,
     ) -> StageReport:
         params = self.opts.params.get(stage.name, {})
         image = EMBEDDED_IMAGE if self.engine is None else self.engine.image_ref(stage)
@@ -165,15 +258,31 @@ class LocalRunner:
 
         if self.engine is None:
             results = self._run_shards(stage, params, n, pool, tick)
-            marker = merge_stage(ctx, n)
+            lease.check()
+            marker, merge_s, merge_rss, merge_retries = self._merge(ctx, n)
         else:
             results = self.engine.run_shards(stage, params, self.opts.seed, n, tick)
+            lease.check()
+            merge_start = time.perf_counter()
             marker = self.engine.merge(stage, params, self.opts.seed, n)
+            merge_s, merge_rss, merge_retries = time.perf_counter() - merge_start, 0, {}
+            self._worker_retries.extend(r.retries for r in results)
         seconds = time.perf_counter() - start
         log.info("%s: %d rows (%d rejected) in %.1fs", stage.name, marker["rows"],
                  marker["rejected"], seconds)
-        return StageReport(stage.name, False, n, sum(r.skipped for r in results),
-                           marker["rows"], marker["rejected"], seconds)
+        return StageReport(
+            stage.name, False, n, sum(r.skipped for r in results), marker["rows"],
+            marker["rejected"], seconds, [r.shard for r in results if not r.skipped],
+            max([merge_rss, *(r.peak_rss for r in results)]), merge_s,
+            _sum([*(r.retries for r in results), merge_retries]))
+
+    @staticmethod
+    def _merge(ctx: StageContext, n: int) -> tuple[dict[str, Any], float, int, dict[str, int]]:
+        before = retry_stats()
+        reset_peak_rss()
+        start = time.perf_counter()
+        marker = merge_stage(ctx, n)
+        return marker, time.perf_counter() - start, peak_rss_bytes(), retries_since(before)
 
     def _run_shards(
         self, stage: Stage, params: dict[str, Any], n: int, pool: ProcessPoolExecutor | None,
@@ -181,7 +290,7 @@ class LocalRunner:
     ) -> list[ShardResult]:
         args = (self.opts.store, self.opts.run_id, self.graph_factory, stage.name, params,
                 self.opts.seed)
-        if pool is None or n == 1:
+        if pool is None or (n == 1 and not self.opts.isolate):
             results = []
             for shard in range(n):
                 results.append(_shard_job(*args, shard, n))
@@ -191,7 +300,13 @@ class LocalRunner:
                                               for i in range(n)]
         for fut in futures:
             fut.add_done_callback(lambda _f: tick())
-        return [f.result() for f in futures]
+        results = [f.result() for f in futures]
+        self._worker_retries.extend(r.retries for r in results)
+        return results
+
+    def _run_retries(self) -> dict[str, int]:
+        """Transient S3 replies of the whole run: this process's, plus its workers'."""
+        return _sum([retries_since(self._retries_before), *self._worker_retries])
 
     def _write_log(self, started: datetime) -> None:
         stamp = started.strftime("%Y%m%dT%H%M%S.%fZ")
@@ -204,5 +319,6 @@ class LocalRunner:
             "seed": self.opts.seed,
             "until": self.opts.until,
             "stages": [asdict(r) for r in self.reports],
+            "s3_retries": self._run_retries(),
         }
         self.run.put_bytes(f"_logs/run-{stamp}.json", json.dumps(record, indent=1).encode())

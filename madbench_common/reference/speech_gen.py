@@ -55,7 +55,7 @@ from madbench_common.dsp import (
     world_analyse,
     world_synthesise,
 )
-from madbench_common.errors import ConfigError
+from madbench_common.errors import ConfigError, EnvironmentMissing
 from madbench_common.types import Audio, Hertz, Seconds
 
 __all__ = [
@@ -183,7 +183,7 @@ def psola_convert(source16: Audio, ref16: Audio, n_out: int) -> Audio:
 
 def _run_tts(cmd: list[str], wav: Path) -> Audio:
     if shutil.which(cmd[0]) is None:
-        raise ConfigError(f"{cmd[0]} not found on PATH (apt-get install {cmd[0]})")
+        raise EnvironmentMissing(f"{cmd[0]} not found on PATH (apt-get install {cmd[0]})")
     subprocess.run(cmd, check=True, capture_output=True, timeout=120)
     audio, sr = sf.read(wav, dtype="float32", always_2d=True)
     return resample(audio.mean(axis=1), sr, _SR)

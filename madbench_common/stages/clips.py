@@ -140,10 +140,14 @@ class PlannedComponentStage(MapStage[ComponentRow]):
                 from None
         seconds = time.perf_counter() - start
         info = self.ctx.save_audio(f"{plan.component}/{item}.wav", audio, plan.sample_rate)
+        # The generator call's seconds go to the shard marker (``item_seconds``), never to
+        # the manifest: a wall-clock time there would change its sha256 on every rerun and
+        # with it every downstream fingerprint (``gen_seconds`` stays 0).
+        self.item_seconds[item] = round(seconds, 4)
         settings = getattr(model, "last_settings", None) or {}
         return dataclasses.replace(
             plan, generator=model.slug, uri=info.uri, sha256=info.sha256,
-            duration=len(audio) / plan.sample_rate, gen_seconds=seconds,
+            duration=len(audio) / plan.sample_rate,
             gen_seed=component_seed(self.ctx, item),
             gen_settings=json.dumps(settings, sort_keys=True) if settings else "",
             **_length_fields(settings),

@@ -2,8 +2,13 @@
 
 Rejects, with a reason per file: ``missing``, ``empty``, ``unreadable``,
 ``truncated``, ``no_audio``, ``no_video``, ``silent``, ``too_short``, ``too_long``,
-``duplicate_clip_id``. The original container is copied byte for byte into the
-store (later stages mux new audio against its untouched video stream).
+``duplicate_clip_id``, and the bounds of untrusted media
+(:mod:`madbench_common.media_guard`): ``file_too_large``, ``unsupported_container``,
+``too_many_streams``, ``resolution_too_high``, ``video_size_invalid``,
+``too_many_frames``, ``decode_timeout``, ``decode_memory``, ``decode_crashed``.
+The original container is copied byte for byte into the store (later stages mux new
+audio against its untouched video stream); every later stage that decodes video
+reads only such accepted copies.
 """
 
 from __future__ import annotations
@@ -17,56 +22,39 @@ from typing import Any
 import av
 import numpy as np
 
-from madbench_common.audio import MediaInfo, decode_audio, probe, rms_dbfs
+from madbench_common.audio import MediaInfo, decode_audio, rms_dbfs
 from madbench_common.errors import ConfigError, InputRejected
+from madbench_common.media_guard import MediaLimits, decode_untrusted
 from madbench_common.pipeline.stage import MapStage
 from madbench_common.rows import SourceRow
-from madbench_common.sources import SourceSpec, fetch_source, list_sources
+from madbench_common.sources import SourceSpec, fetch_source, list_sources, source_size
 
-__all__ = ["IngestStage", "check_media", "ingest_audio"]
+__all__ = ["IngestStage", "check_source"]
 
 log = logging.getLogger("madbench")
-_CONTAINER_MAGIC = (b"ftyp", b"\x1aE\xdf\xa3", b"RIFF")
 _TRUNCATION_TOLERANCE = 0.5  # seconds of audio missing vs the container's duration
 
 
-def _looks_like_media(path: Path) -> bool:
-    with open(path, "rb") as fh:
-        head = fh.read(16)
-    return any(m in head for m in _CONTAINER_MAGIC)
-
-
-def check_media(path: Path) -> MediaInfo:
-    """Probe ``path`` or raise :class:`InputRejected` with the reason."""
+def check_source(path: Path, sample_rate: int, limits: MediaLimits,
+                 name: str) -> tuple[MediaInfo, np.ndarray]:
+    """Stream facts and mono audio of a source, or :class:`InputRejected` with the reason."""
     if not path.exists():
-        raise InputRejected(str(path), "missing", "file does not exist")
+        raise InputRejected(name, "missing", "file does not exist")
     if path.stat().st_size == 0:
-        raise InputRejected(str(path), "empty", "file has zero bytes")
-    try:
-        info = probe(path)
-    except (av.FFmpegError, UnicodeDecodeError) as exc:
-        reason = "truncated" if _looks_like_media(path) else "unreadable"
-        raise InputRejected(str(path), reason, str(exc)) from None
+        raise InputRejected(name, "empty", "file has zero bytes")
+    decoded = decode_untrusted(path, sample_rate, limits, name)
+    info, audio = decoded.info, decoded.audio
     if not info.has_audio:
-        raise InputRejected(str(path), "no_audio", "no audio stream")
+        raise InputRejected(name, "no_audio", "no audio stream")
     if not info.has_video:
-        raise InputRejected(str(path), "no_video", "no video stream")
-    return info
-
-
-def ingest_audio(path: Path, info: MediaInfo, sample_rate: int) -> np.ndarray:
-    """Decode to mono at ``sample_rate``; a short decode against the header is truncation."""
-    try:
-        audio = decode_audio(path, sample_rate)
-    except av.FFmpegError as exc:
-        raise InputRejected(str(path), "truncated", f"decoding failed: {exc}") from None
-    decoded = len(audio) / sample_rate
-    if info.duration and decoded < info.duration - _TRUNCATION_TOLERANCE:
-        raise InputRejected(str(path), "truncated",
-                            f"decoded {decoded:.2f}s of audio, header says {info.duration:.2f}s")
+        raise InputRejected(name, "no_video", "no video stream")
+    seconds = len(audio) / sample_rate
+    if info.duration and seconds < info.duration - _TRUNCATION_TOLERANCE:
+        raise InputRejected(name, "truncated",
+                            f"decoded {seconds:.2f}s of audio, header says {info.duration:.2f}s")
     if not np.isfinite(audio).all():
-        raise InputRejected(str(path), "unreadable", "audio has NaN or Inf samples")
-    return audio
+        raise InputRejected(name, "unreadable", "audio has NaN or Inf samples")
+    return info, audio
 
 
 class IngestStage(MapStage[SourceRow]):
@@ -104,10 +92,14 @@ class IngestStage(MapStage[SourceRow]):
 
     def _ingest(self, spec: SourceSpec, tmp: Path) -> SourceRow:
         p = self.ctx.params
+        limits = MediaLimits.from_params(p)
+        size = source_size(spec.path)
+        if size is not None and size > limits.max_file_bytes:
+            raise InputRejected(spec.path, "file_too_large",
+                                f"{size} bytes > {limits.max_file_bytes} bytes")
         path = fetch_source(spec.path, tmp)
-        info = check_media(path)
         rate = int(p["sample_rate"])
-        audio = ingest_audio(path, info, rate)
+        info, audio = check_source(path, rate, limits, spec.path)
         duration = len(audio) / rate
         if duration < float(p["min_duration"]):
             raise InputRejected(spec.path, "too_short",

@@ -95,3 +95,13 @@ def test_rejected_inputs_are_quarantined_and_the_run_goes_on(tmp_path: Path) -> 
     assert "/data/c02.mp4" in status.quarantine[0].detail
     total = read_manifest_bytes(ToyRow, _manifest(tmp_path, "r", "total"))
     assert total[0].value == 3 * (sum(range(10)) - 2 - 5)
+
+
+def test_isolated_shards_give_the_same_rows_and_their_own_peak_memory(tmp_path: Path) -> None:
+    counter = tmp_path / "calls.txt"
+    LocalRunner(toy_graph, _opts(tmp_path, counter, run_id="a")).execute()
+    reports = LocalRunner(toy_graph, _opts(tmp_path, counter, run_id="b",
+                                           isolate=True)).execute()
+    assert _manifest(tmp_path, "a", "total") == _manifest(tmp_path, "b", "total")
+    assert all(0 < r.peak_rss < 2 << 30 for r in reports)
+    assert sorted(reports[0].executed) == [0, 1, 2, 3]

@@ -2,11 +2,6 @@
 
 from __future__ import annotations
 
-import os
-import signal
-import subprocess
-import sys
-import time
 from pathlib import Path
 
 import numpy as np
@@ -72,38 +67,3 @@ def test_foundation_on_s3_matches_file_store(demo_sources: Path, tmp_path: Path,
                                     for r in _rows(run, "separate", StemRow)]
     assert results["file"] == results["s3"]
     assert results["file_stems"] == results["s3_stems"]
-
-
-def _markers(root: Path, stage: str) -> dict[str, float]:
-    return {str(p): p.stat().st_mtime_ns for p in (root / stage).rglob("*._SUCCESS")}
-
-
-def test_killed_run_resumes_with_identical_manifests(demo_sources: Path, tmp_path: Path) -> None:
-    store = tmp_path / "store"
-    cmd = [sys.executable, "-m", "madbench_common.cli", "run", "--sources", str(demo_sources),
-           "--store", str(store), "--run-id", "k", "--until", "source_qc", "--no-progress",
-           "--shards", "separate=4", "--shards", "ingest=1"]
-    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    deadline = time.monotonic() + 240
-    while time.monotonic() < deadline and not _markers(store / "k", "separate"):
-        time.sleep(0.05)
-    os.kill(proc.pid, signal.SIGKILL)
-    proc.wait()
-    before = _markers(store / "k", "separate")
-    assert 0 < len(before) < 4, "the kill must land mid-stage"
-    assert not (store / "k" / "separate" / "_SUCCESS").exists()
-    subprocess.run(cmd, check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    after = _markers(store / "k", "separate")
-    assert all(after[k] == v for k, v in before.items()), "finished shards were redone"
-    clean = [("clean" if arg == "k" else arg) for arg in cmd]
-    subprocess.run(clean, check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    run_k, run_c = (RunStore(open_store(str(store)), r) for r in ("k", "clean"))
-    for stage, cls in (("ingest", SourceRow), ("separate", StemRow), ("source_qc", SourceQCRow)):
-        a = [_strip(r) for r in _rows(run_k, stage, cls)]
-        b = [_strip(r) for r in _rows(run_c, stage, cls)]
-        assert a == b, stage
-
-
-def _strip(row: object) -> dict:
-    """Row fields minus URIs (which contain the run id)."""
-    return {k: v for k, v in vars(row).items() if not k.endswith("uri")}

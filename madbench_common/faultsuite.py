@@ -1,0 +1,211 @@
+"""Fault-injection harness for the runner: kill it at random points, compare what reruns give.
+
+Used by ``tests/test_faults.py`` (a few seeds) and ``bench/bench_faults.py`` (the full
+sweep of ``make bench`` / ``make faults``). Everything runs the real CLI
+(``python -m madbench_common.cli run``) in its own process group against a real store
+(the file system or SeaweedFS), so ``SIGKILL`` takes the runner and its workers down
+mid-write exactly as a preempted node would.
+
+What a rerun must show (:func:`check_resume`): every manifest byte-identical to a clean
+run's, and no shard that had finished before the kill computed again (the rerun's run
+log lists the shards it executed; they must not be among the markers present after the
+kill).
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+import os
+import random
+import re
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from madbench_common.pipeline.graph import Graph
+from madbench_common.pipeline.stage import shard_key
+from madbench_common.store import RunStore, open_store
+
+__all__ = [
+    "KillRecord",
+    "check_resume",
+    "count_markers",
+    "demo_sources",
+    "finished_markers",
+    "kill_run",
+    "last_run_log",
+    "manifests",
+    "run_cli",
+    "sweep_seed",
+]
+
+_DEMO = Path(__file__).resolve().parents[1] / "data" / "demo"
+_SHARD_MARKER = re.compile(r"^[^/]+/[^/]+/shards/\d+-of-\d+\._SUCCESS$")
+FAULT_CLIPS = ("demo_002", "demo_004", "demo_007")
+"""Three demo clips that reach every stage (two eligible, samples assembled)."""
+
+
+def demo_sources(dest: Path, clips: Sequence[str] = FAULT_CLIPS) -> Path:
+    """A sources CSV for ``clips`` of the demo corpus (absolute paths)."""
+    with open(_DEMO / "sources.csv", newline="") as fh:
+        rows = [r for r in csv.DictReader(fh) if r["clip_id"] in clips]
+    for row in rows:
+        for col in ("path", "speech_stem", "env_stem"):
+            if row.get(col):
+                row[col] = str(_DEMO / row[col])
+    dest.mkdir(parents=True, exist_ok=True)
+    out = dest / "sources.csv"
+    with open(out, "w", newline="") as fh:
+        writer = csv.DictWriter(fh, fieldnames=list(rows[0]))
+        writer.writeheader()
+        writer.writerows(rows)
+    return out
+
+
+def _argv(store: str, run_id: str, sources: Path, workers: int, extra: Sequence[str]
+          ) -> list[str]:
+    return [sys.executable, "-m", "madbench_common.cli", "run", "--sources", str(sources),
+            "--store", store, "--run-id", run_id, "--workers", str(workers), "--no-progress",
+            *extra]
+
+
+def run_cli(store: str, run_id: str, sources: Path, env: Mapping[str, str] | None = None,
+            workers: int = 2, extra: Sequence[str] = ()) -> subprocess.CompletedProcess[str]:
+    """``madbench run`` to completion (or failure); output captured."""
+    return subprocess.run(_argv(store, run_id, sources, workers, extra), text=True,
+                          capture_output=True, env={**os.environ, **(env or {})})
+
+
+def count_markers(run: RunStore) -> int:
+    """Shard and stage ``_SUCCESS`` markers written so far: how far a run has come."""
+    return sum(k.endswith("_SUCCESS") for k in run.list())
+
+
+def kill_run(store: str, run_id: str, sources: Path, markers: int, jitter: float,
+             env: Mapping[str, str] | None = None, workers: int = 2,
+             extra: Sequence[str] = ()) -> bool:
+    """Start ``madbench run``; once it has written ``markers`` markers, wait ``jitter``
+    seconds and SIGKILL its whole process group (the runner and its workers).
+
+    Kill points chosen by progress, not by time, land inside the run however fast the
+    machine is. Returns whether the kill landed (``False``: the run had finished).
+    """
+    run = RunStore(_open(store, env), run_id)
+    proc = subprocess.Popen(_argv(store, run_id, sources, workers, extra),
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                            env={**os.environ, **(env or {})}, start_new_session=True)
+    while proc.poll() is None and count_markers(run) < markers:
+        time.sleep(0.1)
+    time.sleep(jitter)
+    if proc.poll() is not None:
+        return False
+    os.killpg(proc.pid, signal.SIGKILL)
+    proc.wait()
+    return True
+
+
+def manifests(run: RunStore, graph: Graph) -> dict[str, bytes]:
+    """Every finished stage's merged manifest bytes."""
+    return {s.name: run.get_bytes(f"{s.name}/manifest.parquet") for s in graph
+            if run.exists(f"{s.name}/_SUCCESS")}
+
+
+def finished_markers(run: RunStore) -> set[str]:
+    """Shard markers present now (what a rerun must not compute again)."""
+    return {k for k in run.list() if _SHARD_MARKER.match(k)}
+
+
+def last_run_log(run: RunStore) -> dict[str, Any]:
+    """The newest ``_logs/run-*.json`` record."""
+    logs = sorted(k for k in run.list("_logs") if k.startswith("_logs/run-"))
+    record: dict[str, Any] = json.loads(run.get_bytes(logs[-1]))
+    return record
+
+
+def executed_markers(run: RunStore, record: dict[str, Any]) -> set[str]:
+    """Marker keys of the shards a run log says it computed."""
+    out = set()
+    for stage in record["stages"]:
+        if stage["skipped"] or not stage["executed"]:
+            continue
+        prefix = json.loads(run.get_bytes(f"{stage['stage']}/_SUCCESS"))["prefix"]
+        out |= {shard_key(prefix, i, stage["shards"], "_SUCCESS") for i in stage["executed"]}
+    return out
+
+
+def check_resume(run: RunStore, graph: Graph, clean: Mapping[str, bytes],
+                 before: set[str]) -> list[str]:
+    """Problems with a resumed run: differing manifests, finished shards computed again."""
+    problems = []
+    got = manifests(run, graph)
+    for stage, data in clean.items():
+        if got.get(stage) != data:
+            problems.append(f"{stage}: manifest differs from the clean run's")
+    redone = executed_markers(run, last_run_log(run)) & before
+    problems += [f"finished shard computed again: {k}" for k in sorted(redone)]
+    return problems
+
+
+@dataclass
+class KillRecord:
+    """One seed of the sweep."""
+
+    seed: int
+    store: str
+    markers: int
+    """The kill came after this many markers (of the clean run's total) …"""
+    jitter: float
+    """… and this many seconds more."""
+    killed: bool
+    stages_done: int
+    shards_done: int
+    shards_redone: int
+    rerun_seconds: float
+    problems: list[str] = field(default_factory=list)
+
+
+def sweep_seed(seed: int, store: str, sources: Path, graph: Graph, clean: Mapping[str, bytes],
+               clean_markers: int, env: Mapping[str, str] | None = None,
+               workers: int = 2) -> KillRecord:
+    """Kill a fresh run at a seeded point of its progress, rerun it, check the rerun.
+
+    The point: after a uniform draw of 1 … ``clean_markers`` − 1 markers (the clean
+    run wrote ``clean_markers``), plus a uniform 0–1 s, so kills also land mid-write.
+    """
+    rng = random.Random(seed)
+    markers, jitter = rng.randint(1, clean_markers - 1), round(rng.uniform(0.0, 1.0), 2)
+    run_id = f"kill-{seed}"
+    killed = kill_run(store, run_id, sources, markers, jitter, env, workers)
+    run = RunStore(_open(store, env), run_id)
+    before = finished_markers(run)
+    stages_done = len(manifests(run, graph))
+    start = time.monotonic()
+    done = run_cli(store, run_id, sources, env, workers)
+    seconds = time.monotonic() - start
+    record = KillRecord(seed, store, markers, jitter, killed, stages_done, len(before), 0,
+                        round(seconds, 1))
+    if done.returncode != 0:
+        record.problems.append(f"rerun exited {done.returncode}: {done.stderr[-400:]}")
+        return record
+    record.shards_redone = len(executed_markers(run, last_run_log(run)) & before)
+    record.problems += check_resume(run, graph, clean, before)
+    return record
+
+
+def _open(store: str, env: Mapping[str, str] | None) -> Any:
+    saved = {k: os.environ.get(k) for k in (env or {})}
+    os.environ.update(env or {})
+    try:
+        return open_store(store)
+    finally:
+        for key, value in saved.items():
+            if value is None:
+                os.environ.pop(key, None)
+            else:
+                os.environ[key] = value

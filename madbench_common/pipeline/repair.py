@@ -1,0 +1,96 @@
+"""Recompute what a damaged object came from: the shard (or merge) that wrote it.
+
+A :class:`~madbench_common.errors.ChecksumError` names the key whose bytes no longer
+match their sha256. :func:`invalidate` removes the markers that vouch for it, so the
+next pass of either backend recomputes exactly that shard (and re-merges its stage,
+which yields the same manifest bytes) instead of using the damaged object:
+
+* ``<stage>/_SUCCESS`` or ``<stage>/manifest.parquet``: the stage is merged again;
+* ``<stage>/<fp>/shards/N-of-M.parquet`` or its marker: shard N is run again;
+* any other artifact under ``<stage>/<fp>/``: the shard whose rows reference it runs
+  again (found by scanning that attempt's shard manifests);
+* ``_cache/…`` (shared caches outside runs): the entry is deleted.
+"""
+
+from __future__ import annotations
+
+import io
+import logging
+import re
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from madbench_common.errors import ChecksumError, StoreKeyError
+from madbench_common.store import RunStore
+from madbench_common.types import Key
+
+__all__ = ["invalidate"]
+
+log = logging.getLogger("madbench")
+_SHARD = re.compile(r"^(?P<prefix>[^/]+/[^/]+)/shards/(?P<name>\d+-of-\d+)\.(parquet|_SUCCESS)$")
+
+
+def invalidate(run: RunStore, key: Key) -> str:
+    """Delete the markers vouching for damaged ``key``; returns what will be recomputed.
+
+    Raises the original :class:`ChecksumError` when ``key`` belongs to nothing a
+    rerun can rebuild.
+    """
+    if key.startswith("_cache/"):
+        run.store.delete(key)
+        return f"cache entry {key}"
+    stage = key.split("/", 1)[0]
+    if key in (f"{stage}/_SUCCESS", f"{stage}/manifest.parquet"):
+        run.delete(f"{stage}/_SUCCESS")
+        return f"the merge of stage {stage}"
+    shard = _SHARD.match(key)
+    if shard:
+        return _drop_shard(run, stage, f"{shard['prefix']}/shards/{shard['name']}")
+    found = _shard_of_artifact(run, key)
+    if found is None:
+        raise ChecksumError(f"{run.uri(key)}: damaged, and no shard of this run wrote it",
+                            key=key)
+    run.delete(key)
+    return _drop_shard(run, stage, found)
+
+
+def _drop_shard(run: RunStore, stage: str, shard_base: Key) -> str:
+    run.delete(f"{shard_base}._SUCCESS")
+    run.delete(f"{stage}/_SUCCESS")
+    return f"shard {shard_base.rsplit('/', 1)[1]} of stage {stage}"
+
+
+def _shard_of_artifact(run: RunStore, key: Key) -> Key | None:
+    """``<prefix>/shards/N-of-M`` whose manifest references ``key``, or ``None``."""
+    parts = key.split("/")
+    if len(parts) < 3:
+        return None
+    prefix = "/".join(parts[:2])
+    for shard in run.list(f"{prefix}/shards"):
+        if not shard.endswith(".parquet"):
+            continue
+        try:
+            table = pq.read_table(io.BytesIO(run.get_bytes(shard)))
+        except (ChecksumError, OSError, pa.ArrowException):
+            continue
+        if _references(run, table, key):
+            return shard.removesuffix(".parquet")
+    return None
+
+
+def _references(run: RunStore, table: pa.Table, key: Key) -> bool:
+    for name in table.column_names:
+        if not name.endswith("uri"):
+            continue
+        for ref in table.column(name).to_pylist():
+            if ref and _key_or_none(run, str(ref)) == key:
+                return True
+    return False
+
+
+def _key_or_none(run: RunStore, ref: str) -> Key | None:
+    try:
+        return run.key_of(ref)
+    except StoreKeyError:
+        return None

@@ -1,0 +1,232 @@
+"""CycloneDX SBOM of an image's locked Python packages, with their licences.
+
+``python -m madbench_common.sbom [SLUG ...]`` (``make sbom``) writes
+``images/<slug>/sbom.cdx.json`` for every image with a ``requirements.lock`` and records
+it in ``images/images.lock.yaml`` (``sbom:`` path, sha256, the lock's sha256, and the
+image it belongs to: the registry digest once pinned, else the local image id, else
+``null`` for a lock not yet built).
+
+* **Components** come from the lock alone: one ``pkg:pypi/<name>@<version>`` library per
+  pin, with every sha256 the lock allows for it.
+* **Licences** are not in a lock. They come from the locked wheels' own core metadata
+  (``License-Expression`` (PEP 639), else ``License``, else the ``License ::``
+  classifiers), as ``pip install --dry-run --no-deps --report`` gives it for exactly the
+  locked versions and platform (``--ignore-requires-python``: the lock, not pip, decides
+  what is installed; e.g. a stray ``typing==3.10.0.0`` pin declares Python < 3.5).
+  PyPI serves wheel metadata separately (PEP 658), so no wheel is downloaded. Where
+  that metadata is silent, ``images/licenses.yaml`` names
+  the licence and where it was read; a package with neither is listed with no licence
+  and :func:`sbom_problems` reports it. Each component says its licence's source
+  (property ``madbench:license-source``).
+
+The output is deterministic (no timestamp; the serial number is derived from the lock),
+so an unchanged lock gives byte-identical SBOMs.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+import subprocess
+import sys
+import tempfile
+import uuid
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from madbench_common.errors import ConfigError
+from madbench_common.imagelock import LOCK, lock_entry, read_lock, write_entry
+
+__all__ = ["Pin", "make_sbom", "parse_lock", "record_sbom", "sbom_problems", "write_sbom"]
+
+IMAGES = LOCK.parent
+_VAGUE = frozenset({"UNKNOWN", "DUAL LICENSE", "OTHER/PROPRIETARY LICENSE", "LICENSE"})
+"""``License`` values that say nothing; the classifiers then name the licence."""
+_PIN = re.compile(r"^([A-Za-z0-9][A-Za-z0-9._-]*)==([^\s;\\]+)")
+_HASH = re.compile(r"--hash=sha256:([0-9a-f]{64})")
+_PLATFORMS = (*(f"manylinux_2_{v}_x86_64" for v in (28, 27, 26, 25, 24, 17, 12, 5)),
+              "manylinux2014_x86_64", "manylinux2010_x86_64", "manylinux1_x86_64")
+"""What the locks target (``x86_64-manylinux_2_28``) and every older manylinux it admits."""
+
+
+@dataclass(frozen=True)
+class Pin:
+    """One locked package: name, version and the sha256 of every file the lock allows."""
+
+    name: str
+    version: str
+    hashes: tuple[str, ...]
+
+
+def _norm(name: str) -> str:
+    return re.sub(r"[-_.]+", "-", name).lower()
+
+
+def parse_lock(text: str) -> list[Pin]:
+    """The pins of a ``uv pip compile --generate-hashes`` lock, sorted by name."""
+    pins = []
+    for block in re.split(r"\n(?=\S)", text):
+        found = _PIN.match(block.strip())
+        if found:
+            pins.append(Pin(_norm(found[1]), found[2], tuple(sorted(_HASH.findall(block)))))
+    return sorted(pins, key=lambda p: p.name)
+
+
+def _python_of(lock: Path) -> str:
+    from madbench_common.images import load_image
+
+    slug = lock.parent.name
+    try:
+        return load_image(slug).python
+    except (ConfigError, FileNotFoundError):
+        return "3.9" if slug.endswith("py39") else "3.11"
+
+
+def wheel_metadata(lock: Path) -> dict[str, dict[str, Any]]:
+    """Core metadata of every locked distribution (pip's dry-run installation report)."""
+    python = _python_of(lock)
+    with tempfile.TemporaryDirectory(prefix="mb-sbom-") as tmp:
+        report = Path(tmp) / "report.json"
+        cmd = [sys.executable, "-m", "pip", "install", "--dry-run", "--ignore-installed",
+               "--no-deps", "--ignore-requires-python", "--quiet", "--report", str(report),
+               "-r", str(lock)]
+        if python != f"{sys.version_info.major}.{sys.version_info.minor}":
+            cmd += ["--python-version", python, "--only-binary=:all:",
+                    "--target", str(Path(tmp) / "target")]
+            for tag in _PLATFORMS:
+                cmd += ["--platform", tag]
+        done = subprocess.run(cmd, capture_output=True, text=True)
+        if done.returncode != 0:
+            raise ConfigError(f"{lock}: pip could not read the locked wheels' metadata: "
+                              f"{done.stderr.strip()[-1000:]}")
+        items = json.loads(report.read_text())["install"]
+    return {_norm(i["metadata"]["name"]): i["metadata"] for i in items}
+
+
+def _overrides() -> dict[str, dict[str, str]]:
+    import yaml
+
+    path = IMAGES / "licenses.yaml"
+    data: dict[str, dict[str, str]] = yaml.safe_load(path.read_text()) if path.exists() else {}
+    return {_norm(k): v for k, v in (data or {}).items()}
+
+
+def _licenses(meta: dict[str, Any]) -> list[Any]:
+    from cyclonedx.contrib.license.factories import LicenseFactory
+
+    factory = LicenseFactory()
+    expression = (meta.get("license_expression") or "").strip()
+    if expression:
+        return [factory.make_from_string(expression)]
+    text = (meta.get("license") or "").strip()
+    if text and "\n" not in text and len(text) <= 80 and text.upper() not in _VAGUE:
+        return [factory.make_from_string(text)]
+    classifiers = [c.rsplit(" :: ", 1)[1] for c in meta.get("classifier", [])
+                   if c.startswith("License ::") and c.count(" :: ") >= 2]
+    if classifiers:
+        return [factory.make_from_string(c) for c in sorted(set(classifiers))]
+    return [factory.make_from_string(text)] if text and text.upper() != "UNKNOWN" else []
+
+
+def make_sbom(slug: str, lock: Path, metadata: dict[str, dict[str, Any]]) -> str:
+    """CycloneDX 1.6 JSON for ``lock`` of image ``slug``."""
+    from cyclonedx.contrib.license.factories import LicenseFactory
+    from cyclonedx.model import HashAlgorithm, HashType, Property
+    from cyclonedx.model.bom import Bom
+    from cyclonedx.model.component import Component, ComponentType
+    from cyclonedx.output.json import JsonV1Dot6
+    from packageurl import PackageURL
+
+    text = lock.read_text()
+    lock_sha = hashlib.sha256(text.encode()).hexdigest()
+    bom = Bom(serial_number=uuid.uuid5(uuid.NAMESPACE_URL, f"madbench:{slug}:{lock_sha}"))
+    tag = str(lock_entry(slug)["ref"]).rsplit(":", 1)[1]
+    bom.metadata.component = Component(
+        name=f"madbench/{slug}", version=tag, type=ComponentType.CONTAINER,
+        bom_ref=f"madbench/{slug}",
+        properties=[Property(name="madbench:requirements-lock-sha256", value=lock_sha)])
+    overrides = _overrides()
+    for pin in parse_lock(text):
+        purl = PackageURL("pypi", None, pin.name, pin.version)
+        licenses, source = _licenses(metadata.get(pin.name, {})), "wheel core metadata"
+        if not licenses and pin.name in overrides:
+            licenses = [LicenseFactory().make_from_string(overrides[pin.name]["license"])]
+            source = f"images/licenses.yaml: {overrides[pin.name]['source']}"
+        component = Component(
+            name=pin.name, version=pin.version, type=ComponentType.LIBRARY, purl=purl,
+            bom_ref=str(purl), licenses=licenses,
+            hashes=[HashType(alg=HashAlgorithm.SHA_256, content=h) for h in pin.hashes],
+            properties=[Property(name="madbench:license-source",
+                                 value=source if licenses else "none")])
+        bom.components.add(component)
+        bom.register_dependency(bom.metadata.component, [component])
+    data = json.loads(JsonV1Dot6(bom).output_as_string())
+    data["metadata"].pop("timestamp", None)  # deterministic: the lock, not the clock
+    return json.dumps(data, indent=1, sort_keys=True) + "\n"
+
+
+def write_sbom(slug: str) -> Path:
+    """Write ``images/<slug>/sbom.cdx.json`` and record it in the images lock."""
+    lock = IMAGES / slug / "requirements.lock"
+    if not lock.exists():
+        raise ConfigError(f"{lock}: no lock, so no SBOM (make lock IMAGE={slug})")
+    out = IMAGES / slug / "sbom.cdx.json"
+    out.write_text(make_sbom(slug, lock, wheel_metadata(lock)))
+    record_sbom(slug, out, lock)
+    return out
+
+
+def record_sbom(slug: str, sbom: Path, lock: Path, path: Path | None = None) -> None:
+    """Set the slug's ``sbom:`` block: which SBOM describes which lock and image."""
+    path = path or LOCK
+    entry = dict(lock_entry(slug, path))
+    build = entry.get("build") or {}
+    entry["sbom"] = {
+        "path": sbom.relative_to(path.parent.parent).as_posix(),
+        "sha256": hashlib.sha256(sbom.read_bytes()).hexdigest(),
+        "lock_sha256": hashlib.sha256(lock.read_bytes()).hexdigest(),
+        "image": entry.get("digest") or build.get("image_id"),
+    }
+    write_entry(slug, entry, path)
+
+
+def sbom_problems(slug: str, lock_path: Path | None = None) -> list[str]:
+    """Why ``images/<slug>``'s SBOM is missing, stale, invalid or lacks licences."""
+    entry = read_lock(lock_path).get(slug, {})
+    lock = IMAGES / slug / "requirements.lock"
+    record = entry.get("sbom")
+    if record is None:
+        return [f"{slug}: no sbom recorded (python -m madbench_common.sbom {slug})"]
+    sbom = IMAGES.parent / record["path"]
+    problems = []
+    if hashlib.sha256(lock.read_bytes()).hexdigest() != record["lock_sha256"]:
+        problems.append(f"{slug}: the SBOM describes an older lock; regenerate it")
+    if hashlib.sha256(sbom.read_bytes()).hexdigest() != record["sha256"]:
+        problems.append(f"{slug}: {record['path']} differs from its recorded sha256")
+    doc = json.loads(sbom.read_text())
+    names = {(c["name"], c["version"]) for c in doc["components"]}
+    pins = {(p.name, p.version) for p in parse_lock(lock.read_text())}
+    if names != pins:
+        problems.append(f"{slug}: SBOM components differ from the lock: {names ^ pins}")
+    unlicensed = sorted(c["name"] for c in doc["components"] if not c.get("licenses"))
+    if unlicensed:
+        problems.append(f"{slug}: no licence found for {', '.join(unlicensed)}")
+    return problems
+
+
+def _main(argv: Sequence[str] | None = None) -> int:
+    slugs = list(argv if argv is not None else sys.argv[1:]) or sorted(
+        p.parent.name for p in IMAGES.glob("*/requirements.lock"))
+    for slug in slugs:
+        out = write_sbom(slug)
+        print(f"{slug}: {out.relative_to(IMAGES.parent)}")
+        for problem in sbom_problems(slug):
+            print(f"  warning: {problem}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(_main())

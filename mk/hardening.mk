@@ -1,0 +1,23 @@
+# Hardening targets (issue 15); included from the top-level Makefile.
+PY ?= .venv/bin/python
+
+.PHONY: faults scale sbom measure-memory
+
+## faults: SIGKILL sweep over the whole demo graph (MADBENCH_FAULT_SEEDS per store, default 10),
+## S3 outage and throttling; results in .bench/faults.json (also part of make bench)
+faults: setup
+	$(PY) bench/bench_faults.py
+
+## scale: the runner and stores at the paper's scale with synthetic stages; .bench/scale.json
+scale: setup
+	$(PY) bench/bench_scale.py
+
+## sbom [IMAGE=<slug>]: CycloneDX SBOMs of the image locks, recorded in images/images.lock.yaml
+sbom: setup
+	$(PY) -m madbench_common.sbom $(IMAGE)
+
+## measure-memory: the demo with every shard in a fresh process (as pods run), then its
+## per-stage peak RSS into madbench_common/data/throughput.csv (other columns kept) and the
+## workflows re-rendered (their memory requests derive from it); .bench/memory.json
+measure-memory: setup
+	$(PY) bench/bench_memory.py

@@ -1,0 +1,80 @@
+"""Argo limits at the paper's scale (issue 15, §3) and memory requests from measurements."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from madbench_common.pipeline import argo
+from madbench_common.pipeline.argo_limits import ETCD_LIMIT_BYTES, node_bytes, workflow_limits
+from madbench_common.pipeline.definition import build_graph
+from madbench_common.pipeline.graph import Stage
+from madbench_common.plan import PAPER_CLIPS, Throughput, plan_run
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def _full() -> dict[str, Any]:
+    doc: dict[str, Any] = yaml.safe_load((ROOT / "workflows" / "full.yaml").read_text())
+    return doc
+
+
+def test_full_workflow_at_paper_scale_fits_etcd() -> None:
+    graph = build_graph()
+    limits = workflow_limits(_full(), graph, {})
+    by = {s.stage: s for s in limits.stages}
+    assert by["separate"].pods == graph["separate"].shards + 1 and by["split"].pods == 2
+    assert limits.pods == sum(s.pods for s in limits.stages) + 1  # + the exit handler
+    assert limits.object_bytes < 0.5 * ETCD_LIMIT_BYTES  # room for retried pods
+    assert limits.max_concurrent_pods >= 12  # the twelve generator stages overlap
+    raised = {s.stage for s in limits.stages if s.shards > graph[s.stage].shards}
+    assert raised and raised <= {s.name for s in graph if s.gpu}  # slow GPU stages only
+    for stage in plan_run(graph.profiled("full"), PAPER_CLIPS).stages:
+        seconds = stage.compute_hours * 3600 / by[stage.stage.name].shards
+        assert seconds <= argo.SHARD_TIMEOUT_SHARE * stage.stage.timeout, stage.stage.name
+
+
+def test_smoke_workflow_keeps_the_stages_shard_counts() -> None:
+    doc = yaml.safe_load((ROOT / "workflows" / "smoke.yaml").read_text())
+    limits = workflow_limits(doc, build_graph(), {})
+    assert all(s.shards == (build_graph()[s.stage].shards if build_graph()[s.stage].sharded
+                            else 1) for s in limits.stages)
+
+
+def test_many_shards_outgrow_etcd_without_compression() -> None:
+    """Why shard counts stay modest: at 64 shards a stage the node status alone passes
+    etcd's limit (Argo must then compress or offload it)."""
+    graph = build_graph()
+    many = workflow_limits(_full(), graph, {s.name: 64 for s in graph if s.sharded})
+    assert many.object_bytes > ETCD_LIMIT_BYTES
+    assert 300 < node_bytes("speech_tts_same_a", 12, "Pod") < 1500
+
+
+def test_memory_requests_come_from_the_measured_peak(monkeypatch: pytest.MonkeyPatch) -> None:
+    row = Throughput("s", "clip", "cpu", 1.0, 1, "measured", "test", peak_rss_mb=700)
+    monkeypatch.setattr(argo, "_measured", lambda: {"s": row})
+    stage = Stage(name="s", role="core", target="x:Y", memory="8Gi")
+    assert argo.memory_request(stage, argo.VARIANTS["smoke"]) == "1280Mi"  # 1050 → 1280
+    assert argo.memory_request(stage, argo.VARIANTS["full"]) == "1280Mi"  # reference image
+    gpu = Stage(name="s", role="core", target="x:Y", memory="8Gi", image="tts-f5")
+    assert argo.memory_request(gpu, argo.VARIANTS["full"]) == "8Gi"  # not measured there
+    small = Throughput("s", "clip", "cpu", 1.0, 1, "measured", "test", peak_rss_mb=90)
+    monkeypatch.setattr(argo, "_measured", lambda: {"s": small})
+    assert argo.memory_request(stage, argo.VARIANTS["smoke"]) == "512Mi"
+
+
+def test_rendered_requests_match_the_table() -> None:
+    table = argo._measured()
+    for variant in ("full", "smoke"):
+        doc = yaml.safe_load((ROOT / "workflows" / f"{variant}.yaml").read_text())
+        templates = {t["name"]: t for t in doc["spec"]["templates"]}
+        graph = build_graph().profiled("full") if variant == "full" else build_graph()
+        for stage in graph:
+            shard = templates[f"{stage.name.replace('_', '-')}-shard"]
+            memory = shard["container"]["resources"]["requests"]["memory"]
+            assert memory == argo.memory_request(stage, argo.VARIANTS[variant]), stage.name
+            if variant == "smoke" and table.get(stage.name) and table[stage.name].peak_rss_mb:
+                assert memory.endswith("Mi"), stage.name

@@ -1,0 +1,49 @@
+"""`madbench stage run/merge` (what Argo pods run): pod logs, verbatim parameters, and a
+damaged shard found at merge time invalidated for the resubmission."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from madbench_common.cli import main
+from madbench_common.store import FileStore, RunStore
+
+
+def _stage(verb: str, store: Path, sources: Path, *extra: str) -> int:
+    return main(["stage", verb, "--stage", "ingest", "--num-shards", "2", "--store",
+                 str(store), "--run-id", "r", "--image", "img@sha256:" + "0" * 64,
+                 "--param", f"sources={sources}", *extra])
+
+
+def test_pods_log_time_memory_and_retries(demo_sources: Path, tmp_path: Path) -> None:
+    store = tmp_path / "store"
+    assert _stage("run", store, demo_sources, "--shard", "0") == 0
+    assert _stage("run", store, demo_sources, "--shard", "1") == 0
+    assert _stage("merge", store, demo_sources) == 0
+    run = RunStore(FileStore(store), "r")
+    logs = [json.loads(run.get_bytes(k)) for k in run.list("_logs/stage/ingest")]
+    assert sorted((r["verb"], r["shard"]) for r in logs) == [
+        ("merge", None), ("run", 0), ("run", 1)]
+    assert all(r["peak_rss"] > 0 and r["s3_retries"] == {} for r in logs)
+    marker = json.loads(run.get_bytes("ingest/_SUCCESS"))
+    assert marker["rows"] == 4 and marker["image"].startswith("img@sha256:")
+
+
+def test_damaged_shard_at_merge_is_invalidated(demo_sources: Path, tmp_path: Path,
+                                               capsys: pytest.CaptureFixture[str]) -> None:
+    store = tmp_path / "store"
+    for shard in ("0", "1"):
+        assert _stage("run", store, demo_sources, "--shard", shard) == 0
+    shard = next((store / "r" / "ingest").rglob("00001-of-00002.parquet"))
+    with open(shard, "r+b") as fh:
+        fh.seek(100)
+        fh.write(b"\xff\xfe")
+    assert _stage("merge", store, demo_sources) == 3
+    err = capsys.readouterr().err
+    assert "sha256 mismatch" in err and "resubmit with the same run id" in err
+    assert not shard.with_name("00001-of-00002._SUCCESS").exists()
+    assert _stage("run", store, demo_sources, "--shard", "1") == 0  # the resubmission
+    assert _stage("merge", store, demo_sources) == 0

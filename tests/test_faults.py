@@ -1,0 +1,256 @@
+"""Faults on the real runner and stores (issue 15, §1–2): relocation, SIGKILL, S3 outage,
+throttling, damage, a second runner. The full sweep (≥ 10 seeds per store) is
+``bench/bench_faults.py`` (``make faults``, part of ``make bench``); here, a few seeds."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+from madbench_common.faultsuite import (
+    count_markers,
+    demo_sources,
+    last_run_log,
+    manifests,
+    run_cli,
+    sweep_seed,
+)
+from madbench_common.manifest import read_manifest_bytes
+from madbench_common.pipeline.definition import build_graph
+from madbench_common.rows import SplitRow, StemRow
+from madbench_common.store import RunStore, copy_run, open_store
+from madbench_common.testing import S3FaultProxy, SeaweedS3
+
+pytestmark = pytest.mark.slow
+
+DEMO = Path(__file__).resolve().parents[1] / "data" / "demo"
+
+
+@dataclass(frozen=True)
+class Clean:
+    """A clean run of the whole demo graph on three clips (file store)."""
+
+    store: Path
+    sources: Path
+    manifests: dict[str, bytes]
+    markers: int
+    """``_SUCCESS`` markers the clean run wrote (kill points are drawn below it)."""
+
+
+@pytest.fixture(scope="module")
+def clean(tmp_path_factory: pytest.TempPathFactory) -> Clean:
+    if not (DEMO / "sources.csv").exists():
+        pytest.skip("data/demo not built")
+    tmp = tmp_path_factory.mktemp("clean")
+    sources = demo_sources(tmp / "sources")
+    done = run_cli(str(tmp / "store"), "clean", sources)
+    assert done.returncode == 0, done.stderr[-2000:]
+    run = RunStore(open_store(str(tmp / "store")), "clean")
+    found = manifests(run, build_graph())
+    assert len(found) == len(build_graph().stages)
+    return Clean(tmp / "store", sources, found, count_markers(run))
+
+
+def _all_skipped(run: RunStore) -> None:
+    record = last_run_log(run)
+    assert [s["stage"] for s in record["stages"] if not s["skipped"]] == []
+    assert all(s["executed"] == [] for s in record["stages"])
+
+
+@pytest.mark.s3
+def test_run_moved_between_store_kinds_skips_every_stage(clean: Clean, tmp_path: Path,
+                                                         s3_uri: str) -> None:
+    """file → S3 (original deleted) → file again: `madbench run` skips every stage."""
+    src = tmp_path / "a"
+    shutil.copytree(clean.store / "clean", src / "moved")
+    graph = build_graph()
+    s3 = RunStore(open_store(s3_uri), "moved")
+    copied = subprocess.run([sys.executable, "-m", "madbench_common.cli", "copy", "--from",
+                             str(src), "--to", s3_uri, "--run-id", "moved"],
+                            capture_output=True, text=True, check=True)
+    assert "copied" in copied.stdout
+    shutil.rmtree(src)
+    assert run_cli(s3_uri, "moved", clean.sources).returncode == 0
+    _all_skipped(s3)
+    assert manifests(s3, graph) == clean.manifests
+    back = RunStore(open_store(str(tmp_path / "b")), "moved")
+    copy_run(s3, back)
+    for key in s3.list():
+        s3.delete(key)
+    assert run_cli(str(tmp_path / "b"), "moved", clean.sources).returncode == 0
+    _all_skipped(back)
+    assert manifests(back, graph) == clean.manifests
+
+
+@pytest.mark.parametrize("seed", [3])
+def test_sigkill_then_rerun_on_files(clean: Clean, tmp_path: Path, seed: int) -> None:
+    record = sweep_seed(seed, str(tmp_path / "store"), clean.sources, build_graph(),
+                        clean.manifests, clean.markers)
+    assert record.killed and record.problems == [], record
+
+
+@pytest.mark.s3
+@pytest.mark.parametrize("seed", [7])
+def test_sigkill_then_rerun_on_s3(clean: Clean, s3_uri: str, seed: int) -> None:
+    record = sweep_seed(seed, s3_uri, clean.sources, build_graph(), clean.manifests,
+                        clean.markers)
+    assert record.killed and record.problems == [], record
+
+
+@pytest.fixture
+def own_s3(tmp_path: Path) -> Iterator[SeaweedS3]:
+    """A SeaweedFS server of this test alone (it gets killed)."""
+    server = SeaweedS3(tmp_path / "weed").start()
+    server.create_bucket("madbench")
+    yield server
+    server.stop()
+
+
+def _when(check: object, timeout: float = 120.0) -> None:
+    deadline = time.monotonic() + timeout
+    while not check():  # type: ignore[operator]
+        assert time.monotonic() < deadline, "timed out"
+        time.sleep(0.2)
+
+
+@pytest.mark.s3
+def test_s3_server_killed_and_restarted_mid_run(clean: Clean, own_s3: SeaweedS3) -> None:
+    env = own_s3.env()
+    store = "s3://madbench/outage"
+    run = RunStore(open_store_with(env, store), "r")
+    proc = subprocess.Popen([sys.executable, "-m", "madbench_common.cli", "run", "--sources",
+                             str(clean.sources), "--store", store, "--run-id", "r",
+                             "--until", "ingest", "--no-progress"],
+                            env={**os.environ, **env}, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True)
+    _when(lambda: run.exists("_LOCK"))  # the runner holds the run: kill the server under it
+    own_s3.kill()
+    time.sleep(3)
+    own_s3.start()
+    _, err = proc.communicate(timeout=600)
+    assert proc.returncode == 0, err[-2000:]
+    got = manifests(run, build_graph())
+    assert set(got) == {"ingest"}
+    assert all(got[s] == clean.manifests[s] for s in got)
+    status = json.loads(subprocess.run(
+        [sys.executable, "-m", "madbench_common.cli", "status", "--store", store, "--run-id",
+         "r", "--json"], env={**os.environ, **env}, capture_output=True, text=True,
+        check=True).stdout)
+    assert status["s3_retries"].get("total", 0) >= 1  # the outage was ridden out by retries
+
+
+def open_store_with(env: dict[str, str], uri: str) -> object:
+    saved = {k: os.environ.get(k) for k in env}
+    os.environ.update(env)
+    try:
+        return open_store(uri)
+    finally:
+        for k, v in saved.items():
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v
+
+
+@pytest.mark.s3
+def test_s3_server_gone_fails_clearly_and_leaves_no_false_success(
+        clean: Clean, own_s3: SeaweedS3) -> None:
+    env = own_s3.env() | {"MADBENCH_S3_MAX_ATTEMPTS": "3"}
+    store = "s3://madbench/gone"
+    run = RunStore(open_store_with(own_s3.env(), store), "r")
+    proc = subprocess.Popen([sys.executable, "-m", "madbench_common.cli", "run", "--sources",
+                             str(clean.sources), "--store", store, "--run-id", "r",
+                             "--until", "separate", "--no-progress"], env={**os.environ, **env},
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    _when(lambda: run.exists("ingest/_SUCCESS"))
+    own_s3.kill()
+    _, err = proc.communicate(timeout=600)
+    assert proc.returncode == 75, err[-2000:]
+    lines = [line for line in err.splitlines() if line.startswith("error: ")]
+    assert lines and "unreachable after 3 attempts" in lines[-1], err[-2000:]
+    own_s3.start()
+    for key in run.list():  # every marker vouches for complete, intact output
+        if key.endswith("/_SUCCESS") and key.count("/") == 1:
+            marker = json.loads(run.get_bytes(key))
+            run.get_bytes(key.replace("_SUCCESS", "manifest.parquet"),
+                          marker["manifest_sha256"])
+        elif key.endswith("._SUCCESS"):
+            mark = json.loads(run.get_bytes(key))
+            run.get_bytes(key.replace("._SUCCESS", ".parquet"), mark["sha256"])
+    assert not run.exists("separate/_SUCCESS")
+
+
+@pytest.mark.s3
+def test_throttling_and_5xx_are_retried_and_counted(clean: Clean, own_s3: SeaweedS3) -> None:
+    store = "s3://madbench/throttled"
+    with S3FaultProxy(own_s3.endpoint, every=3, faults=("SlowDown", "InternalError",
+                                                        "ServiceUnavailable")) as proxy:
+        env = own_s3.env() | {"AWS_ENDPOINT_URL": proxy.endpoint}
+        done = run_cli(store, "r", clean.sources, env, extra=["--until", "ingest"])
+        assert done.returncode == 0, done.stderr[-2000:]
+        # what the run log can count: faults before its own PUT (the CLI's closing status
+        # table and lease release come after it)
+        injected = proxy.faults_before("PUT", "/r/_logs/run-")
+    run = RunStore(open_store_with(own_s3.env(), store), "r")
+    got = manifests(run, build_graph())
+    assert all(got[s] == clean.manifests[s] for s in got) and len(got) == 1
+    status = subprocess.run([sys.executable, "-m", "madbench_common.cli", "status", "--store",
+                             store, "--run-id", "r"], env={**os.environ, **own_s3.env(),
+                                                          "COLUMNS": "200"},
+                            capture_output=True, text=True, check=True).stdout
+    assert injected >= 8 and f"S3 transient errors retried: {injected} " in status, status
+
+
+def test_damaged_stem_is_detected_and_its_shard_recomputed(clean: Clean, tmp_path: Path
+                                                           ) -> None:
+    store = tmp_path / "store"
+    shutil.copytree(clean.store / "clean", store / "d")
+    run = RunStore(open_store(str(store)), "d")
+    eligible = {r.clip_id for r in read_manifest_bytes(
+        SplitRow, run.get_bytes("split/manifest.parquet"))}
+    stem = next(run.key_of(r.speech_uri) for r in read_manifest_bytes(  # what split reads
+        StemRow, run.get_bytes("separate/manifest.parquet")) if r.clip_id in eligible)
+    path = store / "d" / stem
+    data = bytearray(path.read_bytes())
+    data[len(data) // 2] ^= 0xFF
+    with open(path, "r+b") as fh:  # in place: the recorded sha256 stays, the bytes change
+        fh.write(bytes(data))
+    done = run_cli(str(store), "d", clean.sources, {"COLUMNS": "1000"},
+                   extra=["--until", "split", "--set", "split.cluster_threshold=0.21"])
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert "sha256 mismatch" in done.stderr and stem in done.stderr.replace("\n", "")
+    record = {s["stage"]: s for s in last_run_log(run)["stages"]}
+    assert len(record["separate"]["executed"]) == 1  # that shard, and no other
+    assert run.get_bytes("separate/manifest.parquet") == clean.manifests["separate"]
+    assert path.read_bytes() != bytes(data)
+
+
+def test_second_runner_fails_fast_while_the_first_runs(clean: Clean, tmp_path: Path) -> None:
+    store = str(tmp_path / "store")
+    first = subprocess.Popen([sys.executable, "-m", "madbench_common.cli", "run", "--sources",
+                              str(clean.sources), "--store", store, "--run-id", "two",
+                              "--until", "separate", "--no-progress"],
+                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    run = RunStore(open_store(store), "two")
+    _when(lambda: run.exists("_LOCK"))
+    second = run_cli(store, "two", clean.sources, extra=["--until", "separate"])
+    assert second.returncode == 75
+    assert f"pid {first.pid}" in second.stderr and "locked by another runner" in second.stderr
+    waited: list[subprocess.CompletedProcess[str]] = []
+    waiter = threading.Thread(target=lambda: waited.append(run_cli(
+        store, "two", clean.sources, extra=["--until", "separate", "--lock-wait", "600"])))
+    waiter.start()
+    assert first.wait(timeout=600) == 0
+    waiter.join(timeout=600)
+    assert waited and waited[0].returncode == 0
+    _all_skipped(run)  # it waited, then found everything done: no interleaved writes

@@ -1,0 +1,58 @@
+"""The scale benchmark's synthetic graph (issue 15, §3) stays the real graph's shape."""
+
+from __future__ import annotations
+
+import functools
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "bench"))
+
+from synthstages import PAPER_SAMPLE_ROWS, paper_counts, synthetic_graph  # noqa: E402
+
+from madbench_common.manifest import read_manifest_bytes  # noqa: E402
+from madbench_common.pipeline.definition import build_graph  # noqa: E402
+from madbench_common.pipeline.graph import Graph  # noqa: E402
+from madbench_common.pipeline.local import LocalRunner, RunOptions  # noqa: E402
+from madbench_common.pipeline.stage import load_impl, read_marker  # noqa: E402
+from madbench_common.store import RunStore, open_store  # noqa: E402
+
+
+def test_counts_follow_the_paper_and_the_full_graph() -> None:
+    full = build_graph().profiled("full")
+    counts = paper_counts(full)
+    assert set(counts) == set(full.order)
+    assert counts["ingest"] == 1892 and counts["assemble"] == PAPER_SAMPLE_ROWS == 49_608
+    speech = sum(counts[s.name] for s in full if s.role == "speech_generator")
+    env = sum(counts[s.name] for s in full if s.role == "env_generator")
+    assert (speech, env) == (34_056 - 34_056 % 6, 22_987 - 22_987 % 6)  # Table 1, per setting
+    assert counts["features_enc_imagebind"] == 3 * PAPER_SAMPLE_ROWS  # A, AV paired, shuffled
+    assert counts["features_enc_msclap"] == PAPER_SAMPLE_ROWS  # audio only
+    assert counts["scores_det_df_arena"] == counts["features_det_df_arena"]
+
+
+def test_synthetic_graph_mirrors_the_real_one() -> None:
+    real = build_graph().profiled("full")
+    synth = synthetic_graph(real, scale=0.001)
+    assert synth.order == real.order
+    for stage in real:
+        twin = synth[stage.name]
+        assert (twin.inputs, twin.shards) == (stage.inputs, stage.shards)
+        assert load_impl(twin.target).row_type is load_impl(stage.target).row_type
+
+
+def _tiny() -> Graph:
+    return synthetic_graph(build_graph().profiled("full"), scale=0.001)
+
+
+def test_synthetic_graph_runs_through_the_runner(tmp_path: Path) -> None:
+    opts = RunOptions(store=str(tmp_path), run_id="s", progress=False, until="plan_components")
+    reports = LocalRunner(functools.partial(_tiny), opts).execute()
+    assert [r.stage for r in reports] == [s.name for s in build_graph().until("plan_components")]
+    run = RunStore(open_store(str(tmp_path)), "s")
+    marker = read_marker(run, "plan_components")
+    assert marker is not None and marker["rows"] == round(57_043 * 0.001)
+    rows = read_manifest_bytes(load_impl(_tiny()["plan_components"].target).row_type,
+                               run.get_bytes("plan_components/manifest.parquet"))
+    assert all(r.uri and not r.uri.startswith(("file:", "s3:", "/")) for r in rows)
