@@ -164,6 +164,12 @@ class ComponentRow(ManifestRow):
     """Baseline: similarity of the source speech to the target speaker's speech."""
     prompt_match: float | None = None
     """CLAP-like prompt/audio similarity, where such a model is configured."""
+    gen_seed: int | None = None
+    """The generator's own seed for this component (derived from the run seed and id)."""
+    gen_settings: str = ""
+    """JSON of the generator's settings for this call (sampler, steps, guidance, model
+    variant, native rate and length, and how that length was fitted: ``exact``, ``trim``
+    or ``loop``), as the adapter reports them; empty for references."""
 
 
 @manifest("samples", 2)

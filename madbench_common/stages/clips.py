@@ -11,6 +11,7 @@ the generator stages (each makes the planned components of its own setting).
 from __future__ import annotations
 
 import dataclasses
+import json
 import time
 from abc import abstractmethod
 from collections.abc import Mapping, Sequence
@@ -164,9 +165,12 @@ class PlannedComponentStage(MapStage[ComponentRow]):
                 from None
         seconds = time.perf_counter() - start
         info = self.ctx.save_audio(f"{plan.component}/{item}.wav", audio, plan.sample_rate)
+        settings = getattr(self.model, "last_settings", None) or {}
         return dataclasses.replace(
             plan, generator=self.model.slug, uri=info.uri, sha256=info.sha256,
             duration=len(audio) / plan.sample_rate, gen_seconds=seconds,
+            gen_seed=component_seed(self.ctx, item),
+            gen_settings=json.dumps(settings, sort_keys=True) if settings else "",
         ).with_provenance(self.ctx.provenance(self.model.slug, self.model.version))
 
     @abstractmethod

@@ -30,18 +30,25 @@ class EnvGenStage(PlannedComponentStage):
             env, _ = self.ctx.load_audio(clip.stem.env_uri, clip.stem.env_sha256)
             return {"source_env": env}
         if plan.branch == "v2a":
-            p = self.ctx.params
+            fps, size, cap = self._frame_request()
             with self.ctx.tempdir() as tmp:
-                frames, fps = sample_frames(fetch_video(self.ctx, clip.source, tmp),
-                                            float(p["frame_fps"]), int(p["frame_size"]),
-                                            int(p["max_frames"]))
-            return {"frames": frames, "fps": fps}
+                frames, got = sample_frames(fetch_video(self.ctx, clip.source, tmp), fps, size, cap)
+            return {"frames": frames, "fps": got}
         return {}
+
+    def _frame_request(self) -> tuple[float, int, int]:
+        """Frame rate, shorter side and cap: the model's ``frame_request`` if it declares one
+        (a video model needs its own rate and size), else the stage's parameters."""
+        want = getattr(self.model, "frame_request", None)
+        if want is not None:
+            return float(want[0]), int(want[1]), int(want[2])
+        p = self.ctx.params
+        return float(p["frame_fps"]), int(p["frame_size"]), int(p["max_frames"])
 
     def generate(self, plan: ComponentRow) -> Audio:
         n = round(plan.duration * plan.sample_rate)
         audio = self.model.generate(sample_rate=plan.sample_rate, duration=n / plan.sample_rate,
-                                    prompt=plan.prompt, seed=component_seed(self.ctx,
-                                                                            plan.component_id),
+                                    prompt=plan.prompt, negative_prompt=plan.negative_prompt,
+                                    seed=component_seed(self.ctx, plan.component_id),
                                     **self._conditioning(plan))
         return fit_length(audio, n)
