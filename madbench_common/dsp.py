@@ -19,9 +19,14 @@ from scipy.signal.windows import hann
 from madbench_common.audio import rms_dbfs
 from madbench_common.types import Audio, Hertz, Seconds
 
-with warnings.catch_warnings():  # pyworld imports pkg_resources, which warns
-    warnings.simplefilter("ignore")
-    import pyworld
+
+def _pyworld() -> Any:
+    """pyworld, imported on first use: model images that only need the light helpers
+    (every stage imports this module) do not install the WORLD vocoder."""
+    with warnings.catch_warnings():  # pyworld imports pkg_resources, which warns
+        warnings.simplefilter("ignore")
+        import pyworld
+    return pyworld
 
 __all__ = [
     "WorldParams",
@@ -315,6 +320,7 @@ class WorldParams:
 def f0_track(audio: Array, sample_rate: Hertz, frame_period: float = 5.0) -> Array:
     """F0 contour (Hz, 0 = unvoiced) by WORLD's DIO refined with StoneMask."""
     x = np.ascontiguousarray(audio, dtype=np.float64)
+    pyworld = _pyworld()
     f0, t = pyworld.dio(x, sample_rate, f0_floor=60.0, f0_ceil=500.0, frame_period=frame_period)
     return np.asarray(pyworld.stonemask(x, f0, t, sample_rate))
 
@@ -324,6 +330,7 @@ def world_analyse(audio: Audio, sample_rate: Hertz, frame_period: float = 5.0) -
     x = np.ascontiguousarray(audio, dtype=np.float64)
     f0 = f0_track(x, sample_rate, frame_period)
     t = np.arange(len(f0)) * frame_period / 1000.0
+    pyworld = _pyworld()
     sp = pyworld.cheaptrick(x, f0, t, sample_rate)
     ap = pyworld.d4c(x, f0, t, sample_rate)
     return WorldParams(f0, sp, ap, sample_rate, frame_period)
@@ -331,9 +338,9 @@ def world_analyse(audio: Audio, sample_rate: Hertz, frame_period: float = 5.0) -
 
 def world_synthesise(params: WorldParams) -> Audio:
     """WORLD synthesis of ``params`` (float32)."""
-    y = pyworld.synthesize(np.ascontiguousarray(params.f0), np.ascontiguousarray(params.sp),
-                           np.ascontiguousarray(params.ap), params.sample_rate,
-                           params.frame_period)
+    y = _pyworld().synthesize(np.ascontiguousarray(params.f0), np.ascontiguousarray(params.sp),
+                              np.ascontiguousarray(params.ap), params.sample_rate,
+                              params.frame_period)
     return y.astype(np.float32)
 
 
