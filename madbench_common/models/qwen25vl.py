@@ -126,10 +126,9 @@ class Qwen25VLSceneLabeller:
         prompt = assign_prompt(caption, tax)
         messages = [{"role": "user", "content": [{"type": "text", "text": prompt}]}]
         raw = self._generate(messages, 16) if self.assign_method == "prompt" else ""
-        label = parse_label(raw, list(tax.fine)) if raw else None
-        method = "prompt"
-        if label is None:
-            label, method = self._score_labels(messages, list(tax.fine)), "loglik"
+        parsed = parse_label(raw, list(tax.fine)) if raw else None
+        label, method = (parsed, "prompt") if parsed else (
+            self._score_labels(messages, list(tax.fine)), "loglik")
         self.last_assignment = {"label": label, "method": method, "raw": raw}
         return label
 
