@@ -21,7 +21,9 @@ want=$(sha256sum "$lock" | cut -d' ' -f1)
 if [[ ! -x $venv/bin/python || "$(cat "$venv/.lock-sha256" 2>/dev/null)" != "$want" ]]; then
   rm -rf "$venv"
   "$UV" venv -q --python "$interp" "$venv"
-  "$UV" pip install -q --python "$venv/bin/python" --require-hashes -r "$lock"
+  # --no-deps: the hash lock is the complete resolution (overrides.txt pins applied at lock
+  # time, e.g. env-audiogen's av), as the Dockerfiles install it
+  "$UV" pip install -q --python "$venv/bin/python" --require-hashes --no-deps -r "$lock"
   "$UV" pip install -q --python "$venv/bin/python" pytest pytest-timeout
   echo "$want" > "$venv/.lock-sha256"
 fi

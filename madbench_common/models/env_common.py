@@ -6,10 +6,11 @@ variants and AudioX) and native length (FoleyCrafter always makes 10 s; AudioX m
 its configured ``sample_size``). :func:`fit_output` brings any of them to exactly the
 clip's duration at the pipeline rate and names what it did, so the component row can
 record it: ``exact`` (the model made the requested length), ``trim`` (longer, cut at
-the end) or ``loop`` (shorter, repeated from the start with a short equal-power
+the end), ``pad`` (at most 50 ms short, e.g. a codec frame: the tail is continued by its
+mirror image) or ``loop`` (shorter, repeated from the start with a 50 ms equal-power
 crossfade at each seam). Resampling is polyphase (:func:`madbench_common.audio.resample`).
 
-Everything here is numpy/PIL only; torch is imported inside the functions that need it.
+Everything here is numpy, SciPy and PyAV; torch is imported only where a device is resolved.
 """
 
 from __future__ import annotations
@@ -40,6 +41,7 @@ ALWAYS_EXCLUDED = ("speech", "singing", "music", "media playback")
 """Paper §3.4: every environment label excludes these; every negative prompt carries them."""
 
 _XFADE_SECONDS = 0.05
+_PAD_SECONDS = 0.05
 
 
 @dataclass(frozen=True)
@@ -100,7 +102,7 @@ def fit_output(audio: npt.ArrayLike, native_rate: Hertz, sample_rate: Hertz,
                n: int) -> tuple[Audio, str]:
     """``audio`` (any layout, ``native_rate``) as exactly ``n`` mono samples at ``sample_rate``.
 
-    Returns the signal and how its length was fitted: ``exact``, ``trim`` or ``loop``
+    Returns the signal and how its length was fitted: ``exact``, ``trim``, ``pad`` or ``loop``
     (see the module docstring). A resampled length within one output sample of ``n``
     counts as exact.
     """
@@ -115,6 +117,9 @@ def fit_output(audio: npt.ArrayLike, native_rate: Hertz, sample_rate: Hertz,
         return out, "exact"
     if len(x) > n:
         return x[:n].copy(), "trim"
+    short = n - len(x)
+    if short <= min(_PAD_SECONDS * sample_rate, len(x)):
+        return np.concatenate([x, x[::-1][:short]]).astype(np.float32), "pad"
     return _loop(x, n, sample_rate), "loop"
 
 
@@ -132,18 +137,17 @@ def frame_indices(n_frames: int, fps: float, target_fps: float, duration: Second
 
 def resize_frames(frames: npt.NDArray[np.uint8],
                   size: tuple[int, int] | int) -> npt.NDArray[np.uint8]:
-    """Bicubic resize of (T, H, W, 3) frames: to ``(width, height)``, or shorter side ``size``."""
-    from PIL import Image
+    """Bicubic resize of (T, H, W, 3) frames (FFmpeg's swscale through PyAV): to
+    ``(width, height)``, or so that the shorter side is ``size``."""
+    import av
 
-    out = []
-    for f in frames:
-        img = Image.fromarray(f)
-        if isinstance(size, int):
-            scale = size / min(img.width, img.height)
-            wh = (max(size, round(img.width * scale)), max(size, round(img.height * scale)))
-        else:
-            wh = size
-        out.append(np.asarray(img.resize(wh, Image.Resampling.BICUBIC)))
+    h, w = frames.shape[1:3]
+    if isinstance(size, int):
+        scale = size / min(h, w)
+        size = (max(size, round(w * scale)), max(size, round(h * scale)))
+    out = [av.VideoFrame.from_ndarray(np.ascontiguousarray(f), format="rgb24")
+           .reformat(width=size[0], height=size[1], interpolation="BICUBIC")
+           .to_ndarray(format="rgb24") for f in frames]
     return np.stack(out)
 
 
