@@ -11,6 +11,10 @@ Every model image lists its weights in ``images/<slug>/weights.yaml``::
       - name: AASIST.pth
         url: https://github.com/clovaai/aasist/raw/<commit>/models/weights/AASIST.pth
         sha256: <64 hex>
+      - name: v1-44.pth                  # where upstream publishes only an md5:
+        url: https://github.com/<owner>/<repo>/releases/download/<tag>/v1-44.pth
+        md5: <32 hex>                    # checked on download; the sha256 is then
+                                         # recorded in the lock (sha256_source: fetched)
 
 A weights root (the ``madbench-weights`` volume, mounted read-only at ``/weights`` in
 every stage pod; ``$MADBENCH_WEIGHTS`` elsewhere) is laid out as::
@@ -85,11 +89,13 @@ class HFItem:
 
 @dataclass(frozen=True)
 class URLItem:
-    """One file from outside the hub, pinned by sha256."""
+    """One file from outside the hub, pinned by sha256 (or, where upstream publishes only
+    an md5, by that md5; the fetch then records the sha256 in the lock)."""
 
     name: str
     url: str
     sha256: str
+    md5: str = ""
 
 
 @dataclass(frozen=True)
@@ -131,13 +137,15 @@ def load_spec(image: str, images_dir: Path | None = None) -> WeightsSpec:
         hf = tuple(HFItem(repo=d["repo"], revision=str(d.get("revision", "main")),
                           files=tuple(d.get("files", ())), repo_type=d.get("repo_type", "model"))
                    for d in doc.get("hf") or ())
-        urls = tuple(URLItem(name=d["name"], url=d["url"], sha256=d["sha256"])
-                     for d in doc.get("urls") or ())
+        urls = tuple(URLItem(name=d["name"], url=d["url"], sha256=str(d.get("sha256") or ""),
+                             md5=str(d.get("md5") or "")) for d in doc.get("urls") or ())
     except (KeyError, TypeError) as exc:
         raise ConfigError(f"{path}: malformed entry ({exc})") from None
     for u in urls:
-        if len(u.sha256) != 64 or "/" in u.name:
-            raise ConfigError(f"{path}: {u.name}: needs a 64-hex sha256 and a plain file name")
+        pinned = len(u.sha256) == 64 or (not u.sha256 and len(u.md5) == 32)
+        if not pinned or "/" in u.name:
+            raise ConfigError(f"{path}: {u.name}: needs a 64-hex sha256 (or a 32-hex md5 where "
+                              "upstream publishes no sha256) and a plain file name")
     return WeightsSpec(image=image, hf=hf, urls=urls, notes=str(doc.get("notes", "")))
 
 
@@ -181,12 +189,18 @@ def url_file(name: str, *, image: str, root: str | os.PathLike[str] | None = Non
     return path
 
 
-def _sha256(path: Path) -> str:
-    h = hashlib.sha256()
+def _sha256(path: Path, algo: str = "sha256") -> str:
+    h = hashlib.new(algo)
     with path.open("rb") as f:
         for block in iter(lambda: f.read(1 << 20), b""):
             h.update(block)
     return h.hexdigest()
+
+
+def _matches(path: Path, item: URLItem) -> bool:
+    if item.sha256:
+        return _sha256(path) == item.sha256
+    return _sha256(path, "md5") == item.md5
 
 
 def _fetch_hf(item: HFItem, base: Path) -> dict[str, Any]:
@@ -213,17 +227,20 @@ def _fetch_hf(item: HFItem, base: Path) -> dict[str, Any]:
 
 def _fetch_url(item: URLItem, image: str, base: Path) -> dict[str, Any]:
     dest = base / "files" / image / item.name
-    if not (dest.exists() and _sha256(dest) == item.sha256):
+    if not (dest.exists() and _matches(dest, item)):
         dest.parent.mkdir(parents=True, exist_ok=True)
         with tempfile.NamedTemporaryFile(dir=dest.parent, delete=False) as tmp, \
                 urllib.request.urlopen(item.url, timeout=600) as resp:
             shutil.copyfileobj(resp, tmp)
-        got = _sha256(Path(tmp.name))
-        if got != item.sha256:
+        if not _matches(Path(tmp.name), item):
             Path(tmp.name).unlink()
-            raise ConfigError(f"{item.url}: sha256 {got} != {item.sha256} in weights.yaml")
+            kind, want = ("sha256", item.sha256) if item.sha256 else ("md5", item.md5)
+            raise ConfigError(f"{item.url}: {kind} does not match {want} in weights.yaml")
         os.replace(tmp.name, dest)
-    return {"name": item.name, "url": item.url, "sha256": item.sha256}
+    if item.sha256:
+        return {"name": item.name, "url": item.url, "sha256": item.sha256}
+    return {"name": item.name, "url": item.url, "md5": item.md5, "sha256": _sha256(dest),
+            "sha256_source": "fetched"}
 
 
 def fetch_weights(image: str, dest: str | os.PathLike[str],
