@@ -43,7 +43,7 @@ PYEOF
   if [[ $mode == pip ]]; then
     "$UV" pip install -q --python "$venv/bin/python" --no-deps "$src"
   else
-    pypath=$pypath:$PWD/$src
+    pypath=$pypath:$src  # absolute: madbench_common.images upstream prints full paths
   fi
 done <<< "$srcs"
 
