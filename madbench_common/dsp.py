@@ -17,6 +17,7 @@ from scipy.signal import hilbert, lfilter
 from scipy.signal.windows import hann
 
 from madbench_common.audio import rms_dbfs
+from madbench_common.compat import zip_strict
 from madbench_common.types import Audio, Hertz, Seconds
 
 
@@ -150,14 +151,14 @@ def place_in_regions(speech: Audio, starts: Sequence[Seconds], ends: Sequence[Se
     """
     out = np.zeros(total, np.float32)
     spans = sorted((max(0, n_samples(s, sample_rate)), min(total, n_samples(e, sample_rate)))
-                   for s, e in zip(starts, ends, strict=True))
+                   for s, e in zip_strict(starts, ends))
     spans = [(s, e) for s, e in spans if e > s]
     core = trim_silence(speech, sample_rate) if len(speech) else speech
     if not spans or len(core) == 0:
         return out
     cuts = _split_points(core, [e - s for s, e in spans], sample_rate)
     fade = max(sample_rate // 100, 1)
-    for (s, e), a, b in zip(spans, cuts[:-1], cuts[1:], strict=True):
+    for (s, e), a, b in zip_strict(spans, cuts[:-1], cuts[1:]):
         out[s:e] = _fade_edges(time_stretch(core[a:b], e - s, sample_rate), fade)
     return out
 

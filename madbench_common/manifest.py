@@ -11,7 +11,6 @@ from __future__ import annotations
 import dataclasses
 import io
 import json
-import types
 import typing
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
@@ -21,6 +20,7 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from madbench_common.compat import UNION_TYPES, row, type_hints
 from madbench_common.errors import ManifestError
 
 __all__ = [
@@ -62,7 +62,7 @@ class Provenance:
     seed: int
 
 
-@dataclass(frozen=True, kw_only=True)
+@row
 class ManifestRow:
     """Base of every manifest row: status, rejection reason and provenance columns."""
 
@@ -102,7 +102,7 @@ def manifest(name: str, version: int) -> Any:
 
 def _arrow_type(hint: Any) -> tuple[pa.DataType, bool]:
     origin = typing.get_origin(hint)
-    if origin in (typing.Union, types.UnionType):
+    if origin in UNION_TYPES:
         args = [a for a in typing.get_args(hint) if a is not type(None)]
         if len(args) != 1:
             raise TypeError(f"unsupported union {hint!r}")
@@ -117,7 +117,7 @@ def _arrow_type(hint: Any) -> tuple[pa.DataType, bool]:
 
 def arrow_schema(cls: type[ManifestRow]) -> pa.Schema:
     """The Arrow schema of a row class, with its name and version as metadata."""
-    hints = typing.get_type_hints(cls)
+    hints = type_hints(cls)
     fields = []
     for f in dataclasses.fields(cls):
         dtype, nullable = _arrow_type(hints[f.name])

@@ -7,8 +7,7 @@ Bump a kind's version whenever a column changes meaning or is removed.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
+from madbench_common.compat import row
 from madbench_common.manifest import ManifestRow, manifest
 
 __all__ = [
@@ -26,7 +25,7 @@ __all__ = [
 
 
 @manifest("sources", 1)
-@dataclass(frozen=True, kw_only=True)
+@row
 class SourceRow(ManifestRow):
     """One ingested source clip: the untouched video plus its 16 kHz mono audio."""
 
@@ -57,7 +56,7 @@ class SourceRow(ManifestRow):
 
 
 @manifest("stems", 1)
-@dataclass(frozen=True, kw_only=True)
+@row
 class StemRow(ManifestRow):
     """Separation of one clip: speech estimate ŝ and residual ê = x − ŝ."""
 
@@ -77,7 +76,7 @@ class StemRow(ManifestRow):
 
 
 @manifest("source_qc", 1)
-@dataclass(frozen=True, kw_only=True)
+@row
 class SourceQCRow(ManifestRow):
     """Source quality control scores and the eligibility verdict for one clip."""
 
@@ -98,7 +97,7 @@ class SourceQCRow(ManifestRow):
 
 
 @manifest("splits", 1)
-@dataclass(frozen=True, kw_only=True)
+@row
 class SplitRow(ManifestRow):
     """The split of one eligible clip and the speaker cluster behind it."""
 
@@ -112,7 +111,7 @@ class SplitRow(ManifestRow):
 
 
 @manifest("components", 1)
-@dataclass(frozen=True, kw_only=True)
+@row
 class ComponentRow(ManifestRow):
     """One generated component (fake speech or fake environment) and its QC."""
 
@@ -173,7 +172,7 @@ class ComponentRow(ManifestRow):
 
 
 @manifest("samples", 2)
-@dataclass(frozen=True, kw_only=True)
+@row
 class SampleRow(ManifestRow):
     """One benchmark sample: a variant (R/S/E/Q) of a source clip, with labels."""
 
@@ -228,7 +227,7 @@ class SampleRow(ManifestRow):
 
 
 @manifest("scenes", 1)
-@dataclass(frozen=True, kw_only=True)
+@row
 class SceneRow(ManifestRow):
     """The scene of one eligible clip: caption (describe), fine label (assign), prompts."""
 
@@ -255,7 +254,7 @@ class SceneRow(ManifestRow):
 
 
 @manifest("pairs", 1)
-@dataclass(frozen=True, kw_only=True)
+@row
 class PairRow(ManifestRow):
     """One cross-identity pairing: a source clip and one of its target speakers' clips."""
 
@@ -279,7 +278,7 @@ class PairRow(ManifestRow):
 
 
 @manifest("features", 1)
-@dataclass(frozen=True, kw_only=True)
+@row
 class FeatureRow(ManifestRow):
     """A frozen encoder's embedding of one sample; keyed by (model, sample sha256, mode)."""
 
@@ -292,7 +291,7 @@ class FeatureRow(ManifestRow):
 
 
 @manifest("scores", 2)
-@dataclass(frozen=True, kw_only=True)
+@row
 class ScoreRow(ManifestRow):
     """A detector's or omni model's native output for one sample and one task.
 

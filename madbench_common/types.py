@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
-from typing import TypeAlias
+from typing import TYPE_CHECKING
 
 import numpy as np
 import numpy.typing as npt
+
+if TYPE_CHECKING:  # typing.TypeAlias is 3.10+; the annotations below are never evaluated
+    from typing import TypeAlias
 
 __all__ = ["Audio", "ClipId", "Hertz", "Key", "Seconds", "Uri"]
 

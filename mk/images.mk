@@ -1,16 +1,63 @@
-# Image factory targets (model images under images/<slug>/); included from the Makefile.
+# Image factory targets (images/README.md); included from the Makefile.
+#   make base-images              Python bases (offline: debootstrap stand-ins for python:3.X-slim)
+#   make image IMAGE=<slug>       build images/<slug> FROM its base; record it in images.lock.yaml
+#   make images                   every image that has a Dockerfile
+#   make image-test IMAGE=<slug>  run the slug's image_test stages inside the built image
+#   make lock IMAGE=<slug>        re-resolve images/<slug>/requirements.lock (uv, hashes)
+#   make check-locks              every requirements.lock matches its inputs (offline)
+#   make adapter-test IMAGE=<slug>  tiny-model adapter tests in .venvs/<slug> (3.9: in base-py39)
 PY ?= .venv/bin/python
 BIN ?= $(dir $(PY))
 IMAGE ?=
+# debootstrap: make the Python base offline (buildah); registry: pull python:3.X-slim.
+PYTHON_SOURCE ?= debootstrap
+IMAGE_TOOLS ?= buildah debootstrap
+IMAGE_PY = PYTHONPATH=$(CURDIR) $(PY)
 
-.PHONY: lock adapter-test
+.PHONY: lock check-locks adapter-test image-tools base-images image images image-test
 
 ## lock IMAGE=<slug>: re-resolve images/<slug>/requirements.lock (uv, hashes, the image's python)
 lock: setup
 	@test -n "$(IMAGE)" || { echo "usage: make lock IMAGE=<slug>" >&2; exit 2; }
-	cd images/$(IMAGE) && PATH=$(abspath $(BIN)):$$PATH $$($(abspath $(PY)) -m madbench_common.images lock-cmd $(IMAGE))
+	$(IMAGE_PY) -m madbench_common.images lock $(IMAGE) --uv $(abspath $(BIN))/uv
+
+## check-locks: fail when a requirements.lock is older than its requirements.in (offline)
+check-locks: setup
+	@set -e; for d in images/*/requirements.lock; do \
+	  $(IMAGE_PY) -m madbench_common.images check-lock $$(basename $$(dirname $$d)); done
 
 ## adapter-test IMAGE=<slug>: .venvs/<slug> from the image's lock; run its tiny-model adapter tests
 adapter-test: setup
 	@test -n "$(IMAGE)" || { echo "usage: make adapter-test IMAGE=<slug>" >&2; exit 2; }
-	PY=$(PY) bash images/adapter-test.sh $(IMAGE)
+	PYTHONPATH=$(CURDIR) PY=$(PY) bash images/adapter-test.sh $(IMAGE)
+
+## image-tools: buildah and debootstrap (installed with apt when root, as sysdeps does)
+image-tools:
+	@missing=""; for t in $(IMAGE_TOOLS); do command -v $$t >/dev/null || PATH=$$PATH:/usr/sbin command -v $$t >/dev/null || missing="$$missing $$t"; done; \
+	if [ -n "$$missing" ]; then \
+	  if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null; then \
+	    echo "installing system packages:$$missing"; \
+	    (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $$missing >/dev/null) \
+	      || { echo "error: could not install$$missing; install them with your package manager" >&2; exit 1; }; \
+	  else \
+	    echo "error: missing:$$missing (Debian/Ubuntu: sudo apt-get install$$missing; or a docker daemon and PYTHON_SOURCE=registry)" >&2; exit 1; \
+	  fi; \
+	fi
+
+## base-images: the Python bases images/base-py311 and images/base-py39
+base-images: setup image-tools
+	$(IMAGE_PY) -m madbench_common.imagebuild bases --python-source $(PYTHON_SOURCE)
+
+## image IMAGE=<slug>: build one image (serialised machine-wide; see images/README.md)
+image: setup image-tools
+	@test -n "$(IMAGE)" || { echo "usage: make image IMAGE=<slug>" >&2; exit 2; }
+	$(IMAGE_PY) -m madbench_common.imagebuild image $(IMAGE) --python-source $(PYTHON_SOURCE)
+
+## images: every image with a Dockerfile (bases first)
+images: base-images
+	$(IMAGE_PY) -m madbench_common.imagebuild image $$($(IMAGE_PY) -m madbench_common.images list)
+
+## image-test IMAGE=<slug>: run the slug's image_test stage shards inside its built image
+image-test: setup
+	@test -n "$(IMAGE)" || { echo "usage: make image-test IMAGE=<slug>" >&2; exit 2; }
+	$(IMAGE_PY) -m madbench_common.imagetest test $(IMAGE)

@@ -25,6 +25,8 @@ from scipy.linalg import cho_factor, cho_solve
 from scipy.special import expit, log_softmax, softmax
 from threadpoolctl import threadpool_limits
 
+from madbench_common.compat import zip_strict
+
 __all__ = ["Head", "HeadSpec", "Standardiser", "fit_heads"]
 
 F64 = npt.NDArray[np.float64]
@@ -222,7 +224,7 @@ def _direction(p: _Problem, st: _State, heads: list[int]) -> F64:
         q -= _spread(p, alpha, heads) * y
         alphas.append(alpha)
     r = _precondition(p, q, heads)
-    for (s, y, rho), alpha in zip(st.history, reversed(alphas), strict=True):
+    for (s, y, rho), alpha in zip_strict(st.history, reversed(alphas)):
         beta = rho * _head_dot(p, y, r, heads)
         r += _spread(p, alpha - beta, heads) * s
     return -r
@@ -290,7 +292,7 @@ def fit_heads(x: npt.NDArray[np.floating], specs: list[HeadSpec], *, c: float = 
             sub = [HeadSpec(specs[i].key, specs[i].labels[keep], specs[i].n_classes)
                    for i in block]
             heads = _fit_block(x[keep], sub, inv_h0, c, tol, max_iter, memory)
-            fitted.update(zip(block, heads, strict=True))
+            fitted.update(zip_strict(block, heads))
     return [fitted[i] for i in range(len(specs))]
 
 

@@ -19,6 +19,7 @@ from typing import Any
 
 import numpy as np
 
+from madbench_common.compat import zip_strict
 from madbench_common.eval.metrics import roc_points
 from madbench_common.eval.suite import EvalResult
 from madbench_common.eval.tasks import task_labels
@@ -127,7 +128,7 @@ def _roc_svg(curves: list[tuple[str, np.ndarray, np.ndarray]], size: int = 220) 
              'preserveAspectRatio="none" style="border:1px solid #999">',
              '<line x1="0" y1="1" x2="1" y2="0" stroke="#ccc" stroke-width="0.005"/>']
     for i, (_, fpr, tpr) in enumerate(curves):
-        pts = " ".join(f"{x:.4f},{1 - y:.4f}" for x, y in zip(fpr, tpr, strict=True))
+        pts = " ".join(f"{x:.4f},{1 - y:.4f}" for x, y in zip_strict(fpr, tpr))
         lines.append(f'<polyline fill="none" stroke="{colours[i % 6]}" stroke-width="0.01" '
                      f'points="{pts}"/>')
     legend = "".join(f'<span style="color:{colours[i % 6]}">■ {html.escape(n)}</span> '
@@ -141,7 +142,7 @@ def _confusion_html(rec: Record) -> str:
     cells = "".join(
         "<tr><th>" + html.escape(c) + "</th>" + "".join(
             f'<td style="background:rgba(31,119,180,{v / top:.2f})">{v}</td>' for v in row)
-        + "</tr>" for c, row in zip(classes, cm, strict=True))
+        + "</tr>" for c, row in zip_strict(classes, cm))
     header = "".join(f"<th>{html.escape(c)}</th>" for c in classes)
     return f"<table class=cm><tr><th>true \\ pred</th>{header}</tr>{cells}</table>"
 

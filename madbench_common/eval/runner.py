@@ -19,6 +19,7 @@ import numpy as np
 import numpy.typing as npt
 import pandas as pd
 
+from madbench_common.compat import zip_strict
 from madbench_common.eval.heads import Head, HeadSpec, Standardiser, fit_heads
 from madbench_common.eval.metrics import eer_threshold
 from madbench_common.eval.tasks import TASKS, generator_keys, task_labels
@@ -115,7 +116,7 @@ def fit_group(protocol: str, mode: str, pairing: str, frames: dict[str, pd.DataF
     x = {split: std.transform(m) for split, m in xs.items()}
     specs = _specs(frames["train"], tasks, logo)
     group = GroupScores(protocol, mode, pairing, frames["test"].reset_index(drop=True))
-    for head, spec in zip(fit_heads(x["train"], specs, c=c), specs, strict=True):
+    for head, spec in zip_strict(fit_heads(x["train"], specs, c=c), specs):
         group.heads[head.key] = head
         group.scores[head.key] = head.decision(x["test"])
         rows = spec.labels[spec.labels >= 0]

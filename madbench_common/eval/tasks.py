@@ -15,6 +15,8 @@ import numpy as np
 import numpy.typing as npt
 import pandas as pd
 
+from madbench_common.compat import zip_strict
+
 __all__ = [
     "SCENE_TASKS",
     "TASKS",
@@ -104,8 +106,8 @@ def task_labels(df: pd.DataFrame, task: str) -> tuple[BoolArray, IntArray]:
 def generator_keys(df: pd.DataFrame) -> list[set[str]]:
     """Per row, the generators that made it: ``speech:<name>`` and/or ``env:<name>``."""
     out: list[set[str]] = []
-    for sg, eg, v in zip(df["speech_generator"].astype(str), df["env_generator"].astype(str),
-                         _variant(df), strict=True):
+    for sg, eg, v in zip_strict(df["speech_generator"].astype(str),
+                                df["env_generator"].astype(str), _variant(df)):
         keys = set()
         if v in ("S", "Q") and sg:
             keys.add(f"speech:{sg}")

@@ -33,6 +33,7 @@ import numpy.typing as npt
 from scipy.signal import butter, istft, sosfiltfilt, stft
 
 from madbench_common.audio import rms_dbfs
+from madbench_common.compat import zip_strict
 from madbench_common.dsp import (
     analytic_subbands,
     band_noise,
@@ -449,7 +450,7 @@ def _texture(src: Array, n: int, sr: Hertz, seed: int, gains: Array) -> Array:
         sub = analytic_subbands(x, bank)
         env = np.abs(sub) + 1e-12
         new = np.stack([impose_envelope_stats(e, q, m, sr)
-                        for e, q, m in zip(env, quant, mods, strict=True)])
+                        for e, q, m in zip_strict(env, quant, mods)])
         parts = new * gains[:, None] * np.real(sub / env)
         x = np.sum(np.fft.irfft(np.fft.rfft(parts, axis=1) * bank, n, axis=1), axis=0)
     return x

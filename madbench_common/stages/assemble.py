@@ -33,6 +33,7 @@ from pathlib import Path
 
 import numpy as np
 
+from madbench_common.compat import zip_strict
 from madbench_common.mix import Mix, fit_track, mix_components
 from madbench_common.mux import MuxResult, remux_with_audio
 from madbench_common.pipeline.stage import StageImpl
@@ -75,8 +76,7 @@ class _Selector:
                  reuse_cap: int, rng: np.random.Generator) -> None:
         self.clips, self.passed, self.cap = clips, passed, reuse_cap
         settings = sorted({c.setting for c in passed})
-        self.tie = {s: int(i) for s, i in zip(settings, rng.permutation(len(settings)),
-                                              strict=True)}
+        self.tie = {s: int(i) for s, i in zip_strict(settings, rng.permutation(len(settings)))}
         self.usage: dict[str, Counter[str]] = {k: Counter() for k in ("speech", "m", "d")}
         self.donor_use: Counter[str] = Counter()
         self.tax = load_taxonomy()
@@ -138,7 +138,7 @@ def select_components(clips: dict[str, ClipInputs], components: Sequence[Compone
     for split in sorted({c.split.split for c in clips.values()}):
         ids = sorted(c for c in clips if clips[c].split.split == split)
         sel = _Selector(clips, passed, reuse_cap, rng)
-        tie = {c: int(i) for c, i in zip(ids, rng.permutation(len(ids)), strict=True)}
+        tie = {c: int(i) for c, i in zip_strict(ids, rng.permutation(len(ids)))}
         for cid in sorted(ids, key=lambda c: (sel.options(c), tie[c])):
             out[cid] = sel.select(clips[cid])
         both = sorted((c for c in ids if out[c].env_mismatch and out[c].env_match),

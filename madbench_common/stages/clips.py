@@ -22,6 +22,7 @@ from typing import Any
 
 import numpy as np
 
+from madbench_common.compat import zip_strict
 from madbench_common.dsp import n_samples
 from madbench_common.errors import ConfigError, InputRejected
 from madbench_common.pipeline.stage import MapStage, StageContext
@@ -86,7 +87,7 @@ def speech_active(speech: Audio, starts: Sequence[float], ends: Sequence[float],
                   rate: Hertz) -> Audio:
     """The samples of ``speech`` inside the regions, concatenated (all of it if none)."""
     parts = [speech[max(0, n_samples(s, rate)): n_samples(e, rate)]
-             for s, e in zip(starts, ends, strict=True)]
+             for s, e in zip_strict(starts, ends)]
     parts = [p for p in parts if len(p)]
     return np.concatenate(parts).astype(np.float32) if parts else speech
 

@@ -35,6 +35,7 @@ from typing import Any
 import numpy as np
 
 from madbench_common.audio import rms_dbfs
+from madbench_common.compat import zip_strict
 from madbench_common.dsp import n_samples
 from madbench_common.errors import InputRejected
 from madbench_common.manifest import Provenance
@@ -86,7 +87,7 @@ def word_error_rate(reference: str, hypothesis: str) -> float:
 def _outside_db(audio: Audio, starts: Sequence[float], ends: Sequence[float], rate: int,
                 ) -> float:
     mask = np.zeros(len(audio), bool)
-    for s, e in zip(starts, ends, strict=True):
+    for s, e in zip_strict(starts, ends):
         mask[max(0, n_samples(s, rate)): n_samples(e, rate)] = True
     inside = float(np.sum(np.square(audio[mask], dtype=np.float64)))
     outside = float(np.sum(np.square(audio[~mask], dtype=np.float64)))

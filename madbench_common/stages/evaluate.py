@@ -14,6 +14,7 @@ from collections.abc import Sequence
 import numpy as np
 import pandas as pd
 
+from madbench_common.compat import zip_strict
 from madbench_common.eval.runner import FeatureSet, GroupScores
 from madbench_common.eval.suite import EvalConfig, EvalResult, run_evaluation
 from madbench_common.manifest import rows_to_frame
@@ -37,7 +38,7 @@ def feature_set(rows: Sequence[FeatureRow]) -> FeatureSet:
 def _score_rows(g: GroupScores) -> list[ScoreRow]:
     rows = []
     for task, scores in g.scores.items():
-        for sid, sha, s in zip(g.test["sample_id"], g.test["audio_sha256"], scores, strict=True):
+        for sid, sha, s in zip_strict(g.test["sample_id"], g.test["audio_sha256"], scores):
             value = float(s) if np.ndim(s) == 0 else float(1 - np.exp(s[0]))
             answer = "" if np.ndim(s) == 0 else "RSEQ"[int(np.argmax(s))]
             rows.append(ScoreRow(sample_id=str(sid), sample_sha256=str(sha), mode=g.mode,

@@ -22,6 +22,7 @@ from functools import cached_property
 
 import numpy as np
 
+from madbench_common.compat import zip_strict
 from madbench_common.dsp import f0_track
 from madbench_common.pipeline.stage import StageImpl
 from madbench_common.rows import PairRow
@@ -150,7 +151,7 @@ class PairingStage(StageImpl[PairRow]):
         genders = [self._gender(c) for c in clips]
         speakers = [Speaker(c.clip_id, g, c.source.speaker, c.split.speaker_cluster,
                             c.source.source_group, c.split.split)
-                    for c, (g, _) in zip(clips, genders, strict=True)]
+                    for c, (g, _) in zip_strict(clips, genders)]
         emb = np.stack([np.asarray(c.split.embedding, np.float64) for c in clips])
         p = self.ctx.params
         pairs = pair_speakers(speakers, emb, int(p["targets"]), float(p["max_similarity"]),

@@ -15,6 +15,7 @@ from functools import cached_property
 import numpy as np
 from sklearn.cluster import AgglomerativeClustering
 
+from madbench_common.compat import zip_strict
 from madbench_common.pipeline.stage import StageImpl
 from madbench_common.registry import load_model
 from madbench_common.roles import SpeakerEmbedder
@@ -96,7 +97,7 @@ class SplitStage(StageImpl[SplitRow]):
         clusters = cluster_speakers(embs, float(self.ctx.params["cluster_threshold"]))
         keys = [(f"cluster:{c}", f"group:{src.source_group}")
                 + ((f"speaker:{src.speaker}",) if src.speaker else ())
-                for c, (src, _) in zip(clusters, self.eligible, strict=True)]
+                for c, (src, _) in zip_strict(clusters, self.eligible)]
         groups = link_groups(keys)
         sizes = np.bincount(groups).tolist()
         splits = assign_splits(sizes, self.ctx.params["ratios"], self.ctx.rng("split"))
@@ -105,7 +106,7 @@ class SplitStage(StageImpl[SplitRow]):
             SplitRow(clip_id=src.clip_id, split=splits[g], speaker_cluster=int(c), group_id=g,
                      source_group=src.source_group, gender=src.gender,
                      embedding=tuple(float(v) for v in emb)).with_provenance(prov)
-            for (src, _), c, g, emb in zip(self.eligible, clusters, groups, embs, strict=True)
+            for (src, _), c, g, emb in zip_strict(self.eligible, clusters, groups, embs)
         ]
 
     def _embed(self, embedder: SpeakerEmbedder, stem: StemRow) -> np.ndarray:

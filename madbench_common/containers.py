@@ -1,0 +1,172 @@
+"""Run a command inside a built image with the pod policy: uid 10001, read-only root, no network.
+
+The same policy as the Argo pods: the image's root file system is read-only, ``/tmp`` is
+a fresh tmpfs (``HOME=/tmp``), there is no network, all capabilities are dropped, and
+only the given host folders are mounted (read-only unless asked). Engines:
+
+- ``podman`` / ``docker``: ``run --rm --read-only --tmpfs /tmp --network none --user
+  10001:10001 --cap-drop ALL``; a GPU request adds ``--device nvidia.com/gpu=all``
+  (podman, CDI) or ``--gpus all`` (docker);
+- ``buildah``: for machines where no OCI runtime can start containers (here crun fails
+  with ``setrlimit RLIMIT_NOFILE: Operation not permitted``). A working container is
+  made from the image and its root mounted, bind-remounted read-only inside a private
+  mount namespace, and the command runs there with ``buildah run --isolation chroot``
+  under ``unshare --net`` (no network); ``buildah rm`` removes it afterwards. It needs
+  root and cannot pass GPUs through.
+
+``$MADBENCH_RUN_ENGINE`` picks the engine; by default the first of podman, docker,
+buildah that can start a container here (probed once per process).
+"""
+
+from __future__ import annotations
+
+import functools
+import os
+import shlex
+import shutil
+import subprocess
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from madbench_common.errors import ConfigError, MadbenchError
+
+__all__ = ["ContainerFailed", "Mount", "run_engine", "run_in_image"]
+
+USER = "10001:10001"
+_RUN_ENGINES = ("podman", "docker", "buildah")
+
+
+class ContainerFailed(MadbenchError):
+    """A command inside an image exited non-zero."""
+
+    def __init__(self, image: str, argv: Sequence[str], code: int, output: str) -> None:
+        self.code, self.output = code, output
+        super().__init__(f"{image}: {' '.join(argv)} exited {code}\n{output[-4000:]}")
+
+
+@dataclass(frozen=True)
+class Mount:
+    """A host folder mounted into the container."""
+
+    host: Path
+    target: str
+    read_only: bool = True
+
+
+@functools.cache
+def _can_run(eng: str) -> bool:
+    """Whether ``eng`` can start a container on this machine."""
+    if not shutil.which(eng):
+        return False
+    if eng == "buildah":
+        return shutil.which("unshare") is not None and os.geteuid() == 0
+    if eng == "docker":
+        return subprocess.run(["docker", "info"], capture_output=True).returncode == 0
+    probe = subprocess.run(["podman", "run", "--rm", "--network", "none", "--pull", "never",
+                            "--rootfs", "/", "true"], capture_output=True, text=True)
+    return probe.returncode == 0
+
+
+def run_engine(wanted: str | None = None) -> str:
+    """The engine that runs containers: ``wanted`` (or ``$MADBENCH_RUN_ENGINE``) if it can,
+    else the first of podman, docker, buildah that can start a container here."""
+    wanted = wanted or os.environ.get("MADBENCH_RUN_ENGINE") or None
+    for eng in ([wanted] if wanted else _RUN_ENGINES):
+        if eng not in _RUN_ENGINES:
+            raise ConfigError(f"unknown container engine {eng!r}; use one of {_RUN_ENGINES}")
+        if _can_run(eng):
+            return eng
+    raise ConfigError(f"no container engine can start containers here (tried "
+                      f"{wanted or ', '.join(_RUN_ENGINES)}); install podman or docker, or "
+                      f"buildah (as root)")
+
+
+@dataclass(frozen=True)
+class _Policy:
+    gpu: bool = False
+    network: bool = False
+    user: str = USER
+
+
+def _oci_cmd(eng: str, image: str, argv: Sequence[str], mounts: Sequence[Mount],
+             env: Mapping[str, str], policy: _Policy) -> list[str]:
+    cmd = [eng, "run", "--rm", "--read-only", "--tmpfs", "/tmp:rw,exec,mode=1777",
+           "--network", "host" if policy.network else "none", "--user", policy.user,
+           "--cap-drop", "ALL", "--security-opt", "no-new-privileges", "--entrypoint", argv[0]]
+    if eng == "podman":
+        cmd += ["--pull", "never"]
+    if policy.gpu:
+        cmd += ["--device", "nvidia.com/gpu=all"] if eng == "podman" else ["--gpus", "all"]
+    for m in mounts:
+        cmd += ["-v", f"{m.host}:{m.target}:{'ro' if m.read_only else 'rw'}"]
+    for key, value in env.items():
+        cmd += ["-e", f"{key}={value}"]
+    return [*cmd, image, *argv[1:]]
+
+
+def _buildah_script(ctr: str, argv: Sequence[str], mounts: Sequence[Mount],
+                    env: Mapping[str, str], user: str) -> str:
+    """Shell run under ``unshare --mount``: read-only root, then ``buildah run``.
+
+    ``/tmp`` and ``/run`` are fresh tmpfs mounts (buildah writes ``/run/.containerenv``
+    and removes it afterwards); the container root is bind-remounted read-only on top.
+    """
+    points = " ".join(f'"$mnt"{shlex.quote(m.target)}' for m in mounts)
+    run = ["buildah", "run", "--isolation", "chroot", "--user", user, "--cap-drop", "all",
+           "--no-hosts"]
+    for m in mounts:
+        run += ["-v", f"{m.host}:{m.target}:{'ro' if m.read_only else 'rw'}"]
+    for key, value in env.items():
+        run += ["-e", f"{key}={value}"]
+    return (f"set -e; mnt=$(buildah mount {ctr}); mkdir -p {points} \"$mnt/tmp\" \"$mnt/run\"; "
+            "touch \"$mnt/etc/resolv.conf\" \"$mnt/etc/hostname\"; "
+            "mount -t tmpfs -o mode=1777 tmpfs \"$mnt/tmp\"; "
+            "mount -t tmpfs -o mode=755 tmpfs \"$mnt/run\"; "
+            "mount --rbind \"$mnt\" \"$mnt\"; mount -o remount,bind,ro \"$mnt\"; "
+            f"exec {shlex.join([*run, ctr, '--', *argv])}")
+
+
+def _buildah_run(image: str, argv: Sequence[str], mounts: Sequence[Mount],
+                 env: Mapping[str, str], policy: _Policy,
+                 capture: bool) -> subprocess.CompletedProcess[str]:
+    made = subprocess.run(["buildah", "from", "--pull=never", "--quiet", image],
+                          capture_output=True, text=True)
+    if made.returncode != 0:
+        raise ConfigError(f"image {image} is not here ({made.stderr.strip()}); "
+                          f"build it with make image")
+    ctr = made.stdout.strip()
+    try:
+        script = _buildah_script(ctr, argv, mounts, env, policy.user)
+        unshare = ["unshare", "--mount", "--propagation", "private",
+                   *([] if policy.network else ["--net"])]
+        return subprocess.run([*unshare, "sh", "-c", script], text=True, capture_output=capture)
+    finally:
+        subprocess.run(["buildah", "rm", ctr], capture_output=True)
+
+
+def run_in_image(image: str, argv: Sequence[str], *, mounts: Sequence[Mount] = (),
+                 env: Mapping[str, str] | None = None, gpu: bool = False,
+                 engine: str | None = None, capture: bool = False, network: bool = False,
+                 user: str = USER) -> str:
+    """Run ``argv`` in ``image`` under the pod policy; return stdout when ``capture``.
+
+    ``network`` and ``user`` relax the policy for tooling (the Python 3.9 adapter tests
+    install their venv inside the base image); stages never use them.
+    Raises :class:`ContainerFailed` on a non-zero exit (its output attached when captured).
+    """
+    eng = run_engine(engine)
+    env = dict(env or {})
+    policy = _Policy(gpu=gpu, network=network, user=user)
+    if eng == "buildah":
+        if gpu:
+            raise ConfigError("the buildah engine cannot pass GPUs through; use podman or "
+                              "docker with the NVIDIA container toolkit")
+        out = _buildah_run(image, argv, mounts, env, policy, capture)
+    else:
+        out = subprocess.run(_oci_cmd(eng, image, argv, mounts, env, policy), text=True,
+                             capture_output=capture)
+    if out.returncode != 0:
+        raise ContainerFailed(image, argv, out.returncode,
+                              (out.stdout or "") + (out.stderr or ""))
+    return out.stdout or ""

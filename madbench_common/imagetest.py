@@ -1,0 +1,249 @@
+"""``make image-test IMAGE=<slug>``: prove a built image by running stage shards inside it.
+
+What it does, from the slug's ``image_test:`` block (:class:`madbench_common.images.ImageTest`):
+
+1. a work folder under ``$MADBENCH_IMAGE_TEST_DIR`` (default ``/var/tmp``; not ``/tmp``,
+   which is a tmpfs inside the container) holds the sources (the first ``clips`` demo
+   clips and their CSV), a file store and a weights root;
+2. the stages the tested stages read from run first on the host, in-process, with their
+   default CPU reference models (the run id is ``image-test``);
+3. inside the image, under the pod policy of :mod:`madbench_common.containers` (uid
+   10001, read-only root, no network, ``/tmp`` a tmpfs): the ``weights`` callable writes
+   its tiny random checkpoint into the weights root (mounted writable for that step
+   only); every model the image registers is imported (and instantiated with
+   ``load_models``); then each tested stage runs one shard and its merge with the
+   weights mounted read-only at ``/weights`` (``MADBENCH_WEIGHTS=/weights``,
+   ``HF_HUB_OFFLINE=1``);
+4. each tested stage must have finished with at least one accepted row.
+
+Store and sources are mounted at their host paths, so manifests written on the host and
+in the container name the same files. Any failure raises; nothing is skipped here.
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import json
+import os
+import shutil
+import sys
+import tempfile
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from madbench_common.containers import Mount, run_in_image
+from madbench_common.errors import ConfigError, MadbenchError
+from madbench_common.imagebuild import BASES, image_exists, local_ref
+from madbench_common.images import IMAGES, ImageTest, load_image
+
+__all__ = ["BASE_TEST", "RUN_ID", "StageOutcome", "check_imports", "check_models",
+           "demo_sources", "run_image_test"]
+
+RUN_ID = "image-test"
+_DEMO = IMAGES.parent / "data" / "demo"
+BASE_TEST = ImageTest(stages=("ingest",), load_models=False)
+"""The bases' test (they have no image.yaml): every module imports, and ingest runs."""
+
+
+@dataclass(frozen=True)
+class StageOutcome:
+    """One tested stage: rows written and rejected."""
+
+    stage: str
+    rows: int
+    rejected: int
+
+
+def demo_sources(dest: Path, clips: int) -> Path:
+    """Copy the first ``clips`` demo clips (with stems) to ``dest``; return their CSV."""
+    with open(_DEMO / "sources.csv", newline="") as fh:
+        rows = list(csv.DictReader(fh))[:clips]
+    if not rows:
+        raise ConfigError(f"{_DEMO / 'sources.csv'}: no demo clips")
+    for row in rows:
+        for col in ("path", "speech_stem", "env_stem"):
+            if row.get(col):
+                (dest / row[col]).parent.mkdir(parents=True, exist_ok=True)
+                shutil.copy2(_DEMO / row[col], dest / row[col])
+    out = dest / "sources.csv"
+    with open(out, "w", newline="") as fh:
+        writer = csv.DictWriter(fh, fieldnames=list(rows[0]))
+        writer.writeheader()
+        writer.writerows(rows)
+    return out
+
+
+def _host_stages(tested: Sequence[str]) -> list[str]:
+    """Every stage the tested ones read from, transitively, minus the tested; graph order."""
+    from madbench_common.pipeline.definition import build_graph
+
+    graph = build_graph()
+    need: set[str] = set()
+    todo = list(tested)
+    while todo:
+        for dep in graph[todo.pop()].inputs:
+            if dep not in need:
+                need.add(dep)
+                todo.append(dep)
+    return [s.name for s in graph if s.name in need - set(tested)]
+
+
+def _run_on_host(store: Path, stages: Sequence[str], params: dict[str, dict[str, Any]]) -> None:
+    from madbench_common.pipeline.definition import build_graph
+    from madbench_common.pipeline.local import EMBEDDED_IMAGE
+    from madbench_common.pipeline.stage import make_context, merge_stage, run_shard, stage_done
+    from madbench_common.store import RunStore, open_store
+
+    run = RunStore(open_store(str(store)), RUN_ID)
+    graph = build_graph()
+    for name in stages:
+        ctx = make_context(run, graph, name, params.get(name, {}), EMBEDDED_IMAGE, 0)
+        if not stage_done(ctx):
+            run_shard(ctx, 0, 1)
+            merge_stage(ctx, 1)
+        print(f"host: {name} done", flush=True)
+
+
+def _models_of(slug: str, extra: Sequence[str]) -> list[str]:
+    from madbench_common.registry import REGISTRY
+
+    return sorted({s.slug for s in REGISTRY.values() if s.image == slug} | set(extra))
+
+
+def _writable(path: Path) -> Path:
+    """A folder uid 10001 can write (the host user may differ)."""
+    path.mkdir(parents=True, exist_ok=True)
+    if os.geteuid() == 0:
+        os.chown(path, 10001, 10001)
+    else:
+        path.chmod(0o777)
+    return path
+
+
+def _stage_in_image(ref: str, stage: str, store: Path, params: dict[str, Any],
+                    mounts: Sequence[Mount]) -> StageOutcome:
+    common = ["--stage", stage, "--num-shards", "1", "--store", str(store), "--run-id", RUN_ID,
+              "--image", ref, "--params-json", json.dumps(params)]
+    for argv in (["madbench", "stage", "run", "--shard", "0", *common],
+                 ["madbench", "stage", "merge", *common]):
+        print(f"image: {' '.join(argv)}", flush=True)
+        run_in_image(ref, argv, mounts=mounts)
+    marker = json.loads((store / RUN_ID / stage / "_SUCCESS").read_text())
+    outcome = StageOutcome(stage, int(marker["rows"]), int(marker["rejected"]))
+    if outcome.rows - outcome.rejected < 1:
+        raise MadbenchError(f"{stage} in {ref}: no accepted rows ({outcome})")
+    return outcome
+
+
+def run_image_test(slug: str, keep: bool = False) -> list[StageOutcome]:
+    """Run the slug's image test against its local image; return the tested stages' counts."""
+    is_base = slug in {b[0] for b in BASES.values()}
+    models = () if is_base else load_image(slug).models
+    spec = BASE_TEST if is_base else load_image(slug).image_test
+    if spec is None:
+        raise ConfigError(f"images/{slug}/image.yaml has no image_test block")
+    ref = local_ref(slug)
+    if not image_exists(ref):
+        raise ConfigError(f"{ref} is not built; run: make image IMAGE={slug}")
+    root = Path(os.environ.get("MADBENCH_IMAGE_TEST_DIR", "/var/tmp"))
+    work = Path(tempfile.mkdtemp(prefix=f"madbench-image-test-{slug}-", dir=root)).resolve()
+    work.chmod(0o755)
+    try:
+        return _run(ref, slug, spec, models, work)
+    finally:
+        if keep:
+            print(f"kept {work}", flush=True)
+        else:
+            shutil.rmtree(work, ignore_errors=True)
+
+
+def _run(ref: str, slug: str, spec: ImageTest, models: Sequence[str],
+         work: Path) -> list[StageOutcome]:
+    sources = demo_sources(work / "sources", spec.clips)
+    store, weights = _writable(work / "store"), _writable(work / "weights")
+    params = {k: dict(v) for k, v in spec.params.items()}
+    params.setdefault("ingest", {}).setdefault("sources", str(sources))
+    _run_on_host(store, _host_stages(spec.stages), params)
+    data = [Mount(store, str(store), read_only=False), Mount(sources.parent, str(sources.parent))]
+    if spec.weights:
+        module, _, func = spec.weights.partition(":")
+        code = f"import {module} as m; m.{func}('/weights')"
+        run_in_image(ref, ["python", "-c", code],
+                     mounts=[Mount(weights, "/weights", read_only=False)])
+    mounts = [*data, Mount(weights, "/weights")]
+    check = ["python", "-m", "madbench_common.imagetest", "check-models",
+             *_models_of(slug, models), *(["--load"] if spec.load_models else [])]
+    print(run_in_image(ref, check, mounts=mounts, capture=True), end="", flush=True)
+    return [_stage_in_image(ref, s, store, params.get(s, {}), mounts) for s in spec.stages]
+
+
+def check_imports() -> list[str]:
+    """Import every madbench_common module; one that needs a package this image lacks
+    (a model family's library) is reported, any other failure raises. Returns the report."""
+    import importlib
+    import pkgutil
+
+    import madbench_common
+
+    lacking = []
+    for mod in pkgutil.walk_packages(madbench_common.__path__, "madbench_common."):
+        try:
+            importlib.import_module(mod.name)
+        except ModuleNotFoundError as exc:
+            if (exc.name or "").startswith("madbench_common"):
+                raise
+            lacking.append(f"{mod.name} (needs {exc.name})")
+    return lacking
+
+
+def check_models(slugs: Sequence[str], load: bool) -> list[str]:
+    """Import (and with ``load``, instantiate) each registered model; run inside the image."""
+    import importlib
+
+    from madbench_common.registry import REGISTRY, load_model
+
+    done = []
+    for slug in slugs:
+        spec = REGISTRY.get(slug)
+        if spec is None:
+            raise ConfigError(f"model {slug!r} is not registered")
+        module, _, name = spec.target.partition(":")
+        getattr(importlib.import_module(module), name)
+        if load:
+            load_model(slug)
+        done.append(slug)
+    return done
+
+
+def _main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m madbench_common.imagetest")
+    sub = parser.add_subparsers(dest="command", required=True)
+    test = sub.add_parser("test", help="run the image test of a built image (on the host)")
+    test.add_argument("slug")
+    test.add_argument("--keep", action="store_true", help="keep the work folder")
+    models = sub.add_parser("check-models", help="import/instantiate models (in the image)")
+    models.add_argument("models", nargs="*")
+    models.add_argument("--load", action="store_true")
+    args = parser.parse_args(argv)
+    if args.command == "check-models":
+        print(f"python {sys.version.split()[0]}: every madbench_common module imports",
+              *(f"; not here: {m}" for m in check_imports()), sep="")
+        for slug in check_models(args.models, args.load):
+            print(f"model ok: {slug}{' (loaded)' if args.load else ''}")
+        return 0
+    try:
+        outcomes = run_image_test(args.slug, args.keep)
+    except MadbenchError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 1
+    for o in outcomes:
+        print(f"image-test {args.slug}: {o.stage} ran in the image: {o.rows} rows, "
+              f"{o.rejected} rejected")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(_main())
