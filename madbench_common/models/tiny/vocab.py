@@ -67,17 +67,27 @@ def unigram_pieces(specials: Sequence[str] = ("<pad>", "</s>", "<unk>")) -> list
     return pieces
 
 
-def sentencepiece_model(path: Path, vocab_size: int = 96) -> Path:
-    """Train a tiny SentencePiece unigram model (T5's ``spiece.model`` layout) offline."""
-    import io
+def sentencepiece_model(path: Path) -> Path:
+    """Write a SentencePiece unigram model (T5's ``spiece.model`` layout) for
+    :func:`unigram_pieces` directly as a ModelProto: no trainer run (sentencepiece 0.1.99's
+    trainer segfaults under pytest here), deterministic bytes. Ids: pad 0, eos 1, unk 2."""
+    from sentencepiece import sentencepiece_model_pb2 as pb
 
-    import sentencepiece as spm
-
-    buf = io.BytesIO()
-    spm.SentencePieceTrainer.train(
-        sentence_iterator=iter(CORPUS * 20), model_writer=buf, vocab_size=vocab_size,
-        model_type="unigram", pad_id=0, eos_id=1, unk_id=2, bos_id=-1,
-        hard_vocab_limit=False, minloglevel=2)
+    model = pb.ModelProto()
+    kinds = {"<pad>": pb.ModelProto.SentencePiece.CONTROL,
+             "</s>": pb.ModelProto.SentencePiece.CONTROL,
+             "<unk>": pb.ModelProto.SentencePiece.UNKNOWN}
+    for piece, score in unigram_pieces():
+        sp = model.pieces.add()
+        sp.piece, sp.score = piece, score
+        sp.type = kinds.get(piece, pb.ModelProto.SentencePiece.NORMAL)
+    spec = model.trainer_spec
+    spec.model_type = pb.TrainerSpec.UNIGRAM
+    spec.vocab_size = len(model.pieces)
+    spec.pad_id, spec.eos_id, spec.unk_id, spec.bos_id = 0, 1, 2, -1
+    model.normalizer_spec.name = "identity"
+    model.normalizer_spec.add_dummy_prefix = True
+    model.normalizer_spec.escape_whitespaces = True
     path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_bytes(buf.getvalue())
+    path.write_bytes(model.SerializeToString())
     return path
