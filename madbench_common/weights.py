@@ -10,11 +10,8 @@ Every model image lists its weights in ``images/<slug>/weights.yaml``::
     urls:                                # files from outside the hub
       - name: AASIST.pth
         url: https://github.com/clovaai/aasist/raw/<commit>/models/weights/AASIST.pth
-        sha256: <64 hex>
-      - name: v1-44.pth                  # where upstream publishes only an md5:
-        url: https://github.com/<owner>/<repo>/releases/download/<tag>/v1-44.pth
-        md5: <32 hex>                    # checked on download; the sha256 is then
-                                         # recorded in the lock (sha256_source: fetched)
+        sha256: <64 hex>                 # or null: unknown offline, recorded on first fetch
+        md5: <32 hex>                    # optional: the publisher's md5, checked on fetch
 
 A weights root (the ``madbench-weights`` volume, mounted read-only at ``/weights`` in
 every stage pod; ``$MADBENCH_WEIGHTS`` elsewhere) is laid out as::
@@ -89,12 +86,17 @@ class HFItem:
 
 @dataclass(frozen=True)
 class URLItem:
-    """One file from outside the hub, pinned by sha256 (or, where upstream publishes only
-    an md5, by that md5; the fetch then records the sha256 in the lock)."""
+    """One file from outside the hub, pinned by sha256.
+
+    ``sha256`` None means the publisher gives no checksum and none could be computed
+    offline: the first fetch records the file's sha256 in ``weights.lock.json`` (trust on
+    first use); pin it in ``weights.yaml`` from that lock. Where the publisher gives an
+    ``md5`` (MMAudio's release files), the fetch checks it.
+    """
 
     name: str
     url: str
-    sha256: str
+    sha256: str | None
     md5: str = ""
 
 
@@ -137,15 +139,15 @@ def load_spec(image: str, images_dir: Path | None = None) -> WeightsSpec:
         hf = tuple(HFItem(repo=d["repo"], revision=str(d.get("revision", "main")),
                           files=tuple(d.get("files", ())), repo_type=d.get("repo_type", "model"))
                    for d in doc.get("hf") or ())
-        urls = tuple(URLItem(name=d["name"], url=d["url"], sha256=str(d.get("sha256") or ""),
+        urls = tuple(URLItem(name=d["name"], url=d["url"], sha256=d.get("sha256"),
                              md5=str(d.get("md5") or "")) for d in doc.get("urls") or ())
     except (KeyError, TypeError) as exc:
         raise ConfigError(f"{path}: malformed entry ({exc})") from None
     for u in urls:
-        pinned = len(u.sha256) == 64 or (not u.sha256 and len(u.md5) == 32)
-        if not pinned or "/" in u.name:
-            raise ConfigError(f"{path}: {u.name}: needs a 64-hex sha256 (or a 32-hex md5 where "
-                              "upstream publishes no sha256) and a plain file name")
+        if (u.sha256 is not None and len(u.sha256) != 64) or "/" in u.name \
+                or len(u.md5) not in (0, 32):
+            raise ConfigError(f"{path}: {u.name}: needs a 64-hex sha256 (or null), an optional "
+                              "32-hex md5 and a plain file name")
     return WeightsSpec(image=image, hf=hf, urls=urls, notes=str(doc.get("notes", "")))
 
 
@@ -197,12 +199,6 @@ def _sha256(path: Path, algo: str = "sha256") -> str:
     return h.hexdigest()
 
 
-def _matches(path: Path, item: URLItem) -> bool:
-    if item.sha256:
-        return _sha256(path) == item.sha256
-    return _sha256(path, "md5") == item.md5
-
-
 def _fetch_hf(item: HFItem, base: Path) -> dict[str, Any]:
     from huggingface_hub import HfApi, snapshot_download
 
@@ -225,22 +221,29 @@ def _fetch_hf(item: HFItem, base: Path) -> dict[str, Any]:
     return {"repo": item.repo, "revision": item.revision, "commit": commit, "files": files}
 
 
+def _mismatch(path: Path, item: URLItem) -> str:
+    """Why ``path`` is not the file ``item`` pins (empty when it is)."""
+    if item.sha256 is not None and (got := _sha256(path)) != item.sha256:
+        return f"sha256 {got} != {item.sha256}"
+    if item.md5 and (got := _sha256(path, "md5")) != item.md5:
+        return f"md5 {got} != {item.md5}"
+    return ""
+
+
 def _fetch_url(item: URLItem, image: str, base: Path) -> dict[str, Any]:
     dest = base / "files" / image / item.name
-    if not (dest.exists() and _matches(dest, item)):
+    if not (dest.exists() and not _mismatch(dest, item)):
         dest.parent.mkdir(parents=True, exist_ok=True)
         with tempfile.NamedTemporaryFile(dir=dest.parent, delete=False) as tmp, \
                 urllib.request.urlopen(item.url, timeout=600) as resp:
             shutil.copyfileobj(resp, tmp)
-        if not _matches(Path(tmp.name), item):
+        why = _mismatch(Path(tmp.name), item)
+        if why:
             Path(tmp.name).unlink()
-            kind, want = ("sha256", item.sha256) if item.sha256 else ("md5", item.md5)
-            raise ConfigError(f"{item.url}: {kind} does not match {want} in weights.yaml")
+            raise ConfigError(f"{item.url}: {why} in weights.yaml")
         os.replace(tmp.name, dest)
-    if item.sha256:
-        return {"name": item.name, "url": item.url, "sha256": item.sha256}
-    return {"name": item.name, "url": item.url, "md5": item.md5, "sha256": _sha256(dest),
-            "sha256_source": "fetched"}
+    return {"name": item.name, "url": item.url, "sha256": item.sha256 or _sha256(dest),
+            "sha256_pinned": item.sha256 is not None, **({"md5": item.md5} if item.md5 else {})}
 
 
 def fetch_weights(image: str, dest: str | os.PathLike[str],
