@@ -222,7 +222,7 @@ def test_image_defaults_come_from_lock() -> None:
         doc = _load(ROOT / "workflows" / f"{variant}.yaml")
         params = {p["name"]: p["value"] for p in doc["spec"]["arguments"]["parameters"]}
         for stage in build_graph():
-            slug = "reference-cpu" if variant == "smoke" else stage.image
+            slug = "reference-cpu" if variant == "smoke" else stage.in_profile("full").image
             assert params[stage.image_param] == lock.ref(slug)
 
 

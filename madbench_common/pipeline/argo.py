@@ -234,12 +234,17 @@ def _stage_args(stage: Stage, verb: str, graph: Graph, variant: Variant) -> list
 
 
 def _stage_params(stage: Stage, variant: Variant) -> str:
-    """Per-run parameters: ``sources`` for root stages; the model slug where it is swappable."""
+    """Per-run parameters: ``sources`` for root stages; the model slug where it is swappable;
+    in the full workflow, the params its profile overrides (the pod's embedded graph has
+    the reference defaults)."""
     items: list[str] = []
     if not stage.inputs:
         items.append(f'"sources": "{_param("sources")}"')
     if _swappable(stage):
         items.append(f'"model": "{_param(_model_param(stage))}"')
+    if not variant.cpu_only:
+        items += [f"{json.dumps(k)}: {json.dumps(v, sort_keys=True)}"
+                  for k, v in sorted(stage.full.get("params", {}).items())]
     return "{" + ", ".join(items) + "}" if items else ""
 
 
@@ -403,7 +408,13 @@ def _spec(graph: Graph, variant: Variant, lock: ImageLock, profile: ClusterProfi
 def compile_workflow(
     graph: Graph, variant: Variant, lock: ImageLock, profile: ClusterProfile
 ) -> m.Workflow:
-    """The Argo Workflow for ``graph`` (``variant`` picks GPU images or CPU references)."""
+    """The Argo Workflow for ``graph`` (``variant`` picks GPU images or CPU references).
+
+    The full variant runs every stage's ``full`` profile (the paper's models on their
+    images); smoke runs the stages' reference defaults on ``reference-cpu``.
+    """
+    if not variant.cpu_only:
+        graph = graph.profiled("full")
     return m.Workflow(
         api_version="argoproj.io/v1alpha1",
         kind="Workflow",

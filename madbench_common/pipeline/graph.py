@@ -5,10 +5,17 @@ A :class:`Stage` names what it runs (a lazy ``module:Class`` target implementing
 workflow parameter), its upstream stages, the manifest it writes, and its
 scheduling knobs. A :class:`Graph` checks names, references and cycles, and gives
 a deterministic topological order that both backends share.
+
+Each stage's defaults (``model``, ``image``, ``params``) are the CPU references, so the
+embedded run and ``smoke.yaml`` need no GPU. Where the paper's model differs, the
+stage's :attr:`Stage.full` names it: field overrides that ``workflows/full.yaml`` (and
+``Graph.profiled("full")``) apply, e.g. ``full={"model": "separator-mossformer2",
+"image": "separator-mossformer2"}``; its ``params`` entry is merged over ``params``.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import re
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -16,9 +23,12 @@ from typing import Any
 
 from madbench_common.errors import ConfigError
 
-__all__ = ["Graph", "Stage"]
+__all__ = ["PROFILES", "Graph", "Stage"]
 
 _NAME = re.compile(r"^[a-z][a-z0-9_]{0,40}$")
+_PROFILE_FIELDS = frozenset({"model", "image", "gpu", "cpu", "memory", "timeout", "params"})
+"""Stage fields a profile may override (never the name, target or wiring)."""
+PROFILES = ("embedded", "full")
 
 
 @dataclass(frozen=True)
@@ -48,6 +58,23 @@ class Stage:
     parallelism: int = 8
     params: dict[str, Any] = field(default_factory=dict)
     """Default parameters; user overrides are merged over them."""
+    full: dict[str, Any] = field(default_factory=dict)
+    """Overrides of the ``full`` profile (the paper's models on their images): any of
+    ``model``, ``image``, ``gpu``, ``cpu``, ``memory``, ``timeout``, and ``params``
+    (merged over :attr:`params`). Empty: the stage runs the same in every profile."""
+
+    def in_profile(self, profile: str) -> Stage:
+        """This stage as ``profile`` runs it (``embedded``: unchanged; ``full``: overridden).
+
+        ``full`` itself is kept, so a backend can tell which params the profile set.
+        """
+        if profile not in PROFILES:
+            raise ConfigError(f"unknown profile {profile!r}; profiles: {', '.join(PROFILES)}")
+        if profile == "embedded" or not self.full:
+            return self
+        fields = {k: v for k, v in self.full.items() if k != "params"}
+        params = {**self.params, **self.full.get("params", {})}
+        return dataclasses.replace(self, **fields, params=params)
 
     @property
     def image_param(self) -> str:
@@ -78,6 +105,9 @@ class Graph:
                 raise ConfigError(f"stage {s.name!r} depends on unknown stage {dep!r}")
         if s.shards < 1 or s.retries < 0 or s.timeout <= 0:
             raise ConfigError(f"stage {s.name!r}: shards ≥ 1, retries ≥ 0, timeout > 0")
+        if unknown := set(s.full) - _PROFILE_FIELDS:
+            raise ConfigError(f"stage {s.name!r}: full profile cannot set {sorted(unknown)}; "
+                              f"allowed: {sorted(_PROFILE_FIELDS)}")
 
     def _toposort(self) -> list[str]:
         done: list[str] = []
@@ -97,6 +127,10 @@ class Graph:
         for name in self.stages:  # declaration order breaks ties deterministically
             visit(name, ())
         return done
+
+    def profiled(self, profile: str) -> Graph:
+        """The same graph with every stage as ``profile`` runs it."""
+        return Graph([self.stages[n].in_profile(profile) for n in self.stages])
 
     def __iter__(self) -> Iterator[Stage]:
         return (self.stages[n] for n in self.order)
