@@ -29,11 +29,11 @@ def _graph() -> Graph:
         Stage(name="qc", role="vad+asr", target="x:QC", inputs=("ingest",),
               model="ref-silero-vad+ref-pocketsphinx", memory="4Gi",
               params={"vad": "ref-silero-vad", "asr": "ref-pocketsphinx", "min": 0.3},
-              full={"image": "base", "gpu": 1, "memory": "16Gi",
+              full={"image": "base-py311", "gpu": 1, "memory": "16Gi",
                     "model": "qc-silero-vad+qc-whisper",
                     "params": {"vad": "qc-silero-vad", "asr": "qc-whisper"}}),
         Stage(name="sep", role="separator", target="x:Sep", inputs=("ingest",),
-              model="ref-deepfilternet3", full={"model": "sep-x", "image": "base"}),
+              model="ref-deepfilternet3", full={"model": "sep-x", "image": "base-py311"}),
     ])
 
 
@@ -52,11 +52,12 @@ def _params_json(doc: dict[str, Any], template: str) -> dict[str, Any]:
 def test_in_profile_merges_params_and_keeps_the_embedded_defaults() -> None:
     qc = _graph()["qc"]
     full = qc.in_profile("full")
-    assert (full.image, full.gpu, full.memory) == ("base", 1, "16Gi")
+    assert (full.image, full.gpu, full.memory) == ("base-py311", 1, "16Gi")
     assert full.params == {"vad": "qc-silero-vad", "asr": "qc-whisper", "min": 0.3}
     assert qc.in_profile("embedded") is qc
     assert qc.params["asr"] == "ref-pocketsphinx" and qc.image == "reference-cpu"
-    assert [s.image for s in _graph().profiled("full")] == ["reference-cpu", "base", "base"]
+    assert [s.image for s in _graph().profiled("full")] == [
+        "reference-cpu", "base-py311", "base-py311"]
 
 
 def test_profile_rejects_wiring_overrides_and_unknown_profiles() -> None:
@@ -71,7 +72,7 @@ def test_full_workflow_runs_the_profile_and_smoke_the_references() -> None:
     full, smoke = _doc("full"), _doc("smoke")
     values = {v: {p["name"]: p["value"] for p in d["spec"]["arguments"]["parameters"]}
               for v, d in (("full", full), ("smoke", smoke))}
-    assert values["full"]["qc_image"] == lock.ref("base")
+    assert values["full"]["qc_image"] == lock.ref("base-py311")
     assert values["full"]["sep_model"] == "sep-x"
     assert values["smoke"]["qc_image"] == lock.ref("reference-cpu")
     assert values["smoke"]["sep_model"] == "ref-deepfilternet3"
