@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from madbench_common.pipeline.graph import Graph, Stage
 
-__all__ = ["ENV_SETTINGS", "SPEECH_SETTINGS", "build_graph"]
+__all__ = ["ENV_FULL", "ENV_SETTINGS", "SCENE_FULL", "SPEECH_SETTINGS", "build_graph"]
 
 _CLIP_INPUTS = ("ingest", "separate", "source_qc", "split")
 SPEECH_SETTINGS = (
@@ -25,6 +25,20 @@ ENV_SETTINGS = (
     ("a2a", "b", "ref-stft-morph-a2a"),
 )
 _FRAMES = {"frame_fps": 2.0, "frame_size": 112, "max_frames": 64}
+ENV_FULL = {
+    ("t2a", "a"): ("env-audioldm2", "env-audioldm2", "16Gi"),
+    ("t2a", "b"): ("env-audiogen", "env-audiogen", "16Gi"),
+    ("v2a", "a"): ("v2a-mmaudio", "v2a-mmaudio", "24Gi"),
+    ("v2a", "b"): ("v2a-foleycrafter", "v2a-foleycrafter", "16Gi"),
+    ("a2a", "a"): ("a2a-audiox", "a2a-audiox", "16Gi"),
+    ("a2a", "b"): ("env-audioldm2-ata", "env-audioldm2", "16Gi"),
+}
+"""(paradigm, slot) → (the paper's model, its image, pod memory) in the ``full`` profile
+(paper §3.4: TTA AudioLDM2 / AudioGen, VTA MMAudio / FoleyCrafter, ATA AudioX /
+AudioLDM2-ATA). Video models take frames at their own rate and size (``frame_request``)."""
+SCENE_FULL = {"model": "scene-qwen25vl", "image": "scene-qwen25vl", "gpu": 1,
+              "memory": "32Gi", "timeout": 7200}
+"""The scene stage in the ``full`` profile: Qwen2.5-VL-32B (paper §3.4) on one 80 GB GPU."""
 
 
 def build_graph() -> Graph:
@@ -86,6 +100,9 @@ def _generator(component: str, branch: str, slot: str, model: str) -> Stage:
     params: dict[str, object] = {"branch": branch}
     if branch == "v2a":
         params.update(_FRAMES)
+    env_full = ENV_FULL.get((branch, slot)) if component == "env" else None
+    full = {"model": env_full[0], "image": env_full[1], "memory": env_full[2]} \
+        if env_full else {}
     return Stage(
         name=f"{component}_{branch}_{slot}",
         role=role,
@@ -93,6 +110,7 @@ def _generator(component: str, branch: str, slot: str, model: str) -> Stage:
         inputs=(*_CLIP_INPUTS, "scene", "plan_components"),
         outputs=("components",),
         model=model,
+        full=full,
         gpu=1,
         memory="8Gi",
         shards=4,
@@ -112,6 +130,7 @@ def _build_stages() -> list[Stage]:
             inputs=_CLIP_INPUTS,
             outputs=("scenes",),
             model="ref-caption-hint",
+            full=SCENE_FULL,
             shards=2,
             params={"frame_fps": 1.0, "frame_size": 336, "max_frames": 16},
         ),

@@ -35,10 +35,10 @@ def tiny_config() -> dict[str, Any]:
               "lstm": 1, "disable_norm_outer_blocks": 0,
               "decoder": {"trim_right_ratio": 1.0, "final_activation": None,
                           "final_activation_params": None}, "encoder": {}}
-    rvq = {"n_q": 4, "q_dropout": False, "bins": 32, "decay": 0.99, "kmeans_init": False,
+    rvq = {"n_q": 4, "q_dropout": False, "bins": 256, "decay": 0.99, "kmeans_init": False,
            "kmeans_iters": 1, "threshold_ema_dead_code": 2, "orthogonal_reg_weight": 0.0,
            "orthogonal_reg_active_codes_only": False}
-    lm = {"dim": 16, "num_heads": 2, "num_layers": 2, "hidden_scale": 2, "n_q": 4, "card": 32,
+    lm = {"dim": 16, "num_heads": 2, "num_layers": 2, "hidden_scale": 2, "n_q": 4, "card": 256,
           "dropout": 0.0, "emb_lr": None, "activation": "gelu", "norm_first": True,
           "bias_ff": False, "bias_attn": False, "bias_proj": False, "past_context": None,
           "causal": True, "custom": False, "memory_efficient": False,
