@@ -88,7 +88,10 @@ class Qwen25VLSceneLabeller:
             device = resolve_device(self.device)
             dtype = getattr(torch, self.dtype or ("bfloat16" if device != "cpu" else "float32"))
             processor = AutoProcessor.from_pretrained(path)
-            model = Qwen2_5_VLForConditionalGeneration.from_pretrained(path, dtype=dtype)
+            # on a GPU the shards load straight into device memory (32B: ~66 GB in bf16)
+            placement = {"device_map": device} if device != "cpu" else {}
+            model = Qwen2_5_VLForConditionalGeneration.from_pretrained(path, dtype=dtype,
+                                                                       **placement)
             self._loaded = (processor, model.to(device).eval())
         return self._loaded
 

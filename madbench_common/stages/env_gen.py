@@ -1,11 +1,13 @@
 """Fake environmental-audio stages: one per setting (3 paradigms × 2 generators, paper §3.5).
 
-Text-to-audio gets the scene prompt and the clip duration; video-to-audio also the
-clip's frames (sampled at ``frame_fps``); audio-to-audio gets the source
-environmental track ê and the prompt. Scene-mismatched text-to-audio components are
-generated from the prompt of an incompatible scene (planned by
-``plan_components``); mismatched video- and audio-conditioned tracks are borrowed
-at assembly instead of generated.
+Text-to-audio gets the scene prompt, its negative prompt (the scene's exclusions) and
+the clip duration; video-to-audio also the clip's frames (at the model's
+``frame_request`` where it declares one, else the stage's ``frame_fps``/``frame_size``);
+audio-to-audio gets the source environmental track ê and the prompts. The generator's
+seed and the settings it reports (``last_settings``) are stored on the component row.
+Scene-mismatched text-to-audio components are generated from the prompt of an
+incompatible scene (planned by ``plan_components``); mismatched video- and
+audio-conditioned tracks are borrowed at assembly instead of generated.
 """
 
 from __future__ import annotations
@@ -41,7 +43,8 @@ class EnvGenStage(PlannedComponentStage):
         (a video model needs its own rate and size), else the stage's parameters."""
         want = getattr(self.model, "frame_request", None)
         if want is not None:
-            return float(want[0]), int(want[1]), int(want[2])
+            fps, size, cap = want
+            return float(fps), int(size), int(cap)
         p = self.ctx.params
         return float(p["frame_fps"]), int(p["frame_size"]), int(p["max_frames"])
 
