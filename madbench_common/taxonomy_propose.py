@@ -31,6 +31,7 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
+from madbench_common.compat import zip_strict
 from madbench_common.errors import ConfigError
 from madbench_common.taxonomy import Taxonomy, assign_label, find_sounds, load_taxonomy
 
@@ -108,7 +109,7 @@ def propose_taxonomy(captions: Sequence[str], *, fine: int = 63, coarse: int = 1
     sim = _unit(cent) @ _unit(cent).T
     fine_docs = []
     for j, i in enumerate(ids):
-        members = [t for t, f in zip(texts, fine_of, strict=True) if f == i]
+        members = [t for t, f in zip_strict(texts, fine_of) if f == i]
         mismatch = [fine_names[k] for k in range(len(ids))
                     if coarse_of[k] != coarse_of[j] and sim[j, k] < max_mismatch_similarity]
         committed = Counter(assign_label(m, tax) for m in members).most_common(1)[0][0]
