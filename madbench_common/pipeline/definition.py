@@ -35,7 +35,9 @@ ENV_FULL = {
 }
 """(paradigm, slot) → (the paper's model, its image, pod memory) in the ``full`` profile
 (paper §3.4: TTA AudioLDM2 / AudioGen, VTA MMAudio / FoleyCrafter, ATA AudioX /
-AudioLDM2-ATA). Video models take frames at their own rate and size (``frame_request``)."""
+AudioLDM2-ATA). Video models take frames at their own rate and size (``frame_request``).
+A diffusion generator spends tens of seconds per component, so a full-profile shard may
+run 6 h (raise ``<stage>_shards`` at the paper's scale; ``madbench plan`` compares)."""
 SCENE_FULL = {"model": "scene-qwen25vl", "image": "scene-qwen25vl", "gpu": 1,
               "memory": "32Gi", "timeout": 7200}
 """The scene stage in the ``full`` profile: Qwen2.5-VL-32B (paper §3.4) on one 80 GB GPU."""
@@ -101,8 +103,8 @@ def _generator(component: str, branch: str, slot: str, model: str) -> Stage:
     if branch == "v2a":
         params.update(_FRAMES)
     env_full = ENV_FULL.get((branch, slot)) if component == "env" else None
-    full = {"model": env_full[0], "image": env_full[1], "memory": env_full[2]} \
-        if env_full else {}
+    full = {"model": env_full[0], "image": env_full[1], "memory": env_full[2],
+            "timeout": 21600} if env_full else {}
     return Stage(
         name=f"{component}_{branch}_{slot}",
         role=role,
