@@ -121,9 +121,21 @@ class Store(ABC):
         return dest
 
 
+def _umask() -> int:
+    mask = os.umask(0o022)
+    os.umask(mask)
+    return mask
+
+
+_FILE_MODE = 0o666 & ~_umask()
+"""What ``open(path, "w")`` would give: readable by other users (e.g. uid 10001 in an image
+reading a store a host run wrote) unless the umask says otherwise."""
+
+
 def _atomic_write(path: Path, data: bytes) -> None:
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
     try:
+        os.fchmod(fd, _FILE_MODE)  # mkstemp makes 0600; artifacts are shared like any file
         with os.fdopen(fd, "wb") as fh:
             fh.write(data)
             fh.flush()

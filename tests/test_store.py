@@ -45,6 +45,17 @@ def test_file_store_roundtrip_and_checksum(tmp_path: Path) -> None:
         store.get_bytes("a/b.bin")
 
 
+def test_file_store_files_get_the_usual_permissions(tmp_path: Path) -> None:
+    """Atomic writes go through mkstemp (0600); the file must end as open() would make it,
+    so another uid (an image reading a store a host run wrote) can read it."""
+    import os
+
+    mask = os.umask(0o022)
+    os.umask(mask)
+    FileStore(tmp_path).put_bytes("a/b.bin", b"x")
+    assert (tmp_path / "a" / "b.bin").stat().st_mode & 0o777 == 0o666 & ~mask
+
+
 def test_file_store_write_is_atomic(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     store = FileStore(tmp_path)
     store.put_bytes("k", b"old")
