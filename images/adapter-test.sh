@@ -16,6 +16,8 @@ tests=$("$PY" -m madbench_common.images tests "$slug")
 [[ -n $tests ]] || { echo "error: images/$slug/image.yaml lists no adapter_tests" >&2; exit 2; }
 [[ -f $lock ]] || { echo "error: $lock missing; run: make lock IMAGE=$slug" >&2; exit 2; }
 interp=$(command -v "python$python" || true)
+# A pyenv shim exists for versions that are installed but not selected: it must run.
+[[ -z $interp ]] || "$interp" -c 'import sys' 2>/dev/null || interp=
 if [[ -z $interp ]]; then
   [[ -z ${MADBENCH_IN_BASE:-} ]] || { echo "error: python$python is missing in the base image" >&2; exit 2; }
   exec "$PY" -m madbench_common.adaptertest "$slug"
@@ -26,9 +28,7 @@ want=$(sha256sum "$lock" | cut -d' ' -f1)
 if [[ ! -x $venv/bin/python || "$(cat "$venv/.lock-sha256" 2>/dev/null)" != "$want" ]]; then
   rm -rf "$venv"
   "$UV" venv -q --python "$interp" "$venv"
-  # --no-deps: the hash lock is the complete resolution (overrides.txt pins applied at lock
-  # time, e.g. env-audiogen's av), as the Dockerfiles install it
-  "$UV" pip install -q --python "$venv/bin/python" --require-hashes --no-deps -r "$lock"
+  "$UV" pip install -q --python "$venv/bin/python" --require-hashes -r "$lock"
   "$UV" pip install -q --python "$venv/bin/python" pytest pytest-timeout
   echo "$want" > "$venv/.lock-sha256"
 fi
@@ -48,7 +48,7 @@ PYEOF
   if [[ $mode == pip ]]; then
     "$UV" pip install -q --python "$venv/bin/python" --no-deps "$src"
   else
-    pypath=$pypath:$src  # absolute: madbench_common.images upstream prints full paths
+    pypath=$pypath:$src  # fetch_upstream prints absolute paths
   fi
 done <<< "$srcs"
 

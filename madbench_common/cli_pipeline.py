@@ -14,7 +14,7 @@ from madbench_common.errors import ConfigError, MadbenchError
 from madbench_common.pipeline.definition import build_graph
 from madbench_common.pipeline.local import LocalRunner, RunOptions
 from madbench_common.pipeline.stage import make_context, merge_stage, read_marker, run_shard
-from madbench_common.status import RunStatus, collect_status
+from madbench_common.status import RunStatus, collect_status, table_one
 from madbench_common.store import RunStore, open_store
 
 __all__ = ["add_commands"]
@@ -38,6 +38,16 @@ def add_commands(sub: argparse._SubParsersAction[Any]) -> None:
     run.add_argument("--shards", action="append", default=[], metavar="STAGE=N",
                      help="shard count for a stage (default: the stage's, at least --workers)")
     run.add_argument("--no-progress", action="store_true")
+    run.add_argument("--engine", choices=["inprocess", "podman", "docker", "buildah"],
+                     default="inprocess",
+                     help="run each stage's shards in its image with this container engine "
+                          "(default: in-process)")
+    run.add_argument("--image", default=None,
+                     help="with --engine: one image (slug or ref) for every stage, e.g. "
+                          "reference-cpu (default: each stage's own image)")
+    run.add_argument("--weights", default=None,
+                     help="with --engine: weights root mounted at /weights (default: "
+                          "$MADBENCH_WEIGHTS)")
     run.set_defaults(func=cmd_run)
 
     status = sub.add_parser("status", help="stages done, shards pending, quarantined inputs")
@@ -93,7 +103,15 @@ def cmd_run(args: argparse.Namespace) -> int:
     graph = build_graph()
     for stage in params:
         graph[stage]  # unknown stage names fail before any work
-    LocalRunner(build_graph, opts).execute()
+    engine = None
+    if args.engine != "inprocess":
+        from madbench_common.pipeline.container import ContainerEngine
+
+        engine = ContainerEngine.create(args.engine, args.store, args.run_id, args.image,
+                                        args.weights, args.sources, opts.workers)
+    elif args.image or args.weights:
+        raise ConfigError("--image and --weights need --engine podman|docker|buildah")
+    LocalRunner(build_graph, opts, engine).execute()
     print_status(collect_status(RunStore(open_store(args.store), args.run_id), graph))
     return 0
 
@@ -147,6 +165,12 @@ def print_status(status: RunStatus, details: bool = False) -> None:
         counts = " ".join(f"{k}={v}" for k, v in s.counts.items())
         table.add_row(s.stage, state, str(s.rows), str(s.rejected), shards, counts)
     console.print(table)
+    one = Table(title="Table 1 (paper §3.5)")
+    one.add_column("statistic")
+    one.add_column("count", justify="right")
+    for name, value in table_one(status):
+        one.add_row(name, value)
+    console.print(one)
     if status.quarantine:
         console.print(_quarantine_table(status, details))
 

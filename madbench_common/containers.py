@@ -119,10 +119,11 @@ def _buildah_script(ctr: str, argv: Sequence[str], mounts: Sequence[Mount],
         run += ["-v", f"{m.host}:{m.target}:{'ro' if m.read_only else 'rw'}"]
     for key, value in env.items():
         run += ["-e", f"{key}={value}"]
-    return (f"set -e; mnt=$(buildah mount {ctr}); mkdir -p {points} \"$mnt/tmp\" \"$mnt/run\"; "
+    return (f"set -e; mnt=$(buildah mount {ctr}); mkdir -p \"$mnt/tmp\" \"$mnt/run\"; "
             "touch \"$mnt/etc/resolv.conf\" \"$mnt/etc/hostname\"; "
             "mount -t tmpfs -o mode=1777 tmpfs \"$mnt/tmp\"; "
             "mount -t tmpfs -o mode=755 tmpfs \"$mnt/run\"; "
+            f"mkdir -p {points}; "
             "mount --rbind \"$mnt\" \"$mnt\"; mount -o remount,bind,ro \"$mnt\"; "
             f"exec {shlex.join([*run, ctr, '--', *argv])}")
 
@@ -158,6 +159,8 @@ def run_in_image(image: str, argv: Sequence[str], *, mounts: Sequence[Mount] = (
     eng = run_engine(engine)
     env = dict(env or {})
     policy = _Policy(gpu=gpu, network=network, user=user)
+    # Parents before children: a folder mounted inside another mount must come after it.
+    mounts = sorted(mounts, key=lambda m: len(Path(m.target).parts))
     if eng == "buildah":
         if gpu:
             raise ConfigError("the buildah engine cannot pass GPUs through; use podman or "

@@ -20,15 +20,6 @@ from madbench_common.audio import rms_dbfs
 from madbench_common.compat import zip_strict
 from madbench_common.types import Audio, Hertz, Seconds
 
-
-def _pyworld() -> Any:
-    """pyworld, imported on first use: model images that only need the light helpers
-    (every stage imports this module) do not install the WORLD vocoder."""
-    with warnings.catch_warnings():  # pyworld imports pkg_resources, which warns
-        warnings.simplefilter("ignore")
-        import pyworld
-    return pyworld
-
 __all__ = [
     "WorldParams",
     "analytic_subbands",
@@ -61,6 +52,14 @@ __all__ = [
 
 Array = npt.NDArray[np.floating[Any]]
 _EPS = 1e-12
+
+
+def _pyworld() -> Any:
+    """pyworld, imported on first use: model images that only place speech need not ship it."""
+    with warnings.catch_warnings():  # pyworld imports pkg_resources, which warns
+        warnings.simplefilter("ignore")
+        import pyworld
+    return pyworld
 
 
 def n_samples(duration: Seconds, sample_rate: Hertz) -> int:
@@ -320,8 +319,8 @@ class WorldParams:
 
 def f0_track(audio: Array, sample_rate: Hertz, frame_period: float = 5.0) -> Array:
     """F0 contour (Hz, 0 = unvoiced) by WORLD's DIO refined with StoneMask."""
-    x = np.ascontiguousarray(audio, dtype=np.float64)
     pyworld = _pyworld()
+    x = np.ascontiguousarray(audio, dtype=np.float64)
     f0, t = pyworld.dio(x, sample_rate, f0_floor=60.0, f0_ceil=500.0, frame_period=frame_period)
     return np.asarray(pyworld.stonemask(x, f0, t, sample_rate))
 
@@ -340,8 +339,8 @@ def world_analyse(audio: Audio, sample_rate: Hertz, frame_period: float = 5.0) -
 def world_synthesise(params: WorldParams) -> Audio:
     """WORLD synthesis of ``params`` (float32)."""
     y = _pyworld().synthesize(np.ascontiguousarray(params.f0), np.ascontiguousarray(params.sp),
-                              np.ascontiguousarray(params.ap), params.sample_rate,
-                              params.frame_period)
+                           np.ascontiguousarray(params.ap), params.sample_rate,
+                           params.frame_period)
     return y.astype(np.float32)
 
 

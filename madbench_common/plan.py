@@ -2,7 +2,11 @@
 
 Estimates come from the committed throughput table ``madbench_common/data/throughput.csv``
 (seconds and bytes per item, with the basis and source of every figure). Stages with
-no row are listed as unknown and left out of the totals, never guessed.
+no row are listed as unknown and left out of the totals, never guessed. GPU memory and
+GPU-seconds per item of every model stage come from ``madbench_common/data/gpu_models.csv``
+(:mod:`madbench_common.gpuplan`): estimated from model size and sampling steps, with the
+source of each figure, until a GPU run measures them. GPU-hours of a stage that requests
+a GPU use its throughput row when that was measured on a GPU, else the GPU estimate.
 """
 
 from __future__ import annotations
@@ -15,6 +19,7 @@ from importlib import resources
 from pathlib import Path
 
 from madbench_common.errors import ConfigError
+from madbench_common.gpuplan import REFERENCE_GPU, GpuFigure, GpuModel, load_gpu_models
 from madbench_common.pipeline.graph import Graph, Stage
 
 __all__ = [
@@ -56,20 +61,35 @@ class StagePlan:
     items: int
     tasks: int
     throughput: Throughput | None
+    gpu: GpuFigure | None = None
+    """GPU memory and seconds per item of the stage's model (model stages only)."""
+
+    @property
+    def gpu_estimated(self) -> bool:
+        """Whether the stage's time is the GPU estimate (a GPU stage timed on a CPU reference)."""
+        return bool(self.stage.gpu) and self.gpu is not None and not self.on_gpu
 
     @property
     def compute_hours(self) -> float:
+        """Hours of the stage's device: GPU time for GPU stages, else CPU core time."""
+        if self.gpu_estimated:
+            assert self.gpu is not None
+            return self.items * self.gpu.seconds_per_item / 3600
         t = self.throughput
         return 0.0 if t is None else self.items * t.seconds_per_item / 3600
 
     @property
     def on_gpu(self) -> bool:
-        """Whether the figure is GPU time (a CPU-reference timing is not)."""
+        """Whether the throughput row was timed on a GPU (a CPU-reference timing is not)."""
         return self.throughput is not None and self.throughput.device == "gpu"
 
     @property
     def gpu_hours(self) -> float:
-        return self.compute_hours * self.stage.gpu if self.on_gpu else 0.0
+        return self.compute_hours * self.stage.gpu if self.on_gpu or self.gpu_estimated else 0.0
+
+    @property
+    def cpu_hours(self) -> float:
+        return 0.0 if self.on_gpu or self.gpu_estimated else self.compute_hours
 
     @property
     def storage_bytes(self) -> int:
@@ -95,7 +115,7 @@ class Plan:
 
     @property
     def cpu_hours(self) -> float:
-        return sum(s.compute_hours for s in self.stages if not s.on_gpu)
+        return sum(s.cpu_hours for s in self.stages)
 
     @property
     def storage_bytes(self) -> int:
@@ -139,7 +159,7 @@ def _tasks(stage: Stage) -> int:
 
 def plan_run(
     graph: Graph, clips: int, samples: int | None = None,
-    table: dict[str, Throughput] | None = None,
+    table: dict[str, Throughput] | None = None, gpu_table: dict[str, GpuModel] | None = None,
 ) -> Plan:
     """Estimate ``graph`` at ``clips`` eligible clips (samples scale as in the paper)."""
     if clips <= 0:
@@ -147,11 +167,14 @@ def plan_run(
     if samples is None:
         samples = math.ceil(clips * PAPER_SAMPLES / PAPER_CLIPS)
     table = load_throughput() if table is None else table
+    gpu_table = load_gpu_models() if gpu_table is None else gpu_table
     plans = []
     for stage in graph:
         row = table.get(stage.name)
         items = samples if row is not None and row.unit == "sample" else clips
-        plans.append(StagePlan(stage, items, _tasks(stage), row))
+        model = gpu_table.get(stage.name) if stage.model else None
+        plans.append(StagePlan(stage, items, _tasks(stage), row,
+                               model.figure() if model else None))
     return Plan(clips, samples, plans)
 
 
@@ -163,31 +186,39 @@ def _size(n: float) -> str:
     raise AssertionError("unreachable")
 
 
+def _gpu_cells(s: StagePlan) -> str:
+    if s.gpu is None:
+        return f"{'—':>7}{'—':>9}  {'—':<9}"
+    return f"{s.gpu.memory_gb:>7.1f}{s.gpu.seconds_per_item:>9.2f}  {s.gpu.status:<9}"
+
+
 def _stage_line(s: StagePlan) -> str:
     t = s.throughput
     if t is None:
-        return f"{s.stage.name:<19}{s.tasks:>6}   {'—':>8} {'(no throughput row)':>36}"
+        return (f"{s.stage.name:<19}{s.tasks:>6}   {'—':>13}{s.gpu_hours:>9.2f}{_gpu_cells(s)}"
+                f"{'—':>10}{'—':>11}  (no throughput row)")
     flag = "  ! shard over timeout" if s.shard_seconds > s.stage.timeout else ""
     unit = f"{s.items} {t.unit}s"
-    gpu = f"{s.gpu_hours:>9.2f}" if s.on_gpu or not s.stage.gpu else f"{'?':>9}"
-    return (f"{s.stage.name:<19}{s.tasks:>6}   {unit:>13}{gpu}"
+    return (f"{s.stage.name:<19}{s.tasks:>6}   {unit:>13}{s.gpu_hours:>9.2f}{_gpu_cells(s)}"
             f"{s.compute_hours:>10.2f}{_size(s.storage_bytes):>11}  {t.basis}{flag}")
 
 
 def format_plan(plan: Plan) -> str:
     """A plain-text report: one line per stage, totals, then every figure's source."""
     head = (f"MADBench plan: {plan.clips} eligible clips, {plan.samples} samples\n\n"
-            f"{'stage':<19}{'tasks':>6}   {'items':>13}{'GPU-h':>9}{'compute-h':>10}"
-            f"{'storage':>11}  basis")
+            f"{'stage':<19}{'tasks':>6}   {'items':>13}{'GPU-h':>9}{'GPU-GB':>7}"
+            f"{'GPU-s/it':>9}  {'GPU fig.':<9}{'compute-h':>10}{'storage':>11}  basis")
     lines = [head, *(_stage_line(s) for s in plan.stages)]
-    lines.append(f"{'total':<19}{plan.tasks:>6}   {'':>13}{plan.gpu_hours:>9.2f}"
+    lines.append(f"{'total':<19}{plan.tasks:>6}   {'':>13}{plan.gpu_hours:>9.2f}{'':>27}"
                  f"{plan.gpu_hours + plan.cpu_hours:>10.2f}{_size(plan.storage_bytes):>11}")
-    cpu_ref = [s.stage.name for s in plan.stages if s.stage.gpu and s.throughput and not s.on_gpu]
-    if cpu_ref:
-        lines.append(f"\nGPU-hours unknown (?) for {len(cpu_ref)} GPU stages: their figures "
-                     "time the CPU reference models, not the real models on a GPU")
+    lines.append(f"\nGPU-GB, GPU-s/it: the paper's model of each model stage per item on an "
+                 f"{REFERENCE_GPU}; `estimated` from its size and sampling steps "
+                 "(madbench_common/data/gpu_models.csv) until a GPU run measures it. GPU-h "
+                 "counts the stages that request a GPU; compute-h of those is GPU time.")
     if plan.unknown:
         lines.append(f"\nnot estimated (no row in the throughput table): {', '.join(plan.unknown)}")
     lines.append("\nsources:")
     lines += [f"  {s.stage.name}: {s.throughput.source}" for s in plan.stages if s.throughput]
+    lines += [f"  {s.stage.name} GPU ({s.gpu.model}): {s.gpu.source}" for s in plan.stages
+              if s.gpu]
     return "\n".join(lines) + "\n"

@@ -32,6 +32,7 @@ import fnmatch
 import hashlib
 import json
 import os
+import re
 import shutil
 import tempfile
 import urllib.request
@@ -49,6 +50,7 @@ __all__ = [
     "URLItem",
     "WeightsMissing",
     "WeightsSpec",
+    "check_weights",
     "fetch_weights",
     "hf_env",
     "hf_path",
@@ -60,6 +62,8 @@ __all__ = [
 
 DEFAULT_ROOT = "/weights"
 _IMAGES = Path(__file__).resolve().parents[1] / "images"
+"""The repository's images/ folder; inside an image ``$MADBENCH_IMAGES_DIR`` names the copy
+of every ``weights.yaml`` the base image ships (``/opt/madbench/images``)."""
 
 
 class WeightsMissing(ConfigError):
@@ -126,7 +130,8 @@ def hf_env(root: str | os.PathLike[str] | None = None) -> dict[str, str]:
 
 def load_spec(image: str, images_dir: Path | None = None) -> WeightsSpec:
     """Parse ``images/<image>/weights.yaml`` (strictly: unknown keys are errors)."""
-    path = (images_dir or _IMAGES) / image / "weights.yaml"
+    folder = images_dir or Path(os.environ.get("MADBENCH_IMAGES_DIR") or _IMAGES)
+    path = folder / image / "weights.yaml"
     if not path.exists():
         raise ConfigError(f"{path}: no weights.yaml for image {image!r}")
     doc = yaml.safe_load(path.read_text()) or {}
@@ -139,15 +144,17 @@ def load_spec(image: str, images_dir: Path | None = None) -> WeightsSpec:
         hf = tuple(HFItem(repo=d["repo"], revision=str(d.get("revision", "main")),
                           files=tuple(d.get("files", ())), repo_type=d.get("repo_type", "model"))
                    for d in doc.get("hf") or ())
-        urls = tuple(URLItem(name=d["name"], url=d["url"], sha256=d.get("sha256"),
+        urls = tuple(URLItem(name=str(d["name"]), url=str(d["url"]), sha256=d.get("sha256"),
                              md5=str(d.get("md5") or "")) for d in doc.get("urls") or ())
     except (KeyError, TypeError) as exc:
         raise ConfigError(f"{path}: malformed entry ({exc})") from None
     for u in urls:
-        if (u.sha256 is not None and len(u.sha256) != 64) or "/" in u.name \
-                or len(u.md5) not in (0, 32):
-            raise ConfigError(f"{path}: {u.name}: needs a 64-hex sha256 (or null), an optional "
-                              "32-hex md5 and a plain file name")
+        if (u.sha256 is not None and not (isinstance(u.sha256, str)
+                                          and re.fullmatch(r"[0-9a-f]{64}", u.sha256))) or (
+                "/" in u.name) or not re.fullmatch(r"(|[0-9a-f]{32})", u.md5):
+            raise ConfigError(f"{path}: {u.name}: needs a 64-hex sha256 (quote it) or null "
+                              f"(recorded on first fetch), an optional 32-hex md5 and a plain "
+                              f"file name")
     return WeightsSpec(image=image, hf=hf, urls=urls, notes=str(doc.get("notes", "")))
 
 
@@ -257,6 +264,42 @@ def fetch_weights(image: str, dest: str | os.PathLike[str],
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(json.dumps(lock, indent=1, sort_keys=True) + "\n")
     return path
+
+
+def _check_hf(item: HFItem, image: str, base: Path) -> list[str]:
+    try:
+        snap = hf_path(item.repo, image=image, revision=item.revision, root=base,
+                       repo_type=item.repo_type)
+    except WeightsMissing as exc:
+        return [str(exc)]
+    files = [p.relative_to(snap).as_posix() for p in snap.rglob("*") if p.is_file()]
+    return [f"model weights missing: {item.repo}@{item.revision}: no file matches {pat!r} "
+            f"under {snap}; fetch them with: madbench weights fetch --image {image} "
+            f"--dest {base}"
+            for pat in item.files if not any(fnmatch.fnmatch(f, pat) for f in files)]
+
+
+def _check_url(item: URLItem, image: str, base: Path) -> list[str]:
+    try:
+        path = url_file(item.name, image=image, root=base)
+    except WeightsMissing as exc:
+        return [str(exc)]
+    got = _sha256(path)
+    if item.sha256 is not None and got != item.sha256:
+        return [f"{path}: sha256 {got} != {item.sha256} in weights.yaml; fetch it again with: "
+                f"madbench weights fetch --image {image} --dest {base}"]
+    return []
+
+
+def check_weights(image: str, root: str | os.PathLike[str] | None = None,
+                  images_dir: Path | None = None) -> list[str]:
+    """Problems with what ``weights.yaml`` lists under ``root`` (offline); ``[]`` when all
+    is there: every hub repo at its revision with a file per pattern, every URL file
+    with its sha256."""
+    spec = load_spec(image, images_dir)
+    base = weights_root(root)
+    problems = [msg for item in spec.hf for msg in _check_hf(item, image, base)]
+    return problems + [msg for item in spec.urls for msg in _check_url(item, image, base)]
 
 
 def install_local_snapshot(

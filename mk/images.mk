@@ -6,6 +6,7 @@
 #   make lock IMAGE=<slug>        re-resolve images/<slug>/requirements.lock (uv, hashes)
 #   make check-locks              every requirements.lock matches its inputs (offline)
 #   make adapter-test IMAGE=<slug>  tiny-model adapter tests in .venvs/<slug> (3.9: in base-py39)
+#   make test-images              opt-in pytest `-m image`: builds, image test, --engine equality
 PY ?= .venv/bin/python
 BIN ?= $(dir $(PY))
 IMAGE ?=
@@ -14,7 +15,7 @@ PYTHON_SOURCE ?= debootstrap
 IMAGE_TOOLS ?= buildah debootstrap
 IMAGE_PY = PYTHONPATH=$(CURDIR) $(PY)
 
-.PHONY: lock check-locks adapter-test image-tools base-images image images image-test
+.PHONY: lock check-locks adapter-test image-tools base-images image images image-test test-images
 
 ## lock IMAGE=<slug>: re-resolve images/<slug>/requirements.lock (uv, hashes, the image's python)
 lock: setup
@@ -61,3 +62,9 @@ images: base-images
 image-test: setup
 	@test -n "$(IMAGE)" || { echo "usage: make image-test IMAGE=<slug>" >&2; exit 2; }
 	$(IMAGE_PY) -m madbench_common.imagetest test $(IMAGE)
+
+## test-images: the `image`-marked tests: bases + reference-cpu built, its image test, and
+## `madbench run --engine` giving the in-process manifests (tens of minutes cold; not in make test)
+test-images: setup image-tools
+	MADBENCH_IMAGE_TEST=1 PYTHONPATH=$(CURDIR) $(BIN)pytest -m image -ra \
+	  tests/test_images.py tests/pipeline/test_container_engine.py

@@ -30,6 +30,7 @@ SCHEMA = ROOT.parent / "shared" / "schemas" / "argo-workflows.schema.json"
 LOCK = ROOT / "images" / "images.lock.yaml"
 PROFILE = ROOT / "k8s" / "overlays" / "gpu-nodepool" / "cluster-profile.yaml"
 WORKFLOWS = sorted((ROOT / "workflows").glob("*.yaml"))
+PIPELINES = [p for p in WORKFLOWS if p.name != "weights.yaml"]
 _PARAM = re.compile(r"\{\{workflow\.parameters\.([A-Za-z0-9_-]+)\}\}")
 
 
@@ -131,7 +132,7 @@ def test_gpu_quantities_are_strings() -> None:
 def _check_references(doc: dict[str, Any]) -> None:
     templates = {t["name"]: t for t in doc["spec"]["templates"]}
     assert len(templates) == len(doc["spec"]["templates"]), "duplicate template names"
-    used = {doc["spec"]["entrypoint"], doc["spec"]["onExit"]}
+    used = {doc["spec"]["entrypoint"], doc["spec"].get("onExit", doc["spec"]["entrypoint"])}
     for tpl in templates.values():
         tasks = tpl.get("dag", {}).get("tasks", [])
         names = {t["name"] for t in tasks}
@@ -226,6 +227,31 @@ def test_image_defaults_come_from_lock() -> None:
             assert params[stage.image_param] == lock.ref(slug)
 
 
+def test_full_profile_runs_the_papers_speech_models_and_smoke_the_references() -> None:
+    """full.yaml defaults the six speech stages to the paper's generators (issue 10);
+    smoke.yaml and the embedded default (``Stage.model``) stay on the CPU references."""
+    from madbench_common.registry import REGISTRY
+
+    full, smoke = (_load(ROOT / "workflows" / f"{v}.yaml") for v in ("full", "smoke"))
+    fp, sp = ({p["name"]: p["value"] for p in d["spec"]["arguments"]["parameters"]}
+              for d in (full, smoke))
+    want = {"speech_tts_same_a": "tts-f5-same", "speech_tts_same_b": "tts-indextts2-same",
+            "speech_tts_cross_a": "tts-f5-cross", "speech_tts_cross_b": "tts-indextts2-cross",
+            "speech_vc_a": "vc-seedvc", "speech_vc_b": "vc-vevo"}
+    for stage in build_graph():
+        if stage.name not in want:
+            continue
+        slug = want[stage.name]
+        spec = REGISTRY[slug]
+        assert fp[f"{stage.name}_model"] == slug and not spec.reference
+        assert fp[stage.image_param].split("/")[-1].startswith(f"{spec.image}:")
+        assert REGISTRY[sp[f"{stage.name}_model"]].reference
+        assert REGISTRY[stage.model].reference and sp[stage.image_param].split("/")[-1] \
+            .startswith("reference-cpu:")
+    after = _effective_pods(full, {"speech_vc_a_image": "example.org/vc@sha256:" + "1" * 64})
+    assert "example.org/vc" in after["speech-vc-a-shard"]
+
+
 def test_lock_digest_pins_image() -> None:
     entry = {"ref": "r/x:1", "digest": "sha256:" + "a" * 64}
     assert ImageLock({"x": entry}).ref("x") == "r/x:1@sha256:" + "a" * 64
@@ -243,7 +269,7 @@ def _container_templates(doc: dict[str, Any]) -> list[dict[str, Any]]:
     return [t for t in doc["spec"]["templates"] if "container" in t]
 
 
-@pytest.mark.parametrize("path", WORKFLOWS, ids=lambda p: p.name)
+@pytest.mark.parametrize("path", PIPELINES, ids=lambda p: p.name)
 def test_every_pod_is_locked_down(path: Path) -> None:
     doc = _load(path)
     spec = doc["spec"]
@@ -258,7 +284,7 @@ def test_every_pod_is_locked_down(path: Path) -> None:
         assert "/tmp" in {m["mountPath"] for m in tpl["container"]["volumeMounts"]}
 
 
-@pytest.mark.parametrize("path", WORKFLOWS, ids=lambda p: p.name)
+@pytest.mark.parametrize("path", PIPELINES, ids=lambda p: p.name)
 def test_s3_credentials_only_from_secret(path: Path) -> None:
     for tpl in _container_templates(_load(path)):
         env = {e["name"]: e for e in tpl["container"]["env"]}
@@ -366,7 +392,70 @@ def test_swapping_a_model_slug_changes_only_that_stage() -> None:
     assert {"separate_model", "split_model", "speech_vc_a_model", "features_model"} <= params
     assert "source_qc_model" not in params  # compound QC stages name their models in params
     before = _effective_pods(doc, {})
-    after = _effective_pods(doc, {"separate_model": "separator-bsroformer"})
+    after = _effective_pods(doc, {"separate_model": "ref-deepfilternet3"})
     changed = {name for name in before if before[name] != after[name]}
     assert changed == {"separate-shard", "separate-merge"}
-    assert 'model\\": \\"separator-bsroformer' in after["separate-shard"]
+    assert 'model\\": \\"ref-deepfilternet3' in after["separate-shard"]
+
+
+# ------------------------------------------------------------------ weights workflow
+
+
+def test_weights_workflow_is_current_and_fills_the_volume() -> None:
+    from madbench_common.pipeline.argo_weights import EGRESS_LABEL, render_weights_workflow
+
+    lock, profile = ImageLock.load(LOCK), ClusterProfile.load(PROFILE)
+    assert render_weights_workflow(lock, profile, ROOT / "workflows", check=True) == []
+    doc = _load(ROOT / "workflows" / "weights.yaml")
+    spec = doc["spec"]
+    fetch = {t["name"]: t for t in spec["templates"]}["fetch"]
+    assert fetch["metadata"]["labels"].items() >= EGRESS_LABEL.items()
+    assert fetch["container"]["args"][:2] == ["weights", "fetch"]
+    mount = {m["name"]: m for m in fetch["container"]["volumeMounts"]}["weights"]
+    assert mount["mountPath"] == "/weights" and not mount.get("readOnly")
+    claim = {v["name"]: v for v in spec["volumes"]}["weights"]["persistentVolumeClaim"]
+    assert claim["claimName"] == profile.weights_claim and not claim.get("readOnly")
+    sc = fetch["container"]["securityContext"]
+    assert sc["readOnlyRootFilesystem"] is True and sc["capabilities"]["drop"] == ["ALL"]
+    assert spec["securityContext"]["runAsNonRoot"] is True
+
+
+def test_only_weights_pods_may_reach_the_hub() -> None:
+    """The hub-egress NetworkPolicy selects exactly the label only the fetch pods carry."""
+    from madbench_common.pipeline.argo_weights import EGRESS_LABEL
+
+    docs = list(yaml.safe_load_all((ROOT / "k8s" / "base" / "networkpolicy.yaml").read_text()))
+    hub = [d for d in docs if d["metadata"]["name"] == "allow-weights-fetch-to-hub"]
+    assert hub and hub[0]["spec"]["podSelector"] == {"matchLabels": EGRESS_LABEL}
+    for path in PIPELINES:
+        for tpl in _container_templates(_load(path)):
+            assert "madbench.io/egress" not in tpl.get("metadata", {}).get("labels", {})
+            env = {e["name"]: e.get("value") for e in tpl["container"]["env"]}
+            assert env["HF_HUB_OFFLINE"] == "1"
+
+
+def test_stage_pods_find_weights_where_the_volume_is() -> None:
+    """Adapters resolve weights under $MADBENCH_WEIGHTS (default /weights): the mount."""
+    from madbench_common.weights import DEFAULT_ROOT
+
+    doc = _compile(build_graph(), "full")
+    for tpl in _container_templates(doc):
+        mounts = {m["name"]: m["mountPath"] for m in tpl["container"]["volumeMounts"]}
+        if "weights" in mounts:
+            env = {e["name"]: e.get("value") for e in tpl["container"]["env"]}
+            assert mounts["weights"] == DEFAULT_ROOT == env["MADBENCH_WEIGHTS"]
+            assert env["HF_HOME"] == f"{DEFAULT_ROOT}/huggingface"
+
+
+def test_weights_images_default_to_every_weights_yaml(tmp_path: Path) -> None:
+    from madbench_common.pipeline.argo_weights import compile_weights_workflow, weights_images
+
+    for slug in ("b-fam", "a-fam"):
+        (tmp_path / slug).mkdir()
+        (tmp_path / slug / "weights.yaml").write_text(f"image: {slug}\n")
+    (tmp_path / "no-weights").mkdir()
+    assert weights_images(tmp_path) == ["a-fam", "b-fam"]
+    wf = compile_weights_workflow(ImageLock.load(LOCK), ClusterProfile.load(PROFILE),
+                                  images=["a-fam"])
+    params = {p.name: p.value for p in wf.spec.arguments.parameters}
+    assert json.loads(params["images"]) == ["a-fam"]

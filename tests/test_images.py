@@ -117,6 +117,22 @@ def test_requirements_lock_matches_its_inputs(lockfile: Path) -> None:
     assert lock_is_current(info_for_lock(slug)), f"stale lock: run make lock IMAGE={slug}"
 
 
+def test_lock_misses_unsatisfied_requirements(tmp_path: Path) -> None:
+    from madbench_common.images import lock_misses
+
+    (tmp_path / "common.in").write_text("numpy>=2.1\nbackport ; python_version < '3.10'\n")
+    img = tmp_path / "fam"
+    img.mkdir()
+    (img / "image.yaml").write_text(
+        "slug: fam\npaper_name: X\nupstream: u\nlicence: MIT\npython: '3.11'\ntorch: '2'\n"
+        "gpu: true\n")
+    (img / "requirements.in").write_text("-r ../common.in\ntorch==2.13.0  # pinned\n")
+    (img / "requirements.lock").write_text("numpy==2.0.2 \\\n    --hash=sha256:aa\n"
+                                           "torch==2.13.0 \\\n    --hash=sha256:bb\n")
+    assert lock_misses(load_image("fam", tmp_path)) == [
+        "common.in: numpy>=2.1 (locked: 2.0.2)"]
+
+
 def test_lock_inputs_follow_includes(tmp_path: Path) -> None:
     (tmp_path / "common.in").write_text("numpy\n")
     img = tmp_path / "fam"
@@ -198,6 +214,7 @@ def test_hadolint(dockerfile: Path) -> None:
 
 
 @pytest.mark.image
+@pytest.mark.timeout(7200)  # a cold build takes longer than the suite's 600 s
 @pytest.mark.parametrize("slug", ["reference-cpu"])
 def test_image_builds_and_runs_its_stages(slug: str) -> None:
     """Opt-in (MADBENCH_IMAGE_TEST=1): make base-images, make image, make image-test.
@@ -214,3 +231,15 @@ def test_image_builds_and_runs_its_stages(slug: str) -> None:
     build_image(slug)
     outcomes = run_image_test(slug)
     assert outcomes and all(o.rows > o.rejected for o in outcomes)
+
+
+def test_paper_slots_are_locked() -> None:
+    """Every stage's paper model (§3.2–3.4) has its image slot in the lock."""
+    from madbench_common.pipeline.definition import PAPER_SLOTS, build_graph
+
+    names = {s.name for s in build_graph()}
+    for stage, (_, slug) in PAPER_SLOTS.items():
+        assert stage in names, stage
+        assert slug in LOCK["images"], (stage, slug)
+    assert "separator-bsroformer" not in LOCK["images"]
+    assert LOCK["images"]["env-tangoflux"].get("in_paper") is False

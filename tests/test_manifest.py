@@ -40,7 +40,7 @@ def test_bytes_are_deterministic() -> None:
 
 def test_wrong_kind_is_refused() -> None:
     data = write_manifest_bytes(StemRow, [StemRow(clip_id="a")])
-    with pytest.raises(ManifestError, match="stems v1, expected sources v1"):
+    with pytest.raises(ManifestError, match="stems v2, expected sources v1"):
         read_manifest_bytes(SourceRow, data, "x.parquet")
 
 

@@ -56,7 +56,7 @@ def test_estimates_scale_and_count_gpu_hours() -> None:
 
 
 def test_stage_without_row_is_reported_not_guessed() -> None:
-    plan = plan_run(build_graph(), 10, table={})
+    plan = plan_run(build_graph(), 10, table={}, gpu_table={})
     assert plan.unknown == [s.name for s in build_graph()]
     assert plan.gpu_hours == 0 and plan.storage_bytes == 0
     assert "not estimated" in format_plan(plan)
@@ -90,3 +90,63 @@ def test_readme_shows_the_current_paper_scale_plan() -> None:
     assert f"$ madbench plan --clips {PAPER_CLIPS}\n" in doc
     assert format_plan(plan_run(build_graph(), PAPER_CLIPS)) in doc, (
         "README plan is stale: paste the output of `madbench plan --clips 1892`")
+
+
+def test_every_model_stage_has_gpu_figures_and_no_question_marks() -> None:
+    from madbench_common.gpuplan import load_gpu_models
+
+    gpu = load_gpu_models()
+    names = {s.name for s in build_graph()}
+    assert set(gpu) <= names, f"GPU rows for unknown stages: {set(gpu) - names}"
+    plan = plan_run(build_graph(), PAPER_CLIPS)
+    for s in plan.stages:
+        if s.stage.model:
+            assert s.gpu is not None, f"{s.stage.name}: no row in gpu_models.csv"
+            assert s.gpu.memory_gb > 1.5 and s.gpu.seconds_per_item > 0.5
+            assert s.gpu.status in {"estimated", "measured"} and s.gpu.source.strip()
+        if s.stage.gpu:
+            assert s.gpu_hours > 0 and s.cpu_hours == 0
+    text = format_plan(plan)
+    assert "?" not in text.split("\nsources:")[0]
+    assert "estimated" in text
+
+
+def test_gpu_estimate_follows_size_and_steps(tmp_path: Path) -> None:
+    from madbench_common.gpuplan import load_gpu_models
+
+    csv = tmp_path / "g.csv"
+    head = ("model,stages,params_m,step_params_m,bytes_per_param,steps,passes,frames,status,"
+            "gpu_mem_gb,gpu_s_per_item,source\n")
+    csv.write_text(head + "M,a;b,1000,500,2,10,2,1000,estimated,,,s\n"
+                          "N,c,10,10,4,1,1,1,measured,3.5,7.25,run\n")
+    rows = load_gpu_models(csv)
+    est = rows["a"].figure()
+    assert rows["b"] is rows["a"]
+    assert est.memory_gb == pytest.approx(1000e6 * 2 * 1.25 / 1e9 + 1.5)
+    step = max(2e6 * 500 * 1000 * 2 / (312e12 * 0.25), 500e6 * 2 / (2.0e12 * 0.6))
+    once = 2e6 * 500 * 1000 / (312e12 * 0.25)
+    assert est.seconds_per_item == pytest.approx(10 * step + once + 0.5)
+    more = rows["a"].__class__(**{**rows["a"].__dict__, "steps": 20}).figure()
+    assert more.seconds_per_item > est.seconds_per_item
+    measured = rows["c"].figure()
+    assert (measured.memory_gb, measured.seconds_per_item, measured.status) == (3.5, 7.25,
+                                                                                 "measured")
+    for bad in ("M,a,10,20,2,1,1,1,estimated,,,s\n", "M,a,10,10,3,1,1,1,estimated,,,s\n",
+                "M,a,10,10,2,1,1,1,measured,,,s\n", "M,a,10,10,2,1,1,1,estimated,,,\n",
+                "M,a,10,10,2,1,1,1,estimated,,,s\nN,a,10,10,2,1,1,1,estimated,,,s\n"):
+        csv.write_text(head + bad)
+        with pytest.raises(ConfigError):
+            load_gpu_models(csv)
+
+
+def test_gpu_stage_time_is_gpu_time_in_the_plan() -> None:
+    graph = Graph([Stage(name="a", role="core", target="m:A"),
+                   Stage(name="g", role="x", target="m:G", inputs=("a",), gpu=1, model="m1")])
+    from madbench_common.gpuplan import GpuModel
+
+    gpu = {"g": GpuModel("M", ("g",), 100, 100, 2, 1, 1, 1, "measured", 2.0, 36.0, "run")}
+    table = {"g": Throughput("g", "clip", "cpu", 3600.0, 10, "measured-cpu-ref", "s")}
+    plan = plan_run(graph, 100, table=table, gpu_table=gpu)
+    g = plan.stages[1]
+    assert g.gpu_hours == pytest.approx(1.0) and g.cpu_hours == 0
+    assert plan.gpu_hours == pytest.approx(1.0)

@@ -51,7 +51,8 @@ _HEADER = (
 )
 _DIGEST = re.compile(r"^sha256:[0-9a-f]{64}$")
 _SCRATCH = "/tmp"
-_WEIGHTS = "/cache"
+_WEIGHTS = "/weights"
+"""Where the weights volume is mounted: madbench_common.weights.DEFAULT_ROOT."""
 _UID = 10001
 
 
@@ -191,6 +192,7 @@ def _env(variant: Variant, profile: ClusterProfile) -> list[m.EnvVar]:
     }
     if not variant.cpu_only:
         plain["TORCH_HOME"] = f"{_WEIGHTS}/torch"
+        plain["MADBENCH_WEIGHTS"] = _WEIGHTS
     env = [m.EnvVar(name=k, value=v) for k, v in plain.items()]
     s3 = profile.s3_secret
     env += [_secret_env("AWS_ACCESS_KEY_ID", s3), _secret_env("AWS_SECRET_ACCESS_KEY", s3),

@@ -1,8 +1,11 @@
 """Local backend: run the graph on one machine, stage by stage, shards in parallel.
 
 The embedded default runs each stage in-process (``--workers N`` worker processes
-for shards). Completed shards and stages are skipped by their markers, so a killed
-run resumes where it stopped and produces the same manifests.
+for shards). With a :class:`~madbench_common.pipeline.container.ContainerEngine`
+(``madbench run --engine podman|docker|buildah``) every shard and merge runs in the
+stage's image instead, ``--workers`` containers at a time. Completed shards and stages
+are skipped by their markers, so a killed run resumes where it stopped and produces
+the same manifests.
 """
 
 from __future__ import annotations
@@ -16,7 +19,7 @@ from collections.abc import Callable
 from concurrent.futures import Future, ProcessPoolExecutor
 from dataclasses import asdict, dataclass, field
 from datetime import datetime, timezone
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
@@ -29,6 +32,9 @@ from madbench_common.pipeline.stage import (
     stage_done,
 )
 from madbench_common.store import RunStore, open_store
+
+if TYPE_CHECKING:
+    from madbench_common.pipeline.container import ContainerEngine
 
 __all__ = ["LocalRunner", "RunOptions", "StageReport"]
 
@@ -90,15 +96,17 @@ def _shard_job(
 class LocalRunner:
     """Topological run of a :class:`Graph` against a store."""
 
-    def __init__(self, graph_factory: Callable[[], Graph], options: RunOptions) -> None:
+    def __init__(self, graph_factory: Callable[[], Graph], options: RunOptions,
+                 engine: ContainerEngine | None = None) -> None:
         self.graph_factory = graph_factory
         self.graph = graph_factory()
         self.opts = options
+        self.engine = engine
         self.run = RunStore(open_store(options.store), options.run_id)
         self.reports: list[StageReport] = []
 
     def _warn_unsupported(self, stage: Stage) -> None:
-        if stage.gpu:
+        if stage.gpu and self.engine is None:
             log.warning("%s: requests %d GPU(s); the embedded backend runs it on the CPU",
                         stage.name, stage.gpu)
         if stage.retries:
@@ -115,7 +123,7 @@ class LocalRunner:
         started = datetime.now(timezone.utc)
         threads = max(1, (os.cpu_count() or 1) // max(1, self.opts.workers))
         pool = None
-        if self.opts.workers > 1:
+        if self.opts.workers > 1 and self.engine is None:
             pool = ProcessPoolExecutor(self.opts.workers, initializer=_init_worker,
                                        initargs=(threads,))
         else:
@@ -140,8 +148,8 @@ class LocalRunner:
         self, stage: Stage, pool: ProcessPoolExecutor | None, progress: Progress
     ) -> StageReport:
         params = self.opts.params.get(stage.name, {})
-        ctx = make_context(self.run, self.graph, stage.name, params, EMBEDDED_IMAGE,
-                           self.opts.seed)
+        image = EMBEDDED_IMAGE if self.engine is None else self.engine.image_ref(stage)
+        ctx = make_context(self.run, self.graph, stage.name, params, image, self.opts.seed)
         if stage_done(ctx):
             marker = json.loads(self.run.get_bytes(f"{stage.name}/_SUCCESS"))
             log.info("%s: done already (fingerprint %s), skipped", stage.name, ctx.fingerprint[:12])
@@ -151,8 +159,16 @@ class LocalRunner:
         n = self.num_shards(stage)
         task = progress.add_task(stage.name, total=n)
         start = time.perf_counter()
-        results = self._run_shards(stage, params, n, pool, lambda: progress.advance(task))
-        marker = merge_stage(ctx, n)
+
+        def tick() -> None:
+            progress.advance(task)
+
+        if self.engine is None:
+            results = self._run_shards(stage, params, n, pool, tick)
+            marker = merge_stage(ctx, n)
+        else:
+            results = self.engine.run_shards(stage, params, self.opts.seed, n, tick)
+            marker = self.engine.merge(stage, params, self.opts.seed, n)
         seconds = time.perf_counter() - start
         log.info("%s: %d rows (%d rejected) in %.1fs", stage.name, marker["rows"],
                  marker["rejected"], seconds)
@@ -183,7 +199,7 @@ class LocalRunner:
             "run_id": self.opts.run_id,
             "started": started.isoformat(),
             "finished": datetime.now(timezone.utc).isoformat(),
-            "backend": "local",
+            "backend": "local" if self.engine is None else f"local-{self.engine.engine}",
             "workers": self.opts.workers,
             "seed": self.opts.seed,
             "until": self.opts.until,

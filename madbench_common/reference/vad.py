@@ -5,6 +5,7 @@ from __future__ import annotations
 import numpy as np
 
 from madbench_common.audio import resample
+from madbench_common.compat import zip_strict
 from madbench_common.roles import Segment
 from madbench_common.types import Audio, Hertz
 
@@ -35,10 +36,26 @@ class SileroVAD:
 
     def segments_many(self, audios: list[Audio], sample_rate: Hertz) -> list[list[Segment]]:
         """Segments of several signals in one batched pass (one model call per window)."""
-        import torch
         from silero_vad.utils_vad import get_speech_timestamps_from_probs
 
         signals = [resample(a, sample_rate, _RATE) for a in audios]
+        out = []
+        for x, probs in zip_strict(signals, self._probs(signals)):
+            stamps = get_speech_timestamps_from_probs(
+                probs.tolist(), sampling_rate=_RATE, threshold=self.threshold,
+                min_speech_duration_ms=self.min_speech_ms, audio_length_samples=len(x),
+            )
+            out.append([Segment(st["start"] / _RATE, st["end"] / _RATE) for st in stamps])
+        return out
+
+    def speech_probs_many(self, audios: list[Audio], sample_rate: Hertz) -> list[np.ndarray]:
+        """Silero's speech probability per 32 ms window (512 samples at 16 kHz) of each
+        signal, in one batched pass."""
+        return self._probs([resample(a, sample_rate, _RATE) for a in audios])
+
+    def _probs(self, signals: list[Audio]) -> list[np.ndarray]:
+        import torch
+
         longest = max(len(x) for x in signals)
         batch = torch.zeros(len(signals), longest)
         for i, x in enumerate(signals):
@@ -46,15 +63,8 @@ class SileroVAD:
         with torch.inference_mode():
             probs = self._model.audio_forward(batch, _RATE)
         self._model.reset_states()
-        out = []
-        for i, x in enumerate(signals):
-            n_windows = -(-len(x) // _WINDOW)
-            stamps = get_speech_timestamps_from_probs(
-                probs[i, :n_windows].tolist(), sampling_rate=_RATE, threshold=self.threshold,
-                min_speech_duration_ms=self.min_speech_ms, audio_length_samples=len(x),
-            )
-            out.append([Segment(st["start"] / _RATE, st["end"] / _RATE) for st in stamps])
-        return out
+        return [probs[i, : -(-len(x) // _WINDOW)].numpy().astype(np.float32)
+                for i, x in enumerate(signals)]
 
 
 def coverage(segments: list[Segment], duration: float) -> float:

@@ -56,8 +56,8 @@ def test_in_profile_merges_params_and_keeps_the_embedded_defaults() -> None:
     assert full.params == {"vad": "qc-silero-vad", "asr": "qc-whisper", "min": 0.3}
     assert qc.in_profile("embedded") is qc
     assert qc.params["asr"] == "ref-pocketsphinx" and qc.image == "reference-cpu"
-    assert [s.image for s in _graph().profiled("full")] == [
-        "reference-cpu", "base-py311", "base-py311"]
+    images = [s.image for s in _graph().profiled("full")]
+    assert images == ["reference-cpu", "base-py311", "base-py311"]
 
 
 def test_profile_rejects_wiring_overrides_and_unknown_profiles() -> None:
@@ -83,3 +83,23 @@ def test_full_workflow_runs_the_profile_and_smoke_the_references() -> None:
     shard = {t["name"]: t for t in full["spec"]["templates"]}["qc-shard"]
     assert shard["container"]["resources"]["limits"] == {"memory": "16Gi",
                                                           "nvidia.com/gpu": "1"}
+
+
+def test_madbench_full_profile_runs_registered_models_on_their_images() -> None:
+    from madbench_common.pipeline.definition import build_graph
+    from madbench_common.registry import REGISTRY
+
+    embedded, full = build_graph(), build_graph().profiled("full")
+    assert full["separate"].model == "separator-mossformer2"
+    assert full["source_qc"].params["asr"] == "qc-whisper"
+    assert full["component_qc"].params["speaker"] == "qc-ecapa"
+    for stage in full:
+        slugs = [s for s in stage.model.split("+") if s]
+        slugs += [stage.params[k] for k in ("vad", "asr", "speaker", "tagger", "prompt_model")
+                  if stage.params.get(k)]
+        for slug in slugs:
+            assert REGISTRY[slug].image == stage.image, (stage.name, slug)
+    for stage in embedded:  # the embedded run and smoke.yaml stay on the CPU references
+        slugs = [s for s in stage.model.split("+") if s]
+        assert all(REGISTRY[s].reference for s in slugs), stage.name
+        assert stage.image == "reference-cpu"

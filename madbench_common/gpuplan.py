@@ -1,0 +1,122 @@
+"""GPU memory and GPU-seconds per item of every model stage, for ``madbench plan``.
+
+Figures come from ``madbench_common/data/gpu_models.csv``, one row per model the paper
+runs (``stages`` names the stages it runs in; model families extend it). A row is
+``measured`` (``gpu_mem_gb`` and ``gpu_s_per_item`` filled from a GPU run) or
+``estimated`` from the model's size and sampling steps on the reference GPU below:
+
+- memory = resident parameters × bytes per parameter × (1 + 25 % workspace) + 1.5 GB
+  (CUDA context, allocator and one item's activations);
+- time per sampling step = the larger of compute, ``2 × stepped params × frames ×
+  passes`` FLOPs at 25 % of peak, and reading the stepped weights once at 60 % of the
+  memory bandwidth (autoregressive decoding is bandwidth-bound); plus one pass of the
+  non-stepped networks, plus 0.5 s per item for decoding, resampling and I/O.
+  ``passes`` is 2 where classifier-free guidance runs a conditional and an
+  unconditional pass; ``frames`` is the sequence length one pass sees for a ~10 s item.
+
+The reference GPU is an NVIDIA A100 80 GB: 312 TFLOP/s dense fp16/bf16 (156 with
+TF32 for fp32 weights), 2.0 TB/s. Every row carries its sources; the constants are
+choices, listed here so a measured row can replace an estimate without guessing.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+from dataclasses import dataclass
+from importlib import resources
+from pathlib import Path
+
+from madbench_common.errors import ConfigError
+
+__all__ = ["REFERENCE_GPU", "GpuFigure", "GpuModel", "load_gpu_models"]
+
+REFERENCE_GPU = "A100 80GB"
+_PEAK = {2: 312e12, 4: 156e12}
+_BANDWIDTH = 2.0e12
+_MFU, _BW_EFF = 0.25, 0.6
+_WORKSPACE, _CONTEXT_GB, _OVERHEAD_S = 0.25, 1.5, 0.5
+_STATUSES = ("estimated", "measured")
+
+
+@dataclass(frozen=True)
+class GpuFigure:
+    """One model stage's GPU cost per item."""
+
+    model: str
+    memory_gb: float
+    seconds_per_item: float
+    status: str
+    source: str
+
+
+@dataclass(frozen=True)
+class GpuModel:
+    """One row of the GPU table."""
+
+    model: str
+    stages: tuple[str, ...]
+    params_m: float
+    step_params_m: float
+    bytes_per_param: int
+    steps: int
+    passes: int
+    frames: int
+    status: str
+    gpu_mem_gb: float | None
+    gpu_s_per_item: float | None
+    source: str
+
+    def figure(self) -> GpuFigure:
+        """Measured figures as given; otherwise the estimate of the module docstring."""
+        if self.status == "measured":
+            assert self.gpu_mem_gb is not None and self.gpu_s_per_item is not None
+            return GpuFigure(self.model, self.gpu_mem_gb, self.gpu_s_per_item, self.status,
+                             self.source)
+        memory = self.params_m * 1e6 * self.bytes_per_param * (1 + _WORKSPACE) / 1e9
+        peak = _PEAK[self.bytes_per_param] * _MFU
+        compute = 2e6 * self.step_params_m * self.frames * self.passes / peak
+        weights = self.step_params_m * 1e6 * self.bytes_per_param / (_BANDWIDTH * _BW_EFF)
+        once = 2e6 * (self.params_m - self.step_params_m) * self.frames / peak
+        seconds = self.steps * max(compute, weights) + once + _OVERHEAD_S
+        return GpuFigure(self.model, memory + _CONTEXT_GB, seconds, self.status, self.source)
+
+
+def _opt(value: str) -> float | None:
+    return float(value) if value.strip() else None
+
+
+def _row(raw: dict[str, str], where: str) -> GpuModel:
+    try:
+        row = GpuModel(
+            raw["model"], tuple(s for s in raw["stages"].split(";") if s),
+            float(raw["params_m"]), float(raw["step_params_m"]), int(raw["bytes_per_param"]),
+            int(raw["steps"]), int(raw["passes"]), int(raw["frames"]), raw["status"],
+            _opt(raw["gpu_mem_gb"]), _opt(raw["gpu_s_per_item"]), raw["source"])
+    except (KeyError, ValueError) as exc:
+        raise ConfigError(f"{where}: bad GPU row {raw}: {exc}") from None
+    measured = row.gpu_mem_gb is not None and row.gpu_s_per_item is not None
+    if (row.status not in _STATUSES or (row.status == "measured") != measured
+            or row.bytes_per_param not in _PEAK or not row.source.strip() or not row.stages
+            or not 0 < row.step_params_m <= row.params_m):
+        raise ConfigError(f"{where}: row {row.model!r} needs status estimated|measured (measured "
+                          f"with gpu_mem_gb and gpu_s_per_item), bytes_per_param 2|4, "
+                          f"0 < step_params_m <= params_m, stages and a source")
+    return row
+
+
+def load_gpu_models(path: str | Path | None = None) -> dict[str, GpuModel]:
+    """stage name → the GPU row of the model that runs in it (packaged table by default)."""
+    if path is None:
+        text = resources.files("madbench_common").joinpath("data/gpu_models.csv").read_text()
+        where = "madbench_common/data/gpu_models.csv"
+    else:
+        text, where = Path(path).read_text(), str(path)
+    out: dict[str, GpuModel] = {}
+    for raw in csv.DictReader(io.StringIO(text)):
+        row = _row(raw, where)
+        for stage in row.stages:
+            if stage in out:
+                raise ConfigError(f"{where}: stage {stage!r} has two models")
+            out[stage] = row
+    return out

@@ -1,0 +1,103 @@
+"""Whisper ASR (transformers): transcript, word coverage and language id for the QC checks.
+
+Used where the paper asks for ASR (§3.2: "usable English transcripts", 95.9 % mean ASR
+coverage, no speech in the residual; §3.3: transcript preservation; §3.4: speech
+leakage). The paper names no ASR model; this adapter runs ``openai/whisper-large-v3``.
+
+* **Language** (``Transcript.language``, ``language_prob``): Whisper's own language
+  detection — one decoder step from ``<|startoftranscript|>`` over the audio, restricted
+  to the language tokens (as ``WhisperForConditionalGeneration.detect_language`` does),
+  softmaxed over them; the most probable language and its probability.
+* **Transcript**: transformers' ASR pipeline in that language, ``task="transcribe"``,
+  with word timestamps (cross-attention alignment heads of the checkpoint).
+* **Coverage**: the share of the clip covered by the words' time spans (clipped to the
+  clip), the same definition the CPU reference uses.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from madbench_common.audio import resample
+from madbench_common.models._hf import model_version, snapshot, torch_device
+from madbench_common.roles import Transcript
+from madbench_common.types import Audio, Hertz
+
+__all__ = ["REPO", "REVISION", "WhisperASR", "word_coverage"]
+
+REPO = "openai/whisper-large-v3"
+REVISION = "06f233fe06e710322aca913c1bc4249a0d71fce1"
+_RATE = 16000
+
+
+class WhisperASR:
+    """Whisper large-v3: fp16 on a GPU, fp32 on the CPU."""
+
+    slug = "qc-whisper"
+    reference = False
+
+    def __init__(self, device: str | None = None, root: str | Path | None = None) -> None:
+        import torch
+        from transformers import WhisperForConditionalGeneration, WhisperProcessor, pipeline
+
+        snap = snapshot(REPO, REVISION, root)
+        self.device = torch_device(device)
+        self._dtype = torch.float16 if self.device.type == "cuda" else torch.float32
+        self._processor = WhisperProcessor.from_pretrained(snap)
+        self._model = WhisperForConditionalGeneration.from_pretrained(
+            snap, dtype=self._dtype).to(self.device).eval()
+        self._asr = pipeline("automatic-speech-recognition", model=self._model,
+                             tokenizer=self._processor.tokenizer,
+                             feature_extractor=self._processor.feature_extractor,
+                             device=self.device)
+        self.version = model_version(REPO, REVISION, "transformers")
+
+    def transcribe(self, audio: Audio, sample_rate: Hertz) -> Transcript:
+        x = resample(np.asarray(audio, np.float32), sample_rate, _RATE)
+        language, prob = self.detect_language(x)
+        out = self._asr({"raw": x, "sampling_rate": _RATE}, return_timestamps="word",
+                        generate_kwargs={"language": language, "task": "transcribe"})
+        duration = len(x) / _RATE
+        words = tuple((str(c["text"]).strip(), *_span(c["timestamp"], duration))
+                      for c in out.get("chunks", []) if str(c["text"]).strip())
+        return Transcript(text=str(out["text"]).strip(), coverage=word_coverage(words, duration),
+                          words=words, language=language, language_prob=prob)
+
+    def detect_language(self, x: Audio) -> tuple[str, float]:
+        """The most probable language code of 16 kHz ``x`` and its probability."""
+        import torch
+
+        features = self._processor.feature_extractor(
+            x, sampling_rate=_RATE, return_tensors="pt").input_features
+        config = self._model.generation_config
+        tokens = list(config.lang_to_id)
+        start = torch.tensor([[config.decoder_start_token_id]], device=self.device)
+        with torch.inference_mode():
+            logits = self._model(input_features=features.to(self.device, self._dtype),
+                                 decoder_input_ids=start, use_cache=False).logits[0, -1]
+        probs = torch.softmax(logits[[config.lang_to_id[t] for t in tokens]].float(), dim=-1)
+        best = int(torch.argmax(probs))
+        return tokens[best].strip("<|>"), float(probs[best])
+
+
+def _span(stamp: Any, duration: float) -> tuple[float, float]:
+    start, end = stamp
+    start = min(max(float(start or 0.0), 0.0), duration)
+    end = duration if end is None else min(max(float(end), start), duration)
+    return start, end
+
+
+def word_coverage(words: tuple[tuple[str, float, float], ...], duration: float) -> float:
+    """Share of ``duration`` covered by the union of the words' spans."""
+    if duration <= 0:
+        return 0.0
+    covered, reach = 0.0, 0.0
+    for _, start, end in sorted(words, key=lambda w: w[1]):
+        start = max(start, reach)
+        if end > start:
+            covered += end - start
+            reach = end
+    return min(1.0, covered / duration)

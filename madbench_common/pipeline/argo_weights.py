@@ -1,0 +1,132 @@
+"""Compile ``workflows/weights.yaml``: the one-off Argo workflow that fills the weights volume.
+
+It runs ``madbench weights fetch --image <slug> --dest /weights`` once per chosen image
+(``-p images='["tts-f5", "qc"]'``; default: every image with a ``weights.yaml``), with
+the ``madbench-weights`` volume mounted read-write at ``/weights``. Its pods carry the
+label ``madbench.io/egress: hub``, which ``k8s/base/networkpolicy.yaml`` lets out on
+HTTPS: they are the only pods with egress to the Hugging Face hub (stage pods mount the
+volume read-only with ``HF_HUB_OFFLINE=1``). A token, where a gated repo needs one,
+comes from the optional Secret ``madbench-hf`` (key ``HF_TOKEN``).
+
+The fetch pods run the base image (``base-py311``), which ships every
+``images/<slug>/weights.yaml`` under ``/opt/madbench/images`` (``MADBENCH_IMAGES_DIR``):
+after changing a ``weights.yaml``, rebuild the bases before running this workflow.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from hera.workflows import models as m
+
+from madbench_common.pipeline.argo import ClusterProfile, ImageLock, workflow_yaml
+
+__all__ = ["EGRESS_LABEL", "HF_SECRET", "compile_weights_workflow", "render_weights_workflow",
+           "weights_images"]
+
+EGRESS_LABEL = {"madbench.io/egress": "hub"}
+"""The label that k8s/base/networkpolicy.yaml allows out to the hub (HTTPS)."""
+HF_SECRET = "madbench-hf"
+_WEIGHTS = "/weights"
+_SCRATCH = "/tmp"
+_UID = 10001
+_IMAGES = Path(__file__).resolve().parents[2] / "images"
+
+
+def weights_images(images_dir: Path | None = None) -> list[str]:
+    """Slugs of every image folder with a ``weights.yaml``, sorted."""
+    folder = images_dir or _IMAGES
+    return sorted(p.parent.name for p in folder.glob("*/weights.yaml"))
+
+
+def _env() -> list[m.EnvVar]:
+    plain = {"HOME": _SCRATCH, "TMPDIR": _SCRATCH, "XDG_CACHE_HOME": f"{_SCRATCH}/.cache",
+             "MADBENCH_WEIGHTS": _WEIGHTS, "HF_HOME": f"{_WEIGHTS}/huggingface",
+             "HF_HUB_OFFLINE": "0", "TRANSFORMERS_OFFLINE": "0", "PYTHONUNBUFFERED": "1"}
+    env = [m.EnvVar(name=k, value=v) for k, v in plain.items()]
+    token = m.SecretKeySelector(name=HF_SECRET, key="HF_TOKEN", optional=True)
+    return [*env, m.EnvVar(name="HF_TOKEN", value_from=m.EnvVarSource(secret_key_ref=token))]
+
+
+def _fetch_template() -> m.Template:
+    args = ["weights", "fetch", "--image", "{{inputs.parameters.image}}", "--dest", _WEIGHTS]
+    return m.Template(
+        name="fetch",
+        metadata=m.Metadata(labels={**EGRESS_LABEL, "madbench.io/stage": "weights"}),
+        inputs=m.Inputs(parameters=[m.Parameter(name="image")]),
+        container=m.Container(
+            image="{{workflow.parameters.fetch_image}}", image_pull_policy="IfNotPresent",
+            command=["madbench"], args=args, env=_env(),
+            volume_mounts=[m.VolumeMount(name="scratch", mount_path=_SCRATCH),
+                           m.VolumeMount(name="weights", mount_path=_WEIGHTS)],
+            resources=m.ResourceRequirements(
+                requests={"cpu": m.Quantity("1"), "memory": m.Quantity("2Gi")},
+                limits={"memory": m.Quantity("4Gi")}),
+            security_context=m.SecurityContext(
+                allow_privilege_escalation=False, read_only_root_filesystem=True,
+                run_as_non_root=True, capabilities=m.Capabilities(drop=["ALL"])),
+        ),
+        active_deadline_seconds=m.IntOrString(str(6 * 3600)),
+        retry_strategy=m.RetryStrategy(
+            limit=m.IntOrString("3"), retry_policy="Always",
+            expression='lastRetry.exitCode != "3"',
+            backoff=m.Backoff(duration="1m", factor=m.IntOrString("2"), cap="15m")),
+    )
+
+
+def compile_weights_workflow(lock: ImageLock, profile: ClusterProfile,
+                             images: list[str] | None = None) -> m.Workflow:
+    """The weights workflow (``images``: the default of its ``images`` parameter)."""
+    chosen = weights_images() if images is None else images
+    task = m.DAGTask(name="fetch", template="fetch", with_param="{{workflow.parameters.images}}",
+                     arguments=m.Arguments(parameters=[m.Parameter(name="image",
+                                                                   value="{{item}}")]))
+    params = [
+        m.Parameter(name="images", value=json.dumps(chosen),
+                    description="JSON list of image slugs whose weights.yaml to fetch"),
+        m.Parameter(name="fetch_image", value=lock.ref("base-py311"),
+                    description="Image that runs madbench weights fetch (ships weights.yaml)"),
+    ]
+    claim = m.PersistentVolumeClaimVolumeSource(claim_name=profile.weights_claim)
+    return m.Workflow(
+        api_version="argoproj.io/v1alpha1", kind="Workflow",
+        metadata=m.ObjectMeta(
+            generate_name="madbench-weights-",
+            labels={"app.kubernetes.io/name": "madbench", "madbench.io/variant": "weights"},
+            annotations={"workflows.argoproj.io/description":
+                         "one-off: fill the madbench-weights volume from the hub"}),
+        spec=m.WorkflowSpec(
+            entrypoint="weights", arguments=m.Arguments(parameters=params),
+            templates=[m.Template(name="weights", dag=m.DAGTemplate(tasks=[task])),
+                       _fetch_template()],
+            parallelism=2,
+            service_account_name=profile.service_account,
+            pod_priority_class_name=profile.priority_class,
+            pod_metadata=m.Metadata(labels={"app.kubernetes.io/part-of": "madbench"}),
+            security_context=m.PodSecurityContext(
+                run_as_non_root=True, run_as_user=_UID, run_as_group=_UID, fs_group=_UID,
+                seccomp_profile=m.SeccompProfile(type="RuntimeDefault")),
+            volumes=[m.Volume(name="scratch", empty_dir=m.EmptyDirVolumeSource(
+                         size_limit=m.Quantity("20Gi"))),
+                     m.Volume(name="weights", persistent_volume_claim=claim)],
+            pod_gc=m.PodGC(strategy="OnPodSuccess", delete_delay_duration="10m"),
+            ttl_strategy=m.TTLStrategy(seconds_after_success=86400,
+                                       seconds_after_failure=7 * 86400),
+            archive_logs=True,
+            active_deadline_seconds=24 * 3600,
+        ),
+    )
+
+
+def render_weights_workflow(lock: ImageLock, profile: ClusterProfile, out_dir: str | Path,
+                            check: bool = False) -> list[Path]:
+    """Write (or, with ``check``, compare) ``<out_dir>/weights.yaml``; returns it if changed."""
+    path = Path(out_dir) / "weights.yaml"
+    text = workflow_yaml(compile_weights_workflow(lock, profile))
+    if path.exists() and path.read_text() == text:
+        return []
+    if not check:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text)
+    return [path]

@@ -1,0 +1,49 @@
+"""CLAP prompt-score adapter on a tiny random unfused CLAP with an offline tokenizer."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+
+from madbench_common.weights import WeightsMissing
+from tests.models._qc import VENV, demo_stem
+
+
+@pytest.fixture(scope="module")
+def scorer(tmp_path_factory: pytest.TempPathFactory) -> Any:
+    pytest.importorskip("transformers", reason=VENV)
+    from madbench_common.models.clap import ClapScorer
+    from madbench_common.models.tiny import install_tiny_clap
+
+    root = tmp_path_factory.mktemp("weights")
+    install_tiny_clap(root)
+    return ClapScorer(device="cpu", root=root)
+
+
+def test_scores_are_cosines_one_per_text(scorer: Any) -> None:
+    env = demo_stem("env")[:16000 * 4]
+    texts = ["birds singing in a forest", "busy city traffic", "rain falling on a tin roof"]
+    got = scorer.score_texts(env, 16000, texts)
+    assert len(got) == 3 and all(-1.0 <= s <= 1.0 for s in got)
+    text = scorer._text_embeddings(texts)
+    np.testing.assert_allclose(np.linalg.norm(text, axis=1), 1.0, atol=1e-5)
+    audio = scorer._audio_embedding(env, 16000)
+    np.testing.assert_allclose(got, text @ audio, atol=1e-6)
+    assert scorer.score_texts(env, 16000, []) == []
+
+
+def test_long_clips_are_scored_deterministically(scorer: Any) -> None:
+    x = np.tile(demo_stem("env"), 3)[:16000 * 25]
+    first = scorer.score_texts(x, 16000, ["busy city traffic"])
+    assert first == scorer.score_texts(x, 16000, ["busy city traffic"])
+
+
+def test_missing_weights_name_the_fetch_command(tmp_path: Path) -> None:
+    pytest.importorskip("transformers", reason=VENV)
+    from madbench_common.models.clap import ClapScorer
+
+    with pytest.raises(WeightsMissing, match="madbench weights fetch --image qc"):
+        ClapScorer(device="cpu", root=tmp_path)

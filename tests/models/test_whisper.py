@@ -1,0 +1,68 @@
+"""Whisper ASR adapter on a tiny random Whisper with an offline-built tokenizer."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from madbench_common.audio import resample
+from madbench_common.models.whisper import REPO, REVISION, word_coverage
+from madbench_common.weights import WeightsMissing
+from tests.models._qc import VENV, demo_mixture
+
+
+@pytest.fixture(scope="module")
+def asr(tmp_path_factory: pytest.TempPathFactory) -> Any:
+    pytest.importorskip("transformers", reason=VENV)
+    from madbench_common.models.tiny import install_tiny_whisper
+    from madbench_common.models.whisper import WhisperASR
+
+    root = tmp_path_factory.mktemp("weights")
+    install_tiny_whisper(root)
+    return WhisperASR(device="cpu", root=root)
+
+
+def test_word_coverage_is_the_union_of_word_spans() -> None:
+    words = (("a", 0.0, 1.0), ("b", 0.5, 1.5), ("c", 3.0, 4.0), ("d", 4.0, 4.0))
+    assert word_coverage(words, 5.0) == pytest.approx(0.5)
+    assert word_coverage((), 5.0) == 0.0 and word_coverage(words, 0.0) == 0.0
+
+
+def test_transcribes_demo_speech_with_language_and_words(asr: Any) -> None:
+    from transformers.models.whisper.tokenization_whisper import LANGUAGES
+
+    x = demo_mixture()[:48000]
+    got = asr.transcribe(x, 16000)
+    assert isinstance(got.text, str) and 0.0 <= got.coverage <= 1.0
+    assert got.language in LANGUAGES and 0.0 < (got.language_prob or 0.0) <= 1.0
+    assert all(0.0 <= s <= e <= 3.0 for _, s, e in got.words)
+    assert got.coverage == pytest.approx(word_coverage(got.words, 3.0))
+
+
+def test_language_matches_transformers_detect_language(asr: Any) -> None:
+    x = demo_mixture("demo_003")[:32000]
+    code, prob = asr.detect_language(x)
+    feats = asr._processor.feature_extractor(x, sampling_rate=16000,
+                                             return_tensors="pt").input_features
+    token = asr._model.detect_language(feats.to(asr._model.dtype))
+    lang_id = asr._model.generation_config.lang_to_id[f"<|{code}|>"]
+    assert int(token[0]) == lang_id
+    assert prob > 1.0 / len(asr._model.generation_config.lang_to_id)
+
+
+def test_other_rates_are_resampled(asr: Any) -> None:
+    x = resample(demo_mixture()[:32000], 16000, 44100)
+    got = asr.transcribe(x, 44100)
+    assert got.language == asr.detect_language(resample(x, 44100, 16000))[0]
+    assert all(0.0 <= s <= e <= len(x) / 44100 for _, s, e in got.words)
+
+
+def test_missing_weights_name_the_fetch_command(tmp_path: Path) -> None:
+    pytest.importorskip("transformers", reason=VENV)
+    from madbench_common.models.whisper import WhisperASR
+
+    with pytest.raises(WeightsMissing, match="madbench weights fetch --image qc"):
+        WhisperASR(device="cpu", root=tmp_path)
+    assert REPO == "openai/whisper-large-v3" and len(REVISION) == 40

@@ -1,0 +1,134 @@
+"""`madbench run --engine`: shards in images, with the same manifests as the in-process run.
+
+The equality test is marked ``image`` and opt-in (``make test-images``): it needs a built
+``reference-cpu`` image and a container engine.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from madbench_common import cli
+from madbench_common.containers import Mount, _buildah_script, _oci_cmd, _Policy
+from madbench_common.manifest import read_manifest_bytes
+from madbench_common.pipeline.container import ContainerEngine, _outermost, source_mounts
+from madbench_common.pipeline.definition import build_graph
+from madbench_common.pipeline.local import LocalRunner, RunOptions
+from madbench_common.pipeline.stage import load_impl, read_marker
+from madbench_common.store import RunStore, open_store
+
+FIRST_FOUR = ("ingest", "separate", "source_qc", "split")
+
+
+def test_outermost_folders() -> None:
+    got = _outermost([Path("/a/b"), Path("/a"), Path("/c/d"), Path("/a/b/c"), Path("/c/d")])
+    assert got == [Path("/a"), Path("/c/d")]
+
+
+def test_source_mounts_cover_csv_rows(demo_sources: Path) -> None:
+    mounts = source_mounts(str(demo_sources))
+    assert all(m.read_only and m.target == str(m.host) for m in mounts)
+    demo = Path(__file__).resolve().parents[2] / "data" / "demo"
+
+    def covered(path: Path) -> bool:
+        return any(m.host == path or m.host in path.parents for m in mounts)
+
+    assert covered(demo_sources.parent)
+    assert all(covered(demo / sub) for sub in ("clips", "stems/speech", "stems/env"))
+
+
+def test_oci_run_follows_the_pod_policy() -> None:
+    cmd = _oci_cmd("podman", "img", ["madbench", "stage"], [Mount(Path("/s"), "/s", False),
+                   Mount(Path("/w"), "/weights")], {"A": "1"}, _Policy(gpu=True))
+    text = " ".join(cmd)
+    for flag in ("--read-only", "--network none", "--user 10001:10001", "--cap-drop ALL",
+                 "--device nvidia.com/gpu=all", "-v /s:/s:rw", "-v /w:/weights:ro", "-e A=1",
+                 "--entrypoint madbench"):
+        assert flag in text, flag
+    assert cmd[-2:] == ["img", "stage"]
+    docker = " ".join(_oci_cmd("docker", "img", ["x"], [], {}, _Policy(gpu=True)))
+    assert "--gpus all" in docker and "nvidia.com/gpu" not in docker
+
+
+def test_nested_mounts_come_after_their_parents(monkeypatch: pytest.MonkeyPatch) -> None:
+    import subprocess
+
+    from madbench_common import containers
+
+    seen: list[list[str]] = []
+    monkeypatch.setattr(containers, "run_engine", lambda _e=None: "docker")
+    monkeypatch.setattr(subprocess, "run", lambda cmd, **kw: seen.append(cmd) or
+                        subprocess.CompletedProcess(cmd, 0, "", ""))
+    containers.run_in_image("img", ["x"], mounts=[Mount(Path("/d/store"), "/d/store", False),
+                                                  Mount(Path("/d"), "/d")])
+    vols = [seen[0][i + 1] for i, a in enumerate(seen[0]) if a == "-v"]
+    assert vols == ["/d:/d:ro", "/d/store:/d/store:rw"]
+
+
+def test_buildah_run_remounts_the_root_read_only() -> None:
+    script = _buildah_script("ctr", ["madbench", "x y"], [Mount(Path("/s"), "/s", False)],
+                             {}, "10001:10001")
+    assert "mount -o remount,bind,ro \"$mnt\"" in script
+    assert "mount -t tmpfs -o mode=1777 tmpfs \"$mnt/tmp\"" in script
+    assert "--user 10001:10001 --cap-drop all" in script and "-v /s:/s:rw" in script
+    assert script.endswith("ctr -- madbench 'x y'")
+
+
+def test_image_flag_needs_an_engine(tmp_path: Path) -> None:
+    argv = ["run", "--store", str(tmp_path), "--run-id", "r", "--image", "reference-cpu"]
+    assert cli.main(argv) == 3
+
+
+def _normalised_rows(store: str, run_id: str) -> dict[str, list[dict[str, Any]]]:
+    """Each stage's rows with its own output prefix replaced by the stage name."""
+    run = RunStore(open_store(store), run_id)
+    graph = build_graph()
+    out = {}
+    for name in FIRST_FOUR:
+        marker = read_marker(run, name)
+        assert marker is not None, name
+        rows = read_manifest_bytes(load_impl(graph[name].target).row_type,
+                                   run.get_bytes(f"{name}/manifest.parquet"))
+        prefix_uri, prefix = run.uri(marker["prefix"]), marker["prefix"]
+
+        def norm(value: Any, prefix_uri: str = prefix_uri, prefix: str = prefix) -> Any:
+            if isinstance(value, str):
+                return value.replace(prefix_uri, "<out>").replace(prefix, "<out>")
+            return value
+
+        out[name] = [{k: norm(v) for k, v in dataclasses.asdict(r).items()} for r in rows]
+    return out
+
+
+@pytest.mark.image
+@pytest.mark.timeout(7200)  # a cold build takes longer than the suite's 600 s
+@pytest.mark.slow
+def test_engine_run_gives_the_same_manifests(demo_sources: Path, tmp_path: Path) -> None:
+    if os.environ.get("MADBENCH_IMAGE_TEST") != "1":
+        pytest.skip("opt-in: set MADBENCH_IMAGE_TEST=1 (needs the built reference-cpu image)")
+    from madbench_common.imagebuild import image_exists, local_ref
+
+    if not image_exists(local_ref("reference-cpu")):
+        pytest.fail("reference-cpu is not built: make base-images && make image "
+                    "IMAGE=reference-cpu")
+    tmp_path.chmod(0o755)  # the container user (10001 under root) reads the sources in it
+    params = {"ingest": {"sources": str(demo_sources)}}
+    local = RunOptions(store=str(tmp_path / "a"), run_id="r", until="split", progress=False,
+                       params=params, workers=2)
+    LocalRunner(build_graph, local).execute()
+    boxed = dataclasses.replace(local, store=str(tmp_path / "b"))
+    engine = ContainerEngine.create(os.environ.get("MADBENCH_RUN_ENGINE", ""), boxed.store, "r",
+                                    "reference-cpu", None, str(demo_sources), workers=2)
+    reports = LocalRunner(build_graph, boxed, engine).execute()
+    assert [r.stage for r in reports] == list(FIRST_FOUR)
+    run = RunStore(open_store(boxed.store), "r")
+    assert read_marker(run, "separate")["image"] == local_ref("reference-cpu")  # type: ignore[index]
+    a, b = _normalised_rows(local.store, "r"), _normalised_rows(boxed.store, "r")
+    for name in FIRST_FOUR:
+        assert a[name] == b[name], name
+    assert sum(len(v) for v in a.values()) >= 4 * 3

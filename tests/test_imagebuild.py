@@ -1,0 +1,100 @@
+"""Tests for the image build and image-test machinery that need no build engine."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from madbench_common import imagebuild
+from madbench_common.errors import ConfigError
+from madbench_common.imagebuild import BuildRecord, NoEngine, build_lock
+from madbench_common.imagetest import _host_stages, demo_sources
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+@pytest.fixture
+def fake_ca(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    ca = tmp_path / "ca.crt"
+    ca.write_text("-----BEGIN CERTIFICATE-----\n")
+    monkeypatch.setenv("MADBENCH_HOST_CA", str(ca))
+    return ca
+
+
+def test_buildah_command_uses_chroot_docker_format_and_the_ca_secret(fake_ca: Path) -> None:
+    cmd = imagebuild._build_cmd("buildah", "reference-cpu", "localhost/madbench/x:1",
+                                {"BASE_IMAGE": "localhost/madbench/base-py311:0.1.0"})
+    text = " ".join(cmd)
+    assert cmd[:2] == ["buildah", "bud"]
+    for flag in ("--isolation chroot", "--format docker", "--layers",
+                 f"--secret id=hostca,src={fake_ca}",
+                 "--build-arg BASE_IMAGE=localhost/madbench/base-py311:0.1.0",
+                 f"-f {ROOT / 'images' / 'reference-cpu' / 'Dockerfile'}"):
+        assert flag in text, flag
+    assert cmd[-1] == str(ROOT)
+    docker = imagebuild._build_cmd("docker", "base-py311", "t", {})
+    assert docker[:2] == ["docker", "build"] and "--secret" in docker
+
+
+def test_no_engine_is_a_skip_and_nothing_else(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(imagebuild.shutil, "which", lambda _name: None)
+    with pytest.raises(NoEngine, match="install buildah"):
+        imagebuild.engine()
+    assert imagebuild._main(["image", "reference-cpu"]) == 77
+
+
+def test_missing_base_is_a_clear_error(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(imagebuild, "image_exists", lambda _ref, _eng=None: False)
+    with pytest.raises(ConfigError, match="make base-images"):
+        imagebuild._build_args("reference-cpu", "debootstrap")
+
+
+def test_build_lock_serialises_and_says_whom_it_waits_for(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+        capsys: pytest.CaptureFixture[str]) -> None:
+    lock = tmp_path / "build.lock"
+    monkeypatch.setenv("MADBENCH_BUILD_LOCK", str(lock))
+    code = ("import time\nfrom madbench_common.imagebuild import build_lock\n"
+            "with build_lock('other-image'):\n    print('held', flush=True)\n    time.sleep(2)\n")
+    holder = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, text=True,
+                              env={**os.environ, "PYTHONPATH": str(ROOT)})
+    assert holder.stdout is not None and holder.stdout.readline().strip() == "held"
+    start = time.perf_counter()
+    with build_lock("mine"):
+        waited = time.perf_counter() - start
+        assert "building mine" in lock.read_text()
+    holder.wait(timeout=30)
+    assert waited > 0.5
+    err = capsys.readouterr().err
+    assert "waiting for the image build lock" in err and "building other-image" in err
+
+
+def test_build_record_for_the_lock() -> None:
+    rec = BuildRecord("s", "localhost/madbench/s:0.1.0", "sha256:" + "a" * 64, 3 * 2**30, 61.4,
+                      int(2.5 * 2**30), 2, "buildah 1.28.2", "2.13.0+cu130", "13.0")
+    entry = rec.as_lock()
+    assert entry["size_mb"] == 3072 and entry["build_s"] == 61 and entry["disk_peak_gb"] == 2.5
+    assert entry["torch"] == "2.13.0+cu130" and entry["cuda"] == "13.0"
+
+
+def test_image_test_runs_upstream_stages_on_the_host() -> None:
+    assert _host_stages(["ingest"]) == []
+    assert _host_stages(["separate"]) == ["ingest"]
+    assert _host_stages(["split"]) == ["ingest", "separate", "source_qc"]
+    assert _host_stages(["separate", "source_qc"]) == ["ingest"]
+
+
+def test_image_test_sources_are_demo_clips(tmp_path: Path) -> None:
+    csv = demo_sources(tmp_path / "src", 2)
+    from madbench_common.sources import list_sources
+
+    specs = list_sources(str(csv))
+    assert len(specs) == 2
+    for spec in specs:
+        for path in (spec.path, spec.speech_stem, spec.env_stem):
+            assert Path(path).is_file() and Path(path).is_relative_to(tmp_path)
