@@ -249,3 +249,25 @@ _eval("det-av-anomaly", "detector", "unavailable:AvAnomalySlot", "det-av-anomaly
       "unavailable here: AV Anomaly adapter not built yet", "AV Anomaly", "av_detector")
 _eval("det-batfd", "detector", "unavailable:BatfdSlot", "det-batfd",
       "unavailable here: BA-TFD+ adapter not built yet", "BA-TFD+", "av_detector")
+
+
+# The paper's environment generators and scene labeller (issue 11), each on its own image.
+for _slug, _role, _target, _image, _desc, _paper in (
+    ("env-audioldm2", "env_generator", "audioldm2:AudioLDM2TTA", "env-audioldm2",
+     "AudioLDM2 text-to-audio (diffusers AudioLDM2Pipeline, cvssp/audioldm2)", "AudioLDM2-TTA"),
+    ("env-audioldm2-ata", "env_generator", "audioldm2:AudioLDM2ATA", "env-audioldm2",
+     "AudioLDM2 audio-to-audio by SDEdit of the source environment's mel", "AudioLDM2-ATA"),
+    ("env-audiogen", "env_generator", "audiogen:AudioGenTTA", "env-audiogen",
+     "AudioGen medium (audiocraft 1.3.0), text-to-audio", "AudioGen"),
+    ("v2a-mmaudio", "env_generator", "mmaudio:MMAudioV2A", "v2a-mmaudio",
+     "MMAudio large_44k_v2, video-to-audio with a text prompt", "MMAudio"),
+    ("v2a-foleycrafter", "env_generator", "foleycrafter:FoleyCrafterV2A", "v2a-foleycrafter",
+     "FoleyCrafter (auffusion + temporal and semantic adapters), video-to-audio",
+     "FoleyCrafter"),
+    ("a2a-audiox", "env_generator", "audiox:AudioXA2A", "a2a-audiox",
+     "AudioX (ZeyueT/AudioX), regeneration from the source environment", "AudioX"),
+    ("scene-qwen25vl", "scene_labeller", "qwen25vl:Qwen25VLSceneLabeller", "scene-qwen25vl",
+     "Qwen2.5-VL-32B-Instruct scene caption + constrained taxonomy label", "Qwen2.5-VL-32B"),
+):
+    register(ModelSpec(_slug, _role, f"madbench_common.models.{_target}", False, _image, _desc,
+                       _paper))

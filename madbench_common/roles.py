@@ -217,6 +217,11 @@ class EnvGenerator(Model, Protocol):
 
     Text-to-audio: ``prompt`` + ``duration``; video-to-audio: ``frames`` (+ ``fps``)
     + ``prompt`` + ``duration``; audio-to-audio: ``source_env`` + ``prompt``.
+    ``negative_prompt`` lists the sounds to keep out (the scene's exclusions; speech,
+    singing, music and media playback always). Real-model adapters also set
+    ``last_settings`` (seed, sampler, steps, guidance, how the model's native length was
+    fitted to ``duration``) after each call, and may declare ``frame_request``
+    (fps, shorter-side size, frame cap) for the frames a video stage passes them.
     """
 
     paradigm: str
@@ -231,6 +236,7 @@ class EnvGenerator(Model, Protocol):
         fps: float = 0.0,
         source_env: Audio | None = None,
         seed: int = 0,
+        negative_prompt: str = "",
     ) -> Audio: ...
 
 

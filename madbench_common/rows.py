@@ -281,6 +281,11 @@ class SceneRow(ManifestRow):
     """An incompatible fine label (for text-to-audio scene-mismatched prompts)."""
     mismatch_prompt: str = ""
     taxonomy_version: str = ""
+    label_method: str = ""
+    """How ``assign`` chose the label: ``keyword`` (the shared deterministic step),
+    ``prompt`` (a VLM's constrained answer) or ``loglik`` (constrained label scoring)."""
+    label_raw: str = ""
+    """The labeller's raw answer text, where it generated one."""
 
 
 @manifest("pairs", 1)

@@ -11,6 +11,7 @@ Every model image lists its weights in ``images/<slug>/weights.yaml``::
       - name: AASIST.pth
         url: https://github.com/clovaai/aasist/raw/<commit>/models/weights/AASIST.pth
         sha256: <64 hex>                 # or null: unknown offline, recorded on first fetch
+        md5: <32 hex>                    # optional: the publisher's md5, checked on fetch
 
 A weights root (the ``madbench-weights`` volume, mounted read-only at ``/weights`` in
 every stage pod; ``$MADBENCH_WEIGHTS`` elsewhere) is laid out as::
@@ -93,12 +94,14 @@ class URLItem:
 
     ``sha256`` None means the publisher gives no checksum and none could be computed
     offline: the first fetch records the file's sha256 in ``weights.lock.json`` (trust on
-    first use); pin it in ``weights.yaml`` from that lock.
+    first use); pin it in ``weights.yaml`` from that lock. Where the publisher gives an
+    ``md5`` (MMAudio's release files), the fetch checks it.
     """
 
     name: str
     url: str
     sha256: str | None
+    md5: str = ""
 
 
 @dataclass(frozen=True)
@@ -141,16 +144,17 @@ def load_spec(image: str, images_dir: Path | None = None) -> WeightsSpec:
         hf = tuple(HFItem(repo=d["repo"], revision=str(d.get("revision", "main")),
                           files=tuple(d.get("files", ())), repo_type=d.get("repo_type", "model"))
                    for d in doc.get("hf") or ())
-        urls = tuple(URLItem(name=str(d["name"]), url=str(d["url"]), sha256=d.get("sha256"))
-                     for d in doc.get("urls") or ())
+        urls = tuple(URLItem(name=str(d["name"]), url=str(d["url"]), sha256=d.get("sha256"),
+                             md5=str(d.get("md5") or "")) for d in doc.get("urls") or ())
     except (KeyError, TypeError) as exc:
         raise ConfigError(f"{path}: malformed entry ({exc})") from None
     for u in urls:
         if (u.sha256 is not None and not (isinstance(u.sha256, str)
                                           and re.fullmatch(r"[0-9a-f]{64}", u.sha256))) or (
-                "/" in u.name):
+                "/" in u.name) or not re.fullmatch(r"(|[0-9a-f]{32})", u.md5):
             raise ConfigError(f"{path}: {u.name}: needs a 64-hex sha256 (quote it) or null "
-                              f"(recorded on first fetch), and a plain file name")
+                              f"(recorded on first fetch), an optional 32-hex md5 and a plain "
+                              f"file name")
     return WeightsSpec(image=image, hf=hf, urls=urls, notes=str(doc.get("notes", "")))
 
 
@@ -194,8 +198,8 @@ def url_file(name: str, *, image: str, root: str | os.PathLike[str] | None = Non
     return path
 
 
-def _sha256(path: Path) -> str:
-    h = hashlib.sha256()
+def _sha256(path: Path, algo: str = "sha256") -> str:
+    h = hashlib.new(algo)
     with path.open("rb") as f:
         for block in iter(lambda: f.read(1 << 20), b""):
             h.update(block)
@@ -224,20 +228,29 @@ def _fetch_hf(item: HFItem, base: Path) -> dict[str, Any]:
     return {"repo": item.repo, "revision": item.revision, "commit": commit, "files": files}
 
 
+def _mismatch(path: Path, item: URLItem) -> str:
+    """Why ``path`` is not the file ``item`` pins (empty when it is)."""
+    if item.sha256 is not None and (got := _sha256(path)) != item.sha256:
+        return f"sha256 {got} != {item.sha256}"
+    if item.md5 and (got := _sha256(path, "md5")) != item.md5:
+        return f"md5 {got} != {item.md5}"
+    return ""
+
+
 def _fetch_url(item: URLItem, image: str, base: Path) -> dict[str, Any]:
     dest = base / "files" / image / item.name
-    if not (dest.exists() and (item.sha256 is None or _sha256(dest) == item.sha256)):
+    if not (dest.exists() and not _mismatch(dest, item)):
         dest.parent.mkdir(parents=True, exist_ok=True)
         with tempfile.NamedTemporaryFile(dir=dest.parent, delete=False) as tmp, \
                 urllib.request.urlopen(item.url, timeout=600) as resp:
             shutil.copyfileobj(resp, tmp)
-        got = _sha256(Path(tmp.name))
-        if item.sha256 is not None and got != item.sha256:
+        why = _mismatch(Path(tmp.name), item)
+        if why:
             Path(tmp.name).unlink()
-            raise ConfigError(f"{item.url}: sha256 {got} != {item.sha256} in weights.yaml")
+            raise ConfigError(f"{item.url}: {why} in weights.yaml")
         os.replace(tmp.name, dest)
     return {"name": item.name, "url": item.url, "sha256": item.sha256 or _sha256(dest),
-            "sha256_pinned": item.sha256 is not None}
+            "sha256_pinned": item.sha256 is not None, **({"md5": item.md5} if item.md5 else {})}
 
 
 def fetch_weights(image: str, dest: str | os.PathLike[str],

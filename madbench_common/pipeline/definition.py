@@ -7,7 +7,8 @@ from dataclasses import replace
 from madbench_common.pipeline.eval_models import eval_model_stages
 from madbench_common.pipeline.graph import Graph, Stage
 
-__all__ = ["ENV_SETTINGS", "PAPER_SLOTS", "SPEECH_FULL", "SPEECH_SETTINGS", "build_graph"]
+__all__ = ["ENV_FULL", "ENV_SETTINGS", "PAPER_SLOTS", "SCENE_FULL", "SPEECH_FULL",
+           "SPEECH_SETTINGS", "build_graph"]
 
 _CLIP_INPUTS = ("ingest", "separate", "source_qc", "split")
 SPEECH_SETTINGS = (
@@ -58,9 +59,26 @@ PAPER_SLOTS = {
 """Stage → (the paper's model, its image slot in ``images/images.lock.yaml``), paper §3.2–3.4.
 
 The defaults above are CPU references standing in for these models (each reference's
-``paper_model`` names the model of its slot); on a cluster, pass the slot's image and
-model slug as ``-p <stage>_image=... -p <stage>_model=...``."""
+``paper_model`` names the model of its slot). ``workflows/full.yaml`` (each stage's
+``full`` profile) runs the slots' models on their images; any one stage can also be switched
+with ``-p <stage>_image=... -p <stage>_model=...``."""
 _FRAMES = {"frame_fps": 2.0, "frame_size": 112, "max_frames": 64}
+ENV_FULL = {
+    ("t2a", "a"): ("env-audioldm2", "env-audioldm2", "16Gi"),
+    ("t2a", "b"): ("env-audiogen", "env-audiogen", "16Gi"),
+    ("v2a", "a"): ("v2a-mmaudio", "v2a-mmaudio", "24Gi"),
+    ("v2a", "b"): ("v2a-foleycrafter", "v2a-foleycrafter", "16Gi"),
+    ("a2a", "a"): ("a2a-audiox", "a2a-audiox", "16Gi"),
+    ("a2a", "b"): ("env-audioldm2-ata", "env-audioldm2", "16Gi"),
+}
+"""(paradigm, slot) → (the paper's model, its image, pod memory) in the ``full`` profile
+(paper §3.4: TTA AudioLDM2 / AudioGen, VTA MMAudio / FoleyCrafter, ATA AudioX /
+AudioLDM2-ATA). Video models take frames at their own rate and size (``frame_request``).
+A diffusion generator spends tens of seconds per component, so a full-profile shard may
+run 6 h (raise ``<stage>_shards`` at the paper's scale; ``madbench plan`` compares)."""
+SCENE_FULL = {"model": "scene-qwen25vl", "image": "scene-qwen25vl", "gpu": 1,
+              "memory": "32Gi", "timeout": 7200}
+"""The scene stage in the ``full`` profile: Qwen2.5-VL-32B (paper §3.4) on one 80 GB GPU."""
 _QC_IMAGE = {"image": "qc", "gpu": 1, "memory": "16Gi"}
 """The ``full`` profile's QC models (Whisper large-v3, ECAPA, AST, CLAP, Silero) share one
 image; Whisper wants a GPU (fp16, about 3 GB)."""
@@ -154,9 +172,14 @@ def _generator(component: str, branch: str, slot: str, model: str) -> Stage:
     params: dict[str, object] = {"branch": branch}
     if branch == "v2a":
         params.update(_FRAMES)
-    full_model, full_image = SPEECH_FULL.get((branch, slot), ("", "")) \
-        if component == "speech" else ("", "")
-    full = {"model": full_model, "image": full_image} if full_model else {}
+    full: dict[str, object] = {}
+    if component == "speech" and (branch, slot) in SPEECH_FULL:
+        full_model, full_image = SPEECH_FULL[(branch, slot)]
+        full = {"model": full_model, "image": full_image}
+    elif component == "env" and (branch, slot) in ENV_FULL:
+        env_model, env_image, env_memory = ENV_FULL[(branch, slot)]
+        full = {"model": env_model, "image": env_image, "memory": env_memory,
+                "timeout": 21600}
     return Stage(
         name=f"{component}_{branch}_{slot}",
         role=role,
@@ -184,6 +207,7 @@ def _build_stages() -> list[Stage]:
             inputs=_CLIP_INPUTS,
             outputs=("scenes",),
             model="ref-caption-hint",
+            full=SCENE_FULL,
             shards=2,
             params={"frame_fps": 1.0, "frame_size": 336, "max_frames": 16},
         ),

@@ -373,7 +373,9 @@ class _EnvBase:
 
     def generate(self, *, sample_rate: Hertz, duration: Seconds, prompt: str,
                  frames: Frames | None = None, fps: float = 0.0,
-                 source_env: Audio | None = None, seed: int = 0) -> Audio:
+                 source_env: Audio | None = None, seed: int = 0,
+                 negative_prompt: str = "") -> Audio:
+        """``negative_prompt`` is accepted and unused: references synthesise no speech or music."""
         n = _duration_samples(duration, sample_rate)
         return self._generate(_Request(n, sample_rate, prompt, frames, fps, source_env, seed))
 

@@ -128,22 +128,20 @@ class PlanComponentsStage(StageImpl[ComponentRow]):
         k = int(self.ctx.params["mismatch_prompts"])
         seed = int(self.ctx.rng("mismatch", clip.clip_id).integers(0, 2**31 - 1))
         labels = mismatch_labels(scene.scene_label, scene.mismatch_label, k, seed)
-        rows = []
+        others = [build_prompt(label, clip.source.duration) for label in labels]
+        rows: list[ComponentRow] = []
         for stage in stages:
-            rows.append(self._env_row(clip, stage, scene.scene_label, scene.prompt, True))
-            if stage.params["branch"] == "t2a":
-                rows += [self._env_row(clip, stage, label,
-                                       build_prompt(label, clip.source.duration).text, False)
-                         for label in labels]
+            rows.append(self._env_row(clip, stage, scene.scene_label, scene.prompt,
+                                      scene.negative_prompt, True))
+            if stage.params["branch"] == "t2a":  # a mismatched scene keeps its own exclusions
+                rows += [self._env_row(clip, stage, p.label, p.text, p.negative, False)
+                         for p in others]
         return rows
 
     def _env_row(self, clip: ClipInputs, stage: Stage, label: str, prompt: str,
-                 match: bool) -> ComponentRow:
-        scene = clip.scene
-        assert scene is not None
+                 negative: str, match: bool) -> ComponentRow:
         return ComponentRow(
             component_id=component_id(clip.clip_id, stage.name, match,
                                       "" if match else label),
-            scene_match=match, prompt=prompt, prompt_label=label,
-            negative_prompt=scene.negative_prompt,
+            scene_match=match, prompt=prompt, prompt_label=label, negative_prompt=negative,
             **self._base(clip, stage, "env"))  # type: ignore[arg-type]

@@ -1,10 +1,12 @@
 """Scene stage: describe each eligible clip's video, assign a fine taxonomy label, build prompts.
 
-Scene labelling is two steps (paper §3.3): ``describe`` (frames → caption; the
-reference describer returns the sources' ``scene_caption``, a cluster image uses a
-VLM) and ``assign`` (caption → fine label, deterministic and shared by every
-describer). The label fixes the scene-matched generation prompt and, through the
-taxonomy's incompatible scenes, the label and prompt of the scene-mismatched one.
+Scene labelling is two steps (paper §3.4): ``describe`` (frames → caption; the
+reference describer returns the sources' ``scene_caption``, the ``scene-qwen25vl``
+image runs Qwen2.5-VL) and ``assign`` (caption → fine label: the deterministic keyword
+step for references, a constrained VLM prompt for Qwen2.5-VL; the row records the
+method and the raw answer from the labeller's ``last_assignment``). The label fixes
+the scene-matched generation prompt and, through the taxonomy's incompatible scenes,
+the label and prompt of the scene-mismatched one.
 """
 
 from __future__ import annotations
@@ -30,6 +32,7 @@ def label_scene(labeller: SceneLabeller, caption: str, duration: float, seed: in
     label = labeller.assign(caption)
     if label not in tax.fine:
         raise InputRejected(caption, "unknown_label", f"labeller returned {label!r}")
+    how = getattr(labeller, "last_assignment", None) or {}
     fine = tax.fine[label]
     prompt = build_prompt(label, duration, tax)
     other = pick_mismatch(label, seed, tax)
@@ -37,7 +40,8 @@ def label_scene(labeller: SceneLabeller, caption: str, duration: float, seed: in
             "domain": tax.coarse[fine.coarse].domain, "prompt": prompt.text,
             "negative_prompt": prompt.negative, "mismatch_label": other,
             "mismatch_prompt": build_prompt(other, duration, tax).text,
-            "taxonomy_version": tax.version}
+            "taxonomy_version": tax.version, "label_method": how.get("method", "keyword"),
+            "label_raw": how.get("raw", "")}
 
 
 class SceneStage(MapStage[SceneRow]):

@@ -12,6 +12,7 @@ from madbench_common.pipeline.definition import build_graph
 from madbench_common.rows import SceneRow, SourceQCRow, SourceRow, SplitRow, StemRow
 from madbench_common.stages.clips import ClipInputs
 from madbench_common.stages.plan_components import PlanComponentsStage, generator_stages
+from madbench_common.taxonomy import build_prompt
 
 
 def test_six_speech_and_six_env_settings_two_per_branch() -> None:
@@ -37,7 +38,7 @@ def _stage(targets: int, prompts: int) -> PlanComponentsStage:
             StemRow(clip_id=cid), SourceQCRow(clip_id=cid, transcript=text),
             SplitRow(clip_id=cid, split="train"),
             SceneRow(clip_id=cid, scene_label="forest", prompt="forest prompt",
-                     mismatch_label="kitchen"))
+                     negative_prompt="forest negative", mismatch_label="kitchen"))
     stage.__dict__["clips"] = clips
     stage.__dict__["targets"] = {"a": ["b", "c", "d", "e"], "b": ["a"]}
     return stage
@@ -61,6 +62,10 @@ def test_paper_plan_is_18_speech_and_12_env_candidates_per_clip() -> None:
         labels = [r.prompt_label for r in mism if r.setting == setting]
         assert len(set(labels)) == 3 and labels[0] in labels and "kitchen" in labels
     assert len({r.component_id for r in rows}) == len(rows)
+    # the prompt's scene decides the negative prompt (its exclusions + speech/music)
+    assert {r.negative_prompt for r in a_env if r.scene_match} == {"forest negative"}
+    assert all(r.negative_prompt == build_prompt(r.prompt_label, 4.0).negative
+               and "speech" in r.negative_prompt for r in mism)
 
 
 def test_cross_identity_tts_takes_the_targets_transcript_as_ref_text() -> None:

@@ -1,0 +1,93 @@
+"""Offline tokenizer material for tiny models: byte-level BPE vocabularies and SentencePiece.
+
+Real tokenizers are files on the hub; these build small, valid equivalents in code so a
+tiny model's ``from_pretrained`` finds a tokenizer in the real layout.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from pathlib import Path
+
+__all__ = [
+    "bpe_vocab",
+    "byte_unicode",
+    "sentencepiece_model",
+    "unigram_pieces",
+    "write_bpe_files",
+]
+
+CORPUS = (
+    "ambient sound of a busy street with traffic and footsteps",
+    "rain on a window, wind and distant thunder in a quiet room",
+    "birds singing in a forest, leaves rustling, a stream of water",
+    "machine hum in a factory, metal clanks and a ventilation fan",
+    "no speech, no music, environmental sounds only",
+)
+
+
+def byte_unicode() -> dict[int, str]:
+    """GPT-2's reversible byte → printable-unicode table (the base of byte-level BPE)."""
+    keep = [*range(ord("!"), ord("~") + 1), *range(ord("¡"), ord("¬") + 1),
+            *range(ord("®"), ord("ÿ") + 1)]
+    table, extra = {}, 0
+    for b in range(256):
+        if b in keep:
+            table[b] = chr(b)
+        else:
+            table[b] = chr(256 + extra)
+            extra += 1
+    return table
+
+
+def bpe_vocab(specials: Sequence[str], end_of_word: str = "") -> tuple[dict[str, int], list[str]]:
+    """A merge-free byte-level BPE vocabulary: specials, 256 byte symbols (and their
+    ``end_of_word`` forms for CLIP-style tokenizers). Every byte string tokenizes."""
+    symbols = list(dict.fromkeys([*specials, *byte_unicode().values()]))
+    if end_of_word:
+        symbols += [s + end_of_word for s in byte_unicode().values()]
+    return {s: i for i, s in enumerate(symbols)}, []
+
+
+def write_bpe_files(folder: Path, vocab: dict[str, int], merges: Sequence[str]) -> None:
+    """``vocab.json`` and ``merges.txt`` as slow GPT-2/Roberta/CLIP tokenizers read them."""
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / "vocab.json").write_text(json.dumps(vocab, ensure_ascii=False))
+    (folder / "merges.txt").write_text("#version: 0.2\n" + "".join(m + "\n" for m in merges))
+
+
+def unigram_pieces(specials: Sequence[str] = ("<pad>", "</s>", "<unk>")) -> list[tuple[str, float]]:
+    """A small Unigram vocabulary (specials, then words and letters of :data:`CORPUS`)."""
+    words = sorted({w for line in CORPUS for w in line.replace(",", " ").split()})
+    letters = sorted({c for line in CORPUS for c in line if c.strip()})
+    pieces = [(s, 0.0) for s in specials]
+    pieces += [("▁" + w, -float(i + 1)) for i, w in enumerate(words)]
+    pieces += [(c, -100.0) for c in letters]
+    return pieces
+
+
+def sentencepiece_model(path: Path) -> Path:
+    """Write a SentencePiece unigram model (T5's ``spiece.model`` layout) for
+    :func:`unigram_pieces` directly as a ModelProto: no trainer run (sentencepiece 0.1.99's
+    trainer segfaults under pytest here), deterministic bytes. Ids: pad 0, eos 1, unk 2."""
+    from sentencepiece import sentencepiece_model_pb2 as pb
+
+    model = pb.ModelProto()
+    kinds = {"<pad>": pb.ModelProto.SentencePiece.CONTROL,
+             "</s>": pb.ModelProto.SentencePiece.CONTROL,
+             "<unk>": pb.ModelProto.SentencePiece.UNKNOWN}
+    for piece, score in unigram_pieces():
+        sp = model.pieces.add()
+        sp.piece, sp.score = piece, score
+        sp.type = kinds.get(piece, pb.ModelProto.SentencePiece.NORMAL)
+    spec = model.trainer_spec
+    spec.model_type = pb.TrainerSpec.UNIGRAM
+    spec.vocab_size = len(model.pieces)
+    spec.pad_id, spec.eos_id, spec.unk_id, spec.bos_id = 0, 1, 2, -1
+    model.normalizer_spec.name = "identity"
+    model.normalizer_spec.add_dummy_prefix = True
+    model.normalizer_spec.escape_whitespaces = True
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_bytes(model.SerializeToString())
+    return path
