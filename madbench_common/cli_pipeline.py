@@ -48,6 +48,9 @@ def add_commands(sub: argparse._SubParsersAction[Any]) -> None:
     run.add_argument("--weights", default=None,
                      help="with --engine: weights root mounted at /weights (default: "
                           "$MADBENCH_WEIGHTS)")
+    run.add_argument("--python", action="append", default=[], metavar="STAGE=PATH",
+                     help="run STAGE's shards and merge with this interpreter, e.g. a model "
+                          "family's venv (.venvs/<slug>/bin/python; see make demo-omni)")
     run.set_defaults(func=cmd_run)
 
     status = sub.add_parser("status", help="stages done, shards pending, quarantined inputs")
@@ -111,9 +114,19 @@ def cmd_run(args: argparse.Namespace) -> int:
                                         args.weights, args.sources, opts.workers)
     elif args.image or args.weights:
         raise ConfigError("--image and --weights need --engine podman|docker|buildah")
-    LocalRunner(build_graph, opts, engine).execute()
+    LocalRunner(build_graph, opts, engine, _interpreters(args, graph, opts)).execute()
     print_status(collect_status(RunStore(open_store(args.store), args.run_id), graph))
     return 0
+
+
+def _interpreters(args: argparse.Namespace, graph: Any, opts: RunOptions) -> dict[str, Any]:
+    from madbench_common.pipeline.interpreter import InterpreterEngine, parse_interpreters
+
+    chosen = parse_interpreters(args.python)
+    for stage in chosen:
+        graph[stage]  # unknown stage names fail before any work
+    return {stage: InterpreterEngine(python, args.store, args.run_id, opts.workers)
+            for stage, python in chosen.items()}
 
 
 def _parse_shards(values: list[str]) -> dict[str, int]:

@@ -13,6 +13,7 @@ words, so every option's first token is a real, distinct piece of the vocabulary
 
 from __future__ import annotations
 
+import json
 import os
 import sys
 import tempfile
@@ -23,7 +24,8 @@ from typing import Any
 
 from madbench_common.weights import install_local_snapshot
 
-__all__ = ["QWEN_CHAT_TEMPLATE", "install_tiny_qwen25omni", "main", "omni_texts"]
+__all__ = ["GEMMA_CHAT_TEMPLATE", "QWEN_CHAT_TEMPLATE", "install_tiny_gemma4",
+           "install_tiny_qwen25omni", "install_tiny_tf5_omni", "main", "omni_texts"]
 
 QWEN_CHAT_TEMPLATE = (
     "{% for message in messages %}"
@@ -41,6 +43,22 @@ QWEN_CHAT_TEMPLATE = (
 )
 """ChatML with Qwen2.5-Omni's media markers, as the released ``chat_template.json`` lays a
 conversation out (system turn, media then text in the user turn, generation prompt)."""
+GEMMA_CHAT_TEMPLATE = (
+    "{{ bos_token }}{% for message in messages %}"
+    "{% set role = 'model' if message['role'] == 'assistant' else message['role'] %}"
+    "<start_of_turn>{{ role }}\n{% if message['content'] is string %}"
+    "{{ message['content'] | trim }}{% else %}{% for item in message['content'] %}"
+    "{% if item['type'] == 'image' %}<|image|>{% elif item['type'] == 'video' %}<|video|>"
+    "{% elif item['type'] == 'audio' %}<audio_soft_token>"
+    "{% elif item['type'] == 'text' %}{{ item['text'] | trim }}{% endif %}{% endfor %}{% endif %}"
+    "<end_of_turn>\n{% endfor %}{% if add_generation_prompt %}<start_of_turn>model\n{% endif %}"
+)
+"""Gemma turns (``<start_of_turn>user`` … ``<end_of_turn>``, ``<start_of_turn>model``) with
+Gemma 4's media placeholders, which the processor expands (audio soft tokens between
+``<start_of_audio>``/``<end_of_audio>``, timestamped frames for video)."""
+_GEMMA_SPECIALS = {"image_token": "<|image|>", "boi_token": "<start_of_image>",
+                   "eoi_token": "<end_of_image>", "audio_token": "<audio_soft_token>",
+                   "boa_token": "<start_of_audio>", "eoa_token": "<end_of_audio>"}
 _QWEN_SPECIALS = {"audio_token": "<|AUDIO|>", "audio_bos_token": "<|audio_bos|>",
                   "audio_eos_token": "<|audio_eos|>", "image_token": "<|IMAGE|>",
                   "video_token": "<|VIDEO|>", "vision_bos_token": "<|vision_bos|>",
@@ -73,8 +91,15 @@ def _bpe(texts: list[str], specials: list[str], vocab_size: int = 600) -> Any:
 
 @contextmanager
 def _staging(root: str | os.PathLike[str], repo: str, revision: str) -> Iterator[Path]:
+    """A folder that becomes ``repo``'s snapshot, marked as tiny and random
+    (:data:`~madbench_common.models._omni_hf.TINY_MARKER`) so adapters can say so."""
+    from madbench_common.models._omni_hf import TINY_MARKER
+
     with tempfile.TemporaryDirectory() as tmp:
         yield Path(tmp)
+        (Path(tmp) / TINY_MARKER).write_text(json.dumps(
+            {"random": True, "made_by": "madbench_common.models.tiny_omni",
+             "note": "tiny randomly initialised model: its outputs are noise"}) + "\n")
         install_local_snapshot(root, repo, tmp, revision=revision)
 
 
@@ -153,7 +178,76 @@ def install_tiny_qwen25omni(root: str | os.PathLike[str], seed: int = 0) -> Path
     return _snapshot_dir(root, REPO, REVISION)
 
 
-_INSTALLERS = {"qwen25omni": install_tiny_qwen25omni}
+def _gemma_tokenizer() -> Any:
+    from transformers import GemmaTokenizerFast
+
+    chat = ["<pad>", "<eos>", "<bos>", "<unk>", "<start_of_turn>", "<end_of_turn>", "<|video|>"]
+    bpe = _bpe(omni_texts(), [*chat, *_GEMMA_SPECIALS.values()])
+    return GemmaTokenizerFast(tokenizer_object=bpe, bos_token="<bos>", eos_token="<eos>",
+                              pad_token="<pad>", unk_token="<unk>",
+                              extra_special_tokens=_GEMMA_SPECIALS)
+
+
+def _gemma_config(tok: Any) -> Any:
+    from transformers import Gemma4Config
+
+    ids = tok.convert_tokens_to_ids
+    text = {"vocab_size": len(tok), "hidden_size": 32, "intermediate_size": 64,
+            "num_hidden_layers": 2, "num_attention_heads": 2, "num_key_value_heads": 1,
+            "head_dim": 16, "vocab_size_per_layer_input": len(tok),
+            "hidden_size_per_layer_input": 8, "sliding_window": 32,
+            "layer_types": ["sliding_attention", "full_attention"],
+            "max_position_embeddings": 4096, "pad_token_id": ids("<pad>"),
+            "bos_token_id": ids("<bos>"), "eos_token_id": [ids("<eos>"), ids("<end_of_turn>")]}
+    # The audio projection assumes 128 mel bins halved twice: first conv width 128.
+    audio = {"hidden_size": 16, "num_hidden_layers": 1, "num_attention_heads": 2,
+             "subsampling_conv_channels": [128, 4], "output_proj_dims": 32}
+    vision = {"hidden_size": 16, "intermediate_size": 32, "num_hidden_layers": 1,
+              "num_attention_heads": 2, "num_key_value_heads": 2, "head_dim": 8}
+    return Gemma4Config(
+        text_config=text, vision_config=vision, audio_config=audio,
+        boi_token_id=ids("<start_of_image>"), eoi_token_id=ids("<end_of_image>"),
+        image_token_id=ids("<|image|>"), video_token_id=ids("<|video|>"),
+        boa_token_id=ids("<start_of_audio>"), eoa_token_index=ids("<end_of_audio>"),
+        audio_token_id=ids("<audio_soft_token>"))
+
+
+def install_tiny_gemma4(root: str | os.PathLike[str], seed: int = 0) -> Path:
+    """A 2-layer, 32-dim Gemma 4 (1-layer audio conformer and vision encoder) saved as
+    ``Gemma4ForConditionalGeneration`` with ``Gemma4Processor`` files (Gemma 4's audio
+    feature extractor, image and video processors at 70 soft tokens per frame, a byte-BPE
+    Gemma tokenizer with Gemma 4's media tokens) and a Gemma-turn chat template."""
+    import torch
+    from transformers import (
+        Gemma4AudioFeatureExtractor,
+        Gemma4ForConditionalGeneration,
+        Gemma4ImageProcessor,
+        Gemma4Processor,
+        Gemma4VideoProcessor,
+    )
+
+    from madbench_common.models.gemma4 import REPO, REVISION
+
+    tok = _gemma_tokenizer()
+    torch.manual_seed(seed)
+    model = Gemma4ForConditionalGeneration(_gemma_config(tok))
+    processor = Gemma4Processor(
+        feature_extractor=Gemma4AudioFeatureExtractor(),
+        image_processor=Gemma4ImageProcessor(max_soft_tokens=70), tokenizer=tok,
+        video_processor=Gemma4VideoProcessor(max_soft_tokens=70),
+        chat_template=GEMMA_CHAT_TEMPLATE)
+    with _staging(root, REPO, REVISION) as src:
+        model.save_pretrained(src)
+        processor.save_pretrained(src)
+    return _snapshot_dir(root, REPO, REVISION)
+
+
+def install_tiny_tf5_omni(root: str | os.PathLike[str], seed: int = 0) -> list[Path]:
+    """Both models of the ``omni-qwen25omni`` image (Qwen2.5-Omni and Gemma 4)."""
+    return [install_tiny_qwen25omni(root, seed), install_tiny_gemma4(root, seed)]
+
+
+_INSTALLERS = {"qwen25omni": install_tiny_qwen25omni, "gemma4": install_tiny_gemma4}
 
 
 def main(argv: list[str] | None = None) -> int:
