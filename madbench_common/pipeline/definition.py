@@ -117,8 +117,9 @@ def build_graph() -> Graph:
                                          "Television", "Radio"],
                         "max_music_prob": 0.5, "min_env_dbfs": -60.0,
                         "max_clip_fraction": 0.001},
-                full={"model": "qc-silero-vad+qc-whisper", **_QC_IMAGE,
-                      "params": {"vad": "qc-silero-vad", "asr": "qc-whisper"}},
+                full={"model": "qc-silero-vad+qc-whisper+qc-ast", **_QC_IMAGE,
+                      "params": {"vad": "qc-silero-vad", "asr": "qc-whisper",
+                                 "tagger": "qc-ast"}},
             ),
             Stage(
                 name="split",
@@ -220,9 +221,9 @@ def _build_stages() -> list[Stage]:
                     "max_env_leakage": 0.0, "max_wer": 0.8,
                     "wer_gate": ["transcript", "asr_source"], "asr_all": False,
                     "min_same_similarity": 0.6, "min_identity_shift": 0.0},
-            full={"model": "qc-silero-vad+qc-whisper+qc-ecapa", **_QC_IMAGE,
+            full={"model": "qc-silero-vad+qc-whisper+qc-ecapa+qc-ast", **_QC_IMAGE,
                   "params": {"vad": "qc-silero-vad", "asr": "qc-whisper", "speaker": "qc-ecapa",
-                             "prompt_model": "qc-clap", "asr_all": True,
+                             "tagger": "qc-ast", "prompt_model": "qc-clap", "asr_all": True,
                              "min_same_similarity": _ECAPA_SAME_SPEAKER}},
         ),
         Stage(
