@@ -16,6 +16,7 @@
 
 from __future__ import annotations
 
+import importlib.machinery
 import sys
 import types
 from collections.abc import Iterator, Sequence
@@ -109,20 +110,29 @@ def flash_attn_varlen_sdpa(q: Any, k: Any, v: Any, cu_seqlens_q: Any, cu_seqlens
     return torch.cat(outs, dim=0)
 
 
+def _module(name: str) -> types.ModuleType:
+    """An empty module with a spec (``importlib.util.find_spec`` — which transformers calls
+    on import to probe for optional packages — refuses modules whose spec is ``None``);
+    it has no distribution metadata, so transformers still reports the package absent."""
+    module = types.ModuleType(name)
+    module.__spec__ = importlib.machinery.ModuleSpec(name, None)
+    return module
+
+
 def install_remote_shims() -> None:
     """Put the SDPA ``flash_attn`` and the ``deepspeed`` stub in ``sys.modules`` unless the
     real packages import (then they are used)."""
     try:
         import flash_attn  # noqa: F401
     except ImportError:
-        shim = types.ModuleType("flash_attn")
+        shim = _module("flash_attn")
         shim.flash_attn_varlen_func = flash_attn_varlen_sdpa  # type: ignore[attr-defined]
         shim.__madbench_shim__ = True  # type: ignore[attr-defined]
         sys.modules["flash_attn"] = shim
     try:
         import deepspeed  # noqa: F401
     except ImportError:
-        stub = types.ModuleType("deepspeed")
+        stub = _module("deepspeed")
         stub.zero = types.SimpleNamespace(  # type: ignore[attr-defined]
             register_external_parameter=lambda *_a, **_k: None)
         stub.__madbench_shim__ = True  # type: ignore[attr-defined]
