@@ -22,6 +22,7 @@ _EXTENSIONS = (
     "madbench_common.cli_eval",
     "madbench_common.cli_weights",
     "madbench_common.cli_taxonomy",
+    "madbench_common.cli_omni",
 )
 
 

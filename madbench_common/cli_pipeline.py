@@ -65,6 +65,9 @@ def add_commands(sub: argparse._SubParsersAction[Any]) -> None:
     run.add_argument("--weights", default=None,
                      help="with --engine: weights root mounted at /weights (default: "
                           "$MADBENCH_WEIGHTS)")
+    run.add_argument("--python", action="append", default=[], metavar="STAGE=PATH",
+                     help="run STAGE's shards and merge with this interpreter, e.g. a model "
+                          "family's venv (.venvs/<slug>/bin/python; see make demo-omni)")
     run.set_defaults(func=cmd_run)
 
     copy = sub.add_parser("copy", help="copy a run to another store (file <-> S3); it resumes "
@@ -140,7 +143,7 @@ def cmd_run(args: argparse.Namespace) -> int:
                                         args.weights, args.sources, opts.workers)
     elif args.image or args.weights:
         raise ConfigError("--image and --weights need --engine podman|docker|buildah")
-    LocalRunner(build_graph, opts, engine).execute()
+    LocalRunner(build_graph, opts, engine, _interpreters(args, graph, opts)).execute()
     print_status(collect_status(RunStore(open_store(args.store), args.run_id), graph))
     return 0
 
@@ -151,6 +154,16 @@ def cmd_copy(args: argparse.Namespace) -> int:
     count = copy_run(src, dst)
     print(f"copied {count} objects: {src.store.uri(src.run_id)} -> {dst.store.uri(dst.run_id)}")
     return 0
+
+
+def _interpreters(args: argparse.Namespace, graph: Any, opts: RunOptions) -> dict[str, Any]:
+    from madbench_common.pipeline.interpreter import InterpreterEngine, parse_interpreters
+
+    chosen = parse_interpreters(args.python)
+    for stage in chosen:
+        graph[stage]  # unknown stage names fail before any work
+    return {stage: InterpreterEngine(python, args.store, args.run_id, opts.workers)
+            for stage, python in chosen.items()}
 
 
 def _parse_shards(values: list[str]) -> dict[str, int]:

@@ -271,3 +271,28 @@ for _slug, _role, _target, _image, _desc, _paper in (
 ):
     register(ModelSpec(_slug, _role, f"madbench_common.models.{_target}", False, _image, _desc,
                        _paper))
+
+
+# Zero-shot omni models of paper §4.2 (issue 13): one image per pin set, prompts in
+# madbench_common/prompts, one ``omni_<model>`` stage each (stages/omni.py).
+def _omni(slug: str, target: str, description: str, paper: str, image: str = "") -> None:
+    register(ModelSpec(slug, "omni", f"madbench_common.models.{target}", False, image or slug,
+                       description, paper, "omni"))
+
+
+_omni("omni-qwen25omni", "qwen25omni:QwenOmni",
+      "Qwen/Qwen2.5-Omni-7B thinker via transformers (no talker); first-token logits",
+      "Qwen2.5-Omni-7B")
+register(ModelSpec("omni-qwen25omni-tiny", "omni",
+                   "madbench_common.models.qwen25omni:TinyQwenOmni", True, "omni-qwen25omni",
+                   "tiny RANDOM Qwen2.5-Omni thinker for make demo-omni (answers are noise)",
+                   "Qwen2.5-Omni-7B", "omni"))
+_omni("omni-gemma4", "gemma4:Gemma4Omni",
+      "google/gemma-4-E4B-it via transformers Gemma4ForConditionalGeneration; "
+      "first-token logits", "Gemma-4-E4B-it", image="omni-qwen25omni")
+_omni("omni-minicpmo45", "minicpmo:MiniCPMo45",
+      "openbmb/MiniCPM-o-4_5 remote code (transformers 4.51); chat() answer + LLM forward "
+      "logits", "MiniCPM-o 4.5")
+_omni("omni-baichuan15", "baichuan_omni:BaichuanOmni15",
+      "baichuan-inc/Baichuan-Omni-1d5 remote code + its git repo (transformers 4.45, SDPA)",
+      "Baichuan-Omni-1.5")

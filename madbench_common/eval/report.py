@@ -21,6 +21,7 @@ import numpy as np
 
 from madbench_common.compat import zip_strict
 from madbench_common.eval.metrics import roc_points
+from madbench_common.eval.prompt_table import prompt_table
 from madbench_common.eval.suite import EvalResult
 from madbench_common.eval.tables import Table, col, long_table, paper_tables, parse_table
 from madbench_common.eval.tasks import task_labels
@@ -40,7 +41,9 @@ def _extra_tables(results: Sequence[EvalResult]) -> list[Table]:
         col("auc_held_out", "AUC held out"), col("drop", "drop"), col("n_fake", "N fake"),
         col("n_real", "N real")])
     parse = parse_table(list(results))
-    return [parse, gen, logo] if parse.sections else [gen, logo]
+    if not parse.sections:
+        return [gen, logo]
+    return [parse, prompt_table(list(results)), gen, logo]
 
 
 def report_tables(results: Sequence[EvalResult]) -> list[Table]:

@@ -6,6 +6,7 @@ from dataclasses import replace
 
 from madbench_common.pipeline.eval_models import eval_model_stages
 from madbench_common.pipeline.graph import Graph, Stage
+from madbench_common.pipeline.omni_models import omni_model_stages
 
 __all__ = ["ENV_FULL", "ENV_SETTINGS", "PAPER_SLOTS", "SCENE_FULL", "SPEECH_FULL",
            "SPEECH_SETTINGS", "build_graph"]
@@ -288,6 +289,7 @@ def _eval_stages() -> list[Stage]:
                     "frame_size": 112},
         ),
         *models,
+        *omni_model_stages(),
         Stage(
             name="evaluate",
             role="core",

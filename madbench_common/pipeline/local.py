@@ -50,6 +50,7 @@ from madbench_common.store import RunStore, open_store
 
 if TYPE_CHECKING:
     from madbench_common.pipeline.container import ContainerEngine
+    from madbench_common.pipeline.interpreter import InterpreterEngine
 
 __all__ = ["LocalRunner", "RunOptions", "StageReport"]
 
@@ -140,11 +141,14 @@ class LocalRunner:
     """Topological run of a :class:`Graph` against a store."""
 
     def __init__(self, graph_factory: Callable[[], Graph], options: RunOptions,
-                 engine: ContainerEngine | None = None) -> None:
+                 engine: ContainerEngine | None = None,
+                 stage_engines: dict[str, InterpreterEngine] | None = None) -> None:
         self.graph_factory = graph_factory
         self.graph = graph_factory()
         self.opts = options
         self.engine = engine
+        self.stage_engines = stage_engines or {}
+        """Stages run by another interpreter (``--python STAGE=PATH``), whatever ``engine``."""
         self.run = RunStore(open_store(options.store), options.run_id)
         self.reports: list[StageReport] = []
 
@@ -241,7 +245,8 @@ class LocalRunner:
         lease: RunLease,
     ) -> StageReport:
         params = self.opts.params.get(stage.name, {})
-        image = EMBEDDED_IMAGE if self.engine is None else self.engine.image_ref(stage)
+        engine = self.stage_engines.get(stage.name, self.engine)
+        image = EMBEDDED_IMAGE if engine is None else engine.image_ref(stage)
         ctx = make_context(self.run, self.graph, stage.name, params, image, self.opts.seed)
         if stage_done(ctx):
             marker = json.loads(self.run.get_bytes(f"{stage.name}/_SUCCESS"))
@@ -256,15 +261,15 @@ class LocalRunner:
         def tick() -> None:
             progress.advance(task)
 
-        if self.engine is None:
+        if engine is None:
             results = self._run_shards(stage, params, n, pool, tick)
             lease.check()
             marker, merge_s, merge_rss, merge_retries = self._merge(ctx, n)
         else:
-            results = self.engine.run_shards(stage, params, self.opts.seed, n, tick)
+            results = engine.run_shards(stage, params, self.opts.seed, n, tick)
             lease.check()
             merge_start = time.perf_counter()
-            marker = self.engine.merge(stage, params, self.opts.seed, n)
+            marker = engine.merge(stage, params, self.opts.seed, n)
             merge_s, merge_rss, merge_retries = time.perf_counter() - merge_start, 0, {}
             self._worker_retries.extend(r.retries for r in results)
         seconds = time.perf_counter() - start

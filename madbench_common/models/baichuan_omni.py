@@ -1,0 +1,178 @@
+"""Baichuan-Omni-1.5 as a zero-shot omni model (paper §4.2, §5): remote code + its git repo.
+
+Code and weights: the modeling code is taken from the git repository
+``baichuan-inc/Baichuan-Omni-1.5`` at a pinned commit (``image.yaml`` ``upstream_src``,
+folder ``baichuan-omni/model``: code, config, tokenizer); the weights from the hub
+snapshot ``baichuan-inc/Baichuan-Omni-1d5``. :func:`model_dir` lays both out in one
+folder (weights linked), which ``AutoModelForCausalLM.from_pretrained(...,
+trust_remote_code=True)`` loads. The upstream modules import ``flash_attn`` (CUDA
+build) and ``deepspeed``: :func:`~madbench_common.models._remote.install_remote_shims`
+answers ``flash_attn_varlen_func`` with SDPA per packed sequence and stubs the ZeRO
+hook, so the image needs neither (the LLM itself already uses SDPA at inference).
+
+Prompt (:func:`message`, the web demo's layout): ``<B_SYS>`` + system prompt, ``<C_Q>``,
+then ``<video_start_baichuan>{"local": mp4}<video_end_baichuan>`` for A-V (frames
+written at the stage's rate, default 1 fps, which the processor decodes at 1 fps),
+``<audio_start_baichuan>{"path": wav}<audio_end_baichuan>`` (16 kHz WAV), the question,
+and ``<C_A>``. The demo's ``<audiotext_start_baichuan>`` (spoken reply) is left out: the
+reply is text. The processor prints and swallows media errors (a silently dropped
+modality); :meth:`BaichuanOmni15.inputs` therefore fails when the audio (or the video)
+did not make it into the batch.
+
+Scores: ``model.generate(..., do_sample=False, output_logits=True)`` — the first
+decoding step's logits at each option's first token.
+
+Not run here: a tiny random model of this architecture needs the repository's whole
+model stack (audio VQ tokenizer, flow-matching decoder, visual encoder) in torch 2.4;
+the tests check the prompt, the media files, the SDPA shim and the parsing, and skip
+the forward (blocker: no tiny configuration of OmniForCausalLM offline).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import tempfile
+import time
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from madbench_common.audio import resample, wav_bytes
+from madbench_common.errors import ConfigError
+from madbench_common.models._hf import torch_device
+from madbench_common.models._omni_hf import checkpoint_version, greedy_reply, torch_dtype
+from madbench_common.models._remote import install_remote_shims
+from madbench_common.roles import Frames, OmniAnswer
+from madbench_common.types import Audio, Hertz
+from madbench_common.weights import hf_path
+
+__all__ = ["CODE_ENV", "IMAGE", "REPO", "REVISION", "SYSTEM_PROMPT", "BaichuanOmni15",
+           "message", "model_dir", "write_frames"]
+
+IMAGE = "omni-baichuan15"
+REPO = "baichuan-inc/Baichuan-Omni-1d5"
+REVISION = "main"
+CODE_ENV = "MADBENCH_BAICHUAN_CODE"
+"""Folder of the git repository's ``baichuan-omni/model`` (default: the image's copy)."""
+_DEFAULT_CODE = "/opt/upstream/baichuan-omni/baichuan-omni/model"
+SAMPLE_RATE = 16000
+MAX_AUDIO_SECONDS = 30.0
+SYSTEM_PROMPT = "You are a helpful assistant."
+_WEIGHT_SUFFIXES = (".safetensors", ".bin", ".index.json")
+
+
+def message(prompt: str, audio_path: str, video_path: str | None = None,
+            system: str = SYSTEM_PROMPT) -> str:
+    """The processor's input string: system, question turn with media, answer turn."""
+    parts = ["<B_SYS>", system, "<C_Q>"]
+    if video_path is not None:
+        parts += ["<video_start_baichuan>", json.dumps({"local": video_path}),
+                  "<video_end_baichuan>"]
+    parts += ["<audio_start_baichuan>", json.dumps({"path": audio_path}),
+              "<audio_end_baichuan>", prompt, "<C_A>"]
+    return "".join(parts)
+
+
+def write_frames(frames: Frames, fps: float, path: Path) -> Path:
+    """An H.264 MP4 of ``frames`` (T, H, W, 3) at ``fps`` (even sizes, as x264 needs)."""
+    from fractions import Fraction
+
+    import av
+
+    arr = np.asarray(frames, np.uint8)
+    h, w = arr.shape[1] // 2 * 2, arr.shape[2] // 2 * 2
+    rate = Fraction(fps).limit_denominator(1000) if fps > 0 else Fraction(1)
+    with av.open(str(path), "w", format="mp4") as out:
+        stream = out.add_stream("libx264", rate=rate)
+        stream.width, stream.height, stream.pix_fmt = w, h, "yuv420p"
+        for img in arr[:, :h, :w]:
+            out.mux(stream.encode(av.VideoFrame.from_ndarray(np.ascontiguousarray(img),
+                                                              format="rgb24")))
+        out.mux(stream.encode())
+    return path
+
+
+def model_dir(code: Path, weights: Path, dest: Path) -> Path:
+    """``dest`` with the repository's code/config/tokenizer files and links to the weights."""
+    if not (code / "modeling_omni.py").exists():
+        raise ConfigError(f"{code}: no modeling_omni.py; set {CODE_ENV} to the git repository's "
+                          "baichuan-omni/model folder (make image IMAGE=omni-baichuan15 copies it)")
+    dest.mkdir(parents=True, exist_ok=True)
+    for src in code.iterdir():
+        if src.is_file():
+            (dest / src.name).write_bytes(src.read_bytes())
+    for src in weights.iterdir():
+        if src.name.endswith(_WEIGHT_SUFFIXES) and not (dest / src.name).exists():
+            os.symlink(src.resolve(), dest / src.name)
+    return dest
+
+
+class BaichuanOmni15:
+    """Baichuan-Omni-1.5: greedy text reply plus first-token option log-probs."""
+
+    slug = "omni-baichuan15"
+    reference = False
+    modes = ("A", "AV")
+
+    def __init__(self, device: str | None = None, root: str | Path | None = None,
+                 dtype: str | None = None) -> None:
+        from transformers import AutoModelForCausalLM, AutoTokenizer
+
+        install_remote_shims()
+        snap = hf_path(REPO, image=IMAGE, revision=REVISION, root=root)
+        self._tmp = tempfile.TemporaryDirectory(prefix="mb-baichuan-")
+        path = model_dir(Path(os.environ.get(CODE_ENV, _DEFAULT_CODE)), snap,
+                         Path(self._tmp.name) / "model")
+        self.device = torch_device(device)
+        self.model = AutoModelForCausalLM.from_pretrained(
+            path, trust_remote_code=True, torch_dtype=torch_dtype(self.device, dtype),
+        ).to(self.device).eval()
+        self.model.training = False
+        self.tokenizer = AutoTokenizer.from_pretrained(path, trust_remote_code=True)
+        self.model.bind_processor(self.tokenizer, training=False,
+                                  relative_path=str(Path(self._tmp.name) / "cache"))
+        self.version = checkpoint_version(REPO, snap, "transformers")
+
+    def _media(self, tmp: Path, audio: Audio, sample_rate: Hertz, frames: Frames | None,
+               fps: float) -> tuple[str, str | None]:
+        x = resample(np.asarray(audio, np.float32), sample_rate, SAMPLE_RATE)
+        wav = tmp / "audio.wav"
+        wav.write_bytes(wav_bytes(x[:int(MAX_AUDIO_SECONDS * SAMPLE_RATE)], SAMPLE_RATE))
+        video = write_frames(frames, fps, tmp / "video.mp4") if frames is not None else None
+        return str(wav), (str(video) if video is not None else None)
+
+    def inputs(self, prompt: str, tmp: Path, audio: Audio, sample_rate: Hertz,
+               frames: Frames | None = None, fps: float = 0.0) -> dict[str, Any]:
+        """The processor's batch as ``generate`` keyword arguments, media checked present."""
+        wav, video = self._media(tmp, audio, sample_rate, frames, fps)
+        ret = self.model.processor([message(prompt, wav, video)])
+        if ret.audios is None or (video is not None and ret.videos is None):
+            raise ValueError("Baichuan processor dropped the "
+                             + ("audio" if ret.audios is None else "video"))
+        dev = self.device
+        kwargs: dict[str, Any] = {
+            "input_ids": ret.input_ids.to(dev),
+            "attention_mask": ret.attention_mask.to(dev) if ret.attention_mask is not None
+            else None,
+            "audios": ret.audios.to(dev), "encoder_length": ret.encoder_length.to(dev),
+            "bridge_length": ret.bridge_length.to(dev)}
+        if video is not None:
+            import torch
+
+            kwargs.update(videos=[torch.tensor(v, dtype=torch.float32).to(dev)
+                                  for v in ret.videos],
+                          videos_patch_nums=ret.videos_patch_nums, videos_grid=ret.videos_grid)
+        return kwargs
+
+    def answer(self, prompt: str, audio: Audio, sample_rate: Hertz,
+               frames: Frames | None = None, fps: float = 0.0, choices: Sequence[str] = (),
+               max_new_tokens: int = 16) -> OmniAnswer:
+        start = time.perf_counter()
+        with tempfile.TemporaryDirectory(prefix="mb-baichuan-q-") as tmp:
+            batch = self.inputs(prompt, Path(tmp), audio, sample_rate, frames, fps)
+            reply = greedy_reply(self.model, batch, self.tokenizer, choices, max_new_tokens)
+        return OmniAnswer(reply.text, reply.options, reply.logits,
+                          time.perf_counter() - start)

@@ -1,0 +1,80 @@
+"""Checks every transformers omni adapter passes on its tiny random model (Qwen, Gemma)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+
+from madbench_common.omni.ask import Media, ask
+from madbench_common.omni.cache import ResponseCache
+from madbench_common.omni.parse import REFUSAL, UNPARSED
+from madbench_common.omni.sanity import modality_sanity
+from madbench_common.omni.scoring import label_probs
+from madbench_common.prompts import load_prompt
+from madbench_common.store import FileStore
+
+BIN = load_prompt("P_bin").question("binary")
+FOUR = load_prompt("P_4way").question("fourway")
+SC = load_prompt("P_SC").question("scene")
+
+
+def clip(seed: int, seconds: float = 2.0, video: bool = False, frames: int = 4) -> Media:
+    """Tone plus noise at 22.05 kHz (the adapter resamples) and random frames."""
+    rng = np.random.default_rng(seed)
+    t = np.arange(int(22050 * seconds)) / 22050
+    audio = (0.2 * np.sin(2 * np.pi * (220 + 40 * seed) * t)
+             + rng.normal(0, 0.02, t.size)).astype(np.float32)
+    pixels = rng.integers(0, 255, (frames, 112, 144, 3), dtype=np.uint8) if video else None
+    return Media(audio, 22050, pixels, 2.0 if video else 0.0)
+
+
+def check_answer_position(model: Any) -> None:
+    """Option log-probs from generate equal a separate forward pass's last position."""
+    import torch
+
+    m = clip(0)
+    ans = model.answer(BIN.full_text, m.audio, m.sample_rate, choices=BIN.choices(),
+                       max_new_tokens=4)
+    assert ans.logits == "generate" and len(ans.options) == len(BIN.choices())
+    batch = model.inputs(BIN.full_text, m.audio, m.sample_rate)
+    with torch.inference_mode():
+        last = model.model(**batch).logits[0, -1].float()
+    logp = torch.log_softmax(last, -1)
+    for opt in ans.options:
+        assert opt.logprob == pytest.approx(float(logp[opt.token_id]), abs=1e-4)
+    probs = label_probs(BIN, ans)
+    assert probs is not None and sum(probs.probs.values()) == pytest.approx(1.0)
+    assert 0.0 < probs.mass < 1.0
+
+
+def check_four_way_and_scene(model: Any) -> None:
+    m = clip(1, video=True)
+    for q in (FOUR, SC):
+        ans = model.answer(q.full_text, m.audio, m.sample_rate, m.frames, m.fps,
+                           choices=q.choices(), max_new_tokens=3)
+        probs = label_probs(q, ans)
+        assert probs is not None and len(probs.probs) == len(q.labels)
+
+
+def check_parsed_never_guessed(model: Any) -> None:
+    out = ask(model, BIN, inputs=("x",), mode="A", load=lambda: clip(3), max_new_tokens=6)
+    assert out.parsed in ("fake", "real", REFUSAL, UNPARSED)
+    assert not out.excluded  # logits exist, so even an unparsed answer has a score
+
+
+def check_cache(model: Any, tmp_path: Path) -> None:
+    cache = ResponseCache(FileStore(str(tmp_path)))
+    first = ask(model, BIN, inputs=("a",), mode="A", load=lambda: clip(4), cache=cache)
+    again = ask(model, BIN, inputs=("a",), mode="A", load=lambda: clip(99), cache=cache)
+    assert cache.hits == 1 and cache.misses == 1 and again.cached
+    assert again.answer == first.answer
+
+
+def check_sanity(model: Any) -> None:
+    clips = [clip(i, video=True) for i in range(3)]
+    checks = {c.name: c for c in modality_sanity(model, clips, BIN, SC)}
+    assert set(checks) == {"silence", "noise", "shuffled_video"}
+    assert all(c.passed and c.max_change > 1e-6 for c in checks.values()), checks

@@ -1,0 +1,106 @@
+"""Qwen2.5-Omni adapter on a tiny random thinker: real processor, forward and generate, A and A-V.
+
+Runs in ``.venvs/omni-qwen25omni`` (``make adapter-test IMAGE=omni-qwen25omni``); the
+checkpoint is built by :func:`madbench_common.models.tiny_omni.install_tiny_qwen25omni`.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+pytest.importorskip("torchvision", reason="run make adapter-test IMAGE=omni-qwen25omni")
+torch = pytest.importorskip("torch")
+tf = pytest.importorskip("transformers", reason="run make adapter-test IMAGE=omni-qwen25omni")
+if not hasattr(tf, "Qwen2_5OmniProcessor"):
+    pytest.skip("transformers without Qwen2.5-Omni: run make adapter-test IMAGE=omni-qwen25omni",
+                allow_module_level=True)
+
+from madbench_common.errors import ConfigError  # noqa: E402
+from madbench_common.models.qwen25omni import QwenOmni  # noqa: E402
+from madbench_common.models.tiny_omni import install_tiny_qwen25omni  # noqa: E402
+
+from ._omni import (  # noqa: E402
+    BIN,
+    FOUR,
+    SC,
+    check_answer_position,
+    check_cache,
+    check_four_way_and_scene,
+    check_parsed_never_guessed,
+    check_sanity,
+    clip,
+)
+
+
+@pytest.fixture(scope="module")
+def model(tmp_path_factory: pytest.TempPathFactory) -> QwenOmni:
+    root = tmp_path_factory.mktemp("weights")
+    install_tiny_qwen25omni(root)
+    return QwenOmni(device="cpu", root=root)
+
+
+def test_chat_puts_media_before_the_question(model: QwenOmni) -> None:
+    text = model.processor.apply_chat_template(model.conversation(BIN.full_text, True),
+                                               add_generation_prompt=True, tokenize=False)
+    video, audio = text.index("<|VIDEO|>"), text.index("<|AUDIO|>")
+    assert "You are Qwen, a virtual human" in text
+    assert video < audio < text.index(BIN.text.strip()[:20])
+    assert text.endswith("<|im_start|>assistant\n")
+
+
+def test_audio_goes_through_whisper_features_at_16k(model: QwenOmni) -> None:
+    m = clip(0)
+    batch = model.inputs(BIN.full_text, m.audio, m.sample_rate)
+    assert tuple(batch["input_features"].shape) == (1, 128, 3000)  # 30 s Whisper window
+    assert int(batch["feature_attention_mask"].sum()) == 200  # 2 s at 100 frames/s
+
+
+def test_answer_position(model: QwenOmni) -> None:
+    check_answer_position(model)
+
+
+def test_audio_visual_input_reaches_the_thinker(model: QwenOmni) -> None:
+    m = clip(1, video=True)
+    batch = model.inputs(SC.full_text, m.audio, m.sample_rate, m.frames, m.fps)
+    grid = batch["video_grid_thw"][0]
+    n_video = int((batch["input_ids"] == model.processor.video_token_id).sum())
+    assert n_video == int(grid.prod()) // 4  # 2x2 spatial merge
+    assert int(grid[0]) == 2  # 4 frames in temporal patches of 2
+    check_four_way_and_scene(model)
+
+
+def test_odd_frame_counts_and_long_audio_are_handled(model: QwenOmni) -> None:
+    m = clip(2, seconds=31.0, video=True, frames=3)
+    batch = model.inputs(FOUR.full_text, m.audio, m.sample_rate, m.frames, 2.0)
+    assert int(batch["feature_attention_mask"].sum()) == 3000  # cut at 30 s
+    assert int(batch["video_grid_thw"][0][0]) == 2
+
+
+def test_generated_text_is_parsed_never_guessed(model: QwenOmni) -> None:
+    check_parsed_never_guessed(model)
+
+
+def test_cache_serves_a_rerun(model: QwenOmni, tmp_path: Path) -> None:
+    check_cache(model, tmp_path)
+
+
+def test_modality_sanity_silence_noise_and_shuffled_video(model: QwenOmni) -> None:
+    check_sanity(model)
+
+
+def test_missing_weights_name_the_fix(tmp_path: Path) -> None:
+    with pytest.raises(ConfigError, match="madbench weights fetch --image omni-qwen25omni"):
+        QwenOmni(device="cpu", root=tmp_path)
+
+
+def test_a_tiny_checkpoint_is_labelled_as_such(model: QwenOmni, tmp_path: Path) -> None:
+    from madbench_common.models.qwen25omni import TinyQwenOmni
+
+    assert model.version.endswith("+tiny-random")
+    assert TinyQwenOmni.reference and TinyQwenOmni.slug == "omni-qwen25omni-tiny"
+    snap = install_tiny_qwen25omni(tmp_path)
+    (snap / "madbench_tiny_random.json").unlink()
+    with pytest.raises(ConfigError, match="not a tiny random checkpoint"):
+        TinyQwenOmni(device="cpu", root=tmp_path)
