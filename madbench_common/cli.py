@@ -23,6 +23,7 @@ _EXTENSIONS = (
     "madbench_common.cli_cluster",
     "madbench_common.cli_eval",
     "madbench_common.cli_weights",
+    "madbench_common.deaf.cli",
 )
 
 

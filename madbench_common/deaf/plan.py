@@ -97,7 +97,7 @@ def plan_bsc(sentences: Sequence[Sentence], snrs: Sequence[int] = SNRS_DB,
         for pairing, bg in _bsc_pairs(s, seed):
             for snr in snrs:
                 out.append(ClipSpec(
-                    f"bsc-{s.sentence_id}-{pairing}-{bg}-snr{snr:+d}", "bsc", s.sentence_id,
+                    f"bsc-{s.sentence_id}-{pairing}-{bg}-snr{snr}", "bsc", s.sentence_id,
                     "", s.condition, s.text, s.label, bg, pairing == "matched",
                     pairing=pairing, snr_db=int(snr)))
     return out

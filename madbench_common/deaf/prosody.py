@@ -33,7 +33,9 @@ from madbench_common.dsp import normalise, retime_world, world_analyse, world_sy
 from madbench_common.errors import ConfigError
 from madbench_common.types import Audio, Hertz
 
-__all__ = ["EMOTION_PROSODY", "ESC_VOICES", "Prosody", "ReferenceEmotionTTS", "apply_prosody"]
+__all__ = ["EMOTION_PROSODY", "ESC_VOICES", "Prosody", "ReferenceEmotionTTS",
+           "ReferenceEmotionTTSA", "ReferenceEmotionTTSB", "ReferenceEmotionTTSC",
+           "apply_prosody"]
 
 _LEVEL_DBFS = -26.0
 
@@ -101,3 +103,24 @@ class ReferenceEmotionTTS:
             raise ConfigError(f"{self.slug}: unknown emotion {emotion!r}")
         speech = speak(self.engine, self.voice, text)
         return resample(apply_prosody(speech, EMOTION_PROSODY[emotion]), SR, sample_rate)
+
+
+class ReferenceEmotionTTSA(ReferenceEmotionTTS):
+    """ESC setting a: flite ``slt``."""
+
+    def __init__(self) -> None:
+        super().__init__("a")
+
+
+class ReferenceEmotionTTSB(ReferenceEmotionTTS):
+    """ESC setting b: flite ``rms``."""
+
+    def __init__(self) -> None:
+        super().__init__("b")
+
+
+class ReferenceEmotionTTSC(ReferenceEmotionTTS):
+    """ESC setting c: espeak-ng ``en-us+m3``."""
+
+    def __init__(self) -> None:
+        super().__init__("c")

@@ -21,18 +21,20 @@ follows the sound changes label.
   has the claimed property.
 * **L3**: L1's mismatched clips with the claim of the words' own class; the control is
   the matched clip under the same claim.
+
+A trial whose control clip is missing from the run (quarantined upstream) is kept as a
+``rejected`` row (``control_missing``) and scored nowhere.
 """
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Iterable, Sequence
 from typing import Protocol
 
 from madbench_common.deaf.design import VOICE_PROFILES
-from madbench_common.deaf.plan import bsc_neutral_backgrounds
 from madbench_common.deaf.prompts import PromptSet
 from madbench_common.deaf.rows import TrialRow
-from madbench_common.errors import ConfigError
 
 __all__ = ["Clip", "build_trials", "query_id", "sic_conflict_attrs"]
 
@@ -94,6 +96,11 @@ class _Index:
     def find(self, like: Clip, acoustic: str) -> Clip | None:
         return self.by_key.get((like.sentence_id, like.setting, acoustic, like.snr_db))
 
+    def neutral_backgrounds(self, like: Clip) -> list[str]:
+        """The backgrounds of a neutral BSC sentence at ``like``'s SNR, in code order."""
+        return sorted(a for (sid, _, a, snr) in self.by_key
+                      if sid == like.sentence_id and snr == like.snr_db)
+
 
 def _is_conflict(c: Clip) -> bool:
     return not c.matched and (c.conflict == "esc" or c.semantic != "neutral")
@@ -121,11 +128,12 @@ def _trial(c: Clip, control: Clip | None, level: str, question: str, claim: str,
 
 def _level1_3(c: Clip, index: _Index, prompts: PromptSet) -> list[TrialRow]:
     control = index.find(c, _matched_acoustic(c, index))
-    if control is None:
-        raise ConfigError(f"{c.stimulus_id}: no matched clip of sentence {c.sentence_id}")
-    return [_trial(c, control, "L1", "q1", "", c.semantic, prompts),
-            _trial(c, None, "L1", "q2", "", "", prompts),
-            _trial(c, control, "L3", "q1", c.semantic, c.semantic, prompts)]
+    q1 = [_trial(c, control, "L1", "q1", "", c.semantic, prompts),
+          _trial(c, control, "L3", "q1", c.semantic, c.semantic, prompts)]
+    if control is None:  # its matched clip was quarantined (e.g. a missing background)
+        q1 = [dataclasses.replace(t, status="rejected", reason="control_missing",
+                                  detail=f"no matched clip of {c.sentence_id}") for t in q1]
+    return [*q1, _trial(c, None, "L1", "q2", "", "", prompts)]
 
 
 def _matched_acoustic(c: Clip, index: _Index) -> str:
@@ -138,41 +146,37 @@ def _matched_acoustic(c: Clip, index: _Index) -> str:
     return c.semantic
 
 
-def _level2_claims(c: Clip, prompts: PromptSet, seed: int) -> list[tuple[str, str]]:
+def _level2_claims(c: Clip, prompts: PromptSet, index: _Index) -> list[tuple[str, str]]:
     """(claim, acoustic label of the control clip) for a neutral-sentence clip."""
     if c.conflict == "esc":
         return [] if c.acoustic == "neutral" else [(prompts.esc_level2[c.acoustic],) * 2]
     if c.conflict == "bsc":
-        bgs = bsc_neutral_backgrounds(c.sentence_id, seed)
+        bgs = index.neutral_backgrounds(c)
         nxt = bgs[(bgs.index(c.acoustic) + 1) % len(bgs)]
-        return [(nxt, nxt)]
+        return [(nxt, nxt)] if nxt != c.acoustic else []
     voice = next(p for p in VOICE_PROFILES if p.name == c.acoustic)
     gender = "female" if voice.gender == "male" else "male"
     age = "young" if voice.age == "elderly" else "elderly"
     return [(gender, f"{voice.age}_{gender}"), (age, f"{age}_{voice.gender}")]
 
 
-def _level2(c: Clip, index: _Index, prompts: PromptSet, seed: int) -> list[TrialRow]:
+def _level2(c: Clip, index: _Index, prompts: PromptSet) -> list[TrialRow]:
     out = []
-    for claim, control_label in _level2_claims(c, prompts, seed):
+    for claim, control_label in _level2_claims(c, prompts, index):
         control = index.find(c, control_label)
         if control is not None:  # a subset run may lack it; the full set never does
             out.append(_trial(c, control, "L2", "q1", claim, claim, prompts))
     return out
 
 
-def build_trials(clips: Sequence[Clip], prompts: PromptSet, seed: int = 0) -> list[TrialRow]:
-    """Every trial of levels L1–L3 over ``clips`` (ok stimuli of one run), sorted by id.
-
-    ``seed`` is the BSC stage's seed: it fixes which backgrounds neutral sentences got,
-    and so which background a Level 2 prompt claims.
-    """
+def build_trials(clips: Sequence[Clip], prompts: PromptSet) -> list[TrialRow]:
+    """Every trial of levels L1–L3 over ``clips`` (the ok stimuli of one run), sorted by id."""
     index = _Index(clips)
     out: list[TrialRow] = []
     for c in clips:
-        if c.semantic == "neutral" and c.conflict in ("bsc", "sic") or (
+        if (c.semantic == "neutral" and c.conflict in ("bsc", "sic")) or (
                 c.conflict == "esc" and c.semantic == "neutral" and not c.matched):
-            out += _level2(c, index, prompts, seed)
+            out += _level2(c, index, prompts)
         if _is_conflict(c):
             out += _level1_3(c, index, prompts)
     return sorted(out, key=lambda t: t.trial_id)

@@ -30,12 +30,18 @@ import soundfile as sf
 
 from madbench_common.audio import resample
 from madbench_common.deaf.roles import NARRATOR
-from madbench_common.dsp import normalise, retime_world, trim_silence, warp_envelope
-from madbench_common.dsp import world_analyse, world_synthesise
+from madbench_common.dsp import (
+    normalise,
+    retime_world,
+    trim_silence,
+    warp_envelope,
+    world_analyse,
+    world_synthesise,
+)
 from madbench_common.errors import ConfigError
 from madbench_common.types import Audio, Hertz
 
-__all__ = ["AGE_TRANSFORMS", "AgeTransform", "ReferenceVoices", "apply_age", "speak"]
+__all__ = ["AGE_TRANSFORMS", "BASE_VOICES", "AgeTransform", "ReferenceVoices", "apply_age", "speak"]
 
 SR = 16000
 LEVEL_DBFS = -26.0
@@ -74,7 +80,7 @@ AGE_TRANSFORMS = {
     "elderly_female": AgeTransform(0.85, 0.97, 0.85, tremor=0.04, jitter=0.015, breath=0.35),
     NARRATOR: AgeTransform(),
 }
-_BASE_VOICE = {"young_male": "awb", "elderly_male": "rms", "young_female": "slt",
+BASE_VOICES = {"young_male": "awb", "elderly_male": "rms", "young_female": "slt",
                "elderly_female": "slt", NARRATOR: "rms"}
 
 
@@ -96,7 +102,7 @@ def apply_age(audio16: Audio, t: AgeTransform, seed: int = 0) -> Audio:
     freqs = np.linspace(0, SR / 2, p.ap.shape[1])
     ap = np.clip(p.ap + t.breath * (1 - p.ap) * (freqs >= 1000)[None, :], 0.0, 1.0)
     params = replace(p, f0=f0, sp=sp, ap=ap)
-    params = retime_world(params, max(1, int(round(len(f0) / t.rate))))
+    params = retime_world(params, max(1, round(len(f0) / t.rate)))
     return world_synthesise(params)
 
 
@@ -111,6 +117,6 @@ class ReferenceVoices:
         if profile not in AGE_TRANSFORMS:
             raise ConfigError(f"{self.slug}: unknown voice profile {profile!r}; known: "
                               f"{', '.join(AGE_TRANSFORMS)}")
-        speech = speak("flite", _BASE_VOICE[profile], text)
+        speech = speak("flite", BASE_VOICES[profile], text)
         out = apply_age(speech, AGE_TRANSFORMS[profile], seed)
         return normalise(resample(out, SR, sample_rate), LEVEL_DBFS)
