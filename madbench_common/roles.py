@@ -32,6 +32,7 @@ __all__ = [
     "MultiSourceSeparator",
     "OmniAnswer",
     "OmniModel",
+    "OptionLogprob",
     "SceneLabeller",
     "Segment",
     "SeparatedSpeech",
@@ -69,11 +70,34 @@ class Transcript:
 
 
 @dataclass(frozen=True)
-class OmniAnswer:
-    """An omni model's answer text and, where logits are exposed, a score (P(fake))."""
+class OptionLogprob:
+    """The log-probability of one answer string's first token at the answer position.
+
+    ``logprob`` is the log-softmax over the whole vocabulary of the next-token logits
+    right after the prompt (where the answer starts); ``token_id`` is the first token
+    of ``text``'s tokenisation, so callers can merge surface forms that share it.
+    """
 
     text: str
-    score: float | None = None
+    token_id: int
+    logprob: float
+
+
+@dataclass(frozen=True)
+class OmniAnswer:
+    """An omni model's reply: the greedy text and, where exposed, option log-probs.
+
+    ``options`` has one entry per requested choice, in request order, when the model
+    exposes next-token logits (``logits`` names how: ``generate`` = the first decoding
+    step of the greedy generation, ``forward`` = a separate forward pass on the same
+    inputs); it is empty, and ``logits`` is ``""``, when they are hidden. ``seconds``
+    is the wall time of the call.
+    """
+
+    text: str
+    options: tuple[OptionLogprob, ...] = ()
+    logits: str = ""
+    seconds: float = 0.0
 
 
 @runtime_checkable
@@ -230,7 +254,16 @@ class Detector(Model, Protocol):
 
 
 class OmniModel(Model, Protocol):
-    """A zero-shot multimodal LLM answering a prompt about audio (and video)."""
+    """A zero-shot multimodal LLM answering a prompt about audio (and video).
+
+    ``modes`` lists the input modes it takes (``A``, ``AV``). One call is one user turn
+    with the media first and ``prompt`` last, decoded greedily (temperature 0) for at
+    most ``max_new_tokens`` tokens. ``choices`` are answer strings whose first-token
+    log-probabilities at the answer position are returned (option scoring); with no
+    choices the call is free-form generation only.
+    """
+
+    modes: tuple[str, ...]
 
     def answer(
         self,
@@ -240,4 +273,5 @@ class OmniModel(Model, Protocol):
         frames: Frames | None = None,
         fps: float = 0.0,
         choices: Sequence[str] = (),
+        max_new_tokens: int = 16,
     ) -> OmniAnswer: ...
