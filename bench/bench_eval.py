@@ -1,8 +1,11 @@
 """Bench: fit and score every head (all tasks × 3 protocols × A, A-V) at the paper's scale.
 
-Synthetic but structured data: 4,134 source clips × 4 variants = 16,536 samples with
-1,024-d features (a clip effect, low-rank shared structure and small
-variant/scene signals); each protocol re-splits the clips 70/10/20. The batched
+Synthetic but structured data: 4,134 source clips × 4 variants = 16,536 samples per
+core protocol, plus 6 scene-consistency samples per clip (D-R, S-R, D-S ×
+consistent/inconsistent; the pooled head H_SC^FM per mode, and its shuffled-video
+scoring of the test rows), with 1,024-d features (a clip effect, low-rank shared
+structure and small variant/scene signals); each protocol re-splits the clips
+70/10/20. The batched
 solver (madbench_common.eval.heads) is timed end to end (standardise, fit, calibrate
 on val, score test), then every head is fitted separately with scikit-learn
 defaults (StandardScaler + LogisticRegression()) in the same run. BLAS is limited
@@ -23,16 +26,33 @@ import numpy as np
 import pandas as pd
 from threadpoolctl import threadpool_limits
 
-from madbench_common.eval.runner import FeatureSet, run_heads
+from madbench_common.eval.runner import FeatureSet, run_heads, union_rows
 from madbench_common.eval.tasks import TASKS, task_labels
 
 __all__ = ["main"]
 
-PROTOCOLS = ("balanced", "matched", "mismatched")
+PROTOCOLS = ("balanced", "scene_matched", "scene_mismatched")
+SC = "scene_consistency"
+
+
+def _scene(n_clips: int, split: np.ndarray) -> pd.DataFrame:
+    """Six scene-consistency rows per clip; consistent D-R and S-R are one mix."""
+    clip = np.repeat(np.arange(n_clips), 6)
+    cond = np.tile(["D-R", "D-R", "S-R", "S-R", "D-S", "D-S"], n_clips)
+    consistent = np.tile([True, False] * 3, n_clips)
+    mix = np.where(consistent & (cond != "D-S"), "own", np.char.add(cond, consistent.astype(str)))
+    return pd.DataFrame({
+        "sample_id": [f"c{c:05d}-sc-{d}-{k}" for c, d, k in zip(clip, cond, consistent,
+                                                                strict=True)],
+        "clip_id": [f"c{c:05d}" for c in clip], "variant": np.where(cond == "D-S", "E", "R"),
+        "scene_consistent": consistent, "sc_condition": cond, "protocol": SC,
+        "split": np.repeat(split, 6), "speech_generator": "", "env_generator": "",
+        "audio_sha256": [f"{c}-{m}" for c, m in zip(clip, mix, strict=True)],
+        "video_sha256": [f"v{c}" for c in clip]})
 
 
 def make_samples(n_clips: int, seed: int) -> pd.DataFrame:
-    """Samples of every protocol (same sample ids, protocol-specific clip splits)."""
+    """Samples of every protocol (same clips, protocol-specific clip splits)."""
     rng = np.random.default_rng(seed)
     clip = np.repeat(np.arange(n_clips), 4)
     variant = np.tile(list("RSEQ"), n_clips)
@@ -40,22 +60,23 @@ def make_samples(n_clips: int, seed: int) -> pd.DataFrame:
     base = pd.DataFrame({
         "sample_id": [f"c{c:05d}-{v}" for c, v in zip(clip, variant, strict=True)],
         "clip_id": [f"c{c:05d}" for c in clip], "variant": variant,
-        "scene_consistent": consistent,
+        "scene_consistent": consistent, "sc_condition": "",
         "speech_generator": np.where(np.isin(variant, ["S", "Q"]),
                                      [f"tts{c % 5}" for c in clip], ""),
         "env_generator": np.where(np.isin(variant, ["E", "Q"]),
                                   [f"env{c % 4}" for c in clip], ""),
     })
     frames = []
-    for p in PROTOCOLS:
+    for p in (*PROTOCOLS, SC):
         split = rng.choice(["train", "val", "test"], size=n_clips, p=[0.7, 0.1, 0.2])
-        frames.append(base.assign(protocol=p, split=np.repeat(split, 4)))
+        frames.append(_scene(n_clips, split) if p == SC
+                      else base.assign(protocol=p, split=np.repeat(split, 4)))
     return pd.concat(frames, ignore_index=True)
 
 
 def make_features(samples: pd.DataFrame, dim: int, seed: int) -> FeatureSet:
     rng = np.random.default_rng(seed)
-    one = samples[samples["protocol"] == PROTOCOLS[0]]
+    one = samples[samples["protocol"].isin([PROTOCOLS[0], SC])]
     n, clips = len(one), one["clip_id"].str[1:].astype(int).to_numpy()
     v = one["variant"].to_numpy()
     shared = (rng.standard_normal((n, 32)) @ rng.standard_normal((32, dim))).astype(np.float32)
@@ -65,12 +86,13 @@ def make_features(samples: pd.DataFrame, dim: int, seed: int) -> FeatureSet:
     x[:, 40:80] += 0.25 * np.isin(v, ["E", "Q"])[:, None]
     av = x.copy()
     av[:, 80:90] += 0.4 * (~one["scene_consistent"].to_numpy())[:, None]
-    shuffled = av.copy()
-    shuffled[:, 80:90] = shuffled[rng.permutation(n), 80:90]
+    sh = ((one["protocol"] == SC) & (one["split"] == "test")).to_numpy()
+    shuffled = av[sh].copy()
+    shuffled[:, 80:90] = shuffled[rng.permutation(len(shuffled)), 80:90]
     fs = FeatureSet()
-    for mode, pairing, m in (("A", "paired", x), ("AV", "paired", av),
-                             ("AV", "shuffled", shuffled)):
-        fs.add(mode, pairing, one["sample_id"], m)
+    fs.add("A", "paired", one["sample_id"], x)
+    fs.add("AV", "paired", one["sample_id"], av)
+    fs.add("AV", "shuffled", one["sample_id"][sh], shuffled)
     return fs
 
 
@@ -83,12 +105,14 @@ def run_sklearn(samples: pd.DataFrame, fs: FeatureSet) -> tuple[float, int]:
 
     start, heads = time.perf_counter(), 0
     warnings.simplefilter("ignore", ConvergenceWarning)
-    for proto in PROTOCOLS:
+    for proto in (*PROTOCOLS, SC):
         frame = samples[samples["protocol"] == proto]
         parts = {s: frame[frame["split"] == s] for s in ("train", "val", "test")}
-        for mode, pairing in sorted(fs.matrices):
-            xs = {s: fs.rows(mode, pairing, f["sample_id"]) for s, f in parts.items()}
-            for task in (t for t in TASKS if pairing == "paired" or TASKS[t].scene):
+        if proto == SC:
+            parts["train"] = union_rows(parts["train"])
+        for mode in ("A", "AV"):
+            xs = {s: fs.rows(mode, "paired", f["sample_id"]) for s, f in parts.items()}
+            for task in (t for t in TASKS if TASKS[t].scene == (proto == SC)):
                 mask, y = task_labels(parts["train"], task)
                 model = make_pipeline(StandardScaler(), LogisticRegression())
                 model.fit(xs["train"][mask], y)

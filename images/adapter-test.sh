@@ -48,7 +48,7 @@ PYEOF
   if [[ $mode == pip ]]; then
     "$UV" pip install -q --python "$venv/bin/python" --no-deps "$src"
   else
-    pypath=$pypath:$PWD/$src
+    pypath=$pypath:$src  # fetch_upstream prints absolute paths
   fi
 done <<< "$srcs"
 

@@ -14,7 +14,7 @@ from madbench_common.errors import ConfigError, MadbenchError
 from madbench_common.pipeline.definition import build_graph
 from madbench_common.pipeline.local import LocalRunner, RunOptions
 from madbench_common.pipeline.stage import make_context, merge_stage, read_marker, run_shard
-from madbench_common.status import RunStatus, collect_status
+from madbench_common.status import RunStatus, collect_status, table_one
 from madbench_common.store import RunStore, open_store
 
 __all__ = ["add_commands"]
@@ -165,6 +165,12 @@ def print_status(status: RunStatus, details: bool = False) -> None:
         counts = " ".join(f"{k}={v}" for k, v in s.counts.items())
         table.add_row(s.stage, state, str(s.rows), str(s.rejected), shards, counts)
     console.print(table)
+    one = Table(title="Table 1 (paper §3.5)")
+    one.add_column("statistic")
+    one.add_column("count", justify="right")
+    for name, value in table_one(status):
+        one.add_row(name, value)
+    console.print(one)
     if status.quarantine:
         console.print(_quarantine_table(status, details))
 

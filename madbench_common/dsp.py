@@ -54,6 +54,14 @@ Array = npt.NDArray[np.floating[Any]]
 _EPS = 1e-12
 
 
+def _pyworld() -> Any:
+    """pyworld, imported on first use: model images that only place speech need not ship it."""
+    with warnings.catch_warnings():  # pyworld imports pkg_resources, which warns
+        warnings.simplefilter("ignore")
+        import pyworld
+    return pyworld
+
+
 def n_samples(duration: Seconds, sample_rate: Hertz) -> int:
     """The exact sample count for ``duration``: ``round(duration * sample_rate)``."""
     return round(duration * sample_rate)
@@ -307,15 +315,6 @@ class WorldParams:
     ap: Array
     sample_rate: Hertz
     frame_period: float = 5.0
-
-
-def _pyworld() -> Any:
-    """pyworld, imported on first use: model images that run QC or assembly stages (which
-    import this module for its plain DSP) need not carry the WORLD vocoder."""
-    with warnings.catch_warnings():  # pyworld imports pkg_resources, which warns
-        warnings.simplefilter("ignore")
-        import pyworld
-    return pyworld
 
 
 def f0_track(audio: Array, sample_rate: Hertz, frame_period: float = 5.0) -> Array:

@@ -160,6 +160,14 @@ def run_image_test(slug: str, keep: bool = False) -> list[StageOutcome]:
             shutil.rmtree(work, ignore_errors=True)
 
 
+def _hand_over(store: Path) -> None:
+    """Give uid 10001 what the host stages wrote (files are created 0600 by their owner)."""
+    if os.geteuid() != 0:
+        return
+    for path in [store, *store.rglob("*")]:
+        os.chown(path, 10001, 10001, follow_symlinks=False)
+
+
 def _run(ref: str, slug: str, spec: ImageTest, models: Sequence[str],
          work: Path) -> list[StageOutcome]:
     sources = demo_sources(work / "sources", spec.clips)
@@ -167,9 +175,7 @@ def _run(ref: str, slug: str, spec: ImageTest, models: Sequence[str],
     params = {k: dict(v) for k, v in spec.params.items()}
     params.setdefault("ingest", {}).setdefault("sources", str(sources))
     _run_on_host(store, _host_stages(spec.stages), params)
-    for path in store.rglob("*"):  # the host wrote them; the image (uid 10001) adds to them
-        if path.is_dir():
-            _writable(path)
+    _hand_over(store)
     data = [Mount(store, str(store), read_only=False), Mount(sources.parent, str(sources.parent))]
     if spec.weights:
         module, _, func = spec.weights.partition(":")

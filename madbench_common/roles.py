@@ -24,10 +24,12 @@ __all__ = [
     "AudioTagger",
     "AudioTextScorer",
     "Detector",
+    "Embedding",
     "Encoder",
     "EnvGenerator",
     "FaceCropper",
     "Frames",
+    "InputSpec",
     "Model",
     "MultiSourceSeparator",
     "OmniAnswer",
@@ -98,6 +100,41 @@ class OmniAnswer:
     options: tuple[OptionLogprob, ...] = ()
     logits: str = ""
     seconds: float = 0.0
+
+
+@dataclass(frozen=True)
+class InputSpec:
+    """The exact input a frozen encoder or detector saw, recorded on every feature row.
+
+    ``audio_rate``/``audio_seconds``: the rate the model consumed and the seconds of audio
+    it saw after its own crop, pad or tiling; ``video_frames``/``video_fps``/``video_size``:
+    frames fed, their rate and side in pixels; ``crop`` and ``pooling`` in words
+    (``"resize 224 (no crop)"``, ``"mean over frames of last hidden state"``);
+    ``fallback``: non-empty where the model's documented fallback was taken for this
+    input (``"no_face:centre_crop"``), never a silent substitute.
+    """
+
+    audio_rate: int = 0
+    audio_seconds: float = 0.0
+    video_frames: int = 0
+    video_fps: float = 0.0
+    video_size: int = 0
+    crop: str = ""
+    pooling: str = ""
+    fallback: str = ""
+
+
+@dataclass(frozen=True)
+class Embedding:
+    """One model output for one input: the frozen features, a detector's native score
+    (P(fake), or ``None`` for encoders) with how to read it, and the input it saw."""
+
+    vector: npt.NDArray[np.float32]
+    spec: InputSpec
+    score: float | None = None
+    score_kind: str = ""
+    """``prob`` (a model probability of fake) or ``sigmoid(raw)`` (a monotone squash of an
+    unbounded native score: ranks and AUC are the model's, calibration is not)."""
 
 
 @runtime_checkable
@@ -230,7 +267,11 @@ class SceneLabeller(Model, Protocol):
 
 
 class Encoder(Model, Protocol):
-    """Frozen embeddings; ``modes`` lists the supported input modes (A, V, AV)."""
+    """Frozen embeddings; ``modes`` lists the supported input modes (A, V, AV).
+
+    Real model adapters also offer ``embed`` (same arguments) returning an
+    :class:`Embedding`, so the feature stage records the exact input on every row.
+    """
 
     modes: tuple[str, ...]
 
@@ -246,11 +287,20 @@ class Encoder(Model, Protocol):
 
 
 class Detector(Model, Protocol):
-    """A deepfake detector: its native score (higher = more likely fake) and features."""
+    """A deepfake detector: its native score (higher = more likely fake) and features.
 
-    def score(self, audio: Audio, sample_rate: Hertz) -> float: ...
+    Audio-visual detectors (``modes`` holds ``AV``) also take the clip's ``frames`` and
+    ``fps``; audio detectors ignore them. Like encoders, adapters offer ``embed`` for
+    one pass that returns both with the exact input.
+    """
 
-    def features(self, audio: Audio, sample_rate: Hertz) -> npt.NDArray[np.float32]: ...
+    modes: tuple[str, ...]
+
+    def score(self, audio: Audio, sample_rate: Hertz, *, frames: Frames | None = None,
+              fps: float = 0.0) -> float: ...
+
+    def features(self, audio: Audio, sample_rate: Hertz, *, frames: Frames | None = None,
+                 fps: float = 0.0) -> npt.NDArray[np.float32]: ...
 
 
 class OmniModel(Model, Protocol):

@@ -98,6 +98,16 @@ class SourceQCRow(ManifestRow):
     asr_coverage: float | None = None
     """Share of decoded time in words; ``None`` where the transcript was given."""
     env_leakage: float = 0.0
+    """Share of the clip where the VAD finds speech in ê (the paper's criterion: none)."""
+    env_asr_text: str = ""
+    env_asr_recall: float | None = None
+    """Share of the ASR's words for ŝ that the same ASR recovers from ê (source speech
+    regions); ``None`` where the check did not run (the clip had already failed)."""
+    language: str = ""
+    """The ASR's language for ŝ (``""`` where the ASR cannot identify languages)."""
+    language_prob: float | None = None
+    music_prob: float | None = None
+    """Highest tagger probability over the music/media-playback labels, on ê."""
     env_rms_dbfs: float = 0.0
     clip_fraction: float = 0.0
     eligible: bool = False
@@ -149,6 +159,8 @@ class ComponentRow(ManifestRow):
     negative_prompt: str = ""
     ref_clip_id: str = ""
     """Whose voice the speech reference audio is: the source (same-identity) or the target."""
+    ref_text: str = ""
+    """Transcript of the reference audio (TTS ``ref_text``): the target's for cross-identity."""
     gen_seconds: float = 0.0
     """Wall time of the generator call (throughput)."""
     duration_error: float | None = None
@@ -160,6 +172,13 @@ class ComponentRow(ManifestRow):
     """Speech only: energy outside the source speech regions relative to inside (dB)."""
     speech_leakage: float | None = None
     """Env only: share of the clip the VAD calls speech."""
+    asr_leak_recall: float | None = None
+    """Env only: share of the source's ASR words the same ASR recovers from the component."""
+    music_prob: float | None = None
+    """Env only: highest tagger probability over the music/media labels (a filter)."""
+    events: tuple[str, ...] = ()
+    """Env only: the tagger's top event labels (AST in the paper; a diagnostic)."""
+    event_probs: tuple[float, ...] = ()
     asr_text: str = ""
     wer: float | None = None
     wer_reference: str = ""
@@ -170,7 +189,20 @@ class ComponentRow(ManifestRow):
     sim_source_target: float | None = None
     """Baseline: similarity of the source speech to the target speaker's speech."""
     prompt_match: float | None = None
-    """CLAP-like prompt/audio similarity, where such a model is configured."""
+    """CLAP audio–prompt score where ``prompt_model`` is configured (a diagnostic, §3.4)."""
+    gen_seed: int | None = None
+    """The generator's own seed for this component (derived from the run seed and id)."""
+    gen_settings: str = ""
+    """JSON of the generator's settings for this call (sampler, steps, guidance, model
+    variant, native rate and length, and how that length was fitted: ``exact``, ``trim``
+    or ``loop``), as the adapter reports them; empty for references."""
+    duration_control: str = ""
+    """Speech: how the generator reached the duration, ``model:<how>`` (its own control,
+    e.g. F5-TTS ``fix_duration``) or with ``+time_stretch``/``time_stretch`` where a WSOLA
+    stretch did (part of) it; ``""`` for generators that do not report it (references)."""
+    length_correction: float | None = None
+    """Speech: the time-stretch factor applied to the model's speech after generation
+    to reach the duration (target / generated length; 1.0 = none)."""
 
 
 @manifest("samples", 2)
@@ -274,10 +306,15 @@ class PairRow(ManifestRow):
     """Constraints dropped to reach the target count (empty when all held)."""
 
 
-@manifest("features", 1)
+@manifest("features", 2)
 @row
 class FeatureRow(ManifestRow):
-    """A frozen encoder's embedding of one sample; keyed by (model, sample sha256, mode)."""
+    """A frozen encoder's embedding of one sample; keyed by (model, sample sha256, mode).
+
+    v2 adds the exact input the model saw (:class:`madbench_common.roles.InputSpec`:
+    rate, seconds, frames, crop, pooling, fallback) and, for detectors, the native
+    ``score`` (P(fake)) with its ``score_kind``. Reference encoders leave them empty.
+    """
 
     sample_id: str
     sample_sha256: str
@@ -285,6 +322,18 @@ class FeatureRow(ManifestRow):
     """Input mode: ``A``, ``V`` or ``AV``."""
     pairing: str = "paired"
     features: tuple[float, ...] = ()
+    audio_rate: int = 0
+    audio_seconds: float = 0.0
+    video_frames: int = 0
+    video_fps: float = 0.0
+    video_size: int = 0
+    crop: str = ""
+    pooling: str = ""
+    fallback: str = ""
+    """Non-empty where the model's documented fallback was used (e.g. no face found)."""
+    score: float | None = None
+    """Detectors: the native score of this input, P(fake) (see ``score_kind``)."""
+    score_kind: str = ""
 
 
 @manifest("scores", 2)

@@ -12,7 +12,7 @@ from madbench_common.pipeline.graph import Graph
 from madbench_common.pipeline.stage import load_impl, read_marker
 from madbench_common.store import RunStore
 
-__all__ = ["QuarantineEntry", "RunStatus", "StageStatus", "collect_status"]
+__all__ = ["QuarantineEntry", "RunStatus", "StageStatus", "collect_status", "table_one"]
 
 _SHARD = re.compile(r"^(?P<stage>[^/]+)/(?P<fp>[^/]+)/shards/(?P<i>\d+)-of-(?P<n>\d+)\._SUCCESS$")
 
@@ -66,6 +66,9 @@ def _stage_counts(rows: list[Any]) -> dict[str, Any]:
     counts: dict[str, Any] = {}
     if rows and hasattr(rows[0], "eligible"):
         counts["eligible"] = sum(bool(r.eligible) for r in rows)
+        for r in rows:
+            for reason in r.fail_reasons:
+                _bump(counts, f"fail_{reason}")
     if rows and hasattr(rows[0], "protocol"):
         return counts | _sample_counts(rows)
     if rows and hasattr(rows[0], "qc_pass"):
@@ -83,34 +86,90 @@ def _bump(counts: dict[str, Any], key: str, n: int = 1) -> None:
 
 
 def _component_counts(rows: list[Any]) -> dict[str, Any]:
-    """Planned, generated and QC-retained components per kind (speech / env)."""
+    """Planned, generated and QC-retained components per kind, per setting, and (env)
+    scene-matched vs -mismatched (paper Table 1)."""
     counts: dict[str, Any] = {}
     for r in rows:
         if not r.uri and r.ok:
             _bump(counts, f"{r.component}_planned")
             continue
-        _bump(counts, f"{r.component}_generated", int(r.ok))
-        if r.stage == "component_qc":
-            _bump(counts, f"{r.component}_retained", int(bool(r.qc_pass)))
+        keys = [r.component, r.setting]
+        if r.component == "env":
+            keys.append("env_matched" if r.scene_match else "env_mismatched")
+        for k in keys:
+            _bump(counts, f"{k}_generated", int(r.ok))
+            if r.stage == "component_qc":
+                _bump(counts, f"{k}_retained", int(bool(r.qc_pass)))
     return counts
 
 
 def _sample_counts(rows: list[Any]) -> dict[str, Any]:
-    """Samples per protocol and split, and the clips they come from."""
+    """Samples per protocol and split, the clips they come from, and whether every core
+    protocol holds 4 × the same clips (Table 1); scene-consistency samples per condition."""
     counts: dict[str, Any] = {}
     ok = [r for r in rows if r.ok]
-    counts["clips"] = len({r.clip_id for r in ok})
+    core = [r for r in ok if not getattr(r, "sc_condition", "")]
+    counts["clips"] = len({r.clip_id for r in core})
+    for r in core:
+        _bump(counts, f"clips_{r.split}", int(r.variant == "R" and r.protocol == "balanced"))
     for r in ok:
-        _bump(counts, f"{r.protocol}/{r.split}")
+        cond = getattr(r, "sc_condition", "")
+        if cond:
+            cls = "consistent" if r.scene_consistent else "inconsistent"
+            _bump(counts, f"{r.protocol}/{cond}/{cls}")
+        else:
+            _bump(counts, f"{r.protocol}/{r.split}")
+            _bump(counts, f"{r.protocol}")
+    per = {r.protocol: set() for r in core}  # type: dict[str, set[str]]
+    for r in core:
+        per[r.protocol].add(r.clip_id)
+    counts["protocols_hold_4x_same_clips"] = bool(core) and all(
+        clips == per[core[0].protocol] and counts[p] == 4 * len(clips)
+        for p, clips in per.items())
     return counts
 
 
 def _pair_counts(rows: list[Any]) -> dict[str, Any]:
+    """Pairs, similarity, relaxed pairs, and sources per number of targets (fewer than
+    asked where no target met every constraint)."""
     ok = [r for r in rows if r.ok]
     sims = [r.similarity for r in ok]
-    return {"pairs": len(ok), "similarity_mean": round(sum(sims) / max(len(sims), 1), 3),
-            "similarity_max": round(max(sims, default=0.0), 3),
-            "relaxed": sum(bool(r.relaxed) for r in ok)}
+    counts: dict[str, Any] = {
+        "pairs": len(ok), "similarity_mean": round(sum(sims) / max(len(sims), 1), 3),
+        "similarity_max": round(max(sims, default=0.0), 3),
+        "relaxed": sum(bool(r.relaxed) for r in ok)}
+    per_source: dict[str, int] = {}
+    for r in ok:
+        per_source[r.clip_id] = per_source.get(r.clip_id, 0) + 1
+    for n in sorted(set(per_source.values())):
+        counts[f"sources_with_{n}_targets"] = sum(v == n for v in per_source.values())
+    return counts
+
+
+def table_one(status: RunStatus) -> list[tuple[str, str]]:
+    """The paper's Table 1 statistics of a run, as (statistic, value) rows."""
+    c = {s.stage: s.counts for s in status.stages if s.done}
+    qc, comp, sam = c.get("source_qc", {}), c.get("component_qc", {}), c.get("assemble", {})
+    out = [("Generation-eligible source clips", str(qc.get("eligible", "?")))]
+    for kind, name in (("speech", "Speech"), ("env", "Environmental"),
+                       ("env_matched", "  scene-matched env"),
+                       ("env_mismatched", "  scene-mismatched env (text-to-audio)")):
+        out.append((f"{name} components (generated / QC-retained)",
+                    f"{comp.get(f'{kind}_generated', 0)} / {comp.get(f'{kind}_retained', 0)}"))
+    splits = ("train", "val", "test")
+    out.append(("Source clips (train / val / test)", f"{sam.get('clips', 0)} (" + "/".join(
+        str(sam.get(f"clips_{s}", 0)) for s in splits) + ")"))
+    for proto in ("balanced", "scene_matched", "scene_mismatched"):
+        out.append((f"Samples per protocol, {proto} (train / val / test)",
+                    f"{sam.get(proto, 0)} (" + "/".join(
+                        str(sam.get(f"{proto}/{s}", 0)) for s in splits) + ")"))
+    out.append(("Every protocol = 4 × the same clips",
+                str(sam.get("protocols_hold_4x_same_clips", False))))
+    for cond in ("D-R", "S-R", "D-S"):
+        key = f"scene_consistency/{cond}"
+        out.append((f"Scene consistency {cond} (consistent / inconsistent)",
+                    f"{sam.get(key + '/consistent', 0)} / {sam.get(key + '/inconsistent', 0)}"))
+    return out
 
 
 def collect_status(run: RunStore, graph: Graph) -> RunStatus:

@@ -3,8 +3,22 @@
 The taxonomy is data (``madbench_common/data/taxonomy.json``): 10 coarse and 63 fine
 scene categories. Each fine label lists its keywords, expected environmental sounds
 (from a controlled sound vocabulary), excluded categories (speech, singing, music and
-media playback always) and incompatible (mismatch) scenes. Every function here is
-deterministic, so every scene describer shares the same caption → label step.
+media playback always) and two incompatibility relations (paper §3.4: each label
+specifies "mismatch scene types"; §5.3 needs both):
+
+* ``mismatch`` — incompatible scenes of a *different coarse* scene: scene-mismatched
+  generation and replacement, and the D-R scene-consistency donors;
+* ``sibling_mismatch`` — labels of the *same coarse* scene whose sounds are
+  incompatible: the S-R donors ("same coarse scene but different fine-grained
+  labels"). Built by rule and reviewed by hand: two labels of one coarse scene are
+  siblings-in-mismatch when both have distinctive expected sounds (footsteps, wind,
+  air conditioning, doors and clocks are too generic to count) and the Jaccard overlap
+  of those is at most 1/4; kitchen/dining room were removed by hand (both are
+  dish-clinking rooms). Labels with no distinctive sound (living room, museum) have
+  none, so their clips get no S-R pair.
+
+Every function here is deterministic, so every scene describer shares the same
+caption → label step.
 """
 
 from __future__ import annotations
@@ -62,6 +76,8 @@ class FineScene:
     expected_sounds: tuple[str, ...]
     excluded: tuple[str, ...]
     mismatch: tuple[str, ...]
+    sibling_mismatch: tuple[str, ...] = ()
+    """Incompatible labels of the same coarse scene (S-R donors)."""
 
 
 @dataclass(frozen=True)
@@ -100,7 +116,8 @@ def parse_taxonomy(data: Mapping[str, Any]) -> Taxonomy:
                                      tuple(c["keywords"])) for c in data["coarse"]}
     fine = {f["name"]: FineScene(f["name"], f["coarse"], tuple(f["keywords"]),
                                  tuple(f["expected_sounds"]), tuple(f["excluded"]),
-                                 tuple(f["mismatch"])) for f in data["fine"]}
+                                 tuple(f["mismatch"]), tuple(f.get("sibling_mismatch", ())))
+            for f in data["fine"]}
     sounds = {s["name"]: SoundClass(s["name"], tuple(s["aliases"]))
               for s in data["sounds"]}
     return Taxonomy(str(data["version"]), coarse, fine, sounds,
@@ -129,10 +146,24 @@ def _fine_problems(tax: Taxonomy, f: FineScene) -> list[str]:
             if e not in f.excluded]
     out += [f"{f.name}: mismatch {m!r} is not symmetric" for m in f.mismatch
             if m in tax.fine and f.name not in tax.fine[m].mismatch]
+    out += _sibling_problems(tax, f)
     if f.name in f.mismatch:
         out.append(f"{f.name}: mismatches itself")
     if not f.mismatch or not f.expected_sounds or not f.keywords:
         out.append(f"{f.name}: empty mismatch, expected_sounds or keywords")
+    return out
+
+
+def _sibling_problems(tax: Taxonomy, f: FineScene) -> list[str]:
+    out = [f"{f.name}: mismatch {m!r} is in the same coarse scene" for m in f.mismatch
+           if m in tax.fine and tax.fine[m].coarse == f.coarse]
+    for m in f.sibling_mismatch:
+        other = tax.fine.get(m)
+        if other is None or other.coarse != f.coarse or m == f.name:
+            out.append(f"{f.name}: sibling mismatch {m!r} is not another label of "
+                       f"{f.coarse!r}")
+        elif f.name not in other.sibling_mismatch:
+            out.append(f"{f.name}: sibling mismatch {m!r} is not symmetric")
     return out
 
 

@@ -10,7 +10,7 @@ Every model image lists its weights in ``images/<slug>/weights.yaml``::
     urls:                                # files from outside the hub
       - name: AASIST.pth
         url: https://github.com/clovaai/aasist/raw/<commit>/models/weights/AASIST.pth
-        sha256: <64 hex>
+        sha256: <64 hex>                 # or null: unknown offline, recorded on first fetch
 
 A weights root (the ``madbench-weights`` volume, mounted read-only at ``/weights`` in
 every stage pod; ``$MADBENCH_WEIGHTS`` elsewhere) is laid out as::
@@ -89,11 +89,16 @@ class HFItem:
 
 @dataclass(frozen=True)
 class URLItem:
-    """One file from outside the hub, pinned by sha256."""
+    """One file from outside the hub, pinned by sha256.
+
+    ``sha256`` None means the publisher gives no checksum and none could be computed
+    offline: the first fetch records the file's sha256 in ``weights.lock.json`` (trust on
+    first use); pin it in ``weights.yaml`` from that lock.
+    """
 
     name: str
     url: str
-    sha256: str
+    sha256: str | None
 
 
 @dataclass(frozen=True)
@@ -136,15 +141,16 @@ def load_spec(image: str, images_dir: Path | None = None) -> WeightsSpec:
         hf = tuple(HFItem(repo=d["repo"], revision=str(d.get("revision", "main")),
                           files=tuple(d.get("files", ())), repo_type=d.get("repo_type", "model"))
                    for d in doc.get("hf") or ())
-        urls = tuple(URLItem(name=str(d["name"]), url=str(d["url"]), sha256=d["sha256"])
+        urls = tuple(URLItem(name=str(d["name"]), url=str(d["url"]), sha256=d.get("sha256"))
                      for d in doc.get("urls") or ())
     except (KeyError, TypeError) as exc:
         raise ConfigError(f"{path}: malformed entry ({exc})") from None
     for u in urls:
-        if not (isinstance(u.sha256, str) and re.fullmatch(r"[0-9a-f]{64}", u.sha256)) or (
+        if (u.sha256 is not None and not (isinstance(u.sha256, str)
+                                          and re.fullmatch(r"[0-9a-f]{64}", u.sha256))) or (
                 "/" in u.name):
-            raise ConfigError(f"{path}: {u.name}: needs a 64-hex sha256 (quote it) and a plain "
-                              f"file name")
+            raise ConfigError(f"{path}: {u.name}: needs a 64-hex sha256 (quote it) or null "
+                              f"(recorded on first fetch), and a plain file name")
     return WeightsSpec(image=image, hf=hf, urls=urls, notes=str(doc.get("notes", "")))
 
 
@@ -220,17 +226,18 @@ def _fetch_hf(item: HFItem, base: Path) -> dict[str, Any]:
 
 def _fetch_url(item: URLItem, image: str, base: Path) -> dict[str, Any]:
     dest = base / "files" / image / item.name
-    if not (dest.exists() and _sha256(dest) == item.sha256):
+    if not (dest.exists() and (item.sha256 is None or _sha256(dest) == item.sha256)):
         dest.parent.mkdir(parents=True, exist_ok=True)
         with tempfile.NamedTemporaryFile(dir=dest.parent, delete=False) as tmp, \
                 urllib.request.urlopen(item.url, timeout=600) as resp:
             shutil.copyfileobj(resp, tmp)
         got = _sha256(Path(tmp.name))
-        if got != item.sha256:
+        if item.sha256 is not None and got != item.sha256:
             Path(tmp.name).unlink()
             raise ConfigError(f"{item.url}: sha256 {got} != {item.sha256} in weights.yaml")
         os.replace(tmp.name, dest)
-    return {"name": item.name, "url": item.url, "sha256": item.sha256}
+    return {"name": item.name, "url": item.url, "sha256": item.sha256 or _sha256(dest),
+            "sha256_pinned": item.sha256 is not None}
 
 
 def fetch_weights(image: str, dest: str | os.PathLike[str],
@@ -265,7 +272,7 @@ def _check_url(item: URLItem, image: str, base: Path) -> list[str]:
     except WeightsMissing as exc:
         return [str(exc)]
     got = _sha256(path)
-    if got != item.sha256:
+    if item.sha256 is not None and got != item.sha256:
         return [f"{path}: sha256 {got} != {item.sha256} in weights.yaml; fetch it again with: "
                 f"madbench weights fetch --image {image} --dest {base}"]
     return []

@@ -227,6 +227,31 @@ def test_image_defaults_come_from_lock() -> None:
             assert params[stage.image_param] == lock.ref(slug)
 
 
+def test_full_profile_runs_the_papers_speech_models_and_smoke_the_references() -> None:
+    """full.yaml defaults the six speech stages to the paper's generators (issue 10);
+    smoke.yaml and the embedded default (``Stage.model``) stay on the CPU references."""
+    from madbench_common.registry import REGISTRY
+
+    full, smoke = (_load(ROOT / "workflows" / f"{v}.yaml") for v in ("full", "smoke"))
+    fp, sp = ({p["name"]: p["value"] for p in d["spec"]["arguments"]["parameters"]}
+              for d in (full, smoke))
+    want = {"speech_tts_same_a": "tts-f5-same", "speech_tts_same_b": "tts-indextts2-same",
+            "speech_tts_cross_a": "tts-f5-cross", "speech_tts_cross_b": "tts-indextts2-cross",
+            "speech_vc_a": "vc-seedvc", "speech_vc_b": "vc-vevo"}
+    for stage in build_graph():
+        if stage.name not in want:
+            continue
+        slug = want[stage.name]
+        spec = REGISTRY[slug]
+        assert fp[f"{stage.name}_model"] == slug and not spec.reference
+        assert fp[stage.image_param].split("/")[-1].startswith(f"{spec.image}:")
+        assert REGISTRY[sp[f"{stage.name}_model"]].reference
+        assert REGISTRY[stage.model].reference and sp[stage.image_param].split("/")[-1] \
+            .startswith("reference-cpu:")
+    after = _effective_pods(full, {"speech_vc_a_image": "example.org/vc@sha256:" + "1" * 64})
+    assert "example.org/vc" in after["speech-vc-a-shard"]
+
+
 def test_lock_digest_pins_image() -> None:
     entry = {"ref": "r/x:1", "digest": "sha256:" + "a" * 64}
     assert ImageLock({"x": entry}).ref("x") == "r/x:1@sha256:" + "a" * 64
@@ -367,10 +392,10 @@ def test_swapping_a_model_slug_changes_only_that_stage() -> None:
     assert {"separate_model", "split_model", "speech_vc_a_model", "features_model"} <= params
     assert "source_qc_model" not in params  # compound QC stages name their models in params
     before = _effective_pods(doc, {})
-    after = _effective_pods(doc, {"separate_model": "separator-bsroformer"})
+    after = _effective_pods(doc, {"separate_model": "ref-deepfilternet3"})
     changed = {name for name in before if before[name] != after[name]}
     assert changed == {"separate-shard", "separate-merge"}
-    assert 'model\\": \\"separator-bsroformer' in after["separate-shard"]
+    assert 'model\\": \\"ref-deepfilternet3' in after["separate-shard"]
 
 
 # ------------------------------------------------------------------ weights workflow

@@ -231,3 +231,15 @@ def test_image_builds_and_runs_its_stages(slug: str) -> None:
     build_image(slug)
     outcomes = run_image_test(slug)
     assert outcomes and all(o.rows > o.rejected for o in outcomes)
+
+
+def test_paper_slots_are_locked() -> None:
+    """Every stage's paper model (§3.2–3.4) has its image slot in the lock."""
+    from madbench_common.pipeline.definition import PAPER_SLOTS, build_graph
+
+    names = {s.name for s in build_graph()}
+    for stage, (_, slug) in PAPER_SLOTS.items():
+        assert stage in names, stage
+        assert slug in LOCK["images"], (stage, slug)
+    assert "separator-bsroformer" not in LOCK["images"]
+    assert LOCK["images"]["env-tangoflux"].get("in_paper") is False

@@ -64,7 +64,7 @@ def test_url_item_is_fetched_checked_and_locked(tmp_path: Path,
     lock = fetch_weights("fam", dest, images)
     assert url_file("ckpt.pth", image="fam", root=dest).read_bytes() == PAYLOAD
     assert json.loads(lock.read_text())["urls"] == [
-        {"name": "ckpt.pth", "url": f"{url}/ckpt.pth", "sha256": SHA}]
+        {"name": "ckpt.pth", "url": f"{url}/ckpt.pth", "sha256": SHA, "sha256_pinned": True}]
     assert check_weights("fam", dest, images) == []
     (dest / "files" / "fam" / "ckpt.pth").write_bytes(b"tampered")
     problems = check_weights("fam", dest, images)

@@ -1,13 +1,27 @@
-"""From scored test rows to result records: per-task metrics, gaps, Δ_pair, ablation, generators.
+"""From scored test rows to result records: per-task metrics, protocol means, gaps, Δ_pair.
 
-Every record is a flat JSON-able dict; intervals are clip-paired bootstrap
-percentile intervals (``*_lo``/``*_hi``), NaN when ``n_boot`` is 0. Binary-head
-logits minus the training log-odds are used as LLRs for minDCF, actDCF and Cllr.
+Every record is a flat JSON-able dict naming its ``source`` (``head`` or ``native``),
+input ``mode`` and, where it has one, ``protocol``; ``<name>_lo``/``<name>_hi`` are
+clip-paired bootstrap 95% percentile intervals (NaN when ``n_boot`` is 0). Rows
+without a usable score are excluded and counted (``n_excluded``, ``excluded_rate``).
+
+Definitions (paper §5):
+
+* protocol means (Tables 2, 3, 5): the mean of a metric over the core protocols
+  present ("Mean denotes the average across protocols");
+* Δ_E−S = mean over protocols of AUC_E − mean over protocols of AUC_S, where AUC_E is
+  the environment task ({E,Q} vs {R,S}, head H_E) and AUC_S the speech task ({S,Q}
+  vs {R,E}, head H_S) (§5.2);
+* G_S = AUC(S vs R) − AUC(Q vs E) on the speech task's scores and G_E = AUC(E vs R) −
+  AUC(Q vs S) on the environment task's scores (§5.2), per protocol and averaged;
+* Δ_pair = AUC_P − AUC_Sh per scene-consistency condition, on the same test rows
+  scored once with the intended and once with the shuffled video (§5.3).
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from functools import partial
 from typing import Any
 
 import numpy as np
@@ -15,198 +29,307 @@ import numpy.typing as npt
 import pandas as pd
 
 from madbench_common.eval import metrics as M
-from madbench_common.eval.bootstrap import bootstrap_metric, bootstrap_stat, weighted_auc
 from madbench_common.eval.runner import GroupScores
-from madbench_common.eval.tasks import TASKS, VARIANTS, generator_keys, task_labels
+from madbench_common.eval.tasks import CORE_PROTOCOLS, SC_CONDITIONS, SC_PROTOCOL, condition_mask
+from madbench_common.eval.tasks import generator_keys as _generator_keys
+from madbench_common.eval.views import View, estimate, mean_of, task_view, variant_view
 
 __all__ = [
+    "SUMMARY_METRICS",
     "ablation_records",
-    "binary_metrics",
+    "component_records",
     "generator_records",
     "logo_records",
     "pair_records",
+    "summary_records",
     "task_records",
     "variant_records",
+    "view_metrics",
 ]
 
 F64 = npt.NDArray[np.float64]
 Record = dict[str, Any]
-WeightStat = Callable[[F64], F64]
+SUMMARY_METRICS = (("binary", "auc"), ("binary", "eer"), ("fourway", "acc"),
+                   ("fourway", "macro_f1"), ("speech", "auc"), ("env", "auc"))
+"""(task, metric) pairs averaged over protocols: Tables 2, 3 and 5."""
 
 
-def _ci(name: str, stat: WeightStat, clips: npt.ArrayLike, n_boot: int, seed: int) -> Record:
-    if n_boot <= 0:
-        n = np.asarray(clips).shape[0]
-        return {name: float(stat(np.ones((1, n)))[0]), f"{name}_lo": np.nan, f"{name}_hi": np.nan}
-    iv = bootstrap_stat(stat, clips, n_boot, seed)
-    return {name: iv.point, f"{name}_lo": iv.lo, f"{name}_hi": iv.hi}
-
-
-def _auc_stat(y: npt.ArrayLike, s: npt.ArrayLike, rows: npt.ArrayLike | None = None) -> WeightStat:
-    sel = slice(None) if rows is None else np.asarray(rows)
-    return lambda w: weighted_auc(y, s, w[:, sel])
-
-
-def binary_metrics(y: npt.ArrayLike, s: F64, threshold: float | None, llr: F64 | None) -> Record:
-    """AUC, both EERs, accuracy and macro-F1 at ``threshold``, and LLR metrics if given."""
-    out: Record = {"auc": M.auc(y, s), "eer": M.eer_asvspoof(y, s),
-                   "eer_interp": M.eer_interpolated(y, s), "n": int(np.size(y)),
-                   "n_pos": int(np.sum(y)), "n_neg": int(np.size(y) - np.sum(y))}
-    if threshold is not None:
-        pred = (s >= threshold).astype(int)
-        out |= {"acc": M.accuracy(y, pred), "macro_f1": M.macro_f1(y, pred, 2),
-                "threshold": threshold}
-    if llr is not None:
-        out |= {"min_dcf": M.min_dcf(y, llr), "act_dcf": M.act_dcf(y, llr), "cllr": M.cllr(y, llr)}
-    return out
-
-
-def _eer_ci(y: npt.NDArray[np.int64], s: F64, clips: npt.ArrayLike, n_boot: int,
-            seed: int) -> Record:
-    def eer_of(i: npt.NDArray[np.int64]) -> float:
-        return M.eer_asvspoof(y[i], s[i])
-
-    iv = bootstrap_metric(eer_of, clips, n_boot, seed)
-    return {"eer_lo": iv.lo, "eer_hi": iv.hi}
-
-
-def _fourway_metrics(test: pd.DataFrame, logp: F64) -> Record:
-    _, y = task_labels(test, "fourway")
-    pred = logp.argmax(axis=1)
-    return {"acc": M.accuracy(y, pred), "macro_f1": M.macro_f1(y, pred, 4),
-            "auc": M.auc(y > 0, -logp[:, 0]), "confusion": M.confusion(y, pred, 4).tolist(),
-            "classes": list(VARIANTS), "n": int(y.size)}
+def _cell(name: str, est: Record) -> Record:
+    return {name: est["value"], f"{name}_lo": est["lo"], f"{name}_hi": est["hi"]}
 
 
 def _key(g: GroupScores) -> Record:
-    return {"protocol": g.protocol, "mode": g.mode, "pairing": g.pairing}
+    return {"source": g.source, "protocol": g.protocol, "mode": g.mode, "pairing": g.pairing}
+
+
+def _counts(views: list[View]) -> Record:
+    total = sum(v.n_total for v in views)
+    excluded = sum(v.n_excluded for v in views)
+    return {"n": sum(v.n for v in views), "n_excluded": excluded,
+            "excluded_rate": excluded / total if total else float("nan")}
+
+
+def _binary_metrics(view: View, task: str, n_boot: int, seed: int) -> Record:
+    y, s = view.binary_labels(), view.ranking()
+    rec: Record = {"eer": M.eer_asvspoof(y, s), "eer_interp": M.eer_interpolated(y, s)}
+    if task == "binary":
+        est = estimate([view], "eer", n_boot, seed)
+        rec |= {"eer_lo": est["lo"], "eer_hi": est["hi"]}
+    pred = view.prediction()
+    if pred is not None:
+        rec |= {"acc": M.accuracy(y, pred), "macro_f1": M.macro_f1(y, pred, 2),
+                "threshold": view.threshold}
+    if view.llr is not None:
+        rec |= {"min_dcf": M.min_dcf(y, view.llr), "act_dcf": M.act_dcf(y, view.llr),
+                "cllr": M.cllr(y, view.llr)}
+    return rec
+
+
+def _fourway_metrics(view: View, n_boot: int, seed: int) -> Record:
+    pred = view.prediction()
+    assert pred is not None
+    return (_cell("acc", estimate([view], "acc", n_boot, seed))
+            | _cell("macro_f1", estimate([view], "macro_f1", n_boot, seed))
+            | {"confusion": M.confusion(view.y, pred, 4).tolist(), "classes": list("RSEQ")})
+
+
+def view_metrics(view: View, task: str, n_boot: int, seed: int) -> Record:
+    """Every metric of one view: AUC (with interval), EER, accuracy, F1, LLR metrics."""
+    y = view.binary_labels()
+    rec = _counts([view]) | {"n_pos": int(y.sum()), "n_neg": int(y.size - y.sum())}
+    rec |= _cell("auc", estimate([view], "auc", n_boot, seed))
+    if view.multiclass:
+        return rec | _fourway_metrics(view, n_boot, seed)
+    return rec | _binary_metrics(view, task, n_boot, seed)
+
+
+def _group_views(g: GroupScores) -> Iterator[tuple[str, str, View | None]]:
+    for task in (t for t in g.scores if not t.startswith("logo:")):
+        if task == "scene":
+            for cond in SC_CONDITIONS:
+                yield task, cond, task_view(g, task, condition_mask(g.test, cond))
+        else:
+            yield task, "", task_view(g, task)
 
 
 def task_records(groups: list[GroupScores], n_boot: int = 1000, seed: int = 0) -> list[Record]:
-    """One record per (group, task): the paper's per-task metrics with AUC/EER intervals."""
+    """One record per (group, task[, scene condition]) with the task's scored test rows."""
     out = []
     for g in groups:
-        clips = g.test["clip_id"].to_numpy()
-        for task, s in g.scores.items():
-            if task.startswith("logo:"):
-                continue
-            if TASKS[task].n_classes > 2:
-                out.append(_key(g) | {"task": task} | _fourway_metrics(g.test, s))
-                continue
-            mask, y = task_labels(g.test, task)
-            if not mask.any() or y.min() == y.max():
-                continue
-            llr = s[mask] - g.prior_logodds.get(task, 0.0) if g.llr_like else None
-            rec = _key(g) | {"task": task} | binary_metrics(y, s[mask], g.thresholds.get(task), llr)
-            rec |= _ci("auc", _auc_stat(y, s[mask]), clips[mask], n_boot, seed)
-            if task == "binary" and n_boot > 0:
-                rec |= _eer_ci(y, s[mask], clips[mask], max(n_boot // 5, 50), seed)
-            out.append(rec)
+        for task, cond, view in _group_views(g):
+            if view is not None:
+                extra = {"condition": cond} if cond else {}
+                rec = _key(g) | {"task": task} | extra
+                out.append(rec | view_metrics(view, task, n_boot, seed))
     return out
 
 
-def _variant_auc_stat(v: npt.NDArray[np.str_], s: F64, pos: str, neg: str) -> WeightStat:
-    rows = np.flatnonzero(np.isin(v, (pos, neg)))
-    return _auc_stat(v[rows] == pos, s[rows], rows)
+def _core_paired(groups: list[GroupScores]) -> dict[tuple[str, str], list[GroupScores]]:
+    """(source, mode) → its core-protocol paired groups, in the paper's protocol order."""
+    order = {p: i for i, p in enumerate(CORE_PROTOCOLS)}
+    out: dict[tuple[str, str], list[GroupScores]] = {}
+    for g in groups:
+        if g.protocol != SC_PROTOCOL and g.pairing == "paired":
+            out.setdefault((g.source, g.mode), []).append(g)
+    return {k: sorted(v, key=lambda g: (order.get(g.protocol, 99), g.protocol))
+            for k, v in out.items()}
+
+
+def _task_view(g: GroupScores, task: str) -> View | None:
+    return task_view(g, task)
+
+
+def _present(gs: list[GroupScores], make: Callable[[GroupScores], View | None]
+             ) -> tuple[list[str], list[View]]:
+    pairs = [(g.protocol, make(g)) for g in gs]
+    kept = [(p, v) for p, v in pairs if v is not None]
+    return [p for p, _ in kept], [v for _, v in kept]
+
+
+def summary_records(groups: list[GroupScores], n_boot: int = 1000, seed: int = 0) -> list[Record]:
+    """Mean over the core protocols of each (task, metric) in :data:`SUMMARY_METRICS`."""
+    out = []
+    for (source, mode), gs in _core_paired(groups).items():
+        for task, metric in SUMMARY_METRICS:
+            protos, views = _present(gs, partial(_task_view, task=task))
+            if not views or (metric in ("acc", "macro_f1") and views[0].prediction() is None):
+                continue
+            est = estimate(views, metric, n_boot, seed)
+            out.append({"source": source, "mode": mode, "task": task, "metric": metric,
+                        "protocols": protos} | _cell("value", est) | _counts(views))
+    return out
+
+
+def _diff_of_means(k: int) -> Callable[[F64], F64]:
+    return lambda v: mean_of(v[:, :k]) - mean_of(v[:, k:])
+
+
+def _gap(gs: list[GroupScores], task: str, first: tuple[str, str], second: tuple[str, str],
+         n_boot: int, seed: int) -> tuple[Record, Record]:
+    """Per-protocol and mean gap AUC(first) − AUC(second) on ``task``'s scores."""
+    per: Record = {}
+    a_all, b_all = [], []
+    for g in gs:
+        a, b = variant_view(g, task, *first), variant_view(g, task, *second)
+        if a is not None and b is not None:
+            per[g.protocol] = estimate([a, b], "auc", n_boot, seed, _diff_of_means(1))
+            a_all.append(a)
+            b_all.append(b)
+    if not a_all:
+        return per, {}
+    return per, estimate(a_all + b_all, "auc", n_boot, seed, _diff_of_means(len(a_all)))
+
+
+def _delta_e_s(gs: list[GroupScores], n_boot: int, seed: int) -> Record:
+    env, speech = [], []
+    for g in gs:
+        e, s = task_view(g, "env"), task_view(g, "speech")
+        if e is not None and s is not None:
+            env.append(e)
+            speech.append(s)
+    if not env:
+        return {}
+    views = env + speech
+    return _cell("delta_E_S", estimate(views, "auc", n_boot, seed, _diff_of_means(len(env))))
+
+
+def component_records(groups: list[GroupScores], n_boot: int = 1000,
+                      seed: int = 0) -> list[Record]:
+    """Table 3's diagnostics per (source, mode): Δ_E−S, and G_S, G_E per protocol and mean."""
+    out = []
+    for (source, mode), gs in _core_paired(groups).items():
+        gs_per, gs_mean = _gap(gs, "speech", ("S", "R"), ("Q", "E"), n_boot, seed)
+        ge_per, ge_mean = _gap(gs, "env", ("E", "R"), ("Q", "S"), n_boot, seed)
+        key = {"source": source, "mode": mode}
+        for proto in [g.protocol for g in gs]:
+            rec = key | {"protocol": proto}
+            rec |= _cell("G_S", gs_per[proto]) if proto in gs_per else {}
+            rec |= _cell("G_E", ge_per[proto]) if proto in ge_per else {}
+            out.append(rec)
+        mean = key | {"protocol": "mean"} | _delta_e_s(gs, n_boot, seed)
+        mean |= (_cell("G_S", gs_mean) if gs_mean else {}) | (_cell("G_E", ge_mean) if ge_mean
+                                                               else {})
+        out.append(mean)
+    return out
 
 
 def variant_records(groups: list[GroupScores], n_boot: int = 1000, seed: int = 0) -> list[Record]:
-    """Per paired group: AUC of each variant vs R (binary head), Δ_E−S, G_S and G_E."""
+    """Diagnostics only: AUC of each fake variant vs R under the binary task's scores."""
     out = []
-    for g in (g for g in groups if g.pairing == "paired" and "binary" in g.scores):
-        v, clips = g.test["variant"].astype(str).to_numpy(), g.test["clip_id"].to_numpy()
-        b = g.scores["binary"]
-        rec = _key(g)
-        for x in ("S", "E", "Q"):
-            rec |= _ci(f"auc_{x}R", _variant_auc_stat(v, b, x, "R"), clips, n_boot, seed)
-        es = _diff(_variant_auc_stat(v, b, "E", "R"), _variant_auc_stat(v, b, "S", "R"))
-        rec |= _ci("delta_E_S", es, clips, n_boot, seed)
-        if "speech" in g.scores and "env" in g.scores:
-            sp, en = g.scores["speech"], g.scores["env"]
-            gs = _diff(_variant_auc_stat(v, sp, "S", "R"), _variant_auc_stat(v, sp, "Q", "E"))
-            ge = _diff(_variant_auc_stat(v, en, "E", "R"), _variant_auc_stat(v, en, "Q", "S"))
-            rec |= _ci("G_S", gs, clips, n_boot, seed) | _ci("G_E", ge, clips, n_boot, seed)
-        out.append(rec)
+    for gs in _core_paired(groups).values():
+        for g in gs:
+            cells: Record = {}
+            for x in ("S", "E", "Q"):
+                view = variant_view(g, "binary", x, "R")
+                if view is not None:
+                    cells |= _cell(f"auc_{x}R", estimate([view], "auc", n_boot, seed))
+            if cells:
+                out.append(_key(g) | cells)
     return out
 
 
-def _diff(a: WeightStat, b: WeightStat) -> WeightStat:
-    return lambda w: a(w) - b(w)
+def _find(groups: list[GroupScores], source: str, mode: str, pairing: str) -> GroupScores | None:
+    return next((g for g in groups if (g.source, g.protocol, g.mode, g.pairing)
+                 == (source, SC_PROTOCOL, mode, pairing)), None)
 
 
-def _aligned(a: GroupScores, b: GroupScores) -> npt.NDArray[np.int64]:
-    """Positions in ``b.test`` of ``a.test``'s sample ids (raises if any is missing)."""
-    pos = pd.Index(b.test["sample_id"]).get_indexer(a.test["sample_id"])
-    if (pos < 0).any():
-        raise ValueError(f"{b.mode}/{b.pairing} lacks test samples scored in {a.mode}/{a.pairing}")
-    return pos
+def _aligned_views(p: GroupScores, sh: GroupScores, cond: str) -> tuple[View, View] | None:
+    """P and Sh views over the same test rows: those usable in both."""
+    pos = pd.Index(sh.test["sample_id"].astype(str)).get_indexer(p.test["sample_id"].astype(str))
+    s_sh = np.full(len(p.test), np.nan)
+    s_sh[pos >= 0] = sh.scores["scene"][pos[pos >= 0]]
+    rows = condition_mask(p.test, cond) & np.isfinite(s_sh) & np.isfinite(p.scores["scene"])
+    shadow = GroupScores(p.protocol, p.mode, "shuffled", p.test, {"scene": s_sh},
+                         p.thresholds, p.prior_logodds, llr_like=sh.llr_like, source=p.source)
+    vp, vs = task_view(p, "scene", rows), task_view(shadow, "scene", rows)
+    return (vp, vs) if vp is not None and vs is not None else None
 
 
-def _paired_diff(a: GroupScores, b: GroupScores, task: str, name: str, n_boot: int,
-                 seed: int) -> Record:
-    """AUC of ``task`` in group ``a`` minus in ``b`` over the same test samples."""
-    pos = _aligned(a, b)
-    mask, y = task_labels(a.test, task)
-    rows = np.flatnonzero(mask)
-    sa, sb = a.scores[task][rows], b.scores[task][pos][rows]
-    stat = _diff(_auc_stat(y, sa, rows), _auc_stat(y, sb, rows))
-    rec = {"task": task, f"auc_{a.mode}_{a.pairing}": M.auc(y, sa),
-           f"auc_{b.mode}_{b.pairing}": M.auc(y, sb), "n": int(rows.size)}
-    return rec | _ci(name, stat, a.test["clip_id"].to_numpy(), n_boot, seed)
-
-
-def _find(groups: list[GroupScores], protocol: str, mode: str, pairing: str) -> GroupScores | None:
-    return next((g for g in groups if (g.protocol, g.mode, g.pairing) == (protocol, mode, pairing)),
-                None)
+def _pair_record(p: GroupScores, sh: GroupScores | None, cond: str, n_boot: int,
+                 seed: int) -> Record | None:
+    key = {"source": p.source, "mode": p.mode, "condition": cond}
+    total = task_view(p, "scene", condition_mask(p.test, cond))
+    if total is None:
+        return None
+    views = _aligned_views(p, sh, cond) if sh is not None else None
+    if views is None:
+        return key | _cell("auc_P", estimate([total], "auc", n_boot, seed)) | _counts([total])
+    vp, vs = views
+    rec = key | _cell("auc_P", estimate([vp], "auc", n_boot, seed))
+    rec |= _cell("auc_Sh", estimate([vs], "auc", n_boot, seed))
+    rec |= _cell("delta_pair", estimate([vp, vs], "auc", n_boot, seed, _diff_of_means(1)))
+    return rec | {"n": vp.n, "n_excluded": total.n_total - vp.n,
+                  "excluded_rate": (total.n_total - vp.n) / total.n_total}
 
 
 def pair_records(groups: list[GroupScores], n_boot: int = 1000, seed: int = 0) -> list[Record]:
-    """Δ_pair = AUC_P − AUC_Sh for D-R, S-R and D-S, per protocol and mode."""
+    """Table 4 per (source, mode, condition): AUC_P, AUC_Sh and Δ_pair = AUC_P − AUC_Sh."""
     out = []
-    for p in (g for g in groups if g.pairing == "paired"):
-        sh = _find(groups, p.protocol, p.mode, "shuffled")
-        if sh is None:
-            continue
-        for task in (t for t in TASKS if TASKS[t].scene and t in p.scores and t in sh.scores):
-            rec = _paired_diff(p, sh, task, "delta_pair", n_boot, seed)
-            out.append({"protocol": p.protocol, "mode": p.mode} | rec)
+    for p in groups:
+        if p.protocol == SC_PROTOCOL and p.pairing == "paired" and "scene" in p.scores:
+            sh = _find(groups, p.source, p.mode, "shuffled")
+            for cond in SC_CONDITIONS:
+                rec = _pair_record(p, sh, cond, n_boot, seed)
+                if rec is not None:
+                    out.append(rec)
     return out
+
+
+def _matched_views(first: list[GroupScores], second: list[GroupScores],
+                   task: str) -> tuple[list[View], list[View]]:
+    """Views of ``task`` in both lists, for the protocols both have."""
+    out_a: list[View] = []
+    out_b: list[View] = []
+    for a in first:
+        for b in (b for b in second if b.protocol == a.protocol):
+            va, vb = task_view(a, task), task_view(b, task)
+            if va is not None and vb is not None:
+                out_a.append(va)
+                out_b.append(vb)
+    return out_a, out_b
 
 
 def ablation_records(groups: list[GroupScores], n_boot: int = 1000, seed: int = 0,
                      base: str = "A", full: str = "AV") -> list[Record]:
-    """Modality ablation: AUC(A-V) − AUC(A) per protocol and binary task."""
+    """Table 5's difference, mean over protocols of the A-V metric minus the A metric."""
     out = []
-    for a in (g for g in groups if g.mode == base and g.pairing == "paired"):
-        av = _find(groups, a.protocol, full, "paired")
-        if av is None:
+    core = _core_paired(groups)
+    for (source, mode), gs in core.items():
+        other = core.get((source, full))
+        if mode != base or other is None:
             continue
-        for task in (t for t in ("binary", "speech", "env") if t in a.scores and t in av.scores):
-            rec = _paired_diff(av, a, task, "delta_AV_A", n_boot, seed)
-            out.append({"protocol": a.protocol} | rec)
+        for task, metric in (("binary", "auc"), ("fourway", "macro_f1"), ("speech", "auc"),
+                             ("env", "auc")):
+            av, a = _matched_views(other, gs, task)
+            if av and av[0].prediction() is not None:
+                est = estimate(av + a, metric, n_boot, seed, _diff_of_means(len(av)))
+                out.append({"source": source, "task": task, "metric": metric}
+                           | _cell("delta_AV_A", est))
     return out
 
 
 def generator_records(groups: list[GroupScores]) -> list[Record]:
-    """Per generator: AUC/EER of its test fakes vs all test reals (binary head), N per cell."""
+    """Per generator: AUC/EER of its test fakes vs all test reals (binary task), N per cell."""
     out = []
     for g in (g for g in groups if g.pairing == "paired" and "binary" in g.scores):
-        keys, real = generator_keys(g.test), g.test["variant"].astype(str).to_numpy() == "R"
+        keys, real = _generator_keys(g.test), g.test["variant"].astype(str).to_numpy() == "R"
+        finite = np.isfinite(g.scores["binary"])
         for gen in sorted(set().union(*keys)):
             fake = np.array([gen in k for k in keys])
-            rows = fake | real
+            rows = (fake | real) & finite
             y, s = fake[rows].astype(int), g.scores["binary"][rows]
-            out.append(_key(g) | {"generator": gen, "auc": M.auc(y, s),
-                                  "eer": M.eer_asvspoof(y, s), "n_fake": int(fake.sum()),
-                                  "n_real": int(real.sum())})
+            if 0 < y.sum() < y.size:
+                out.append(_key(g) | {"generator": gen, "auc": M.auc(y, s),
+                                      "eer": M.eer_asvspoof(y, s), "n_fake": int(y.sum()),
+                                      "n_real": int(y.size - y.sum())})
     return out
 
 
 def logo_records(groups: list[GroupScores]) -> list[Record]:
     """Leave-one-generator-out: held-out AUC vs the all-generator head's AUC on the same rows."""
     out = []
-    for g in (g for g in groups if "binary" in g.scores):
-        keys, real = generator_keys(g.test), g.test["variant"].astype(str).to_numpy() == "R"
+    for g in (g for g in groups if "binary" in g.scores and g.source == "head"):
+        keys, real = _generator_keys(g.test), g.test["variant"].astype(str).to_numpy() == "R"
         for head in (k for k in g.scores if k.startswith("logo:")):
             gen = head.removeprefix("logo:")
             fake = np.array([gen in k for k in keys])

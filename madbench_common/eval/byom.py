@@ -2,14 +2,25 @@
 
 No image runs: the user's file is validated against the samples manifest and fed
 to the same protocol as the benchmark's own models (heads for features, direct
-transfer for scores). Problems are reported as :class:`ConfigError` naming the
-file, the count and an example: missing samples, duplicate ids, NaN or infinite
-values, constant features or scores.
+transfer / zero-shot scoring for scores). Problems are reported as
+:class:`ConfigError` naming the file, the count and an example: missing samples,
+duplicate ids, NaN or infinite values, constant features or scores.
 
 Features file: ``sample_id``, optional ``mode`` (default ``A``) and ``pairing``
 (default ``paired``), and either a list column ``features`` or numeric columns.
-Scores file: ``sample_id``, ``score`` (higher = more likely fake), optional
-``mode``/``pairing``.
+Every sample needs a paired row per mode; ``shuffled`` rows (another clip's video,
+paper §5.3) are read only for scene-consistency test samples.
+
+Scores file (one row per sample and task): ``sample_id``, ``score`` (P(positive),
+or any score where higher = positive: fake for ``binary``/``speech``/``env``,
+scene-inconsistent for ``scene``), optional ``task`` (default ``binary``),
+``mode``, ``pairing``, ``probs`` (four-way R, S, E, Q probabilities: a list column
+in Parquet, or columns ``prob_R``, ``prob_S``, ``prob_E``, ``prob_Q`` in CSV),
+``parsed`` (the parsed answer: ``fake``/``real``, ``inconsistent``/``consistent``,
+R/S/E/Q, ``refusal``, ``unparsed``) and ``excluded``. Each task is scored only from
+its own rows; every test sample of a task needs a row of it (train and val rows
+are optional); a row without a score is scored from its parsed answer or counted
+as excluded (refusals, unparsed answers), never guessed.
 """
 
 from __future__ import annotations
@@ -24,15 +35,18 @@ import pandas as pd
 
 from madbench_common.errors import ConfigError, ManifestError
 from madbench_common.eval.runner import FeatureSet
-from madbench_common.eval.suite import EvalConfig, EvalResult, run_evaluation
+from madbench_common.eval.suite import EvalConfig, EvalResult, ModelInfo, run_evaluation
+from madbench_common.eval.tasks import TASKS, VARIANTS, core_rows
 from madbench_common.manifest import read_manifest_bytes, rows_to_frame
 from madbench_common.rows import SampleRow
 
 __all__ = ["ByomRun", "load_features", "load_samples", "load_scores", "run_byom"]
 
 _SAMPLE_DEFAULTS = {"protocol": "", "scene_consistent": True, "speech_generator": "",
-                    "env_generator": ""}
+                    "env_generator": "", "sc_condition": ""}
 _KEYS = ["sample_id", "mode", "pairing"]
+_SCORE_KEYS = ["sample_id", "task", "mode", "pairing"]
+_PROB_COLUMNS = [f"prob_{v}" for v in VARIANTS]
 
 
 def _read_uri(uri: str) -> bytes:
@@ -76,14 +90,17 @@ def load_samples(uri: str) -> pd.DataFrame:
     return frame.reset_index(drop=True)
 
 
-def _with_keys(frame: pd.DataFrame, where: str) -> pd.DataFrame:
+def _with_keys(frame: pd.DataFrame, where: str, keys: list[str] = _KEYS) -> pd.DataFrame:
     if "sample_id" not in frame:
         raise ConfigError(f"{where}: no sample_id column")
     frame = frame.assign(mode=frame.get("mode", "A"), pairing=frame.get("pairing", "paired"))
+    if "task" in keys:
+        task = frame.get("task", pd.Series("binary", index=frame.index))
+        frame = frame.assign(task=task.fillna("").astype(str).replace("", "binary"))
     frame["sample_id"] = frame["sample_id"].astype(str)
-    dup = frame[frame.duplicated(_KEYS)]
+    dup = frame[frame.duplicated(keys)]
     if len(dup):
-        raise ConfigError(f"{where}: {len(dup)} duplicate (sample_id, mode, pairing) rows, "
+        raise ConfigError(f"{where}: {len(dup)} duplicate ({', '.join(keys)}) rows, "
                           f"e.g. {_example(dup['sample_id'])}")
     return frame
 
@@ -115,17 +132,38 @@ def _check_matrix(x: np.ndarray, ids: pd.Series, where: str, drop_constant: bool
     return x[:, ~constant]
 
 
-def _check_coverage(samples: pd.DataFrame, frame: pd.DataFrame, where: str) -> None:
+def _check_known(samples: pd.DataFrame, frame: pd.DataFrame, where: str) -> None:
     known = set(samples["sample_id"].astype(str))
     extra = frame.loc[~frame["sample_id"].isin(known), "sample_id"]
     if len(extra):
         raise ConfigError(f"{where}: {len(extra)} rows name samples not in the manifest, "
                           f"e.g. {_example(extra)}")
+
+
+def _lacking(need: pd.Series, part: pd.DataFrame, where: str, what: str) -> None:
+    lacking = sorted(set(need.astype(str)) - set(part["sample_id"]))
+    if lacking:
+        raise ConfigError(f"{where}: {len(lacking)} samples have no {what} rows, "
+                          f"e.g. {lacking[0]!r}")
+
+
+def _check_coverage(samples: pd.DataFrame, frame: pd.DataFrame, where: str) -> None:
+    _check_known(samples, frame, where)
+    shuffled = ~core_rows(samples) & (samples["split"] == "test")
     for (mode, pairing), part in frame.groupby(["mode", "pairing"]):
-        lacking = sorted(known - set(part["sample_id"]))
-        if lacking:
-            raise ConfigError(f"{where}: {len(lacking)} samples have no {mode}/{pairing} "
-                              f"rows, e.g. {lacking[0]!r}")
+        need = samples["sample_id"] if pairing == "paired" else samples.loc[shuffled, "sample_id"]
+        _lacking(need, part, where, f"{mode}/{pairing}")
+
+
+def _check_score_coverage(samples: pd.DataFrame, frame: pd.DataFrame, where: str) -> None:
+    _check_known(samples, frame, where)
+    unknown = sorted(set(frame["task"]) - set(TASKS))
+    if unknown:
+        raise ConfigError(f"{where}: unknown task {unknown[0]!r}; expected one of {tuple(TASKS)}")
+    test = samples[samples["split"] == "test"]
+    for (task, mode, pairing), part in frame.groupby(["task", "mode", "pairing"]):
+        mask, _ = TASKS[str(task)].select(test)
+        _lacking(test.loc[mask, "sample_id"], part, where, f"{task} {mode}/{pairing}")
 
 
 def load_features(uri: str, samples: pd.DataFrame, drop_constant: bool = False) -> FeatureSet:
@@ -140,20 +178,36 @@ def load_features(uri: str, samples: pd.DataFrame, drop_constant: bool = False) 
     return fs
 
 
-def load_scores(uri: str, samples: pd.DataFrame) -> pd.DataFrame:
-    """Validated per-sample scores."""
-    frame = _with_keys(_read_table(uri), uri)
-    if "score" not in frame:
-        raise ConfigError(f"{uri}: no 'score' column")
-    _check_coverage(samples, frame, uri)
-    score = pd.to_numeric(frame["score"], errors="coerce").to_numpy(np.float64)
-    bad = ~np.isfinite(score)
+def _probs(frame: pd.DataFrame) -> pd.DataFrame:
+    if "probs" not in frame and set(_PROB_COLUMNS) <= set(frame.columns):
+        frame = frame.assign(probs=list(frame[_PROB_COLUMNS].to_numpy(np.float64)))
+    return frame
+
+
+def _check_scores(frame: pd.DataFrame, where: str) -> np.ndarray:
+    score = pd.to_numeric(frame.get("score", pd.Series(np.nan, index=frame.index)),
+                          errors="coerce").to_numpy(np.float64)
+    unscored = ~np.isfinite(score) & (frame["task"] != "fourway").to_numpy()
+    parsed = frame.get("parsed", pd.Series("", index=frame.index)).fillna("").astype(str)
+    excused = (parsed != "").to_numpy() | frame.get(
+        "excluded", pd.Series(False, index=frame.index)).fillna(False).astype(bool).to_numpy()
+    bad = unscored & ~excused
     if bad.any():
-        raise ConfigError(f"{uri}: {int(bad.sum())} NaN, inf or non-numeric scores, "
-                          f"e.g. {_example(frame['sample_id'][bad])}")
-    if np.ptp(score) == 0:
-        raise ConfigError(f"{uri}: every score is the same; a constant score ranks nothing")
-    return frame.assign(score=score)
+        raise ConfigError(f"{where}: {int(bad.sum())} NaN, inf or non-numeric scores without "
+                          f"a parsed answer, e.g. {_example(frame['sample_id'][bad])}")
+    finite = score[np.isfinite(score)]
+    if finite.size and np.ptp(finite) == 0 and not (frame["task"] == "fourway").any():
+        raise ConfigError(f"{where}: every score is the same; a constant score ranks nothing")
+    return score
+
+
+def load_scores(uri: str, samples: pd.DataFrame) -> pd.DataFrame:
+    """Validated per-sample, per-task scores (see the module notes for the columns)."""
+    frame = _probs(_with_keys(_read_table(uri), uri, _SCORE_KEYS))
+    if "score" not in frame and "probs" not in frame:
+        raise ConfigError(f"{uri}: no 'score' column (nor four-way 'probs')")
+    _check_score_coverage(samples, frame, uri)
+    return frame.assign(score=_check_scores(frame, uri))
 
 
 @dataclass(frozen=True)
@@ -166,8 +220,8 @@ class ByomRun:
 
 
 def run_byom(samples_uri: str, *, features: str | None = None, scores: str | None = None,
-             out: str | Path | None = None, model: str = "", config: EvalConfig | None = None,
-             drop_constant: bool = False) -> ByomRun:
+             out: str | Path | None = None, model: str = "", group: str = "",
+             config: EvalConfig | None = None, drop_constant: bool = False) -> ByomRun:
     """Validate the user's file, run the protocol, write the report to ``out``."""
     from madbench_common.eval.report import write_report
 
@@ -177,8 +231,12 @@ def run_byom(samples_uri: str, *, features: str | None = None, scores: str | Non
     name = model or Path(str(features or scores)).stem
     fs = load_features(features, samples, drop_constant) if features else None
     sc = load_scores(scores, samples) if scores else None
-    result = run_evaluation(name, samples, features=fs, scores=sc, config=config)
+    try:
+        info = ModelInfo.lookup(name, group=group)
+        result = run_evaluation(info, samples, features=fs, scores=sc, config=config)
+    except ValueError as exc:
+        raise ConfigError(f"{features or scores}: {exc}") from None
     out_dir = Path(out or f"madbench-eval-{name}")
     out_dir.mkdir(parents=True, exist_ok=True)
-    files = write_report(result, lambda n, b: (out_dir / n).write_bytes(b))
+    files = write_report([result], lambda n, b: (out_dir / n).write_bytes(b))
     return ByomRun(result, out_dir, files)

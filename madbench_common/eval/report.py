@@ -1,12 +1,12 @@
-"""Reports of an evaluation: Markdown and JSON tables shaped like the paper's Tables 2–5, and HTML.
+"""Reports of an evaluation: the paper's Tables 2–5 in Markdown and HTML, the long JSON.
 
-Table 2: main results per protocol and input mode (binary AUC/EER/accuracy, four-way
-accuracy and macro-F1, speech and environment AUC, Δ_E−S). Table 3: AUC of each
-variant against R and the interference gaps G_S, G_E. Table 4: scene consistency,
-Δ_pair for D-R, S-R, D-S. Table 5: modality ablation A vs A-V. Then the
-per-generator breakdown (N per cell) and leave-one-generator-out generalisation.
-The HTML report adds ROC curves and confusion matrices as inline SVG (no plotting
-dependency). Bracketed ranges are clip-paired bootstrap 95% intervals.
+The first screen of every report is Table 2 (Markdown top, HTML top and what
+``madbench report`` prints); then Tables 3, 4 and 5 (:mod:`madbench_common.eval.tables`),
+the zero-shot parse rates, the per-generator breakdown (N per cell) and
+leave-one-generator-out generalisation. The HTML report ends with ROC curves and
+four-way confusion matrices as inline SVG (no plotting dependency). The JSON keeps
+every record of every model (``models[].tables``) plus the tables as laid out.
+Bracketed ranges are clip-paired bootstrap 95% intervals.
 """
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ from __future__ import annotations
 import html
 import json
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import numpy as np
@@ -22,89 +22,69 @@ import numpy as np
 from madbench_common.compat import zip_strict
 from madbench_common.eval.metrics import roc_points
 from madbench_common.eval.suite import EvalResult
+from madbench_common.eval.tables import Table, col, long_table, paper_tables, parse_table
 from madbench_common.eval.tasks import task_labels
 
-__all__ = ["main_table", "render_html", "render_json", "render_markdown", "write_report"]
+__all__ = ["main_table", "render_html", "render_json", "render_markdown", "report_tables",
+           "write_report"]
 
-Record = dict[str, Any]
-
-
-def _fmt(x: Any, digits: int = 3) -> str:
-    if isinstance(x, float):
-        return "–" if math.isnan(x) else f"{x:.{digits}f}"
-    return "–" if x is None else str(x)
+_TITLES = {"table2a": "Table 2", "table3": "Table 3", "table4": "Table 4", "table5": "Table 5"}
 
 
-def _ci(r: Record, name: str) -> str:
-    lo, hi = r.get(f"{name}_lo", float("nan")), r.get(f"{name}_hi", float("nan"))
-    base = _fmt(r.get(name))
-    return base if isinstance(lo, float) and math.isnan(lo) else f"{base} [{_fmt(lo)}, {_fmt(hi)}]"
+def _extra_tables(results: Sequence[EvalResult]) -> list[Table]:
+    gen = long_table(list(results), "generators", "Per-generator breakdown (binary task)", [
+        col("source"), col("protocol"), col("mode"), col("generator"), col("auc", "AUC"),
+        col("eer", "EER"), col("n_fake", "N fake"), col("n_real", "N real")])
+    logo = long_table(list(results), "logo", "Leave-one-generator-out (binary head)", [
+        col("protocol"), col("mode"), col("generator"), col("auc_seen", "AUC seen"),
+        col("auc_held_out", "AUC held out"), col("drop", "drop"), col("n_fake", "N fake"),
+        col("n_real", "N real")])
+    parse = parse_table(list(results))
+    return [parse, gen, logo] if parse.sections else [gen, logo]
 
 
-def _md(headers: list[str], rows: list[list[str]]) -> str:
-    lines = ["| " + " | ".join(headers) + " |", "|" + "---|" * len(headers)]
-    lines += ["| " + " | ".join(row) + " |" for row in rows]
-    return "\n".join(lines)
+def report_tables(results: Sequence[EvalResult]) -> list[Table]:
+    """Every table of the report in order: Table 2 (a, b), 3, 4, 5, then the extras."""
+    return [*paper_tables(list(results)), *_extra_tables(results)]
 
 
-def _by_task(res: EvalResult) -> dict[tuple[str, str, str, str, str], Record]:
-    return {(r.get("head", "heads"), r["protocol"], r["mode"], r["pairing"], r["task"]): r
-            for r in res.tables.get("tasks", [])}
+def _md_table(t: Table) -> str:
+    width = len(t.headers)
+    lines = ["| " + " | ".join(t.headers) + " |", "|" + "---|" * width]
+    for title, rows in t.sections:
+        lines.append(f"| **{title}** |" + " |" * (width - 1))
+        lines += ["| " + " | ".join(row) + " |" for row in rows]
+    if not t.sections:
+        lines.append("| (no results) |" + " |" * (width - 1))
+    notes = [f"- {n}" for n in t.notes]
+    return "\n".join([f"### {t.title}" if t.key in ("table2a", "table2b") else "", *lines, "",
+                      *notes]).strip("\n")
 
 
-def main_table(res: EvalResult) -> str:
-    """Table 2: one row per (head type, protocol, input mode), paired video."""
-    tasks, rows = _by_task(res), []
-    for head, proto, mode, pairing, _ in sorted(k for k in tasks if k[4] == "binary"):
-        if pairing != "paired":
-            continue
-        get = lambda t, h=head, p=proto, m=mode: tasks.get((h, p, m, "paired", t), {})  # noqa: E731
-        b, four = get("binary"), get("fourway")
-        var = next((v for v in res.tables.get("variants", []) if v.get("head", "heads") == head
-                    and (v["protocol"], v["mode"]) == (proto, mode)), {})
-        rows.append([res.model, head, proto, mode, _ci(b, "auc"), _ci(b, "eer"), _fmt(b.get("acc")),
-                     _fmt(four.get("acc")), _fmt(four.get("macro_f1")),
-                     _ci(get("speech"), "auc"), _ci(get("env"), "auc"), _ci(var, "delta_E_S")])
-    return _md(["model", "head", "protocol", "mode", "AUC", "EER", "Acc", "4-way Acc",
-                "4-way F1", "speech AUC", "env AUC", "Δ_E−S"], rows)
+def _heading(t: Table) -> str:
+    if t.key == "table2b":
+        return ""
+    if t.key == "table2a":
+        return "## Table 2: binary detection and four-way classification (paper §5.1)\n\n"
+    name = _TITLES.get(t.key)
+    return f"## {name}: {t.title}\n\n" if name else f"## {t.title}\n\n"
 
 
-def _table(records: list[Record], cols: list[tuple[str, str, Callable[[Record], str]]]) -> str:
-    return _md([c[1] for c in cols], [[fn(r) for _, _, fn in cols] for r in records])
+def _names(results: Sequence[EvalResult]) -> str:
+    return ", ".join(r.model.name for r in results) or "no models"
 
 
-def _col(name: str, title: str = "", ci: bool = False) -> tuple[str, str, Callable[[Record], str]]:
-    return (name, title or name, (lambda r: _ci(r, name)) if ci else (lambda r: _fmt(r.get(name))))
-
-
-def render_markdown(res: EvalResult) -> str:
-    """All tables as one Markdown document."""
-    head = _col("head")
-    t = res.tables
-    parts = [
-        f"# MADBench evaluation: {res.model}", "## Table 2: main results", main_table(res),
-        "## Table 3: per-variant AUC vs R and interference gaps",
-        _table(t.get("variants", []), [head, _col("protocol"), _col("mode"),
-               _col("auc_SR", "S vs R", True), _col("auc_ER", "E vs R", True),
-               _col("auc_QR", "Q vs R", True), _col("G_S", "G_S", True), _col("G_E", "G_E", True)]),
-        "## Table 4: scene consistency (Δ_pair = AUC_P − AUC_Sh)",
-        _table(t.get("pairing", []), [head, _col("protocol"), _col("mode"), _col("task"),
-               _col("auc_AV_paired", "AUC_P"), _col("auc_AV_shuffled", "AUC_Sh"),
-               _col("delta_pair", "Δ_pair", True), _col("n", "N")]),
-        "## Table 5: modality ablation (A-V − A)",
-        _table(t.get("ablation", []), [_col("protocol"), _col("task"),
-               _col("auc_A_paired", "AUC A"), _col("auc_AV_paired", "AUC A-V"),
-               _col("delta_AV_A", "Δ", True), _col("n", "N")]),
-        "## Per-generator breakdown",
-        _table(t.get("generators", []), [head, _col("protocol"), _col("mode"), _col("generator"),
-               _col("auc", "AUC"), _col("eer", "EER"), _col("n_fake", "N fake"),
-               _col("n_real", "N real")]),
-        "## Leave-one-generator-out",
-        _table(t.get("logo", []), [_col("protocol"), _col("mode"), _col("generator"),
-               _col("auc_seen", "AUC seen"), _col("auc_held_out", "AUC held out"),
-               _col("drop", "drop"), _col("n_fake", "N fake"), _col("n_real", "N real")]),
-    ]
+def render_markdown(results: Sequence[EvalResult]) -> str:
+    """All tables as one Markdown document; the first section is Table 2."""
+    parts = [f"# MADBench evaluation: {_names(results)}"]
+    for t in report_tables(results):
+        parts.append(_heading(t) + _md_table(t))
     return "\n\n".join(parts) + "\n"
+
+
+def main_table(results: Sequence[EvalResult]) -> str:
+    """Table 2 (a) and (b) in Markdown: the report's first screen."""
+    return "\n\n".join(_heading(t) + _md_table(t) for t in paper_tables(list(results))[:2])
 
 
 def _clean(x: Any) -> Any:
@@ -112,14 +92,35 @@ def _clean(x: Any) -> Any:
         return None
     if isinstance(x, dict):
         return {k: _clean(v) for k, v in x.items()}
-    if isinstance(x, list):
+    if isinstance(x, (list, tuple)):
         return [_clean(v) for v in x]
     return x.item() if isinstance(x, np.generic) else x
 
 
-def render_json(res: EvalResult) -> str:
-    """Every table as JSON (NaN → null)."""
-    return json.dumps(_clean({"model": res.model, "tables": res.tables}), indent=1)
+def render_json(results: Sequence[EvalResult]) -> str:
+    """Every record of every model, and the laid-out tables, as strict JSON (NaN → null)."""
+    models = [{"slug": r.model.slug, "name": r.model.name, "group": r.model.group,
+               "reference": r.model.reference, "stands_in_for": r.model.stands_in_for,
+               "in_paper": r.model.in_paper, "tables": r.tables} for r in results]
+    layout = {t.key: {"title": t.title, "headers": t.headers,
+                      "sections": [{"group": g, "rows": rows} for g, rows in t.sections],
+                      "notes": t.notes} for t in report_tables(results)}
+    return json.dumps(_clean({"models": models, "layout": layout}), indent=1)
+
+
+def _html_table(t: Table) -> str:
+    e = html.escape
+    head = "".join(f"<th>{e(h)}</th>" for h in t.headers)
+    body = []
+    for title, rows in t.sections:
+        body.append(f'<tr class=group><th colspan="{len(t.headers)}">{e(title)}</th></tr>')
+        body += ["<tr>" + "".join(f"<td>{e(c)}</td>" for c in row) + "</tr>" for row in rows]
+    notes = "".join(f"<li>{e(n)}</li>" for n in t.notes)
+    heading = _heading(t).strip().removeprefix("## ")
+    title = (f"<h2>{e(heading)}</h2>" if heading else "") + (
+        f"<h3>{e(t.title)}</h3>" if t.key in ("table2a", "table2b") else "")
+    return (f"{title}<table class=paper><tr>{head}</tr>{''.join(body)}</table>"
+            + (f"<ul class=notes>{notes}</ul>" if notes else ""))
 
 
 def _roc_svg(curves: list[tuple[str, np.ndarray, np.ndarray]], size: int = 220) -> str:
@@ -136,7 +137,7 @@ def _roc_svg(curves: list[tuple[str, np.ndarray, np.ndarray]], size: int = 220) 
     return "\n".join([*lines, "</svg>", f"<div>{legend}</div>"])
 
 
-def _confusion_html(rec: Record) -> str:
+def _confusion_html(rec: dict[str, Any]) -> str:
     cm, classes = rec["confusion"], rec["classes"]
     top = max(max(row) for row in cm) or 1
     cells = "".join(
@@ -147,38 +148,52 @@ def _confusion_html(rec: Record) -> str:
     return f"<table class=cm><tr><th>true \\ pred</th>{header}</tr>{cells}</table>"
 
 
-def _group_html(g: Any, tasks: dict[Any, Record]) -> str:
+def _curves(g: Any) -> list[tuple[str, np.ndarray, np.ndarray]]:
     curves = []
-    for task in ("binary", "speech", "env", "scene_dr", "scene_sr", "scene_ds"):
+    for task in ("binary", "speech", "env", "scene"):
         if task in g.scores:
             mask, y = task_labels(g.test, task)
-            if mask.any() and 0 < y.sum() < y.size:
-                fpr, tpr, _ = roc_points(y, g.scores[task][mask])
+            s = g.scores[task][mask]
+            ok = np.isfinite(s)
+            if ok.any() and 0 < y[ok].sum() < ok.sum():
+                fpr, tpr, _ = roc_points(y[ok], s[ok])
                 curves.append((task, fpr, tpr))
-    key = ("heads" if g.heads else "direct", g.protocol, g.mode, g.pairing, "fourway")
-    cm = _confusion_html(tasks[key]) if key in tasks else ""
-    title = html.escape(f"{key[0]} · {g.protocol} · {g.mode} · {g.pairing}")
-    return f"<section><h3>{title}</h3><div class=row>{_roc_svg(curves)}{cm}</div></section>"
+    return curves
 
 
-def render_html(res: EvalResult) -> str:
-    """A self-contained HTML page: ROC curves, confusion matrices, then the tables."""
-    tasks = _by_task(res)
-    body = "".join(_group_html(g, tasks) for g in res.groups)
-    tables = html.escape(render_markdown(res))
+def _plots_html(r: EvalResult) -> str:
+    fourway = {(x["source"], x["protocol"], x["mode"], x["pairing"]): x
+               for x in r.tables.get("tasks", []) if x["task"] == "fourway"}
+    parts = []
+    for g in r.groups:
+        rec = fourway.get((g.source, g.protocol, g.mode, g.pairing))
+        title = html.escape(f"{r.model.name} · {g.source} · {g.protocol} · {g.mode} · {g.pairing}")
+        cm = _confusion_html(rec) if rec else ""
+        parts.append(f"<section><h3>{title}</h3><div class=row>{_roc_svg(_curves(g))}{cm}"
+                     "</div></section>")
+    return "".join(parts)
+
+
+def render_html(results: Sequence[EvalResult]) -> str:
+    """A self-contained page: Table 2 first, the other tables, then ROC curves and matrices."""
+    tables = "".join(_html_table(t) for t in report_tables(results))
+    plots = "".join(_plots_html(r) for r in results)
     style = ("body{font-family:sans-serif;margin:2em} .row{display:flex;gap:2em}"
-             " table.cm td{padding:4px 8px;text-align:right} pre{font-size:12px}")
-    return (f"<!doctype html><html><head><meta charset=utf-8><title>MADBench: "
-            f"{html.escape(res.model)}</title><style>{style}</style></head><body>"
-            f"<h1>MADBench evaluation: {html.escape(res.model)}</h1><h2>ROC curves and "
-            f"confusion matrices (test split)</h2>{body}<h2>Tables</h2><pre>{tables}</pre>"
+             " table.paper{border-collapse:collapse;font-size:13px}"
+             " table.paper td,table.paper th{border:1px solid #ccc;padding:3px 6px}"
+             " tr.group th{text-align:left;background:#eee} table.cm td{padding:4px 8px;"
+             "text-align:right} .notes{font-size:12px;color:#444}")
+    names = html.escape(_names(results))
+    return (f"<!doctype html><html><head><meta charset=utf-8><title>MADBench: {names}</title>"
+            f"<style>{style}</style></head><body><h1>MADBench evaluation: {names}</h1>"
+            f"{tables}<h2>ROC curves and confusion matrices (test split)</h2>{plots}"
             "</body></html>")
 
 
-def write_report(res: EvalResult, put: Callable[[str, bytes], Any]) -> list[str]:
+def write_report(results: Sequence[EvalResult], put: Callable[[str, bytes], Any]) -> list[str]:
     """Write ``report.md``, ``report.json`` and ``report.html`` through ``put(name, data)``."""
-    files = {"report.md": render_markdown(res), "report.json": render_json(res),
-             "report.html": render_html(res)}
+    files = {"report.md": render_markdown(results), "report.json": render_json(results),
+             "report.html": render_html(results)}
     for name, text in files.items():
         put(name, text.encode())
     return list(files)

@@ -1,13 +1,25 @@
-"""Fitting and scoring every head: per protocol × input mode × pairing, all tasks at once.
+"""Fitting and scoring every head of one model: per protocol × input mode, all tasks at once.
 
-A *group* is one feature matrix: the samples of one protocol, encoded in one input
-mode (``A``, ``V``, ``AV``) with paired or shuffled video. Each group standardises
-its training rows once and fits all of its heads together with
-:func:`~madbench_common.eval.heads.fit_heads`: the four main tasks (paired only),
-the scene-consistency tasks (paired and shuffled), and — optionally —
-leave-one-generator-out binary heads. Binary thresholds are calibrated on the
-validation split at its EER point; every head scores every test row, so a head
-can be read on any subset (e.g. the speech head on Q vs E for G_S).
+Paper §4.2: "The prediction heads use the same logistic-regression architecture but
+are trained independently for each task on the training split, with thresholds
+calibrated on the validation split." A *group* is one feature matrix: the samples
+of one protocol encoded in one input mode (``A``, ``V``, ``AV``). Each group
+standardises its training rows once and fits all of its heads together with
+:func:`~madbench_common.eval.heads.fit_heads`.
+
+* Core protocols: H_bin, H_4way, H_S, H_E (and, optionally, leave-one-generator-out
+  binary heads), on paired features only. Every head scores every test row, so a
+  head can be read on any subset (the speech head on Q vs E for G_S).
+* Scene consistency (§5.3): **one pooled head H_SC^FM per input mode**, "trained on
+  the union of the paired D-R, S-R, and D-S samples … rather than fitting a separate
+  head for each condition", calibrated on val, scored on the test rows of every
+  condition. The union is a set: the consistent sample of a clip is the same mix in
+  D-R and S-R (same audio and video), so it enters training once — rows are
+  deduplicated by (audio sha256, video sha256) where those columns exist. At test
+  time every condition keeps all of its rows. The shuffled condition (Sh) "keeps the
+  audio and label unchanged and replaces only the video": the **same** head and
+  standardiser score the test rows' shuffled-video features; shuffled features never
+  enter training or calibration.
 """
 
 from __future__ import annotations
@@ -22,13 +34,20 @@ import pandas as pd
 from madbench_common.compat import zip_strict
 from madbench_common.eval.heads import Head, HeadSpec, Standardiser, fit_heads
 from madbench_common.eval.metrics import eer_threshold
-from madbench_common.eval.tasks import TASKS, generator_keys, task_labels
+from madbench_common.eval.tasks import (
+    CORE_TASKS,
+    SC_PROTOCOL,
+    TASKS,
+    core_rows,
+    generator_keys,
+    task_labels,
+)
 
-__all__ = ["FeatureSet", "GroupScores", "fit_group", "run_heads"]
+__all__ = ["FeatureSet", "GroupScores", "fit_group", "run_heads", "union_rows"]
 
 F32 = npt.NDArray[np.float32]
 log = logging.getLogger("madbench")
-_MAIN = ("binary", "fourway", "speech", "env")
+_SPLITS = ("train", "val", "test")
 
 
 @dataclass
@@ -59,19 +78,23 @@ class FeatureSet:
 
 @dataclass
 class GroupScores:
-    """One group's fitted heads and their scores on every test row."""
+    """One group's scores on its test rows: from fitted heads or from native outputs."""
 
     protocol: str
     mode: str
     pairing: str
     test: pd.DataFrame
     scores: dict[str, npt.NDArray[np.float64]] = field(default_factory=dict)
-    """Task → logits (binary heads, higher = positive) or (n, K) log-probabilities."""
+    """Task → logits (binary tasks, higher = positive) or (n, K) log-probabilities;
+    NaN marks a test row without a usable score (excluded, see ``native``)."""
     thresholds: dict[str, float] = field(default_factory=dict)
     prior_logodds: dict[str, float] = field(default_factory=dict)
     heads: dict[str, Head] = field(default_factory=dict)
     llr_like: bool = True
     """Whether ``score − prior_logodds`` may be read as an LLR (minDCF, actDCF, Cllr)."""
+    source: str = "head"
+    """``head`` (fitted on frozen features) or ``native`` (the model's own scores)."""
+    standardiser: Standardiser | None = None
 
 
 def _specs(train: pd.DataFrame, tasks: list[str], logo: bool) -> list[HeadSpec]:
@@ -115,7 +138,8 @@ def fit_group(protocol: str, mode: str, pairing: str, frames: dict[str, pd.DataF
     std = Standardiser.fit(xs["train"])
     x = {split: std.transform(m) for split, m in xs.items()}
     specs = _specs(frames["train"], tasks, logo)
-    group = GroupScores(protocol, mode, pairing, frames["test"].reset_index(drop=True))
+    group = GroupScores(protocol, mode, pairing, frames["test"].reset_index(drop=True),
+                        standardiser=std)
     for head, spec in zip_strict(fit_heads(x["train"], specs, c=c), specs):
         group.heads[head.key] = head
         group.scores[head.key] = head.decision(x["test"])
@@ -126,39 +150,87 @@ def fit_group(protocol: str, mode: str, pairing: str, frames: dict[str, pd.DataF
     return group
 
 
-def _group_tasks(pairing: str, tasks: list[str]) -> list[str]:
-    return [t for t in tasks if pairing == "paired" or TASKS[t].scene]
+def union_rows(frame: pd.DataFrame) -> pd.DataFrame:
+    """The set union of scene-consistency rows: one row per distinct (audio, video) input.
+
+    The consistent sample of a clip appears in D-R and in S-R as the same mix; it is
+    one training sample of H_SC^FM, not two. Without content hashes every row counts.
+    """
+    cols = [c for c in ("audio_sha256", "video_sha256") if c in frame]
+    if len(cols) < 2 or frame[cols].isna().any(axis=None) or (
+            frame[cols].astype(str) == "").any(axis=None):
+        return frame
+    return frame.drop_duplicates(subset=[*cols, "scene_consistent"])
 
 
-def run_heads(samples: pd.DataFrame, features: FeatureSet, *, tasks: list[str] | None = None,
-              c: float = 1.0, logo: bool = False) -> list[GroupScores]:
-    """Every group's heads: protocols × the (mode, pairing) matrices in ``features``."""
-    tasks = list(tasks or TASKS)
-    protocol = samples["protocol"].astype(str).replace("", "all")
+def _splits(frame: pd.DataFrame) -> dict[str, pd.DataFrame]:
+    return {s: frame[frame["split"] == s] for s in _SPLITS}
+
+
+def _fit_core(samples: pd.DataFrame, features: FeatureSet, tasks: list[str], c: float,
+              logo: bool) -> list[GroupScores]:
+    core = samples[core_rows(samples)]
+    protocol = core["protocol"].astype(str).replace("", "all")
     groups = []
     for proto in sorted(protocol.unique()):
-        frame = samples[protocol == proto]
-        frames = {s: frame[frame["split"] == s] for s in ("train", "val", "test")}
-        if frames["train"].empty or frames["test"].empty:
-            continue
+        frames = _splits(core[protocol == proto])
         for mode, pairing in sorted(features.matrices):
+            if pairing != "paired":
+                continue
             present = _with_features(features, mode, pairing, frames, proto)
             if present["train"].empty or present["test"].empty:
                 continue
             xs = {s: features.rows(mode, pairing, f["sample_id"]) for s, f in present.items()}
-            group_tasks = _group_tasks(pairing, tasks)
-            if group_tasks:
-                groups.append(fit_group(proto, mode, pairing, present, xs, group_tasks, c=c,
-                                        logo=logo and pairing == "paired"))
+            groups.append(fit_group(proto, mode, pairing, present, xs, tasks, c=c, logo=logo))
     return groups
 
 
+def _fit_scene(samples: pd.DataFrame, features: FeatureSet, c: float) -> list[GroupScores]:
+    """H_SC^FM per input mode (paired), then the same head on shuffled test features."""
+    frames = _splits(samples[~core_rows(samples)])
+    groups = []
+    for mode in sorted({m for m, p in features.matrices if p == "paired"}):
+        present = _with_features(features, mode, "paired", frames, SC_PROTOCOL)
+        fit_frames = {"train": union_rows(present["train"]), "val": union_rows(present["val"]),
+                      "test": present["test"]}
+        if fit_frames["train"]["scene_consistent"].nunique() < 2 or present["test"].empty:
+            log.warning("%s %s: scene-consistency training rows lack a class; no H_SC^FM",
+                        SC_PROTOCOL, mode)
+            continue
+        xs = {s: features.rows(mode, "paired", f["sample_id"]) for s, f in fit_frames.items()}
+        paired = fit_group(SC_PROTOCOL, mode, "paired", fit_frames, xs, ["scene"], c=c)
+        groups.append(paired)
+        if (mode, "shuffled") in features.matrices:
+            groups.append(_shuffled(paired, features, frames["test"]))
+    return groups
+
+
+def _shuffled(paired: GroupScores, features: FeatureSet, test: pd.DataFrame) -> GroupScores:
+    """Sh: the paired group's head and standardiser on shuffled-video test features."""
+    assert paired.standardiser is not None
+    test = test[features.has(paired.mode, "shuffled", test["sample_id"])].reset_index(drop=True)
+    x = paired.standardiser.transform(features.rows(paired.mode, "shuffled", test["sample_id"]))
+    head = paired.heads["scene"]
+    return GroupScores(SC_PROTOCOL, paired.mode, "shuffled", test,
+                       scores={"scene": head.decision(x)}, thresholds=dict(paired.thresholds),
+                       prior_logodds=dict(paired.prior_logodds), heads={"scene": head},
+                       standardiser=paired.standardiser)
+
+
+def run_heads(samples: pd.DataFrame, features: FeatureSet, *, tasks: list[str] | None = None,
+              c: float = 1.0, logo: bool = False) -> list[GroupScores]:
+    """Every group's heads: core protocols × paired matrices, then H_SC^FM per mode."""
+    tasks = list(tasks or TASKS)
+    core_tasks = [t for t in tasks if t in CORE_TASKS]
+    groups = _fit_core(samples, features, core_tasks, c, logo) if core_tasks else []
+    if "scene" in tasks and (~core_rows(samples)).any():
+        groups += _fit_scene(samples, features, c)
+    return groups
 def _with_features(features: FeatureSet, mode: str, pairing: str,
                    frames: dict[str, pd.DataFrame], proto: str) -> dict[str, pd.DataFrame]:
     """Split frames restricted to samples that have this matrix's features.
 
-    Shuffled pairing needs a second clip in the same protocol and split, so a split
-    with one clip has no shuffled rows; those samples leave only this group (logged).
+    Paired features are expected for every sample (a missing one is logged).
     """
     out = {}
     for split, frame in frames.items():

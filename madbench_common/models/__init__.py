@@ -28,4 +28,11 @@ Adding a model
    ``full`` profile (``full={"model": <slug>, "image": <slug>, "gpu": 1}``; compound QC
    stages set ``"params"``); the stage's own ``model``/``image`` stay the CPU reference, so
    the embedded run and ``smoke.yaml`` need no GPU. Then run ``madbench render``.
+
+Frozen encoders and detectors (paper §4.2) also implement ``embed(mode=…, audio=…,
+sample_rate=…, frames=…, fps=…)`` returning a :class:`~madbench_common.roles.Embedding`
+(features, the exact :class:`~madbench_common.roles.InputSpec`, a detector's P(fake)), and
+get one ``features_<slug>`` stage from an ``EvalModel`` row in
+:mod:`madbench_common.pipeline.eval_models` (frame rate, size and modes per model).
+Shared input recipes (resampling, repeat-padding, A-V fusion) are in :mod:`.prep`.
 """

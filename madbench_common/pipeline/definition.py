@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
+from madbench_common.pipeline.eval_models import eval_model_stages
 from madbench_common.pipeline.graph import Graph, Stage
 
-__all__ = ["ENV_SETTINGS", "SPEECH_SETTINGS", "build_graph"]
+__all__ = ["ENV_SETTINGS", "PAPER_SLOTS", "SPEECH_FULL", "SPEECH_SETTINGS", "build_graph"]
 
 _CLIP_INPUTS = ("ingest", "separate", "source_qc", "split")
 SPEECH_SETTINGS = (
@@ -16,6 +19,15 @@ SPEECH_SETTINGS = (
     ("vc", "b", "ref-psola-cepstral-vc"),
 )
 """(branch, slot, default model): one generator stage ``speech_<branch>_<slot>`` each."""
+SPEECH_FULL = {
+    ("tts_same", "a"): ("tts-f5-same", "tts-f5"),
+    ("tts_same", "b"): ("tts-indextts2-same", "tts-indextts2"),
+    ("tts_cross", "a"): ("tts-f5-cross", "tts-f5"),
+    ("tts_cross", "b"): ("tts-indextts2-cross", "tts-indextts2"),
+    ("vc", "a"): ("vc-seedvc", "vc-seedvc"),
+    ("vc", "b"): ("vc-vevo", "vc-vevo"),
+}
+"""(branch, slot) → (the paper's model, its image) in the ``full`` profile (paper §3.3)."""
 ENV_SETTINGS = (
     ("t2a", "a", "ref-layered-t2a"),
     ("t2a", "b", "ref-spectral-t2a"),
@@ -24,6 +36,30 @@ ENV_SETTINGS = (
     ("a2a", "a", "ref-texture-a2a"),
     ("a2a", "b", "ref-stft-morph-a2a"),
 )
+PAPER_SLOTS = {
+    "separate": ("MossFormer2", "separator-mossformer2"),
+    "source_qc": ("ASR + VAD + AST", "qc"),
+    "split": ("ECAPA-TDNN", "qc"),
+    "scene": ("Qwen2.5-VL-32B", "scene-qwen25vl"),
+    "speech_tts_same_a": ("F5-TTS", "tts-f5"),
+    "speech_tts_same_b": ("IndexTTS2", "tts-indextts2"),
+    "speech_tts_cross_a": ("F5-TTS", "tts-f5"),
+    "speech_tts_cross_b": ("IndexTTS2", "tts-indextts2"),
+    "speech_vc_a": ("SeedVC", "vc-seedvc"),
+    "speech_vc_b": ("Vevo-Timbre", "vc-vevo"),
+    "env_t2a_a": ("AudioLDM2-TTA", "env-audioldm2"),
+    "env_t2a_b": ("AudioGen", "env-audiogen"),
+    "env_v2a_a": ("MMAudio", "v2a-mmaudio"),
+    "env_v2a_b": ("FoleyCrafter", "v2a-foleycrafter"),
+    "env_a2a_a": ("AudioX", "a2a-audiox"),
+    "env_a2a_b": ("AudioLDM2-ATA", "env-audioldm2"),
+    "component_qc": ("ASR + VAD + ECAPA-TDNN + AST + CLAP", "qc"),
+}
+"""Stage → (the paper's model, its image slot in ``images/images.lock.yaml``), paper §3.2–3.4.
+
+The defaults above are CPU references standing in for these models (each reference's
+``paper_model`` names the model of its slot); on a cluster, pass the slot's image and
+model slug as ``-p <stage>_image=... -p <stage>_model=...``."""
 _FRAMES = {"frame_fps": 2.0, "frame_size": 112, "max_frames": 64}
 _QC_IMAGE = {"image": "qc", "gpu": 1, "memory": "16Gi"}
 """The ``full`` profile's QC models (Whisper large-v3, ECAPA, AST, CLAP, Silero) share one
@@ -37,7 +73,7 @@ _ECAPA_CLUSTER_DISTANCE = 1.0 - _ECAPA_SAME_SPEAKER
 
 def build_graph() -> Graph:
     """The MADBench build graph (paper §3.2 onwards), in declaration order."""
-    return Graph(
+    return Graph(_wire_evaluate(
         [
             Stage(
                 name="ingest",
@@ -68,15 +104,21 @@ def build_graph() -> Graph:
                 target="madbench_common.stages.source_qc:SourceQCStage",
                 inputs=("ingest", "separate"),
                 outputs=("source_qc",),
-                model="ref-silero-vad+ref-pocketsphinx",
+                model="ref-silero-vad+ref-pocketsphinx+ref-tonal-music",
                 shards=4,
                 memory="4Gi",
                 params={"vad": "ref-silero-vad", "asr": "ref-pocketsphinx",
+                        "tagger": "ref-tonal-music",
                         "min_speech_coverage": 0.3, "min_asr_coverage": 0.3,
-                        "max_env_leakage": 0.35, "min_env_dbfs": -60.0,
+                        "max_env_leakage": 0.0, "max_asr_leak_recall": 0.5,
+                        "languages": ["en"], "min_language_prob": 0.0,
+                        "music_labels": ["Music", "Musical instrument", "Singing",
+                                         "Television", "Radio"],
+                        "max_music_prob": 0.5, "min_env_dbfs": -60.0,
                         "max_clip_fraction": 0.001},
-                full={"model": "qc-silero-vad+qc-whisper", **_QC_IMAGE,
-                      "params": {"vad": "qc-silero-vad", "asr": "qc-whisper"}},
+                full={"model": "qc-silero-vad+qc-whisper+qc-ast", **_QC_IMAGE,
+                      "params": {"vad": "qc-silero-vad", "asr": "qc-whisper",
+                                 "tagger": "qc-ast"}},
             ),
             Stage(
                 name="split",
@@ -91,7 +133,15 @@ def build_graph() -> Graph:
             ),
             *_build_stages(),
         ]
-    )
+    ))
+
+
+def _wire_evaluate(stages: list[Stage]) -> list[Stage]:
+    """``evaluate`` reads every stage that writes features or scores (one per model)."""
+    feeds = tuple(s.name for s in stages if s.name != "evaluate"
+                  and s.outputs[:1] in (("features",), ("scores",)))
+    return [replace(s, inputs=("assemble", *feeds)) if s.name == "evaluate" else s
+            for s in stages]
 
 
 def _generator(component: str, branch: str, slot: str, model: str) -> Stage:
@@ -100,6 +150,9 @@ def _generator(component: str, branch: str, slot: str, model: str) -> Stage:
     params: dict[str, object] = {"branch": branch}
     if branch == "v2a":
         params.update(_FRAMES)
+    full_model, full_image = SPEECH_FULL.get((branch, slot), ("", "")) \
+        if component == "speech" else ("", "")
+    full = {"model": full_model, "image": full_image} if full_model else {}
     return Stage(
         name=f"{component}_{branch}_{slot}",
         role=role,
@@ -107,6 +160,7 @@ def _generator(component: str, branch: str, slot: str, model: str) -> Stage:
         inputs=(*_CLIP_INPUTS, "scene", "plan_components"),
         outputs=("components",),
         model=model,
+        full=full,
         gpu=1,
         memory="8Gi",
         shards=4,
@@ -135,7 +189,7 @@ def _build_stages() -> list[Stage]:
             target="madbench_common.stages.pairing:PairingStage",
             inputs=_CLIP_INPUTS,
             outputs=("pairs",),
-            params={"targets": 4, "max_similarity": 0.85},
+            params={"targets": 4, "max_similarity": 0.85, "relax": []},
         ),
         Stage(
             name="plan_components",
@@ -143,7 +197,7 @@ def _build_stages() -> list[Stage]:
             target="madbench_common.stages.plan_components:PlanComponentsStage",
             inputs=(*_CLIP_INPUTS, "scene", "pairing"),
             outputs=("components",),
-            params={"speech_per_clip": 3, "env_per_clip": 2},
+            params={"targets": 4, "mismatch_prompts": 3},
         ),
         *generators,
         Stage(
@@ -152,19 +206,23 @@ def _build_stages() -> list[Stage]:
             target="madbench_common.stages.component_qc:ComponentQCStage",
             inputs=(*_CLIP_INPUTS, "scene", *(g.name for g in generators)),
             outputs=("components",),
-            model="ref-silero-vad+ref-pocketsphinx+ref-resemblyzer",
+            model="ref-silero-vad+ref-pocketsphinx+ref-resemblyzer+ref-tonal-music",
             shards=4,
             memory="4Gi",
             params={"vad": "ref-silero-vad", "asr": "ref-pocketsphinx",
-                    "speaker": "ref-resemblyzer", "prompt_model": "",
+                    "speaker": "ref-resemblyzer", "tagger": "ref-tonal-music",
+                    "prompt_model": "", "top_events": 5, "env_asr_branches": ["a2a"],
+                    "music_labels": ["Music", "Musical instrument", "Singing",
+                                     "Television", "Radio"], "max_music_prob": 0.5,
+                    "max_asr_leak_recall": 0.5,
                     "max_duration_error": 0.001, "min_rms_dbfs": -60.0,
                     "max_clip_fraction": 0.001, "max_outside_db": -30.0,
-                    "max_env_leakage": 0.2, "max_wer": 0.8,
+                    "max_env_leakage": 0.0, "max_wer": 0.8,
                     "wer_gate": ["transcript", "asr_source"], "asr_all": False,
                     "min_same_similarity": 0.6, "min_identity_shift": 0.0},
-            full={"model": "qc-silero-vad+qc-whisper+qc-ecapa", **_QC_IMAGE,
+            full={"model": "qc-silero-vad+qc-whisper+qc-ecapa+qc-ast", **_QC_IMAGE,
                   "params": {"vad": "qc-silero-vad", "asr": "qc-whisper", "speaker": "qc-ecapa",
-                             "prompt_model": "qc-clap", "asr_all": True,
+                             "tagger": "qc-ast", "prompt_model": "qc-clap", "asr_all": True,
                              "min_same_similarity": _ECAPA_SAME_SPEAKER}},
         ),
         Stage(
@@ -174,14 +232,20 @@ def _build_stages() -> list[Stage]:
             inputs=(*_CLIP_INPUTS, "scene", "component_qc"),
             outputs=("samples",),
             shards=4,
-            params={"reuse_cap": 2, "ceiling": 0.99, "aac_coder": "fast", "channels": 1},
+            params={"reuse_cap": 2, "sc_reuse_cap": 2, "ceiling": 0.99, "aac_coder": "fast",
+                    "channels": 1},
         ),
         *_eval_stages(),
     ]
 
 
 def _eval_stages() -> list[Stage]:
-    """Frozen-encoder features (cached by sample sha256), then heads, metrics and reports."""
+    """Frozen-encoder features (cached by sample sha256), then heads, metrics and reports.
+
+    ``features`` runs the CPU reference encoder; one ``features_<slug>`` (and, for
+    detectors, ``scores_<slug>``) per paper model follows (:mod:`.eval_models`).
+    """
+    models = eval_model_stages()
     return [
         Stage(
             name="features",
@@ -195,11 +259,12 @@ def _eval_stages() -> list[Stage]:
             params={"modes": ["A", "AV"], "pairings": ["paired", "shuffled"], "fps": 4.0,
                     "frame_size": 112},
         ),
+        *models,
         Stage(
             name="evaluate",
             role="core",
             target="madbench_common.stages.evaluate:EvaluateStage",
-            inputs=("assemble", "features"),
+            inputs=("assemble", "features", *(m.name for m in models)),
             outputs=("scores",),
             memory="8Gi",
             params={"n_boot": 1000, "logo": True, "c": 1.0},

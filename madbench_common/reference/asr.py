@@ -12,6 +12,10 @@ __all__ = ["PocketSphinxASR"]
 
 _RATE = 16000
 _FRAME_RATE = 100  # pocketsphinx segment times are in 10 ms frames
+_PRUNING = {"maxhmmpf": 3000, "maxwpf": 5, "fwdflat": False, "bestpath": False}
+"""Search limits: QC transcribes every residual and environment component, where the
+default search explodes on noise. On demo speech and ambience these settings decode
+1.8× faster with near-identical transcripts of the speech (measured on two clips)."""
 
 
 class PocketSphinxASR:
@@ -25,8 +29,8 @@ class PocketSphinxASR:
 
         from pocketsphinx import Decoder
 
-        self.version = f"pocketsphinx-{version('pocketsphinx')}-en-us"
-        self._decoder = Decoder(samprate=_RATE, loglevel="FATAL")
+        self.version = f"pocketsphinx-{version('pocketsphinx')}-en-us-pruned"
+        self._decoder = Decoder(samprate=_RATE, loglevel="FATAL", **_PRUNING)
 
     def transcribe(self, audio: Audio, sample_rate: Hertz) -> Transcript:
         x = resample(audio, sample_rate, _RATE)

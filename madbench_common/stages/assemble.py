@@ -1,10 +1,10 @@
-"""Assembly stage: four variants per clip under three protocols, muxed with the original video.
+"""Assembly stage: four variants per clip under three protocols, plus the scene-consistency set.
 
-Per clip (paper §3.5, §5.3): R = ŝ + ê, S = s_fake + ê, E = ŝ + e_fake and
-Q = s_fake + e_fake, all through :func:`madbench_common.mix.mix_components`
-(source-relative levels; R is re-assembled through the same path, so codec and
-resampling traces are shared by every variant). S and Q share one fake speech
-component; E and Q share one fake environment. Protocols:
+Per clip (paper §3.5): R = ŝ + ê, S = s_fake + ê, E = ŝ + e_fake and Q = s_fake +
+e_fake, all through :func:`madbench_common.mix.mix_components` (source-relative
+levels; R is re-assembled through the same path, so codec and resampling traces are
+shared by every variant). S and Q share one fake speech component; E and Q share one
+fake environment. Protocols (§4.1):
 
 * ``scene_matched``: E/Q use a scene-matched fake environment;
 * ``scene_mismatched``: E/Q use an environment of an incompatible scene — generated
@@ -15,16 +15,36 @@ component; E and Q share one fake environment. Protocols:
 * ``balanced``: half of the clips of each split take their matched and half their
   mismatched environment.
 
-Only QC-passed components are used; the choice of setting is greedy least-used per
-split (clips with fewest options first), which balances generator settings. The
-audio (16 kHz float WAV, pre-codec) and an MP4 (the source's video packets copied,
+Every protocol holds the same clips (Table 1: 5,512 = 4 × 1,378 samples per protocol):
+a clip that lacks a QC-passed speech component, a matched or a mismatched
+environment leaves all protocols (a ``rejected`` row says which was missing).
+
+**Selection after QC** (explicit and seeded; the choice is on every sample row): per
+split, clips with the fewest QC-passed options choose first (ties: a seeded order);
+each takes the generator setting least used so far in its split (ties: a seeded
+order of settings), which balances settings (§3.5: "component selection is balanced
+across generation settings"); among several passed candidates of one setting (the
+four targets of a cross-identity setting, the mismatched prompts of a text-to-audio
+setting) a seeded draw picks one.
+
+**Scene consistency** (§5.3, ``protocol="scene_consistency"``, label
+``scene_consistent``), one row per (clip, condition, class) for the same clips:
+
+* ``D-R`` / ``S-R``: consistent = the clip's R; inconsistent = the clip's ŝ with a
+  donor clip's real ê (:mod:`madbench_common.stages.swaps`), variant ``R``, donor and
+  its labels on the row;
+* ``D-S``: consistent = the clip's E with its scene-matched fake environment;
+  inconsistent = its E with the scene-mismatched one (both synthetic).
+
+The audio (16 kHz float WAV, pre-codec) and an MP4 (the source's video packets copied,
 new AAC track at the source's audio rate, mono like the mix unless ``channels`` says
-otherwise) are stored per distinct mix; samples of
-different protocols that are the same mix share the files.
+otherwise) are stored per distinct mix; samples that are the same mix (R and the
+consistent D-R/S-R samples, E and the D-S samples) share the files.
 """
 
 from __future__ import annotations
 
+import dataclasses
 from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -39,12 +59,17 @@ from madbench_common.mux import MuxResult, remux_with_audio
 from madbench_common.pipeline.stage import StageImpl
 from madbench_common.rows import ComponentRow, SampleRow
 from madbench_common.stages.clips import ClipInputs, fetch_video, load_clip_inputs
+from madbench_common.stages.swaps import SwapClip, pick_env_donors
 from madbench_common.taxonomy import load_taxonomy
 from madbench_common.types import Audio
 
-__all__ = ["PROTOCOLS", "AssembleStage", "Selection", "render_track", "select_components"]
+__all__ = ["PROTOCOLS", "SC_PROTOCOL", "AssembleStage", "Selection", "render_track",
+           "select_components"]
 
 PROTOCOLS = ("balanced", "scene_matched", "scene_mismatched")
+SC_PROTOCOL = "scene_consistency"
+_SWAPS = {"D-R": "R-DR", "S-R": "R-SR"}
+"""Real-environment swap conditions → their track tags."""
 
 
 @dataclass
@@ -61,12 +86,15 @@ class Selection:
 
 
 def _least_used(options: dict[str, list[ComponentRow]], usage: Counter[str],
-                tie: dict[str, int]) -> tuple[str, ComponentRow] | None:
+                tie: dict[str, int], rng: np.random.Generator,
+                ) -> tuple[str, ComponentRow] | None:
+    """The least-used setting (seeded ties) and a seeded draw among its candidates."""
     if not options:
         return None
-    setting = min(options, key=lambda s: (usage[s], tie[s], s))
+    setting = min(options, key=lambda s: (usage[s], tie.get(s, 0), s))
     usage[setting] += 1
-    return setting, options[setting][0]
+    rows = options[setting]
+    return setting, rows[int(rng.integers(len(rows)))]
 
 
 class _Selector:
@@ -74,7 +102,7 @@ class _Selector:
 
     def __init__(self, clips: dict[str, ClipInputs], passed: list[ComponentRow],
                  reuse_cap: int, rng: np.random.Generator) -> None:
-        self.clips, self.passed, self.cap = clips, passed, reuse_cap
+        self.clips, self.passed, self.cap, self.rng = clips, passed, reuse_cap, rng
         settings = sorted({c.setting for c in passed})
         self.tie = {s: int(i) for s, i in zip_strict(settings, rng.permutation(len(settings)))}
         self.usage: dict[str, Counter[str]] = {k: Counter() for k in ("speech", "m", "d")}
@@ -112,12 +140,13 @@ class _Selector:
     def select(self, clip: ClipInputs) -> Selection:
         sel = Selection(clip.clip_id)
         picked = _least_used(self.own(clip.clip_id, "speech", True), self.usage["speech"],
-                             self.tie)
+                             self.tie, self.rng)
         sel.speech = picked[1] if picked else None
-        picked = _least_used(self.own(clip.clip_id, "env", True), self.usage["m"], self.tie)
+        picked = _least_used(self.own(clip.clip_id, "env", True), self.usage["m"], self.tie,
+                             self.rng)
         sel.env_match = picked[1] if picked else None
         options = self.own(clip.clip_id, "env", False) | self.donors(clip)
-        picked = _least_used(options, self.usage["d"], self.tie)
+        picked = _least_used(options, self.usage["d"], self.tie, self.rng)
         if picked:
             sel.env_mismatch = picked[1]
             replaced = picked[1].clip_id != clip.clip_id
@@ -193,6 +222,20 @@ class AssembleStage(StageImpl[SampleRow]):
         return select_components(self.clips, list(self.components.values()),
                                  int(self.ctx.params["reuse_cap"]), self.ctx.rng("select"))
 
+    @cached_property
+    def env_donors(self) -> dict[str, dict[str, str]]:
+        """Condition (D-R, S-R) → receiver clip → donor clip of the real ê."""
+        def swap(c: ClipInputs) -> SwapClip:
+            assert c.scene is not None
+            return SwapClip(c.clip_id, c.split.split, c.source.source_group,
+                            c.scene.scene_label)
+        receivers = [swap(self.clips[c]) for c, s in sorted(self.selection.items())
+                     if not s.missing]
+        pool = [swap(c) for _, c in sorted(self.clips.items())]
+        cap, tax = int(self.ctx.params["sc_reuse_cap"]), load_taxonomy()
+        return {cond: pick_env_donors(receivers, pool, cond, tax, cap, self.ctx.rng(cond))
+                for cond in _SWAPS}
+
     def plan(self) -> list[str]:
         return sorted(self.selection)
 
@@ -206,7 +249,8 @@ class AssembleStage(StageImpl[SampleRow]):
         return self.ctx.load_audio(uri, sha)[0]
 
     def _assemble(self, clip: ClipInputs, sel: Selection) -> list[SampleRow]:
-        if sel.speech is None or (sel.env_match is None and sel.env_mismatch is None):
+        if sel.missing or sel.speech is None or sel.env_match is None \
+                or sel.env_mismatch is None:
             return [SampleRow(sample_id=f"{clip.clip_id}-X-none", clip_id=clip.clip_id,
                               variant="R", split=clip.split.split, status="rejected",
                               reason="no_qc_passed_component",
@@ -216,15 +260,27 @@ class AssembleStage(StageImpl[SampleRow]):
         e_hat = self._load(clip.stem.env_uri, clip.stem.env_sha256)
         s_fake = fit_track(self._load(sel.speech.uri, sel.speech.sha256), n)
         envs = {k: fit_track(self._load(c.uri, c.sha256), n)
-                for k, c in (("m", sel.env_match), ("d", sel.env_mismatch)) if c is not None}
+                for k, c in (("m", sel.env_match), ("d", sel.env_mismatch))}
+        envs |= {tag: fit_track(self._load(d.stem.env_uri, d.stem.env_sha256), n)
+                 for tag, d in self._swap_donors(clip).items()}
         with self.ctx.tempdir() as tmp:
             video = fetch_video(self.ctx, clip.source, tmp)
             tracks = {"R": self._track(clip, "R", s_hat, e_hat, s_hat, e_hat, video),
                       "S": self._track(clip, "S", s_fake, e_hat, s_hat, e_hat, video)}
             for k, env in envs.items():
-                tracks[f"E{k}"] = self._track(clip, f"E-{k}", s_hat, env, s_hat, e_hat, video)
-                tracks[f"Q{k}"] = self._track(clip, f"Q-{k}", s_fake, env, s_hat, e_hat, video)
-        return self._rows(clip, sel, tracks)
+                if k in ("m", "d"):
+                    tracks[f"E{k}"] = self._track(clip, f"E-{k}", s_hat, env, s_hat, e_hat,
+                                                  video)
+                    tracks[f"Q{k}"] = self._track(clip, f"Q-{k}", s_fake, env, s_hat, e_hat,
+                                                  video)
+                else:
+                    tracks[k] = self._track(clip, k, s_hat, env, s_hat, e_hat, video)
+        return self._rows(clip, sel, tracks) + self._sc_rows(clip, sel, tracks)
+
+    def _swap_donors(self, clip: ClipInputs) -> dict[str, ClipInputs]:
+        """Track tag → donor clip, for the swap conditions this clip has a donor in."""
+        return {tag: self.clips[self.env_donors[cond][clip.clip_id]]
+                for cond, tag in _SWAPS.items() if clip.clip_id in self.env_donors[cond]}
 
     def _track(self, clip: ClipInputs, tag: str, speech: Audio, env: Audio, s_hat: Audio,
                e_hat: Audio, video: Path) -> _Track:
@@ -244,23 +300,53 @@ class AssembleStage(StageImpl[SampleRow]):
             mismatch = protocol == "scene_mismatched" or (
                 protocol == "balanced" and sel.balanced_mismatch)
             env = sel.env_mismatch if mismatch else sel.env_match
-            if env is None:
-                if protocol == "balanced":
-                    mismatch, env = (not mismatch), (sel.env_match or sel.env_mismatch)
-                if env is None:
-                    continue
+            assert env is not None
             key = "d" if mismatch else "m"
             for variant in ("R", "S", "E", "Q"):
                 track = tracks[variant if variant in "RS" else f"{variant}{key}"]
-                rows.append(self._row(clip, sel, protocol, variant, track,
-                                      env if variant in "EQ" else None, mismatch))
+                row = self._row(clip, sel, protocol, variant, track,
+                                env if variant in "EQ" else None, mismatch)
+                rows.append(row)
         return rows
+
+    def _sc_rows(self, clip: ClipInputs, sel: Selection, tracks: dict[str, _Track],
+                 ) -> list[SampleRow]:
+        """The scene-consistency samples of the clip (module docstring), paired per condition."""
+        rows = []
+        for cond, tag in _SWAPS.items():
+            if tag not in tracks:
+                continue
+            donor = self.clips[self.env_donors[cond][clip.clip_id]]
+            rows.append(self._sc(self._row(clip, sel, SC_PROTOCOL, "R", tracks["R"], None,
+                                           False), cond, True))
+            swap = self._row(clip, sel, SC_PROTOCOL, "R", tracks[tag], None, True)
+            rows.append(self._sc(self._with_donor(swap, donor), cond, False))
+        for consistent, key, env in ((True, "m", sel.env_match), (False, "d", sel.env_mismatch)):
+            row = self._row(clip, sel, SC_PROTOCOL, "E", tracks[f"E{key}"], env, not consistent)
+            rows.append(self._sc(row, "D-S", consistent))
+        return rows
+
+    @staticmethod
+    def _with_donor(row: SampleRow, donor: ClipInputs) -> SampleRow:
+        assert donor.scene is not None
+        return dataclasses.replace(
+            row, env_donor_clip_id=donor.clip_id, env_donor_scene_label=donor.scene.scene_label,
+            env_donor_coarse_label=donor.scene.coarse_label,
+            env_scene_label=donor.scene.scene_label)
+
+    @staticmethod
+    def _sc(row: SampleRow, condition: str, consistent: bool) -> SampleRow:
+        cls = "consistent" if consistent else "inconsistent"
+        return dataclasses.replace(
+            row, sample_id=f"{row.sample_id}-{condition}-{cls}", sc_condition=condition,
+            scene_consistent=consistent)
 
     def _row(self, clip: ClipInputs, sel: Selection, protocol: str, variant: str,
              track: _Track, env: ComponentRow | None, mismatch: bool) -> SampleRow:
         assert clip.scene is not None and sel.speech is not None
         speech = sel.speech if variant in "SQ" else None
         fake_env = env is not None
+        donor = self.clips.get(env.clip_id) if env and env.clip_id != clip.clip_id else None
         m = track.mix
         return SampleRow(
             sample_id=f"{clip.clip_id}-{variant}-{protocol}", clip_id=clip.clip_id,
@@ -278,7 +364,9 @@ class AssembleStage(StageImpl[SampleRow]):
             env_scene_label=(env.prompt_label or env.scene_label) if env else
             clip.scene.scene_label,
             mismatch_mode=sel.mismatch_mode if fake_env and mismatch else "",
-            env_donor_clip_id=env.clip_id if env and env.clip_id != clip.clip_id else "",
+            env_donor_clip_id=donor.clip_id if donor else "",
+            env_donor_scene_label=donor.scene.scene_label if donor and donor.scene else "",
+            env_donor_coarse_label=donor.scene.coarse_label if donor and donor.scene else "",
             speech_component_id=speech.component_id if speech else "",
             env_component_id=env.component_id if env else "",
             target_clip_id=speech.target_clip_id if speech else "",

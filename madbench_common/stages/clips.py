@@ -3,14 +3,14 @@
 :class:`ClipInputs` joins a clip's ``sources``, ``stems``, ``source_qc`` and ``splits``
 rows (and ``scenes`` when present); :func:`load_clip_inputs` reads them once per
 shard. :func:`speech_active` cuts ŝ to the source speech regions.
-:func:`assign_settings` is the balanced, seeded rotation of generator settings over
-clips that the component plan uses; :class:`PlannedComponentStage` is the base of
+:class:`PlannedComponentStage` is the base of
 the generator stages (each makes the planned components of its own setting).
 """
 
 from __future__ import annotations
 
 import dataclasses
+import json
 import time
 from abc import abstractmethod
 from collections.abc import Mapping, Sequence
@@ -39,7 +39,6 @@ from madbench_common.types import Audio, Hertz
 __all__ = [
     "ClipInputs",
     "PlannedComponentStage",
-    "assign_settings",
     "component_seed",
     "fetch_video",
     "load_clip_inputs",
@@ -104,31 +103,6 @@ def component_seed(ctx: StageContext, component_id: str) -> int:
     return int(ctx.rng("seed", component_id).integers(0, 2**31 - 1))
 
 
-def assign_settings(
-    groups: Mapping[str, Sequence[str]], settings: Sequence[str], per_clip: int,
-    rng: np.random.Generator,
-) -> dict[str, tuple[str, ...]]:
-    """``per_clip`` distinct settings per clip, balanced within each group (split).
-
-    Clips of a group are visited in a seeded order; the k-th clip starts at setting
-    ``k mod S`` and takes the next ones with a stride that changes every full
-    rotation, so each setting is some clip's first choice equally often and
-    co-occurs with every other setting.
-    """
-    n = len(settings)
-    per_clip = max(0, min(per_clip, n))
-    out: dict[str, tuple[str, ...]] = {}
-    for name in sorted(groups):
-        clips = sorted(groups[name])
-        order = [clips[i] for i in rng.permutation(len(clips))]
-        for k, clip in enumerate(order):
-            stride = 1 + (k // n) % max(n - 1, 1)
-            walk = [settings[(k + i * stride) % n] for i in range(n)] + list(settings)
-            picked = list(dict.fromkeys(walk))[:per_clip]
-            out[clip] = tuple(picked)
-    return out
-
-
 class PlannedComponentStage(MapStage[ComponentRow]):
     """Base of the generator stages: the planned components whose setting is this stage."""
 
@@ -157,6 +131,7 @@ class PlannedComponentStage(MapStage[ComponentRow]):
 
     def run_item(self, item: str) -> ComponentRow:
         plan = self.planned[item]
+        model = self.model  # load outside the guard: missing weights are a config error
         start = time.perf_counter()
         try:
             audio = self.generate(plan)
@@ -165,11 +140,20 @@ class PlannedComponentStage(MapStage[ComponentRow]):
                 from None
         seconds = time.perf_counter() - start
         info = self.ctx.save_audio(f"{plan.component}/{item}.wav", audio, plan.sample_rate)
+        settings = getattr(model, "last_settings", None) or {}
         return dataclasses.replace(
-            plan, generator=self.model.slug, uri=info.uri, sha256=info.sha256,
+            plan, generator=model.slug, uri=info.uri, sha256=info.sha256,
             duration=len(audio) / plan.sample_rate, gen_seconds=seconds,
-        ).with_provenance(self.ctx.provenance(self.model.slug, self.model.version))
+            gen_seed=component_seed(self.ctx, item),
+            gen_settings=json.dumps(settings, sort_keys=True) if settings else "",
+            **_length_fields(settings),
+        ).with_provenance(self.ctx.provenance(model.slug, model.version))
 
     @abstractmethod
     def generate(self, plan: ComponentRow) -> Audio:
         """The component's audio: mono float32 at ``plan.sample_rate``, clip length."""
+
+
+def _length_fields(settings: Mapping[str, Any]) -> dict[str, Any]:
+    """The speech length columns a generator reports in ``last_settings``."""
+    return {k: settings[k] for k in ("duration_control", "length_correction") if k in settings}

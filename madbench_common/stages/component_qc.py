@@ -1,17 +1,31 @@
 """Component QC stage: score every generated component; failures stay with their reasons.
 
-Checks (paper §3.5), each a stored score and a configurable threshold:
+Checks (paper §3.3–3.4), each a stored score and a configurable threshold:
 
-* all components: duration alignment with the source clip, silence (RMS level),
-  clipping (share of samples at full scale);
-* fake speech: energy outside the source speech regions (they must stay silent);
-  transcript preservation as word error rate; speaker similarity — same-identity
-  TTS must stay close to the source speaker (``sim_source``), cross-identity TTS and
-  voice conversion must end closer to the target than to the source
-  (``sim_target − sim_source``);
-* fake environment: speech leakage (share of the clip the VAD calls speech); a
-  prompt-match score where a CLAP-like ``prompt_model`` is configured (none in the
-  reference image, so ``prompt_match`` stays empty).
+* all components (§3.4 "duration alignment, severe silence or clipping"): duration
+  alignment with the source clip, silence (RMS level), clipping (share of samples at
+  full scale);
+* fake speech (§3.3 "generation duration, timeline alignment and ASR-based transcript
+  preservation"; speaker checks): energy outside the source speech regions (they
+  must stay silent); transcript preservation as word error rate; speaker similarity —
+  same-identity TTS must stay close to the source speaker (``sim_source``),
+  cross-identity TTS and voice conversion must end closer to the target than to the
+  source (``sim_target − sim_source``, i.e. target similarity and source leakage);
+* fake environment (§3.4 "detectable speech or music content ... VAD and ASR detect
+  speech leakage"): VAD speech share ≤ ``max_env_leakage``; the ASR must not recover
+  the source's speech from it (word recall of the source's ASR words over the source
+  speech regions < ``max_asr_leak_recall``, as in source QC). The ASR runs for the
+  branches in ``env_asr_branches`` (audio-to-audio, the one conditioned on the source's
+  audio: text- and video-conditioned tracks cannot carry the source's words, and
+  speech they invent is the VAD's to find) and only where the VAD found none, since a
+  VAD hit already fails the component; the tagger's
+  music/media probability < ``max_music_prob``; a mismatched prompt must come from
+  one of the clip's incompatible scenes ("valid replacement pairing for mismatch
+  variants"; replaced tracks are checked when assembly borrows them);
+* diagnostics, never filters (§3.4 "AST-based event checks and CLAP-style
+  audio-prompt matching scores serve as diagnostic signals"): the tagger's top
+  ``top_events`` labels and probabilities, and the CLAP audio–prompt score where a
+  ``prompt_model`` (an ``AudioTextScorer``) is configured.
 
 Word error rate needs a reference transcript the ASR can read. The reference ASR
 (PocketSphinx) is English-only while the demo's transcripts are in six languages, so
@@ -42,10 +56,11 @@ from madbench_common.manifest import Provenance
 from madbench_common.pipeline.stage import MapStage
 from madbench_common.reference.vad import coverage
 from madbench_common.registry import load_model
-from madbench_common.roles import ASR, VAD, SpeakerEmbedder
+from madbench_common.roles import ASR, VAD, AudioTagger, AudioTextScorer, SpeakerEmbedder
 from madbench_common.rows import ComponentRow
 from madbench_common.stages.clips import ClipInputs, load_clip_inputs, speech_active
-from madbench_common.stages.source_qc import clip_fraction
+from madbench_common.stages.source_qc import clip_fraction, word_recall
+from madbench_common.taxonomy import load_taxonomy
 from madbench_common.types import Audio
 
 __all__ = ["ComponentQCStage", "english_like", "qc_verdict", "word_error_rate"]
@@ -106,15 +121,27 @@ def qc_verdict(row: ComponentRow, p: dict[str, Any]) -> tuple[str, ...]:
     if row.clip_fraction is not None and row.clip_fraction > p["max_clip_fraction"]:
         fails.append("clipping")
     if row.component == "env":
-        if row.speech_leakage is not None and row.speech_leakage > p["max_env_leakage"]:
-            fails.append("speech_leakage")
-        return tuple(fails)
+        return tuple(fails + _env_fails(row, p))
     if row.outside_energy_db is not None and row.outside_energy_db > p["max_outside_db"]:
         fails.append("speech_outside_regions")
     if row.wer is not None and row.wer_reference in p["wer_gate"] and row.wer > p["max_wer"]:
         fails.append("transcript_not_preserved")
     fails += _identity_fails(row, p)
     return tuple(fails)
+
+
+def _env_fails(row: ComponentRow, p: dict[str, Any]) -> list[str]:
+    fails = []
+    if row.speech_leakage is not None and row.speech_leakage > p["max_env_leakage"]:
+        fails.append("speech_leakage")
+    if row.asr_leak_recall is not None and row.asr_leak_recall >= p["max_asr_leak_recall"]:
+        fails.append("asr_speech_leakage")
+    if row.music_prob is not None and row.music_prob >= p["max_music_prob"]:
+        fails.append("music")
+    if not row.scene_match and row.scene_label and (
+            row.prompt_label not in load_taxonomy().fine[row.scene_label].mismatch):
+        fails.append("invalid_mismatch")
+    return fails
 
 
 def _identity_fails(row: ComponentRow, p: dict[str, Any]) -> list[str]:
@@ -148,7 +175,13 @@ class ComponentQCStage(MapStage[ComponentRow]):
     @cached_property
     def models(self) -> dict[str, Any]:
         p = self.ctx.params
-        return {k: load_model(p[k]) for k in ("vad", "asr", "speaker")}
+        return {k: load_model(p[k]) for k in ("vad", "asr", "speaker", "tagger")}
+
+    @cached_property
+    def scorer(self) -> AudioTextScorer | None:
+        slug = self.ctx.params.get("prompt_model") or ""
+        model: AudioTextScorer | None = load_model(slug) if slug else None
+        return model
 
     def plan(self) -> list[str]:
         return sorted(self.components)
@@ -170,7 +203,7 @@ class ComponentQCStage(MapStage[ComponentRow]):
             "rms_dbfs": rms_dbfs(audio), "peak": float(np.max(np.abs(audio), initial=0.0)),
             "clip_fraction": clip_fraction(audio)}
         extra = self._speech_scores(row, clip, audio, rate) if row.component == "speech" \
-            else self._env_scores(audio, rate)
+            else self._env_scores(row, clip, audio, rate)
         scored = dataclasses.replace(row, **scores, **extra)
         fails = qc_verdict(scored, self.ctx.params)
         return dataclasses.replace(scored, qc_pass=not fails, qc_reasons=fails
@@ -179,13 +212,28 @@ class ComponentQCStage(MapStage[ComponentRow]):
     @cached_property
     def _prov(self) -> Provenance:
         """QC provenance (the generator stays in ``generator``/``setting``)."""
-        slugs = "+".join(self.ctx.params[k] for k in ("vad", "asr", "speaker"))
+        slugs = "+".join(self.ctx.params[k] for k in ("vad", "asr", "speaker", "tagger"))
         return self.ctx.provenance(slugs)
 
-    def _env_scores(self, audio: Audio, rate: int) -> dict[str, Any]:
+    def _env_scores(self, row: ComponentRow, clip: ClipInputs, audio: Audio, rate: int,
+                    ) -> dict[str, Any]:
+        """VAD and ASR speech leakage, music filter; event tags and CLAP as diagnostics."""
         vad: VAD = self.models["vad"]
-        return {"speech_leakage": coverage(vad.segments(audio, rate), len(audio) / rate),
-                "prompt_match": None}
+        tagger: AudioTagger = self.models["tagger"]
+        p = self.ctx.params
+        tags = tagger.tag(audio, rate)
+        top = sorted(tags.items(), key=lambda kv: -kv[1])[: int(p["top_events"])]
+        out: dict[str, Any] = {
+            "speech_leakage": coverage(vad.segments(audio, rate), len(audio) / rate),
+            "music_prob": max((tags.get(lbl, 0.0) for lbl in p["music_labels"]), default=0.0),
+            "events": tuple(k for k, _ in top), "event_probs": tuple(v for _, v in top),
+            "prompt_match": (self.scorer.score_texts(audio, rate, [row.prompt])[0]
+                             if self.scorer is not None and row.prompt else None)}
+        if row.branch in p["env_asr_branches"] and out["speech_leakage"] <= p["max_env_leakage"]:
+            asr: ASR = self.models["asr"]
+            heard = asr.transcribe(speech_active(audio, *clip.regions, rate), rate).text
+            out["asr_leak_recall"] = word_recall(self._source_asr(row.clip_id), heard)
+        return out
 
     @cached_property
     def _cache(self) -> dict[tuple[str, str], Any]:

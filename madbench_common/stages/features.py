@@ -7,9 +7,15 @@ input identity is content-derived — the audio sha256 (``A``), the video sha256
 run, ``<store root>/_cache/features/<slug>-<version>/<mode>/<input sha256>.npy``,
 and any later run (or protocol sharing the same mix) reuses them.
 
-Shuffled pairing (paper §5.3) gives each sample the video of another clip of the
-same protocol and split: clips are put in a seeded random cycle and each takes
-the video of the next one, so no sample ever gets its own clip's video.
+Shuffled pairing (paper §5.3: "the Shuffled condition (Sh) keeps the audio and label
+unchanged and replaces only the video", at test time) is computed only for the
+scene-consistency test samples, the only rows a shuffled score is read from: each
+takes the video of **another test clip**. Test clips are put in a seeded random
+cycle and each takes the video of the next one, so no sample ever gets its own
+clip's video and every sample of a clip (all conditions and classes) gets the same
+partner. The cycle depends only on the run seed — not on the stage name — so every
+model's feature stage shows the same shuffled videos. The partner is not
+constrained by scene (the paper gives none), so a partner may show a similar scene.
 """
 
 from __future__ import annotations
@@ -23,13 +29,14 @@ from typing import Any
 
 import numpy as np
 
+from madbench_common.eval.tasks import SC_PROTOCOL
 from madbench_common.mux import sample_frames
 from madbench_common.pipeline.stage import StageImpl
 from madbench_common.registry import load_model
 from madbench_common.roles import Frames
 from madbench_common.rows import FeatureRow, SampleRow
 
-__all__ = ["FeatureStage", "input_sha256", "shuffle_partners"]
+__all__ = ["FeatureStage", "input_sha256", "shuffle_partners", "shuffle_rng", "shuffled_input"]
 
 log = logging.getLogger("madbench")
 
@@ -43,22 +50,30 @@ def input_sha256(mode: str, audio_sha: str, video_sha: str) -> str:
     return hashlib.sha256(f"{audio_sha}:{video_sha}".encode()).hexdigest()
 
 
+def shuffled_input(s: SampleRow) -> bool:
+    """Whether a sample gets a shuffled-video input: scene-consistency test samples only."""
+    return s.protocol == SC_PROTOCOL and s.split == "test"
+
+
+def shuffle_rng(seed: int) -> np.random.Generator:
+    """The shuffle's generator: from the run seed alone, shared by every feature stage."""
+    digest = hashlib.sha256(f"{seed}/shuffled-video".encode()).digest()
+    return np.random.default_rng(int.from_bytes(digest[:8], "little"))
+
+
 def shuffle_partners(samples: Sequence[SampleRow],
                      rng: np.random.Generator) -> dict[str, SampleRow]:
-    """sample id → the sample whose video it is shown with (another clip, same protocol/split)."""
-    groups: dict[tuple[str, str], dict[str, SampleRow]] = {}
-    for s in samples:
-        clips = groups.setdefault((s.protocol, s.split), {})
+    """sample id → the sample whose video it is shown with (another scene-consistency
+    test clip); samples without a shuffled input, or a lone test clip, get none."""
+    clips: dict[str, SampleRow] = {}
+    for s in (s for s in samples if shuffled_input(s)):
         if s.clip_id not in clips or s.variant == "R":
             clips[s.clip_id] = s
-    nxt: dict[tuple[str, str, str], SampleRow] = {}
-    for (protocol, split), clips in groups.items():
-        order = sorted(clips)
-        cycle = [order[i] for i in rng.permutation(len(order))]
-        for i, clip in enumerate(cycle if len(cycle) > 1 else []):
-            nxt[(protocol, split, clip)] = clips[cycle[(i + 1) % len(cycle)]]
-    return {s.sample_id: nxt[(s.protocol, s.split, s.clip_id)] for s in samples
-            if (s.protocol, s.split, s.clip_id) in nxt}
+    order = sorted(clips)
+    cycle = [order[i] for i in rng.permutation(len(order))] if len(order) > 1 else []
+    nxt = {clip: clips[cycle[(i + 1) % len(cycle)]] for i, clip in enumerate(cycle)}
+    return {s.sample_id: nxt[s.clip_id] for s in samples
+            if shuffled_input(s) and s.clip_id in nxt}
 
 
 class FeatureStage(StageImpl[FeatureRow]):
@@ -79,22 +94,25 @@ class FeatureStage(StageImpl[FeatureRow]):
     @cached_property
     def partners(self) -> dict[str, SampleRow]:
         return shuffle_partners(sorted(self.samples.values(), key=lambda s: s.sample_id),
-                                self.ctx.rng("shuffle"))
+                                shuffle_rng(self.ctx.seed))
 
     def plan(self) -> list[str]:
         return sorted(self.samples)
 
-    def _jobs(self) -> list[tuple[str, str]]:
+    def _jobs(self, s: SampleRow) -> list[tuple[str, str]]:
+        """(mode, pairing) inputs of one sample: paired always, shuffled video where due."""
         modes = [m for m in self.ctx.params.get("modes", ["A", "AV"]) if m in self.encoder.modes]
         pairings = self.ctx.params.get("pairings", ["paired", "shuffled"])
-        return [(m, p) for m in modes for p in pairings if p == "paired" or m != "A"]
+        return [(m, p) for m in modes for p in pairings
+                if p == "paired" or (m != "A" and shuffled_input(s))]
 
     def run_items(self, items: Sequence[str]) -> list[FeatureRow]:
         rows = []
         prov = self.ctx.provenance(self.encoder.slug, self.encoder.version)
         for item in items:
-            for mode, pairing in self._jobs():
-                rows.append(self._row(self.samples[item], mode, pairing).with_provenance(prov))
+            s = self.samples[item]
+            for mode, pairing in self._jobs(s):
+                rows.append(self._row(s, mode, pairing).with_provenance(prov))
         return rows
 
     def _row(self, s: SampleRow, mode: str, pairing: str) -> FeatureRow:

@@ -6,8 +6,13 @@ video (source group) and speaker cluster (and speaker label, when given), with
 speaker-embedding cosine similarity under ``max_similarity``. Sources with the
 fewest candidates choose first, one target per round (round robin), each taking
 the least-used candidate (ties: lower similarity, then a seeded order), which
-balances target usage. When a source has
-too few candidates, constraints are relaxed one at a time in the order
+balances target usage. Targets always come from the source's own split (§3.2: all
+derived samples inherit their source's split, so a target from another split would
+leak a speaker across splits).
+
+A paper constraint is never relaxed silently: by default (``relax: []``) a source with
+too few candidates gets fewer targets, and ``madbench status`` counts such sources.
+Only constraints named in ``relax`` may be relaxed, one at a time in the order
 ``cluster`` (a different speaker label still required), ``similarity``,
 ``source_group``, ``gender``; each pair records what was relaxed. Similarity
 statistics go to ``pairing/<fp>/stats.json``.
@@ -59,7 +64,8 @@ def _constraints(a: Speaker, b: Speaker, sim: float, limit: float,
                  ) -> dict[str, bool]:
     """Which constraints the pair (a → b) satisfies (``True`` = holds)."""
     diff_speaker = not (a.speaker and a.speaker == b.speaker)
-    return {"cluster": a.cluster != b.cluster and diff_speaker,
+    return {"split": a.split == b.split,
+            "cluster": a.cluster != b.cluster and diff_speaker,
             "speaker": diff_speaker,
             "similarity": sim < limit,
             "source_group": a.group != b.group,
@@ -73,18 +79,21 @@ def _candidates(i: int, speakers: Sequence[Speaker], sims: np.ndarray, limit: fl
         if j == i:
             continue
         ok = _constraints(speakers[i], b, float(sims[i, j]), limit)
-        if not ok["speaker"]:
-            continue  # never the same speaker label
-        if all(v for k, v in ok.items() if k not in relaxed and k != "speaker"):
+        if not (ok["speaker"] and ok["split"]):
+            continue  # never the same speaker label, never another split
+        if all(v for k, v in ok.items() if k not in relaxed and k not in ("speaker", "split")):
             out.append(j)
     return out
 
 
 def pair_speakers(
     speakers: Sequence[Speaker], embeddings: np.ndarray, k: int, limit: float,
-    rng: np.random.Generator,
+    rng: np.random.Generator, relax: Sequence[str] = (),
 ) -> list[tuple[int, int, int, tuple[str, ...]]]:
-    """(source index, target index, rank, relaxed constraints) for every pair."""
+    """(source index, target index, rank, relaxed constraints) for every pair.
+
+    Only the constraints in ``relax`` may be dropped (in :data:`RELAX_ORDER`)."""
+    ladder = [c for c in RELAX_ORDER if c in relax]
     emb = np.asarray(embeddings, np.float64)
     sims = emb @ emb.T
     tie = rng.permutation(len(speakers))
@@ -95,8 +104,8 @@ def pair_speakers(
     pairs = []
     for rank in range(k):  # round robin: every source takes its r-th target in turn
         for i in order:
-            for level in range(len(RELAX_ORDER) + 1):
-                relaxed = RELAX_ORDER[:level]
+            for level in range(len(ladder) + 1):
+                relaxed = tuple(ladder[:level])
                 pool = [j for j in _candidates(i, speakers, sims, limit, relaxed)
                         if j not in chosen[i]]
                 if pool:
@@ -155,7 +164,7 @@ class PairingStage(StageImpl[PairRow]):
         emb = np.stack([np.asarray(c.split.embedding, np.float64) for c in clips])
         p = self.ctx.params
         pairs = pair_speakers(speakers, emb, int(p["targets"]), float(p["max_similarity"]),
-                              self.ctx.rng("pairing"))
+                              self.ctx.rng("pairing"), tuple(p.get("relax", ())))
         prov = self.ctx.provenance("split-embeddings")
         rows = [self._row(speakers, genders, emb, i, j, rank, relaxed).with_provenance(prov)
                 for i, j, rank, relaxed in pairs]

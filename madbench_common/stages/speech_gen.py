@@ -23,18 +23,21 @@ __all__ = ["SpeechGenStage", "generate_speech"]
 
 def generate_speech(gen: SpeechGenerator, *, source: Audio, reference: Audio, rate: int,
                     starts: tuple[float, ...], ends: tuple[float, ...], text: str,
-                    seed: int) -> Audio:
+                    seed: int, ref_text: str | None = None) -> Audio:
     """A fake speech track for one clip, placed into the source speech regions.
 
     ``source`` and ``reference`` are full-length ŝ tracks of the source and of the
-    reference speaker (the source itself for same-identity TTS).
+    reference speaker (the source itself for same-identity TTS). ``ref_text`` is what
+    the reference says: the source transcript (``text``, the default) for same-identity
+    TTS, the target's own transcript for cross-identity TTS (issue 10).
     """
     active = speech_active(source, starts, ends, rate)
     ref = speech_active(reference, starts, ends, rate) if reference is source else reference
     duration = len(active) / rate
     kwargs = {"source_audio": active} if gen.branch == "vc" else {}
     speech = gen.generate(sample_rate=rate, duration=duration, ref_audio=ref,
-                          ref_text=text, text=text, seed=seed, **kwargs)
+                          ref_text=text if ref_text is None else ref_text, text=text,
+                          seed=seed, **kwargs)
     return place_in_regions(speech, starts, ends, rate, len(source))
 
 
@@ -60,4 +63,5 @@ class SpeechGenStage(PlannedComponentStage):
         starts, ends = clip.regions
         return generate_speech(self.model, source=source, reference=reference,
                                rate=plan.sample_rate, starts=starts, ends=ends,
-                               text=plan.prompt, seed=component_seed(self.ctx, plan.component_id))
+                               text=plan.prompt, seed=component_seed(self.ctx, plan.component_id),
+                               ref_text=plan.ref_text or plan.prompt)

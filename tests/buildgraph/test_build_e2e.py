@@ -11,6 +11,7 @@ import pytest
 
 from madbench_common.audio import read_wav_bytes, rms_dbfs
 from madbench_common.manifest import read_manifest_bytes
+from madbench_common.mix import fit_track
 from madbench_common.mux import video_packets
 from madbench_common.pipeline.definition import build_graph
 from madbench_common.pipeline.local import LocalRunner, RunOptions
@@ -48,7 +49,9 @@ def run(tmp_path_factory: pytest.TempPathFactory) -> RunStore:
         w.writeheader()
         w.writerows(rows)
     opts = RunOptions(store=str(tmp / "store"), run_id="b", workers=2, progress=False,
-                      params={"ingest": {"sources": str(tmp / "sources.csv")}})
+                      params={"ingest": {"sources": str(tmp / "sources.csv")},
+                              # the demo's plan (make demo): 6 speech + 8 env per clip
+                              "plan_components": {"targets": 1, "mismatch_prompts": 1}})
     LocalRunner(build_graph, opts).execute()
     return RunStore(open_store(opts.store), "b")
 
@@ -78,7 +81,8 @@ def test_scenes_and_pairs(run: RunStore) -> None:
         assert p.clip_id != p.target_clip_id
         if "gender" not in p.relaxed:
             assert p.gender == p.target_gender
-    assert Counter(p.clip_id for p in pairs).most_common(1)[0][1] <= 4
+    assert max(Counter(p.clip_id for p in pairs).values(), default=0) <= 4
+    assert all(p.split == p.target_split and not p.relaxed for p in pairs)
 
 
 def test_variants_share_components_and_inherit_splits(run: RunStore) -> None:
@@ -87,6 +91,8 @@ def test_variants_share_components_and_inherit_splits(run: RunStore) -> None:
     by: dict[tuple[str, str], dict[str, SampleRow]] = {}
     for s in _samples(run):
         assert s.split == splits[s.clip_id]
+        if s.protocol == "scene_consistency":
+            continue
         assert s.sample_id == f"{s.clip_id}-{s.variant}-{s.protocol}"
         by.setdefault((s.clip_id, s.protocol), {})[s.variant] = s
     for (_, protocol), v in by.items():
@@ -129,13 +135,16 @@ def test_levels_are_source_relative_and_r_is_the_source(run: RunStore) -> None:
             run, comps[s.speech_component_id].uri, comps[s.speech_component_id].sha256)
         env = e_hat if not s.env_fake else _audio(
             run, comps[s.env_component_id].uri, comps[s.env_component_id].sha256)
+        if s.env_donor_clip_id and not s.env_fake:  # a D-R/S-R swap: the donor's real ê
+            donor = stems[s.env_donor_clip_id]
+            env = fit_track(_audio(run, donor.env_uri, donor.env_sha256), len(mix))
         env = np.pad(env, (0, max(0, len(mix) - len(env))))[: len(mix)]
         g_s = 10 ** ((s.speech_gain_db + s.common_gain_db) / 20)
         g_e = 10 ** ((s.env_gain_db + s.common_gain_db) / 20)
         assert np.allclose(mix, speech * g_s + env * g_e, atol=1e-4)
         assert abs(rms_dbfs(speech * g_s) - rms_dbfs(s_hat) - s.common_gain_db) < 0.5
         assert abs(rms_dbfs(env * g_e) - rms_dbfs(e_hat) - s.common_gain_db) < 0.5
-        if s.variant == "R":
+        if s.variant == "R" and not s.env_donor_clip_id:
             assert s.speech_gain_db == s.env_gain_db == 0.0
             assert np.allclose(mix, (s_hat + e_hat) * 10 ** (s.common_gain_db / 20), atol=1e-5)
 
@@ -163,5 +172,48 @@ def test_status_shows_table_one_counts(run: RunStore) -> None:
     assert qc["speech_generated"] >= qc["speech_retained"] >= 1
     assert qc["env_generated"] >= qc["env_retained"] >= 1
     samples = status["assemble"].counts
-    assert samples["clips"] >= 1
+    assert samples["clips"] >= 1 and samples["protocols_hold_4x_same_clips"] is True
     assert any(k.startswith("scene_mismatched/") for k in samples)
+
+
+def test_every_protocol_holds_the_same_clips_four_times(run: RunStore) -> None:
+    core = [s for s in _samples(run) if s.protocol != "scene_consistency"]
+    per: dict[str, set[str]] = {}
+    for s in core:
+        per.setdefault(s.protocol, set()).add(s.clip_id)
+    assert set(per) == {"balanced", "scene_matched", "scene_mismatched"}
+    clips = per["balanced"]
+    assert all(v == clips for v in per.values())
+    assert Counter(s.protocol for s in core) == dict.fromkeys(per, 4 * len(clips))
+
+
+def test_scene_consistency_samples_are_paired_and_share_files(run: RunStore) -> None:
+    """§5.3: D-R/S-R swap a donor's real ê into R; D-S relabels the matched/mismatched E."""
+    sources = {r.clip_id: r for r in _rows(run, "ingest", SourceRow)}
+    scenes = {r.clip_id: r for r in _rows(run, "scene", SceneRow)}
+    tax = load_taxonomy()
+    samples = _samples(run)
+    sc = [s for s in samples if s.protocol == "scene_consistency"]
+    core = {(s.clip_id, s.protocol, s.variant): s for s in samples
+            if s.protocol != "scene_consistency"}
+    by: dict[tuple[str, str], dict[bool, SampleRow]] = {}
+    for s in sc:
+        by.setdefault((s.clip_id, s.sc_condition), {})[s.scene_consistent] = s
+    assert all(set(v) == {True, False} for v in by.values())  # paired per condition
+    clips = {c for c, *_ in core}
+    assert {c for c, cond in by if cond == "D-S"} == clips
+    for (clip, cond), pair in by.items():
+        yes, no = pair[True], pair[False]
+        if cond == "D-S":
+            assert yes.audio_sha256 == core[(clip, "scene_matched", "E")].audio_sha256
+            assert no.audio_sha256 == core[(clip, "scene_mismatched", "E")].audio_sha256
+            continue
+        assert yes.variant == no.variant == "R" and not no.env_fake and not no.speech_fake
+        assert yes.audio_sha256 == core[(clip, "balanced", "R")].audio_sha256
+        donor = no.env_donor_clip_id
+        assert donor and no.split == scenes[donor].split
+        assert sources[donor].source_group != sources[clip].source_group
+        assert no.env_donor_scene_label == scenes[donor].scene_label
+        relation = tax.fine[scenes[clip].scene_label]
+        related = relation.mismatch if cond == "D-R" else relation.sibling_mismatch
+        assert no.env_donor_scene_label in related

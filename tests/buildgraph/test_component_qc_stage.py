@@ -43,3 +43,20 @@ def test_wer_gates_only_against_english_transcripts() -> None:
     diag = _row(sim_source=0.9, wer=None, wer_reference="unsupported_language")
     assert "transcript_not_preserved" in qc_verdict(gated, P)
     assert qc_verdict(diag, P) == ()
+
+
+def test_env_checks_as_the_paper_states_them() -> None:
+    """§3.4: speech by VAD and ASR, music, valid mismatch pairing filter; events/CLAP don't."""
+    env = {"component": "env", "branch": "t2a", "scene_label": "forest"}
+    assert qc_verdict(_row(**env, speech_leakage=0.0, asr_leak_recall=0.0,
+                           music_prob=0.1), P) == ()
+    assert qc_verdict(_row(**env, speech_leakage=0.05), P) == ("speech_leakage",)
+    assert qc_verdict(_row(**env, asr_leak_recall=0.6), P) == ("asr_speech_leakage",)
+    assert qc_verdict(_row(**env, music_prob=0.8), P) == ("music",)
+    # diagnostics never fail a component, however poor
+    assert qc_verdict(_row(**env, prompt_match=-1.0, events=("Music",),
+                           event_probs=(0.4,)), P) == ()
+    # a mismatched prompt must come from an incompatible scene of the clip's label
+    assert qc_verdict(_row(**env, scene_match=False, prompt_label="kitchen"), P) == ()
+    assert qc_verdict(_row(**env, scene_match=False, prompt_label="beach"), P) == (
+        "invalid_mismatch",)

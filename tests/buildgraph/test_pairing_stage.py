@@ -41,7 +41,8 @@ def test_target_usage_is_balanced() -> None:
 
 def test_relaxation_is_recorded_and_never_pairs_a_speaker_with_itself() -> None:
     speakers, emb = _pool(6)  # 3 per gender: too few strict candidates for 4 targets
-    pairs = pair_speakers(speakers, emb, 4, 0.0, np.random.default_rng(3))
+    pairs = pair_speakers(speakers, emb, 4, 0.0, np.random.default_rng(3),
+                          relax=("cluster", "similarity", "source_group", "gender"))
     assert any(relaxed for *_, relaxed in pairs)
     for i, j, _, relaxed in pairs:
         assert speakers[i].speaker != speakers[j].speaker
@@ -58,3 +59,23 @@ def test_pair_stats_and_gender_estimate() -> None:
     low = (0.3 * np.sin(2 * np.pi * 110 * t)).astype(np.float32)
     high = (0.3 * np.sin(2 * np.pi * 220 * t)).astype(np.float32)
     assert (estimate_gender(low, 16000), estimate_gender(high, 16000)) == ("m", "f")
+
+
+def test_no_constraint_is_relaxed_unless_asked_fewer_targets_instead() -> None:
+    """Paper §3.3: same gender, other video, other cluster, low similarity — never dropped."""
+    speakers, emb = _pool(6)  # c00..c05: 3 per gender, groups g0 g0 g0 g1 g1 g1
+    pairs = pair_speakers(speakers, emb, 4, 1.1, np.random.default_rng(3))
+    assert all(not relaxed for *_, relaxed in pairs)
+    by_src = Counter(i for i, *_ in pairs)
+    # c00 (m, g0): the only male in another group is c04 (g1) → exactly one target
+    assert by_src[0] == 1 and [j for i, j, *_ in pairs if i == 0] == [4]
+    assert max(by_src.values()) < 4
+
+
+def test_targets_come_from_the_sources_own_split() -> None:
+    speakers, emb = _pool(24)
+    speakers = [Speaker(s.clip_id, s.gender, s.speaker, s.cluster, s.group,
+                        "train" if i < 12 else "test") for i, s in enumerate(speakers)]
+    pairs = pair_speakers(speakers, emb, 4, 1.1, np.random.default_rng(4),
+                          relax=("cluster", "similarity", "source_group", "gender"))
+    assert pairs and all(speakers[i].split == speakers[j].split for i, j, *_ in pairs)

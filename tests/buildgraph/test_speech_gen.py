@@ -121,3 +121,22 @@ def test_branch_inputs(voices: dict[str, np.ndarray]) -> None:
     same = sg.FliteWorldSameTTS().generate(sample_rate=SR, duration=2.0, ref_audio=ref,
                                            ref_text="a re-spoken source transcript")
     assert len(same) == 2 * SR and np.abs(same).max() > 0.01
+
+
+def test_cross_identity_tts_gets_the_targets_transcript_as_ref_text() -> None:
+    """Issue 8 item 7: the reference transcript belongs to the reference audio (the target)."""
+    from madbench_common.stages.speech_gen import generate_speech
+
+    seen: dict[str, object] = {}
+
+    class _Spy:
+        slug, version, reference, branch = "spy", "0", True, "tts_cross"
+
+        def generate(self, **kw: object) -> np.ndarray:
+            seen.update(kw)
+            return np.zeros(int(float(kw["duration"]) * 16000), np.float32)  # type: ignore[arg-type]
+
+    src = np.ones(16000, np.float32) * 0.1
+    generate_speech(_Spy(), source=src, reference=src.copy(), rate=16000, starts=(0.0,),
+                    ends=(1.0,), text="source words", seed=1, ref_text="target words")
+    assert seen["text"] == "source words" and seen["ref_text"] == "target words"

@@ -123,3 +123,29 @@ def test_caption_hint_labeller() -> None:
     assert labeller.assign(caption) == "forest"
     with pytest.raises(ConfigError, match="scene_caption"):
         labeller.describe(frames, 25.0)
+
+
+def test_sibling_mismatch_relations_serve_s_r() -> None:
+    """S-R (paper §5.3) needs same-coarse, different-fine incompatible labels."""
+    tax = load_taxonomy()
+    assert tax.fine["forest"].sibling_mismatch == ("beach",)
+    assert "forest" in tax.fine["beach"].sibling_mismatch
+    assert "dining_room" not in tax.fine["kitchen"].sibling_mismatch  # reviewed by hand
+    assert tax.fine["living_room"].sibling_mismatch == ()  # no distinctive sound
+    with_siblings = [f for f in tax.fine.values() if f.sibling_mismatch]
+    assert len(with_siblings) == 61
+    for f in with_siblings:
+        for m in f.sibling_mismatch:
+            assert tax.fine[m].coarse == f.coarse and m != f.name
+            assert f.name in tax.fine[m].sibling_mismatch
+        assert all(tax.fine[m].coarse != f.coarse for m in f.mismatch)
+
+
+def test_sibling_mismatch_must_stay_in_the_coarse_scene() -> None:
+    data = json.loads(DEFAULT_TAXONOMY_PATH.read_text())
+    bad = copy.deepcopy(data)
+    kitchen = next(f for f in bad["fine"] if f["name"] == "kitchen")
+    kitchen["sibling_mismatch"].append("forest")
+    problems = taxonomy_problems(parse_taxonomy(bad))
+    assert any("sibling mismatch 'forest'" in p for p in problems)
+    assert any("not symmetric" in p or "not another label" in p for p in problems)

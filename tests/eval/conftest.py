@@ -6,13 +6,14 @@ import pandas as pd
 import pytest
 
 from madbench_common.eval.runner import FeatureSet
+from madbench_common.eval.tasks import CORE_PROTOCOLS
 
 from .eval_synth import make_features, make_samples
 
 
 @pytest.fixture(scope="session")
 def samples() -> pd.DataFrame:
-    return make_samples()
+    return make_samples(120, CORE_PROTOCOLS, scene=True)
 
 
 @pytest.fixture(scope="session")

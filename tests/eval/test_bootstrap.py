@@ -5,13 +5,19 @@ from __future__ import annotations
 import numpy as np
 import pytest
 from scipy.stats import norm
-from sklearn.metrics import roc_auc_score
+from sklearn.metrics import accuracy_score, f1_score, roc_auc_score
 
 from madbench_common.eval.bootstrap import (
+    MetricPart,
+    Part,
     bootstrap_metric,
     bootstrap_stat,
     clip_weights,
+    joint_interval,
+    joint_metric_interval,
+    weighted_accuracy,
     weighted_auc,
+    weighted_macro_f1,
 )
 from madbench_common.eval.metrics import auc, eer_asvspoof
 
@@ -59,3 +65,31 @@ def test_bootstrap_metric_eer_interval_contains_point() -> None:
     iv = bootstrap_metric(lambda i: eer_asvspoof(y[i], s[i]), clips, 100, seed=0)
     assert iv.lo <= iv.point <= iv.hi
     assert 0 < iv.hi - iv.lo < 0.5
+
+
+def test_weighted_accuracy_and_macro_f1_match_sklearn_sample_weights() -> None:
+    rng = np.random.default_rng(2)
+    t, p = rng.integers(0, 4, 200), rng.integers(0, 4, 200)
+    p[:60] = t[:60]
+    w = clip_weights(np.arange(200) // 4, 15, seed=3)
+    acc, f1 = weighted_accuracy(t, p, w), weighted_macro_f1(t, p, 4, w)
+    for b in range(15):
+        assert acc[b] == pytest.approx(accuracy_score(t, p, sample_weight=w[b]))
+        assert f1[b] == pytest.approx(f1_score(t, p, average="macro", sample_weight=w[b]))
+
+
+def test_joint_interval_shares_one_clip_draw_across_parts() -> None:
+    rng = np.random.default_rng(7)
+    y, s, clips = _dataset(rng, 80, 1.0)
+    clips = clips.astype(str)
+    part = Part(clips, lambda w: weighted_auc(y, s, w))
+    # the same rows twice: a difference is 0 in every replicate, a mean equals one part
+    diff = joint_interval([part, part], lambda v: v[:, 0] - v[:, 1], 200, seed=1)
+    assert diff.point == 0 and diff.lo == 0 and diff.hi == 0
+    mean = joint_interval([part, part], lambda v: v.mean(axis=1), 200, seed=1)
+    one = bootstrap_stat(part.stat, clips, 200, seed=1)
+    assert (mean.point, mean.lo, mean.hi) == pytest.approx((one.point, one.lo, one.hi))
+    eer = MetricPart(clips, lambda i: eer_asvspoof(y[i], s[i]))
+    same = joint_metric_interval([eer, eer], lambda v: v[:, 0] - v[:, 1], 60, seed=0)
+    assert same.lo == same.hi == 0
+    assert np.isnan(joint_interval([part], lambda v: v[:, 0], 0).lo)

@@ -43,8 +43,9 @@ def test_cli_eval_features(files: dict[str, Path], capsys: pytest.CaptureFixture
                  "--out", str(out), "--n-boot", "20", "--model", "mine"])
     assert code == 0
     printed = capsys.readouterr().out
-    assert "| mine | heads | balanced | A |" in printed and "report.html" in printed
-    tables = json.loads((out / "report.json").read_text())["tables"]
+    assert printed.startswith("## Table 2") and "| Balanced | Mean |" in printed
+    assert "| mine | A | H_bin |" in printed and "report.html" in printed
+    tables = json.loads((out / "report.json").read_text())["models"][0]["tables"]
     binary = next(r for r in tables["tasks"] if r["task"] == "binary")
     assert 0.6 < binary["auc"] <= 1.0 and binary["auc_lo"] <= binary["auc"] <= binary["auc_hi"]
 
@@ -53,9 +54,46 @@ def test_cli_eval_scores_csv(files: dict[str, Path]) -> None:
     out = files["dir"] / "scores-report"
     assert main(["eval", "--samples", f"file://{files['samples']}", "--scores",
                  str(files["scores"]), "--out", str(out), "--n-boot", "0"]) == 0
-    tables = json.loads((out / "report.json").read_text())["tables"]
-    assert {r["head"] for r in tables["tasks"]} == {"direct"}
+    tables = json.loads((out / "report.json").read_text())["models"][0]["tables"]
+    assert {(r["source"], r["task"]) for r in tables["tasks"]} == {("native", "binary")}
     assert all(r["cllr"] is not None for r in tables["tasks"])
+
+
+def test_cli_eval_per_task_scores(files: dict[str, Path]) -> None:
+    """A scores file with a task column: each task from its own rows, four-way from probs."""
+    df = make_samples(80)
+    test = df[df["split"] == "test"]
+    v = test["variant"].to_numpy()
+    rows = pd.concat([
+        pd.DataFrame({"sample_id": test["sample_id"], "task": "env",
+                      "score": np.where(np.isin(v, ["E", "Q"]), 0.8, 0.3)}),
+        pd.DataFrame({"sample_id": test["sample_id"], "task": "fourway",
+                      **{f"prob_{c}": np.where(v == c, 0.7, 0.1) for c in "RSEQ"}}),
+    ])
+    rows.loc[rows.index[:3], "parsed"] = "refusal"
+    rows.loc[rows.index[:3], "score"] = np.nan
+    rows.to_csv(files["dir"] / "tasks.csv", index=False)
+    out = files["dir"] / "task-report"
+    assert main(["eval", "--samples", str(files["samples"]), "--scores",
+                 str(files["dir"] / "tasks.csv"), "--out", str(out), "--n-boot", "0",
+                 "--model", "omni-y", "--group", "omni"]) == 0
+    data = json.loads((out / "report.json").read_text())["models"][0]
+    assert data["group"] == "omni"
+    recs = {r["task"]: r for r in data["tables"]["tasks"]}
+    assert set(recs) == {"env", "fourway"}  # binary and speech are absent, not borrowed
+    assert recs["env"]["auc"] == 1.0 and recs["env"]["n_excluded"] == 3
+    assert recs["fourway"]["acc"] == 1.0
+    md = (out / "report.md").read_text()
+    assert "omni-y: no binary results" in md
+
+
+def test_scores_must_cover_the_test_rows_of_their_task(files: dict[str, Path]) -> None:
+    df = make_samples(80)
+    test = df[df["split"] == "test"]
+    env = pd.DataFrame({"sample_id": test["sample_id"].iloc[1:], "task": "env", "score": 0.5})
+    env.iloc[0, 2] = 0.7
+    assert "samples have no env A/paired rows" in _bad(files, env, "scores")
+    assert "unknown task 'bogus'" in _bad(files, env.assign(task="bogus"), "scores")
 
 
 def _bad(files: dict[str, Path], frame: pd.DataFrame, kind: str = "features") -> str:

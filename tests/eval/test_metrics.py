@@ -140,10 +140,10 @@ def test_gaps_on_constructed_case() -> None:
     gaps = M.interference_gaps(speech, env, v)
     assert gaps["G_S"] == pytest.approx(1.0 - 0.5)
     assert gaps["G_E"] == pytest.approx(1.0 - 0.0)
-    assert M.delta_e_minus_s(env, v) == pytest.approx(1.0 - 1.0)
-    flat_e = speech.copy()
-    flat_e[[2, 6]] = [0.0, 0.1]  # E now ties R exactly: AUC(E vs R) = ½
-    assert M.delta_e_minus_s(flat_e, v) == pytest.approx(0.5 - 1.0)
+    # Δ_E−S is a difference of protocol means of the two component tasks' AUCs (§5.2)
+    assert M.delta_e_minus_s([1.0, 0.5], [0.25, 0.75]) == pytest.approx(0.75 - 0.5)
+    with pytest.raises(ValueError, match="at least one protocol"):
+        M.delta_e_minus_s([], [0.5])
     assert M.delta_pair(0.9, 0.6) == pytest.approx(0.3)
 
 

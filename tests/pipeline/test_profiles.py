@@ -95,7 +95,7 @@ def test_madbench_full_profile_runs_registered_models_on_their_images() -> None:
     assert full["component_qc"].params["speaker"] == "qc-ecapa"
     for stage in full:
         slugs = [s for s in stage.model.split("+") if s]
-        slugs += [stage.params[k] for k in ("vad", "asr", "speaker", "prompt_model")
+        slugs += [stage.params[k] for k in ("vad", "asr", "speaker", "tagger", "prompt_model")
                   if stage.params.get(k)]
         for slug in slugs:
             assert REGISTRY[slug].image == stage.image, (stage.name, slug)

@@ -1,0 +1,322 @@
+"""The paper's Tables 2–5 built from the result records of several models.
+
+Layout (paper §5): rows are models, grouped in the order of
+:data:`~madbench_common.registry.GROUPS` (pretrained A-V detectors, frozen A-V
+encoders, frozen audio encoders, pretrained audio detectors, omni models), named by
+the paper's model name; CPU reference implementations are marked † and named by
+their slug. Every cell carries its clip-paired 95% bootstrap interval in brackets.
+
+* Table 2 (§5.1): (a) binary AUC / EER and (b) four-way accuracy / macro-F1 per core
+  protocol, plus Mean (the average over protocols);
+* Table 3 (§5.2): per model an S and an E row — the speech task's AUC (H_S) and the
+  environment task's AUC (H_E) per protocol and Mean, Δ_E−S (S row) and G_S / G_E;
+* Table 4 (§5.3): AUC with paired (P) and shuffled (Sh) video and Δ_pair for D-R,
+  S-R and D-S (models with an A-V input);
+* Table 5 (§5.4): A vs A-V, averaged over protocols: binary AUC, four-way macro-F1,
+  speech AUC, environment AUC; a row pair for every model with an A-V input.
+
+Tables 2–4 use a model's A-V input where it has one, else its audio input. A cell
+with no result is ``—`` and a note says why (the task has no rows for that model);
+it is never filled from another task. Scores from a model's own outputs (direct
+transfer, zero-shot answers) print the share of excluded test rows beside the value.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from madbench_common.eval.suite import EvalResult
+from madbench_common.eval.tasks import CORE_PROTOCOLS, SC_CONDITIONS
+from madbench_common.registry import GROUPS
+
+__all__ = ["GROUP_TITLES", "Table", "col", "fmt", "long_table", "paper_tables", "parse_table",
+           "protocols"]
+
+Record = dict[str, Any]
+GROUP_TITLES = {
+    "av_detector": "Pretrained A-V detectors",
+    "av_encoder": "Frozen A-V encoders",
+    "audio_encoder": "Frozen audio encoders",
+    "audio_detector": "Pretrained audio detectors",
+    "omni": "Omni models (zero-shot)",
+    "": "Other models",
+}
+_PROTOCOL_TITLES = {"balanced": "Balanced", "scene_matched": "Matched",
+                    "scene_mismatched": "Mismatched"}
+_MODE = {"AV": "A-V", "A": "A", "V": "V"}
+_HEAD = {"binary": "H_bin", "fourway": "H_4way", "speech": "H_S", "env": "H_E",
+         "scene": "H_SC^FM"}
+_PROMPT = {"binary": "P_bin", "fourway": "P_4way", "speech": "P_comp", "env": "P_comp",
+           "scene": "P_SC"}
+DASH = "—"
+
+
+@dataclass
+class Table:
+    """A rendered-agnostic table: header, rows in titled groups, notes."""
+
+    key: str
+    title: str
+    headers: list[str]
+    sections: list[tuple[str, list[list[str]]]] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+
+    def note(self, text: str) -> None:
+        if text not in self.notes:
+            self.notes.append(text)
+
+
+def fmt(x: Any, digits: int = 3) -> str:
+    """A number with ``digits`` decimals; ``—`` for missing values."""
+    if x is None or (isinstance(x, float) and math.isnan(x)):
+        return DASH
+    return f"{x:.{digits}f}" if isinstance(x, float) else str(x)
+
+
+def _ci(r: Record | None, name: str) -> str:
+    if not r or r.get(name) is None or (isinstance(r[name], float) and math.isnan(r[name])):
+        return DASH
+    lo, hi = r.get(f"{name}_lo"), r.get(f"{name}_hi")
+    text = fmt(r[name])
+    if lo is not None and hi is not None and not (math.isnan(lo) or math.isnan(hi)):
+        text += f" [{fmt(lo)}, {fmt(hi)}]"
+    rate = r.get("excluded_rate")
+    if r.get("source") == "native" and rate and not math.isnan(rate):
+        text += f" (excl. {100 * rate:.1f}%)"
+    return text
+
+
+def _by_group(results: list[EvalResult]) -> list[tuple[str, list[EvalResult]]]:
+    out = []
+    for group in (*GROUPS, ""):
+        members = [r for r in results if (r.model.group if r.model.group in GROUPS else "")
+                   == group]
+        if members:
+            out.append((GROUP_TITLES[group], members))
+    return out
+
+
+def _label(r: EvalResult, t: Table) -> str:
+    m = r.model
+    if m.reference:
+        t.note("† CPU reference implementation, not the paper's model"
+               + (f" ({m.slug} stands in for {m.stands_in_for})" if m.stands_in_for else ""))
+        return f"{m.name} †"
+    if not m.in_paper:
+        t.note("‡ optional extra model, not evaluated in the paper")
+        return f"{m.name} ‡"
+    return m.name
+
+
+def _via(r: EvalResult, task: str) -> str:
+    if not r.has_task(task):
+        return DASH
+    if r.source_for(task) == "head":
+        return _HEAD[task]
+    zero_shot = r.model.group == "omni" or bool(r.tables.get("parse"))
+    return f"{_PROMPT[task]} (zero-shot)" if zero_shot else "native (direct)"
+
+
+def _primary_mode(r: EvalResult) -> str:
+    modes = r.modes()
+    return modes[0] if modes else "A"
+
+
+def _task_rec(r: EvalResult, task: str, mode: str, protocol: str) -> Record | None:
+    src = r.source_for(task)
+    return next((x for x in r.tables.get("tasks", []) if x["source"] == src
+                 and x["task"] == task and x["mode"] == mode and x["protocol"] == protocol
+                 and x["pairing"] == "paired"), None)
+
+
+def _mean_rec(r: EvalResult, task: str, metric: str, mode: str) -> Record | None:
+    src = r.source_for(task)
+    rec = next((x for x in r.tables.get("means", []) if x["source"] == src and x["task"] == task
+                and x["metric"] == metric and x["mode"] == mode), None)
+    if rec is None:
+        return None
+    return {"source": src, metric: rec["value"], f"{metric}_lo": rec["value_lo"],
+            f"{metric}_hi": rec["value_hi"], "excluded_rate": rec["excluded_rate"],
+            "protocols": rec["protocols"]}
+
+
+def protocols(results: list[EvalResult]) -> list[str]:
+    """Core protocols present in any result, in the paper's order (others after)."""
+    found = {x["protocol"] for r in results for x in r.tables.get("tasks", [])
+             if x.get("task") != "scene"}
+    return [p for p in CORE_PROTOCOLS if p in found] + sorted(found - set(CORE_PROTOCOLS))
+
+
+def _absent(t: Table, r: EvalResult, what: str) -> None:
+    t.note(f"{DASH} {r.model.name}: no {what} (no scored samples of that task for this "
+           "model; absent, not filled from another task)")
+
+
+def _pair(a: str, b: str) -> str:
+    return DASH if a == b == DASH else f"{a} / {b}"
+
+
+def _table2_part(results: list[EvalResult], key: str, title: str, task: str,
+                 metrics: tuple[str, str]) -> Table:
+    protos = protocols(results)
+    t = Table(key, title, ["Model", "Input", "via", *[_PROTOCOL_TITLES.get(p, p) for p in protos],
+                           "Mean"])
+    for group_title, members in _by_group(results):
+        rows = []
+        for r in members:
+            mode = _primary_mode(r)
+            cells = [_pair(_ci(rec, metrics[0]), _ci(rec, metrics[1]))
+                     for rec in (_task_rec(r, task, mode, p) for p in protos)]
+            m0, m1 = _mean_rec(r, task, metrics[0], mode), _mean_rec(r, task, metrics[1], mode)
+            cells.append(_pair(_ci(m0, metrics[0]), _ci(m1, metrics[1])))
+            if all(c == DASH for c in cells):
+                _absent(t, r, f"{task} results")
+            elif m0 and len(m0["protocols"]) < len(protos):
+                t.note(f"Mean of {r.model.name} averages the protocols it has: "
+                       + ", ".join(m0["protocols"]))
+            rows.append([_label(r, t), _MODE.get(mode, mode), _via(r, task), *cells])
+        t.sections.append((group_title, rows))
+    return t
+
+
+def table2(results: list[EvalResult]) -> list[Table]:
+    """Table 2 (a) binary AUC / EER and (b) four-way Acc / macro-F1, per protocol and Mean."""
+    a = _table2_part(results, "table2a", "(a) Binary any-fake detection (AUC ↑ / EER ↓)",
+                     "binary", ("auc", "eer"))
+    b = _table2_part(results, "table2b",
+                     "(b) Four-way manipulation classification (Acc. ↑ / Macro-F1 ↑)",
+                     "fourway", ("acc", "macro_f1"))
+    return [a, b]
+
+
+def _component(r: EvalResult, mode: str, protocol: str) -> Record | None:
+    src = r.source_for("speech")
+    return next((x for x in r.tables.get("components", []) if x["source"] == src
+                 and x["mode"] == mode and x["protocol"] == protocol), None)
+
+
+def table3(results: list[EvalResult]) -> Table:
+    """Table 3: component AUC per protocol and Mean; Δ_E−S; G_S (S row) and G_E (E row)."""
+    protos = protocols(results)
+    short = {"balanced": "Bal.", "scene_matched": "Mat.", "scene_mismatched": "Mis."}
+    t = Table("table3", "Component-level detection: speech (S) and environment (E) AUC",
+              ["Model", "Comp.", "Input", "via", *[short.get(p, p) for p in protos], "Mean",
+               "Δ_E−S", "G_S / G_E"])
+    for group_title, members in _by_group(results):
+        rows = []
+        for r in members:
+            mode = _primary_mode(r)
+            mean = _component(r, mode, "mean")
+            for comp, task, gap in (("S", "speech", "G_S"), ("E", "env", "G_E")):
+                cells = [_ci(_task_rec(r, task, mode, p), "auc") for p in protos]
+                cells.append(_ci(_mean_rec(r, task, "auc", mode), "auc"))
+                if all(c == DASH for c in cells):
+                    _absent(t, r, f"{task} results")
+                delta = _ci(mean, "delta_E_S") if comp == "S" else ""
+                rows.append([_label(r, t) if comp == "S" else "", comp, _MODE.get(mode, mode),
+                             _via(r, task), *cells, delta, _ci(mean, gap)])
+        t.sections.append((group_title, rows))
+    t.note("Δ_E−S = mean AUC_E − mean AUC_S over the protocols (§5.2); G_S = AUC(S vs R) − "
+           "AUC(Q vs E) with the speech scores, G_E = AUC(E vs R) − AUC(Q vs S) with the "
+           "environment scores, averaged over the protocols.")
+    return t
+
+
+def _pair_rec(r: EvalResult, mode: str, cond: str) -> Record | None:
+    src = r.source_for("scene")
+    return next((x for x in r.tables.get("pairing", []) if x["source"] == src
+                 and x["mode"] == mode and x["condition"] == cond), None)
+
+
+def table4(results: list[EvalResult]) -> Table:
+    """Table 4: scene consistency AUC with paired (P) and shuffled (Sh) video, Δ_pair."""
+    heads = [f"{c} {m}" for c in SC_CONDITIONS for m in ("P", "Sh", "Δ_pair")]
+    t = Table("table4", "Audio-visual scene consistency (AUC) with paired (P) and shuffled (Sh) "
+              "video; Δ_pair = AUC_P − AUC_Sh", ["Model", "Input", "via", *heads])
+    for group_title, members in _by_group(results):
+        rows = []
+        for r in (r for r in members if "AV" in r.modes()):
+            cells = []
+            for cond in SC_CONDITIONS:
+                rec = _pair_rec(r, "AV", cond)
+                cells += [_ci(rec, "auc_P"), _ci(rec, "auc_Sh"), _ci(rec, "delta_pair")]
+            if all(c == DASH for c in cells):
+                _absent(t, r, "scene-consistency results")
+            elif any(c == DASH for c in cells[1::3]):
+                t.note(f"{DASH} Sh of {r.model.name}: no shuffled-video scores")
+            rows.append([_label(r, t), "A-V", _via(r, "scene"), *cells])
+        if rows:
+            t.sections.append((group_title, rows))
+    if not t.sections:
+        t.note("No model has scene-consistency results with an A-V input (no "
+               "scene_consistency samples in the run, or no A-V features or P_SC answers).")
+    t.note("One pooled head H_SC^FM per model, trained on paired D-R ∪ S-R ∪ D-S training "
+           "samples; Sh scores the same head on the test rows with another test clip's video.")
+    return t
+
+
+_T5 = (("binary", "auc"), ("fourway", "macro_f1"), ("speech", "auc"), ("env", "auc"))
+
+
+def table5(results: list[EvalResult]) -> Table:
+    """Table 5: A vs A-V, each metric averaged over the core protocols."""
+    t = Table("table5", "Input-modality ablation (mean over protocols)",
+              ["Model", "Input", "Binary AUC ↑", "4-way Macro-F1 ↑", "Speech AUC ↑",
+               "Env. AUC ↑"])
+    for group_title, members in _by_group(results):
+        rows = []
+        for r in members:
+            modes = ["A", "AV"] if "AV" in r.modes() else [_primary_mode(r)]
+            for i, mode in enumerate(modes):
+                cells = [_ci(_mean_rec(r, task, metric, mode), metric) for task, metric in _T5]
+                if all(c == DASH for c in cells):
+                    _absent(t, r, f"results with input {_MODE.get(mode, mode)}")
+                rows.append([_label(r, t) if i == 0 else "", _MODE.get(mode, mode), *cells])
+        t.sections.append((group_title, rows))
+    return t
+
+
+def paper_tables(results: list[EvalResult]) -> list[Table]:
+    """Tables 2(a), 2(b), 3, 4 and 5 in the paper's layout."""
+    return [*table2(results), table3(results), table4(results), table5(results)]
+
+
+def _parse_cells(p: Record) -> list[str]:
+    shares = " · ".join(f"{k} {100 * v:.1f}%" for k, v in p["shares"].items())
+    prompts = ", ".join(h[:12] for h in p.get("prompt_hashes", [])) or DASH
+    return [p["task"], _MODE.get(p["mode"], p["mode"]), p["pairing"], prompts, str(p["n"]),
+            shares, f"{100 * p['excluded_rate']:.1f}%"]
+
+
+def parse_table(results: list[EvalResult]) -> Table:
+    """Answer parse rates of models with parsed answers (omni models), per task and input."""
+    t = Table("parse", "Zero-shot answers: parse rates on the test split",
+              ["Model", "Task", "Input", "Pairing", "Prompt", "N", "Parsed answers", "Excluded"])
+    for group_title, members in _by_group(results):
+        rows = [[_label(r, t), *_parse_cells(p)] for r in members
+                for p in r.tables.get("parse", [])]
+        if rows:
+            t.sections.append((group_title, rows))
+    t.note("Refusals and unparsed answers are scored from the model's score or "
+           "probabilities where present, else excluded (never guessed).")
+    return t
+
+
+def long_table(results: list[EvalResult], key: str, title: str,
+               cols: list[tuple[str, str, Callable[[Record], str]]]) -> Table:
+    """One row per record of ``key`` in every result (per-generator, LOGO, …)."""
+    t = Table(key, title, ["Model", *[c[1] for c in cols]])
+    for group_title, members in _by_group(results):
+        rows = [[_label(r, t), *[fn(x) for _, _, fn in cols]]
+                for r in members for x in r.tables.get(key, [])]
+        if rows:
+            t.sections.append((group_title, rows))
+    return t
+
+
+def col(name: str, title: str = "", ci: bool = False) -> tuple[str, str, Callable[[Record], str]]:
+    """A column of :func:`long_table`: a record field, with its interval if ``ci``."""
+    return (name, title or name, (lambda r: _ci(r, name)) if ci else (lambda r: fmt(r.get(name))))

@@ -1,0 +1,150 @@
+"""PE-AV Base and WavLM through transformers 5 (image ``enc-tf5``): frozen encoders, §4.2.
+
+**PE-AV Base** (``enc-tf5-pe-av-base``, Vyas et al. 2025; ``facebook/pe-av-base``,
+``PeAudioVideoModel``). Audio is resampled to the feature extractor's rate (48 kHz)
+and reflect-padded to its hop (1,920) by ``PeAudioFeatureExtractor``; frames (decoded
+by the stage at its ``fps``, all of them up to ``max_frames``: the Base checkpoint
+takes variable-length video) go through ``PeVideoVideoProcessor`` (resize to the
+checkpoint's size, no crop, its mean/std). Embeddings are the model's pooled
+contrastive embeddings: ``A`` = the audio embedding; ``V`` = the video embedding;
+``AV`` = ``[a; v; a⊙v; j]`` from one ``get_audio_video_embeds`` pass, where ``a``, ``v``
+and the joint audio-video embedding ``j`` are L2-normalised (the shared fusion rule of
+:func:`~madbench_common.models.prep.fuse_av` plus PE-AV's native joint embedding).
+transformers 5.24.0's ``PeAudioVideoModel.get_video_embeds`` calls a method that
+``PeVideoModel`` lacks (``get_video_features`` is defined inside ``__init__``); the
+video embedding is computed as its own ``forward`` does (``video_head`` over the video
+encoder's pooler output); ``tests/known_issues`` tracks it.
+
+**WavLM** (``enc-tf5-wavlm``, Chen et al. 2022): the paper does not name the size;
+``microsoft/wavlm-base-plus`` (95 M parameters, a Base model like the others here).
+16 kHz input through the checkpoint's ``Wav2Vec2FeatureExtractor``; the feature is
+the mean over time of the last hidden state (768-d). The paper fixes neither choice.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from madbench_common.models.prep import check_audio, fuse_av, l2_normalise, resample, torch_device
+from madbench_common.roles import Embedding, Frames, InputSpec
+from madbench_common.types import Audio, Hertz
+from madbench_common.weights import hf_path
+
+__all__ = ["PeAvEncoder", "WavLMEncoder"]
+
+IMAGE = "enc-tf5"
+
+
+class PeAvEncoder:
+    """PE-AV Base audio, video and audio-video embeddings (modes A, V, AV)."""
+
+    slug, version = "enc-tf5-pe-av-base", "1"
+    reference = False
+    modes: tuple[str, ...] = ("A", "V", "AV")
+    repo = "facebook/pe-av-base"
+
+    def __init__(self, revision: str | None = None) -> None:
+        import torch
+        from transformers import AutoProcessor, PeAudioVideoModel
+
+        path = hf_path(self.repo, image=IMAGE, revision=revision)
+        self.processor: Any = AutoProcessor.from_pretrained(path)
+        self.device = torch_device()
+        self.model: Any = PeAudioVideoModel.from_pretrained(path).eval().to(self.device)
+        self._torch = torch
+
+    @property
+    def audio_rate(self) -> int:
+        return int(self.processor.feature_extractor.sampling_rate)
+
+    def _audio(self, audio: Audio | None, sample_rate: Hertz) -> tuple[dict[str, Any], float]:
+        x = resample(check_audio(audio, self.slug), sample_rate, self.audio_rate)
+        inputs = self.processor.feature_extractor(x, sampling_rate=self.audio_rate,
+                                                  return_tensors="pt")
+        return ({"input_values": inputs["input_values"].to(self.device),
+                 "padding_mask": inputs["padding_mask"].to(self.device)},
+                inputs["input_values"].shape[-1] / self.audio_rate)
+
+    def _video(self, frames: Frames | None) -> tuple[Any, int]:
+        if frames is None or len(frames) == 0:
+            raise ValueError(f"{self.slug}: this input mode needs video frames")
+        vp = self.processor.video_processor
+        resize = {"do_resize": True} if getattr(vp, "size", None) else {}
+        out = vp(videos=[np.asarray(frames)], return_tensors="pt", **resize)
+        pixels = out["pixel_values_videos"].to(self.device)
+        return pixels, int(pixels.shape[-1])
+
+    def _video_embeds(self, pixels: Any) -> Any:
+        video = self.model.video_model
+        return video.video_head(video.video_encoder(pixel_values_videos=pixels).pooler_output)
+
+    def embed(self, *, mode: str, audio: Audio | None = None, sample_rate: Hertz = 16000,
+              frames: Frames | None = None, fps: float = 0.0) -> Embedding:
+        if mode not in self.modes:
+            raise ValueError(f"{self.slug}: mode {mode!r} not in {self.modes}")
+        spec: dict[str, Any] = {"pooling": "model-pooled contrastive embedding (head over "
+                                           "the encoder's pooler output)"}
+        with self._torch.no_grad():
+            if mode in ("A", "AV"):
+                a_in, seconds = self._audio(audio, sample_rate)
+                spec |= {"audio_rate": self.audio_rate, "audio_seconds": seconds}
+            if mode in ("V", "AV"):
+                pixels, side = self._video(frames)
+                spec |= {"video_frames": int(pixels.shape[1]), "video_fps": fps,
+                         "video_size": side, "crop": f"resize to {side}x{side} (no crop)"}
+            if mode == "A":
+                vec = l2_normalise(self.model.get_audio_embeds(**a_in)[0].cpu().numpy())
+            elif mode == "V":
+                vec = l2_normalise(self._video_embeds(pixels)[0].cpu().numpy())
+            else:
+                out = self.model.get_audio_video_embeds(
+                    pixel_values_videos=pixels, return_audio_embeds=True,
+                    return_video_embeds=True, **a_in)
+                joint = l2_normalise(out.audio_video_embeds[0].cpu().numpy())
+                vec = np.concatenate([fuse_av(out.audio_embeds[0].cpu().numpy(),
+                                              out.video_embeds[0].cpu().numpy()), joint])
+        return Embedding(vec.astype(np.float32), InputSpec(**spec))
+
+    def encode(self, *, mode: str, audio: Audio | None = None, sample_rate: Hertz = 16000,
+               frames: Frames | None = None, fps: float = 0.0) -> np.ndarray:
+        return self.embed(mode=mode, audio=audio, sample_rate=sample_rate, frames=frames,
+                          fps=fps).vector
+
+
+class WavLMEncoder:
+    """WavLM Base+ mean-pooled last hidden state (mode A)."""
+
+    slug, version = "enc-tf5-wavlm", "1"
+    reference = False
+    modes: tuple[str, ...] = ("A",)
+    repo = "microsoft/wavlm-base-plus"
+
+    def __init__(self, revision: str | None = None) -> None:
+        import torch
+        from transformers import AutoFeatureExtractor, WavLMModel
+
+        path = hf_path(self.repo, image=IMAGE, revision=revision)
+        self.extractor: Any = AutoFeatureExtractor.from_pretrained(path)
+        self.device = torch_device()
+        self.model: Any = WavLMModel.from_pretrained(path).eval().to(self.device)
+        self._torch = torch
+
+    def embed(self, *, mode: str, audio: Audio | None = None, sample_rate: Hertz = 16000,
+              frames: Frames | None = None, fps: float = 0.0) -> Embedding:
+        if mode != "A":
+            raise ValueError(f"{self.slug} encodes audio only (mode A), got {mode!r}")
+        rate = int(self.extractor.sampling_rate)
+        x = resample(check_audio(audio, self.slug), sample_rate, rate)
+        inputs = self.extractor(x, sampling_rate=rate, return_tensors="pt")
+        with self._torch.no_grad():
+            hidden = self.model(inputs["input_values"].to(self.device)).last_hidden_state
+        vec = hidden[0].mean(dim=0).cpu().numpy().astype(np.float32)
+        spec = InputSpec(audio_rate=rate, audio_seconds=x.size / rate,
+                         pooling=f"mean over {hidden.shape[1]} frames of the last hidden state")
+        return Embedding(vec, spec)
+
+    def encode(self, *, mode: str, audio: Audio | None = None, sample_rate: Hertz = 16000,
+               frames: Frames | None = None, fps: float = 0.0) -> np.ndarray:
+        return self.embed(mode=mode, audio=audio, sample_rate=sample_rate).vector

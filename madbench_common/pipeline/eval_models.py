@@ -1,0 +1,91 @@
+"""The paper's evaluation models as graph stages: one ``features_<slug>`` per model (§4.2).
+
+Each frozen encoder and pretrained detector of paper §4.2 gets its own feature stage
+(:class:`~madbench_common.stages.model_features.ModelFeatureStage`) on its own image,
+and each detector a ``scores_<slug>`` stage with its native binary scores. Their
+defaults are empty (no model, ``reference-cpu``, no GPU): the embedded run and
+``smoke.yaml`` keep the CPU reference ``features`` stage, and these stages plan
+nothing there. The stages' ``full`` profile, which ``workflows/full.yaml`` runs, sets
+the model, its image and a GPU.
+
+Frame parameters (``fps``, ``frame_size`` = shorter side of the decoded frames,
+``max_frames``) are per model: each adapter then resamples, crops and subsamples to its
+own upstream recipe and records what it fed on every row.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from madbench_common.pipeline.graph import Stage
+
+__all__ = ["EVAL_MODELS", "EvalModel", "eval_model_stages", "stage_name"]
+
+
+@dataclass(frozen=True)
+class EvalModel:
+    """One paper model's evaluation stages: slug, image, modes and frame parameters."""
+
+    slug: str
+    image: str
+    modes: tuple[str, ...] = ("A",)
+    detector: bool = False
+    memory: str = "16Gi"
+    frames: dict[str, Any] = field(default_factory=dict)
+
+
+_AV = ("A", "AV")
+EVAL_MODELS: tuple[EvalModel, ...] = (
+    EvalModel("enc-tf5-pe-av-base", "enc-tf5", _AV,
+              frames={"fps": 4.0, "frame_size": 336, "max_frames": 64}),
+    EvalModel("enc-tf5-wavlm", "enc-tf5"),
+    EvalModel("enc-msclap", "enc-msclap"),
+    EvalModel("audio-torch-beats", "audio-torch"),
+    EvalModel("audio-torch-aasist", "audio-torch", detector=True, memory="8Gi"),
+    EvalModel("enc-imagebind", "enc-imagebind", _AV,
+              frames={"fps": 5.0, "frame_size": 224, "max_frames": 64}),
+    EvalModel("enc-cavmae-sync", "enc-cavmae-sync", _AV,
+              frames={"fps": 4.0, "frame_size": 224, "max_frames": 64}),
+    EvalModel("det-df-arena", "det-df-arena", detector=True, memory="24Gi"),
+)
+"""In the order of the paper's tables within each group (A-V encoders, audio encoders,
+audio detectors). Models without a runnable adapter yet are not listed (see the
+registry's unavailable slots)."""
+
+
+def stage_name(prefix: str, slug: str) -> str:
+    """``features_<slug>`` with the slug's hyphens as underscores."""
+    return f"{prefix}_{slug.replace('-', '_')}"
+
+
+def _features(m: EvalModel) -> Stage:
+    params: dict[str, Any] = {"modes": list(m.modes), "pairings": ["paired", "shuffled"],
+                              **m.frames}
+    return Stage(
+        name=stage_name("features", m.slug),
+        role="detector" if m.detector else "encoder",
+        target="madbench_common.stages.model_features:ModelFeatureStage",
+        inputs=("assemble",),
+        outputs=("features",),
+        shards=4,
+        params=params,
+        full={"model": m.slug, "image": m.image, "gpu": 1, "memory": m.memory},
+    )
+
+
+def _scores(m: EvalModel) -> Stage:
+    features = stage_name("features", m.slug)
+    return Stage(
+        name=stage_name("scores", m.slug),
+        role="core",
+        target="madbench_common.stages.detector_scores:DetectorScoreStage",
+        inputs=(features,),
+        outputs=("scores",),
+        params={"features_stage": features},
+    )
+
+
+def eval_model_stages(models: tuple[EvalModel, ...] = EVAL_MODELS) -> list[Stage]:
+    """Every model's feature stage, then every detector's scores stage."""
+    return [_features(m) for m in models] + [_scores(m) for m in models if m.detector]

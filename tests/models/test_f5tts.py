@@ -1,0 +1,98 @@
+"""F5-TTS adapter on a tiny random ``CFM(DiT)`` + tiny Vocos, through the real loading code.
+
+Runs in ``.venvs/tts-f5`` (``make adapter-test IMAGE=tts-f5``). The checkpoint and vocoder
+are built from upstream's own classes with random weights by
+:func:`madbench_common.models.f5tts.write_tiny_checkpoint` (also the image test's), written
+where the real ones go in a temporary weights root, and loaded by the adapter through
+:func:`madbench_common.weights.hf_path` and upstream's loaders; sampling is upstream's
+``infer_process`` (2 Euler steps).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+pytest.importorskip("f5_tts", reason="run make adapter-test IMAGE=tts-f5")
+
+
+from madbench_common.speech_prep import GenerationFailed
+from madbench_common.stages.speech_gen import generate_speech
+from madbench_common.weights import WeightsMissing
+
+from .speech_cases import RATE, assert_placed, demo_case
+
+
+@pytest.fixture(scope="module")
+def weights(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
+    from madbench_common.models.f5tts import write_tiny_checkpoint
+
+    root = tmp_path_factory.mktemp("weights")
+    write_tiny_checkpoint(root)
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("MADBENCH_WEIGHTS", str(root))
+        yield root
+
+
+@pytest.fixture(scope="module")
+def same(weights: Path):
+    from madbench_common.models.f5tts import F5SameTTS
+
+    return F5SameTTS(device="cpu", nfe_step=2)
+
+
+def test_missing_weights_name_the_fix(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from madbench_common.models.f5tts import F5SameTTS
+
+    monkeypatch.setenv("MADBENCH_WEIGHTS", str(tmp_path))
+    with pytest.raises(WeightsMissing, match="madbench weights fetch --image tts-f5"):
+        F5SameTTS(device="cpu")
+
+
+def test_duration_rate_and_determinism(same) -> None:
+    case = demo_case("demo_002")
+    kw = {"sample_rate": RATE, "duration": 2.5, "ref_audio": case.active,
+          "ref_text": case.transcript, "text": case.transcript}
+    a = same.generate(**kw, seed=7)
+    report = same.last_report
+    b = same.generate(**kw, seed=7)
+    c = same.generate(**kw, seed=8)
+    assert a.dtype == np.float32 and len(a) == round(2.5 * RATE)
+    assert np.array_equal(a, b), "same seed must give the same audio"
+    assert not np.array_equal(a, c), "another seed must give other audio"
+    assert report is not None and report.model_rate == 24000
+    assert report.duration_control == "model:fix_duration"
+    # The model itself made (nearly) the asked length: one mel frame is 10.7 ms.
+    assert report.length_correction == pytest.approx(1.0, abs=0.05)
+    settings = same.last_settings
+    assert settings["seed"] == 8 and settings["nfe_step"] == 2 and settings["cfg_strength"] == 2.0
+
+
+def test_placed_in_speech_regions_same_and_cross(same, weights: Path) -> None:
+    from madbench_common.models.f5tts import F5CrossTTS
+
+    case, target = demo_case("demo_002"), demo_case("demo_010")
+    track = generate_speech(same, source=case.speech, reference=case.speech, rate=RATE,
+                            starts=case.starts, ends=case.ends, text=case.transcript, seed=3)
+    assert_placed(track, case)
+    cross = F5CrossTTS(device="cpu", nfe_step=2)
+    track = generate_speech(cross, source=case.speech, reference=target.active, rate=RATE,
+                            starts=case.starts, ends=case.ends, text=case.transcript, seed=3,
+                            ref_text=target.transcript)
+    assert_placed(track, case)
+
+
+@pytest.mark.parametrize(("text", "ref_s", "why"), [
+    ("   ", 3.0, "empty_text"),
+    ("สวัสดีครับ", 3.0, "unsupported_characters"),
+    ("Hello there.", 0.4, "reference_too_short"),
+])
+def test_failures_are_per_component(same, text: str, ref_s: float, why: str) -> None:
+    case = demo_case("demo_002")
+    with pytest.raises(GenerationFailed, match=why):
+        same.generate(sample_rate=RATE, duration=2.0, ref_audio=case.active[: int(ref_s * RATE)],
+                      ref_text=case.transcript, text=text, seed=0)
+

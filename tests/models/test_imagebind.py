@@ -1,0 +1,81 @@
+"""ImageBind adapter on a tiny ImageBindModel (upstream class, reduced depth and width)."""
+
+from __future__ import annotations
+
+import importlib.util
+
+import numpy as np
+import pytest
+
+if importlib.util.find_spec("imagebind") is None:
+    pytest.skip("run make adapter-test IMAGE=enc-imagebind", allow_module_level=True)
+
+import torch
+
+from madbench_common.models.imagebind import (
+    WEIGHTS,
+    ImageBindEncoder,
+    clip_starts,
+    spatial_crops,
+)
+
+from .tiny import demo_audio, demo_frames
+
+TINY = {f"{m}_{k}": v for m in ("vision", "audio", "text", "depth", "thermal", "imu")
+        for k, v in (("embed_dim", 32), ("num_blocks", 1), ("num_heads", 2))}
+TINY["out_embed_dim"] = 16
+
+
+@pytest.fixture(scope="module")
+def encoder(tmp_path_factory: pytest.TempPathFactory) -> ImageBindEncoder:
+    from madbench_common.models.imagebind import import_model_module
+
+    ImageBindModel = import_model_module().ImageBindModel
+    root = tmp_path_factory.mktemp("weights")
+    dest = root / "files" / "enc-imagebind"
+    dest.mkdir(parents=True)
+    torch.manual_seed(0)
+    torch.save(ImageBindModel(**TINY).state_dict(), dest / WEIGHTS)
+    mp = pytest.MonkeyPatch()
+    mp.setenv("MADBENCH_WEIGHTS", str(root))
+    try:
+        return ImageBindEncoder(arch=TINY)
+    finally:
+        mp.undo()
+
+
+def test_clip_sampler_matches_pytorchvideo_formula() -> None:
+    assert clip_starts(8.0, 2.0, 3) == [0.0, 2.0, 4.0]
+    assert clip_starts(1.5, 2.0, 5) == [0.0] * 5
+    clip = np.arange(2 * 2 * 4 * 6, dtype=np.float32).reshape(2, 2, 4, 6)
+    crops = spatial_crops(clip, 4)
+    assert [c.shape for c in crops] == [(2, 2, 4, 4)] * 3
+    assert [c[0, 0, 0, 0] for c in crops] == [0.0, 1.0, 2.0]  # left, centre, right
+
+
+def test_audio_input_is_upstreams_fbank_layout(encoder: ImageBindEncoder) -> None:
+    audio, rate = demo_audio(1, 5.0)
+    x, seconds = encoder.audio_input(audio, rate)
+    assert tuple(x.shape) == (1, 3, 1, 128, 204) and seconds == pytest.approx(5.0, abs=1e-3)
+    short, _ = encoder.audio_input(audio[:8000], rate)  # 0.5 s: zero-padded to 204 frames
+    pad = short[0, 0, 0, :, 60:]  # zero fbank frames, normalised: (0 + 4.268) / 9.138
+    assert torch.allclose(pad, torch.full_like(pad, 4.268 / 9.138))
+
+
+def test_modes_and_fusion_on_demo_media(encoder: ImageBindEncoder) -> None:
+    audio, rate = demo_audio(2, 4.0)
+    frames, fps = demo_frames(2, fps=5.0, size=224, max_frames=20)
+    a = encoder.embed(mode="A", audio=audio, sample_rate=rate)
+    v = encoder.embed(mode="V", frames=frames, fps=fps)
+    av = encoder.embed(mode="AV", audio=audio, sample_rate=rate, frames=frames, fps=fps)
+    assert a.vector.shape == (16,) and v.vector.shape == (16,) and av.vector.shape == (48,)
+    assert np.allclose(av.vector[:16], a.vector, atol=1e-5)
+    assert np.allclose(av.vector[16:32], v.vector, atol=1e-5)
+    assert np.allclose(av.vector[32:], a.vector * v.vector, atol=1e-5)
+    assert av.spec.video_size == 224 and av.spec.audio_rate == 16000
+    other, _ = demo_frames(13, fps=5.0, size=224, max_frames=20)
+    shuffled = encoder.embed(mode="AV", audio=audio, sample_rate=rate, frames=other, fps=fps)
+    assert not np.allclose(shuffled.vector[16:32], av.vector[16:32])
+    assert np.allclose(shuffled.vector[:16], av.vector[:16], atol=1e-5)
+    with pytest.raises(ValueError, match="needs video"):
+        encoder.embed(mode="AV", audio=audio, sample_rate=rate)

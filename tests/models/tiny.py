@@ -1,0 +1,34 @@
+"""Helpers for the adapter tests: demo media as model input, tiny checkpoints in place."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import soundfile as sf
+
+from madbench_common.mux import sample_frames
+from madbench_common.roles import Frames
+from madbench_common.weights import install_local_snapshot
+
+ROOT = Path(__file__).resolve().parents[2]
+DEMO = ROOT / "data" / "demo"
+
+
+def demo_audio(clip: int = 1, seconds: float = 3.0) -> tuple[np.ndarray, int]:
+    """Real speech of a demo clip (mono float32) and its rate."""
+    x, rate = sf.read(DEMO / "stems" / "speech" / f"demo_{clip:03d}.flac", dtype="float32")
+    x = x if x.ndim == 1 else x.mean(axis=1)
+    return x[: int(seconds * rate)], int(rate)
+
+
+def demo_frames(clip: int = 1, fps: float = 4.0, size: int = 64,
+                max_frames: int = 8) -> tuple[Frames, float]:
+    """RGB frames of a demo clip, decoded the way the feature stage does."""
+    return sample_frames(DEMO / "clips" / f"demo_{clip:03d}.mp4", fps=fps, size=size,
+                         max_frames=max_frames)
+
+
+def install(root: Path, repo: str, src: Path) -> Path:
+    """Put a tiny ``save_pretrained`` folder where ``hf_path(repo)`` finds it offline."""
+    return install_local_snapshot(root, repo, src)
