@@ -1,11 +1,11 @@
-"""A response cache for model answers and judge verdicts, shared across runs in the store.
+"""A cache of LLM-judge verdicts, shared across runs in the store.
 
-Entries are small JSON objects under ``_cache/deaf/<kind>/<hh>/<sha256>.json`` at the
-store's root (beside the runs, not inside one), keyed by the sha256 of everything that
-determines the response: for an answer the model slug and version, the prompt, the
-audio's sha256, the repeat and the decoding settings; for a verdict the judge model,
-the judge prompt's version and the rendered messages. A rerun, or a new prompt version,
-pays only for what changed. ``cache=off`` disables it; ``cache=<store URI>`` moves it.
+Model answers go through the omni response cache (:mod:`madbench_common.omni.cache`);
+verdicts, which are not model answers, come here: small JSON objects under
+``_cache/deaf/<kind>/<hh>/<sha256>.json`` at the store's root (beside the runs), keyed
+by the sha256 of the judge model, the judge prompt's version and the rendered messages.
+A rerun, or a new answer version, pays only for what changed. ``cache=off`` disables it;
+``cache=<store URI>`` moves it.
 """
 
 from __future__ import annotations

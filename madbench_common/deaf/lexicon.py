@@ -52,8 +52,8 @@ ENV_TERMS = {
                 r"urban",
     "TBUS": r"bus",
     "TCAR": r"(?:in|inside) (?:a|the) (?:moving )?car|car interior|driving|passenger seat",
-    "TMETRO": r"metro|subway|underground|tube|tram|(?:on|inside|aboard) (?:a|the) train|"
-              r"train carriage",
+    "TMETRO": r"metro|subway|underground|tube|tram|train carriage|"
+              r"(?:on|inside|aboard) (?:a|the) train(?! station)",
 }
 CATEGORY_TERMS = {
     "Domestic": r"at home|in (?:a|the|someone's) (?:house|home|flat|apartment)|domestic|"

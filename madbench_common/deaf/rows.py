@@ -125,7 +125,6 @@ class AnswerRow(ManifestRow):
     stimulus_id: str = ""
     prompt: str = ""
     text: str = ""
-    score: float | None = None
     cached: bool = False
     seconds: float = 0.0
 

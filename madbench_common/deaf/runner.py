@@ -5,8 +5,9 @@
   model whose libraries live in a family venv (``.venvs/deaf-tf5``: transformers, CUDA
   torch) runs while the rest of the graph stays in the main venv. The merge runs here.
 * ``--stub-apis``: the hosted-API answer stages and the LLM judge talk to a local
-  :mod:`~madbench_common.models.api_stub` server for the run (``base_url`` set per stage,
-  the key variables set to the stub's key in this process only). Its answers are not a
+  :mod:`~madbench_common.models.api_stub` server for the run (``base_url`` set per stage
+  to ``env:MADBENCH_API_STUB``, that variable and the key variables set to the stub's in
+  this process and its children only). Its answers are not a
   model's; reports label them.
 """
 
@@ -33,7 +34,10 @@ _REPO = Path(__file__).resolve().parents[2]
 API_BASES = {"deaf-gemini-2.5-flash": "", "deaf-gemini-3-flash": "",
              "deaf-gpt-4o-audio": "/v1"}
 """Answer models served by the stub, and the path their ``base_url`` needs."""
-_KEYS = ("GEMINI_API_KEY", "OPENAI_API_KEY", "JUDGE_API_KEY")
+_KEYS = ("GEMINI_API_KEY", "OPENAI_API_KEY", "JUDGE_API_KEY", "MADBENCH_API_STUB")
+STUB_ENV = "env:MADBENCH_API_STUB"
+"""The stub's address as a ``base_url``: stable across runs, so a rerun with the stub
+keeps every fingerprint and cache key (the port changes; the parameter does not)."""
 
 
 class DeafRunner(LocalRunner):
@@ -87,15 +91,16 @@ def stub_apis(graph: Graph, params: dict[str, dict[str, Any]], judge: bool = Tru
     saved = {k: os.environ.get(k) for k in _KEYS}
     with stub_process() as url:
         os.environ.update({k: STUB_KEY for k in _KEYS})
+        os.environ[STUB_ENV[4:]] = url
         try:
             for stage in graph:
                 if stage.model in API_BASES:
                     p = params.setdefault(stage.name, {})
                     p["model_args"] = {**p.get("model_args", {}),
-                                       "base_url": url + API_BASES[stage.model], "rpm": 0}
+                                       "base_url": STUB_ENV + API_BASES[stage.model], "rpm": 0}
             if judge and "deaf_judge" in graph.stages:
                 p = params.setdefault("deaf_judge", {})
-                p.setdefault("judge_base_url", f"{url}/v1")
+                p.setdefault("judge_base_url", f"{STUB_ENV}/v1")
                 p.setdefault("judge_model", "stub-judge")
                 p.setdefault("rpm", 0)
             yield url

@@ -29,7 +29,7 @@ _FIXED = ("deaf_metrics", "deaf_judge", "deaf_envlib")
 def model_note(slug: str, version: str) -> str:
     """How a model's answers must be read: stub server, tiny random weights, reference."""
     spec = REGISTRY.get(slug)
-    if "127.0.0.1" in version or "localhost" in version:
+    if any(s in version for s in ("127.0.0.1", "localhost", "MADBENCH_API_STUB")):
         return "local stub server: not the model's answers"
     if "tiny-random" in version:
         return "tiny random checkpoint: the real code path, answers are noise"

@@ -15,7 +15,7 @@
 from __future__ import annotations
 
 import dataclasses
-import time
+import hashlib
 from collections.abc import Sequence
 from functools import cached_property
 from typing import Any
@@ -30,7 +30,11 @@ from madbench_common.deaf.stages_stimuli import instantiate
 from madbench_common.deaf.trials import build_trials
 from madbench_common.models.http_api import ApiError
 from madbench_common.models.openai_compat import ChatClient
+from madbench_common.omni.cache import ResponseCache as OmniCache
+from madbench_common.omni.cache import ResponseKey
 from madbench_common.pipeline.stage import StageImpl
+from madbench_common.roles import OmniAnswer
+from madbench_common.store import open_store
 from madbench_common.types import Audio
 
 __all__ = ["AnswerStage", "JudgeStage", "MetricsStage", "TrialsStage", "model_metrics"]
@@ -65,7 +69,12 @@ def _read_trials(ctx: Any) -> list[TrialRow]:
 
 class AnswerStage(StageImpl[AnswerRow]):
     """One model's answers to every query, ``repeats`` times (params: ``model``,
-    ``model_args``, ``repeats``, ``cache``)."""
+    ``model_args``, ``repeats``, ``max_new_tokens``, ``cache``).
+
+    Replies go through the omni response cache (:mod:`madbench_common.omni.cache`), keyed
+    by the model and its version, this stage's image, the prompt's hash, the clip's
+    sha256 and the repeat, so a rerun asks only what changed.
+    """
 
     row_type = AnswerRow
     id_field = "answer_id"
@@ -90,8 +99,11 @@ class AnswerStage(StageImpl[AnswerRow]):
         return instantiate(slug, self.ctx.params.get("model_args") or {})
 
     @cached_property
-    def cache(self) -> ResponseCache | None:
-        return open_cache(str(self.ctx.params.get("cache", "")), self.ctx.run.store)
+    def cache(self) -> OmniCache | None:
+        setting = str(self.ctx.params.get("cache", ""))
+        if setting == "off":
+            return None
+        return OmniCache(open_store(setting) if setting else self.ctx.run.store)
 
     def plan(self) -> list[str]:
         repeats = int(self.ctx.params.get("repeats", 3))
@@ -101,6 +113,14 @@ class AnswerStage(StageImpl[AnswerRow]):
         audio: dict[str, Audio] = {}
         return [self._answer(item, audio) for item in items]
 
+    def _key(self, prompt: str, stim: StimulusRow, repeat: int) -> ResponseKey:
+        tokens = int(self.ctx.params.get("max_new_tokens", 256))
+        return ResponseKey(self.model.slug, self.model.version, self.ctx.image,
+                           hashlib.sha256(prompt.encode()).hexdigest()[:16],
+                           (stim.audio_sha256,), "A", "paired",
+                           {"repeat": repeat, "max_new_tokens": tokens, "rate": _SR,
+                            "args": self.ctx.params.get("model_args") or {}})
+
     def _answer(self, item: str, audio: dict[str, Audio]) -> AnswerRow:
         query, _, repeat = item.rpartition("#")
         stimulus_id, prompt = self.queries[query]
@@ -108,26 +128,25 @@ class AnswerStage(StageImpl[AnswerRow]):
         base = AnswerRow(answer_id=item, query_id=query, repeat=int(repeat),
                          stimulus_id=stimulus_id, prompt=prompt)
         prov = self.ctx.provenance(self.model.slug, self.model.version)
-        key = cache_key(model=self.model.slug, version=self.model.version, prompt=prompt,
-                        audio=stim.audio_sha256, repeat=int(repeat), rate=_SR,
-                        args=self.ctx.params.get("model_args") or {})
-        hit = self.cache.get(self.model.slug, key) if self.cache else None
-        if hit is not None:
-            return _replace(base, text=hit["text"], score=hit.get("score"),
-                            cached=True).with_provenance(prov)
-        if stimulus_id not in audio:
-            audio.clear()  # queries are sorted by stimulus: keep one clip at a time
-            audio[stimulus_id] = self.ctx.load_audio(stim.audio_uri, stim.audio_sha256)[0]
-        start = time.perf_counter()
+
+        def ask() -> OmniAnswer:
+            if stimulus_id not in audio:
+                audio.clear()  # queries are sorted by stimulus: keep one clip at a time
+                audio[stimulus_id] = self.ctx.load_audio(stim.audio_uri, stim.audio_sha256)[0]
+            return self.model.answer(prompt, audio[stimulus_id], _SR, max_new_tokens=int(
+                self.ctx.params.get("max_new_tokens", 256)))
+
         try:
-            ans = self.model.answer(prompt, audio[stimulus_id], _SR)
+            if self.cache is None:
+                ans, cached = ask(), False
+            else:
+                ans, cached = self.cache.fetch(self._key(prompt, stim, int(repeat)), ask)
         except (ApiError, RuntimeError, ValueError) as exc:
-            return _replace(base, status="rejected", reason="api_error" if isinstance(
-                exc, ApiError) else "inference_failed", detail=str(exc)[:500]).with_provenance(prov)
-        if self.cache:
-            self.cache.put(self.model.slug, key, {"text": ans.text, "score": ans.score})
-        return _replace(base, text=ans.text, score=ans.score,
-                        seconds=time.perf_counter() - start).with_provenance(prov)
+            reason = "api_error" if isinstance(exc, ApiError) else "inference_failed"
+            return _replace(base, status="rejected", reason=reason,
+                            detail=str(exc)[:500]).with_provenance(prov)
+        return _replace(base, text=ans.text, cached=cached,
+                        seconds=ans.seconds).with_provenance(prov)
 
 
 def _replace(row: Any, **kw: Any) -> Any:

@@ -14,6 +14,7 @@ written, unverified here) feed the spend cap; Gemini counts 32 tokens per second
 
 from __future__ import annotations
 
+import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, ClassVar
@@ -44,6 +45,7 @@ class GeminiAudio:
     slug: ClassVar[str] = ""
     prices: ClassVar[Prices] = Prices(1.0, 0.3, 2.5)
     reference = False
+    modes = ("A",)
 
     def __init__(self, base_url: str = DEFAULT_BASE, key_env: str = "GEMINI_API_KEY",
                  rpm: float = 60.0, max_output_tokens: int = 512, temperature: float = 0.0,
@@ -55,24 +57,27 @@ class GeminiAudio:
         self.meter = SpendMeter(spend_cap_usd)
         self.version = f"{self.model_id}@{'api' if base_url == DEFAULT_BASE else base_url}"
 
-    def request(self, prompt: str, audio: Audio, sample_rate: Hertz) -> dict[str, Any]:
+    def request(self, prompt: str, audio: Audio, sample_rate: Hertz,
+                max_new_tokens: int | None = None) -> dict[str, Any]:
         """The ``generateContent`` body for one question about one clip."""
         part = {"inline_data": {"mime_type": "audio/wav", "data": wav_base64(audio, sample_rate)}}
         return {"contents": [{"role": "user", "parts": [part, {"text": prompt}]}],
                 "generationConfig": {"temperature": self.temperature,
-                                     "maxOutputTokens": self.max_output_tokens}}
+                                     "maxOutputTokens": max_new_tokens or self.max_output_tokens}}
 
     def answer(self, prompt: str, audio: Audio, sample_rate: Hertz,
                frames: Frames | None = None, fps: float = 0.0,
-               choices: Sequence[str] = ()) -> OmniAnswer:
+               choices: Sequence[str] = (), max_new_tokens: int = 512) -> OmniAnswer:
+        """Free-form answer text (the API exposes no option logits: ``options`` is empty)."""
+        start = time.perf_counter()
         seconds = len(audio) / sample_rate
         worst = (seconds * _AUDIO_TOKENS_PER_S * self.prices.audio_in
-                 + len(prompt) * self.prices.text_in + self.max_output_tokens * self.prices.out)
+                 + len(prompt) * self.prices.text_in + max_new_tokens * self.prices.out)
         self.meter.check(worst / 1e6)
         resp = self.api.post(f"/v1beta/models/{self.model_id}:generateContent",
-                             self.request(prompt, audio, sample_rate))
+                             self.request(prompt, audio, sample_rate, max_new_tokens))
         self.meter.add(self._cost(resp.get("usageMetadata", {})))
-        return OmniAnswer(text=answer_text(resp))
+        return OmniAnswer(text=answer_text(resp), seconds=time.perf_counter() - start)
 
     def _cost(self, usage: dict[str, Any]) -> float:
         details = {d.get("modality", ""): int(d.get("tokenCount", 0))

@@ -3,6 +3,9 @@
 Used by the API adapters (Gemini, GPT-4o audio, ElevenLabs) and the OpenAI-compatible
 LLM judge. Standard library only (``urllib``), so it runs in every image.
 
+* **Endpoint**: ``base_url`` is a URL, or ``env:NAME[/path]`` — the URL in environment
+  variable ``NAME`` plus ``/path`` (the local stub's address, which changes every run,
+  without changing a stage's parameters or a model's version string).
 * **Keys** come only from the environment (:func:`api_key`); on the cluster from a
   Kubernetes Secret. A missing key is a configuration error naming the variable.
 * **Rate limit**: a token bucket of ``rpm`` requests per minute (burst 1).
@@ -41,7 +44,7 @@ from madbench_common.errors import ConfigError, MadbenchError
 from madbench_common.types import Audio, Hertz
 
 __all__ = ["ApiError", "JsonApi", "RateLimiter", "RetryPolicy", "SpendCapExceeded",
-           "SpendMeter", "api_key", "wav_base64", "wav_pcm16"]
+           "SpendMeter", "api_key", "resolve_base_url", "wav_base64", "wav_pcm16"]
 
 log = logging.getLogger("madbench")
 _RETRY_STATUS = frozenset({408, 409, 425, 429, 500, 502, 503, 504, 529})
@@ -57,6 +60,17 @@ class ApiError(MadbenchError):
 
 class SpendCapExceeded(ConfigError):
     """The next call could take the spend over the configured cap."""
+
+
+def resolve_base_url(base_url: str) -> str:
+    """``base_url``, with an ``env:NAME[/path]`` form read from the environment."""
+    if not base_url.startswith("env:"):
+        return base_url
+    name, _, rest = base_url[4:].partition("/")
+    value = os.environ.get(name, "")
+    if not value:
+        raise ConfigError(f"base_url {base_url!r}: environment variable {name} is not set")
+    return value.rstrip("/") + ("/" + rest if rest else "")
 
 
 def api_key(env: str, required: bool = True) -> str:
@@ -156,7 +170,7 @@ class JsonApi:
         self.retries_done = 0
 
     def post(self, path: str, body: dict[str, Any], raw: bool = False) -> Any:
-        url = self.base_url.rstrip("/") + path
+        url = resolve_base_url(self.base_url).rstrip("/") + path
         data = json.dumps(body).encode()
         for attempt in range(self.retry.max_retries + 1):
             self.limiter.acquire()

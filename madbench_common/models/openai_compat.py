@@ -17,6 +17,7 @@ the spend cap; GPT-4o audio input is about 10 tokens per second.
 from __future__ import annotations
 
 import re
+import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -97,6 +98,7 @@ class Gpt4oAudio:
     slug = "deaf-gpt-4o-audio"
     model_id = "gpt-4o-audio-preview"
     reference = False
+    modes = ("A",)
 
     def __init__(self, base_url: str = OPENAI_BASE, key_env: str = "OPENAI_API_KEY",
                  rpm: float = 60.0, max_output_tokens: int = 512, temperature: float = 0.0,
@@ -106,19 +108,22 @@ class Gpt4oAudio:
         self.max_output_tokens, self.temperature = max_output_tokens, temperature
         self.version = f"{self.model_id}@{'api' if base_url == OPENAI_BASE else base_url}"
 
-    def request(self, prompt: str, audio: Audio, sample_rate: Hertz) -> dict[str, Any]:
+    def request(self, prompt: str, audio: Audio, sample_rate: Hertz,
+                max_new_tokens: int | None = None) -> dict[str, Any]:
         content = [{"type": "text", "text": prompt},
                    {"type": "input_audio",
                     "input_audio": {"data": wav_base64(audio, sample_rate), "format": "wav"}}]
         return {"modalities": ["text"], "temperature": self.temperature,
-                "max_tokens": self.max_output_tokens,
+                "max_tokens": max_new_tokens or self.max_output_tokens,
                 "messages": [{"role": "user", "content": content}]}
 
     def answer(self, prompt: str, audio: Audio, sample_rate: Hertz,
                frames: Frames | None = None, fps: float = 0.0,
-               choices: Sequence[str] = ()) -> OmniAnswer:
+               choices: Sequence[str] = (), max_new_tokens: int = 512) -> OmniAnswer:
+        """Free-form answer text (no option logits through this API: ``options`` empty)."""
+        start = time.perf_counter()
         p = self.client.prices
         worst = (len(audio) / sample_rate * _AUDIO_TOKENS_PER_S * p.audio_in
-                 + len(prompt) * p.text_in + self.max_output_tokens * p.out) / 1e6
-        return OmniAnswer(text=message_text(self.client.create(
-            self.request(prompt, audio, sample_rate), worst)))
+                 + len(prompt) * p.text_in + max_new_tokens * p.out) / 1e6
+        resp = self.client.create(self.request(prompt, audio, sample_rate, max_new_tokens), worst)
+        return OmniAnswer(text=message_text(resp), seconds=time.perf_counter() - start)
