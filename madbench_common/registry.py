@@ -280,3 +280,7 @@ _deaf("deaf-qwen3-omni", "omni", "audio_lm:Qwen3Omni", "deaf-tf5",
 _deaf("deaf-salmonn", "omni", "salmonn:Salmonn", "deaf-salmonn",
       "SALMONN 13B (bytedance/SALMONN git repo): Whisper + BEATs + Q-Former + Vicuna",
       "SALMONN")
+register(ModelSpec("deaf-qwen2-audio-tiny", "omni",
+                   "madbench_common.models.audio_lm:Qwen2AudioTiny", True, "deaf-tf5",
+                   "Qwen2-Audio adapter on a tiny random checkpoint (demo and tests; noise)",
+                   "Qwen2-Audio"))
