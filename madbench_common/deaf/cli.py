@@ -83,7 +83,7 @@ def _run_options(run: argparse.ArgumentParser) -> None:
     run.add_argument("--library", default="", help="offline background library folder")
     run.add_argument("--per-stratum", type=int, default=0,
                      help="keep N sentences per (type, sub-dimension, condition, class); 0: all")
-    run.add_argument("--snrs", default="", help="BSC SNRs in dB, e.g. -10,0,10 (default: "
+    run.add_argument("--snrs", default="", help="BSC SNRs in dB, e.g. --snrs=-10,0,10 (default: "
                                                 "the paper's five)")
     run.add_argument("--repeats", type=int, default=0, help="answers per query (default 3)")
     run.add_argument("--judge-url", default="", help="OpenAI-compatible base URL of the "
