@@ -23,6 +23,7 @@ _EXTENSIONS = (
     "madbench_common.cli_weights",
     "madbench_common.cli_taxonomy",
     "madbench_common.cli_omni",
+    "madbench_common.deaf.cli",
 )
 
 

@@ -296,3 +296,45 @@ _omni("omni-minicpmo45", "minicpmo:MiniCPMo45",
 _omni("omni-baichuan15", "baichuan_omni:BaichuanOmni15",
       "baichuan-inc/Baichuan-Omni-1d5 remote code + its git repo (transformers 4.45, SDPA)",
       "Baichuan-Omni-1.5")
+
+
+# DEAF (issue 14; ../shared/papers/deaf.txt): stimulus generators and the answer models.
+for _s, _n in (("a", 1), ("b", 2), ("c", 3)):
+    _ref(f"ref-deaf-emotion-{_s}", "emotional_tts",
+         f"madbench_common.deaf.prosody:ReferenceEmotionTTS{_s.upper()}",
+         f"Debian TTS re-prosodised per emotion in WORLD (ESC setting {_s})",
+         f"EMIS expressive TTS system {_n}")
+_ref("ref-deaf-voices", "voice_tts", "madbench_common.deaf.voices:ReferenceVoices",
+     "flite voices (real speakers) with a WORLD age transform per SIC profile",
+     "ElevenLabs Eleven Multilingual v2 (SIC) / Microsoft Neural TTS en-US-GuyNeural (BSC)")
+
+
+def _deaf(slug: str, role: str, target: str, image: str, description: str, paper: str) -> None:
+    register(ModelSpec(slug, role, f"madbench_common.models.{target}", False, image,
+                       description, paper))
+
+
+_deaf("deaf-elevenlabs", "voice_tts", "elevenlabs:ElevenLabsTTS", "reference-cpu",
+      "ElevenLabs text-to-speech API (eleven_multilingual_v2), voice id per profile",
+      "ElevenLabs Eleven Multilingual v2")
+_deaf("deaf-gemini-2.5-flash", "omni", "gemini:Gemini25Flash", "reference-cpu",
+      "Gemini API generateContent, gemini-2.5-flash", "Gemini-2.5 Flash")
+_deaf("deaf-gemini-3-flash", "omni", "gemini:Gemini3Flash", "reference-cpu",
+      "Gemini API generateContent, gemini-3-flash-preview", "Gemini-3 Flash")
+_deaf("deaf-gpt-4o-audio", "omni", "openai_compat:Gpt4oAudio", "reference-cpu",
+      "OpenAI Chat Completions, gpt-4o-audio-preview", "GPT-4o-Audio")
+_deaf("deaf-qwen2-audio", "omni", "audio_lm:Qwen2Audio", "deaf-tf5",
+      "Qwen/Qwen2-Audio-7B-Instruct via transformers Qwen2AudioForConditionalGeneration",
+      "Qwen2-Audio")
+_deaf("deaf-audio-flamingo3", "omni", "audio_lm:AudioFlamingo3", "deaf-tf5",
+      "nvidia/audio-flamingo-3-hf via transformers AudioFlamingo3ForConditionalGeneration",
+      "Audio Flamingo 3")
+_deaf("deaf-qwen3-omni", "omni", "audio_lm:Qwen3Omni", "deaf-tf5",
+      "Qwen/Qwen3-Omni-30B-A3B-Instruct thinker via transformers (no talker)", "Qwen3-Omni")
+_deaf("deaf-salmonn", "omni", "salmonn:Salmonn", "deaf-salmonn",
+      "SALMONN 13B (bytedance/SALMONN git repo): Whisper + BEATs + Q-Former + Vicuna",
+      "SALMONN")
+register(ModelSpec("deaf-qwen2-audio-tiny", "omni",
+                   "madbench_common.models.audio_lm:Qwen2AudioTiny", True, "deaf-tf5",
+                   "Qwen2-Audio adapter on a tiny random checkpoint (demo and tests; noise)",
+                   "Qwen2-Audio"))

@@ -62,6 +62,9 @@ class Stage:
     """Overrides of the ``full`` profile (the paper's models on their images): any of
     ``model``, ``image``, ``gpu``, ``cpu``, ``memory``, ``timeout``, and ``params``
     (merged over :attr:`params`). Empty: the stage runs the same in every profile."""
+    secrets: tuple[str, ...] = ()
+    """Environment variables the stage reads from the API-key Secret (hosted model APIs);
+    on the cluster only these pods get them, and egress to HTTPS."""
 
     def in_profile(self, profile: str) -> Stage:
         """This stage as ``profile`` runs it (``embedded``: unchanged; ``full``: overridden).

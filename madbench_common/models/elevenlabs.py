@@ -1,0 +1,57 @@
+"""ElevenLabs text-to-speech (Eleven Multilingual v2) as a DEAF VoiceTTS: the paper's SIC voices.
+
+DEAF §2.1 and Appendix A.2.3 synthesise SIC with ElevenLabs' ``eleven_multilingual_v2``
+in four voice profiles, exported as 16 kHz 16-bit mono PCM. This adapter calls
+``POST /v1/text-to-speech/{voice_id}?output_format=pcm_16000`` with the key from
+``$ELEVENLABS_API_KEY`` only. The paper's voice ids (its Table 8) are not in the text
+we have, so ``voices`` maps each profile to a voice id and is required: a profile
+without one is a configuration error. Costs are per character (``usd_per_1k_chars``,
+unverified list price) against the spend cap.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from madbench_common.audio import resample
+from madbench_common.errors import ConfigError
+from madbench_common.models.http_api import JsonApi, SpendMeter, api_key
+from madbench_common.types import Audio, Hertz
+
+__all__ = ["ElevenLabsTTS"]
+
+DEFAULT_BASE = "https://api.elevenlabs.io"
+_RATE = 16000
+
+
+class ElevenLabsTTS:
+    """VoiceTTS over the ElevenLabs API; ``voices`` maps profile → voice id."""
+
+    slug = "deaf-elevenlabs"
+    model_id = "eleven_multilingual_v2"
+    reference = False
+
+    def __init__(self, voices: dict[str, str] | None = None, base_url: str = DEFAULT_BASE,
+                 key_env: str = "ELEVENLABS_API_KEY", rpm: float = 30.0,
+                 usd_per_1k_chars: float = 0.30, spend_cap_usd: float = 20.0,
+                 api: JsonApi | None = None) -> None:
+        self.voices = dict(voices or {})
+        self.api = api or JsonApi(base_url, {"xi-api-key": api_key(key_env)}, rpm=rpm,
+                                  key_env=key_env)
+        self.usd_per_char = usd_per_1k_chars / 1000.0
+        self.meter = SpendMeter(spend_cap_usd)
+        self.version = f"{self.model_id}@{'api' if base_url == DEFAULT_BASE else base_url}"
+
+    def synthesise(self, text: str, profile: str, sample_rate: Hertz, seed: int = 0) -> Audio:
+        voice = self.voices.get(profile)
+        if not voice:
+            raise ConfigError(f"{self.slug}: no voice id for profile {profile!r}; set the "
+                              "stage parameter voices={profile: voice_id, ...}")
+        cost = len(text) * self.usd_per_char
+        self.meter.check(cost)
+        pcm = self.api.post(f"/v1/text-to-speech/{voice}?output_format=pcm_{_RATE}",
+                            {"text": text, "model_id": self.model_id, "seed": int(seed)},
+                            raw=True)
+        self.meter.add(cost)
+        audio = np.frombuffer(pcm, dtype="<i2").astype(np.float32) / 32768.0
+        return resample(audio, _RATE, sample_rate)

@@ -1,0 +1,106 @@
+"""The DEAF graph end to end on a tiny sentence set: stimuli, stubbed API models, judges,
+metrics and report; a rerun skips every stage and the answers come from the cache."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from madbench_common.cli import main
+from madbench_common.deaf.graph import PAPER_MODELS, build_deaf_graph
+from madbench_common.deaf.rows import (
+    AnswerRow,
+    MetricRow,
+    ReportRow,
+    StimulusRow,
+    TrialRow,
+    VerdictRow,
+)
+from madbench_common.manifest import read_manifest_bytes
+from madbench_common.pipeline.stage import read_marker
+from madbench_common.store import RunStore, open_store
+
+SENTENCES = """sentence_id,conflict,subdim,condition,label,text
+e1,esc,,explicit,happy,I am so happy that you came to see me.
+e2,esc,,neutral,neutral,The bus stops in front of the post office.
+b1,bsc,,explicit,DKITCHEN,I'm in the kitchen chopping onions for dinner.
+b2,bsc,,implicit,STRAFFIC,The cars are honking because the light turned green.
+b3,bsc,,neutral,neutral,Let me know which option you prefer.
+s1,sic,gender,explicit,female,As a mother of three my mornings are always busy.
+s2,sic,neutral,neutral,neutral,The package arrived this morning.
+"""
+
+
+def _rows(run: RunStore, stage: str, kind: type) -> list:  # type: ignore[type-arg]
+    marker = read_marker(run, stage)
+    assert marker is not None, stage
+    return read_manifest_bytes(kind, run.get_bytes(f"{stage}/manifest.parquet"))
+
+
+@pytest.mark.slow
+def test_deaf_run_end_to_end(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    csv = tmp_path / "sentences.csv"
+    csv.write_text(SENTENCES)
+    argv = ["deaf", "run", "--store", str(tmp_path / "store"), "--run-id", "t",
+            "--models", "gemini_25_flash,gpt_4o_audio", "--sentences", str(csv),
+            "--snrs", "0", "--repeats", "2", "--stub-apis", "--no-progress",
+            "--set", "deaf_metrics.n_boot=200"]
+    assert main(argv) == 0
+    run = RunStore(open_store(str(tmp_path / "store")), "t")
+
+    clips = [r for s in ("esc_tts_a", "esc_tts_b", "esc_tts_c", "bsc_mix", "sic_tts")
+             for r in _rows(run, s, StimulusRow)]
+    assert sum(c.conflict == "esc" for c in clips) == 2 * 4 * 3
+    assert sum(c.conflict == "sic" for c in clips) == 2 + 4
+    missing = [c for c in clips if not c.ok]
+    assert missing and {c.reason for c in missing} == {"environment_missing"}  # SCAFE
+    assert all(c.reference for c in clips if c.ok)
+
+    trials = _rows(run, "deaf_trials", TrialRow)
+    ok = [t for t in trials if t.ok]
+    queries = {t.test_query for t in ok} | {t.control_query for t in ok if t.control_query}
+    answers = _rows(run, "answer_gemini_25_flash", AnswerRow)
+    assert len(answers) == 2 * len(queries) and all(a.ok and a.text for a in answers)
+    assert answers[0].model_version == "gemini-2.5-flash@env:MADBENCH_API_STUB"
+
+    verdicts = _rows(run, "deaf_judge", VerdictRow)
+    judges = {v.judge for v in verdicts}
+    assert {"rule", "llm:stub-judge"} <= judges and all(v.label in "CTO" for v in verdicts)
+    l2 = [v for v in verdicts if v.role == "test" and v.trial_id.startswith("L2|")]
+    odd = [(v.trial_id, v.label, v.rationale) for v in l2 if v.label != "T"]
+    assert l2 and not odd  # the stub echoes the misleading claim
+
+    metrics = {(m.model, m.conflict, m.level, m.group, m.metric): m
+               for m in _rows(run, "deaf_metrics", MetricRow)}
+    esc_l2 = metrics[("answer_gemini_25_flash", "esc", "L2", "all", "trap")]
+    assert esc_l2.value == 1.0 and esc_l2.repeats == 2
+    report = {r.name: r for r in _rows(run, "deaf_report", ReportRow)}
+    assert set(report) == {"report.md", "report.json", "report.html", "radar.png", "radar.svg"}
+    png = run.get_bytes(run.key_of(report["radar.png"].uri), report["radar.png"].sha256)
+    assert png.startswith(b"\x89PNG")
+    md = run.get_bytes(run.key_of(report["report.md"].uri)).decode()
+    assert "local stub server: not the model's answers" in md and "Table 5" in md
+    assert json.loads(run.get_bytes(run.key_of(report["report.json"].uri)))["metrics"]
+    out = capsys.readouterr().out
+    assert "Table 3: Acoustic Robustness Score" in out
+
+    assert main(argv) == 0  # rerun (a new stub port): every stage is skipped
+    log = sorted(run.list("_logs"))[-1]
+    assert all(s["skipped"] for s in json.loads(run.get_bytes(log))["stages"])
+
+
+def test_graph_declares_the_paper_models_and_secrets() -> None:
+    graph = build_deaf_graph()
+    answer = [s for s in graph if s.name.startswith("answer_")]
+    assert [s.model for s in answer] == [m.slug for m in PAPER_MODELS]
+    assert graph["answer_gemini_25_flash"].secrets == ("GEMINI_API_KEY",)
+    assert graph["answer_qwen2_audio"].in_profile("full").image == "deaf-tf5"
+    assert graph["deaf_judge"].inputs == ("deaf_trials", *(s.name for s in answer))
+    full = graph.profiled("full")
+    assert full["deaf_judge"].params["judge_model"] == "deepseek-reasoner"
+    assert full["sic_tts"].model == "deaf-elevenlabs"
+    custom = build_deaf_graph(("qwen2_audio", "mine=deaf-gemini-3-flash"))
+    assert [s.name for s in custom if s.name.startswith("answer_")] == [
+        "answer_qwen2_audio", "answer_mine"]
