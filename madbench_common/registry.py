@@ -228,13 +228,14 @@ _eval("enc-imagebind", "encoder", "imagebind:ImageBindEncoder", "enc-imagebind",
 _eval("enc-cavmae-sync", "encoder", "cavmae_sync:CavMaeSyncEncoder", "enc-cavmae-sync",
       "CAV-MAE Sync (edsonroteia/cav-mae-sync), mean-pooled audio/visual tokens",
       "CAV-MAE Sync", "av_encoder")
+_eval("det-xlsr-mamba", "detector", "xlsr_mamba:XlsrMambaDetector", "det-xlsr-mamba",
+      "XLSR-Mamba LA (swagshaw/XLSR-Mamba): XLS-R 300M + dual-column Mamba, P(spoof) + 144-d",
+      "XLSR-Mamba", "audio_detector")
 _eval("det-df-arena", "detector", "df_arena:DfArenaDetector", "det-df-arena",
       "DF-Arena-1B (Speech-Arena-2025/DF_Arena_1B_V_1 remote code): P(spoof) + pooled features",
       "DF-Arena-1B", "audio_detector")
 # Slots kept so reports list the paper's rows; loading them raises a ConfigError naming
 # the blocker (madbench_common/models/unavailable.py). Never faked.
-_eval("det-xlsr-mamba", "detector", "unavailable:XlsrMambaSlot", "det-xlsr-mamba",
-      "unavailable here: XLSR-Mamba adapter not built yet", "XLSR-Mamba", "audio_detector")
 _eval("det-audiomosaic", "detector", "unavailable:AudioMosaicSlot", "det-audiomosaic",
       "unavailable: no public AudioMosaic code or weights", "AudioMosaic", "audio_detector")
 _eval("det-avh-align", "detector", "unavailable:AvhAlignSlot", "det-avh-align",

@@ -12,8 +12,7 @@ from typing import ClassVar
 
 from madbench_common.errors import ConfigError
 
-__all__ = ["AudioMosaicSlot", "AvAnomalySlot", "AvhAlignSlot", "BatfdSlot", "UnavailableModel",
-           "XlsrMambaSlot"]
+__all__ = ["AudioMosaicSlot", "AvAnomalySlot", "AvhAlignSlot", "BatfdSlot", "UnavailableModel"]
 
 
 class UnavailableModel:
@@ -32,13 +31,6 @@ class AudioMosaicSlot(UnavailableModel):
     blocker = ("no public code or weights were found (Huang et al. 2026, arXiv 2605.14231; "
                "the paper evaluates a checkpoint fine-tuned on the EnvSDD TTA split). Ask the "
                "authors; add an adapter and an image when the checkpoint is published.")
-
-
-class XlsrMambaSlot(UnavailableModel):
-    slug, paper_model = "det-xlsr-mamba", "XLSR-Mamba"
-    blocker = ("adapter not built yet (issue 12): swagshaw/XLSR-Mamba + fairseq at "
-               "a54021305d6b3c; mamba-ssm/causal-conv1d need nvcc, so the image must use "
-               "their reference PyTorch selective scan or a CUDA devel build stage.")
 
 
 class AvhAlignSlot(UnavailableModel):

@@ -47,6 +47,7 @@ EVAL_MODELS: tuple[EvalModel, ...] = (
               frames={"fps": 5.0, "frame_size": 224, "max_frames": 64}),
     EvalModel("enc-cavmae-sync", "enc-cavmae-sync", _AV,
               frames={"fps": 4.0, "frame_size": 224, "max_frames": 64}),
+    EvalModel("det-xlsr-mamba", "det-xlsr-mamba", detector=True),
     EvalModel("det-df-arena", "det-df-arena", detector=True, memory="24Gi"),
 )
 """In the order of the paper's tables within each group (A-V encoders, audio encoders,

@@ -1,0 +1,96 @@
+"""Tiny randomly initialised checkpoints of the four detectors of issue 12, in the real layout.
+
+The companion of :mod:`madbench_common.models.tiny_eval` for XLSR-Mamba, AVH-Align,
+AV Anomaly and BA-TFD+: ``make image-test`` calls these inside a built image
+(``image_test.weights`` in ``image.yaml``) as ``function(weights_root)``, and the adapter
+tests call them too. Each builds the model from the upstream classes at a reduced size
+with random weights and writes it in the released file layout where the adapter's real
+loading code looks. Nothing here is a trained model; nothing is downloaded.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import tempfile
+from pathlib import Path
+from typing import Any
+
+from madbench_common.weights import install_local_snapshot
+
+__all__ = ["XLSR_MAMBA_TINY", "hf_to_fairseq", "xlsr_mamba"]
+
+XLSR_MAMBA_TINY: dict[str, Any] = {
+    "emb_size": 16, "num_encoders": 2,
+    "xlsr": {"hidden_size": 32, "num_hidden_layers": 1, "num_attention_heads": 2,
+             "intermediate_size": 64, "conv_dim": [32, 32, 32], "conv_stride": [5, 8, 8],
+             "conv_kernel": [10, 8, 8], "num_conv_pos_embeddings": 16,
+             "num_conv_pos_embedding_groups": 2},
+}
+"""One Mamba block per column, a 1-layer XLS-R with a 320-sample total stride."""
+_INVERSE = [
+    (r"^feature_extractor\.conv_layers\.(\d+)\.conv\.", r"feature_extractor.conv_layers.\1.0."),
+    (r"^feature_extractor\.conv_layers\.(\d+)\.layer_norm\.",
+     r"feature_extractor.conv_layers.\1.2.1."),
+    (r"^feature_projection\.layer_norm\.", "layer_norm."),
+    (r"^feature_projection\.projection\.", "post_extract_proj."),
+    (r"^masked_spec_embed$", "mask_emb"),
+    (r"^encoder\.pos_conv_embed\.conv\.parametrizations\.weight\.original0$",
+     "encoder.pos_conv.0.weight_g"),
+    (r"^encoder\.pos_conv_embed\.conv\.parametrizations\.weight\.original1$",
+     "encoder.pos_conv.0.weight_v"),
+    (r"^encoder\.pos_conv_embed\.conv\.", "encoder.pos_conv.0."),
+    (r"^encoder\.layers\.(\d+)\.attention\.", r"encoder.layers.\1.self_attn."),
+    (r"^encoder\.layers\.(\d+)\.layer_norm\.", r"encoder.layers.\1.self_attn_layer_norm."),
+    (r"^encoder\.layers\.(\d+)\.feed_forward\.intermediate_dense\.", r"encoder.layers.\1.fc1."),
+    (r"^encoder\.layers\.(\d+)\.feed_forward\.output_dense\.", r"encoder.layers.\1.fc2."),
+]
+"""transformers → fairseq names of a layer-norm-mode wav2vec 2.0 (written independently of
+the adapter's forward rules; the test checks the result against fairseq's own names)."""
+
+
+def hf_to_fairseq(state: dict[str, Any]) -> dict[str, Any]:
+    """A transformers ``Wav2Vec2Model`` state dict under fairseq ``Wav2Vec2Model`` names."""
+    out = {}
+    for key, value in state.items():
+        new = key
+        for pattern, repl in _INVERSE:
+            new, n = re.subn(pattern, repl, new)
+            if n:
+                break
+        out[new] = value
+    return out
+
+
+def xlsr_mamba(root: str | Path, keep: str = "") -> Path:
+    """A tiny XLSR-Mamba ``Model`` state dict as the hub release lays it out.
+
+    ``model.safetensors`` with ``ssl_model.model.*`` under fairseq names (plus the
+    pre-training quantizer tensors the release carries), ``LL``, ``first_bn``,
+    ``conformer``; the tiny architecture goes in the sidecar. ``keep`` keeps only keys
+    with that prefix (a broken checkpoint for the refusal test).
+    """
+    import torch
+    from safetensors.torch import save_file
+
+    from madbench_common.models.xlsr_mamba import (
+        ARCH_FILE,
+        REPO,
+        WEIGHTS,
+        build_modules,
+        merge_arch,
+    )
+
+    torch.manual_seed(0)
+    front, head = build_modules(merge_arch(XLSR_MAMBA_TINY))
+    state = {f"ssl_model.model.{k}": v for k, v in hf_to_fairseq(front.state_dict()).items()}
+    state |= {"ssl_model.model.quantizer.vars": torch.zeros(1, 4, 8),
+              "ssl_model.model.project_q.weight": torch.zeros(8, 8)}
+    state |= dict(head.state_dict())
+    state = {k: v.contiguous() for k, v in state.items() if k.startswith(keep)}
+    with tempfile.TemporaryDirectory() as tmp:
+        src = Path(tmp)
+        save_file(state, str(src / WEIGHTS))
+        (src / ARCH_FILE).write_text(json.dumps(XLSR_MAMBA_TINY))
+        install_local_snapshot(root, REPO, src)
+    return Path(root)
