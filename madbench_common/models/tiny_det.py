@@ -18,7 +18,7 @@ from typing import Any
 
 from madbench_common.weights import install_local_snapshot
 
-__all__ = ["XLSR_MAMBA_TINY", "hf_to_fairseq", "xlsr_mamba"]
+__all__ = ["XLSR_MAMBA_TINY", "av_anomaly", "hf_to_fairseq", "xlsr_mamba"]
 
 XLSR_MAMBA_TINY: dict[str, Any] = {
     "emb_size": 16, "num_encoders": 2,
@@ -93,4 +93,39 @@ def xlsr_mamba(root: str | Path, keep: str = "") -> Path:
         save_file(state, str(src / WEIGHTS))
         (src / ARCH_FILE).write_text(json.dumps(XLSR_MAMBA_TINY))
         install_local_snapshot(root, REPO, src)
+    return Path(root)
+
+
+def av_anomaly(root: str | Path) -> Path:
+    """AV Anomaly's four files at the published sizes (random weights, a PCA of noise).
+
+    ``sync_model.pth`` is ``detect.py``'s ``network`` state dict (``vis_enc``, ``aud_enc``,
+    ``transformer``); the two AR state dicts; ``pca.pkl`` a scaler + PCA pipeline to 31
+    dims, as the release.
+    """
+    import pickle
+
+    import numpy as np
+    import torch
+    from sklearn.decomposition import PCA
+    from sklearn.pipeline import make_pipeline
+    from sklearn.preprocessing import StandardScaler
+
+    from madbench_common.models.av_anomaly import FILES, IMAGE, SHIFTS, build_models
+
+    torch.manual_seed(0)
+    nets = build_models()
+    with torch.no_grad():  # raw 0-255 frames: keep the random video encoder's scale sane
+        nets["vis_enc"].conv1.weight /= 255.0
+    dest = Path(root) / "files" / IMAGE
+    dest.mkdir(parents=True, exist_ok=True)
+    sync = {f"{part}.{k}": v for part, name in (("vis_enc", "vis_enc"), ("aud_enc", "aud_enc"),
+                                                ("transformer", "sync"))
+            for k, v in nets[name].state_dict().items()}
+    torch.save(sync, dest / FILES["sync"])
+    torch.save(nets["dist"].state_dict(), dest / FILES["dist"])
+    torch.save(nets["avfeature_reg"].state_dict(), dest / FILES["avfeature"])
+    pca = make_pipeline(StandardScaler(), PCA(n_components=SHIFTS))
+    pca.fit(np.random.default_rng(0).normal(size=(64, 1024)))
+    (dest / FILES["pca"]).write_bytes(pickle.dumps(pca))
     return Path(root)

@@ -12,7 +12,7 @@ from typing import ClassVar
 
 from madbench_common.errors import ConfigError
 
-__all__ = ["AudioMosaicSlot", "AvAnomalySlot", "AvhAlignSlot", "BatfdSlot", "UnavailableModel"]
+__all__ = ["AudioMosaicSlot", "AvhAlignSlot", "BatfdSlot", "UnavailableModel"]
 
 
 class UnavailableModel:
@@ -38,12 +38,6 @@ class AvhAlignSlot(UnavailableModel):
     blocker = ("adapter not built yet (issue 12): bit-ml/AVH-Align over AV-HuBERT "
                "(facebookresearch/av_hubert + its fairseq fork, Python 3.9 image), 25 fps "
                "88x88 mouth crops (roles.FaceCropper) and 16 kHz audio.")
-
-
-class AvAnomalySlot(UnavailableModel):
-    slug, paper_model = "det-av-anomaly", "AV Anomaly"
-    blocker = ("adapter not built yet (issue 12): cfeng16/audio-visual-forensics pins torch "
-               "1.9.0 (Python 3.9 image); its README leaves the detection script unreleased.")
 
 
 class BatfdSlot(UnavailableModel):
