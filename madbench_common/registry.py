@@ -231,6 +231,9 @@ _eval("enc-cavmae-sync", "encoder", "cavmae_sync:CavMaeSyncEncoder", "enc-cavmae
 _eval("det-av-anomaly", "detector", "av_anomaly:AvAnomalyDetector", "det-av-anomaly",
       "AV Anomaly (cfeng16/audio-visual-forensics): sync model + AR anomaly score, 64-d pooled",
       "AV Anomaly", "av_detector")
+_eval("det-batfd", "detector", "batfd:BatfdPlusDetector", "det-batfd",
+      "BA-TFD+ (ControlNet/LAV-DF): max proposal confidence + 516-d pooled encoder outputs",
+      "BA-TFD+", "av_detector")
 _eval("det-xlsr-mamba", "detector", "xlsr_mamba:XlsrMambaDetector", "det-xlsr-mamba",
       "XLSR-Mamba LA (swagshaw/XLSR-Mamba): XLS-R 300M + dual-column Mamba, P(spoof) + 144-d",
       "XLSR-Mamba", "audio_detector")
@@ -243,5 +246,3 @@ _eval("det-audiomosaic", "detector", "unavailable:AudioMosaicSlot", "det-audiomo
       "unavailable: no public AudioMosaic code or weights", "AudioMosaic", "audio_detector")
 _eval("det-avh-align", "detector", "unavailable:AvhAlignSlot", "det-avh-align",
       "unavailable here: AVH-Align adapter not built yet", "AVH-Align", "av_detector")
-_eval("det-batfd", "detector", "unavailable:BatfdSlot", "det-batfd",
-      "unavailable here: BA-TFD+ adapter not built yet", "BA-TFD+", "av_detector")

@@ -18,7 +18,7 @@ from typing import Any
 
 from madbench_common.weights import install_local_snapshot
 
-__all__ = ["XLSR_MAMBA_TINY", "av_anomaly", "hf_to_fairseq", "xlsr_mamba"]
+__all__ = ["BATFD_TINY", "XLSR_MAMBA_TINY", "av_anomaly", "batfd", "hf_to_fairseq", "xlsr_mamba"]
 
 XLSR_MAMBA_TINY: dict[str, Any] = {
     "emb_size": 16, "num_encoders": 2,
@@ -128,4 +128,31 @@ def av_anomaly(root: str | Path) -> Path:
     pca = make_pipeline(StandardScaler(), PCA(n_components=SHIFTS))
     pca.fit(np.random.default_rng(0).normal(size=(64, 1024)))
     (dest / FILES["pca"]).write_bytes(pickle.dumps(pca))
+    return Path(root)
+
+
+BATFD_TINY: dict[str, Any] = {
+    "v_encoder": "c3d", "a_encoder": "cnn", "ve_features": (4, 4, 4, 4),
+    "ae_features": (4, 4, 4), "v_cla_feature_in": 16, "a_cla_feature_in": 16,
+    "boundary_features": (8, 4), "boundary_samples": 2, "temporal_dim": 512,
+    "max_duration": 10, "cbg_feature_weight": 0.0,
+}
+"""``BatfdPlus`` with the C3D/CNN encoders at 4 channels (the release uses MViTv2-B and
+ViT-B); the 512-frame temporal dimension the data layout fixes is kept."""
+
+
+def batfd(root: str | Path, **overrides: Any) -> Path:
+    """A tiny ``BatfdPlus`` saved as a pytorch_lightning checkpoint (the release's file name)."""
+    import pytorch_lightning
+    import torch
+
+    from madbench_common.models.batfd import IMAGE, WEIGHTS, upstream_class
+
+    torch.manual_seed(0)
+    model = upstream_class()(**{**BATFD_TINY, **overrides})
+    dest = Path(root) / "files" / IMAGE
+    dest.mkdir(parents=True, exist_ok=True)
+    torch.save({"state_dict": model.state_dict(), "hyper_parameters": dict(model.hparams),
+                "pytorch-lightning_version": pytorch_lightning.__version__, "epoch": 0,
+                "global_step": 0}, dest / WEIGHTS)
     return Path(root)

@@ -12,7 +12,7 @@ from typing import ClassVar
 
 from madbench_common.errors import ConfigError
 
-__all__ = ["AudioMosaicSlot", "AvhAlignSlot", "BatfdSlot", "UnavailableModel"]
+__all__ = ["AudioMosaicSlot", "AvhAlignSlot", "UnavailableModel"]
 
 
 class UnavailableModel:
@@ -38,10 +38,3 @@ class AvhAlignSlot(UnavailableModel):
     blocker = ("adapter not built yet (issue 12): bit-ml/AVH-Align over AV-HuBERT "
                "(facebookresearch/av_hubert + its fairseq fork, Python 3.9 image), 25 fps "
                "88x88 mouth crops (roles.FaceCropper) and 16 kHz audio.")
-
-
-class BatfdSlot(UnavailableModel):
-    slug, paper_model = "det-batfd", "BA-TFD+"
-    blocker = ("adapter not built yet (issue 12): ControlNet/LAV-DF BA-TFD+ (pytorch_lightning "
-               "1.7, torchmetrics 0.7), 25 fps 96x96 face frames + 16 kHz mel; video score = "
-               "max proposal confidence.")

@@ -42,6 +42,8 @@ encoders only)."""
 EVAL_MODELS: tuple[EvalModel, ...] = (
     EvalModel("det-av-anomaly", "det-av-anomaly", _AVD, detector=True,
               frames={"fps": 25.0, "frame_size": 360, "max_frames": 72}),
+    EvalModel("det-batfd", "det-batfd", _AVD, detector=True,
+              frames={"fps": 25.0, "frame_size": 360, "max_frames": 512}),
     EvalModel("enc-tf5-pe-av-base", "enc-tf5", _AV,
               frames={"fps": 4.0, "frame_size": 336, "max_frames": 64}),
     EvalModel("enc-tf5-wavlm", "enc-tf5"),
