@@ -228,6 +228,9 @@ _eval("enc-imagebind", "encoder", "imagebind:ImageBindEncoder", "enc-imagebind",
 _eval("enc-cavmae-sync", "encoder", "cavmae_sync:CavMaeSyncEncoder", "enc-cavmae-sync",
       "CAV-MAE Sync (edsonroteia/cav-mae-sync), mean-pooled audio/visual tokens",
       "CAV-MAE Sync", "av_encoder")
+_eval("det-avh-align", "detector", "avh_align:AvhAlignDetector", "det-avh-align",
+      "AVH-Align (bit-ml/AVH-Align) over AV-HuBERT Large: logsumexp score, 131-d pooled",
+      "AVH-Align", "av_detector")
 _eval("det-av-anomaly", "detector", "av_anomaly:AvAnomalyDetector", "det-av-anomaly",
       "AV Anomaly (cfeng16/audio-visual-forensics): sync model + AR anomaly score, 64-d pooled",
       "AV Anomaly", "av_detector")
@@ -244,5 +247,3 @@ _eval("det-df-arena", "detector", "df_arena:DfArenaDetector", "det-df-arena",
 # the blocker (madbench_common/models/unavailable.py). Never faked.
 _eval("det-audiomosaic", "detector", "unavailable:AudioMosaicSlot", "det-audiomosaic",
       "unavailable: no public AudioMosaic code or weights", "AudioMosaic", "audio_detector")
-_eval("det-avh-align", "detector", "unavailable:AvhAlignSlot", "det-avh-align",
-      "unavailable here: AVH-Align adapter not built yet", "AVH-Align", "av_detector")

@@ -41,6 +41,7 @@ from typing import Any
 
 import numpy as np
 import numpy.typing as npt
+from scipy.special import expit
 
 from madbench_common.errors import ConfigError
 from madbench_common.models.av_prep import FPS, at_fps, face_track, int16_scale
@@ -233,7 +234,7 @@ class AvAnomalyDetector:
                          pooling="mean over windows: delay distribution (31), PCA A-V "
                                  "feature (31); AR delay KL and A-V feature MSE (2)",
                          fallback=fallback)
-        return Embedding(vector, spec, float(1 / (1 + np.exp(-kl))), "sigmoid(raw)")
+        return Embedding(vector, spec, float(expit(kl)), "sigmoid(raw)")
 
     def score(self, audio: Audio, sample_rate: Hertz, *, frames: Frames | None = None,
               fps: float = 0.0) -> float:

@@ -18,12 +18,13 @@ from typing import Any
 
 from madbench_common.weights import install_local_snapshot
 
-__all__ = ["BATFD_TINY", "XLSR_MAMBA_TINY", "av_anomaly", "batfd", "hf_to_fairseq", "xlsr_mamba"]
+__all__ = ["AVHUBERT_TINY", "BATFD_TINY", "XLSR_MAMBA_TINY", "av_anomaly", "avh_align", "batfd",
+           "hf_to_fairseq", "xlsr_mamba"]
 
 XLSR_MAMBA_TINY: dict[str, Any] = {
     "emb_size": 16, "num_encoders": 2,
     "xlsr": {"hidden_size": 32, "num_hidden_layers": 1, "num_attention_heads": 2,
-             "intermediate_size": 64, "conv_dim": [32, 32, 32], "conv_stride": [5, 8, 8],
+             "intermediate_size": 64, "conv_dim": [16, 16, 16], "conv_stride": [5, 8, 8],
              "conv_kernel": [10, 8, 8], "num_conv_pos_embeddings": 16,
              "num_conv_pos_embedding_groups": 2},
 }
@@ -155,4 +156,57 @@ def batfd(root: str | Path, **overrides: Any) -> Path:
     torch.save({"state_dict": model.state_dict(), "hyper_parameters": dict(model.hparams),
                 "pytorch-lightning_version": pytorch_lightning.__version__, "epoch": 0,
                 "global_step": 0}, dest / WEIGHTS)
+    return Path(root)
+
+
+AVHUBERT_TINY: dict[str, Any] = {
+    "encoder_layers": 1, "encoder_embed_dim": 1024, "encoder_ffn_embed_dim": 256,
+    "encoder_attention_heads": 4, "audio_feat_dim": 104, "final_dim": 16,
+    "modality_fuse": "concat", "conv_pos": 16, "conv_pos_groups": 4,
+}
+"""One transformer layer at AV-HuBERT Large's width (1,024, what ``FusionModel`` reads); the
+ResNet-18 lip encoder has a fixed size."""
+
+
+def avh_align(root: str | Path, task_state: bool = True) -> Path:
+    """A tiny AV-HuBERT checkpoint in fairseq's layout (``cfg``, ``model``, ``task_state``)
+    and AVH-Align's ``FusionModel`` at its published size (``{"state_dict": …}``).
+
+    The AV-HuBERT checkpoint is a pre-training one (no decoder; ``load_avhubert`` also
+    takes the fine-tuned seq2seq release), built the way fairseq loads it: the task from
+    its config, its dictionaries from the task state, the model by ``task.build_model``.
+    Without ``task_state`` the dictionaries are left out, as a fine-tuned checkpoint's
+    inner pre-training task has them (its label files are elsewhere).
+    """
+    import torch
+    from omegaconf import OmegaConf
+
+    from madbench_common.models.avh_align import AVHUBERT, FUSION, IMAGE, import_avhubert
+
+    avhubert = import_avhubert()
+    from fairseq import tasks
+    from fairseq.data import Dictionary
+
+    from madbench_common.models.avh_align import _fusion_class
+
+    torch.manual_seed(0)
+    task_cfg = OmegaConf.structured(avhubert.hubert_pretraining.AVHubertPretrainingConfig(
+        data="/nonexistent", labels=["km"], label_rate=25, stack_order_audio=4))
+    model_cfg = OmegaConf.structured(avhubert.hubert.AVHubertConfig(
+        **AVHUBERT_TINY, label_rate=25, input_modality="image"))
+    cfg = OmegaConf.create({"task": {**OmegaConf.to_container(task_cfg),
+                                     "_name": "av_hubert_pretraining"},
+                            "model": {**OmegaConf.to_container(model_cfg), "_name": "av_hubert"}})
+    task = tasks.setup_task(cfg.task)
+    task.load_state_dict({"dictionaries": [Dictionary() if task_state else None]})
+    model = task.build_model(cfg.model)
+    dest = Path(root) / "files" / IMAGE
+    dest.mkdir(parents=True, exist_ok=True)
+    state = {"task_state": task.state_dict()} if task_state else {}
+    torch.save({"cfg": OmegaConf.to_container(cfg, enum_to_str=True), "model": model.state_dict(),
+                **state, "extra_state": {"train_iterator": None},
+                "optimizer_history": [{"criterion_name": "AVHubertCriterion",
+                                       "optimizer_name": "Adam", "lr_scheduler_state": {},
+                                       "num_updates": 0}]}, dest / AVHUBERT)
+    torch.save({"state_dict": _fusion_class()().state_dict()}, dest / FUSION)
     return Path(root)

@@ -12,7 +12,7 @@ from typing import ClassVar
 
 from madbench_common.errors import ConfigError
 
-__all__ = ["AudioMosaicSlot", "AvhAlignSlot", "UnavailableModel"]
+__all__ = ["AudioMosaicSlot", "UnavailableModel"]
 
 
 class UnavailableModel:
@@ -31,10 +31,3 @@ class AudioMosaicSlot(UnavailableModel):
     blocker = ("no public code or weights were found (Huang et al. 2026, arXiv 2605.14231; "
                "the paper evaluates a checkpoint fine-tuned on the EnvSDD TTA split). Ask the "
                "authors; add an adapter and an image when the checkpoint is published.")
-
-
-class AvhAlignSlot(UnavailableModel):
-    slug, paper_model = "det-avh-align", "AVH-Align"
-    blocker = ("adapter not built yet (issue 12): bit-ml/AVH-Align over AV-HuBERT "
-               "(facebookresearch/av_hubert + its fairseq fork, Python 3.9 image), 25 fps "
-               "88x88 mouth crops (roles.FaceCropper) and 16 kHz audio.")

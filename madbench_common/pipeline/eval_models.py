@@ -40,6 +40,8 @@ _AVD = ("AV",)
 """A-V detectors take audio and video together: no audio-only input (paper §5.4 ablates
 encoders only)."""
 EVAL_MODELS: tuple[EvalModel, ...] = (
+    EvalModel("det-avh-align", "det-avh-align", _AVD, detector=True,
+              frames={"fps": 25.0, "frame_size": 360, "max_frames": 512}),
     EvalModel("det-av-anomaly", "det-av-anomaly", _AVD, detector=True,
               frames={"fps": 25.0, "frame_size": 360, "max_frames": 72}),
     EvalModel("det-batfd", "det-batfd", _AVD, detector=True,
