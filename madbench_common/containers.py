@@ -112,7 +112,8 @@ def _buildah_script(ctr: str, argv: Sequence[str], mounts: Sequence[Mount],
     ``/tmp`` and ``/run`` are fresh tmpfs mounts (buildah writes ``/run/.containerenv``
     and removes it afterwards); the container root is bind-remounted read-only on top.
     """
-    points = " ".join(f'"$mnt"{shlex.quote(m.target)}' for m in mounts)
+    # never empty: ``mkdir -p`` without operands fails (a run without mounts)
+    points = " ".join(f'"$mnt"{shlex.quote(m.target)}' for m in mounts) or '"$mnt/tmp"'
     run = ["buildah", "run", "--isolation", "chroot", "--user", user, "--cap-drop", "all",
            "--no-hosts"]
     for m in mounts:

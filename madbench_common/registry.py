@@ -234,21 +234,25 @@ _eval("enc-imagebind", "encoder", "imagebind:ImageBindEncoder", "enc-imagebind",
 _eval("enc-cavmae-sync", "encoder", "cavmae_sync:CavMaeSyncEncoder", "enc-cavmae-sync",
       "CAV-MAE Sync (edsonroteia/cav-mae-sync), mean-pooled audio/visual tokens",
       "CAV-MAE Sync", "av_encoder")
+_eval("det-avh-align", "detector", "avh_align:AvhAlignDetector", "det-avh-align",
+      "AVH-Align (bit-ml/AVH-Align) over AV-HuBERT Large: logsumexp score, 131-d pooled",
+      "AVH-Align", "av_detector")
+_eval("det-av-anomaly", "detector", "av_anomaly:AvAnomalyDetector", "det-av-anomaly",
+      "AV Anomaly (cfeng16/audio-visual-forensics): sync model + AR anomaly score, 64-d pooled",
+      "AV Anomaly", "av_detector")
+_eval("det-batfd", "detector", "batfd:BatfdPlusDetector", "det-batfd",
+      "BA-TFD+ (ControlNet/LAV-DF): max proposal confidence + 516-d pooled encoder outputs",
+      "BA-TFD+", "av_detector")
+_eval("det-xlsr-mamba", "detector", "xlsr_mamba:XlsrMambaDetector", "det-xlsr-mamba",
+      "XLSR-Mamba LA (swagshaw/XLSR-Mamba): XLS-R 300M + dual-column Mamba, P(spoof) + 144-d",
+      "XLSR-Mamba", "audio_detector")
 _eval("det-df-arena", "detector", "df_arena:DfArenaDetector", "det-df-arena",
       "DF-Arena-1B (Speech-Arena-2025/DF_Arena_1B_V_1 remote code): P(spoof) + pooled features",
       "DF-Arena-1B", "audio_detector")
 # Slots kept so reports list the paper's rows; loading them raises a ConfigError naming
 # the blocker (madbench_common/models/unavailable.py). Never faked.
-_eval("det-xlsr-mamba", "detector", "unavailable:XlsrMambaSlot", "det-xlsr-mamba",
-      "unavailable here: XLSR-Mamba adapter not built yet", "XLSR-Mamba", "audio_detector")
 _eval("det-audiomosaic", "detector", "unavailable:AudioMosaicSlot", "det-audiomosaic",
       "unavailable: no public AudioMosaic code or weights", "AudioMosaic", "audio_detector")
-_eval("det-avh-align", "detector", "unavailable:AvhAlignSlot", "det-avh-align",
-      "unavailable here: AVH-Align adapter not built yet", "AVH-Align", "av_detector")
-_eval("det-av-anomaly", "detector", "unavailable:AvAnomalySlot", "det-av-anomaly",
-      "unavailable here: AV Anomaly adapter not built yet", "AV Anomaly", "av_detector")
-_eval("det-batfd", "detector", "unavailable:BatfdSlot", "det-batfd",
-      "unavailable here: BA-TFD+ adapter not built yet", "BA-TFD+", "av_detector")
 
 
 # The paper's environment generators and scene labeller (issue 11), each on its own image.

@@ -12,8 +12,7 @@ from typing import ClassVar
 
 from madbench_common.errors import ConfigError
 
-__all__ = ["AudioMosaicSlot", "AvAnomalySlot", "AvhAlignSlot", "BatfdSlot", "UnavailableModel",
-           "XlsrMambaSlot"]
+__all__ = ["AudioMosaicSlot", "UnavailableModel"]
 
 
 class UnavailableModel:
@@ -32,30 +31,3 @@ class AudioMosaicSlot(UnavailableModel):
     blocker = ("no public code or weights were found (Huang et al. 2026, arXiv 2605.14231; "
                "the paper evaluates a checkpoint fine-tuned on the EnvSDD TTA split). Ask the "
                "authors; add an adapter and an image when the checkpoint is published.")
-
-
-class XlsrMambaSlot(UnavailableModel):
-    slug, paper_model = "det-xlsr-mamba", "XLSR-Mamba"
-    blocker = ("adapter not built yet (issue 12): swagshaw/XLSR-Mamba + fairseq at "
-               "a54021305d6b3c; mamba-ssm/causal-conv1d need nvcc, so the image must use "
-               "their reference PyTorch selective scan or a CUDA devel build stage.")
-
-
-class AvhAlignSlot(UnavailableModel):
-    slug, paper_model = "det-avh-align", "AVH-Align"
-    blocker = ("adapter not built yet (issue 12): bit-ml/AVH-Align over AV-HuBERT "
-               "(facebookresearch/av_hubert + its fairseq fork, Python 3.9 image), 25 fps "
-               "88x88 mouth crops (roles.FaceCropper) and 16 kHz audio.")
-
-
-class AvAnomalySlot(UnavailableModel):
-    slug, paper_model = "det-av-anomaly", "AV Anomaly"
-    blocker = ("adapter not built yet (issue 12): cfeng16/audio-visual-forensics pins torch "
-               "1.9.0 (Python 3.9 image); its README leaves the detection script unreleased.")
-
-
-class BatfdSlot(UnavailableModel):
-    slug, paper_model = "det-batfd", "BA-TFD+"
-    blocker = ("adapter not built yet (issue 12): ControlNet/LAV-DF BA-TFD+ (pytorch_lightning "
-               "1.7, torchmetrics 0.7), 25 fps 96x96 face frames + 16 kHz mel; video score = "
-               "max proposal confidence.")

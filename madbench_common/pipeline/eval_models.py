@@ -36,7 +36,16 @@ class EvalModel:
 
 
 _AV = ("A", "AV")
+_AVD = ("AV",)
+"""A-V detectors take audio and video together: no audio-only input (paper §5.4 ablates
+encoders only)."""
 EVAL_MODELS: tuple[EvalModel, ...] = (
+    EvalModel("det-avh-align", "det-avh-align", _AVD, detector=True,
+              frames={"fps": 25.0, "frame_size": 360, "max_frames": 512}),
+    EvalModel("det-av-anomaly", "det-av-anomaly", _AVD, detector=True,
+              frames={"fps": 25.0, "frame_size": 360, "max_frames": 72}),
+    EvalModel("det-batfd", "det-batfd", _AVD, detector=True,
+              frames={"fps": 25.0, "frame_size": 360, "max_frames": 512}),
     EvalModel("enc-tf5-pe-av-base", "enc-tf5", _AV,
               frames={"fps": 4.0, "frame_size": 336, "max_frames": 64}),
     EvalModel("enc-tf5-wavlm", "enc-tf5"),
@@ -47,10 +56,11 @@ EVAL_MODELS: tuple[EvalModel, ...] = (
               frames={"fps": 5.0, "frame_size": 224, "max_frames": 64}),
     EvalModel("enc-cavmae-sync", "enc-cavmae-sync", _AV,
               frames={"fps": 4.0, "frame_size": 224, "max_frames": 64}),
+    EvalModel("det-xlsr-mamba", "det-xlsr-mamba", detector=True),
     EvalModel("det-df-arena", "det-df-arena", detector=True, memory="24Gi"),
 )
-"""In the order of the paper's tables within each group (A-V encoders, audio encoders,
-audio detectors). Models without a runnable adapter yet are not listed (see the
+"""In the order of the paper's tables within each group (A-V detectors, A-V encoders, audio
+encoders, audio detectors). Models without a runnable adapter yet are not listed (see the
 registry's unavailable slots)."""
 
 

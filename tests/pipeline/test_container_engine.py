@@ -79,6 +79,14 @@ def test_buildah_run_remounts_the_root_read_only() -> None:
     assert script.endswith("ctr -- madbench 'x y'")
 
 
+def test_buildah_run_without_mounts_has_no_empty_mkdir() -> None:
+    """The image build's torch probe runs with no mounts: ``mkdir -p`` alone fails."""
+    import re
+
+    script = _buildah_script("ctr", ["python", "-c", "0"], [], {}, "10001:10001")
+    assert not re.search(r"mkdir -p\s*;", script)
+
+
 def test_image_flag_needs_an_engine(tmp_path: Path) -> None:
     argv = ["run", "--store", str(tmp_path), "--run-id", "r", "--image", "reference-cpu"]
     assert cli.main(argv) == 3

@@ -1,0 +1,85 @@
+"""Video input of the face-centric A-V detectors (AVH-Align, AV Anomaly, BA-TFD+): 25 fps, crops.
+
+All three upstream pipelines read 25 fps video of a face filling the frame (LRS3,
+VoxCeleb2, FakeAVCeleb, AV-Deepfake1M, LAV-DF are face-track crops) next to 16 kHz audio.
+The feature stage decodes frames at about the model's rate; these helpers bring them to
+exactly 25 fps and crop the face or mouth with a :class:`~madbench_common.roles.FaceCropper`
+(``ref-haar-face`` by default). Where the cropper finds no face in the whole clip, the
+model's documented fallback is applied and recorded on the row (``InputSpec.fallback``),
+never silently: ``whole_frame`` is the frame resized to the crop size, which is what
+each upstream data loader does with an uncropped video. Frames where a face was missed
+inside a clip with faces keep the nearest detection (the cropper's rule) and are counted
+(``face_held:<n>/<T>``).
+
+Numpy, scipy and OpenCV only (OpenCV is imported on use), so the recipes are tested in
+the main suite.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import numpy.typing as npt
+
+from madbench_common.roles import FaceCropper, Frames
+from madbench_common.types import Audio
+
+__all__ = ["FPS", "FaceTrack", "at_fps", "face_track", "int16_scale", "resize_frames"]
+
+FPS = 25.0
+"""The frame rate all three detectors were trained at (one video frame per 640 samples)."""
+
+
+@dataclass(frozen=True)
+class FaceTrack:
+    """Per-frame crops (T, size, size, 3) and what was done where no face was found."""
+
+    crops: Frames
+    found: npt.NDArray[np.bool_]
+    fallback: str = ""
+
+
+def at_fps(frames: Frames, fps: float, target: float = FPS) -> Frames:
+    """``frames`` at ``target`` fps: at each output time ``k / target`` the frame on screen.
+
+    Output frame ``k`` is source frame ``floor(k · fps / target)``; the clip keeps its
+    duration (``floor(T · target / fps)`` frames, at least one).
+    """
+    frames = np.asarray(frames)
+    if frames.ndim != 4 or len(frames) == 0 or fps <= 0:
+        raise ValueError(f"video: expected (T, H, W, 3) frames and fps > 0, got {frames.shape} "
+                         f"at {fps}")
+    n = max(1, int(np.floor(len(frames) * target / fps + 1e-6)))
+    idx = np.minimum(np.floor(np.arange(n) * fps / target + 1e-6).astype(np.int64),
+                     len(frames) - 1)
+    return frames[idx]
+
+
+def resize_frames(frames: Frames, size: int) -> Frames:
+    """Every frame resized to ``size`` × ``size`` (bicubic; the aspect ratio is not kept)."""
+    import cv2
+
+    out = np.empty((len(frames), size, size, 3), dtype=np.uint8)
+    for i, frame in enumerate(frames):
+        out[i] = cv2.resize(np.ascontiguousarray(frame), (size, size),
+                            interpolation=cv2.INTER_CUBIC)
+    return out
+
+
+def face_track(cropper: FaceCropper, frames: Frames, fps: float, *, size: int,
+               region: str = "face") -> FaceTrack:
+    """Face or mouth crops of every frame, with the ``whole_frame`` fallback when no face."""
+    crops, found = cropper.crop(frames, fps, size=size, region=region)
+    found = np.asarray(found, dtype=bool)
+    if not found.any():
+        return FaceTrack(resize_frames(frames, size), found, "no_face:whole_frame")
+    missed = int((~found).sum())
+    return FaceTrack(np.asarray(crops, dtype=np.uint8), found,
+                     f"face_held:{missed}/{len(found)}" if missed else "")
+
+
+def int16_scale(audio: Audio) -> npt.NDArray[np.float32]:
+    """Float audio in [-1, 1] as the int16 sample values a 16-bit PCM WAV holds."""
+    x = np.asarray(audio, dtype=np.float64).reshape(-1)
+    return np.clip(np.round(x * 32768.0), -32768, 32767).astype(np.float32)

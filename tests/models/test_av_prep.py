@@ -1,0 +1,51 @@
+"""Inputs of the face-centric A-V detectors (25 fps, crops, fallbacks) and BA-TFD+'s
+proposal score: numpy/OpenCV recipes that run in the main suite on real demo frames."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from madbench_common.models.av_prep import at_fps, face_track, int16_scale, resize_frames
+from madbench_common.models.batfd import max_proposal
+from madbench_common.reference.face import HaarFaceCropper
+
+from .tiny import demo_frames
+
+
+def test_at_fps_shows_the_frame_on_screen() -> None:
+    frames = np.arange(12, dtype=np.uint8).reshape(12, 1, 1, 1).repeat(3, axis=3)
+    out = at_fps(frames, 12.0, 25.0)  # 1 s at 12 fps → 25 frames
+    assert len(out) == 25
+    assert [int(f[0, 0, 0]) for f in out[:5]] == [0, 0, 0, 1, 1]
+    assert int(out[-1, 0, 0, 0]) == 11
+    same = at_fps(frames, 25.0, 25.0)
+    assert np.array_equal(same, frames)
+    with pytest.raises(ValueError, match="fps > 0"):
+        at_fps(frames, 0.0)
+
+
+def test_face_track_records_the_whole_frame_fallback() -> None:
+    frames, fps = demo_frames(2, fps=4.0, size=96, max_frames=4)
+    blank = np.zeros_like(frames)  # no face anywhere: the whole frame, resized
+    track = face_track(HaarFaceCropper(), blank, fps, size=32)
+    assert track.fallback == "no_face:whole_frame" and not track.found.any()
+    assert track.crops.shape == (len(frames), 32, 32, 3)
+    assert np.array_equal(track.crops, resize_frames(blank, 32))
+
+
+def test_int16_scale_is_what_a_pcm_s16le_wav_holds() -> None:
+    x = np.array([0.0, 0.5, -1.0, 1.0, 1e-5], dtype=np.float32)
+    assert int16_scale(x).tolist() == [0.0, 16384.0, -32768.0, 32767.0, 0.0]
+
+
+def test_max_proposal_follows_the_proposal_filter() -> None:
+    bm = np.zeros((4, 10))
+    bm[0, 2] = 0.99  # duration 0: not a proposal
+    bm[3, 8] = 0.98  # ends at frame 11 > 9 frames
+    bm[2, 3] = 0.7
+    assert max_proposal(bm, 9) == pytest.approx(0.7)
+    start, end = np.full(10, 0.5), np.full(10, 0.5)
+    assert max_proposal(bm, 9, start, end) == pytest.approx(0.7 * 0.25)
+    with pytest.raises(ValueError, match="no proposal"):
+        max_proposal(bm, 0)
