@@ -28,6 +28,7 @@ from __future__ import annotations
 import hashlib
 import json
 import re
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -85,24 +86,66 @@ def _python_of(lock: Path) -> str:
         return "3.9" if slug.endswith("py39") else "3.11"
 
 
+_NO_DIST = re.compile(r"No matching distribution found for ([A-Za-z0-9_.\-]+)==")
+
+
+def _interpreter(python: str) -> str | None:
+    """A runnable ``python<X.Y>`` that has pip, else ``None``."""
+    found = shutil.which(f"python{python}")
+    if found is None:
+        return None
+    probe = subprocess.run([found, "-m", "pip", "--version"], capture_output=True, text=True,
+                           check=False)
+    return found if probe.returncode == 0 else None
+
+
+def _dry_run(python: str, cross: str | None, reqs: list[str],
+             tmp: Path) -> tuple[subprocess.CompletedProcess[str], list[dict[str, Any]]]:
+    """pip's dry-run report for ``reqs`` (``cross``: another Python version, wheels only)."""
+    report, listing = tmp / "report.json", tmp / "requirements.txt"
+    listing.write_text("\n".join(reqs) + "\n")
+    report.unlink(missing_ok=True)
+    cmd = [python, "-m", "pip", "install", "--dry-run", "--ignore-installed", "--no-deps",
+           "--ignore-requires-python", "--quiet", "--report", str(report), "-r", str(listing)]
+    if cross is not None:
+        cmd += ["--python-version", cross, "--only-binary=:all:", "--target", str(tmp / "t")]
+        for tag in _PLATFORMS:
+            cmd += ["--platform", tag]
+    done = subprocess.run(cmd, capture_output=True, text=True, check=False)
+    items = json.loads(report.read_text())["install"] if done.returncode == 0 else []
+    return done, items
+
+
 def wheel_metadata(lock: Path) -> dict[str, dict[str, Any]]:
-    """Core metadata of every locked distribution (pip's dry-run installation report)."""
+    """Core metadata of every locked distribution (pip's dry-run installation report).
+
+    For an image whose Python is not this one, pip reads wheels only; a pin with no wheel
+    for that Python (an sdist-only release, e.g. ``antlr4-python3-runtime 4.8``) is read
+    by that Python's own pip where this machine has it (``python3.9 -m pip``), since pip
+    builds an sdist's metadata only for its own interpreter.
+    """
     python = _python_of(lock)
+    cross = None if python == f"{sys.version_info.major}.{sys.version_info.minor}" else python
+    todo = [f"{p.name}=={p.version}" for p in parse_lock(lock.read_text())]
+    later: list[str] = []
     with tempfile.TemporaryDirectory(prefix="mb-sbom-") as tmp:
-        report = Path(tmp) / "report.json"
-        cmd = [sys.executable, "-m", "pip", "install", "--dry-run", "--ignore-installed",
-               "--no-deps", "--ignore-requires-python", "--quiet", "--report", str(report),
-               "-r", str(lock)]
-        if python != f"{sys.version_info.major}.{sys.version_info.minor}":
-            cmd += ["--python-version", python, "--only-binary=:all:",
-                    "--target", str(Path(tmp) / "target")]
-            for tag in _PLATFORMS:
-                cmd += ["--platform", tag]
-        done = subprocess.run(cmd, capture_output=True, text=True)
+        while True:
+            done, items = _dry_run(sys.executable, cross, todo, Path(tmp))
+            missing = _NO_DIST.search(done.stderr) if cross else None
+            if done.returncode == 0 or missing is None:
+                break
+            later += [r for r in todo if _norm(r.split("==")[0]) == _norm(missing[1])]
+            todo = [r for r in todo if r not in later]
         if done.returncode != 0:
             raise ConfigError(f"{lock}: pip could not read the locked wheels' metadata: "
                               f"{done.stderr.strip()[-1000:]}")
-        items = json.loads(report.read_text())["install"]
+        native = _interpreter(python) if later else None
+        if native is not None:
+            extra, more = _dry_run(native, None, later, Path(tmp))
+            if extra.returncode != 0:
+                raise ConfigError(f"{lock}: python{python}'s pip could not read {later}: "
+                                  f"{extra.stderr.strip()[-1000:]}")
+            items += more
     return {_norm(i["metadata"]["name"]): i["metadata"] for i in items}
 
 
