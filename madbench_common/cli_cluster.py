@@ -28,6 +28,9 @@ def add_commands(sub: argparse._SubParsersAction[Any]) -> None:
     p.add_argument("--samples", type=int, default=None,
                    help="benchmark samples (default: clips scaled by the paper's ratio)")
     p.add_argument("--throughput", default=None, help="throughput CSV (default: packaged)")
+    p.add_argument("--profile", default="full", choices=("full", "embedded"),
+                   help="graph profile to plan (default: full, the paper's models as "
+                        "workflows/full.yaml runs them)")
     p.set_defaults(func=_plan)
 
     p = sub.add_parser("measure", help="throughput rows (for plan) measured from a finished run")
@@ -69,7 +72,8 @@ def _plan(args: argparse.Namespace) -> int:
     from madbench_common.plan import format_plan, load_throughput, plan_run
 
     table = load_throughput(args.throughput)
-    print(format_plan(plan_run(build_graph(), args.clips, args.samples, table)), end="")
+    graph = build_graph().profiled(args.profile)
+    print(format_plan(plan_run(graph, args.clips, args.samples, table)), end="")
     return 0
 
 

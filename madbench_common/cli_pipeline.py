@@ -192,6 +192,8 @@ def cmd_report(args: argparse.Namespace) -> int:
         raise ConfigError(f"{run.uri(args.stage)}: stage {args.stage!r} has not finished")
     text = run.get_bytes(f"{marker['prefix']}/report/report.md").decode()
     print(main_section(text))  # plain print: Markdown rows must not be re-wrapped
+    for section in zero_shot_sections(text):  # omni parse rates and prompts (issue 13)
+        print("\n" + section)
     print(f"report: {run.uri(marker['prefix'] + '/report/report.html')}")
     print(f"tables: {run.uri(marker['prefix'] + '/report/report.md')} (and report.json)")
     return 0
@@ -201,6 +203,12 @@ def main_section(markdown: str) -> str:
     """The first ``## `` section of a report (the paper's main table)."""
     sections = markdown.split("\n## ")
     return "## " + sections[1].strip() if len(sections) > 1 else markdown
+
+
+def zero_shot_sections(markdown: str) -> list[str]:
+    """The report's ``## Zero-shot …`` sections (omni parse rates and prompts), if any."""
+    return ["## " + part.strip() for part in markdown.split("\n## ")[1:]
+            if part.startswith("Zero-shot")]
 
 
 def print_status(status: RunStatus, details: bool = False) -> None:

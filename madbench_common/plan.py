@@ -7,6 +7,10 @@ GPU-seconds per item of every model stage come from ``madbench_common/data/gpu_m
 (:mod:`madbench_common.gpuplan`): estimated from model size and sampling steps, with the
 source of each figure, until a GPU run measures them. GPU-hours of a stage that requests
 a GPU use its throughput row when that was measured on a GPU, else the GPU estimate.
+A stage without a throughput row counts samples when it runs after ``assemble`` (the
+per-model feature, score and omni stages work per benchmark sample), else clips.
+``madbench plan`` plans the ``full`` profile (the paper's models, as ``workflows/full.yaml``
+runs and sizes them) unless ``--profile embedded`` is given.
 """
 
 from __future__ import annotations
@@ -38,6 +42,9 @@ PAPER_CLIPS = 1892
 PAPER_SAMPLES = 16536
 """Benchmark samples at the paper's scale."""
 _UNITS = ("clip", "sample")
+_SAMPLES_STAGE = "assemble"
+_NAME_W = 28
+"""Width of the stage column (the longest stage name, ``features_enc_tf5_pe_av_base``)."""
 
 
 @dataclass(frozen=True)
@@ -66,6 +73,8 @@ class StagePlan:
     throughput: Throughput | None
     gpu: GpuFigure | None = None
     """GPU memory and seconds per item of the stage's model (model stages only)."""
+    unit: str = "clip"
+    """What ``items`` counts: the throughput row's unit, else ``sample`` after ``assemble``."""
 
     @property
     def gpu_estimated(self) -> bool:
@@ -161,6 +170,20 @@ def _tasks(stage: Stage) -> int:
     return stage.shards + 1
 
 
+def _after_assemble(graph: Graph, stage: Stage) -> bool:
+    """Whether ``stage`` reads (directly or not) the benchmark samples of ``assemble``."""
+    seen: set[str] = set()
+    todo = list(stage.inputs)
+    while todo:
+        name = todo.pop()
+        if name == _SAMPLES_STAGE:
+            return True
+        if name not in seen:
+            seen.add(name)
+            todo.extend(graph[name].inputs)
+    return False
+
+
 def plan_run(
     graph: Graph, clips: int, samples: int | None = None,
     table: dict[str, Throughput] | None = None, gpu_table: dict[str, GpuModel] | None = None,
@@ -175,10 +198,12 @@ def plan_run(
     plans = []
     for stage in graph:
         row = table.get(stage.name)
-        items = samples if row is not None and row.unit == "sample" else clips
+        per_sample = row.unit == "sample" if row is not None else _after_assemble(graph, stage)
+        items = samples if per_sample else clips
         model = gpu_table.get(stage.name) if stage.model else None
         plans.append(StagePlan(stage, items, _tasks(stage), row,
-                               model.figure() if model else None))
+                               model.figure() if model else None,
+                               "sample" if per_sample else "clip"))
     return Plan(clips, samples, plans)
 
 
@@ -198,29 +223,34 @@ def _gpu_cells(s: StagePlan) -> str:
 
 def _stage_line(s: StagePlan) -> str:
     t = s.throughput
-    if t is None:
-        return (f"{s.stage.name:<19}{s.tasks:>6}   {'—':>13}{s.gpu_hours:>9.2f}{_gpu_cells(s)}"
-                f"{'—':>10}{'—':>11}  (no throughput row)")
     flag = "  ! shard over timeout" if s.shard_seconds > s.stage.timeout else ""
-    unit = f"{s.items} {t.unit}s"
-    return (f"{s.stage.name:<19}{s.tasks:>6}   {unit:>13}{s.gpu_hours:>9.2f}{_gpu_cells(s)}"
-            f"{s.compute_hours:>10.2f}{_size(s.storage_bytes):>11}  {t.basis}{flag}")
+    unit = f"{s.items} {s.unit}s"
+    if t is None:
+        if not s.gpu_estimated:
+            unit = "—"
+        hours = f"{s.compute_hours:>10.2f}" if s.gpu_estimated else f"{'—':>10}"
+        return (f"{s.stage.name:<{_NAME_W}}{s.tasks:>6}   {unit:>13}{s.gpu_hours:>9.2f}"
+                f"{_gpu_cells(s)}{hours}{'—':>11}  (no throughput row){flag}")
+    return (f"{s.stage.name:<{_NAME_W}}{s.tasks:>6}   {unit:>13}{s.gpu_hours:>9.2f}"
+            f"{_gpu_cells(s)}{s.compute_hours:>10.2f}{_size(s.storage_bytes):>11}  {t.basis}{flag}")
 
 
 def format_plan(plan: Plan) -> str:
     """A plain-text report: one line per stage, totals, then every figure's source."""
     head = (f"MADBench plan: {plan.clips} eligible clips, {plan.samples} samples\n\n"
-            f"{'stage':<19}{'tasks':>6}   {'items':>13}{'GPU-h':>9}{'GPU-GB':>7}"
+            f"{'stage':<{_NAME_W}}{'tasks':>6}   {'items':>13}{'GPU-h':>9}{'GPU-GB':>7}"
             f"{'GPU-s/it':>9}  {'GPU fig.':<9}{'compute-h':>10}{'storage':>11}  basis")
     lines = [head, *(_stage_line(s) for s in plan.stages)]
-    lines.append(f"{'total':<19}{plan.tasks:>6}   {'':>13}{plan.gpu_hours:>9.2f}{'':>27}"
+    lines.append(f"{'total':<{_NAME_W}}{plan.tasks:>6}   {'':>13}{plan.gpu_hours:>9.2f}{'':>27}"
                  f"{plan.gpu_hours + plan.cpu_hours:>10.2f}{_size(plan.storage_bytes):>11}")
     lines.append(f"\nGPU-GB, GPU-s/it: the paper's model of each model stage per item on an "
                  f"{REFERENCE_GPU}; `estimated` from its size and sampling steps "
                  "(madbench_common/data/gpu_models.csv) until a GPU run measures it. GPU-h "
                  "counts the stages that request a GPU; compute-h of those is GPU time.")
     if plan.unknown:
-        lines.append(f"\nnot estimated (no row in the throughput table): {', '.join(plan.unknown)}")
+        lines.append("\nnot estimated (no row in the throughput table; storage, and the "
+                     "time of stages without a GPU estimate, left out of the totals): "
+                     f"{', '.join(plan.unknown)}")
     lines.append("\nsources:")
     lines += [f"  {s.stage.name}: {s.throughput.source}" for s in plan.stages if s.throughput]
     lines += [f"  {s.stage.name} GPU ({s.gpu.model}): {s.gpu.source}" for s in plan.stages

@@ -22,4 +22,4 @@ demo-omni: setup
 	  --sources data/demo/sources.csv --store $(STORE) --run-id $(RUN_ID) --workers $(WORKERS) \
 	  --set $(OMNI_STAGE).model=$(OMNI_MODEL) --python $(OMNI_STAGE)=$(OMNI_PY)
 	$(VENV)/bin/madbench report --store $(STORE) --run-id $(RUN_ID)
-	@echo "omni rows: madbench status --store $(STORE) --run-id $(RUN_ID); the report's parse-rate and prompt tables follow Table 5"
+	@echo "omni rows: madbench status --store $(STORE) --run-id $(RUN_ID); the parse rates and prompts above are also in report.md after Table 5"

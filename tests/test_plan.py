@@ -14,6 +14,7 @@ from madbench_common.pipeline.graph import Graph, Stage
 from madbench_common.plan import (
     PAPER_CLIPS,
     PAPER_SAMPLES,
+    Plan,
     Throughput,
     format_plan,
     load_throughput,
@@ -88,7 +89,7 @@ def test_readme_shows_the_current_paper_scale_plan() -> None:
 
     doc = (ROOT / "README.md").read_text()
     assert f"$ madbench plan --clips {PAPER_CLIPS}\n" in doc
-    assert format_plan(plan_run(build_graph(), PAPER_CLIPS)) in doc, (
+    assert format_plan(plan_run(build_graph().profiled("full"), PAPER_CLIPS)) in doc, (
         "README plan is stale: paste the output of `madbench plan --clips 1892`")
 
 
@@ -98,7 +99,12 @@ def test_every_model_stage_has_gpu_figures_and_no_question_marks() -> None:
     gpu = load_gpu_models()
     names = {s.name for s in build_graph()}
     assert set(gpu) <= names, f"GPU rows for unknown stages: {set(gpu) - names}"
-    plan = plan_run(build_graph(), PAPER_CLIPS)
+    for plan in (plan_run(build_graph(), PAPER_CLIPS),
+                 plan_run(build_graph().profiled("full"), PAPER_CLIPS)):
+        _check_gpu_figures(plan)
+
+
+def _check_gpu_figures(plan: Plan) -> None:
     for s in plan.stages:
         if s.stage.model:
             assert s.gpu is not None, f"{s.stage.name}: no row in gpu_models.csv"
@@ -150,3 +156,33 @@ def test_gpu_stage_time_is_gpu_time_in_the_plan() -> None:
     g = plan.stages[1]
     assert g.gpu_hours == pytest.approx(1.0) and g.cpu_hours == 0
     assert plan.gpu_hours == pytest.approx(1.0)
+
+
+def test_stage_without_row_after_assemble_counts_samples() -> None:
+    from madbench_common.gpuplan import GpuModel
+
+    graph = Graph([Stage(name="assemble", role="core", target="m:A"),
+                   Stage(name="f", role="x", target="m:F", inputs=("assemble",)),
+                   Stage(name="o", role="x", target="m:O", inputs=("f",), gpu=1, model="m1"),
+                   Stage(name="c", role="x", target="m:C", gpu=1, model="m2")])
+    row = GpuModel("M", ("o", "c"), 100, 100, 2, 1, 1, 1, "measured", 2.0, 36.0, "run")
+    plan = plan_run(graph, 100, 1000, table={}, gpu_table={"o": row, "c": row})
+    by = {s.stage.name: s for s in plan.stages}
+    assert (by["o"].items, by["o"].unit) == (1000, "sample")
+    assert (by["c"].items, by["c"].unit) == (100, "clip")
+    assert by["o"].gpu_hours == pytest.approx(10.0) and by["f"].gpu_hours == 0
+    assert "1000 samples" in format_plan(plan)
+
+
+def test_cli_plans_the_full_profile_by_default(capsys: pytest.CaptureFixture[str]) -> None:
+    """The paper graph: every omni and per-model feature stage has GPU-hours."""
+    parser = argparse.ArgumentParser()
+    cli_cluster.add_commands(parser.add_subparsers())
+    full = plan_run(build_graph().profiled("full"), PAPER_CLIPS)
+    for s in full.stages:
+        if s.stage.name.startswith(("omni_", "features_")) and s.stage.name != "features":
+            assert s.gpu is not None and s.gpu_hours > 0 and s.unit == "sample", s.stage.name
+    for profile, plan in (("full", full), ("embedded", plan_run(build_graph(), PAPER_CLIPS))):
+        args = parser.parse_args(["plan", "--clips", str(PAPER_CLIPS), "--profile", profile])
+        assert args.func(args) == 0
+        assert capsys.readouterr().out == format_plan(plan)

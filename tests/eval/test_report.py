@@ -10,7 +10,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from madbench_common.cli_pipeline import main_section
+from madbench_common.cli_pipeline import main_section, zero_shot_sections
 from madbench_common.eval.report import main_table, render_html, render_markdown, write_report
 from madbench_common.eval.runner import FeatureSet
 from madbench_common.eval.suite import EvalConfig, EvalResult, ModelInfo, run_evaluation
@@ -111,3 +111,12 @@ def test_markdown_json_html(several: list[EvalResult], tmp_path: Path) -> None:
     assert "<table class=paper>" in html and "true \\ pred" in html
     first_table = html[html.find("<table"):html.find("</table>")]
     assert "Mean" in first_table and "Balanced" in first_table
+
+
+def test_report_command_prints_the_zero_shot_sections() -> None:
+    md = ("# r\n\n## Table 2: x\n\nt2\n\n## Table 3: y\n\nt3\n\n"
+          "## Zero-shot answers: parse rates\n\n| a |\n\n## Zero-shot prompts\n\n| p |\n\n"
+          "## Per-generator breakdown\n\ng\n")
+    assert zero_shot_sections(md) == ["## Zero-shot answers: parse rates\n\n| a |",
+                                      "## Zero-shot prompts\n\n| p |"]
+    assert zero_shot_sections(md.split("## Zero-shot")[0]) == []
