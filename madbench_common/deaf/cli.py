@@ -161,14 +161,15 @@ def cmd_run(args: argparse.Namespace) -> int:
     stub = stub_apis(graph, params) if args.stub_apis else contextlib.nullcontext()
     with stub:
         DeafRunner(factory, opts, venvs, models).execute()
-    print_status(collect_status(RunStore(open_store(args.store), args.run_id), graph))
+    print_status(collect_status(RunStore(open_store(args.store), args.run_id), graph),
+                 table1=False)
     _print_report(RunStore(open_store(args.store), args.run_id), quiet=True)
     return 0
 
 
 def cmd_status(args: argparse.Namespace) -> int:
     run = RunStore(open_store(args.store), args.run_id)
-    print_status(collect_status(run, build_deaf_graph(tuple(_models(args)))))
+    print_status(collect_status(run, build_deaf_graph(tuple(_models(args)))), table1=False)
     return 0
 
 
