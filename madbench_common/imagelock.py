@@ -57,6 +57,9 @@ def record_build(slug: str, build: dict[str, Any], path: Path | None = None) -> 
     if entry.get("status") != "pinned":
         entry["status"] = "built"
     entry["build"] = build
+    if entry.get("sbom") and not entry.get("digest"):
+        # the SBOM describes the lock, and so this build of it (sbom.record_sbom's rule)
+        entry["sbom"] = {**entry["sbom"], "image": build.get("image_id")}
     text = path.read_text()
     found = re.search(rf"^  {re.escape(slug)}:\n(?:    .*\n)*", text, re.M)
     if found is None:

@@ -21,6 +21,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+from madbench_common.errors import ChecksumError
 from madbench_common.roles import OmniAnswer, OptionLogprob
 from madbench_common.store import Store
 
@@ -85,7 +86,7 @@ class ResponseCache:
             return None
         try:
             return _answer_from(self.store.get_bytes(path))
-        except (ValueError, KeyError, TypeError) as exc:
+        except (ChecksumError, ValueError, KeyError, TypeError) as exc:
             log.warning("omni cache: %s is damaged (%s); asking the model again", path, exc)
             return None
 
