@@ -14,8 +14,9 @@ _PROFILE = "k8s/overlays/gpu-nodepool/cluster-profile.yaml"
 
 def add_commands(sub: argparse._SubParsersAction[Any]) -> None:
     """Register ``render``, ``plan`` and ``exit-summary``."""
-    p = sub.add_parser("render", help="compile the pipeline graph to workflows/{full,smoke}.yaml "
-                                      "and the weights workflow to workflows/weights.yaml")
+    p = sub.add_parser("render", help="compile the pipeline graph to workflows/{full,smoke}.yaml, "
+                                      "the weights workflow to workflows/weights.yaml and "
+                                      "the DEAF graph to workflows/deaf.yaml")
     p.add_argument("--out", default="workflows", help="output folder (default: workflows)")
     p.add_argument("--lock", default=_LOCK, help=f"images lock file (default: {_LOCK})")
     p.add_argument("--profile", default=_PROFILE, help=f"cluster profile (default: {_PROFILE})")
@@ -51,6 +52,7 @@ def add_commands(sub: argparse._SubParsersAction[Any]) -> None:
 
 
 def _render(args: argparse.Namespace) -> int:
+    from madbench_common.deaf.workflow import render_deaf_workflow
     from madbench_common.pipeline.argo import ClusterProfile, ImageLock, render_workflows
     from madbench_common.pipeline.argo_weights import render_weights_workflow
     from madbench_common.pipeline.definition import build_graph
@@ -58,6 +60,7 @@ def _render(args: argparse.Namespace) -> int:
     lock, profile = ImageLock.load(args.lock), ClusterProfile.load(args.profile)
     changed = render_workflows(build_graph(), lock, profile, args.out, check=args.check)
     changed += render_weights_workflow(lock, profile, args.out, check=args.check)
+    changed += render_deaf_workflow(lock, profile, args.out, check=args.check)
     verb = "stale" if args.check else "wrote"
     for path in changed:
         print(f"{verb}: {path}")

@@ -211,7 +211,9 @@ def zero_shot_sections(markdown: str) -> list[str]:
             if part.startswith("Zero-shot")]
 
 
-def print_status(status: RunStatus, details: bool = False) -> None:
+def print_status(status: RunStatus, details: bool = False, table1: bool = True) -> None:
+    """Stages, retries, MADBench's Table 1 (``table1``; other graphs, e.g. DEAF, have
+    their own) and the quarantine."""
     console = Console()
     table = Table(title=f"run {status.run_id} — {status.uri}")
     for col in ("stage", "state", "rows", "rejected", "shards"):
@@ -228,12 +230,13 @@ def print_status(status: RunStatus, details: bool = False) -> None:
                            if k != "total")
         console.print(f"S3 transient errors retried: {status.s3_retries.get('total', 0)} "
                       f"({detail})")
-    one = Table(title="Table 1 (paper §3.5)")
-    one.add_column("statistic")
-    one.add_column("count", justify="right")
-    for name, value in table_one(status):
-        one.add_row(name, value)
-    console.print(one)
+    if table1:
+        one = Table(title="Table 1 (paper §3.5)")
+        one.add_column("statistic")
+        one.add_column("count", justify="right")
+        for name, value in table_one(status):
+            one.add_row(name, value)
+        console.print(one)
     if status.quarantine:
         console.print(_quarantine_table(status, details))
 

@@ -28,7 +28,7 @@ mkdir -p "$weights"
 HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1 "$venv/bin/python" -c \
   "import sys; from madbench_common.models.tiny_audio_lm import install_tiny_qwen2_audio as f; f(sys.argv[1])" \
   "$weights"
-export MADBENCH_WEIGHTS=$PWD/$weights HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1
+export MADBENCH_WEIGHTS=$(realpath "$weights") HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1
 "$(dirname "$PY")/madbench" deaf run --store "$STORE" --run-id "$RUN_ID" --workers "$WORKERS" \
   --models qwen2_audio_tiny=deaf-qwen2-audio-tiny,gemini_25_flash --stub-apis \
   --venv answer_qwen2_audio_tiny=$venv "$@"

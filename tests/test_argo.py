@@ -428,7 +428,8 @@ def test_only_weights_pods_may_reach_the_hub() -> None:
     assert hub and hub[0]["spec"]["podSelector"] == {"matchLabels": EGRESS_LABEL}
     for path in PIPELINES:
         for tpl in _container_templates(_load(path)):
-            assert "madbench.io/egress" not in tpl.get("metadata", {}).get("labels", {})
+            labels = tpl.get("metadata", {}).get("labels", {})
+            assert labels.get("madbench.io/egress") in (None, "api")  # api: deaf.yaml's keys
             env = {e["name"]: e.get("value") for e in tpl["container"]["env"]}
             assert env["HF_HUB_OFFLINE"] == "1"
 

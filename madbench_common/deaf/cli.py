@@ -9,7 +9,7 @@ import functools
 import json
 from typing import Any
 
-from madbench_common.cli_pipeline import parse_set, print_status
+from madbench_common.cli_pipeline import parse_params, parse_set, print_status
 from madbench_common.deaf.graph import build_deaf_graph
 from madbench_common.deaf.runner import DeafRunner, python_of, stub_apis
 from madbench_common.errors import ConfigError
@@ -59,6 +59,8 @@ def add_commands(sub: argparse._SubParsersAction[Any]) -> None:
         p.add_argument("--image", default="embedded")
         p.add_argument("--seed", type=int, default=0)
         p.add_argument("--params-json", default="{}")
+        p.add_argument("--param", action="append", default=[], metavar="KEY=VALUE",
+                       help="one parameter, verbatim (the workflow's swappable model slug)")
         if name == "run":
             p.add_argument("--shard", type=int, default=0)
         p.set_defaults(func=func)
@@ -159,14 +161,15 @@ def cmd_run(args: argparse.Namespace) -> int:
     stub = stub_apis(graph, params) if args.stub_apis else contextlib.nullcontext()
     with stub:
         DeafRunner(factory, opts, venvs, models).execute()
-    print_status(collect_status(RunStore(open_store(args.store), args.run_id), graph))
+    print_status(collect_status(RunStore(open_store(args.store), args.run_id), graph),
+                 table1=False)
     _print_report(RunStore(open_store(args.store), args.run_id), quiet=True)
     return 0
 
 
 def cmd_status(args: argparse.Namespace) -> int:
     run = RunStore(open_store(args.store), args.run_id)
-    print_status(collect_status(run, build_deaf_graph(tuple(_models(args)))))
+    print_status(collect_status(run, build_deaf_graph(tuple(_models(args)))), table1=False)
     return 0
 
 
@@ -190,10 +193,7 @@ def cmd_report(args: argparse.Namespace) -> int:
 
 
 def _context(args: argparse.Namespace) -> Any:
-    try:
-        params = json.loads(args.params_json)
-    except json.JSONDecodeError as exc:
-        raise ConfigError(f"--params-json is not JSON: {exc}") from None
+    params = parse_params(args.params_json, args.param)
     run = RunStore(open_store(args.store), args.run_id)
     graph = build_deaf_graph(tuple(_models(args)))
     return make_context(run, graph, args.stage, params, args.image, args.seed)

@@ -28,6 +28,7 @@ from madbench_common.pipeline.stage import read_marker
 from madbench_common.store import RunStore, open_store
 
 __all__ = [
+    "API_EGRESS_LABEL",
     "DETERMINISTIC_EXIT_CODE",
     "MAX_BACKOFF_SECONDS",
     "MERGE_MEMORY",
@@ -70,6 +71,9 @@ SHARD_TIMEOUT_SHARE = 0.5
 """A shard's planned time at the paper's scale stays under this share of its timeout."""
 MAX_BACKOFF_SECONDS = 600
 """The longest wait between two retries any stage may reach (30 s × 2^(retries-1))."""
+API_EGRESS_LABEL = {"madbench.io/egress": "api"}
+"""The label of shard pods that call hosted APIs (``Stage.secrets``): the only stage pods
+that k8s/base/networkpolicy.yaml lets out on HTTPS."""
 
 
 @dataclass(frozen=True)
@@ -79,11 +83,20 @@ class Variant:
     name: str
     cpu_only: bool
     description: str
+    command: tuple[str, ...] = ()
+    """CLI group before ``stage run|merge`` and ``exit-summary`` (``("deaf",)`` for DEAF)."""
+    sources: bool = True
+    """Root stages read the ``sources`` parameter (MADBench's ingest input)."""
+    planned: bool = True
+    """Full-run shard counts are raised by ``madbench plan`` at the paper's scale (a
+    MADBench estimate; a graph it does not describe keeps its stages' own counts)."""
 
 
 VARIANTS = {
     "full": Variant("full", False, "MADBench build-then-evaluate graph on its model images"),
     "smoke": Variant("smoke", True, "the same graph on CPU reference images (no GPU needed)"),
+    "deaf": Variant("deaf", False, "DEAF acoustic-faithfulness benchmark on the paper's models",
+                    command=("deaf",), sources=False, planned=False),
 }
 
 
@@ -97,12 +110,14 @@ class ClusterProfile:
     priority_class: str = "madbench-batch"
     s3_secret: str = "madbench-s3"
     weights_claim: str = "madbench-weights"
+    api_secret: str = "madbench-api-keys"
+    """The Secret holding hosted-API keys (one key per variable in ``Stage.secrets``)."""
 
     @classmethod
     def load(cls, path: str | Path) -> ClusterProfile:
         raw = yaml.safe_load(Path(path).read_text()) or {}
         keys = {"gpuNodeSelector", "gpuTolerations", "serviceAccount", "priorityClass",
-                "s3Secret", "weightsClaim"}
+                "s3Secret", "weightsClaim", "apiSecret"}
         if unknown := set(raw) - keys:
             raise ConfigError(f"{path}: unknown cluster profile keys {sorted(unknown)}")
         return cls(
@@ -112,6 +127,7 @@ class ClusterProfile:
             priority_class=raw.get("priorityClass", cls.priority_class),
             s3_secret=raw.get("s3Secret", cls.s3_secret),
             weights_claim=raw.get("weightsClaim", cls.weights_claim),
+            api_secret=raw.get("apiSecret", cls.api_secret),
         )
 
 
@@ -127,6 +143,14 @@ class ImageLock:
         if raw.get("version") != 1 or not isinstance(raw.get("images"), dict):
             raise ConfigError(f"{path}: expected `version: 1` and an `images` mapping")
         return cls(dict(raw["images"]))
+
+    def with_slots(self, slugs: Iterable[str], ref: str = "ghcr.io/madbench/{slug}:0.1.0"
+                   ) -> ImageLock:
+        """This lock plus a ``planned`` entry (tag ``ref``, no digest) for each of ``slugs`` it
+        lacks; entries it has win. For a graph whose images are not in the lock yet."""
+        extra = {s: {"status": "planned", "ref": ref.format(slug=s), "digest": None}
+                 for s in slugs if s not in self.entries}
+        return ImageLock({**extra, **self.entries})
 
     def ref(self, slug: str) -> str:
         """``tag`` or ``tag@sha256:...`` once a digest is recorded."""
@@ -175,7 +199,7 @@ def default_shards(graph: Graph, variant: Variant) -> dict[str, int]:
     from madbench_common.plan import PAPER_CLIPS, plan_run
 
     counts = {s.name: s.shards for s in graph if s.sharded}
-    if variant.cpu_only:
+    if variant.cpu_only or not variant.planned:
         return counts
     for p in plan_run(graph, PAPER_CLIPS).stages:
         if p.stage.name in counts:
@@ -195,6 +219,8 @@ def _parameters(graph: Graph, variant: Variant, lock: ImageLock) -> list[m.Param
                     description="s3:// URI of the source-clip CSV or folder (ingest input)"),
         m.Parameter(name="seed", value="0", description="Run seed"),
     ]
+    if not variant.sources:
+        params = [p for p in params if p.name != "sources"]
     shards = default_shards(graph, variant)
     for stage in graph:
         slug = "reference-cpu" if variant.cpu_only else stage.image
@@ -220,7 +246,9 @@ def _secret_env(name: str, secret: str, optional: bool = False) -> m.EnvVar:
     return m.EnvVar(name=name, value_from=m.EnvVarSource(secret_key_ref=ref))
 
 
-def _env(variant: Variant, profile: ClusterProfile) -> list[m.EnvVar]:
+def _env(variant: Variant, profile: ClusterProfile, secrets: Iterable[str] = ()
+         ) -> list[m.EnvVar]:
+    """Plain settings, the S3 credentials and ``secrets`` (API keys), both by secretKeyRef."""
     hf_home = f"{_SCRATCH}/hf" if variant.cpu_only else f"{_WEIGHTS}/huggingface"
     plain = {
         "HOME": _SCRATCH, "TMPDIR": _SCRATCH, "XDG_CACHE_HOME": f"{_SCRATCH}/.cache",
@@ -235,7 +263,7 @@ def _env(variant: Variant, profile: ClusterProfile) -> list[m.EnvVar]:
     s3 = profile.s3_secret
     env += [_secret_env("AWS_ACCESS_KEY_ID", s3), _secret_env("AWS_SECRET_ACCESS_KEY", s3),
             _secret_env("AWS_ENDPOINT_URL", s3, True), _secret_env("AWS_REGION", s3, True)]
-    return env
+    return env + [_secret_env(name, profile.api_secret) for name in secrets]
 
 
 def _mounts(variant: Variant) -> list[m.VolumeMount]:
@@ -284,7 +312,7 @@ def _resources(stage: Stage, variant: Variant, merge: bool) -> m.ResourceRequire
 
 
 def _stage_args(stage: Stage, verb: str, graph: Graph, variant: Variant) -> list[str]:
-    args = ["stage", verb, "--stage", stage.name]
+    args = [*variant.command, "stage", verb, "--stage", stage.name]
     if verb == "run":
         args += ["--shard", "{{inputs.parameters.shard}}"]
     args += ["--num-shards", _num_shards(stage), "--store", _param("store"),
@@ -303,7 +331,7 @@ def _stage_params(stage: Stage, variant: Variant) -> list[str]:
     they go in one ``--params-json`` made by :func:`json.dumps`.
     """
     args: list[str] = []
-    if not stage.inputs:
+    if not stage.inputs and variant.sources:
         args += ["--param", f"sources={_param('sources')}"]
     if _swappable(stage):
         args += ["--param", f"model={_param(_model_param(stage))}"]
@@ -358,14 +386,17 @@ def _container_template(
     gpu = bool(stage.gpu) and not variant.cpu_only and not merge
     deadline = min(stage.timeout, 1800) if merge else stage.timeout
     role = re.sub(r"[^A-Za-z0-9_.-]", "-", stage.role)
+    secrets = () if merge else stage.secrets
+    labels = {"madbench.io/stage": stage.name, "madbench.io/role": role,
+              **(API_EGRESS_LABEL if secrets else {})}
     return m.Template(
         name=f"{task_name(stage)}-{'merge' if merge else 'shard'}",
-        metadata=m.Metadata(labels={"madbench.io/stage": stage.name, "madbench.io/role": role}),
+        metadata=m.Metadata(labels=labels),
         inputs=None if merge else m.Inputs(parameters=[m.Parameter(name="shard")]),
         container=m.Container(
             image=_param(stage.image_param), image_pull_policy="IfNotPresent",
             command=["madbench"], args=_stage_args(stage, verb, graph, variant),
-            env=_env(variant, profile), volume_mounts=_mounts(variant),
+            env=_env(variant, profile, secrets), volume_mounts=_mounts(variant),
             resources=_resources(stage, variant, merge),
             security_context=_container_security(),
         ),
@@ -411,7 +442,7 @@ def _stage_tasks(stage: Stage, graph: Graph) -> list[m.DAGTask]:
 
 
 def _summary_template(variant: Variant, profile: ClusterProfile) -> m.Template:
-    args = ["exit-summary", "--store", _param("store"), "--run-id", RUN_ID,
+    args = [*variant.command, "exit-summary", "--store", _param("store"), "--run-id", RUN_ID,
             "--workflow", "{{workflow.name}}", "--status", "{{workflow.status}}",
             "--duration", "{{workflow.duration}}", "--failures", "{{workflow.failures}}"]
     return m.Template(

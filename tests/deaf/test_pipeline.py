@@ -85,6 +85,7 @@ def test_deaf_run_end_to_end(tmp_path: Path, capsys: pytest.CaptureFixture[str])
     assert json.loads(run.get_bytes(run.key_of(report["report.json"].uri)))["metrics"]
     out = capsys.readouterr().out
     assert "Table 3: Acoustic Robustness Score" in out
+    assert "paper §3.5" not in out  # MADBench's Table 1 is not DEAF's
 
     assert main(argv) == 0  # rerun (a new stub port): every stage is skipped
     log = sorted(run.list("_logs"))[-1]

@@ -1,0 +1,183 @@
+"""workflows/deaf.yaml (issue 14): current, the DEAF graph's DAG, GPU requests, API keys only
+by secretKeyRef, pods that run the ``madbench deaf`` commands. The strict schema, reference,
+parameter, lock-down and S3-secret checks of tests/test_argo.py run over it too (they glob
+``workflows/*.yaml``)."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import re
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from madbench_common.deaf.graph import PAPER_MODELS, build_deaf_graph
+from madbench_common.deaf.workflow import deaf_lock, render_deaf_workflow
+from madbench_common.pipeline.argo import API_EGRESS_LABEL, ClusterProfile, ImageLock
+from madbench_common.pipeline.argo_limits import ETCD_LIMIT_BYTES, workflow_limits
+
+ROOT = Path(__file__).resolve().parents[1]
+LOCK = ROOT / "images" / "images.lock.yaml"
+PROFILE = ROOT / "k8s" / "overlays" / "gpu-nodepool" / "cluster-profile.yaml"
+DEAF = ROOT / "workflows" / "deaf.yaml"
+_KEYS = {"GEMINI_API_KEY", "OPENAI_API_KEY", "ELEVENLABS_API_KEY", "JUDGE_API_KEY"}
+
+
+def _doc() -> dict[str, Any]:
+    data: dict[str, Any] = yaml.safe_load(DEAF.read_text())
+    return data
+
+
+def _templates() -> dict[str, dict[str, Any]]:
+    return {t["name"]: t for t in _doc()["spec"]["templates"]}
+
+
+def _params() -> dict[str, str]:
+    return {p["name"]: p["value"] for p in _doc()["spec"]["arguments"]["parameters"]}
+
+
+def _shard(stage: str) -> dict[str, Any]:
+    return _templates()[f"{stage.replace('_', '-')}-shard"]
+
+
+def test_deaf_workflow_is_current(tmp_path: Path) -> None:
+    lock, profile = ImageLock.load(LOCK), ClusterProfile.load(PROFILE)
+    assert render_deaf_workflow(lock, profile, ROOT / "workflows", check=True) == []
+    assert render_deaf_workflow(lock, profile, tmp_path, check=True) == [tmp_path / "deaf.yaml"]
+    render_deaf_workflow(lock, profile, tmp_path)
+    assert (tmp_path / "deaf.yaml").read_text() == DEAF.read_text()
+
+
+def test_dag_follows_the_deaf_graph() -> None:
+    graph = build_deaf_graph()
+    tasks = {t["name"]: t for t in _templates()["madbench"]["dag"]["tasks"]}
+    assert len(tasks) == 2 * len(graph.stages)
+    for stage in graph:
+        name = stage.name.replace("_", "-")
+        deps = {f"{d.replace('_', '-')}-merge" for d in stage.inputs}
+        assert set(tasks[name].get("dependencies", [])) == deps
+        assert tasks[f"{name}-merge"]["dependencies"] == [name]
+    answers = {f"answer-{m.name.replace('_', '-')}-merge" for m in PAPER_MODELS}
+    assert answers <= set(tasks["deaf-judge"]["dependencies"])
+
+
+def _substitute(arg: str, params: dict[str, str]) -> str:
+    """``arg`` as Argo would pass it: parameter defaults, shard 0, a run id, workflow fields."""
+    arg = re.sub(r"\{\{workflow\.parameters\.([A-Za-z0-9_-]+)\}\}",
+                 lambda m: params[m.group(1)], arg)
+    arg = arg.replace("{{inputs.parameters.shard}}", "0")
+    return re.sub(r"\{\{=?[^}]*\}\}", "x", arg)
+
+
+def test_pods_run_the_deaf_commands_and_parse() -> None:
+    """Every pod's argv is a valid ``madbench deaf`` command line; no MADBench ``sources``."""
+    from madbench_common.cli import build_parser
+
+    parser, params = build_parser(), _params()
+    for tpl in _templates().values():
+        if "container" not in tpl:
+            continue
+        args = [_substitute(a, params) for a in tpl["container"]["args"]]
+        assert tpl["container"]["command"] == ["madbench"] and args[0] == "deaf", tpl["name"]
+        ns = parser.parse_args(args)
+        assert ns.func.__module__ == "madbench_common.deaf.cli", tpl["name"]
+    assert "sources" not in _params()
+    assert "--param" not in _shard("deaf_sentences")["container"]["args"]
+
+
+def test_full_profile_runs_the_papers_models_on_gpu_images() -> None:
+    params, lock = _params(), deaf_lock(ImageLock.load(LOCK))
+    for model in PAPER_MODELS:
+        shard = _shard(model.stage)
+        assert params[f"{model.stage}_model"] == model.slug
+        assert params[f"{model.stage}_image"] == lock.ref(model.image)
+        resources = shard["container"]["resources"]
+        if model.gpu:
+            assert resources["requests"]["nvidia.com/gpu"] == "1" == \
+                resources["limits"]["nvidia.com/gpu"]
+            assert shard["nodeSelector"] == ClusterProfile.load(PROFILE).gpu_node_selector
+            assert "/weights" in {m["mountPath"] for m in shard["container"]["volumeMounts"]}
+        else:
+            assert "nvidia.com/gpu" not in json.dumps(shard) and "nodeSelector" not in shard
+    assert params["sic_tts_model"] == "deaf-elevenlabs"
+    judge = _shard("deaf_judge")["container"]["args"]
+    fixed = json.loads(judge[judge.index("--params-json") + 1])
+    assert fixed == {"judge_base_url": "https://api.deepseek.com/v1",
+                     "judge_model": "deepseek-reasoner"}
+
+
+def test_images_missing_from_the_lock_get_planned_slots() -> None:
+    lock = ImageLock({"reference-cpu": {"ref": "r/ref:1", "digest": None}})
+    slots = deaf_lock(lock)
+    assert slots.ref("reference-cpu") == "r/ref:1"  # the lock's entry wins
+    assert slots.ref("deaf-tf5") == "ghcr.io/madbench/deaf-tf5:0.1.0"
+    assert slots.entries["deaf-salmonn"]["status"] == "planned"
+
+
+def _api_keys(tpl: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    return {e["name"]: e for e in tpl.get("container", {}).get("env", []) if e["name"] in _KEYS}
+
+
+def test_api_keys_only_by_secret_ref_and_only_where_declared() -> None:
+    profile = ClusterProfile.load(PROFILE)
+    graph = build_deaf_graph()
+    seen: set[str] = set()
+    for name, tpl in _templates().items():
+        keys = _api_keys(tpl)
+        stage = tpl.get("metadata", {}).get("labels", {}).get("madbench.io/stage")
+        want = set(graph[stage].secrets) if stage and name.endswith("-shard") else set()
+        assert set(keys) == want, name
+        for key, env in keys.items():
+            assert "value" not in env
+            assert env["valueFrom"]["secretKeyRef"] == {"name": profile.api_secret, "key": key}
+        labels = tpl.get("metadata", {}).get("labels", {})
+        assert (labels.get("madbench.io/egress") == "api") == bool(keys), name
+        seen |= set(keys)
+    assert seen == _KEYS
+    assert _api_keys(_shard("answer_gpt_4o_audio")).keys() == {"OPENAI_API_KEY"}
+    assert _api_keys(_shard("sic_tts")).keys() == {"ELEVENLABS_API_KEY"}
+    assert not _api_keys(_shard("answer_qwen2_audio"))
+
+
+def test_no_key_value_anywhere_in_the_workflow() -> None:
+    text = DEAF.read_text()
+    for key in _KEYS:
+        assert text.count(f"name: {key}") == text.count(f"key: {key}") > 0
+
+
+def test_only_api_pods_may_reach_https() -> None:
+    docs = yaml.safe_load_all((ROOT / "k8s" / "base" / "networkpolicy.yaml").read_text())
+    policy = {d["metadata"]["name"]: d for d in docs}["allow-api-stages-to-https"]
+    assert policy["spec"]["podSelector"] == {"matchLabels": API_EGRESS_LABEL}
+    assert [p["port"] for r in policy["spec"]["egress"] for p in r["ports"]] == [443]
+
+
+def test_profile_names_the_api_secret(tmp_path: Path) -> None:
+    path = tmp_path / "p.yaml"
+    path.write_text("apiSecret: my-keys\n")
+    assert ClusterProfile.load(path).api_secret == "my-keys"
+    assert ClusterProfile().api_secret == "madbench-api-keys"
+
+
+def test_deaf_workflow_fits_etcd() -> None:
+    limits = workflow_limits(_doc(), build_deaf_graph(), {})
+    assert limits.object_bytes < 0.5 * ETCD_LIMIT_BYTES
+
+
+@pytest.mark.parametrize("verb", ["run", "merge"])
+def test_stage_command_takes_verbatim_params(verb: str) -> None:
+    from madbench_common.cli import build_parser
+    from madbench_common.deaf import cli as deaf_cli
+
+    argv = ["deaf", "stage", verb, "--stage", "answer_qwen2_audio", "--store", "/x",
+            "--run-id", "r", "--param", "model=a=b", "--params-json", '{"repeats": 1}']
+    ns = build_parser().parse_args(argv)
+    assert isinstance(ns, argparse.Namespace) and ns.param == ["model=a=b"]
+    captured: dict[str, Any] = {}
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(deaf_cli, "make_context", lambda *a: captured.setdefault("params", a[3]))
+        deaf_cli._context(ns)
+    assert captured["params"] == {"repeats": 1, "model": "a=b"}
