@@ -36,6 +36,10 @@ class PocketSphinxASR:
         x = resample(audio, sample_rate, _RATE)
         pcm = (np.clip(x, -1.0, 1.0) * 32767.0).astype("<i2").tobytes()
         dec = self._decoder
+        # The decoder carries its feature state (the cepstral mean, even with batch CMN)
+        # from one utterance to the next, so a transcript would depend on what the process
+        # decoded before: shard order, a resumed run. Each utterance starts afresh.
+        dec.reinit_feat()
         dec.start_utt()
         dec.process_raw(pcm, full_utt=True)
         dec.end_utt()
