@@ -286,7 +286,7 @@ def analytic_subbands(x: Array, bank: Array) -> npt.NDArray[np.complex128]:
     from the band's one-sided spectrum (one inverse FFT per band instead of three FFTs).
     """
     n = len(x)
-    half = sp_fft.rfft(x)[None, :] * bank
+    half = sp_fft.rfft(np.asarray(x, np.float64))[None, :] * bank  # float64 as np.fft
     half[:, 1: (n + 1) // 2] *= 2.0  # positive frequencies doubled; DC and Nyquist kept
     full = np.zeros((len(bank), n), np.complex128)
     full[:, : half.shape[1]] = half
@@ -318,6 +318,7 @@ def modulation_power(env: Array, sample_rate: float) -> Array:
 
     ``env`` may be a stack of envelopes (``(..., n)``); the bands are the last axis.
     """
+    env = np.asarray(env, np.float64)
     spec = sp_fft.rfft(env - env.mean(axis=-1, keepdims=True), axis=-1)
     return _band_power(spec, env.shape[-1], sample_rate)
 
@@ -329,6 +330,7 @@ def impose_envelope_stats(env: Array, quantiles: Array, mod: Array,
     Works on one envelope or on a stack (``env`` ``(..., n)``, ``quantiles`` ``(..., q)``,
     ``mod`` ``(..., len(_MOD_EDGES))``), each row with its own statistics.
     """
+    env = np.asarray(env, np.float64)
     n = env.shape[-1]
     mean = env.mean(axis=-1, keepdims=True)
     spec = sp_fft.rfft(env - mean, axis=-1)

@@ -151,3 +151,16 @@ def test_video_digest_tells_videos_apart() -> None:
     a, b = DEMO / "clips" / "demo_001.mp4", DEMO / "clips" / "demo_002.mp4"
     assert video_digest(a) == video_digest(a)
     assert video_digest(a) != video_digest(b)
+
+
+def test_float32_input_is_computed_in_float64() -> None:
+    """(Callers pass float64; numpy 2's FFT would keep float32 input in float32.)"""
+    x = _env(seconds=0.5)
+    bank = erb_filterbank(len(x), SR)
+    x64 = x.astype(np.float32).astype(np.float64)
+    old = _old_analytic(x64, bank)
+    assert np.allclose(analytic_subbands(x64.astype(np.float32), bank), old, rtol=1e-9,
+                       atol=1e-12 * np.abs(old).max())
+    env = np.abs(analytic_subbands(x, bank))[4].astype(np.float32)
+    assert np.allclose(modulation_power(env, SR), _old_modulation_power(
+        env.astype(np.float64), SR), rtol=1e-9, atol=1e-15)
