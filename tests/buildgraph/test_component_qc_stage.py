@@ -2,20 +2,9 @@
 
 from __future__ import annotations
 
-from types import SimpleNamespace
-
-import numpy as np
-
 from madbench_common.pipeline.definition import build_graph
-from madbench_common.roles import Transcript
-from madbench_common.rows import ComponentRow, SourceQCRow
-from madbench_common.stages.component_qc import (
-    ComponentQCStage,
-    english_like,
-    qc_verdict,
-    word_error_rate,
-)
-from madbench_common.stages.source_qc import asr_identity
+from madbench_common.rows import ComponentRow
+from madbench_common.stages.component_qc import english_like, qc_verdict, word_error_rate
 
 P = build_graph()["component_qc"].params
 
@@ -71,33 +60,3 @@ def test_env_checks_as_the_paper_states_them() -> None:
     assert qc_verdict(_row(**env, scene_match=False, prompt_label="kitchen"), P) == ()
     assert qc_verdict(_row(**env, scene_match=False, prompt_label="beach"), P) == (
         "invalid_mismatch",)
-
-
-class _CountingASR:
-    slug, version = "fake-asr", "3"
-
-    def __init__(self) -> None:
-        self.calls = 0
-
-    def transcribe(self, audio: object, rate: int) -> Transcript:
-        self.calls += 1
-        return Transcript(text="decoded here", coverage=1.0)
-
-
-def _stage_with(qc: SourceQCRow, asr: _CountingASR) -> ComponentQCStage:
-    stage = ComponentQCStage.__new__(ComponentQCStage)
-    stage.__dict__.update(models={"asr": asr}, clips={"c": SimpleNamespace(qc=qc)},
-                          _cache={("active", "c"): (np.zeros(16000, np.float32), 16000)})
-    return stage
-
-
-def test_source_asr_reuses_source_qc_transcript_of_the_same_asr() -> None:
-    asr = _CountingASR()
-    same = SourceQCRow(clip_id="c", speech_asr_text="from source qc",
-                       speech_asr_model=asr_identity(asr))
-    stage = _stage_with(same, asr)
-    assert stage._source_asr("c") == "from source qc" and asr.calls == 0
-    for other in ("fake-asr 2", ""):  # other weights, or rows without the transcript
-        row = SourceQCRow(clip_id="c", speech_asr_text="stale", speech_asr_model=other)
-        fresh = _CountingASR()
-        assert _stage_with(row, fresh)._source_asr("c") == "decoded here" and fresh.calls == 1
