@@ -10,6 +10,7 @@ video-to-audio generators.
 
 from __future__ import annotations
 
+import hashlib
 from dataclasses import dataclass
 from fractions import Fraction
 from pathlib import Path
@@ -22,7 +23,7 @@ from av.audio.stream import AudioStream
 from madbench_common.roles import Frames
 from madbench_common.types import Audio, Hertz
 
-__all__ = ["MuxResult", "remux_with_audio", "sample_frames", "video_packets"]
+__all__ = ["MuxResult", "remux_with_audio", "sample_frames", "video_digest", "video_packets"]
 
 _AUDIO_BLOCK = 1024  # AAC frame size
 
@@ -93,6 +94,24 @@ def video_packets(path: str | Path) -> list[bytes]:
     with av.open(str(path)) as container:
         stream = container.streams.video[0]
         return [bytes(p) for p in container.demux(stream) if p.dts is not None]
+
+
+def video_digest(path: str | Path) -> str:
+    """sha256 of what decoding the first video stream depends on: codec, size, frame
+    rate, time base, extradata and every packet's timestamps and bytes (files that
+    differ only in audio agree)."""
+    h = hashlib.sha256()
+    with av.open(str(path)) as container:
+        stream = container.streams.video[0]
+        ctx = stream.codec_context
+        h.update(f"{ctx.name}/{ctx.width}x{ctx.height}/{stream.average_rate}/"
+                 f"{stream.time_base}/".encode())
+        h.update(ctx.extradata or b"")
+        for p in container.demux(stream):
+            if p.dts is not None:
+                data = bytes(p)
+                h.update(f"{p.pts}/{p.dts}/{len(data)}/".encode() + data)
+    return h.hexdigest()
 
 
 def sample_frames(path: str | Path, fps: float = 2.0, size: int = 112,

@@ -83,7 +83,7 @@ class StemRow(ManifestRow):
     """Per output, the gain fitted to the mixture before the choice."""
 
 
-@manifest("source_qc", 1)
+@manifest("source_qc", 2)
 @row
 class SourceQCRow(ManifestRow):
     """Source quality control scores and the eligibility verdict for one clip."""
@@ -103,6 +103,12 @@ class SourceQCRow(ManifestRow):
     env_asr_recall: float | None = None
     """Share of the ASR's words for ŝ that the same ASR recovers from ê (source speech
     regions); ``None`` where the check did not run (the clip had already failed)."""
+    speech_asr_text: str = ""
+    """The ASR's words for ŝ over the source speech regions, the reference of
+    ``env_asr_recall`` (component QC reuses it rather than decoding ŝ again); ``""``
+    where the check did not run."""
+    speech_asr_model: str = ""
+    """``"<slug> <version>"`` of the ASR behind ``speech_asr_text`` (``""``: not run)."""
     language: str = ""
     """The ASR's language for ŝ (``""`` where the ASR cannot identify languages)."""
     language_prob: float | None = None

@@ -30,10 +30,10 @@ from typing import Any, NamedTuple
 
 import numpy as np
 import numpy.typing as npt
+from scipy import fft as sp_fft
 from scipy.signal import butter, istft, sosfiltfilt, stft
 
 from madbench_common.audio import rms_dbfs
-from madbench_common.compat import zip_strict
 from madbench_common.dsp import (
     analytic_subbands,
     band_noise,
@@ -441,18 +441,24 @@ def _band_powers(x: Array, bank: Array) -> Array:
 
 
 def _texture(src: Array, n: int, sr: Hertz, seed: int, gains: Array) -> Array:
+    """Three rounds of imposing ``src``'s subband envelope statistics on noise.
+
+    Bands are processed as one stack, and the synthesis sums the filtered bands in the
+    frequency domain (one inverse FFT; the same values as summing per-band inverses).
+    """
     src_sub = np.abs(analytic_subbands(src, erb_filterbank(len(src), sr)))
     quant = np.quantile(src_sub, np.linspace(0, 1, 256), axis=1).T
-    mods = [modulation_power(e, sr) for e in src_sub]
+    mods = modulation_power(src_sub, sr)
+    del src_sub
     bank = erb_filterbank(n, sr)
     x = _rng(seed, 1).standard_normal(n)
     for _ in range(3):
         sub = analytic_subbands(x, bank)
         env = np.abs(sub) + 1e-12
-        new = np.stack([impose_envelope_stats(e, q, m, sr)
-                        for e, q, m in zip_strict(env, quant, mods)])
+        new = impose_envelope_stats(env, quant, mods, sr)
         parts = new * gains[:, None] * np.real(sub / env)
-        x = np.sum(np.fft.irfft(np.fft.rfft(parts, axis=1) * bank, n, axis=1), axis=0)
+        del sub, env, new
+        x = sp_fft.irfft(np.sum(sp_fft.rfft(parts, axis=1) * bank, axis=0), n)
     return x
 
 

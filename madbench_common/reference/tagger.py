@@ -38,6 +38,14 @@ _SUSTAIN_S = 0.2
 _STATIONARY = 0.8
 
 
+def _median_over_bins(level: np.ndarray, size: int) -> np.ndarray:
+    """``median_filter(level, size=(size, 1))``, computed frame by frame: SciPy's 1-D
+    median filter is a running median, ~5× faster than its n-D rank filter, same values."""
+    frames = np.ascontiguousarray(level.T)
+    return np.stack([median_filter(f, size=size) for f in frames], axis=1) if len(frames) \
+        else np.empty_like(level)
+
+
 def sustained_tone_share(audio: Audio, sample_rate: Hertz) -> float:
     """Share of frames that hold a sustained, non-stationary tonal partial."""
     x = resample(np.asarray(audio, np.float32), sample_rate, _RATE).astype(np.float64)
@@ -47,7 +55,7 @@ def sustained_tone_share(audio: Audio, sample_rate: Hertz) -> float:
     band = (f >= _BAND[0]) & (f <= _BAND[1])
     level = 10.0 * np.log10(np.abs(z[band]) ** 2 + 1e-12)
     peak = (level >= maximum_filter(level, size=(3, 1))) & (
-        level - median_filter(level, size=(31, 1)) >= _CONTRAST_DB)
+        level - _median_over_bins(level, 31) >= _CONTRAST_DB)
     peak &= level > level.max() - 60.0
     near = maximum_filter(peak, size=(3, 1))
     run = max(1, round(_SUSTAIN_S * _RATE / _HOP))

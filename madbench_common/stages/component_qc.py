@@ -59,7 +59,7 @@ from madbench_common.registry import load_model
 from madbench_common.roles import ASR, VAD, AudioTagger, AudioTextScorer, SpeakerEmbedder
 from madbench_common.rows import ComponentRow
 from madbench_common.stages.clips import ClipInputs, load_clip_inputs, speech_active
-from madbench_common.stages.source_qc import clip_fraction, word_recall
+from madbench_common.stages.source_qc import asr_identity, clip_fraction, word_recall
 from madbench_common.taxonomy import load_taxonomy
 from madbench_common.types import Audio
 
@@ -287,9 +287,14 @@ class ComponentQCStage(MapStage[ComponentRow]):
         return {"asr_text": hyp, "wer": word_error_rate(ref, hyp), "wer_reference": kind}
 
     def _source_asr(self, clip_id: str) -> str:
+        """The ASR's words for the source's ŝ over its speech regions: source QC's
+        transcript of that same audio when the same ASR made it, else decoded here."""
         key = ("asr", clip_id)
         if key not in self._cache:
             asr: ASR = self.models["asr"]
-            self._cache[key] = asr.transcribe(*self._active(clip_id)).text
+            qc = self.clips[clip_id].qc
+            self._cache[key] = qc.speech_asr_text \
+                if qc.speech_asr_model == asr_identity(asr) \
+                else asr.transcribe(*self._active(clip_id)).text
         text: str = self._cache[key]
         return text

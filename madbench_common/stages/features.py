@@ -30,7 +30,7 @@ from typing import Any
 import numpy as np
 
 from madbench_common.eval.tasks import SC_PROTOCOL
-from madbench_common.mux import sample_frames
+from madbench_common.mux import sample_frames, video_digest
 from madbench_common.pipeline.stage import StageImpl
 from madbench_common.registry import load_model
 from madbench_common.roles import Frames
@@ -39,6 +39,9 @@ from madbench_common.rows import FeatureRow, SampleRow
 __all__ = ["FeatureStage", "input_sha256", "shuffle_partners", "shuffle_rng", "shuffled_input"]
 
 log = logging.getLogger("madbench")
+_DECODED = 4
+"""Distinct videos whose sampled frames a feature stage keeps (a clip's own and the
+shuffled partner's)."""
 
 
 def input_sha256(mode: str, audio_sha: str, video_sha: str) -> str:
@@ -144,13 +147,27 @@ class FeatureStage(StageImpl[FeatureRow]):
         store.put_bytes(key, buf.getvalue())
         return vec
 
+    @cached_property
+    def _decoded(self) -> dict[str, tuple[Frames, float]]:
+        return {}
+
     def _frames(self, video: SampleRow) -> tuple[Frames, float]:
+        """Sampled frames of a sample's video. A clip's samples carry the same video
+        packets (new audio beside the source's untouched video), so the last few decodes
+        are kept by :func:`video_digest` (a demux, no decode)."""
         with self.ctx.tempdir() as tmp:
             path = tmp / "video.mp4"
             path.write_bytes(self.ctx.run.get_bytes(self.ctx.run.key_of(video.video_uri),
                                                     video.video_sha256))
-            return sample_frames(path, fps=float(self.ctx.params.get("fps", 4.0)),
-                                 size=int(self.ctx.params.get("frame_size", 112)))
+            key = video_digest(path)
+            if key not in self._decoded:
+                if len(self._decoded) >= _DECODED:
+                    self._decoded.pop(next(iter(self._decoded)))
+                self._decoded[key] = sample_frames(
+                    path, fps=float(self.ctx.params.get("fps", 4.0)),
+                    size=int(self.ctx.params.get("frame_size", 112)))
+            frames, rate = self._decoded[key]
+            return frames.copy(), rate
 
     def _encode(self, mode: str, s: SampleRow, video: SampleRow) -> np.ndarray:
         kwargs: dict[str, Any] = {"mode": mode}

@@ -51,9 +51,15 @@ from madbench_common.roles import ASR, VAD, AudioTagger, Segment
 from madbench_common.rows import SourceQCRow, SourceRow, StemRow
 from madbench_common.stages.clips import speech_active
 
-__all__ = ["SourceQCStage", "clip_fraction", "eligibility", "env_checks", "word_recall"]
+__all__ = ["SourceQCStage", "asr_identity", "clip_fraction", "eligibility", "env_checks",
+           "word_recall"]
 
 _CLIP_LEVEL = 0.999
+
+
+def asr_identity(asr: ASR) -> str:
+    """``"<slug> <version>"``: which ASR (and weights) produced a stored transcript."""
+    return f"{asr.slug} {asr.version}"
 
 
 def clip_fraction(audio: np.ndarray) -> float:
@@ -181,6 +187,7 @@ class SourceQCStage(MapStage[SourceQCRow]):
         tags = self.tagger.tag(env, rate)
         labels = self.ctx.params["music_labels"]
         return {"language": said.language, "language_prob": said.language_prob,
+                "speech_asr_text": said.text, "speech_asr_model": asr_identity(self.asr),
                 "env_asr_text": heard.text, "env_asr_recall": word_recall(said.text, heard.text),
                 "music_prob": max((tags.get(lbl, 0.0) for lbl in labels), default=0.0)}
 
