@@ -28,7 +28,8 @@ want=$(sha256sum "$lock" | cut -d' ' -f1)
 if [[ ! -x $venv/bin/python || "$(cat "$venv/.lock-sha256" 2>/dev/null)" != "$want" ]]; then
   rm -rf "$venv"
   "$UV" venv -q --python "$interp" "$venv"
-  "$UV" pip install -q --python "$venv/bin/python" --require-hashes -r "$lock"
+  # --no-deps as the images install it: the lock is the whole set (uv_args may leave a pin out)
+  "$UV" pip install -q --python "$venv/bin/python" --require-hashes --no-deps -r "$lock"
   "$UV" pip install -q --python "$venv/bin/python" pytest pytest-timeout
   echo "$want" > "$venv/.lock-sha256"
 fi
