@@ -8,7 +8,8 @@ Layout inside a run prefix::
     <stage>/manifest.parquet               merged rows, sorted by id
     <stage>/_SUCCESS                       JSON: fingerprint + manifest sha256, written last
 
-``fp`` (the fingerprint) hashes the stage name, image, model, parameters, seed and
+``fp`` (the fingerprint) hashes the stage name, image, model, parameters, seed, the
+version of the manifest schema it writes and
 the sha256 of every input manifest, so a changed input or parameter gets a fresh
 prefix and an unchanged one is skipped on rerun, on both backends. Manifests hold
 run-relative references, so the fingerprint never depends on where the store lives.
@@ -229,16 +230,21 @@ def _read_json(run: RunStore, key: Key) -> dict[str, Any]:
 def fingerprint(
     run: RunStore, graph: Graph, stage: Stage, params: dict[str, Any], image: str, seed: int
 ) -> str:
-    """Hash of what determines a stage's output (inputs by their manifest sha256)."""
+    """Hash of what determines a stage's output (inputs by their manifest sha256, and the
+    version of the manifest schema it writes)."""
     upstream = {}
     for dep in stage.inputs:
         marker = read_marker(run, dep)
         if marker is None:
             raise ManifestError(f"stage {stage.name!r} needs {dep!r}, which has not finished")
         upstream[dep] = marker["manifest_sha256"]
+    # The row schema too: a schema bump must recompute the stage, never keep an older
+    # manifest that the stages after it would refuse to read.
+    rows = getattr(load_impl(stage.target), "row_type", None)
+    schema = f"{rows.SCHEMA_NAME}/{rows.SCHEMA_VERSION}" if rows is not None else ""
     blob = params_json(
         {"stage": stage.name, "target": stage.target, "image": image, "params": params,
-         "seed": seed, "inputs": upstream}
+         "seed": seed, "inputs": upstream, "schema": schema}
     )
     return hashlib.sha256(blob.encode()).hexdigest()
 

@@ -56,6 +56,20 @@ def test_param_change_reruns_downstream(tmp_path: Path) -> None:
     assert rows[0].value == 3 * sum(range(4))
 
 
+def test_row_schema_bump_reruns_the_stage(tmp_path: Path,
+                                          monkeypatch: pytest.MonkeyPatch) -> None:
+    """A new manifest schema version recomputes the stage (and what reads it) instead of
+    keeping the old manifest, which the next reader would refuse."""
+    counter = tmp_path / "calls.txt"
+    LocalRunner(toy_graph, _opts(tmp_path, counter)).execute()
+    monkeypatch.setattr(ToyRow, "SCHEMA_VERSION", ToyRow.SCHEMA_VERSION + 1)
+    again = LocalRunner(toy_graph, _opts(tmp_path, counter)).execute()
+    assert not any(r.skipped for r in again)
+    assert len(calls(counter)) == 22
+    rows = read_manifest_bytes(ToyRow, _manifest(tmp_path, "r", "total"))
+    assert rows[0].value == 3 * sum(range(10))
+
+
 def test_workers_do_not_change_results(tmp_path: Path) -> None:
     counter = tmp_path / "calls.txt"
     LocalRunner(toy_graph, _opts(tmp_path, counter, run_id="a", workers=1)).execute()
