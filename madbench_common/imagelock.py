@@ -23,7 +23,8 @@ import yaml
 
 from madbench_common.errors import ConfigError
 
-__all__ = ["LOCK", "STATUSES", "lock_entry", "read_lock", "record_build", "write_entry"]
+__all__ = ["LOCK", "STATUSES", "image_identity", "lock_entry", "read_lock", "record_build",
+           "write_entry"]
 
 LOCK = Path(__file__).resolve().parents[1] / "images" / "images.lock.yaml"
 STATUSES = ("planned", "tagged", "built", "pinned")
@@ -50,6 +51,13 @@ def _block(slug: str, entry: dict[str, Any]) -> str:
     return "".join("  " + line + "\n" for line in body.splitlines())
 
 
+def image_identity(entry: dict[str, Any]) -> str | None:
+    """The image a lock entry's SBOM belongs to: its registry digest once pinned, else the
+    local build's image id, else ``None`` (not built)."""
+    found = entry.get("digest") or (entry.get("build") or {}).get("image_id")
+    return str(found) if found else None
+
+
 def record_build(slug: str, build: dict[str, Any], path: Path | None = None) -> None:
     """Set the slug's ``status: built`` and ``build:`` record (unless it is ``pinned``)."""
     path = path or LOCK
@@ -57,9 +65,8 @@ def record_build(slug: str, build: dict[str, Any], path: Path | None = None) -> 
     if entry.get("status") != "pinned":
         entry["status"] = "built"
     entry["build"] = build
-    if entry.get("sbom") and not entry.get("digest"):
-        # the SBOM describes the lock, and so this build of it (sbom.record_sbom's rule)
-        entry["sbom"] = {**entry["sbom"], "image": build.get("image_id")}
+    if entry.get("sbom"):  # the SBOM describes the lock, and so this build of it
+        entry["sbom"] = {**entry["sbom"], "image": image_identity(entry)}
     text = path.read_text()
     found = re.search(rf"^  {re.escape(slug)}:\n(?:    .*\n)*", text, re.M)
     if found is None:

@@ -39,7 +39,7 @@ from pathlib import Path
 from typing import Any
 
 from madbench_common.errors import ConfigError
-from madbench_common.imagelock import LOCK, lock_entry, read_lock, write_entry
+from madbench_common.imagelock import LOCK, image_identity, lock_entry, read_lock, write_entry
 
 __all__ = ["Pin", "make_sbom", "parse_lock", "record_sbom", "sbom_problems", "write_sbom"]
 
@@ -226,12 +226,11 @@ def record_sbom(slug: str, sbom: Path, lock: Path, path: Path | None = None) -> 
     """Set the slug's ``sbom:`` block: which SBOM describes which lock and image."""
     path = path or LOCK
     entry = dict(lock_entry(slug, path))
-    build = entry.get("build") or {}
     entry["sbom"] = {
         "path": sbom.relative_to(path.parent.parent).as_posix(),
         "sha256": hashlib.sha256(sbom.read_bytes()).hexdigest(),
         "lock_sha256": hashlib.sha256(lock.read_bytes()).hexdigest(),
-        "image": entry.get("digest") or build.get("image_id"),
+        "image": image_identity(entry),
     }
     write_entry(slug, entry, path)
 
