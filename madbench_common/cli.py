@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import importlib
 import logging
+import os
 import sys
 from collections.abc import Sequence
 
@@ -59,4 +60,12 @@ def print_error(exc: BaseException) -> None:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    status = main()
+    if status:
+        # A failed stage exits at once with its code: tearing the interpreter down after an
+        # error can abort in a native library's thread destructor (SIGABRT, "terminate called
+        # without an active exception"), which would replace exit 3 with -6 for the caller.
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(status)
+    sys.exit(status)
