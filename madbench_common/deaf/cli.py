@@ -9,7 +9,13 @@ import functools
 import json
 from typing import Any
 
-from madbench_common.cli_pipeline import parse_params, parse_set, print_status
+from madbench_common.cli_pipeline import (
+    add_stage_params_option,
+    parse_params,
+    parse_set,
+    print_status,
+    stage_overrides,
+)
 from madbench_common.deaf.graph import build_deaf_graph
 from madbench_common.deaf.runner import DeafRunner, python_of, stub_apis
 from madbench_common.errors import ConfigError
@@ -61,6 +67,7 @@ def add_commands(sub: argparse._SubParsersAction[Any]) -> None:
         p.add_argument("--params-json", default="{}")
         p.add_argument("--param", action="append", default=[], metavar="KEY=VALUE",
                        help="one parameter, verbatim (the workflow's swappable model slug)")
+        add_stage_params_option(p)
         if name == "run":
             p.add_argument("--shard", type=int, default=0)
         p.set_defaults(func=func)
@@ -193,9 +200,10 @@ def cmd_report(args: argparse.Namespace) -> int:
 
 
 def _context(args: argparse.Namespace) -> Any:
-    params = parse_params(args.params_json, args.param)
-    run = RunStore(open_store(args.store), args.run_id)
     graph = build_deaf_graph(tuple(_models(args)))
+    params = parse_params(args.params_json, args.param)
+    params.update(stage_overrides(graph, args.stage, args.stage_params))
+    run = RunStore(open_store(args.store), args.run_id)
     return make_context(run, graph, args.stage, params, args.image, args.seed)
 
 

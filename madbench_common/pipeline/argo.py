@@ -33,6 +33,7 @@ __all__ = [
     "MAX_BACKOFF_SECONDS",
     "MERGE_MEMORY",
     "SHARD_TIMEOUT_SHARE",
+    "STAGE_PARAMS_DESCRIPTION",
     "VARIANTS",
     "ClusterProfile",
     "ImageLock",
@@ -71,6 +72,12 @@ SHARD_TIMEOUT_SHARE = 0.5
 """A shard's planned time at the paper's scale stays under this share of its timeout."""
 MAX_BACKOFF_SECONDS = 600
 """The longest wait between two retries any stage may reach (30 s × 2^(retries-1))."""
+STAGE_PARAMS_DESCRIPTION = (
+    "JSON object {stage: {param: value}} merged over those stages' parameters, like "
+    "`madbench run --set STAGE.KEY=VALUE` (e.g. '{\"source_qc\": {\"min_speech_coverage\": "
+    "0.2}}'); every pod checks it: an unknown stage, or a key with a parameter of its own "
+    "(model: <stage>_model, sources), fails with exit 3")
+"""The ``stage_params`` workflow parameter: per-run stage parameter overrides."""
 API_EGRESS_LABEL = {"madbench.io/egress": "api"}
 """The label of shard pods that call hosted APIs (``Stage.secrets``): the only stage pods
 that k8s/base/networkpolicy.yaml lets out on HTTPS."""
@@ -218,6 +225,7 @@ def _parameters(graph: Graph, variant: Variant, lock: ImageLock) -> list[m.Param
         m.Parameter(name="sources", value="s3://madbench/sources/sources.csv",
                     description="s3:// URI of the source-clip CSV or folder (ingest input)"),
         m.Parameter(name="seed", value="0", description="Run seed"),
+        m.Parameter(name="stage_params", value="{}", description=STAGE_PARAMS_DESCRIPTION),
     ]
     if not variant.sources:
         params = [p for p in params if p.name != "sources"]
@@ -316,7 +324,8 @@ def _stage_args(stage: Stage, verb: str, graph: Graph, variant: Variant) -> list
     if verb == "run":
         args += ["--shard", "{{inputs.parameters.shard}}"]
     args += ["--num-shards", _num_shards(stage), "--store", _param("store"),
-             "--run-id", RUN_ID, "--image", _param(stage.image_param), "--seed", _param("seed")]
+             "--run-id", RUN_ID, "--image", _param(stage.image_param), "--seed", _param("seed"),
+             "--stage-params", _param("stage_params")]
     return args + _stage_params(stage, variant)
 
 
