@@ -967,10 +967,12 @@ class Executor:
                 self._futures[fut] = pn
             if not self._futures:
                 waiting = [pn.not_before for pn in self._pending(root)]
-                if not waiting:
+                if not waiting:  # pods skipped by the memo may have readied new tasks
                     self._advance(root, extra)
                     if root.done:
                         return
+                    if next(self._pending(root), None) is not None:
+                        continue
                     raise ConfigError(f"{root.path}: no runnable pod and not done (a bug)")
                 time.sleep(max(0.0, min(min(waiting) - time.monotonic(), 5.0)))
                 continue
@@ -1060,22 +1062,25 @@ class Executor:
             result = PodResult("Error", None, f"runner failed: {exc!r}", 0.0,
                                {"no_retry": True})
         pn.attempts.append(result)
-        self.on_event("pod_done", {"node": pn.path, "attempt": len(pn.attempts) - 1,
-                                   "phase": result.phase, "exit_code": result.exit_code,
-                                   "message": result.message[-2000:],
-                                   "seconds": result.seconds, "info": result.info})
+        retry: float | None = None
         if result.phase == "Succeeded":
             pn.phase = "Succeeded"
             if self.memo is not None and pn.pod is not None:
                 self.memo.record(pn.key, pn.pod, result)
-            return
-        delay = self._retry_delay(pn, result)
-        if delay is None or self.cancel.is_set():
-            pn.phase = result.phase
-            return
-        pn.phase = "Pending"
-        pn.not_before = time.monotonic() + delay * self.backoff_scale
-        self.on_event("pod_retry", {"node": pn.path, "in_seconds": delay * self.backoff_scale})
+        else:
+            delay = self._retry_delay(pn, result)
+            if delay is None or self.cancel.is_set():
+                pn.phase = result.phase
+            else:
+                retry = delay * self.backoff_scale
+                pn.phase = "Pending"
+                pn.not_before = time.monotonic() + retry
+        self.on_event("pod_done", {"node": pn.path, "attempt": len(pn.attempts) - 1,
+                                   "phase": result.phase, "exit_code": result.exit_code,
+                                   "message": result.message[-2000:],
+                                   "seconds": result.seconds, "info": result.info})
+        if retry is not None:
+            self.on_event("pod_retry", {"node": pn.path, "in_seconds": retry})
 
     def _retry_delay(self, pn: _PodNode, result: PodResult) -> float | None:
         """Seconds until the next attempt, or ``None`` when the pod is not retried."""
