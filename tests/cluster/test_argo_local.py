@@ -198,8 +198,9 @@ def fanout(count: str = "{{workflow.parameters.n}}", parallelism: int | None = N
     work = container("work", ["--shard", "{{inputs.parameters.shard}}"],
                      inputs={"parameters": [{"name": "shard"}]})
     merge = container("merge", ["merge"])
-    tasks = [{"name": "stage", "template": "fan"},
-             {"name": "stage-merge", "template": "merge", "dependencies": ["stage"]}]
+    tasks: list[dict[str, Any]] = [
+        {"name": "stage", "template": "fan"},
+        {"name": "stage-merge", "template": "merge", "dependencies": ["stage"]}]
     return workflow(tasks, [inner, work, merge], {"n": "3"})
 
 
