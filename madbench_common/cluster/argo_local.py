@@ -53,7 +53,7 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any, Protocol, Union
 
 import yaml
 
@@ -77,7 +77,7 @@ __all__ = [
     "substitute",
 ]
 
-ParamValue = str | Callable[[], str]
+ParamValue = Union[str, Callable[[], str]]
 """A workflow parameter's value: a string, or a callable bound when a pod is resolved."""
 
 
@@ -669,7 +669,7 @@ class _DagNode:
         return self.phase in ("Succeeded", "Failed", "Error", "Skipped", "Omitted")
 
 
-_Node = _PodNode | _DagNode
+_Node = Union[_PodNode, _DagNode]
 _FINAL = ("Succeeded", "Failed", "Error", "Skipped", "Omitted")
 
 

@@ -467,10 +467,14 @@ class ImageProvider:
         logs = self.work / "logs"
         logs.mkdir(parents=True, exist_ok=True)
         env = {**os.environ, "PYTHONPATH": str(ROOT)}
-        bases = [b for b, _ in BASES.values()]
-        if slug not in bases and any(_image_id(f"localhost/madbench/{b}:0.1.0") is None
-                                     for b in bases):
-            self._run_build(["bases"], logs / "build-bases.log", env, "the Python bases")
+        if (ROOT / "images" / slug / "image.yaml").is_file():  # bases first
+            from madbench_common.imagebuild import local_ref
+            from madbench_common.images import load_image
+
+            python = load_image(slug).python
+            base = BASES[python][0]
+            if _image_id(local_ref(base)) is None:
+                self._run_build(["bases", python], logs / f"build-{base}.log", env, base)
         start = time.monotonic()
         self._run_build(["image", slug], logs / f"build-{slug}.log", env, slug)
         self.state.update_image(slug, build_s=round(time.monotonic() - start, 1),
