@@ -53,9 +53,12 @@ signal.pause()
 """
 
 
-def _pdeathsig() -> None:
-    """preexec_fn: SIGTERM this child when its parent thread dies."""
-    ctypes.CDLL(None).prctl(_PR_SET_PDEATHSIG, signal.SIGTERM)
+def _pdeathsig(sig: int = signal.SIGTERM) -> Callable[[], None]:
+    """A preexec_fn: ``sig`` to the child when the thread that started it dies."""
+    def arm() -> None:
+        ctypes.CDLL(None).prctl(_PR_SET_PDEATHSIG, sig)
+
+    return arm
 
 
 class Namespace:
@@ -72,7 +75,7 @@ class Namespace:
                               "unshare (the rehearsal's pods and object store run in one)")
         self.proc = subprocess.Popen(["unshare", "--net", "--", sys.executable, "-c", _LO_UP],
                                      stdout=subprocess.PIPE, text=True,
-                                     preexec_fn=_pdeathsig)
+                                     preexec_fn=_pdeathsig())
         assert self.proc.stdout is not None
         if self.proc.stdout.readline().strip() != "ready":
             self.stop()
@@ -91,10 +94,12 @@ class Namespace:
         assert self._thread is not None, "namespace not started"
         return self._thread.submit(fn, *args, **kwargs).result()
 
-    def popen(self, argv: list[str], **kwargs: Any) -> subprocess.Popen[bytes]:
-        """Start a long-running process inside the namespace (``nsenter --net``)."""
+    def popen(self, argv: list[str], kill_signal: int = signal.SIGTERM, **kwargs: Any
+              ) -> subprocess.Popen[bytes]:
+        """Start a long-running process inside the namespace (``nsenter --net``); it gets
+        ``kill_signal`` when this process dies."""
         return subprocess.Popen(["nsenter", f"--net={self.path}", "--", *argv],
-                                preexec_fn=_pdeathsig, **kwargs)
+                                preexec_fn=_pdeathsig(kill_signal), **kwargs)
 
     def check_isolated(self) -> dict[str, Any]:
         """Interfaces seen inside, and that an outside address is unreachable from there."""
@@ -137,7 +142,10 @@ class NamespacedS3(SeaweedS3):
         log = open(self.dir / "weed.log", "ab")  # noqa: SIM115 - lives as long as the server
         command = self._command()
         (self.dir / "s3.json").chmod(0o600)  # the server's own copy of its credentials
-        self.proc = self.ns.popen(command, stdout=log, stderr=subprocess.STDOUT, cwd=self.dir)
+        # SeaweedFS takes its time over SIGTERM; if the rehearsal dies, it is killed at
+        # once (its data survives that, as the restart tests of SeaweedS3 show)
+        self.proc = self.ns.popen(command, signal.SIGKILL, stdout=log,
+                                  stderr=subprocess.STDOUT, cwd=self.dir)
         self.ns.call(self._wait, timeout)
         return self
 
