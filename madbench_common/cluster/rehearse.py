@@ -661,6 +661,13 @@ def _memory_cgroup() -> tuple[Path, int] | None:
     except OSError:
         return None
     mounts = Path("/proc/self/mountinfo").read_text().splitlines()
+
+    def under(fields: list[str], rel: str) -> Path:
+        """The cgroup ``rel`` below the mount (whose own root is ``fields[3]``)."""
+        root = fields[3].rstrip("/")
+        rel = rel[len(root):] if root and rel.startswith(root) else rel
+        return Path(fields[4]) / rel.lstrip("/")
+
     for line in lines:
         _, controllers, rel = line.split(":", 2)
         if "memory" in controllers.split(","):
@@ -668,7 +675,7 @@ def _memory_cgroup() -> tuple[Path, int] | None:
                 fields = m.split()
                 sep = fields.index("-")
                 if fields[sep + 1] == "cgroup" and "memory" in fields[-1].split(","):
-                    path = Path(fields[4]) / rel.lstrip("/")
+                    path = under(fields, rel)
                     return (path, 1) if os.access(path, os.W_OK) else None
     for line in lines:
         if line.startswith("0::"):
@@ -676,7 +683,7 @@ def _memory_cgroup() -> tuple[Path, int] | None:
                 fields = m.split()
                 sep = fields.index("-")
                 if fields[sep + 1] == "cgroup2":
-                    path = Path(fields[4]) / line[3:].lstrip("/")
+                    path = under(fields, line[3:])
                     ctl = path / "cgroup.controllers"
                     if ctl.exists() and "memory" in ctl.read_text().split() and \
                             os.access(path, os.W_OK):

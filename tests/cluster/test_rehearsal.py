@@ -341,3 +341,27 @@ def test_smoke_rehearsal_in_real_containers(tmp_path: Path) -> None:
 
 def test_podresult_defaults() -> None:
     assert PodResult("Succeeded").info == {}
+
+
+def test_a_pod_over_its_memory_limit_is_killed_and_reported(tmp_path: Path) -> None:
+    """The memory cgroup enforces ``limits.memory`` (where this machine lets us make one)."""
+    import subprocess
+    import sys
+
+    from madbench_common.cluster.rehearse import _Cgroup, _memory_cgroup
+
+    if _memory_cgroup() is None:
+        pytest.skip("no writable memory cgroup here")
+    cgroup = _Cgroup(64 * 2**20)
+    assert cgroup.path is not None
+    try:
+        code = ("import os, sys\nopen(sys.argv[1] + '/cgroup.procs', 'w').write(str(os.getpid()))"
+                "\nblocks = [bytearray(16 * 2**20) for _ in range(32)]")
+        proc = subprocess.run([sys.executable, "-c", code, str(cgroup.path)])
+        stats = cgroup.stats()
+    finally:
+        cgroup.remove()
+    assert proc.returncode == -9  # SIGKILL by the OOM killer
+    assert stats["memory_limit_enforced"] and stats["oom_killed"]
+    assert stats["cgroup_peak_bytes"] <= 64 * 2**20
+    assert not cgroup.path.exists()
