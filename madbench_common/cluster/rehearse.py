@@ -363,6 +363,7 @@ class ImageProvider:
     removed: set[str] = field(default_factory=set)
     _locks: dict[str, threading.Lock] = field(default_factory=dict)
     _guard: threading.Lock = field(default_factory=threading.Lock)
+    _seen: dict[str, str | None] = field(default_factory=dict)
     _digest: str = ""
 
     def local_ref(self, ref: str) -> str:
@@ -379,7 +380,9 @@ class ImageProvider:
         with self._guard:
             if slug in self.bound:
                 return self.bound[slug]
-        found = _image_id(self.local_ref(ref))
+            if slug not in self._seen:  # looked up once: pods resolve many times
+                self._seen[slug] = _image_id(self.local_ref(ref))
+            found = self._seen[slug]
         return found or self.state.image(slug).get("image_id")
 
     def pinned(self, ref: str) -> Callable[[], str]:
