@@ -324,16 +324,26 @@ def upstream_problems(slugs: Iterable[str]) -> list[str]:
 
 
 def weights_problems(slugs: Iterable[str]) -> list[str]:
-    """Images whose ``image_test.weights`` callable does not exist in this checkout."""
+    """Images whose ``image_test.weights`` callable does not exist in this checkout, or
+    that fetch weights (``weights.yaml``) but have no callable to write tiny ones."""
     from madbench_common.images import load_image
 
     out = []
     for slug in sorted(set(slugs)):
-        if (ROOT / "images" / slug / "image.yaml").is_file():
-            test = load_image(slug).image_test
-            if test and test.weights and (why := check_target(test.weights)):
-                out.append(f"images/{slug}/image.yaml image_test.weights {test.weights}: "
-                           f"{why}")
+        folder = ROOT / "images" / slug
+        if not (folder / "image.yaml").is_file():
+            continue
+        test = load_image(slug).image_test
+        callable_ = test.weights if test is not None else ""
+        if callable_ and (why := check_target(callable_)):
+            out.append(f"images/{slug}/image.yaml image_test.weights {callable_}: {why}")
+        elif not callable_ and (folder / "weights.yaml").is_file():
+            doc = yaml.safe_load((folder / "weights.yaml").read_text()) or {}
+            wanted = sum(len(v) for v in doc.values() if isinstance(v, list))
+            if wanted:
+                out.append(f"images/{slug}: weights.yaml fetches {wanted} entries but "
+                           "image.yaml has no image_test.weights callable: its pods get an "
+                           "empty /weights")
     return out
 
 
