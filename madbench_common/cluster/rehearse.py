@@ -779,12 +779,14 @@ class PodRunner:
                    "result": str(result_file)}
         tail: list[str] = []
         reason = ""
+        from madbench_common.cluster.sandbox import pdeathsig
+
         try:
             proc = subprocess.Popen([self.python, "-m", "madbench_common.cluster.podexec"],
                                     stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                                     stderr=subprocess.STDOUT, text=True, cwd=ROOT,
                                     env={**os.environ, "PYTHONPATH": str(ROOT)},
-                                    start_new_session=True)
+                                    start_new_session=True, preexec_fn=pdeathsig())
             assert proc.stdin is not None and proc.stdout is not None
             proc.stdin.write(json.dumps(request))
             proc.stdin.close()
@@ -971,6 +973,9 @@ def rehearse(opts: Options) -> int:
     from madbench_common.models.api_stub import STUB_KEY
 
     t0 = time.monotonic()
+    # SIGTERM stops like Ctrl-C: running pods are stopped and the services shut down (a
+    # SIGKILL leaves nothing either: pods, store and stub die with their parent)
+    signal.signal(signal.SIGTERM, _interrupt)
     profile = load_profile()
     flows = [f for f in profile.workflows if f.name in opts.workflows]
     if unknown := set(opts.workflows) - {f.name for f in profile.workflows}:
@@ -1070,6 +1075,10 @@ def rehearse(opts: Options) -> int:
         for failure in results[name].failures:
             _say(f"{name}: FAILED {failure['podName']}: {failure['message'][-600:]}")
     return 0 if not bad and len(results) == len(flows) else 1
+
+
+def _interrupt(signum: int, frame: Any) -> None:
+    raise KeyboardInterrupt(f"signal {signum}")
 
 
 def _events(ex: Executor, provider: ImageProvider) -> Callable[[str, dict[str, Any]], None]:

@@ -34,7 +34,7 @@ from madbench_common.cluster.podexec import enter_netns
 from madbench_common.errors import ConfigError
 from madbench_common.testing import SeaweedS3
 
-__all__ = ["S3_PORT", "STUB_PORT", "Namespace", "NamespacedS3", "start_stub"]
+__all__ = ["S3_PORT", "STUB_PORT", "Namespace", "NamespacedS3", "pdeathsig", "start_stub"]
 
 T = TypeVar("T")
 S3_PORT = 8333
@@ -53,7 +53,7 @@ signal.pause()
 """
 
 
-def _pdeathsig(sig: int = signal.SIGTERM) -> Callable[[], None]:
+def pdeathsig(sig: int = signal.SIGTERM) -> Callable[[], None]:
     """A preexec_fn: ``sig`` to the child when the thread that started it dies."""
     def arm() -> None:
         ctypes.CDLL(None).prctl(_PR_SET_PDEATHSIG, sig)
@@ -75,7 +75,7 @@ class Namespace:
                               "unshare (the rehearsal's pods and object store run in one)")
         self.proc = subprocess.Popen(["unshare", "--net", "--", sys.executable, "-c", _LO_UP],
                                      stdout=subprocess.PIPE, text=True,
-                                     preexec_fn=_pdeathsig())
+                                     preexec_fn=pdeathsig())
         assert self.proc.stdout is not None
         if self.proc.stdout.readline().strip() != "ready":
             self.stop()
@@ -99,7 +99,7 @@ class Namespace:
         """Start a long-running process inside the namespace (``nsenter --net``); it gets
         ``kill_signal`` when this process dies."""
         return subprocess.Popen(["nsenter", f"--net={self.path}", "--", *argv],
-                                preexec_fn=_pdeathsig(kill_signal), **kwargs)
+                                preexec_fn=pdeathsig(kill_signal), **kwargs)
 
     def check_isolated(self) -> dict[str, Any]:
         """Interfaces seen inside, and that an outside address is unreachable from there."""
