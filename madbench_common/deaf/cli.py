@@ -218,7 +218,7 @@ def cmd_stage_merge(args: argparse.Namespace) -> int:
 
 
 def cmd_exit_summary(args: argparse.Namespace) -> int:
-    from madbench_common.pipeline.argo import write_exit_summary
+    from madbench_common.pipeline.summary import write_exit_summary
 
     summary = write_exit_summary(build_deaf_graph(), args.store, args.run_id, args.workflow,
                                  args.status, args.duration, args.failures)
