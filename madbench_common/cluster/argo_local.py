@@ -919,8 +919,11 @@ class Executor:
             pool.shutdown(wait=True)
         nodes: dict[str, dict[str, Any]] = {}
         self._collect(root, nodes)
+        failures = self._failures(root)
+        if self._handler is not None:
+            failures += self._failures(self._handler)
         result = WorkflowResult(self.name, phase, time.monotonic() - start, nodes,
-                                self._failures(root), exit_info)
+                                failures, exit_info)
         self.on_event("workflow_done", {"name": self.name, "phase": phase})
         return result
 

@@ -91,6 +91,8 @@ RECORDS = ROOT / "images" / "rehearsal.json"
 BANNER = ("REHEARSAL ON TINY RANDOM WEIGHTS: every model below is a randomly initialised "
           "tiny checkpoint in the real release layout; these numbers show that data flows "
           "through every stage and measure nothing about any model.")
+SMOKE_BANNER = ("REHEARSAL OF THE SMOKE WORKFLOW: every stage runs a CPU reference (marked †), "
+                "not the paper's model; these numbers check the machinery.")
 _BUCKET = "madbench"
 _STORE = f"s3://{_BUCKET}/runs"
 _SOURCES = f"s3://{_BUCKET}/sources"
@@ -135,6 +137,11 @@ class WorkflowProfile:
     run_id: str
     params: dict[str, str]
     stage_params: dict[str, dict[str, Any]]
+    random_weights: bool = True
+
+    @property
+    def banner(self) -> str:
+        return BANNER if self.random_weights else SMOKE_BANNER
 
 
 @dataclass(frozen=True)
@@ -158,12 +165,13 @@ def load_profile(path: Path | None = None) -> Profile:
         raise ConfigError(f"{path}: unknown keys {sorted(unknown)}")
     flows = []
     for w in doc["workflows"]:
-        extra = set(w) - {"name", "file", "run_id", "params", "stage_params"}
+        extra = set(w) - {"name", "file", "run_id", "params", "stage_params", "random_weights"}
         if extra:
             raise ConfigError(f"{path}: workflow {w.get('name')}: unknown keys {sorted(extra)}")
         flows.append(WorkflowProfile(str(w["name"]), str(w["file"]), str(w["run_id"]),
                                      {str(k): str(v) for k, v in (w.get("params") or {}).items()},
-                                     dict(w.get("stage_params") or {})))
+                                     dict(w.get("stage_params") or {}),
+                                     bool(w.get("random_weights", True))))
     src = doc.get("sources") or {}
     return Profile(str(src.get("csv", "data/demo/sources.csv")), int(src.get("every", 1)),
                    int(doc.get("shards", 2)), int(doc.get("workers", 2)), tuple(flows),
@@ -939,14 +947,15 @@ def _markers(s3: Any, run_id: str, graph: Any) -> dict[str, dict[str, Any]]:
     return out
 
 
-def _print_reports(s3: Any, name: str, run_id: str, graph: Any) -> None:
+def _print_reports(s3: Any, name: str, run_id: str, graph: Any, banner: str) -> None:
     from madbench_common.cli_pipeline import main_section, print_status, zero_shot_sections
     from madbench_common.pipeline.stage import read_marker
     from madbench_common.status import collect_status
     from madbench_common.store import RunStore, S3Store
 
     run = RunStore(S3Store(_STORE, client=s3.client()), run_id)
-    print(f"\n{'=' * 100}\n{BANNER}\n{'=' * 100}")
+    print(f"\n{'=' * 100}\n{banner}\n{'=' * 100}")
+    os.environ.setdefault("COLUMNS", "160")  # rich: tables as wide as a terminal's
     print_status(collect_status(run, graph), table1=name != "deaf")
     stage = "deaf_report" if name == "deaf" else "evaluate"
     marker = read_marker(run, stage)
@@ -963,7 +972,7 @@ def _print_reports(s3: Any, name: str, run_id: str, graph: Any) -> None:
                 print("\n## " + section.strip())
         for section in zero_shot_sections(text):
             print("\n" + section)
-    print(f"\n{BANNER}\nreport: {run.uri(marker['prefix'] + '/report/report.md')}")
+    print(f"\n{banner}\nreport: {run.uri(marker['prefix'] + '/report/report.md')}")
 
 
 def rehearse(opts: Options) -> int:
@@ -1056,7 +1065,7 @@ def rehearse(opts: Options) -> int:
             results[flow.name] = ex.run()
             _say(f"{flow.name}: {results[flow.name].phase} in "
                  f"{results[flow.name].seconds:.0f} s")
-            ns.call(_print_reports, s3, flow.name, flow.run_id, graph)
+            ns.call(_print_reports, s3, flow.name, flow.run_id, graph, flow.banner)
         markers = {f.name: ns.call(_markers, s3, f.run_id, _graph_for(f.name)) for f in flows}
     finally:
         if stub is not None:
@@ -1167,8 +1176,9 @@ def build_records(state: State, results: Mapping[str, WorkflowResult],
             "gpu_requested_ran_on_cpu": rec["gpu_requested"],
             "status": "failed" if rec["failed"] else "ok", "failures": rec["failed"],
         }
+    tiny = any(f.random_weights for f in profile.workflows if f.name in results)
     return {
-        "note": BANNER, "commit": _commit(),
+        "note": BANNER if tiny else SMOKE_BANNER, "commit": _commit(),
         "finished_at": datetime.now(timezone.utc).isoformat(timespec="seconds"),
         "wall_s": round(wall), "complete": all(r.phase == "Succeeded" for r in results.values())
         and set(results) == set(opts.workflows),

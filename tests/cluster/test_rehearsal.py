@@ -365,3 +365,18 @@ def test_a_pod_over_its_memory_limit_is_killed_and_reported(tmp_path: Path) -> N
     assert stats["memory_limit_enforced"] and stats["oom_killed"]
     assert stats["cgroup_peak_bytes"] <= 64 * 2**20
     assert not cgroup.path.exists()
+
+
+def test_the_exit_handler_runs_without_hera(tmp_path: Path) -> None:
+    """reference-cpu has no Hera: ``madbench exit-summary`` must not import the compiler
+    (the smoke rehearsal found the onExit pod failing on ``import hera``)."""
+    import subprocess
+    import sys
+
+    code = ("import sys; sys.modules['hera'] = None\n"
+            "from madbench_common.cli import main\n"
+            f"sys.exit(main(['exit-summary', '--store', {str(tmp_path)!r}, '--run-id', 'r1', "
+            "'--workflow', 'w', '--status', 'Failed', '--failures', '\"null\"']))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert out.returncode == 0, out.stderr
+    assert json.loads((tmp_path / "r1" / "_RUN_SUMMARY.json").read_text())["status"] == "Failed"
