@@ -110,6 +110,8 @@ for p in sorted(root.rglob("*")):
         continue
     pkg = all((root / pathlib.Path(*rel.parts[:i]) / "__init__.py").is_file()
               for i in range(len(rel.parts)))
+    if rel.parts[0] == "cluster" or rel.as_posix() == "data/rehearsal.yaml":
+        continue  # the local executor and its profile: never run inside a pod
     if (p.suffix == ".py" and pkg) or (len(rel.parts) == 2 and rel.parts[0] == "data"):
         h.update(rel.as_posix().encode() + b"\0" + hashlib.sha256(p.read_bytes()).digest())
 print(h.hexdigest())
@@ -118,8 +120,9 @@ print(h.hexdigest())
 
 def code_digest() -> str:
     """Digest of this checkout's ``madbench_common`` as a package install contains it
-    (``*.py`` of packages and ``data/*``); the same code runs inside an image to tell
-    whether the image carries this checkout's code."""
+    (``*.py`` of packages and ``data/*``), less the rehearsal's own code and profile (which
+    no pod runs: changing them must not rebuild every image); the same code runs inside an
+    image to tell whether the image carries this checkout's pod code."""
     out = subprocess.run([sys.executable, "-c", _DIGEST_CODE], capture_output=True,
                          text=True, cwd=ROOT, env={**os.environ, "PYTHONPATH": str(ROOT)})
     if out.returncode != 0:
@@ -868,9 +871,13 @@ class Options:
     strict: bool = False
 
 
+_PRINT = threading.Lock()
+
+
 def _say(text: str) -> None:
     stamp = datetime.now().strftime("%H:%M:%S")
-    print(f"[{stamp}] {text}", flush=True)
+    with _PRINT:
+        print(f"[{stamp}] {text}", flush=True)
 
 
 def _commit() -> str:
@@ -1274,7 +1281,12 @@ def _cmd_run(args: argparse.Namespace) -> int:
         keep_images=args.keep_images, workers=args.workers, engine=args.engine,
         fresh=args.fresh, records=Path(args.records), keep_going=not args.stop_on_failure,
         strict=args.strict)
-    return rehearse(opts)
+    try:
+        return rehearse(opts)
+    except KeyboardInterrupt as exc:
+        _say(f"interrupted ({exc or 'Ctrl-C'}): pods stopped, store and stub shut down; run "
+             "the same command again to resume")
+        return 130
 
 
 def _cmd_dry(args: argparse.Namespace) -> int:
