@@ -454,10 +454,13 @@ class ImageProvider:
                      "rebuilding")
             image_id = None
         if image_id is None:
-            self._build(slug)
+            seconds = self._build(slug)
             image_id = _image_id(local)
             if image_id is None:
                 raise ConfigError(f"the build did not produce {local}")
+            self.state.update_image(slug, build_s=round(seconds, 1), build_image_id=image_id,
+                                    built_at=datetime.now(timezone.utc).isoformat(
+                                        timespec="seconds"))
         self._describe(slug, image_id)
         self._weights(slug, image_id)
         return image_id
@@ -482,7 +485,8 @@ class ImageProvider:
             self._digest = code_digest()
         return self._digest
 
-    def _build(self, slug: str) -> None:
+    def _build(self, slug: str) -> float:
+        """Build the image (its base first); returns the image's own build seconds."""
         from madbench_common.imagebuild import BASES
 
         missing = upstream_problems([slug])
@@ -501,10 +505,7 @@ class ImageProvider:
                 self._run_build(["bases", python], logs / f"build-{base}.log", env, base)
         start = time.monotonic()
         self._run_build(["image", slug], logs / f"build-{slug}.log", env, slug)
-        self.state.update_image(slug, build_s=round(time.monotonic() - start, 1),
-                                built_by_rehearsal=True,
-                                built_at=datetime.now(timezone.utc).isoformat(
-                                    timespec="seconds"))
+        return time.monotonic() - start
 
     def _run_build(self, args: list[str], log: Path, env: dict[str, str], what: str) -> None:
         self.log(f"building {what} (python -m madbench_common.imagebuild {' '.join(args)}; "
@@ -530,16 +531,17 @@ class ImageProvider:
                                  engine=self.engine).split()
         except MadbenchError:
             parts = []
-        lock_build = _lock_build(slug)
-        build_s = entry.get("build_s") if entry.get("built_by_rehearsal") and entry.get(
-            "image_id") in (None, image_id) else None
-        if build_s is None and lock_build.get("image_id") == image_id:
-            build_s = lock_build.get("build_s")
+        built_here = entry.get("build_image_id") == image_id
+        build_s = entry.get("build_s") if built_here else None
+        if build_s is None:  # built by someone else: the factory's record, if it is this one
+            lock_build = _lock_build(slug)
+            if lock_build.get("image_id") in (image_id, f"sha256:{image_id}"):
+                build_s = lock_build.get("build_s")
         self.state.update_image(slug, image_id=image_id, described=image_id,
                                 size_bytes=_image_size(image_id),
                                 torch=parts[0] if parts else None,
                                 cuda=parts[1] if len(parts) > 1 else None,
-                                build_s=build_s)
+                                build_s=build_s, built_by_rehearsal=built_here)
 
     def _weights(self, slug: str, image_id: str) -> None:
         from madbench_common.containers import Mount, run_in_image
@@ -880,13 +882,15 @@ def _say(text: str) -> None:
         print(f"[{stamp}] {text}", flush=True)
 
 
-def _commit() -> str:
+def _commit() -> dict[str, Any]:
+    """The commit the rehearsal ran on, and the tracked files that differed from it (image
+    builds record themselves in images/images.lock.yaml, for one)."""
     out = subprocess.run(["git", "-C", str(ROOT), "rev-parse", "HEAD"], capture_output=True,
                          text=True)
-    head = out.stdout.strip() or "unknown"
     dirty = subprocess.run(["git", "-C", str(ROOT), "status", "--porcelain",
                             "--untracked-files=no"], capture_output=True, text=True).stdout
-    return head + ("+dirty" if dirty.strip() else "")
+    return {"head": out.stdout.strip() or "unknown",
+            "modified": sorted(line[3:] for line in dirty.splitlines() if line.strip())}
 
 
 def workflow_params(wf: Workflow, flow: WorkflowProfile, profile: Profile,
@@ -1221,7 +1225,10 @@ def records_markdown(records: dict[str, Any]) -> str:
         "",
         f"> {records['note']}",
         "",
-        f"Commit `{records['commit']}`, finished {records['finished_at']}, wall time "
+        f"Commit `{records['commit']['head']}`"
+        + (f" (modified: {', '.join(records['commit']['modified'])})"
+           if records["commit"]["modified"] else "")
+        + f", finished {records['finished_at']}, wall time "
         f"{records['wall_s'] / 60:.1f} min, complete: {'yes' if records['complete'] else 'no'}.",
         "",
     ]
