@@ -871,6 +871,10 @@ class Options:
     keep_going: bool = True
     backoff_scale: float = 1.0
     strict: bool = False
+    params: tuple[str, ...] = ()
+    """``NAME=VALUE`` workflow parameters over the profile's (every workflow declaring NAME)."""
+    stage_sets: tuple[str, ...] = ()
+    """``STAGE.KEY=VALUE`` merged into the ``stage_params`` of the workflows with STAGE."""
 
 
 _PRINT = threading.Lock()
@@ -894,20 +898,29 @@ def _commit() -> dict[str, Any]:
 
 
 def workflow_params(wf: Workflow, flow: WorkflowProfile, profile: Profile,
-                    provider: ImageProvider | None, fields: Mapping[str, Any]
+                    provider: ImageProvider | None, fields: Mapping[str, Any],
+                    overrides: Mapping[str, str] | None = None,
+                    stage_sets: Mapping[str, Mapping[str, Any]] | None = None
                     ) -> dict[str, Any]:
-    """The ``argo submit -p`` values of one workflow in the rehearsal."""
+    """The ``argo submit -p`` values of one workflow in the rehearsal: the profile's, then
+    ``overrides`` (``-p NAME=VALUE`` of the command line, those this workflow declares)
+    and ``stage_sets`` merged into ``stage_params`` (``--set STAGE.KEY=VALUE``)."""
     declared = wf.parameters()
     params: dict[str, Any] = {"store": _STORE, "run_id": flow.run_id}
     if "sources" in declared:
         params["sources"] = f"{_SOURCES}/sources.csv"
-    params["stage_params"] = json.dumps(_fill(flow.stage_params, fields), sort_keys=True)
-    for name, default in declared.items():
+    stage_params = _fill(flow.stage_params, fields)
+    for stage, values in (stage_sets or {}).items():
+        stage_params.setdefault(stage, {}).update(values)
+    params["stage_params"] = json.dumps(stage_params, sort_keys=True)
+    for name in declared:
         if name.endswith("_shards"):
             params[name] = str(profile.shards)
-        if (name.endswith("_image") or name == "summary_image") and provider is not None:
-            params[name] = provider.pinned(default)
     params.update(flow.params)
+    params.update({k: v for k, v in (overrides or {}).items() if k in declared})
+    for name, default in declared.items():
+        if (name.endswith("_image") or name == "summary_image") and provider is not None:
+            params[name] = provider.pinned(str(params.get(name, default)))
     return params
 
 
@@ -1018,11 +1031,13 @@ def rehearse(opts: Options) -> int:
     # finds wrong with single pods (a missing image folder, module or weights callable) is
     # listed, and those pods then fail in place, each naming its reason (--strict: stop).
     workflows = {f.name: Workflow.load(ROOT / f.file) for f in flows}
+    overrides, stage_sets = _overrides(opts, flows, workflows)
     images: dict[str, set[str]] = {}
     problems: list[str] = []
     for flow in flows:
         wf = workflows[flow.name]
-        params = workflow_params(wf, flow, profile, None, fields)
+        params = workflow_params(wf, flow, profile, None, fields, overrides,
+                                 stage_sets[flow.name])
         pods = Executor(wf, params, name=f"rehearsal-{flow.name}").dry_run()
         problems += [f"{flow.file}: {p}" for p in check_pods(pods)
                      if not p.startswith("warning:")]
@@ -1063,7 +1078,8 @@ def rehearse(opts: Options) -> int:
             done_now = ns.call(_markers, s3, flow.run_id, graph)
             memo = StateMemo(state, flow.name, provider, functools.partial(set, done_now))
             memos[flow.name] = memo
-            params = workflow_params(wf, flow, profile, provider, fields)
+            params = workflow_params(wf, flow, profile, provider, fields, overrides,
+                                     stage_sets[flow.name])
             ex = Executor(wf, params, runner=runner, workers=opts.workers or profile.workers,
                           name=f"rehearsal-{flow.name}", keep_going=opts.keep_going,
                           memo=memo, backoff_scale=opts.backoff_scale,
@@ -1095,6 +1111,29 @@ def rehearse(opts: Options) -> int:
         for failure in results[name].failures:
             _say(f"{name}: FAILED {failure['podName']}: {failure['message'][-600:]}")
     return 0 if not bad and len(results) == len(flows) else 1
+
+
+def _overrides(opts: Options, flows: list[WorkflowProfile], workflows: Mapping[str, Workflow]
+               ) -> tuple[dict[str, str], dict[str, dict[str, dict[str, Any]]]]:
+    """``-p NAME=VALUE`` (some workflow must declare NAME) and ``--set STAGE.KEY=VALUE``
+    (some workflow's graph must have STAGE) from the command line, per workflow."""
+    from madbench_common.cli_pipeline import parse_set
+
+    params: dict[str, str] = {}
+    for item in opts.params:
+        name, eq, value = item.partition("=")
+        if not eq or not any(name in wf.parameters() for wf in workflows.values()):
+            raise ConfigError(f"-p {item!r}: no workflow of this rehearsal has a parameter "
+                              f"{name!r}")
+        params[name] = value
+    sets = parse_set(opts.stage_sets)
+    per: dict[str, dict[str, dict[str, Any]]] = {}
+    for flow in flows:
+        stages = set(_graph_for(flow.name).stages)
+        per[flow.name] = {k: v for k, v in sets.items() if k in stages}
+    if unknown := set(sets) - {s for p in per.values() for s in p}:
+        raise ConfigError(f"--set: no workflow of this rehearsal has stage(s) {sorted(unknown)}")
+    return params, per
 
 
 def _interrupt(signum: int, frame: Any) -> None:
@@ -1192,7 +1231,7 @@ def build_records(state: State, results: Mapping[str, WorkflowResult],
         "note": BANNER if tiny else SMOKE_BANNER, "commit": _commit(),
         "finished_at": datetime.now(timezone.utc).isoformat(timespec="seconds"),
         "wall_s": round(wall), "complete": all(r.phase == "Succeeded" for r in results.values())
-        and set(results) == set(opts.workflows),
+        and set(results) == set(opts.workflows) and not (opts.params or opts.stage_sets),
         "workflows": {n: {"phase": r.phase, "seconds": round(r.seconds),
                           "failures": [{k: f.get(k) for k in ("podName", "phase", "exitCode",
                                                               "message")}
@@ -1200,7 +1239,9 @@ def build_records(state: State, results: Mapping[str, WorkflowResult],
                       for n, r in results.items()},
         "profile": {"clips_every": profile.every, "shards": profile.shards,
                     "workers": opts.workers or profile.workers,
-                    "keep_images": opts.keep_images},
+                    "keep_images": opts.keep_images,
+                    "overrides": [*(f"-p {p}" for p in opts.params),
+                                  *(f"--set {s}" for s in opts.stage_sets)]},
         "images": images,
     }
 
@@ -1232,6 +1273,9 @@ def records_markdown(records: dict[str, Any]) -> str:
         f"{records['wall_s'] / 60:.1f} min, complete: {'yes' if records['complete'] else 'no'}.",
         "",
     ]
+    if records["profile"].get("overrides"):
+        lines += ["Not the profile as committed: " + ", ".join(
+            f"`{o}`" for o in records["profile"]["overrides"]) + ".", ""]
     for name, w in records["workflows"].items():
         lines.append(f"- `{name}`: {w['phase']} in {w['seconds'] / 60:.1f} min" +
                      "".join(f"; failed {f['podName']} (exit {f['exitCode']})"
@@ -1268,6 +1312,12 @@ def add_commands(sub: argparse._SubParsersAction[Any]) -> None:
     run.add_argument("--engine", default=os.environ.get("MADBENCH_RUN_ENGINE") or "buildah")
     run.add_argument("--fresh", action="store_true", help="forget the work folder first")
     run.add_argument("--records", default=str(RECORDS))
+    run.add_argument("-p", "--parameter", action="append", default=[], metavar="NAME=VALUE",
+                     help="a workflow parameter over the profile's, as argo submit -p (e.g. "
+                          "swap a broken stage to its CPU reference to rehearse past it; "
+                          "the records then say the pass is not the profile's)")
+    run.add_argument("--set", action="append", default=[], metavar="STAGE.KEY=VALUE",
+                     help="merged into the workflow's stage_params")
     run.add_argument("--strict", action="store_true",
                      help="refuse to start when the dry run finds a problem in any pod")
     run.add_argument("--stop-on-failure", action="store_true",
@@ -1287,7 +1337,7 @@ def _cmd_run(args: argparse.Namespace) -> int:
         w.strip() for w in args.workflows.split(",") if w.strip()),
         keep_images=args.keep_images, workers=args.workers, engine=args.engine,
         fresh=args.fresh, records=Path(args.records), keep_going=not args.stop_on_failure,
-        strict=args.strict)
+        strict=args.strict, params=tuple(args.parameter), stage_sets=tuple(args.set))
     try:
         return rehearse(opts)
     except KeyboardInterrupt as exc:
