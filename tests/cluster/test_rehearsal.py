@@ -380,3 +380,32 @@ def test_the_exit_handler_runs_without_hera(tmp_path: Path) -> None:
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
     assert out.returncode == 0, out.stderr
     assert json.loads((tmp_path / "r1" / "_RUN_SUMMARY.json").read_text())["status"] == "Failed"
+
+
+def test_command_line_overrides_reach_only_the_workflows_that_have_them(tmp_path: Path) -> None:
+    from madbench_common.cluster.rehearse import _overrides
+
+    profile = load_profile()
+    flows = [f for f in profile.workflows if f.name in ("full", "deaf")]
+    workflows = {f.name: Workflow.load(ROOT / f.file) for f in flows}
+    opts = Options(work=tmp_path, params=("separate_model=ref-deepfilternet3",
+                                          "separate_image=ghcr.io/madbench/reference-cpu:0.1.0"),
+                   stage_sets=("source_qc.asr=ref-pocketsphinx", "deaf_judge.mode=rule"))
+    params, sets = _overrides(opts, flows, workflows)
+    assert sets == {"full": {"source_qc": {"asr": "ref-pocketsphinx"}},
+                    "deaf": {"deaf_judge": {"mode": "rule"}}}
+    provider = ImageProvider(State(tmp_path / "state.json"), tmp_path)
+    full = workflow_params(workflows["full"], flows[0], profile, provider,
+                           {"stub_port": STUB_PORT}, params, sets["full"])
+    assert full["separate_model"] == "ref-deepfilternet3"
+    assert full["separate_image"]() == "ghcr.io/madbench/reference-cpu:0.1.0" or \
+        full["separate_image"]().startswith("ghcr.io/madbench/reference-cpu:0.1.0@sha256:")
+    assert json.loads(full["stage_params"])["source_qc"]["asr"] == "ref-pocketsphinx"
+    assert json.loads(full["stage_params"])["source_qc"]["max_music_prob"] == 1.01  # profile kept
+    deaf = workflow_params(workflows["deaf"], flows[1], profile, None, {"stub_port": STUB_PORT},
+                           params, sets["deaf"])
+    assert "separate_model" not in deaf
+    with pytest.raises(ConfigError, match="no workflow of this rehearsal has a parameter"):
+        _overrides(Options(work=tmp_path, params=("nope=1",)), flows, workflows)
+    with pytest.raises(ConfigError, match="stage"):
+        _overrides(Options(work=tmp_path, stage_sets=("nostage.k=1",)), flows, workflows)
