@@ -532,11 +532,13 @@ class ImageProvider:
         except MadbenchError:
             parts = []
         built_here = entry.get("build_image_id") == image_id
-        build_s = entry.get("build_s") if built_here else None
-        if build_s is None:  # built by someone else: the factory's record, if it is this one
-            lock_build = _lock_build(slug)
-            if lock_build.get("image_id") in (image_id, f"sha256:{image_id}"):
-                build_s = lock_build.get("build_s")
+        # the factory's record of this build (its seconds exclude waiting for the machine's
+        # build lock); else the wall time of the rehearsal's build command
+        lock_build = _lock_build(slug)
+        if lock_build.get("image_id") in (image_id, f"sha256:{image_id}"):
+            build_s = lock_build.get("build_s")
+        else:
+            build_s = entry.get("build_s") if built_here else None
         self.state.update_image(slug, image_id=image_id, described=image_id,
                                 size_bytes=_image_size(image_id),
                                 torch=parts[0] if parts else None,
