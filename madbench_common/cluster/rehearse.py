@@ -504,7 +504,15 @@ class ImageProvider:
             if _image_id(local_ref(base)) is None:
                 self._run_build(["bases", python], logs / f"build-{base}.log", env, base)
         start = time.monotonic()
-        self._run_build(["image", slug], logs / f"build-{slug}.log", env, slug)
+        try:
+            self._run_build(["image", slug], logs / f"build-{slug}.log", env, slug)
+        except ConfigError as exc:
+            # once more: a shared machine's disk or network fails builds now and then (an
+            # image that cannot be pulled is retried on a cluster too)
+            self.log(f"image {slug}: the build failed; trying once more in 60 s ({exc!s:.300})")
+            time.sleep(60)
+            start = time.monotonic()
+            self._run_build(["image", slug], logs / f"build-{slug}.retry.log", env, slug)
         return time.monotonic() - start
 
     def _run_build(self, args: list[str], log: Path, env: dict[str, str], what: str) -> None:
