@@ -367,6 +367,10 @@ def _upstream_message(missing: list[str]) -> str:
             "them there; images/README.md)")
 
 
+class BuildCancelled(ConfigError):
+    """The rehearsal stopped while an image was building (not a failure of the image)."""
+
+
 @dataclass
 class ImageProvider:
     """Local builds for the workflows' images: bind, build, weight, remove."""
@@ -385,6 +389,8 @@ class ImageProvider:
     _locks: dict[str, threading.Lock] = field(default_factory=dict)
     _guard: threading.Lock = field(default_factory=threading.Lock)
     _seen: dict[str, str | None] = field(default_factory=dict)
+    cancel: threading.Event = field(default_factory=threading.Event)
+    """Set when the rehearsal stops: a build under way is killed."""
     _digest: str = ""
 
     def local_ref(self, ref: str) -> str:
@@ -437,6 +443,8 @@ class ImageProvider:
                 return self.bound[slug]
             try:
                 image_id = self._ensure(slug, base)
+            except BuildCancelled:
+                raise
             except MadbenchError as exc:
                 self.failed[slug] = f"image {slug}: {exc}"
                 raise ConfigError(self.failed[slug]) from None
@@ -506,6 +514,8 @@ class ImageProvider:
         start = time.monotonic()
         try:
             self._run_build(["image", slug], logs / f"build-{slug}.log", env, slug)
+        except BuildCancelled:
+            raise
         except ConfigError as exc:
             # once more: a shared machine's disk or network fails builds now and then (an
             # image that cannot be pulled is retried on a cluster too)
@@ -516,14 +526,25 @@ class ImageProvider:
         return time.monotonic() - start
 
     def _run_build(self, args: list[str], log: Path, env: dict[str, str], what: str) -> None:
+        from madbench_common.cluster.podexec import kill_tree
+
         self.log(f"building {what} (python -m madbench_common.imagebuild {' '.join(args)}; "
                  f"log {log})")
         with open(log, "w") as fh:
-            out = subprocess.run([self.python, "-m", "madbench_common.imagebuild", *args],
-                                 stdout=fh, stderr=subprocess.STDOUT, cwd=ROOT, env=env)
-        if out.returncode != 0:
+            proc = subprocess.Popen([self.python, "-m", "madbench_common.imagebuild", *args],
+                                    stdout=fh, stderr=subprocess.STDOUT, cwd=ROOT, env=env)
+            while proc.poll() is None:
+                if self.cancel.wait(1.0):
+                    kill_tree(proc.pid, signal.SIGTERM, include_self=True)
+                    try:
+                        proc.wait(timeout=30)
+                    except subprocess.TimeoutExpired:
+                        kill_tree(proc.pid, include_self=True)
+                    proc.wait()
+                    raise BuildCancelled(f"building {what}: cancelled")
+        if proc.returncode != 0:
             tail = log.read_text(errors="replace")[-1500:]
-            raise ConfigError(f"building {what} failed (exit {out.returncode}; log {log}):\n"
+            raise ConfigError(f"building {what} failed (exit {proc.returncode}; log {log}):\n"
                               f"{tail}")
 
     def _describe(self, slug: str, image_id: str) -> None:
@@ -1096,6 +1117,7 @@ def rehearse(opts: Options) -> int:
                           rank=lambda pod: 0 if image_slug(pod.image.split("@", 1)[0])[0]
                           in provider.ready else 1)
             ex.on_event = _events(ex, provider)
+            provider.cancel = ex.cancel
             executors[flow.name] = ex
             _say(f"{flow.name}: executing {flow.file} as workflow {ex.name} (run id "
                  f"{flow.run_id})")
