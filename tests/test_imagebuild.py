@@ -13,7 +13,7 @@ import pytest
 from madbench_common import imagebuild
 from madbench_common.errors import ConfigError
 from madbench_common.imagebuild import BuildRecord, NoEngine, build_lock
-from madbench_common.imagetest import _host_stages, demo_sources
+from madbench_common.imagetest import _host_stages, demo_sources, pipeline_of
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -87,6 +87,19 @@ def test_image_test_runs_upstream_stages_on_the_host() -> None:
     assert _host_stages(["separate"]) == ["ingest"]
     assert _host_stages(["split"]) == ["ingest", "separate", "source_qc"]
     assert _host_stages(["separate", "source_qc"]) == ["ingest"]
+
+
+def test_image_test_of_deaf_stages_runs_the_deaf_graph() -> None:
+    """A DEAF answer stage's image test makes the stimuli and trials on the host and runs
+    the stage in the image as `madbench deaf stage`."""
+    deaf = pipeline_of(["answer_salmonn"])
+    assert deaf.command == ("madbench", "deaf") and not deaf.sources
+    assert _host_stages(["answer_salmonn"]) == [
+        "deaf_sentences", "deaf_envlib", "esc_tts_a", "esc_tts_b", "esc_tts_c", "bsc_speech",
+        "bsc_mix", "sic_tts", "deaf_trials"]
+    assert pipeline_of(["separate"]).command == ("madbench",)
+    with pytest.raises(ConfigError, match="not all stages"):
+        pipeline_of(["separate", "answer_salmonn"])
 
 
 def test_image_test_sources_are_demo_clips(tmp_path: Path) -> None:
