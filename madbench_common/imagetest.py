@@ -17,8 +17,10 @@ What it does, from the slug's ``image_test:`` block (:class:`madbench_common.ima
 4. each tested stage must have finished with at least one accepted row.
 
 The tested stages are all of MADBench's graph or all of DEAF's (:func:`pipeline_of`); a
-DEAF test's host stages make the stimuli with their CPU references (no demo clips) and its
-stages run in the image as ``madbench deaf stage run|merge``.
+DEAF test's host stages make the stimuli with their CPU references (no demo clips; a
+relative ``deaf_sentences.sentences`` CSV is read from the repository, e.g.
+``data/deaf/image_test_sentences.csv``: four sentences, one per conflict type and SIC's
+neutral control) and its stages run in the image as ``madbench deaf stage run|merge``.
 
 Store and sources are mounted at their host paths, so manifests written on the host and
 in the container name the same files. Any failure raises; nothing is skipped here.
@@ -45,7 +47,7 @@ from madbench_common.images import IMAGES, ImageTest, load_image
 from madbench_common.pipeline.graph import Graph
 
 __all__ = ["BASE_TEST", "RUN_ID", "Pipeline", "StageOutcome", "check_imports", "check_models",
-           "demo_sources", "pipeline_of", "run_image_test"]
+           "demo_sources", "image_test_params", "pipeline_of", "run_image_test"]
 
 RUN_ID = "image-test"
 _DEMO = IMAGES.parent / "data" / "demo"
@@ -194,14 +196,25 @@ def _hand_over(store: Path) -> None:
         os.chown(path, 10001, 10001, follow_symlinks=False)
 
 
+def image_test_params(spec: ImageTest, pipeline: Pipeline, sources: Path
+                      ) -> dict[str, dict[str, Any]]:
+    """The stages' parameters: ``spec.params``, MADBench's ``ingest`` reading ``sources``,
+    and a relative DEAF sentence CSV read from the repository."""
+    params = {k: dict(v) for k, v in spec.params.items()}
+    if pipeline.sources:
+        params.setdefault("ingest", {}).setdefault("sources", str(sources))
+    sentences = params.get("deaf_sentences", {}).get("sentences")
+    if sentences and not Path(sentences).is_absolute():
+        params["deaf_sentences"]["sentences"] = str(IMAGES.parent / sentences)
+    return params
+
+
 def _run(ref: str, slug: str, spec: ImageTest, models: Sequence[str],
          work: Path) -> list[StageOutcome]:
     pipeline = pipeline_of(spec.stages)
     sources = demo_sources(work / "sources", spec.clips)
     store, weights = _writable(work / "store"), _writable(work / "weights")
-    params = {k: dict(v) for k, v in spec.params.items()}
-    if pipeline.sources:
-        params.setdefault("ingest", {}).setdefault("sources", str(sources))
+    params = image_test_params(spec, pipeline, sources)
     _run_on_host(store, _host_stages(spec.stages), params, pipeline.graph)
     _hand_over(store)
     data = [Mount(store, str(store), read_only=False), Mount(sources.parent, str(sources.parent))]

@@ -102,6 +102,29 @@ def test_image_test_of_deaf_stages_runs_the_deaf_graph() -> None:
         pipeline_of(["separate", "answer_salmonn"])
 
 
+@pytest.mark.slow
+def test_deaf_image_test_host_part_gives_the_answer_stage_its_queries(tmp_path: Path) -> None:
+    """The host half of `make image-test IMAGE=deaf-salmonn`: stimuli and trials from the
+    committed four sentences, so the answer stage in the image has a few dozen queries."""
+    from madbench_common.deaf.stages_eval import AnswerStage
+    from madbench_common.images import load_image
+    from madbench_common.imagetest import _run_on_host, image_test_params
+    from madbench_common.pipeline.stage import make_context
+    from madbench_common.store import RunStore, open_store
+
+    spec = load_image("deaf-salmonn").image_test
+    assert spec is not None
+    pipeline = pipeline_of(spec.stages)
+    params = image_test_params(spec, pipeline, tmp_path / "unused.csv")
+    assert Path(params["deaf_sentences"]["sentences"]).is_file()
+    _run_on_host(tmp_path / "store", _host_stages(spec.stages), params, pipeline.graph)
+    run = RunStore(open_store(str(tmp_path / "store")), "image-test")
+    ctx = make_context(run, pipeline.graph, "answer_salmonn", params["answer_salmonn"],
+                       "embedded", 0)
+    queries = AnswerStage(ctx).plan()
+    assert 20 <= len(queries) <= 100 and all(q.endswith("#0") for q in queries)
+
+
 def test_image_test_sources_are_demo_clips(tmp_path: Path) -> None:
     csv = demo_sources(tmp_path / "src", 2)
     from madbench_common.sources import list_sources
