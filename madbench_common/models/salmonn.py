@@ -10,8 +10,8 @@ image's path (package ``models``, imported as ``salmonn_models``: :func:`upstrea
   Q-Former (one query per 0.333 s window; BERT config of ``bert-base-uncased``, 2 layers),
   projected into Vicuna 13B v1.1 (``LlamaForCausalLM``, float16) with LoRA (peft: r 8,
   α 32). The checkpoint ``salmonn_v1.pth`` is loaded as ``from_config`` loads ``ckpt``
-  (``load_state_dict(strict=False)``); here a key it has that the model lacks is an error,
-  since ``strict=False`` would drop it silently.
+  (``load_state_dict(strict=False)``), except that a checkpoint that fits nothing or leaves
+  a trained part random is an error (``strict=False`` would pass both silently).
 * **input**: ``utils.prepare_one_sample``: mono, at least 1 s (zero padded), at most 30 s,
   Whisper's feature extractor for the spectrogram, the raw 16 kHz samples for BEATs with
   an all-false padding mask. DEAF's clips are 16 kHz already; others are resampled first.
@@ -201,18 +201,24 @@ class Salmonn:
 
     @staticmethod
     def _load_checkpoint(model: Any, path: Path) -> None:
-        """``from_config``'s ``ckpt`` step, refusing keys the model does not have."""
+        """``from_config``'s ``ckpt`` step (``load_state_dict(strict=False)``), made loud:
+        a checkpoint none of whose keys fits, or one that leaves a trained part (Q-Former,
+        projection, layer norms, LoRA) at its random initialisation, is refused, since the
+        model would answer without error and without hearing; extra keys are logged."""
         import torch
 
         state = torch.load(path, map_location="cpu")["model"]
         result = model.load_state_dict(state, strict=False)
+        if len(result.unexpected_keys) == len(state):
+            raise ConfigError(f"{path}: none of its {len(state)} keys is a SALMONN parameter "
+                              f"(e.g. {result.unexpected_keys[:3]}): not a SALMONN checkpoint")
         if result.unexpected_keys:
-            raise ConfigError(f"{path}: {len(result.unexpected_keys)} keys match no SALMONN "
-                              f"parameter (e.g. {result.unexpected_keys[:3]}): not a "
-                              "checkpoint of this SALMONN version")
+            log.warning("%s: %d keys match no SALMONN parameter and are ignored (e.g. %s)", path,
+                        len(result.unexpected_keys), result.unexpected_keys[:3])
         trained = {k for k, p in model.named_parameters() if p.requires_grad}
         if missing := sorted(trained - set(state)):
-            raise ConfigError(f"{path}: lacks trained SALMONN weights (e.g. {missing[:3]})")
+            raise ConfigError(f"{path}: lacks {len(missing)} trained SALMONN weights (e.g. "
+                              f"{missing[:3]}), which would stay random")
 
     def prompt(self, question: str) -> str:
         """``cli_inference.py``'s prompt around ``question``."""

@@ -141,10 +141,10 @@ def test_checkpoint_of_another_model_is_refused(root: Path, model: salmonn.Salmo
     path = tmp_path / "other.pth"
     state: dict[str, Any] = {"model": {"speech_Qformer.other.weight": torch.zeros(2)}}
     torch.save(state, path)
-    with pytest.raises(ConfigError, match="match no SALMONN parameter"):
+    with pytest.raises(ConfigError, match="none of its 1 keys is a SALMONN parameter"):
         salmonn.Salmonn._load_checkpoint(model.model, path)
     torch.save({"model": {"speech_query_tokens": model.model.speech_query_tokens.data}}, path)
-    with pytest.raises(ConfigError, match="lacks trained SALMONN weights"):
+    with pytest.raises(ConfigError, match=r"trained SALMONN weights .* would stay random"):
         salmonn.Salmonn._load_checkpoint(model.model, path)
 
 
