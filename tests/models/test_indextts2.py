@@ -82,12 +82,13 @@ def tts(tmp_path_factory: pytest.TempPathFactory) -> Iterator[object]:
         yield IndexTTS2SameTTS(device="cpu")
 
 
+@pytest.mark.timeout(1800)  # three full inferences: w2v-BERT keeps the release's 17 × 1024
 def test_tiny_model_runs_upstream_inference_to_the_requested_length(tts) -> None:  # type: ignore[no-untyped-def]
     """Upstream's ``IndexTTS2.infer`` (normaliser, BPE, GPT sampling, s2mel CFM, BigVGAN)
     on real demo speech; same seed, same audio; the report names the length control."""
     case, target = demo_case("demo_002"), demo_case("demo_010")
-    kw = {"sample_rate": RATE, "duration": case.duration, "ref_audio": target.active,
-          "text": case.transcript}
+    kw = {"sample_rate": RATE, "duration": case.duration,
+          "ref_audio": target.active[: int(1.5 * RATE)], "text": case.transcript}
     a = tts.generate(**kw, seed=5)
     report = tts.last_report
     assert a.dtype == np.float32 and len(a) == round(case.duration * RATE)
