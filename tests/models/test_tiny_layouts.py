@@ -36,7 +36,9 @@ from madbench_common.weights import (
     written_layout,
 )
 
-IMAGES = ("tts-indextts2", "v2a-mmaudio")
+IMAGES = ("separator-mossformer2", "qc", "scene-qwen25vl", "tts-f5", "tts-indextts2",
+          "vc-seedvc", "vc-vevo", "env-audioldm2", "env-audiogen", "v2a-mmaudio",
+          "v2a-foleycrafter", "a2a-audiox")
 """The generation and QC images (reference-cpu has no weights: its models ship in wheels)."""
 
 
