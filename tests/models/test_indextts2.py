@@ -61,12 +61,17 @@ def test_length_control_sets_the_target_only_after_a_gpt_call() -> None:
     assert not control.armed
 
 
-def test_missing_weights_name_the_fix(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    from madbench_common.models.indextts2 import IndexTTS2SameTTS
+@pytest.mark.parametrize("cls", ["IndexTTS2SameTTS", "IndexTTS2CrossTTS"])
+def test_missing_weights_name_the_fix(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                      cls: str) -> None:
+    """Both registered settings (same- and cross-identity) load through one constructor."""
+    from madbench_common.models import indextts2
 
     monkeypatch.setenv("MADBENCH_WEIGHTS", str(tmp_path))
     with pytest.raises(WeightsMissing, match="madbench weights fetch --image tts-indextts2"):
-        IndexTTS2SameTTS(device="cpu")
+        getattr(indextts2, cls)(device="cpu")
+    assert (indextts2.IndexTTS2SameTTS.branch, indextts2.IndexTTS2CrossTTS.branch) == (
+        "tts_same", "tts_cross")
 
 
 @pytest.fixture(scope="module")
