@@ -50,7 +50,7 @@ from madbench_common.speech_prep import (
     seed_all,
 )
 from madbench_common.types import Audio, Hertz, Seconds
-from madbench_common.weights import hf_path
+from madbench_common.weights import TINY_ARCH_FILE, hf_path, tiny_layout
 
 __all__ = ["F5CrossTTS", "F5SameTTS", "F5TTSGenerator", "write_tiny_checkpoint"]
 
@@ -59,7 +59,7 @@ REPO = "SWivid/F5-TTS"
 VOCOS_REPO = "charactr/vocos-mel-24khz"
 _SR = 24000
 _HOP = 256
-ARCH_FILE = "madbench_arch.json"
+ARCH_FILE = TINY_ARCH_FILE
 TINY_ARCH = {"dim": 64, "depth": 2, "heads": 2, "ff_mult": 2, "text_dim": 32, "conv_layers": 1}
 _TINY_VOCOS = {
     "feature_extractor": {"class_path": "vocos.feature_extractors.MelSpectrogramFeatures",
@@ -197,6 +197,8 @@ class F5CrossTTS(F5TTSGenerator):
     branch = "tts_cross"
 
 
+@tiny_layout({REPO: ("F5TTS_v1_Base/model_1250000.safetensors", f"F5TTS_v1_Base/{ARCH_FILE}"),
+              VOCOS_REPO: ("config.yaml", "pytorch_model.bin")})
 def write_tiny_checkpoint(root: str | os.PathLike[str]) -> None:
     """Tiny random F5 ``CFM(DiT)`` and Vocos, from upstream's classes, in the real layout.
 
