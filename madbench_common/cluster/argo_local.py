@@ -109,11 +109,31 @@ def _tokens(text: str) -> list[tuple[str, str]]:
     return out
 
 
+_DEPENDS_TOKEN = re.compile(r"\s*(?:(?P<op>&&|\|\||[!()])"
+                            r"|(?P<name>[A-Za-z0-9][A-Za-z0-9_-]*(?:\.[A-Za-z]+)?))")
+
+
+def _depends_tokens(text: str) -> list[tuple[str, str]]:
+    """Tokens of a ``depends`` expression: task names may contain hyphens."""
+    out, pos = [], 0
+    text = text.rstrip()
+    while pos < len(text):
+        m = _DEPENDS_TOKEN.match(text, pos)
+        if m is None or m.end() == pos:
+            raise UnsupportedConstruct(f"depends {text!r}: cannot read {text[pos:]!r}")
+        kind = m.lastgroup or ""
+        out.append((kind, m.group(kind)))
+        pos = m.end()
+    return out
+
+
 class _Parser:
     """Recursive descent over the expr-lang subset: ternary, ||, &&, comparisons, !."""
 
-    def __init__(self, text: str, lookup: Callable[[str], Any]) -> None:
-        self.text, self.toks, self.i, self.lookup = text, _tokens(text), 0, lookup
+    def __init__(self, text: str, lookup: Callable[[str], Any],
+                 tokens: list[tuple[str, str]] | None = None) -> None:
+        self.text, self.i, self.lookup = text, 0, lookup
+        self.toks = _tokens(text) if tokens is None else tokens
 
     def peek(self) -> str | None:
         return self.toks[self.i][1] if self.i < len(self.toks) else None
@@ -573,7 +593,7 @@ def _deps_of(task: dict[str, Any]) -> list[str]:
     if "dependencies" in task and "depends" in task:
         raise UnsupportedConstruct(f"task {task['name']}: both dependencies and depends")
     if "depends" in task:
-        return sorted({n.split(".")[0] for kind, n in _tokens(str(task["depends"]))
+        return sorted({n.split(".")[0] for kind, n in _depends_tokens(str(task["depends"]))
                        if kind == "name"})
     return [str(d) for d in task.get("dependencies") or []]
 
@@ -616,7 +636,7 @@ def _depends_ok(task: dict[str, Any], phases: Mapping[str, str]) -> bool:
             return phase in ("Succeeded", "Failed")
         return phase == ("Error" if result == "Errored" else result)
 
-    value = evaluate(expr, lookup)
+    value = _Parser(expr, lookup, _depends_tokens(expr)).parse()
     return _truth(value)
 
 
