@@ -294,8 +294,9 @@ def stage_overrides(graph: Graph, stage: str, text: str) -> dict[str, Any]:
     The object maps stage names of ``graph`` to objects of parameters (``madbench run
     --set`` as one value). It fails (exit 3) on JSON that is not such an object, on a
     stage the graph does not have, and on a key that has a workflow parameter of its own
-    (``model`` of a swappable stage: ``<stage>_model``; ``sources`` of a root stage:
-    ``sources``), so that one value is never set in two places. A key the stage does not
+    (``model`` of a swappable stage: ``<stage>_model``; a key in ``Stage.workflow_params``:
+    ``<stage>_<key>``; ``sources`` of a root stage: ``sources``), so that one value is never
+    set in two places. A key the stage does not
     declare is passed on with a warning on stderr (some stages read optional keys).
     """
     try:
@@ -307,6 +308,7 @@ def stage_overrides(graph: Graph, stage: str, text: str) -> dict[str, Any]:
     for name, values in doc.items():
         target = graph[name]  # an unknown stage fails, naming the graph's stages
         own = {"model": f"{name}_model"} if target.swappable else {}
+        own.update({key: f"{name}_{key}" for key in target.workflow_params})
         if not target.inputs:
             own["sources"] = "sources"
         for key in values:

@@ -409,3 +409,12 @@ def test_command_line_overrides_reach_only_the_workflows_that_have_them(tmp_path
         _overrides(Options(work=tmp_path, params=("nope=1",)), flows, workflows)
     with pytest.raises(ConfigError, match="stage"):
         _overrides(Options(work=tmp_path, stage_sets=("nostage.k=1",)), flows, workflows)
+
+
+def test_a_key_with_its_own_workflow_parameter_is_refused_in_stage_params() -> None:
+    from madbench_common.deaf.graph import build_deaf_graph
+
+    graph = build_deaf_graph()
+    assert "voices" in graph["sic_tts"].workflow_params
+    with pytest.raises(ConfigError, match="sic_tts_voices"):
+        stage_overrides(graph, "deaf_judge", '{"sic_tts": {"voices": {"young_male": "v"}}}')
