@@ -528,6 +528,8 @@ class ImageProvider:
     def _run_build(self, args: list[str], log: Path, env: dict[str, str], what: str) -> None:
         from madbench_common.cluster.podexec import kill_tree
 
+        if self.cancel.is_set():
+            raise BuildCancelled(f"building {what}: cancelled")
         self.log(f"building {what} (python -m madbench_common.imagebuild {' '.join(args)}; "
                  f"log {log})")
         with open(log, "w") as fh:
