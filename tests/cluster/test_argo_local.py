@@ -518,3 +518,21 @@ def test_round_trip_through_yaml() -> None:
     text = yaml.safe_dump(diamond().doc)
     wf = Workflow.from_doc(yaml.safe_load(text))
     assert len(Executor(wf, name="w").dry_run()) == 4
+
+
+def test_a_judge_that_waits_on_answers_which_may_fail() -> None:
+    """deaf.yaml's judge: runs once every answer finished, whatever became of each."""
+    tasks: list[dict[str, Any]] = [
+        {"name": "answer-a", "template": "ok"},
+        {"name": "answer-b", "template": "bad"},
+        {"name": "answer-c", "template": "ok", "dependencies": ["answer-b"]},
+        {"name": "deaf-judge", "template": "ok", "depends":
+            "answer-a && (answer-b || answer-b.Failed || answer-b.Errored || answer-b.Omitted) "
+            "&& (answer-c || answer-c.Failed || answer-c.Errored || answer-c.Omitted)"}]
+    wf = workflow(tasks, [container("ok", ["ok"]), container("bad", ["bad"])])
+    rec = Recorder(lambda pod, attempt: PodResult("Error", None, "no image")
+                   if pod.argv[1] == "bad" else PodResult("Succeeded", 0))
+    result = Executor(wf, runner=rec, name="w", keep_going=True).run()
+    assert result.nodes["w.answer-c"]["phase"] == "Omitted"
+    assert "w.deaf-judge" in rec.order()
+    assert result.phase == "Error"  # a failed answer still fails the workflow
