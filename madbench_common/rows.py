@@ -212,7 +212,7 @@ class ComponentRow(ManifestRow):
     to reach the duration (target / generated length; 1.0 = none)."""
 
 
-@manifest("samples", 2)
+@manifest("samples", 3)
 @row
 class SampleRow(ManifestRow):
     """One benchmark sample: a variant (R/S/E/Q) of a source clip, with labels."""
@@ -250,6 +250,11 @@ class SampleRow(ManifestRow):
     env_donor_scene_label: str = ""
     """Fine label of the clip the environment track came from (swaps and replacements)."""
     env_donor_coarse_label: str = ""
+    env_fit: str = ""
+    """How the environment track was brought to the clip's length at assembly (paper §5.3
+    "D-R uses real environmental audio from different coarse scenes": a donor's ê, or a
+    borrowed replacement, is another clip's length): ``exact``, ``trim`` or ``loop``
+    (shorter: repeated with crossfades, an audio-only cue); empty for the clip's own ê."""
     sc_condition: str = ""
     """Scene-consistency samples only (``protocol == "scene_consistency"``, paper §5.3):
     ``D-R`` (real ê of a different coarse scene), ``S-R`` (real ê of the same coarse scene,

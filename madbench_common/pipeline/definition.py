@@ -261,8 +261,8 @@ def _build_stages() -> list[Stage]:
             inputs=(*_CLIP_INPUTS, "scene", "component_qc"),
             outputs=("samples",),
             shards=4,
-            params={"reuse_cap": 2, "sc_reuse_cap": 2, "ceiling": 0.99, "aac_coder": "fast",
-                    "channels": 1},
+            params={"reuse_cap": 2, "sc_reuse_cap": 2, "sc_donor_rule": "coarse",
+                    "ceiling": 0.99, "aac_coder": "fast", "channels": 1},
         ),
         *_eval_stages(),
     ]
