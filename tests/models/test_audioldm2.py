@@ -132,4 +132,5 @@ def test_input_normalisation_is_upstreams_normalize_wav() -> None:
     want = upstream(env.astype(np.float64))  # type: ignore[operator]
     got = normalize_wav(env)
     np.testing.assert_allclose(got, want, atol=1e-6)
-    assert abs(float(np.max(np.abs(got))) - 0.5) < 1e-6 and abs(float(got.mean())) < 1e-5
+    # peak 0.5 up to upstream's 1e-8 guard (relative 2.5e-6 at this quiet level), mean 0
+    assert abs(float(np.max(np.abs(got))) - 0.5) < 1e-5 and abs(float(got.mean())) < 1e-5
