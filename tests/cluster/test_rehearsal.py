@@ -418,3 +418,20 @@ def test_a_key_with_its_own_workflow_parameter_is_refused_in_stage_params() -> N
     assert "voices" in graph["sic_tts"].workflow_params
     with pytest.raises(ConfigError, match="sic_tts_voices"):
         stage_overrides(graph, "deaf_judge", '{"sic_tts": {"voices": {"young_male": "v"}}}')
+
+
+# keys stages read without declaring a default (madbench_common/deaf/stages_eval.py, judge)
+_OPTIONAL_KEYS = {"max_new_tokens", "rpm", "model_args"}
+
+
+@pytest.mark.parametrize("flow", ["smoke", "full", "deaf"])
+def test_every_relaxation_of_the_profile_names_a_parameter_its_stage_has(flow: str) -> None:
+    """A stage parameter renamed upstream would silently undo a relaxation: fail instead."""
+    from madbench_common.cluster.rehearse import _graph_for
+    from madbench_common.pipeline.stage import stage_params
+
+    (wp,) = [f for f in load_profile().workflows if f.name == flow]
+    graph = _graph_for(flow).profiled("full")
+    for stage, values in wp.stage_params.items():
+        declared = set(stage_params(graph[stage], {}))
+        assert set(values) - declared <= _OPTIONAL_KEYS, (stage, set(values) - declared)
