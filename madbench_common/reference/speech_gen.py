@@ -242,6 +242,9 @@ class _TTSBase(_SpeechBase):
 
 
 class _FliteWorldTTS(_TTSBase):
+    tools = ("flite",)
+    """Executables it runs (checked before a run starts: pipeline.preflight)."""
+
     def _synthesise(self, words: str, f0_hz: float, stretch: float, tmp: Path) -> Audio:
         (tmp / "text.txt").write_text(words, encoding="utf-8")
         voice = _nearest_voice(_FLITE_VOICES, f0_hz)
@@ -254,6 +257,8 @@ class _FliteWorldTTS(_TTSBase):
 
 
 class _EspeakPsolaTTS(_TTSBase):
+    tools = ("espeak-ng",)
+
     def _synthesise(self, words: str, f0_hz: float, stretch: float, tmp: Path) -> Audio:
         (tmp / "text.txt").write_text(words, encoding="utf-8")
         voice = _nearest_voice(_ESPEAK_VOICES, f0_hz)
