@@ -143,7 +143,9 @@ def cmd_run(args: argparse.Namespace) -> int:
                                         args.weights, args.sources, opts.workers)
     elif args.image or args.weights:
         raise ConfigError("--image and --weights need --engine podman|docker|buildah")
-    LocalRunner(build_graph, opts, engine, _interpreters(args, graph, opts)).execute()
+    runner = LocalRunner(build_graph, opts, engine, _interpreters(args, graph, opts))
+    runner.preflight()  # every missing key, weight, tool, image at once, before any stage
+    runner.execute()
     print_status(collect_status(RunStore(open_store(args.store), args.run_id), graph))
     return 0
 

@@ -321,6 +321,9 @@ def _deaf(slug: str, role: str, target: str, image: str, description: str, paper
 _deaf("deaf-elevenlabs", "voice_tts", "elevenlabs:ElevenLabsTTS", "reference-cpu",
       "ElevenLabs text-to-speech API (eleven_multilingual_v2), voice id per profile",
       "ElevenLabs Eleven Multilingual v2")
+_deaf("deaf-azure-tts", "voice_tts", "azure_tts:AzureNeuralTTS", "reference-cpu",
+      "Azure Speech REST neural TTS (SSML, MP3), en-US-GuyNeural for the BSC narrator",
+      "Microsoft Neural TTS en-US-GuyNeural")
 _deaf("deaf-gemini-2.5-flash", "omni", "gemini:Gemini25Flash", "reference-cpu",
       "Gemini API generateContent, gemini-2.5-flash", "Gemini-2.5 Flash")
 _deaf("deaf-gemini-3-flash", "omni", "gemini:Gemini3Flash", "reference-cpu",

@@ -71,6 +71,8 @@ class AudioLM:
 
     repo: ClassVar[str] = ""
     revision: ClassVar[str] = "main"
+    requires_modules: ClassVar[tuple[str, ...]] = ("torch", "transformers")
+    """What the interpreter running it must import (checked before a run starts)."""
     slug = ""
     reference = False
     tiny = False

@@ -35,6 +35,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from madbench_common.errors import ChecksumError, ConfigError
 from madbench_common.pipeline.graph import Graph, Stage
 from madbench_common.pipeline.lease import RunLease
+from madbench_common.pipeline.preflight import Where, check_run, pending_stages
 from madbench_common.pipeline.repair import invalidate
 from madbench_common.pipeline.stage import (
     ShardResult,
@@ -151,6 +152,28 @@ class LocalRunner:
         """Stages run by another interpreter (``--python STAGE=PATH``), whatever ``engine``."""
         self.run = RunStore(open_store(options.store), options.run_id)
         self.reports: list[StageReport] = []
+
+    def where(self, stage: Stage) -> Where:
+        """How ``stage`` runs here: in process, in another interpreter, or a container."""
+        engine = self.stage_engines.get(stage.name, self.engine)
+        if engine is None:
+            return Where()
+        python = getattr(engine, "python", "")
+        if python:
+            return Where(python=str(python))
+        weights = getattr(engine, "weights", None)
+        return Where(container=True, weights_root=str(weights) if weights else None)
+
+    def _image_of(self, stage: Stage) -> str:
+        engine = self.stage_engines.get(stage.name, self.engine)
+        return EMBEDDED_IMAGE if engine is None else engine.image_ref(stage)
+
+    def preflight(self) -> None:
+        """Before the first stage: every key, tool, module, weight and image the stages
+        still to run need, all missing ones in one error (exit 3; pipeline.preflight)."""
+        stages = pending_stages(self.run, self.graph, self.opts.until, self.opts.params,
+                                self._image_of, self.opts.seed)
+        check_run(stages, self.opts.params, self.where, images=self._image_of)
 
     def _warn_unsupported(self, stage: Stage) -> None:
         if stage.gpu and self.engine is None:
