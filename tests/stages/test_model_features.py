@@ -3,6 +3,8 @@ the cache keyed by image and frame parameters, detector scores as binary ScoreRo
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+
 import pytest
 from eval.test_feature_stage import _put_samples
 
@@ -15,9 +17,8 @@ from madbench_common.rows import FeatureRow, ScoreRow
 from madbench_common.stages.model_features import image_id
 from madbench_common.store import FileStore, RunStore
 
-if "test-rms-detector" not in REGISTRY:
-    register(ModelSpec("test-rms-detector", "detector", "stages.toy_detector:RmsDetector", True,
-                       "reference-cpu", "test double: logistic of the RMS level"))
+TOY_SPEC = ModelSpec("test-rms-detector", "detector", "stages.toy_detector:RmsDetector", True,
+                     "reference-cpu", "test double: logistic of the RMS level")
 TOY = EvalModel("test-rms-detector", "reference-cpu", ("A", "AV"), detector=True,
                 frames={"fps": 5.0, "frame_size": 32, "max_frames": 3})
 
@@ -33,6 +34,15 @@ def _run(run: RunStore, name: str, params: dict, image: str = "reference-cpu") -
     merge_stage(ctx, 1)
     kind = FeatureRow if name.startswith("features") else ScoreRow
     return read_manifest_bytes(kind, run.get_bytes(f"{name}/manifest.parquet"))
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _toy_registered() -> Iterator[None]:
+    """Register the test double for this module only: the process-wide registry is what
+    ``tests/test_catalog.py`` checks, so a test slug must not outlive its tests."""
+    register(TOY_SPEC)
+    yield
+    REGISTRY.pop(TOY_SPEC.slug, None)
 
 
 @pytest.fixture(scope="module")
