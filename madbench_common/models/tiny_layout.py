@@ -66,8 +66,7 @@ TINY_LAYOUTS: dict[str, TinyLayout] = {
         "madbench_common.models.tiny_eval:msclap", ("enc-msclap",),
         hf={"microsoft/msclap": ("CLAP_weights_2023.pth",),
             "openai-community/gpt2": ("config.json", "model.safetensors", "tokenizer.json",
-                                      "tokenizer_config.json", "vocab.json", "merges.txt")},
-        extra=("microsoft/msclap/CLAP_weights_2023.arch.json",)),
+                                      "tokenizer_config.json", "vocab.json", "merges.txt")}),
     "audio-torch": TinyLayout(
         "madbench_common.models.tiny_eval:audio_torch",
         ("audio-torch-beats", "audio-torch-aasist"),
@@ -85,7 +84,8 @@ TINY_LAYOUTS: dict[str, TinyLayout] = {
                 "feature_extraction_antispoofing.py", "backbone.py",
                 "modeling_antispoofing.py"),
             "facebook/wav2vec2-xls-r-1b": ("config.json",)},
-        extra=(f"Speech-Arena-2025/DF_Arena_1B_V_1/{_STANDIN}",)),
+        extra=(f"Speech-Arena-2025/DF_Arena_1B_V_1/{_STANDIN}",
+               f"Speech-Arena-2025/DF_Arena_1B_V_1/{_TINY_MARKER}")),
     "det-xlsr-mamba": TinyLayout(
         "madbench_common.models.tiny_det:xlsr_mamba", ("det-xlsr-mamba",),
         hf={"AustinXiao/XLSR-Mamba-LA": ("model.safetensors", "config.json")},
@@ -116,8 +116,8 @@ TINY_LAYOUTS: dict[str, TinyLayout] = {
         "madbench_common.models.tiny_remote:minicpmo", ("omni-minicpmo45",),
         hf={"openbmb/MiniCPM-o-4_5": ("config.json", "model.safetensors",
                                       "configuration_minicpmo.py", "modeling_minicpmo.py",
-                                      "tokenizer.json", "tokenizer_config.json")},
-        extra=(f"openbmb/MiniCPM-o-4_5/{_STANDIN}",)),
+                                      *_QWEN_TOKENIZER[:-1])},
+        extra=(f"openbmb/MiniCPM-o-4_5/{_STANDIN}", f"openbmb/MiniCPM-o-4_5/{_TINY_MARKER}")),
     "omni-baichuan15": TinyLayout(
         "madbench_common.models.tiny_baichuan:baichuan_omni", ("omni-baichuan15",),
         hf={"baichuan-inc/Baichuan-Omni-1d5": (
