@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import sys
 import tempfile
 from collections.abc import Iterator
@@ -79,7 +80,10 @@ def _staging(root: str | os.PathLike[str], repo: str, revision: str) -> Iterator
         (Path(tmp) / TINY_MARKER).write_text(json.dumps(
             {"random": True, "made_by": "madbench_common.models.tiny_audio_lm",
              "note": "tiny randomly initialised model: its outputs are noise"}) + "\n")
-        install_local_snapshot(root, repo, tmp, revision=revision)
+        # the hub cache's layout: a commit-named snapshot, the branch a ref to it
+        pinned = re.fullmatch(r"[0-9a-f]{40}", revision) is not None
+        install_local_snapshot(root, repo, tmp, **({"revision": revision} if pinned
+                                                   else {"ref": revision}))
 
 
 def _seed(seed: int) -> None:

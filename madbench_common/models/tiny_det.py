@@ -68,8 +68,9 @@ def xlsr_mamba(root: str | Path, keep: str = "") -> Path:
 
     ``model.safetensors`` with ``ssl_model.model.*`` under fairseq names (plus the
     pre-training quantizer tensors the release carries), ``LL``, ``first_bn``,
-    ``conformer``; the tiny architecture goes in the sidecar. ``keep`` keeps only keys
-    with that prefix (a broken checkpoint for the refusal test).
+    ``conformer``, and the mixin's ``config.json``; the tiny architecture goes in the
+    sidecar. ``keep`` keeps only keys with that prefix (a broken checkpoint for the
+    refusal test).
     """
     import torch
     from safetensors.torch import save_file
@@ -93,6 +94,9 @@ def xlsr_mamba(root: str | Path, keep: str = "") -> Path:
         src = Path(tmp)
         save_file(state, str(src / WEIGHTS))
         (src / ARCH_FILE).write_text(json.dumps(XLSR_MAMBA_TINY))
+        # the release's PytorchModelHubMixin config.json (weights.yaml fetches it; the
+        # adapter reads the architecture from its own constants, never from this file)
+        (src / "config.json").write_text("{}\n")
         install_local_snapshot(root, REPO, src)
     return Path(root)
 

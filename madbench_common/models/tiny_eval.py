@@ -73,8 +73,11 @@ def _wavlm(dest: Path) -> None:
                       intermediate_size=64, conv_dim=(32, 32, 32), conv_stride=(5, 8, 8),
                       conv_kernel=(10, 8, 8), num_conv_pos_embeddings=16,
                       num_conv_pos_embedding_groups=2)
-    # the release ships pytorch_model.bin (weights.yaml fetches that name), not safetensors
-    WavLMModel(cfg).save_pretrained(dest, safe_serialization=False)
+    # the release ships pytorch_model.bin (weights.yaml fetches that name), not safetensors;
+    # transformers 5 saves safetensors only, so the state dict is written as the release's
+    model = WavLMModel(cfg)
+    model.config.save_pretrained(dest)
+    torch.save(model.state_dict(), dest / "pytorch_model.bin")
     Wav2Vec2FeatureExtractor(sampling_rate=16000, do_normalize=True).save_pretrained(dest)
 
 

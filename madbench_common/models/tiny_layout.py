@@ -103,14 +103,16 @@ TINY_LAYOUTS: dict[str, TinyLayout] = {
     "omni-qwen25omni": TinyLayout(
         "madbench_common.models.tiny_omni:install_tiny_tf5_omni",
         ("omni-qwen25omni", "omni-gemma4", "omni-qwen25omni-tiny"),
+        # transformers 5 saves one processor_config.json where the releases (saved with 4.x)
+        # have preprocessor_config.json etc.; both are *.json, and the loader reads either
         hf={"Qwen/Qwen2.5-Omni-7B": (
                 "config.json", "generation_config.json", "model.safetensors",
-                "preprocessor_config.json", "chat_template.json", "spk_dict.pt",
-                *_QWEN_TOKENIZER),
+                "processor_config.json", "chat_template.json", "spk_dict.pt",
+                "tokenizer.json", "tokenizer_config.json", "vocab.json", "merges.txt"),
             "google/gemma-4-E4B-it": (
                 "config.json", "generation_config.json", "model.safetensors",
                 "processor_config.json", "chat_template.jinja", "tokenizer.json",
-                "tokenizer_config.json", "tokenizer.model")},
+                "tokenizer_config.json")},
         extra=(f"Qwen/Qwen2.5-Omni-7B/{_TINY_MARKER}", f"google/gemma-4-E4B-it/{_TINY_MARKER}")),
     "omni-minicpmo45": TinyLayout(
         "madbench_common.models.tiny_remote:minicpmo", ("omni-minicpmo45",),
@@ -129,8 +131,8 @@ TINY_LAYOUTS: dict[str, TinyLayout] = {
         "madbench_common.models.tiny_audio_lm:install_tiny_deaf_tf5",
         ("deaf-qwen2-audio", "deaf-audio-flamingo3", "deaf-qwen3-omni", "deaf-qwen2-audio-tiny"),
         hf={repo: ("config.json", "generation_config.json", "model.safetensors",
-                   "preprocessor_config.json", "chat_template.jinja", "processor_config.json",
-                   "tokenizer.json", "tokenizer_config.json")
+                   "chat_template.jinja", "processor_config.json", "tokenizer.json",
+                   "tokenizer_config.json")
             for repo in ("Qwen/Qwen2-Audio-7B-Instruct", "nvidia/audio-flamingo-3-hf",
                          "Qwen/Qwen3-Omni-30B-A3B-Instruct")},
         extra=tuple(f"{repo}/{_TINY_MARKER}" for repo in (
@@ -168,10 +170,9 @@ def declared_problems(image: str, layout: TinyLayout, spec: WeightsSpec,
     out += [f"{image}: files/{name} is only in "
             f"{'weights.yaml' if name in urls else 'the tiny builder'}"
             for name in sorted(urls ^ set(layout.files))]
-    for extra in layout.extra:
+    for extra in layout.extra:  # a tiny-only file must not be one weights.yaml names
         repo, _, name = extra.rpartition("/")
-        if (repo == "files" and name in urls) or (repo in items and _matches(name, items[repo])
-                                                  and items[repo].files):
+        if (repo == "files" and name in urls) or (repo in items and name in items[repo].files):
             out.append(f"{image}: tiny-only {extra} is a release file in weights.yaml")
     return out
 

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import sys
 import tempfile
 from collections.abc import Iterator
@@ -100,12 +101,16 @@ def _staging(root: str | os.PathLike[str], repo: str, revision: str) -> Iterator
         (Path(tmp) / TINY_MARKER).write_text(json.dumps(
             {"random": True, "made_by": "madbench_common.models.tiny_omni",
              "note": "tiny randomly initialised model: its outputs are noise"}) + "\n")
-        install_local_snapshot(root, repo, tmp, revision=revision)
+        # the hub cache's layout: a commit-named snapshot, the branch a ref to it
+        pinned = re.fullmatch(r"[0-9a-f]{40}", revision) is not None
+        install_local_snapshot(root, repo, tmp, **({"revision": revision} if pinned
+                                                   else {"ref": revision}))
 
 
 def _snapshot_dir(root: str | os.PathLike[str], repo: str, revision: str) -> Path:
-    return (Path(root) / "huggingface" / "hub" / f"models--{repo.replace('/', '--')}"
-            / "snapshots" / revision)
+    folder = Path(root) / "huggingface" / "hub" / f"models--{repo.replace('/', '--')}"
+    ref = folder / "refs" / revision
+    return folder / "snapshots" / (ref.read_text().strip() if ref.is_file() else revision)
 
 
 def _qwen_tokenizer() -> Any:
@@ -174,8 +179,20 @@ def install_tiny_qwen25omni(root: str | os.PathLike[str], seed: int = 0) -> Path
     with _staging(root, REPO, REVISION) as src:
         model.save_pretrained(src)
         processor.save_pretrained(src)
+        _release_tokenizer_files(src, tok)
         torch.save({}, src / "spk_dict.pt")
     return _snapshot_dir(root, REPO, REVISION)
+
+
+def _release_tokenizer_files(src: Path, tok: Any) -> None:
+    """The file names of the Qwen2.5-Omni release, which transformers 5 saves differently:
+    the chat template as ``chat_template.json`` (``{"chat_template": …}``, read as the
+    legacy processor template) and the BPE's ``vocab.json`` and ``merges.txt`` beside
+    ``tokenizer.json``."""
+    jinja = src / "chat_template.jinja"
+    (src / "chat_template.json").write_text(json.dumps({"chat_template": jinja.read_text()}))
+    jinja.unlink()
+    tok.backend_tokenizer.model.save(str(src))
 
 
 def _gemma_tokenizer() -> Any:
