@@ -5,7 +5,11 @@ from __future__ import annotations
 
 from typing import Any
 
-from transformers import Qwen3Config
+try:
+    from transformers import Qwen3Config
+except ImportError:  # transformers < 4.51: images that import every module but never load
+    # this stand-in (it is remote code of the omni-minicpmo45 image, on transformers 4.51)
+    from transformers import PretrainedConfig as Qwen3Config
 
 
 class MiniCPMOConfig(Qwen3Config):

@@ -17,7 +17,12 @@ from typing import Any
 import numpy as np
 import torch
 from torch import nn
-from transformers import AutoTokenizer, PreTrainedModel, Qwen3ForCausalLM
+from transformers import AutoTokenizer, PreTrainedModel
+
+try:
+    from transformers import Qwen3ForCausalLM
+except ImportError:  # transformers < 4.51 (see configuration_minicpmo): never loaded there
+    Qwen3ForCausalLM = None
 
 from .configuration_minicpmo import MiniCPMOConfig
 
