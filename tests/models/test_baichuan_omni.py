@@ -170,3 +170,24 @@ def test_forward_and_first_token_scores_on_the_tiny_model(model: BaichuanOmni15,
 def test_missing_weights_name_the_fix(tmp_path: Path) -> None:
     with pytest.raises(ConfigError, match="madbench weights fetch --image omni-baichuan15"):
         BaichuanOmni15(device="cpu", root=tmp_path)
+
+
+@needs_repo
+def test_omni_stage_writes_score_rows(tiny: Path, tmp_path: Path) -> None:
+    from madbench_common.registry import load_model
+    from madbench_common.rows import ScoreRow
+
+    from .stage_rows import assembled_run, run_stage
+
+    load_model.cache_clear()  # the registry loads the tiny release as a pod would
+    run = assembled_run(tmp_path, clips=(2,))
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv(CODE_ENV, str(CODE))
+        marker, rows = run_stage(run, "omni_baichuan15",
+                                 {"model": "omni-baichuan15", "frame_size": 112,
+                                  "max_frames": 4}, ScoreRow)
+    assert marker["rows"] == 8 and marker["rejected"] == 0  # 4 tasks x (A, A-V)
+    assert all(r.model == "omni-baichuan15" and r.model_version.endswith("+tiny-random")
+               for r in rows)
+    assert all(r.score is not None and 0.0 <= r.score <= 1.0
+               for r in rows if r.task == "binary")
