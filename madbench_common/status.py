@@ -123,6 +123,8 @@ def _sample_counts(rows: list[Any]) -> dict[str, Any]:
         if cond:
             cls = "consistent" if r.scene_consistent else "inconsistent"
             _bump(counts, f"{r.protocol}/{cond}/{cls}")
+            if cond != "D-S" and not r.scene_consistent:  # a donor's real ê (§5.3)
+                _bump(counts, f"{r.protocol}/{cond}/looped", int(r.env_fit == "loop"))
         else:
             _bump(counts, f"{r.protocol}/{r.split}")
             _bump(counts, f"{r.protocol}")
@@ -175,6 +177,11 @@ def table_one(status: RunStatus) -> list[tuple[str, str]]:
         key = f"scene_consistency/{cond}"
         out.append((f"Scene consistency {cond} (consistent / inconsistent)",
                     f"{sam.get(key + '/consistent', 0)} / {sam.get(key + '/inconsistent', 0)}"))
+    for cond in ("D-R", "S-R"):
+        key = f"scene_consistency/{cond}"
+        n, looped = sam.get(key + "/inconsistent", 0), sam.get(key + "/looped", 0)
+        out.append((f"  {cond} donor ê looped to the clip's length (shorter donor)",
+                    f"{looped} / {n}" + (f" ({100 * looped / n:.0f} %)" if n else "")))
     return out
 
 
