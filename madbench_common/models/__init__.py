@@ -23,8 +23,9 @@ Adding a model
    (``pytest.importorskip``) and runs in ``.venvs/<slug>`` via ``make adapter-test IMAGE=<slug>``.
    The tiny checkpoint's builder (``image.yaml`` ``image_test.weights``) writes every model
    the image registers in the release's layout (the files ``weights.yaml`` fetches);
-   declare what it writes in :data:`~madbench_common.models.tiny_layout.TINY_LAYOUTS` and
-   assert ``tiny_layout_problems(<slug>, root) == []`` in the test. Where the model code
+   declare what it writes with :func:`madbench_common.weights.tiny_layout` and list
+   ``tests/models/test_tiny_layouts.py`` (declaration against ``weights.yaml``; in the
+   venv, the files written) in ``adapter_tests`` and its ``IMAGES``. Where the model code
    exists only as hub remote code, a stand-in of it (:mod:`.standins`) returns what the
    release's returns, and only the real forward is skipped, naming that reason.
 6. **Registry line.** ``register(ModelSpec(slug, role, "madbench_common.models.<family>:<Class>",

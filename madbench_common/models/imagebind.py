@@ -32,13 +32,13 @@ import numpy.typing as npt
 from madbench_common.models.prep import check_audio, fuse_av, l2_normalise, resample, torch_device
 from madbench_common.roles import Embedding, Frames, InputSpec
 from madbench_common.types import Audio, Hertz
-from madbench_common.weights import url_file
+from madbench_common.weights import TINY_ARCH_FILE, url_file
 
 __all__ = ["ARCH_FILE", "HUGE", "ImageBindEncoder", "clip_starts"]
 
 IMAGE, WEIGHTS, RATE = "enc-imagebind", "imagebind_huge.pth", 16000
-ARCH_FILE = "imagebind_huge.arch.json"
-"""Beside a tiny test checkpoint only: its ``ImageBindModel`` arguments (never in the release)."""
+ARCH_FILE = TINY_ARCH_FILE
+"""Beside a tiny test checkpoint only (``madbench_arch.json``): its architecture arguments."""
 HUGE: dict[str, Any] = {"vision_embed_dim": 1280, "vision_num_blocks": 32,
                         "vision_num_heads": 16, "text_embed_dim": 1024, "text_num_blocks": 24,
                         "text_num_heads": 16, "out_embed_dim": 1024, "audio_drop_path": 0.1,

@@ -25,8 +25,7 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-from madbench_common.models._omni_hf import TINY_MARKER
-from madbench_common.weights import install_local_snapshot
+from madbench_common.weights import TINY_MARKER, install_local_snapshot, tiny_layout
 
 __all__ = ["TINY_LLM", "baichuan_omni", "code_dir", "tiny_config", "upstream_modeling"]
 
@@ -50,10 +49,16 @@ _SHARD = "1MB"
 
 
 def code_dir() -> Path:
-    """The git repository's model folder: ``$MADBENCH_BAICHUAN_CODE``, else the image's copy."""
+    """The git repository's model folder: ``$MADBENCH_BAICHUAN_CODE``, else the image's copy,
+    else (a checkout) the copy ``make adapter-test`` unpacks under ``images/``."""
     from madbench_common.models.baichuan_omni import _DEFAULT_CODE, CODE_ENV
 
-    return Path(os.environ.get(CODE_ENV, _DEFAULT_CODE))
+    if os.environ.get(CODE_ENV):
+        return Path(os.environ[CODE_ENV])
+    checkout = (Path(__file__).resolve().parents[2] / "images" / "omni-baichuan15" / ".upstream"
+                / "baichuan-omni" / "baichuan-omni" / "model")
+    image = Path(_DEFAULT_CODE)
+    return image if image.exists() or not checkout.exists() else checkout
 
 
 def upstream_modeling(code: Path) -> Any:
@@ -125,6 +130,10 @@ def _generation_config(code: Path, tok: Any) -> dict[str, Any]:
     return {**gen, "bos_token_id": eos, "eos_token_id": eos}
 
 
+@tiny_layout({"baichuan-inc/Baichuan-Omni-1d5": (
+    "config.json", "generation_config.json", "model.safetensors.index.json",
+    *(f"model-{i:05d}-of-00004.safetensors" for i in range(1, 5)), "tokenizer.json",
+    "tokenizer_config.json", "special_tokens_map.json", "added_tokens.json", TINY_MARKER)})
 def baichuan_omni(root: str | os.PathLike[str], seed: int = 0) -> Path:
     """The tiny ``baichuan-inc/Baichuan-Omni-1d5`` snapshot under ``root``'s hub cache."""
     import torch

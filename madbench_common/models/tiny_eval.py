@@ -15,7 +15,7 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-from madbench_common.weights import install_local_snapshot
+from madbench_common.weights import TINY_ARCH_FILE, install_local_snapshot, tiny_layout
 
 __all__ = ["IMAGEBIND_TINY", "audio_torch", "cavmae_sync", "imagebind", "msclap", "tf5"]
 
@@ -81,6 +81,11 @@ def _wavlm(dest: Path) -> None:
     Wav2Vec2FeatureExtractor(sampling_rate=16000, do_normalize=True).save_pretrained(dest)
 
 
+@tiny_layout({"facebook/pe-av-base": ("config.json", "model.safetensors",
+                                      "processor_config.json", "tokenizer.json",
+                                      "tokenizer_config.json"),
+              "microsoft/wavlm-base-plus": ("config.json", "preprocessor_config.json",
+                                            "pytorch_model.bin")})
 def tf5(root: str | Path) -> Path:
     """Tiny PE-AV (``facebook/pe-av-base``) and WavLM (``microsoft/wavlm-base-plus``)."""
     with tempfile.TemporaryDirectory() as tmp:
@@ -107,6 +112,7 @@ BEATS_TINY = {"encoder_layers": 1, "encoder_embed_dim": 32, "encoder_ffn_embed_d
               "layer_norm_first": False}
 
 
+@tiny_layout({}, ("AASIST.pth", "BEATs_iter3_plus_AS2M.pt"))
 def audio_torch(root: str | Path, **beats_cfg: Any) -> Path:
     """A tiny BEATs (upstream layout ``{"cfg", "model"}``) and AASIST at its published size."""
     import torch
@@ -128,6 +134,7 @@ CAVMAE_TINY = {"embed_dim": 32, "modality_specific_depth": 1, "num_heads": 2,
                "decoder_embed_dim": 16, "decoder_depth": 1, "decoder_num_heads": 2}
 
 
+@tiny_layout({}, ("cav_mae_sync.pth", TINY_ARCH_FILE))
 def cavmae_sync(root: str | Path, keep: str = "") -> Path:
     """A tiny CAVMAESync saved as the release is (``module.`` keys) plus its arch sidecar."""
     import torch
@@ -161,6 +168,9 @@ def _tiny_gpt2(dest: Path) -> None:
                          n_positions=128)).save_pretrained(dest)
 
 
+@tiny_layout({"microsoft/msclap": ("CLAP_weights_2023.pth",),
+              "openai-community/gpt2": ("config.json", "model.safetensors", "tokenizer.json",
+                                        "tokenizer_config.json", "vocab.json", "merges.txt")})
 def msclap(root: str | Path, audio_state: bool = True) -> Path:
     """msclap's CLAP 2023 (HTSAT audio encoder at its released size, a 1-layer GPT-2 text
     tower) as ``microsoft/msclap``'s ``CLAP_weights_2023.pth`` (``{"model": state}``) and
@@ -202,6 +212,7 @@ IMAGEBIND_TINY: dict[str, Any] = {
 """One 32-wide block per modality tower, 16-d joint embeddings (the release: huge)."""
 
 
+@tiny_layout({}, ("imagebind_huge.pth", TINY_ARCH_FILE))
 def imagebind(root: str | Path) -> Path:
     """A tiny ``ImageBindModel`` state dict as ``imagebind_huge.pth`` (what
     ``imagebind_huge(pretrained=True)`` loads) plus the tiny architecture's sidecar."""

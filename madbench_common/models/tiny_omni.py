@@ -23,7 +23,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-from madbench_common.weights import install_local_snapshot
+from madbench_common.weights import TINY_MARKER, install_local_snapshot, tiny_layout
 
 __all__ = ["GEMMA_CHAT_TEMPLATE", "QWEN_CHAT_TEMPLATE", "install_tiny_gemma4",
            "install_tiny_qwen25omni", "install_tiny_tf5_omni", "main", "omni_texts"]
@@ -93,9 +93,7 @@ def _bpe(texts: list[str], specials: list[str], vocab_size: int = 600) -> Any:
 @contextmanager
 def _staging(root: str | os.PathLike[str], repo: str, revision: str) -> Iterator[Path]:
     """A folder that becomes ``repo``'s snapshot, marked as tiny and random
-    (:data:`~madbench_common.models._omni_hf.TINY_MARKER`) so adapters can say so."""
-    from madbench_common.models._omni_hf import TINY_MARKER
-
+    (:data:`~madbench_common.weights.TINY_MARKER`) so adapters can say so."""
     with tempfile.TemporaryDirectory() as tmp:
         yield Path(tmp)
         (Path(tmp) / TINY_MARKER).write_text(json.dumps(
@@ -149,6 +147,12 @@ def _qwen_config(tok: Any) -> Any:
     return Qwen2_5OmniConfig(thinker_config=thinker, enable_audio_output=False)
 
 
+# transformers 5 saves one processor_config.json where the releases (saved with 4.x) have
+# preprocessor_config.json etc.: both are *.json in weights.yaml, and the loader reads either
+@tiny_layout({"Qwen/Qwen2.5-Omni-7B": (
+    "config.json", "generation_config.json", "model.safetensors", "processor_config.json",
+    "chat_template.json", "spk_dict.pt", "tokenizer.json", "tokenizer_config.json",
+    "vocab.json", "merges.txt", TINY_MARKER)})
 def install_tiny_qwen25omni(root: str | os.PathLike[str], seed: int = 0) -> Path:
     """A 1-layer, 32-dim Qwen2.5-Omni thinker (1-layer audio and vision towers) saved as the
     composite ``Qwen2_5OmniForConditionalGeneration`` checkpoint with the talker disabled,
@@ -229,6 +233,9 @@ def _gemma_config(tok: Any) -> Any:
         audio_token_id=ids("<audio_soft_token>"))
 
 
+@tiny_layout({"google/gemma-4-E4B-it": (
+    "config.json", "generation_config.json", "model.safetensors", "processor_config.json",
+    "chat_template.jinja", "tokenizer.json", "tokenizer_config.json", TINY_MARKER)})
 def install_tiny_gemma4(root: str | os.PathLike[str], seed: int = 0) -> Path:
     """A 2-layer, 32-dim Gemma 4 (1-layer audio conformer and vision encoder) saved as
     ``Gemma4ForConditionalGeneration`` with ``Gemma4Processor`` files (Gemma 4's audio
@@ -259,6 +266,7 @@ def install_tiny_gemma4(root: str | os.PathLike[str], seed: int = 0) -> Path:
     return _snapshot_dir(root, REPO, REVISION)
 
 
+@tiny_layout({}, (), install_tiny_qwen25omni, install_tiny_gemma4)
 def install_tiny_tf5_omni(root: str | os.PathLike[str], seed: int = 0) -> list[Path]:
     """Both models of the ``omni-qwen25omni`` image (Qwen2.5-Omni and Gemma 4)."""
     return [install_tiny_qwen25omni(root, seed), install_tiny_gemma4(root, seed)]

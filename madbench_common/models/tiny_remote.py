@@ -23,13 +23,16 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from madbench_common.weights import install_local_snapshot
+from madbench_common.weights import (
+    STANDIN_MARKER,
+    TINY_MARKER,
+    install_local_snapshot,
+    tiny_layout,
+)
 
 __all__ = ["DF_ARENA_FILES", "MINICPMO_CHAT_TEMPLATE", "MINICPMO_FILES", "STANDIN_MARKER",
            "XLSR_1B", "XLSR_1B_TINY", "df_arena", "minicpmo"]
 
-STANDIN_MARKER = "madbench_standin.json"
-"""Written into every stand-in snapshot: which release it stands in for, and that it is not it."""
 XLSR_1B = "facebook/wav2vec2-xls-r-1b"
 """The config DF-Arena's backbone loads by name (``Wav2Vec2Config.from_pretrained``)."""
 XLSR_1B_TINY: dict[str, Any] = {
@@ -60,8 +63,6 @@ _STANDINS = Path(__file__).resolve().parent / "standins"
 
 
 def _marker(dest: Path, release: str) -> None:
-    from madbench_common.models._omni_hf import TINY_MARKER
-
     (dest / TINY_MARKER).write_text(json.dumps(
         {"random": True, "made_by": "madbench_common.models.tiny_remote",
          "note": "tiny randomly initialised stand-in: its outputs are noise"}) + "\n")
@@ -104,6 +105,9 @@ def _df_arena_model(stage: Path) -> Any:
         return DF_Arena_1B_Antispoofing(DF_Arena_1B_Config())
 
 
+@tiny_layout({"Speech-Arena-2025/DF_Arena_1B_V_1": (
+    "config.json", "pytorch_model.bin", *DF_ARENA_FILES, STANDIN_MARKER, TINY_MARKER),
+    XLSR_1B: ("config.json",)})
 def df_arena(root: str | os.PathLike[str]) -> Path:
     """DF-Arena-1B's snapshot (stand-in remote code, ``pytorch_model.bin``, ``config.json``
     with the release's ``auto_map`` and labels) and the ``facebook/wav2vec2-xls-r-1b``
@@ -149,6 +153,10 @@ def _minicpmo_tokenizer() -> Any:
                               chat_template=MINICPMO_CHAT_TEMPLATE)
 
 
+@tiny_layout({"openbmb/MiniCPM-o-4_5": (
+    "config.json", "model.safetensors", *MINICPMO_FILES, "tokenizer.json",
+    "tokenizer_config.json", "vocab.json", "merges.txt", "special_tokens_map.json",
+    STANDIN_MARKER, TINY_MARKER)})
 def minicpmo(root: str | os.PathLike[str], seed: int = 0) -> Path:
     """MiniCPM-o 4.5's snapshot: stand-in remote code (``MiniCPMO`` with a 1-layer, 32-wide
     ``Qwen3ForCausalLM`` as ``llm``), ``model.safetensors``, ``config.json`` with its

@@ -63,13 +63,3 @@ def test_the_published_weights_load_strictly(tmp_path: Path,
     monkeypatch.setenv("MADBENCH_WEIGHTS", str(tmp_path))
     out = AasistDetector().embed(mode="A", audio=demo_audio(1, 4.0)[0], sample_rate=16000)
     assert np.isfinite(out.vector).all() and out.score is not None and 0 <= out.score <= 1
-
-
-def test_tiny_release_layout(tmp_path: Path) -> None:
-    """The image test's builder writes exactly the files weights.yaml fetches (plus the
-    declared tiny-only ones), in the hub-cache / files/<image> layout."""
-    from madbench_common.models.tiny_eval import audio_torch
-    from madbench_common.models.tiny_layout import tiny_layout_problems
-
-    audio_torch(tmp_path)
-    assert tiny_layout_problems("audio-torch", tmp_path) == []

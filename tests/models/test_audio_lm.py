@@ -88,13 +88,3 @@ def test_random_checkpoints_are_always_labelled(weights: Path) -> None:
             audio_lm.Qwen2AudioTiny(device="cpu", root=weights)
     finally:
         aside.rename(marker)
-
-
-def test_tiny_release_layout(tmp_path: Path) -> None:
-    """The image test's builder writes exactly the files weights.yaml fetches (plus the
-    declared tiny-only ones), in the hub-cache / files/<image> layout."""
-    from madbench_common.models.tiny_audio_lm import install_tiny_deaf_tf5
-    from madbench_common.models.tiny_layout import tiny_layout_problems
-
-    install_tiny_deaf_tf5(tmp_path)
-    assert tiny_layout_problems("deaf-tf5", tmp_path) == []

@@ -113,13 +113,3 @@ def test_pca_transform_matches_scikit_learn(tmp_path: Path) -> None:
     pca = pickle.loads((tmp_path / "files" / "det-av-anomaly" / FILES["pca"]).read_bytes())
     x = np.random.default_rng(1).normal(size=(5, 1024))
     assert np.allclose(pca_transform(pca, x), pca.transform(x), atol=1e-8)
-
-
-def test_tiny_release_layout(tmp_path: Path) -> None:
-    """The image test's builder writes exactly the files weights.yaml fetches (plus the
-    declared tiny-only ones), in the hub-cache / files/<image> layout."""
-    from madbench_common.models.tiny_det import av_anomaly
-    from madbench_common.models.tiny_layout import tiny_layout_problems
-
-    av_anomaly(tmp_path)
-    assert tiny_layout_problems("det-av-anomaly", tmp_path) == []

@@ -99,13 +99,3 @@ def test_a_checkpoint_without_its_label_dictionaries_loads(
     audio, rate, frames, fps = _clip(5)
     assert det.embed(mode="AV", audio=audio, sample_rate=rate, frames=frames,
                      fps=fps).vector.shape == (131,)
-
-
-def test_tiny_release_layout(tmp_path: Path) -> None:
-    """The image test's builder writes exactly the files weights.yaml fetches (plus the
-    declared tiny-only ones), in the hub-cache / files/<image> layout."""
-    from madbench_common.models.tiny_det import avh_align
-    from madbench_common.models.tiny_layout import tiny_layout_problems
-
-    avh_align(tmp_path)
-    assert tiny_layout_problems("det-avh-align", tmp_path) == []

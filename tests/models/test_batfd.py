@@ -75,13 +75,3 @@ def test_a_checkpoint_with_other_weights_is_refused(
     monkeypatch.setenv("MADBENCH_WEIGHTS", str(tmp_path))
     with pytest.raises(ConfigError, match="not a BA-TFD\\+ checkpoint"):
         BatfdPlusDetector()
-
-
-def test_tiny_release_layout(tmp_path: Path) -> None:
-    """The image test's builder writes exactly the files weights.yaml fetches (plus the
-    declared tiny-only ones), in the hub-cache / files/<image> layout."""
-    from madbench_common.models.tiny_det import batfd
-    from madbench_common.models.tiny_layout import tiny_layout_problems
-
-    batfd(tmp_path)
-    assert tiny_layout_problems("det-batfd", tmp_path) == []

@@ -73,13 +73,3 @@ def test_a_checkpoint_missing_encoder_weights_is_refused(
     monkeypatch.setenv("MADBENCH_WEIGHTS", str(tmp_path))
     with pytest.raises(ConfigError, match="not the released CAV-MAE Sync checkpoint"):
         CavMaeSyncEncoder()
-
-
-def test_tiny_release_layout(tmp_path: Path) -> None:
-    """The image test's builder writes exactly the files weights.yaml fetches (plus the
-    declared tiny-only ones), in the hub-cache / files/<image> layout."""
-    from madbench_common.models.tiny_eval import cavmae_sync
-    from madbench_common.models.tiny_layout import tiny_layout_problems
-
-    cavmae_sync(tmp_path)
-    assert tiny_layout_problems("enc-cavmae-sync", tmp_path) == []

@@ -25,12 +25,6 @@ def weights(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return msclap(tmp_path_factory.mktemp("weights"))
 
 
-def test_tiny_release_layout(weights: Path) -> None:
-    from madbench_common.models.tiny_layout import tiny_layout_problems
-
-    assert tiny_layout_problems("enc-msclap", weights) == []
-
-
 def test_windows_cover_the_clip_and_repeat_the_tail() -> None:
     x = np.arange(10, dtype=np.float32)
     w = windows(x, 4)

@@ -104,13 +104,3 @@ def test_a_tiny_checkpoint_is_labelled_as_such(model: QwenOmni, tmp_path: Path) 
     (snap / "madbench_tiny_random.json").unlink()
     with pytest.raises(ConfigError, match="not a tiny random checkpoint"):
         TinyQwenOmni(device="cpu", root=tmp_path)
-
-
-def test_tiny_release_layout(tmp_path: Path) -> None:
-    """The image test's builder writes exactly the files weights.yaml fetches (plus the
-    declared tiny-only ones), in the hub-cache / files/<image> layout."""
-    from madbench_common.models.tiny_layout import tiny_layout_problems
-    from madbench_common.models.tiny_omni import install_tiny_tf5_omni
-
-    install_tiny_tf5_omni(tmp_path)
-    assert tiny_layout_problems("omni-qwen25omni", tmp_path) == []

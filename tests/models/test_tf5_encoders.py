@@ -88,13 +88,3 @@ def test_missing_weights_name_the_fix(tmp_path: Path, monkeypatch: pytest.Monkey
     monkeypatch.setenv("MADBENCH_WEIGHTS", str(tmp_path))
     with pytest.raises(WeightsMissing, match="madbench weights fetch --image enc-tf5"):
         WavLMEncoder()
-
-
-def test_tiny_release_layout(tmp_path: Path) -> None:
-    """The image test's builder writes exactly the files weights.yaml fetches (plus the
-    declared tiny-only ones), in the hub-cache / files/<image> layout."""
-    from madbench_common.models.tiny_eval import tf5
-    from madbench_common.models.tiny_layout import tiny_layout_problems
-
-    tf5(tmp_path)
-    assert tiny_layout_problems("enc-tf5", tmp_path) == []

@@ -112,13 +112,3 @@ def test_a_checkpoint_without_the_back_end_is_refused(
     monkeypatch.setenv("MADBENCH_WEIGHTS", str(tmp_path))
     with pytest.raises(ConfigError, match="not the released XLSR-Mamba checkpoint"):
         XlsrMambaDetector()
-
-
-def test_tiny_release_layout(tmp_path: Path) -> None:
-    """The image test's builder writes exactly the files weights.yaml fetches (plus the
-    declared tiny-only ones), in the hub-cache / files/<image> layout."""
-    from madbench_common.models.tiny_det import xlsr_mamba
-    from madbench_common.models.tiny_layout import tiny_layout_problems
-
-    xlsr_mamba(tmp_path)
-    assert tiny_layout_problems("det-xlsr-mamba", tmp_path) == []
