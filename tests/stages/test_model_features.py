@@ -18,13 +18,23 @@ from madbench_common.store import FileStore, RunStore
 if "test-rms-detector" not in REGISTRY:
     register(ModelSpec("test-rms-detector", "detector", "stages.toy_detector:RmsDetector", True,
                        "reference-cpu", "test double: logistic of the RMS level"))
+for _slug, _cls in (("test-flaky-detector", "FlakyDetector"),
+                    ("test-unloadable-detector", "UnloadableDetector"),
+                    ("test-moduleless-detector", "ModulelessDetector")):
+    if _slug not in REGISTRY:
+        register(ModelSpec(_slug, "detector", f"stages.toy_detector:{_cls}", True,
+                           "reference-cpu", "test double (issue 19)"))
 TOY = EvalModel("test-rms-detector", "reference-cpu", ("A", "AV"), detector=True,
                 frames={"fps": 5.0, "frame_size": 32, "max_frames": 3})
 
 
 def _graph() -> Graph:
+    others = tuple(EvalModel(slug, "reference-cpu", ("A", "AV"), detector=True,
+                             frames=TOY.frames) for slug in
+                   ("test-flaky-detector", "test-unloadable-detector",
+                    "test-moduleless-detector"))
     return Graph([Stage("assemble", "core", "tests.unused:Assemble", outputs=("samples",)),
-                  *eval_model_stages((TOY,))])
+                  *eval_model_stages((TOY, *others))])
 
 
 def _run(run: RunStore, name: str, params: dict, image: str = "reference-cpu") -> list:
@@ -89,3 +99,28 @@ def test_graph_has_one_feature_stage_per_model_and_full_profile_sets_it() -> Non
         assert (full.model, full.image, full.gpu) == (m.slug, m.image, 1)
         assert m.slug in REGISTRY and REGISTRY[m.slug].image == m.image
         assert stage.name in graph["evaluate"].inputs
+
+
+def test_a_model_exception_on_one_input_rejects_that_row_only(run: RunStore) -> None:
+    """Issue 19: a model error on an item quarantines its row with a reason and a message;
+    the other inputs of the same samples go on."""
+    rows = _run(run, "features_test_flaky_detector", {"model": "test-flaky-detector"})
+    bad = [r for r in rows if not r.ok]
+    assert bad and all(r.mode == "AV" and r.reason == "encode_failed" for r in bad)
+    assert all(f"{r.sample_id} AV/{r.pairing}: RuntimeError: CUDA error" in r.detail
+               for r in bad)
+    assert {r.mode for r in rows if r.ok} == {"A"}
+
+
+@pytest.mark.parametrize(("slug", "words"), [
+    ("test-unloadable-detector", "could not be loaded (OSError: /weights/huggingface"),
+    ("test-moduleless-detector", "madbench_no_such_module"),
+])
+def test_a_model_that_cannot_load_fails_the_stage_with_exit_3(run: RunStore, slug: str,
+                                                              words: str) -> None:
+    from madbench_common.errors import EnvironmentMissing
+
+    with pytest.raises(EnvironmentMissing) as err:
+        _run(run, f"features_{slug.replace('-', '_')}", {"model": slug})
+    assert err.value.exit_code == 3 and words in str(err.value)
+    assert not run.exists(f"features_{slug.replace('-', '_')}/_SUCCESS")
