@@ -19,6 +19,7 @@ import json
 import os
 import random
 import re
+import shutil
 import signal
 import subprocess
 import sys
@@ -51,15 +52,20 @@ FAULT_CLIPS = ("demo_002", "demo_004", "demo_007")
 """Three demo clips that reach every stage (two eligible, samples assembled)."""
 
 
-def demo_sources(dest: Path, clips: Sequence[str] = FAULT_CLIPS) -> Path:
-    """A sources CSV for ``clips`` of the demo corpus (absolute paths)."""
+def demo_sources(dest: Path, clips: Sequence[str] | int = FAULT_CLIPS) -> Path:
+    """A sources CSV in ``dest`` for ``clips`` of the demo corpus (ids, or the first
+    ``clips``), the clips and stems copied beside it: sources are confined to the CSV's
+    folder."""
     with open(_DEMO / "sources.csv", newline="") as fh:
-        rows = [r for r in csv.DictReader(fh) if r["clip_id"] in clips]
+        every = list(csv.DictReader(fh))
+    rows = every[:clips] if isinstance(clips, int) else [r for r in every
+                                                         if r["clip_id"] in clips]
+    dest.mkdir(parents=True, exist_ok=True)
     for row in rows:
         for col in ("path", "speech_stem", "env_stem"):
             if row.get(col):
-                row[col] = str(_DEMO / row[col])
-    dest.mkdir(parents=True, exist_ok=True)
+                (dest / row[col]).parent.mkdir(parents=True, exist_ok=True)
+                shutil.copyfile(_DEMO / row[col], dest / row[col])
     out = dest / "sources.csv"
     with open(out, "w", newline="") as fh:
         writer = csv.DictWriter(fh, fieldnames=list(rows[0]))
