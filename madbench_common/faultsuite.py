@@ -95,9 +95,10 @@ def count_markers(run: RunStore) -> int:
 
 def kill_run(store: str, run_id: str, sources: Path, markers: int, jitter: float,
              env: Mapping[str, str] | None = None, workers: int = 2,
-             extra: Sequence[str] = ()) -> bool:
-    """Start ``madbench run``; once it has written ``markers`` markers, wait ``jitter``
-    seconds and SIGKILL its whole process group (the runner and its workers).
+             extra: Sequence[str] = (), when: str = "") -> bool:
+    """Start ``madbench run``; once it has written ``markers`` markers (``0``: once it holds
+    the run's lease, before any marker) and the key ``when`` exists (if given), wait
+    ``jitter`` seconds and SIGKILL its whole process group (the runner and its workers).
 
     Kill points chosen by progress, not by time, land inside the run however fast the
     machine is. Returns whether the kill landed (``False``: the run had finished).
@@ -107,6 +108,10 @@ def kill_run(store: str, run_id: str, sources: Path, markers: int, jitter: float
                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
                             env={**os.environ, **(env or {})}, start_new_session=True)
     while proc.poll() is None and count_markers(run) < markers:
+        time.sleep(0.1)
+    while proc.poll() is None and markers == 0 and not run.exists("_LOCK"):
+        time.sleep(0.05)
+    while proc.poll() is None and when and not run.exists(when):
         time.sleep(0.1)
     time.sleep(jitter)
     if proc.poll() is not None:
@@ -178,8 +183,9 @@ class KillRecord:
 
 def sweep_seed(seed: int, store: str, sources: Path, graph: Graph, clean: Mapping[str, bytes],
                clean_markers: int, env: Mapping[str, str] | None = None,
-               workers: int = 2) -> KillRecord:
-    """Kill a fresh run at a seeded point of its progress, rerun it, check the rerun.
+               workers: int = 2, rerun_workers: int | None = None) -> KillRecord:
+    """Kill a fresh run at a seeded point of its progress, rerun it (with
+    ``rerun_workers``, default ``workers``), check the rerun.
 
     The point: after a uniform draw of 1 … ``clean_markers`` − 1 markers (the clean
     run wrote ``clean_markers``), plus a uniform 0–1 s, so kills also land mid-write.
@@ -192,7 +198,7 @@ def sweep_seed(seed: int, store: str, sources: Path, graph: Graph, clean: Mappin
     before = finished_markers(run)
     stages_done = len(manifests(run, graph))
     start = time.monotonic()
-    done = run_cli(store, run_id, sources, env, workers)
+    done = run_cli(store, run_id, sources, env, rerun_workers or workers)
     seconds = time.monotonic() - start
     record = KillRecord(seed, store, markers, jitter, killed, stages_done, len(before), 0,
                         round(seconds, 1))

@@ -4,7 +4,7 @@ how many transient S3 errors were retried (summed over the run logs under ``_log
 A damaged merged manifest is not an error here: it is rebuilt from the stage's shards
 when their merge gives the recorded sha256, else its stage is shown as not done (the
 next ``madbench run`` merges it again); a damaged marker likewise
-(:func:`~madbench_common.pipeline.stage.manifest_intact`)."""
+(:func:`~madbench_common.pipeline.repair.manifest_intact`)."""
 
 from __future__ import annotations
 
@@ -18,7 +18,8 @@ from typing import Any
 from madbench_common.errors import ChecksumError, MadbenchError
 from madbench_common.manifest import read_manifest_bytes
 from madbench_common.pipeline.graph import Graph, Stage
-from madbench_common.pipeline.stage import load_impl, manifest_intact, read_marker
+from madbench_common.pipeline.repair import manifest_intact
+from madbench_common.pipeline.stage import load_impl, read_marker
 from madbench_common.store import RunStore
 
 __all__ = ["QuarantineEntry", "RunStatus", "StageStatus", "collect_retries", "collect_status",

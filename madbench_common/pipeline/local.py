@@ -42,10 +42,10 @@ from madbench_common.pipeline.stage import (
     StageContext,
     make_context,
     merge_stage,
-    pin_threads,
     run_shard,
     stage_done,
 )
+from madbench_common.pipeline.threads import pin_threads
 from madbench_common.pipeline.usage import peak_rss_bytes, reset_peak_rss
 from madbench_common.s3client import retries_since, retry_stats
 from madbench_common.store import RunStore, open_store
@@ -106,7 +106,7 @@ def _init_worker(runner: int) -> None:
     """A shard worker: dies with the runner (``runner``: its pid), math threads pinned.
 
     The thread count is the same whatever ``--workers`` or the CPU count
-    (:func:`~madbench_common.pipeline.stage.pin_threads`), so results are too.
+    (:func:`~madbench_common.pipeline.threads.pin_threads`), so results are too.
     """
     die_with_parent(runner)
     pin_threads()

@@ -17,9 +17,8 @@ A parameter that names inputs from outside the run (ingest's ``sources``) is has
 by the content it names (:meth:`StageImpl.content_identity`), never by its text.
 
 Results never depend on ``--workers``, the shard count or the CPU count: every shard
-runs its math libraries (torch, BLAS, OpenMP) with :func:`math_threads` threads,
-pinned (1 unless ``MADBENCH_MATH_THREADS`` says otherwise; another value is part
-of every fingerprint, since it can change low-order bits).
+runs its math libraries pinned (:mod:`~madbench_common.pipeline.threads`; a thread
+count other than the default 1 is part of every fingerprint).
 
 One bad item never fails a shard: :mod:`~madbench_common.pipeline.failures` decides
 what is quarantined (one row) and what fails the whole stage.
@@ -31,8 +30,6 @@ import hashlib
 import importlib
 import json
 import logging
-import os
-import sys
 import tempfile
 import time
 from abc import ABC, abstractmethod
@@ -46,7 +43,7 @@ import numpy as np
 import pyarrow as pa
 
 from madbench_common.audio import read_wav_bytes, wav_bytes
-from madbench_common.errors import ChecksumError, ConfigError, InputRejected, ManifestError
+from madbench_common.errors import ChecksumError, InputRejected, ManifestError
 from madbench_common.manifest import (
     ManifestRow,
     Provenance,
@@ -58,6 +55,7 @@ from madbench_common.manifest import (
 )
 from madbench_common.pipeline.failures import blank_row, row_failure, stage_failure
 from madbench_common.pipeline.graph import Graph, Stage
+from madbench_common.pipeline.threads import math_threads, pin_threads
 from madbench_common.pipeline.usage import peak_rss_bytes, reset_peak_rss
 from madbench_common.s3client import retries_since, retry_stats
 from madbench_common.store import ObjectInfo, RunStore
@@ -70,11 +68,8 @@ __all__ = [
     "StageImpl",
     "load_impl",
     "make_context",
-    "manifest_intact",
-    "math_threads",
     "merge_stage",
     "merged_manifest",
-    "pin_threads",
     "read_marker",
     "run_shard",
     "shard_items",
@@ -254,37 +249,6 @@ def _read_json(run: RunStore, key: Key) -> dict[str, Any]:
     return marker
 
 
-_THREADS_ENV = ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS",
-                "NUMEXPR_NUM_THREADS", "VECLIB_MAXIMUM_THREADS")
-
-
-def math_threads() -> int:
-    """Threads every shard gives its math libraries: ``MADBENCH_MATH_THREADS``, default 1."""
-    raw = os.environ.get("MADBENCH_MATH_THREADS", "1")
-    try:
-        value = int(raw)
-    except ValueError:
-        value = 0
-    if value < 1:
-        raise ConfigError(f"MADBENCH_MATH_THREADS={raw!r}: expected a whole number >= 1")
-    return value
-
-
-def pin_threads(threads: int | None = None) -> int:
-    """Pin torch, BLAS and OpenMP to ``threads`` (default :func:`math_threads`), here and in
-    every library loaded later, so results never depend on worker or CPU counts."""
-    n = threads or math_threads()
-    for var in _THREADS_ENV:
-        os.environ[var] = str(n)
-    from threadpoolctl import threadpool_limits
-
-    threadpool_limits(n)  # libraries already loaded (numpy's BLAS, OpenMP runtimes)
-    torch = sys.modules.get("torch")
-    if torch is not None:
-        torch.set_num_threads(n)
-    return n
-
-
 def _params_hash(params: dict[str, Any]) -> str:
     return hashlib.sha256(params_json(params).encode()).hexdigest()[:16]
 
@@ -352,47 +316,14 @@ def stage_params(stage: Stage, params: dict[str, Any]) -> dict[str, Any]:
 
 def stage_done(ctx: StageContext) -> bool:
     """Whether the stage finished with the current fingerprint and its merged manifest is
-    intact; a damaged manifest is rebuilt from the shards (:func:`manifest_intact`)."""
+    intact; a damaged manifest is rebuilt from the shards
+    (:func:`~madbench_common.pipeline.repair.manifest_intact`)."""
+    from madbench_common.pipeline.repair import manifest_intact
+
     marker = read_marker(ctx.run, ctx.stage.name)
     if marker is None or marker.get("fingerprint") != ctx.fingerprint:
         return False
     return manifest_intact(ctx.run, ctx.stage, marker)
-
-
-def manifest_intact(run: RunStore, stage: Stage, marker: dict[str, Any]) -> bool:
-    """Whether ``<stage>/manifest.parquet`` matches ``marker``, after rebuilding it from the
-    stage's shards if it did not (the merge is deterministic: the rebuilt bytes must have
-    the recorded sha256). ``False``, with the marker removed so that the stage is merged
-    again, when it cannot be rebuilt."""
-    key = f"{stage.name}/manifest.parquet"
-    try:
-        run.get_bytes(key, marker["manifest_sha256"])
-        return True
-    except (ChecksumError, FileNotFoundError) as exc:
-        problem = str(exc)
-    impl = load_impl(stage.target)
-    prefix = str(marker.get("prefix", ""))
-    n = _shard_count(run, prefix)
-    data = b""
-    if n:
-        try:
-            data = merged_manifest(run, prefix, n, impl.row_type, impl.id_field)[0]
-        except (ChecksumError, ManifestError, FileNotFoundError):
-            data = b""
-    if data and hashlib.sha256(data).hexdigest() == marker["manifest_sha256"]:
-        run.put_bytes(key, data)
-        log.warning("%s; rebuilt from its %d shard(s), sha256 as recorded", problem, n)
-        return True
-    run.delete(f"{stage.name}/_SUCCESS")
-    log.warning("%s; stage %s will run again", problem, stage.name)
-    return False
-
-
-def _shard_count(run: RunStore, prefix: str) -> int:
-    """``M`` of the ``NNNNN-of-MMMMM`` shard markers under ``prefix`` (0 if none)."""
-    counts = {name.rsplit("-of-", 1)[1].split(".", 1)[0] for name in run.list(f"{prefix}/shards")
-              if "-of-" in name} if prefix else set()
-    return int(counts.pop()) if len(counts) == 1 else 0
 
 
 def shard_items(items: Sequence[str], shard: int, num_shards: int) -> list[str]:
