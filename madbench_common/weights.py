@@ -47,7 +47,9 @@ from madbench_common.errors import ConfigError, EnvironmentMissing
 
 __all__ = [
     "DEFAULT_ROOT",
+    "STANDIN_MARKER",
     "TINY_ARCH_FILE",
+    "TINY_MARKER",
     "HFItem",
     "TinyLayout",
     "URLItem",
@@ -286,12 +288,12 @@ def _check_hf(item: HFItem, image: str, base: Path) -> list[str]:
             for pat in item.files if not any(fnmatch.fnmatch(f, pat) for f in files)]
 
 
-def _check_url(item: URLItem, image: str, base: Path) -> list[str]:
+def _check_url(item: URLItem, image: str, base: Path, checksums: bool = True) -> list[str]:
     try:
         path = url_file(item.name, image=image, root=base)
     except WeightsMissing as exc:
         return [str(exc)]
-    got = _sha256(path)
+    got = _sha256(path) if checksums else item.sha256
     if item.sha256 is not None and got != item.sha256:
         return [f"{path}: sha256 {got} != {item.sha256} in weights.yaml; fetch it again with: "
                 f"madbench weights fetch --image {image} --dest {base}"]
@@ -299,14 +301,16 @@ def _check_url(item: URLItem, image: str, base: Path) -> list[str]:
 
 
 def check_weights(image: str, root: str | os.PathLike[str] | None = None,
-                  images_dir: Path | None = None) -> list[str]:
+                  images_dir: Path | None = None, checksums: bool = True) -> list[str]:
     """Problems with what ``weights.yaml`` lists under ``root`` (offline); ``[]`` when all
     is there: every hub repo at its revision with a file per pattern, every URL file
-    with its sha256."""
+    with its sha256 (``checksums=False``: present, whatever its bytes — a tiny checkpoint
+    written where a pinned release file goes)."""
     spec = load_spec(image, images_dir)
     base = weights_root(root)
     problems = [msg for item in spec.hf for msg in _check_hf(item, image, base)]
-    return problems + [msg for item in spec.urls for msg in _check_url(item, image, base)]
+    return problems + [msg for item in spec.urls
+                       for msg in _check_url(item, image, base, checksums)]
 
 
 def install_local_snapshot(
@@ -327,9 +331,16 @@ def install_local_snapshot(
 
 
 TINY_ARCH_FILE = "madbench_arch.json"
-"""The one file a tiny checkpoint may add to a release layout: the widths an adapter gives
+"""A file a tiny checkpoint may add to a release layout: the widths an adapter gives
 upstream classes whose sizes are fixed in code (F5-TTS's packaged config, MMAudio's named
 networks). A real release never has it, and the adapter then uses upstream's own sizes."""
+TINY_MARKER = "madbench_tiny_random.json"
+"""A file a tiny checkpoint may add: it marks the snapshot as tiny and random, so the omni and
+audio-LM adapters label their versions (and answers) as such."""
+STANDIN_MARKER = "madbench_standin.json"
+"""A file a stand-in snapshot adds (hub-only remote code replaced by
+:mod:`madbench_common.models.standins`): which release it stands in for."""
+_TINY_FILES = (TINY_ARCH_FILE, TINY_MARKER, STANDIN_MARKER)
 
 _F = TypeVar("_F", bound=Callable[..., Any])
 
@@ -392,13 +403,14 @@ def written_layout(root: str | os.PathLike[str], image: str) -> TinyLayout:
 def layout_problems(image: str, layout: TinyLayout, images_dir: Path | None = None) -> list[str]:
     """How ``layout`` differs from ``images/<image>/weights.yaml`` by name (no checksums):
     every file is one the spec fetches (a whole-repo item takes any; ``TINY_ARCH_FILE``
-    is allowed anywhere), every pattern has a file, every URL item is there."""
+    and the tiny/stand-in markers are allowed anywhere), every pattern has a file, every
+    URL item is there."""
     spec = load_spec(image, images_dir)
     items = {i.repo: i for i in spec.hf}
     problems = []
 
     def real(files: Iterable[str]) -> list[str]:
-        return [f for f in files if PurePosixPath(f).name != TINY_ARCH_FILE]
+        return [f for f in files if PurePosixPath(f).name not in _TINY_FILES]
 
     for repo, files in layout.hub.items():
         item = items.get(repo)

@@ -12,7 +12,7 @@ under the pod policy; tests use in-memory runners). Supported, with Argo's seman
   ``parallelism``; cluster-only fields are accepted and have no local meaning
   (``archiveLogs``, ``podGC``, ``podMetadata``, ``podPriorityClassName``,
   ``serviceAccountName``, ``ttlStrategy``; templates' ``nodeSelector``, ``tolerations``,
-  ``metadata``);
+  ``affinity``, ``metadata``);
 - DAG templates: tasks with ``dependencies`` or ``depends`` (``&&``, ``||``, ``!``,
   parentheses, ``task`` and ``task.Succeeded|Failed|Errored|Skipped|Omitted|Completed``),
   ``arguments.parameters``, ``withSequence`` (``count`` or ``start``/``end``),
@@ -418,7 +418,8 @@ _SPEC_KEYS = {"entrypoint", "arguments", "templates", "onExit", "volumes", "secu
 _SPEC_IGNORED = {"archiveLogs", "podGC", "podMetadata", "podPriorityClassName",
                  "serviceAccountName", "ttlStrategy"}
 _TEMPLATE_KEYS = {"name", "dag", "container", "inputs", "metadata", "retryStrategy",
-                  "activeDeadlineSeconds", "parallelism", "nodeSelector", "tolerations"}
+                  "activeDeadlineSeconds", "parallelism", "nodeSelector", "tolerations",
+                  "affinity"}
 _TASK_KEYS = {"name", "template", "dependencies", "depends", "arguments", "withSequence"}
 _CONTAINER_KEYS = {"image", "imagePullPolicy", "command", "args", "env", "volumeMounts",
                    "resources", "securityContext"}

@@ -949,7 +949,7 @@ def workflow_params(wf: Workflow, flow: WorkflowProfile, profile: Profile,
     for name in declared:
         if name.endswith("_shards"):
             params[name] = str(profile.shards)
-    params.update(flow.params)
+    params.update(_fill(dict(flow.params), fields))
     params.update({k: v for k, v in (overrides or {}).items() if k in declared})
     for name, default in declared.items():
         if (name.endswith("_image") or name == "summary_image") and provider is not None:

@@ -151,8 +151,11 @@ def test_the_rehearsal_profile_resolves_and_passes_every_pods_check(flow: str) -
     assert all("salmonn" in p for p in problems), problems
     if flow == "deaf":
         judge = next(p for p in pods if "deaf_judge" in p.argv)
+        # the judge's endpoint is a workflow parameter of its own (deaf_judge_judge_base_url)
+        assert f"judge_base_url=http://127.0.0.1:{STUB_PORT}/v1" in judge.argv
+        assert "judge_model_id=stub-judge" in judge.argv
         doc = json.loads(judge.argv[judge.argv.index("--stage-params") + 1])
-        assert doc["deaf_judge"]["judge_base_url"] == f"http://127.0.0.1:{STUB_PORT}/v1"
+        assert "judge_base_url" not in doc["deaf_judge"]
 
 
 # ------------------------------------------------------------------ stage_params check
@@ -190,10 +193,13 @@ def test_stage_params_change_the_stage_fingerprint(tmp_path: Path) -> None:
     from madbench_common.cli import build_parser
     from madbench_common.cli_pipeline import _context
 
+    sources = tmp_path / "sources.csv"  # ingest's fingerprint reads the listing's content
+    sources.write_text("source_id,path\n")
+
     def fp(extra: list[str]) -> tuple[str, dict[str, Any]]:
         args = build_parser().parse_args(
-            ["stage", "run", "--stage", "ingest", "--store", str(tmp_path), "--run-id", "r",
-             "--param", "sources=/nowhere.csv", *extra])
+            ["stage", "run", "--stage", "ingest", "--store", str(tmp_path / "store"),
+             "--run-id", "r", "--param", f"sources={sources}", *extra])
         ctx = _context(args)
         return ctx.fingerprint, ctx.params
 
