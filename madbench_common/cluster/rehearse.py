@@ -32,8 +32,8 @@ would run them on a cluster:
    checkpoints, in the release layout, into ``<work>/weights/<slug>`` (mounted writable
    for that step only, as ``make image-test`` does); the stages get it read-only at
    ``/weights`` (the ``madbench-weights`` claim). Pods whose image is ready run first; an
-   image is removed after the last pod that needs it (in this and the later workflows)
-   unless ``KEEP_IMAGES=1``.
+   image the rehearsal built is removed after the last pod that needs it (in this and the
+   later workflows) unless ``KEEP_IMAGES=1``; one it found on the machine is left there.
 5. **Pods** (:class:`PodRunner`): each runs through :mod:`.podexec` in a memory cgroup with
    the template's ``limits.memory`` (enforced; cgroup v1 or v2, where the machine lets
    us make one) and its ``activeDeadlineSeconds``; retries follow the template's
@@ -612,13 +612,21 @@ class ImageProvider:
                                 weights_s=round(seconds, 1))
 
     def release(self, needed: Iterable[str]) -> None:
-        """Remove the ready images no pending pod needs (unless ``keep``)."""
+        """Remove the ready images no pending pod needs (unless ``keep``). Only images a
+        rehearsal built go: one that was on the machine already (the image factory's, a
+        user's) is left as it was found, since the machine is shared."""
         if self.keep:
             return
         wanted = {image_slug(r.split("@", 1)[0])[0] for r in needed} | self.retain
         for slug in sorted(self.ready - wanted):
             image_id = self.bound.get(slug)
             if image_id is None:
+                continue
+            if self.state.image(slug).get("build_image_id") != image_id:
+                with self._lock(slug):
+                    self.ready.discard(slug)
+                self.log(f"image {slug}: its last pod is done; kept (not built by the "
+                         "rehearsal)")
                 continue
             with self._lock(slug):
                 out = subprocess.run(["buildah", "rmi", image_id], capture_output=True,

@@ -258,6 +258,31 @@ def test_image_parameters_pin_the_bound_build(tmp_path: Path) -> None:
     assert State(tmp_path / "state.json").image("no-such-image-here")["image_id"] == "b" * 64
 
 
+def test_only_images_the_rehearsal_built_are_removed(monkeypatch: pytest.MonkeyPatch,
+                                                     tmp_path: Path) -> None:
+    import subprocess
+
+    removed: list[list[str]] = []
+    monkeypatch.setattr(subprocess, "run", lambda cmd, **_: (
+        removed.append(list(cmd)), subprocess.CompletedProcess(cmd, 0, "", ""))[1])
+    state = State(tmp_path / "state.json")
+    lines: list[str] = []
+    provider = ImageProvider(state, tmp_path, log=lines.append)
+    mine, theirs, busy = "a" * 64, "b" * 64, "c" * 64
+    state.update_image("det-mine", build_image_id=mine)  # built by a rehearsal
+    state.update_image("det-theirs", build_image_id="d" * 64)  # since rebuilt by another
+    provider.bound.update({"det-mine": mine, "det-theirs": theirs, "det-busy": busy})
+    provider.ready.update({"det-mine", "det-theirs", "det-busy"})
+    provider.release(["ghcr.io/madbench/det-busy:0.1.0@sha256:" + busy])
+    assert removed == [["buildah", "rmi", mine]]
+    assert provider.removed == {"det-mine"} and provider.ready == {"det-busy"}
+    assert any("det-theirs" in line and "kept" in line for line in lines)
+    provider.keep = True
+    provider.ready.add("det-mine")
+    provider.release([])
+    assert len(removed) == 1  # KEEP_IMAGES=1: nothing goes
+
+
 def test_a_missing_upstream_mirror_is_named(monkeypatch: pytest.MonkeyPatch,
                                             tmp_path: Path) -> None:
     from madbench_common.images import list_images
