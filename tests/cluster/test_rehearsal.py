@@ -263,8 +263,12 @@ def test_only_images_the_rehearsal_built_are_removed(monkeypatch: pytest.MonkeyP
     import subprocess
 
     removed: list[list[str]] = []
-    monkeypatch.setattr(subprocess, "run", lambda cmd, **_: (
-        removed.append(list(cmd)), subprocess.CompletedProcess(cmd, 0, "", ""))[1])
+
+    def run(cmd: list[str], **_: Any) -> subprocess.CompletedProcess[str]:
+        removed.append(list(cmd))
+        return subprocess.CompletedProcess(cmd, 0, "", "")
+
+    monkeypatch.setattr(subprocess, "run", run)
     state = State(tmp_path / "state.json")
     lines: list[str] = []
     provider = ImageProvider(state, tmp_path, log=lines.append)
