@@ -1102,7 +1102,8 @@ def rehearse(opts: Options) -> int:
     executors: dict[str, Executor] = {}
     try:
         isolation = ns.check_isolated()
-        s3 = NamespacedS3(work / "s3", ns).start()
+        s3 = NamespacedS3(work / "s3", ns)  # bound first: an interrupt during its start
+        s3.start()  # still stops it (SeaweedFS outlived a Ctrl-C here)
         stub = start_stub(ns, work)
         clips = ns.call(_upload_sources, s3, ROOT / profile.sources_csv, profile.every)
         _say(f"sandbox: namespace {isolation}; object store and API stub inside; "

@@ -146,7 +146,12 @@ class NamespacedS3(SeaweedS3):
         # once (its data survives that, as the restart tests of SeaweedS3 show)
         self.proc = self.ns.popen(command, signal.SIGKILL, stdout=log,
                                   stderr=subprocess.STDOUT, cwd=self.dir)
-        self.ns.call(self._wait, timeout)
+        try:
+            self.ns.call(self._wait, timeout)
+        except BaseException:  # not up, or Ctrl-C while waiting: no server is left behind
+            self.proc.kill()
+            self.proc.wait()
+            raise
         return self
 
 
