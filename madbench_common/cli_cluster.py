@@ -72,11 +72,12 @@ def _render(args: argparse.Namespace) -> int:
 
 def _plan(args: argparse.Namespace) -> int:
     from madbench_common.pipeline.definition import build_graph
-    from madbench_common.plan import format_plan, load_throughput, plan_run
+    from madbench_common.plan import format_plan, image_pull_line, load_throughput, plan_run
 
     table = load_throughput(args.throughput)
     graph = build_graph().profiled(args.profile)
     print(format_plan(plan_run(graph, args.clips, args.samples, table)), end="")
+    print("\n" + image_pull_line(graph), end="")
     return 0
 
 

@@ -5,8 +5,10 @@ Statuses (``images/images.lock.yaml`` documents them too):
 - ``planned``: a slot for a model the paper uses; no Dockerfile yet;
 - ``tagged``: ``images/<slug>/Dockerfile`` exists; never built here;
 - ``built``: built on a machine by ``make image``; ``build:`` holds the local image id,
-  size, build seconds, disk peak and torch/CUDA versions (``digest`` stays null: a local
-  image id is not a registry manifest digest);
+  size, build seconds, disk peak, torch/CUDA versions, the commit it was built from and
+  every layer (diff id and bytes; :func:`layer_totals` sums them) (``digest`` stays null: a
+  local image id is not a registry manifest digest); ``image_test:`` the last
+  ``make image-test`` of that image (result, wall seconds, rows per stage);
 - ``pinned``: pushed; ``digest`` is the registry manifest digest the workflows pin.
 
 :func:`record_build` rewrites only the slug's own block, so comments and every other
@@ -16,6 +18,8 @@ entry stay byte for byte (several engineers record builds of different slugs).
 from __future__ import annotations
 
 import re
+from collections.abc import Iterable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -23,8 +27,8 @@ import yaml
 
 from madbench_common.errors import ConfigError
 
-__all__ = ["LOCK", "STATUSES", "image_identity", "lock_entry", "read_lock", "record_build",
-           "write_entry"]
+__all__ = ["LOCK", "STATUSES", "LayerTotals", "image_identity", "image_layers", "layer_totals",
+           "lock_entry", "read_lock", "record_build", "record_image_test", "write_entry"]
 
 LOCK = Path(__file__).resolve().parents[1] / "images" / "images.lock.yaml"
 STATUSES = ("planned", "tagged", "built", "pinned")
@@ -65,6 +69,7 @@ def record_build(slug: str, build: dict[str, Any], path: Path | None = None) -> 
     if entry.get("status") != "pinned":
         entry["status"] = "built"
     entry["build"] = build
+    entry.pop("image_test", None)  # it tested the image this build replaces
     if entry.get("sbom"):  # the SBOM describes the lock, and so this build of it
         entry["sbom"] = {**entry["sbom"], "image": image_identity(entry)}
     text = path.read_text()
@@ -82,3 +87,53 @@ def write_entry(slug: str, entry: dict[str, Any], path: Path | None = None) -> N
     if found is None:
         raise ConfigError(f"{path}: cannot find the block of {slug!r}")
     path.write_text(text[:found.start()] + _block(slug, entry) + text[found.end():])
+
+
+def image_layers(entry: dict[str, Any]) -> list[tuple[str, int]]:
+    """(diff id, bytes) of every layer a build record lists (``[]``: none recorded)."""
+    out = []
+    for item in (entry.get("build") or {}).get("layers") or ():
+        digest, _, size = str(item).partition(" ")
+        out.append((digest, int(size)))
+    return out
+
+
+@dataclass(frozen=True)
+class LayerTotals:
+    """What a set of images weighs: each image's size summed, and the unique layers."""
+
+    images: tuple[str, ...]
+    summed_bytes: int
+    """Sum of the images' sizes: what separate copies of every image would take."""
+    unique_bytes: int
+    """Bytes of the distinct layers (by uncompressed diff id): what a node pulls."""
+    unrecorded: tuple[str, ...]
+    """Images without a layer record (never built here): not counted."""
+
+    @property
+    def ratio(self) -> float:
+        return self.unique_bytes / self.summed_bytes if self.summed_bytes else 0.0
+
+
+def layer_totals(slugs: Iterable[str], path: Path | None = None) -> LayerTotals:
+    """Sum of sizes and unique layer bytes of ``slugs`` from their build records."""
+    lock = read_lock(path)
+    wanted = sorted(set(slugs))
+    seen: dict[str, int] = {}
+    summed, unrecorded = 0, []
+    for slug in wanted:
+        layers = image_layers(lock.get(slug) or {})
+        if not layers:
+            unrecorded.append(slug)
+            continue
+        summed += sum(n for _, n in layers)
+        seen.update(layers)
+    return LayerTotals(tuple(wanted), summed, sum(seen.values()), tuple(unrecorded))
+
+
+def record_image_test(slug: str, result: dict[str, Any], path: Path | None = None) -> None:
+    """Set the slug's ``image_test:`` record (result, wall seconds, stages, the image)."""
+    path = path or LOCK
+    entry = dict(lock_entry(slug, path))
+    entry["image_test"] = result
+    write_entry(slug, entry, path)

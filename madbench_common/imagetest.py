@@ -16,6 +16,9 @@ What it does, from the slug's ``image_test:`` block (:class:`madbench_common.ima
    ``HF_HUB_OFFLINE=1``);
 4. each tested stage must have finished with at least one accepted row.
 
+The outcome (pass or fail with its reason, wall seconds, rows per stage, the image id
+and the commit) is recorded under the slug's ``image_test:`` in ``images/images.lock.yaml``.
+
 Store and sources are mounted at their host paths, so manifests written on the host and
 in the container name the same files. Any failure raises; nothing is skipped here.
 """
@@ -27,16 +30,20 @@ import csv
 import json
 import os
 import shutil
+import subprocess
 import sys
 import tempfile
+import time
 from collections.abc import Sequence
 from dataclasses import dataclass
+from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
 from madbench_common.containers import Mount, run_in_image
 from madbench_common.errors import ConfigError, MadbenchError
-from madbench_common.imagebuild import BASES, image_exists, local_ref
+from madbench_common.imagebuild import image_exists, local_ref
+from madbench_common.imagelock import lock_entry, record_image_test
 from madbench_common.images import IMAGES, ImageTest, load_image
 
 __all__ = ["BASE_TEST", "RUN_ID", "StageOutcome", "check_imports", "check_models",
@@ -140,9 +147,13 @@ def _stage_in_image(ref: str, stage: str, store: Path, params: dict[str, Any],
 
 def run_image_test(slug: str, keep: bool = False) -> list[StageOutcome]:
     """Run the slug's image test against its local image; return the tested stages' counts."""
-    is_base = slug in {b[0] for b in BASES.values()}
-    models = () if is_base else load_image(slug).models
-    spec = BASE_TEST if is_base else load_image(slug).image_test
+    info = load_image(slug)
+    if not info.leaf:
+        raise ConfigError(f"{slug} is a {info.kind} image without madbench_common; test an "
+                          "image built on it")
+    is_base = info.kind == "base"
+    models = () if is_base else info.models
+    spec = BASE_TEST if is_base else info.image_test
     if spec is None:
         raise ConfigError(f"images/{slug}/image.yaml has no image_test block")
     ref = local_ref(slug)
@@ -243,15 +254,36 @@ def _main(argv: Sequence[str] | None = None) -> int:
         for slug in check_models(args.models, args.load):
             print(f"model ok: {slug}{' (loaded)' if args.load else ''}")
         return 0
+    start = time.perf_counter()
     try:
         outcomes = run_image_test(args.slug, args.keep)
     except MadbenchError as exc:
         print(f"error: {exc}", file=sys.stderr)
+        _record(args.slug, start, [], str(exc))
         return 1
     for o in outcomes:
         print(f"image-test {args.slug}: {o.stage} ran in the image: {o.rows} rows, "
               f"{o.rejected} rejected")
+    _record(args.slug, start, outcomes, "")
     return 0
+
+
+def _record(slug: str, start: float, outcomes: Sequence[StageOutcome], error: str) -> None:
+    """Write the outcome under the slug's ``image_test:`` in the images lock."""
+    entry = lock_entry(slug)
+    commit = subprocess.run(["git", "-C", str(IMAGES.parent), "describe", "--always",
+                             "--dirty", "--abbrev=12"], capture_output=True, text=True)
+    result: dict[str, Any] = {
+        "result": "fail" if error else "pass",
+        "wall_s": round(time.perf_counter() - start),
+        "image_id": (entry.get("build") or {}).get("image_id"),
+        "commit": commit.stdout.strip() or None,
+        "tested_at": datetime.now(timezone.utc).strftime("%Y-%m-%d"),
+        "stages": {o.stage: f"{o.rows} rows, {o.rejected} rejected" for o in outcomes}}
+    if error:
+        # the reason, not the whole log: the last lines say what failed
+        result["reason"] = "\n".join(error.strip().splitlines()[-6:])[-1500:]
+    record_image_test(slug, result)
 
 
 if __name__ == "__main__":
