@@ -17,8 +17,10 @@ entry stay byte for byte (several engineers record builds of different slugs).
 
 from __future__ import annotations
 
+import fcntl
 import re
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -28,7 +30,8 @@ import yaml
 from madbench_common.errors import ConfigError
 
 __all__ = ["LOCK", "STATUSES", "LayerTotals", "image_identity", "image_layers", "layer_totals",
-           "lock_entry", "read_lock", "record_build", "record_image_test", "write_entry"]
+           "lock_entry", "read_lock", "record_build", "record_image_test", "update_entry",
+           "write_entry"]
 
 LOCK = Path(__file__).resolve().parents[1] / "images" / "images.lock.yaml"
 STATUSES = ("planned", "tagged", "built", "pinned")
@@ -62,9 +65,26 @@ def image_identity(entry: dict[str, Any]) -> str | None:
     return str(found) if found else None
 
 
+@contextmanager
+def _locked(path: Path) -> Iterator[None]:
+    """Hold an exclusive lock on ``<lock>.flock`` while a block is read and rewritten:
+    builds, image tests and SBOMs of different slugs record concurrently."""
+    with open(path.with_name(path.name + ".flock"), "a") as fh:
+        fcntl.flock(fh, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(fh, fcntl.LOCK_UN)
+
+
 def record_build(slug: str, build: dict[str, Any], path: Path | None = None) -> None:
     """Set the slug's ``status: built`` and ``build:`` record (unless it is ``pinned``)."""
     path = path or LOCK
+    with _locked(path):
+        _record_build(slug, build, path)
+
+
+def _record_build(slug: str, build: dict[str, Any], path: Path) -> None:
     entry = dict(lock_entry(slug, path))
     if entry.get("status") != "pinned":
         entry["status"] = "built"
@@ -82,6 +102,11 @@ def record_build(slug: str, build: dict[str, Any], path: Path | None = None) -> 
 def write_entry(slug: str, entry: dict[str, Any], path: Path | None = None) -> None:
     """Replace the slug's block with ``entry`` (comments and other entries stay as they are)."""
     path = path or LOCK
+    with _locked(path):
+        _write_entry(slug, entry, path)
+
+
+def _write_entry(slug: str, entry: dict[str, Any], path: Path) -> None:
     text = path.read_text()
     found = re.search(rf"^  {re.escape(slug)}:\n(?:    .*\n)*", text, re.M)
     if found is None:
@@ -131,9 +156,14 @@ def layer_totals(slugs: Iterable[str], path: Path | None = None) -> LayerTotals:
     return LayerTotals(tuple(wanted), summed, sum(seen.values()), tuple(unrecorded))
 
 
+def update_entry(slug: str, change: Callable[[dict[str, Any]], dict[str, Any]],
+                 path: Path | None = None) -> None:
+    """Read the slug's entry, apply ``change`` and write it back, all under the lock."""
+    path = path or LOCK
+    with _locked(path):
+        _write_entry(slug, change(dict(lock_entry(slug, path))), path)
+
+
 def record_image_test(slug: str, result: dict[str, Any], path: Path | None = None) -> None:
     """Set the slug's ``image_test:`` record (result, wall seconds, stages, the image)."""
-    path = path or LOCK
-    entry = dict(lock_entry(slug, path))
-    entry["image_test"] = result
-    write_entry(slug, entry, path)
+    update_entry(slug, lambda e: {**e, "image_test": result}, path)

@@ -114,6 +114,19 @@ def _run_on_host(store: Path, stages: Sequence[str], params: dict[str, dict[str,
         print(f"host: {name} done", flush=True)
 
 
+def _key_placeholders() -> dict[str, str]:
+    """Every API key a stage of either graph declares, set to a placeholder for the model
+    check: an API model (ElevenLabs, Gemini, GPT-4o audio, the judge) is constructed with
+    its client but calls nothing, and the container has no network. Real keys come only
+    from the cluster's Secret, never from here."""
+    from madbench_common.deaf.graph import build_deaf_graph
+    from madbench_common.pipeline.definition import build_graph
+
+    names = {k for graph in (build_graph(), build_deaf_graph()) for st in graph
+             for k in st.secrets}
+    return {name: "image-test-placeholder" for name in sorted(names)}
+
+
 def _models_of(slug: str, extra: Sequence[str]) -> list[str]:
     from madbench_common.registry import REGISTRY
 
@@ -196,7 +209,8 @@ def _run(ref: str, slug: str, spec: ImageTest, models: Sequence[str],
     mounts = [*data, Mount(weights, "/weights")]
     check = ["python", "-m", "madbench_common.imagetest", "check-models",
              *_models_of(slug, models), *(["--load"] if spec.load_models else [])]
-    print(run_in_image(ref, check, mounts=mounts, capture=True), end="", flush=True)
+    print(run_in_image(ref, check, mounts=mounts, capture=True, env=_key_placeholders()),
+          end="", flush=True)
     return [_stage_in_image(ref, s, store, params.get(s, {}), mounts) for s in spec.stages]
 
 

@@ -41,7 +41,7 @@ from pathlib import Path
 from typing import Any
 
 from madbench_common.errors import ConfigError
-from madbench_common.imagelock import LOCK, image_identity, lock_entry, read_lock, write_entry
+from madbench_common.imagelock import LOCK, image_identity, lock_entry, read_lock, update_entry
 
 __all__ = ["Pin", "make_sbom", "parse_lock", "record_sbom", "sbom_problems", "write_sbom"]
 
@@ -225,14 +225,10 @@ def write_sbom(slug: str) -> Path:
 def record_sbom(slug: str, sbom: Path, locked: str, path: Path | None = None) -> None:
     """Set the slug's ``sbom:`` block: which SBOM describes which locked set and image."""
     path = path or LOCK
-    entry = dict(lock_entry(slug, path))
-    entry["sbom"] = {
-        "path": sbom.relative_to(path.parent.parent).as_posix(),
-        "sha256": hashlib.sha256(sbom.read_bytes()).hexdigest(),
-        "lock_sha256": hashlib.sha256(locked.encode()).hexdigest(),
-        "image": image_identity(entry),
-    }
-    write_entry(slug, entry, path)
+    record = {"path": sbom.relative_to(path.parent.parent).as_posix(),
+              "sha256": hashlib.sha256(sbom.read_bytes()).hexdigest(),
+              "lock_sha256": hashlib.sha256(locked.encode()).hexdigest()}
+    update_entry(slug, lambda e: {**e, "sbom": {**record, "image": image_identity(e)}}, path)
 
 
 def sbom_problems(slug: str, lock_path: Path | None = None) -> list[str]:
