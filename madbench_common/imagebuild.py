@@ -315,7 +315,7 @@ def _stream(cmd: list[str], log: Path) -> tuple[int, int]:
             fh.write(line)
             sys.stdout.write(line)
             cached += bool(re.search(r"Using cache|CACHED", line))
-            steps += bool(re.match(r"STEP \d+/\d+: (?!FROM)|#\d+ \[", line))
+            steps += bool(re.match(r"(\[\d+/\d+\] )?STEP \d+/\d+: (?!FROM)|#\d+ \[", line))
     if proc.returncode != 0:
         raise BuildFailed(f"image build failed (exit {proc.returncode}); log: {log}")
     return steps, cached
