@@ -13,6 +13,7 @@ from typing import Any
 
 import pytest
 import yaml
+from test_argo import task_deps, task_runs
 
 from madbench_common.deaf.graph import PAPER_MODELS, build_deaf_graph
 from madbench_common.deaf.workflow import deaf_lock, render_deaf_workflow
@@ -58,10 +59,60 @@ def test_dag_follows_the_deaf_graph() -> None:
     for stage in graph:
         name = stage.name.replace("_", "-")
         deps = {f"{d.replace('_', '-')}-merge" for d in stage.inputs}
-        assert set(tasks[name].get("dependencies", [])) == deps
+        assert set(task_deps(tasks[name])) == deps
         assert tasks[f"{name}-merge"]["dependencies"] == [name]
     answers = {f"answer-{m.name.replace('_', '-')}-merge" for m in PAPER_MODELS}
-    assert answers <= set(tasks["deaf-judge"]["dependencies"])
+    assert answers <= set(task_deps(tasks["deaf-judge"]))
+
+
+def _outcome(tasks: dict[str, dict[str, Any]], failed: set[str]) -> dict[str, str]:
+    """Each task's result when the tasks in ``failed`` fail, as Argo schedules a DAG with
+    ``failFast: false`` (a task whose dependencies are unmet is Omitted)."""
+    results: dict[str, str] = {}
+    while len(results) < len(tasks):
+        for name, task in tasks.items():
+            if name in results or not all(d in results for d in task_deps(task)):
+                continue
+            if not task_runs(task, results):
+                results[name] = "Omitted"
+            else:
+                results[name] = "Failed" if name in failed else "Succeeded"
+    return results
+
+
+def test_a_failed_answer_stage_blocks_neither_judge_nor_report() -> None:
+    """One model's answer shards fail: every other stage still runs, through the report
+    (which names the absent model: tests/deaf/test_pipeline.py); the workflow ends Failed.
+    A failed stimulus stage still stops what needs it."""
+    dag = _templates()["madbench"]["dag"]
+    assert dag["failFast"] is False
+    tasks = {t["name"]: t for t in dag["tasks"]}
+    after = _outcome(tasks, {"answer-salmonn"})
+    assert after["answer-salmonn"] == "Failed" and after["answer-salmonn-merge"] == "Omitted"
+    assert {n: r for n, r in after.items() if r != "Succeeded"} == {
+        "answer-salmonn": "Failed", "answer-salmonn-merge": "Omitted"}
+    assert after["deaf-report-merge"] == "Succeeded"
+    merge_failed = _outcome(tasks, {"answer-qwen2-audio-merge"})
+    assert merge_failed["deaf-judge"] == merge_failed["deaf-report"] == "Succeeded"
+    no_trials = _outcome(tasks, {"deaf-trials"})
+    assert {no_trials[n] for n in ("deaf-judge", "deaf-metrics", "deaf-report")} == {"Omitted"}
+    assert _outcome(tasks, set())["deaf-report-merge"] == "Succeeded"
+
+
+def test_sic_voices_are_a_workflow_parameter() -> None:
+    """ElevenLabs voices per SIC profile: a parameter with the documented default set,
+    passed verbatim to sic_tts's pods (and parsed there)."""
+    from madbench_common.deaf.design import ELEVENLABS_VOICES, VOICE_PROFILES
+    from madbench_common.deaf.stages_stimuli import parse_voices
+
+    value = _params()["sic_tts_voices"]
+    assert parse_voices(value) == dict(ELEVENLABS_VOICES)
+    assert set(ELEVENLABS_VOICES) == {p.name for p in VOICE_PROFILES}
+    for verb in ("shard", "merge"):
+        args = _templates()[f"sic-tts-{verb}"]["container"]["args"]
+        assert "voices={{workflow.parameters.sic_tts_voices}}" in args
+        assert "voices" not in json.loads(args[args.index("--params-json") + 1]) \
+            if "--params-json" in args else True
 
 
 def _substitute(arg: str, params: dict[str, str]) -> str:

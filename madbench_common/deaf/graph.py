@@ -6,6 +6,17 @@ report. Stage defaults are the CPU references and the rule judge, so a laptop ru
 whole graph; each stage's ``full`` profile names what ``workflows/deaf.yaml`` runs:
 the paper's models on their images, ElevenLabs for SIC and DeepSeek-R1 as the judge.
 
+One model's failed answer stage does not stop the others: the judge and the report take
+the answer stages as optional inputs (``Stage.optional_inputs``). On Argo they wait for
+every answer stage to finish, succeeded or failed (``depends``, ``failFast: false``); the
+judge judges the models that answered, metrics cover them, and the report lists each
+absent model as such (no answers: its stage failed or did not run). The workflow still
+ends Failed, naming the failed stage. A local ``madbench deaf run`` stops at the first
+failed stage instead (rerun it, or ``--models`` without that model, to finish).
+
+SIC voices (``sic_tts``'s ``voices``: profile → ElevenLabs voice id) are the workflow
+parameter ``sic_tts_voices`` (JSON), by default :data:`~.design.ELEVENLABS_VOICES`.
+
 Answer stages: the paper's seven models by default (§3.1), or any list of
 :data:`PAPER_MODELS` names and ``name=slug`` pairs naming any registered ``OmniModel``
 (the MADBench omni adapters included), e.g. ``qwen2_audio,qwen25_omni=omni-qwen25omni``.
@@ -16,6 +27,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from madbench_common.deaf.design import ELEVENLABS_VOICES
 from madbench_common.errors import ConfigError
 from madbench_common.pipeline.graph import Graph, Stage
 
@@ -99,8 +111,9 @@ def _stimulus_stages() -> list[Stage]:
               shards=4, params={"snrs": [-10, -5, 0, 5, 10], "pairing_seed": 0}),
         Stage(name="sic_tts", role="voice_tts", target=f"{_PKG}.stages_stimuli:SicStage",
               inputs=("deaf_sentences",), outputs=("deaf_stimuli",), model="ref-deaf-voices",
-              shards=2, params={"model_args": {}},
-              full={"model": "deaf-elevenlabs"}, secrets=("ELEVENLABS_API_KEY",)),
+              shards=2, params={"model_args": {}, "voices": ""},
+              full={"model": "deaf-elevenlabs", "params": {"voices": dict(ELEVENLABS_VOICES)}},
+              secrets=("ELEVENLABS_API_KEY",), workflow_params=("voices",)),
     ]
 
 
@@ -125,7 +138,8 @@ def build_deaf_graph(models: Sequence[str] = ()) -> Graph:
               inputs=CLIP_STAGES, outputs=("deaf_trials",), params={"prompts": ""}),
         *answer_stages,
         Stage(name="deaf_judge", role="judge", target=f"{_PKG}.stages_eval:JudgeStage",
-              inputs=("deaf_trials", *names), outputs=("deaf_verdicts",), shards=4,
+              inputs=("deaf_trials", *names), optional_inputs=names,
+              outputs=("deaf_verdicts",), shards=4,
               timeout=6 * 3600, secrets=("JUDGE_API_KEY",),
               params={"mode": "rule+llm", "judge_base_url": "", "judge_model": "",
                       "judge_key_env": "JUDGE_API_KEY", "judge_prompt": "", "cache": ""},
@@ -136,5 +150,5 @@ def build_deaf_graph(models: Sequence[str] = ()) -> Graph:
               memory="4Gi", params={"n_boot": 10_000}),
         Stage(name="deaf_report", role="core", target=f"{_PKG}.stage_report:ReportStage",
               inputs=("deaf_metrics", "deaf_judge", "deaf_envlib", *CLIP_STAGES, *names),
-              outputs=("deaf_report",)),
+              optional_inputs=names, outputs=("deaf_report",)),
     ])

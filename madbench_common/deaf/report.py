@@ -7,7 +7,8 @@ with 95 % bootstrap intervals and p-values (``**`` p < 0.01, ``***`` p < 0.001);
 9 — acoustic perception accuracy per level with per-condition rows and the Q2 semantic
 check. Then the judges' shares and the radar (Figure 5: Acc per conflict type × level).
 Every model row names its slug and version; a model answering through the local stub
-server, a tiny random checkpoint or a CPU reference is labelled so in the model table.
+server, a tiny random checkpoint or a CPU reference is labelled so in the model table, and
+a model whose answer stage failed is listed as absent (empty rows, not in the radar).
 """
 
 from __future__ import annotations
@@ -25,7 +26,8 @@ from madbench_common.deaf.radar import radar_png, radar_svg
 from madbench_common.deaf.rows import EnvRow, MetricRow, StimulusRow, VerdictRow
 from madbench_common.deaf.voices import AGE_TRANSFORMS, BASE_VOICES
 
-__all__ = ["ModelInfo", "ReportInputs", "render_html", "render_markdown", "report_files"]
+__all__ = ["ModelInfo", "ReportInputs", "absent_note", "render_html", "render_markdown",
+           "report_files"]
 
 
 @dataclass(frozen=True)
@@ -37,6 +39,8 @@ class ModelInfo:
     version: str
     paper_model: str = ""
     note: str = ""
+    absent: bool = False
+    """No answers: the stage failed or did not run (its slug is the stage's default)."""
 
 
 @dataclass
@@ -216,12 +220,22 @@ def radar_series(inp: ReportInputs) -> tuple[list[str], dict[str, list[float]]]:
     idx = _index(inp.metrics)
     axes = [f"{c.upper()}-{lv}" for c in CONFLICTS for lv in LEVELS]
     series = {m.stage: [float(getattr(idx.get((m.stage, c, lv, "all", "acc")), "value", 0.0)
-                              or 0.0) for c in CONFLICTS for lv in LEVELS] for m in inp.models}
+                              or 0.0) for c in CONFLICTS for lv in LEVELS]
+              for m in inp.models if not m.absent}
     return axes, series
+
+
+def absent_note(inp: ReportInputs) -> str:
+    """The models without answers, named (``""`` when every model answered)."""
+    gone = [f"{m.stage} ({m.paper_model or m.slug})" for m in inp.models if m.absent]
+    return ("Absent models — no answers, so no verdicts or metrics (the answer stage failed "
+            "or did not run; see the run summary): " + ", ".join(gone) + ".") if gone else ""
 
 
 def render_markdown(inp: ReportInputs) -> str:
     out = ["# DEAF report", "", _stimulus_note(inp), ""]
+    if absent_note(inp):
+        out += [absent_note(inp), ""]
     for title, fn in SECTIONS:
         headers, rows = fn(inp)
         out += [f"## {title}", "", _md(headers, rows), ""]
@@ -231,6 +245,8 @@ def render_markdown(inp: ReportInputs) -> str:
 
 def render_html(inp: ReportInputs) -> str:
     body = [f"<h1>DEAF report</h1><p>{html.escape(_stimulus_note(inp))}</p>"]
+    if absent_note(inp):
+        body.append(f"<p><strong>{html.escape(absent_note(inp))}</strong></p>")
     axes, series = radar_series(inp)
     for title, fn in SECTIONS:
         headers, rows = fn(inp)

@@ -7,7 +7,8 @@
   missing key, weight or spend cap stops the stage (exit 3).
 * ``deaf_judge`` — each answer judged against its trial's key (§2.4), rule judge first
   and the LLM judge for the rest (``mode``), recording which judge decided and the
-  judge prompt's version; LLM verdicts are cached too.
+  judge prompt's version; LLM verdicts are cached too. An answer stage that failed is
+  skipped (its model gets no verdicts, no metrics, and an "absent" row in the report).
 * ``deaf_metrics`` — Acc, ASS, ARS per model × conflict × level (and per condition,
   sub-dimension and SNR), EDI, the Q2 semantic check, and Δ ARS with bootstrap CIs.
 """
@@ -16,6 +17,7 @@ from __future__ import annotations
 
 import dataclasses
 import hashlib
+import logging
 from collections.abc import Sequence
 from functools import cached_property
 from typing import Any
@@ -39,6 +41,7 @@ from madbench_common.types import Audio
 
 __all__ = ["AnswerStage", "JudgeStage", "MetricsStage", "TrialsStage", "model_metrics"]
 
+log = logging.getLogger("madbench")
 _SR = 16000
 
 
@@ -166,8 +169,18 @@ class JudgeStage(StageImpl[VerdictRow]):
 
     @cached_property
     def answers(self) -> dict[str, dict[tuple[str, int], AnswerRow]]:
-        return {dep: {(a.query_id, a.repeat): a for a in self.ctx.read_input(dep, AnswerRow)}
-                for dep in self.ctx.stage.inputs if dep != "deaf_trials"}
+        """Answers per answer stage that finished; a failed one (an optional input that is
+        absent) is left out here and named as absent by the report."""
+        out = {}
+        for dep in self.ctx.stage.inputs:
+            if dep == "deaf_trials":
+                continue
+            if dep in self.ctx.stage.optional_inputs and not self.ctx.has_input(dep):
+                log.warning("deaf_judge: %s has no answers (the stage failed or did not "
+                            "run); judging the other models", dep)
+                continue
+            out[dep] = {(a.query_id, a.repeat): a for a in self.ctx.read_input(dep, AnswerRow)}
+        return out
 
     @cached_property
     def llm(self) -> LLMJudge | None:

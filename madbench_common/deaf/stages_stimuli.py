@@ -10,6 +10,9 @@ from __future__ import annotations
 
 import dataclasses
 import importlib
+import inspect
+import json
+import logging
 import subprocess
 from collections.abc import Sequence
 from functools import cached_property
@@ -17,7 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from madbench_common.audio import read_wav_bytes, resample
-from madbench_common.deaf.design import SNRS_DB, environment
+from madbench_common.deaf.design import SNRS_DB, VOICE_PROFILES, environment
 from madbench_common.deaf.envlib import (
     LibraryEntry,
     library_entries,
@@ -34,19 +37,25 @@ from madbench_common.registry import REGISTRY
 from madbench_common.types import Audio
 
 __all__ = ["BscMixStage", "BscSpeechStage", "EnvLibStage", "EscStage", "SentencesStage",
-           "SicStage", "instantiate", "repo_library"]
+           "SicStage", "instantiate", "model_class", "parse_voices", "repo_library"]
 
+log = logging.getLogger("madbench")
 _SR = 16000
 
 
-def instantiate(slug: str, kwargs: dict[str, Any] | None = None) -> Any:
-    """A fresh instance of the registered model ``slug`` with constructor ``kwargs``."""
+def model_class(slug: str) -> Any:
+    """The class registered as ``slug`` (imported)."""
     try:
         spec = REGISTRY[slug]
     except KeyError:
         raise ConfigError(f"unknown model slug {slug!r}") from None
     module, _, name = spec.target.partition(":")
-    return getattr(importlib.import_module(module), name)(**(kwargs or {}))
+    return getattr(importlib.import_module(module), name)
+
+
+def instantiate(slug: str, kwargs: dict[str, Any] | None = None) -> Any:
+    """A fresh instance of the registered model ``slug`` with constructor ``kwargs``."""
+    return model_class(slug)(**(kwargs or {}))
 
 
 def repo_library() -> str:
@@ -234,8 +243,45 @@ class BscSpeechStage(_ClipStage):
         return self.model.synthesise(spec.text, NARRATOR, _SR)
 
 
+def parse_voices(value: Any) -> dict[str, str]:
+    """``voices`` (profile → voice id) from a mapping or its JSON text (``""``: none)."""
+    if isinstance(value, str):
+        if not value.strip():
+            return {}
+        try:
+            value = json.loads(value)
+        except json.JSONDecodeError as exc:
+            raise ConfigError(f"voices: not JSON ({exc}); expected "
+                              '{"young_male": "<voice id>", ...}') from None
+    if not isinstance(value, dict) or not all(
+            isinstance(k, str) and isinstance(v, str) and v for k, v in value.items()):
+        raise ConfigError(f"voices: expected a JSON object of profile → voice id, got {value!r}")
+    unknown = set(value) - {p.name for p in VOICE_PROFILES}
+    if unknown:
+        raise ConfigError(f"voices: unknown profiles {sorted(unknown)}; profiles: "
+                          f"{', '.join(p.name for p in VOICE_PROFILES)}")
+    return dict(value)
+
+
 class SicStage(_ClipStage):
-    """SIC clips: each sentence in the voice profiles its sub-dimension calls for."""
+    """SIC clips: each sentence in the voice profiles its sub-dimension calls for.
+
+    ``voices`` (a JSON object, profile → voice id: the workflow parameter
+    ``sic_tts_voices``) reaches a model that takes ``voices`` (ElevenLabs); a model that
+    picks its own voices (the CPU reference) ignores it, with a log line.
+    """
+
+    @cached_property
+    def model(self) -> Any:
+        slug = self.ctx.params.get("model") or self.ctx.stage.model
+        kwargs = dict(self.ctx.params.get("model_args") or {})
+        voices = parse_voices(self.ctx.params.get("voices", ""))
+        if voices and "voices" not in kwargs:
+            if "voices" in inspect.signature(model_class(slug)).parameters:
+                kwargs["voices"] = voices
+            else:
+                log.info("sic_tts: %s chooses its own voices; voices= is not used", slug)
+        return instantiate(slug, kwargs)
 
     def plan_specs(self, sentences: Sequence[Any]) -> list[ClipSpec]:
         return plan_sic(sentences)

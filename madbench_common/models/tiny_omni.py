@@ -1,6 +1,6 @@
 """Tiny random omni checkpoints in the released layouts, for adapter tests and ``make image-test``.
 
-Like :mod:`madbench_common.models.tiny`, each ``install_tiny_*`` builds a small randomly
+Like :mod:`madbench_common.models.tiny.qc`, each ``install_tiny_*`` builds a small randomly
 initialised model from transformers' own classes and configs, saves it the way the
 released checkpoint is laid out (composite config, processor files, chat template) and
 installs it as a cached Hugging Face snapshot at the revision the adapter pins, so the

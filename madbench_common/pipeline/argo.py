@@ -233,6 +233,12 @@ def _parameters(graph: Graph, variant: Variant, lock: ImageLock) -> list[m.Param
             params.append(m.Parameter(
                 name=_model_param(stage), value=_default_model(stage, variant),
                 description=f"Registry slug of stage {stage.name}'s model (swap with its image)"))
+        for key in stage.workflow_params:
+            value = stage.params.get(key, "")
+            params.append(m.Parameter(
+                name=f"{stage.name}_{key}",
+                value=value if isinstance(value, str) else json.dumps(value, sort_keys=True),
+                description=f"Parameter {key!r} of stage {stage.name}"))
     params.append(m.Parameter(name="summary_image", value=lock.ref("reference-cpu"),
                               description="Image of the exit handler that writes the summary"))
     return params
@@ -335,7 +341,10 @@ def _stage_params(stage: Stage, variant: Variant) -> list[str]:
         args += ["--param", f"sources={_param('sources')}"]
     if _swappable(stage):
         args += ["--param", f"model={_param(_model_param(stage))}"]
+    for key in stage.workflow_params:
+        args += ["--param", f"{key}={_param(f'{stage.name}_{key}')}"]
     fixed = stage.full.get("params", {}) if not variant.cpu_only else {}
+    fixed = {k: v for k, v in fixed.items() if k not in stage.workflow_params}
     if fixed:
         args += ["--params-json", json.dumps(fixed, sort_keys=True)]
     return args
@@ -429,13 +438,31 @@ def _fanout_template(stage: Stage) -> m.Template:
                       dag=m.DAGTemplate(tasks=[shard]))
 
 
+_FAILED = ("Failed", "Errored", "Omitted")
+"""The results (Argo's enhanced ``depends``) besides a bare name's Succeeded, Skipped or
+Daemoned that still let a stage with an optional input run: the input's merge failed, or
+never ran (``Omitted``) because its shards failed."""
+
+
+def _wiring(stage: Stage, graph: Graph) -> dict[str, Any]:
+    """``dependencies`` on every input's merge; ``depends`` where an input is optional."""
+    merges = {d: f"{task_name(graph[d])}-merge" for d in stage.inputs}
+    if not merges:
+        return {}
+    if not stage.optional_inputs:
+        return {"dependencies": list(merges.values())}
+    terms = [" || ".join([merges[d], *(f"{merges[d]}.{r}" for r in _FAILED)])
+             if d in stage.optional_inputs else merges[d] for d in stage.inputs]
+    return {"depends": " && ".join(f"({t})" if "||" in t else t for t in terms)}
+
+
 def _stage_tasks(stage: Stage, graph: Graph) -> list[m.DAGTask]:
     name = task_name(stage)
-    deps = [f"{task_name(graph[d])}-merge" for d in stage.inputs] or None
+    wiring = _wiring(stage, graph)
     if stage.sharded:
-        run = m.DAGTask(name=name, template=f"{name}-fanout", dependencies=deps)
+        run = m.DAGTask(name=name, template=f"{name}-fanout", **wiring)
     else:
-        run = m.DAGTask(name=name, template=f"{name}-shard", dependencies=deps,
+        run = m.DAGTask(name=name, template=f"{name}-shard", **wiring,
                         arguments=m.Arguments(parameters=[m.Parameter(name="shard", value="0")]))
     merge = m.DAGTask(name=f"{name}-merge", template=f"{name}-merge", dependencies=[name])
     return [run, merge]
@@ -463,7 +490,11 @@ def _summary_template(variant: Variant, profile: ClusterProfile) -> m.Template:
 
 def _templates(graph: Graph, variant: Variant, profile: ClusterProfile) -> list[m.Template]:
     tasks = [t for stage in graph for t in _stage_tasks(stage, graph)]
-    templates = [m.Template(name="madbench", dag=m.DAGTemplate(tasks=tasks))]
+    # Argo's DAG stops scheduling after a failure unless failFast is off: a graph with
+    # optional inputs wants the stages that wait for them to run (the rest still stop,
+    # their plain dependencies unmet), and the workflow still ends Failed.
+    fail_fast = False if any(s.optional_inputs for s in graph) else None
+    templates = [m.Template(name="madbench", dag=m.DAGTemplate(tasks=tasks, fail_fast=fail_fast))]
     for stage in graph:
         if stage.sharded:
             templates.append(_fanout_template(stage))

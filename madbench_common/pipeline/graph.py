@@ -65,6 +65,14 @@ class Stage:
     secrets: tuple[str, ...] = ()
     """Environment variables the stage reads from the API-key Secret (hosted model APIs);
     on the cluster only these pods get them, and egress to HTTPS."""
+    optional_inputs: tuple[str, ...] = ()
+    """Inputs the stage runs without when they failed: their absence is part of the
+    fingerprint, the stage reads them only when present (:meth:`StageContext.has_input`),
+    and on Argo the task waits for them to finish, succeeded or not (``depends``)."""
+    workflow_params: tuple[str, ...] = ()
+    """Parameters that are also workflow parameters ``<stage>_<key>`` (``argo submit -p``),
+    their defaults the profile's values (JSON text unless a string); the pod receives the
+    value verbatim as ``--param key=value``, so the stage parses JSON values itself."""
 
     def in_profile(self, profile: str) -> Stage:
         """This stage as ``profile`` runs it (``embedded``: unchanged; ``full``: overridden).
@@ -114,6 +122,9 @@ class Graph:
                 raise ConfigError(f"stage {s.name!r} depends on unknown stage {dep!r}")
         if s.shards < 1 or s.retries < 0 or s.timeout <= 0:
             raise ConfigError(f"stage {s.name!r}: shards ≥ 1, retries ≥ 0, timeout > 0")
+        if not set(s.optional_inputs) <= set(s.inputs):
+            raise ConfigError(f"stage {s.name!r}: optional inputs "
+                              f"{sorted(set(s.optional_inputs) - set(s.inputs))} are not inputs")
         if unknown := set(s.full) - _PROFILE_FIELDS:
             raise ConfigError(f"stage {s.name!r}: full profile cannot set {sorted(unknown)}; "
                               f"allowed: {sorted(_PROFILE_FIELDS)}")

@@ -96,6 +96,10 @@ class StageContext:
     def key(self, *parts: str) -> Key:
         return "/".join((self.prefix, *parts))
 
+    def has_input(self, stage_name: str) -> bool:
+        """Whether an upstream stage has finished (an optional input may be absent)."""
+        return read_marker(self.run, stage_name) is not None
+
     def read_input(self, stage_name: str, row_type: type[ROW]) -> list[ROW]:
         """Rows of an upstream stage's merged manifest, checksum-verified."""
         marker = read_marker(self.run, stage_name)
@@ -232,9 +236,12 @@ def fingerprint(
 ) -> str:
     """Hash of what determines a stage's output (inputs by their manifest sha256, and the
     version of the manifest schema it writes)."""
-    upstream = {}
+    upstream: dict[str, str | None] = {}
     for dep in stage.inputs:
         marker = read_marker(run, dep)
+        if marker is None and dep in stage.optional_inputs:
+            upstream[dep] = None  # absent (failed upstream): recomputed once it exists
+            continue
         if marker is None:
             raise ManifestError(f"stage {stage.name!r} needs {dep!r}, which has not finished")
         upstream[dep] = marker["manifest_sha256"]

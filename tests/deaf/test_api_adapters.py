@@ -169,3 +169,44 @@ def test_elevenlabs_voices_and_pcm(monkeypatch: pytest.MonkeyPatch) -> None:
     assert req["path"] == "/v1/text-to-speech/voiceA?output_format=pcm_16000"
     assert req["body"]["model_id"] == "eleven_multilingual_v2"
     assert abs(len(audio) / 22050 - 0.06 * 25) < 0.01 and np.abs(audio).max() > 0.05
+
+
+def test_elevenlabs_speaks_every_sic_profile_by_default(monkeypatch: pytest.MonkeyPatch) -> None:
+    """No voices given: the documented premade set (deaf.design.ELEVENLABS_VOICES) covers
+    the four SIC profiles, so sic_tts does not stop for a missing voice id."""
+    from madbench_common.deaf.design import ELEVENLABS_VOICES, VOICE_PROFILES
+
+    monkeypatch.setenv("ELEVENLABS_API_KEY", STUB_KEY)
+    with stub_server() as stub:
+        tts = ElevenLabsTTS(base_url=stub.url, rpm=0)
+        for p in VOICE_PROFILES:
+            assert len(tts.synthesise("Good morning.", p.name, SR)) > 0
+    voices = [r["path"].split("/")[-1].split("?")[0] for r in stub.requests]
+    assert voices == [ELEVENLABS_VOICES[p.name] for p in VOICE_PROFILES]
+    assert len(set(voices)) == 4 and all(len(v) == 20 and v.isalnum() for v in voices)
+
+
+def test_sic_voices_parameter(monkeypatch: pytest.MonkeyPatch) -> None:
+    """``voices`` reaches a model that takes it (as JSON text, as the workflow passes it)
+    and is ignored by one that picks its own voices; malformed values are config errors."""
+    from types import SimpleNamespace
+
+    from madbench_common.deaf.graph import build_deaf_graph
+    from madbench_common.deaf.stages_stimuli import SicStage, parse_voices
+
+    monkeypatch.setenv("ELEVENLABS_API_KEY", STUB_KEY)
+    stage = build_deaf_graph()["sic_tts"]
+
+    def model(params: dict[str, object]) -> object:
+        ctx = SimpleNamespace(params=params, stage=stage)
+        return SicStage.model.func(SimpleNamespace(ctx=ctx))  # type: ignore[attr-defined]
+
+    mine = '{"young_male": "abc", "elderly_female": "def"}'
+    tts = model({"model": "deaf-elevenlabs", "voices": mine})
+    assert tts.voices == {"young_male": "abc", "elderly_female": "def"}  # type: ignore[attr-defined]
+    ref = model({"model": "ref-deaf-voices", "voices": mine})
+    assert type(ref).__name__ == "ReferenceVoices"
+    assert parse_voices("") == {} and parse_voices({"young_female": "x"}) == {"young_female": "x"}
+    for bad in ("{not json", '{"teen_male": "x"}', '["x"]', '{"young_male": ""}'):
+        with pytest.raises(ConfigError, match="voices"):
+            parse_voices(bad)

@@ -16,7 +16,7 @@ from tests.models._qc import VENV, demo_mixture
 @pytest.fixture(scope="module")
 def asr(tmp_path_factory: pytest.TempPathFactory) -> Any:
     pytest.importorskip("transformers", reason=VENV)
-    from madbench_common.models.tiny import install_tiny_whisper
+    from madbench_common.models.tiny.qc import install_tiny_whisper
     from madbench_common.models.whisper import WhisperASR
 
     root = tmp_path_factory.mktemp("weights")

@@ -1,4 +1,5 @@
-"""Tiny random checkpoints in the real weights layout, for adapter tests and ``make image-test``.
+"""Tiny random checkpoints of the ``qc`` image's models (Whisper, ECAPA-TDNN, AST, CLAP) and of
+the MossFormer2 separator in the real weights layout, for adapter tests and ``make image-test``.
 
 Each ``install_tiny_*`` builds a small randomly initialised model from the upstream
 package's own classes, saves it the way the released checkpoint is laid out, and puts
@@ -179,7 +180,7 @@ def install_tiny_clap(root: str | os.PathLike[str], seed: int = 0) -> Path:
 
 _ECAPA_HPARAMS = """\
 # ECAPA-TDNN speaker embeddings in the layout of speechbrain/spkrec-ecapa-voxceleb
-# (tiny channels, random weights: madbench_common.models.tiny)
+# (tiny channels, random weights: madbench_common.models.tiny.qc)
 n_mels: 80
 pretrained_path: speechbrain/spkrec-ecapa-voxceleb
 out_n_neurons: 4
