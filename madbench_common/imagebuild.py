@@ -50,7 +50,7 @@ from madbench_common.imagelock import LOCK, lock_entry, record_build
 from madbench_common.images import IMAGES, ImageInfo, build_order, fetch_upstream, load_image
 
 __all__ = ["BASES", "PYTHON_BASES", "BuildFailed", "BuildRecord", "NoEngine", "build_bases",
-           "build_image", "build_lock", "debian_python", "engine", "image_exists",
+           "build_image", "build_lock", "debian_python", "engine", "image_exists", "image_id",
            "image_layers", "local_ref"]
 
 BASES = {"3.11": ("base-py311", "bookworm"), "3.9": ("base-py39", "bullseye")}
@@ -342,7 +342,9 @@ def image_layers(ref: str, eng: str | None = None) -> list[tuple[str, int]]:
     return list(zip(diff_ids, steps + [0] * (len(diff_ids) - len(steps))))
 
 
-def _image_id(eng: str, ref: str) -> str:
+def image_id(ref: str, eng: str | None = None) -> str:
+    """``sha256:<id>`` of a local image (a tag or an id)."""
+    eng = eng or engine()
     if eng == "buildah":
         raw = _run(["buildah", "inspect", "--type", "image", "--format", "{{.FromImageID}}",
                     ref], "buildah inspect")
@@ -370,25 +372,25 @@ def _build_one(info: ImageInfo, python_source: str, lock_path: Path | None) -> B
     fetch_upstream(info)
     with build_lock(info.slug):
         cmd = _build_cmd(eng, info.slug, tag, _build_args(info.slug, python_source, lock_path))
-        before = _image_id(eng, tag) if image_exists(tag, eng) else ""
+        before = image_id(tag, eng) if image_exists(tag, eng) else ""
         log = Path(os.environ.get("TMPDIR", "/tmp")) / f"madbench-build-{info.slug}.log"
         print(f"building {tag} with {eng} (log: {log})", flush=True)
         start = time.perf_counter()
         with _DiskPeak(_storage_root(eng)) as disk:
             steps, cached = _stream(cmd, log)
         seconds = time.perf_counter() - start
-    image_id = _image_id(eng, tag)
+    built = image_id(tag, eng)
     layers = tuple(image_layers(tag, eng))
-    if image_id == before:
+    if built == before:
         old = lock_entry(info.slug, lock_path).get("build") or {}
         torch, cuda = str(old.get("torch") or ""), str(old.get("cuda") or "")
     else:
         torch, cuda = _torch_version(tag) if info.kind in ("torch", "model") else ("", "")
-    rec = BuildRecord(info.slug, tag, image_id, sum(n for _, n in layers), seconds, disk.peak,
+    rec = BuildRecord(info.slug, tag, built, sum(n for _, n in layers), seconds, disk.peak,
                       cached, f"{eng} {_version(eng)}", torch, cuda,
                       commit=_git("describe", "--always", "--dirty", "--abbrev=12"),
                       parent=info.parent, steps=steps, layers=layers)
-    if image_id != before:
+    if built != before:
         record_build(info.slug, rec.as_lock(), lock_path)
     return rec
 

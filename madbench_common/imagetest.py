@@ -49,7 +49,7 @@ from typing import Any
 from madbench_common.containers import Mount, run_in_image
 from madbench_common.errors import ConfigError, MadbenchError
 from madbench_common.imagebuild import image_exists, local_ref
-from madbench_common.imagelock import lock_entry, record_image_test
+from madbench_common.imagelock import record_image_test
 from madbench_common.images import IMAGES, ImageTest, load_image
 from madbench_common.pipeline.graph import Graph
 
@@ -171,10 +171,12 @@ def _writable(path: Path) -> Path:
 
 
 def _stage_in_image(ref: str, stage: str, store: Path, params: dict[str, Any],
-                    mounts: Sequence[Mount], command: Sequence[str] = ("madbench",)
-                    ) -> StageOutcome:
+                    mounts: Sequence[Mount], command: Sequence[str] = ("madbench",),
+                    name: str = "") -> StageOutcome:
+    """Run one shard and the merge of ``stage`` in image ``ref`` (an id or a tag); the
+    manifests name the image ``name`` (its tag), as a pod's do."""
     common = ["--stage", stage, "--num-shards", "1", "--store", str(store), "--run-id", RUN_ID,
-              "--image", ref, "--params-json", json.dumps(params)]
+              "--image", name or ref, "--params-json", json.dumps(params)]
     for argv in ([*command, "stage", "run", "--shard", "0", *common],
                  [*command, "stage", "merge", *common]):
         print(f"image: {' '.join(argv)}", flush=True)
@@ -186,8 +188,12 @@ def _stage_in_image(ref: str, stage: str, store: Path, params: dict[str, Any],
     return outcome
 
 
-def run_image_test(slug: str, keep: bool = False) -> list[StageOutcome]:
-    """Run the slug's image test against its local image; return the tested stages' counts."""
+def run_image_test(slug: str, keep: bool = False, image: str = "") -> list[StageOutcome]:
+    """Run the slug's image test against its local image; return the tested stages' counts.
+
+    ``image`` (an image id; default: the one the slug's local tag names when the test
+    starts) is what every container of the test runs, so a rebuild or retag of the tag
+    meanwhile (another session building on the same machine) cannot mix two images."""
     info = load_image(slug)
     if not info.leaf:
         raise ConfigError(f"{slug} is a {info.kind} image without madbench_common; test an "
@@ -204,7 +210,7 @@ def run_image_test(slug: str, keep: bool = False) -> list[StageOutcome]:
     work = Path(tempfile.mkdtemp(prefix=f"madbench-image-test-{slug}-", dir=root)).resolve()
     work.chmod(0o755)
     try:
-        return _run(ref, slug, spec, models, work)
+        return _run(image or tested_image(slug), slug, spec, models, work, ref)
     finally:
         if keep:
             print(f"kept {work}", flush=True)
@@ -233,8 +239,15 @@ def image_test_params(spec: ImageTest, pipeline: Pipeline, sources: Path
     return params
 
 
+def tested_image(slug: str) -> str:
+    """The id of the image the slug's local tag names now."""
+    from madbench_common.imagebuild import image_id
+
+    return image_id(local_ref(slug))
+
+
 def _run(ref: str, slug: str, spec: ImageTest, models: Sequence[str],
-         work: Path) -> list[StageOutcome]:
+         work: Path, name: str) -> list[StageOutcome]:
     pipeline = pipeline_of(spec.stages)
     sources = demo_sources(work / "sources", spec.clips)
     store, weights = _writable(work / "store"), _writable(work / "weights")
@@ -252,7 +265,7 @@ def _run(ref: str, slug: str, spec: ImageTest, models: Sequence[str],
              *_models_of(slug, models), *(["--load"] if spec.load_models else [])]
     print(run_in_image(ref, check, mounts=mounts, capture=True, env=_key_placeholders()),
           end="", flush=True)
-    return [_stage_in_image(ref, s, store, params.get(s, {}), mounts, pipeline.command)
+    return [_stage_in_image(ref, s, store, params.get(s, {}), mounts, pipeline.command, name)
             for s in spec.stages]
 
 
@@ -311,28 +324,30 @@ def _main(argv: Sequence[str] | None = None) -> int:
             print(f"model ok: {slug}{' (loaded)' if args.load else ''}")
         return 0
     start = time.perf_counter()
+    image = ""
     try:
-        outcomes = run_image_test(args.slug, args.keep)
+        image = tested_image(args.slug) if image_exists(local_ref(args.slug)) else ""
+        outcomes = run_image_test(args.slug, args.keep, image)
     except MadbenchError as exc:
         print(f"error: {exc}", file=sys.stderr)
-        _record(args.slug, start, [], str(exc))
+        _record(args.slug, start, [], str(exc), image)
         return 1
     for o in outcomes:
         print(f"image-test {args.slug}: {o.stage} ran in the image: {o.rows} rows, "
               f"{o.rejected} rejected")
-    _record(args.slug, start, outcomes, "")
+    _record(args.slug, start, outcomes, "", image)
     return 0
 
 
-def _record(slug: str, start: float, outcomes: Sequence[StageOutcome], error: str) -> None:
+def _record(slug: str, start: float, outcomes: Sequence[StageOutcome], error: str,
+            image: str) -> None:
     """Write the outcome under the slug's ``image_test:`` in the images lock."""
-    entry = lock_entry(slug)
     commit = subprocess.run(["git", "-C", str(IMAGES.parent), "describe", "--always",
                              "--dirty", "--abbrev=12"], capture_output=True, text=True)
     result: dict[str, Any] = {
         "result": "fail" if error else "pass",
         "wall_s": round(time.perf_counter() - start),
-        "image_id": (entry.get("build") or {}).get("image_id"),
+        "image_id": image or None,
         "commit": commit.stdout.strip() or None,
         "tested_at": datetime.now(timezone.utc).strftime("%Y-%m-%d"),
         "stages": {o.stage: f"{o.rows} rows, {o.rejected} rejected" for o in outcomes}}
