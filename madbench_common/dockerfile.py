@@ -4,7 +4,8 @@
 image is data in ``image.yaml`` (``kind``, ``description``, ``licenses``, ``apt``,
 ``sdists``, ``upstream_src``) or, for anything else, an optional fragment
 ``images/<slug>/Dockerfile.extra`` that the template places after the image's packages and
-upstream sources, before madbench_common. ``make dockerfiles`` (``python -m
+upstream sources, before madbench_common, and ``images/<slug>/Dockerfile.post`` for steps
+that run madbench_common itself (placed after it). ``make dockerfiles`` (``python -m
 madbench_common.images render``) writes them; ``--check`` writes nothing and lists the
 stale ones, and a test fails on a stale Dockerfile, as for ``workflows/*.yaml``.
 
@@ -50,6 +51,10 @@ def render(info: ImageInfo, lock_path: Path | None = None) -> str:
                              autoescape=False)
     extra_path = info.dir / "Dockerfile.extra"
     extra = extra_path.read_text().strip("\n") if extra_path.exists() else ""
+    post_path = info.dir / "Dockerfile.post"
+    post = post_path.read_text().strip("\n") if post_path.exists() else ""
+    if post and not info.leaf:
+        raise ValueError(f"{post_path}: only a runnable image installs madbench_common")
     if '"' in info.description or '"' in info.licenses:
         raise ValueError(f"images/{info.slug}/image.yaml: description and licenses are "
                          "label values; they cannot hold a double quote")
@@ -57,7 +62,8 @@ def render(info: ImageInfo, lock_path: Path | None = None) -> str:
         slug=info.slug, kind=info.kind, leaf=info.leaf, description=info.description,
         licenses=info.licenses, apt=info.apt, sdists=info.sdists,
         sdist_names=[re.sub(r"[-_.]+", "-", n).lower() for n in info.sdists],
-        lock=_locks_packages(info), extra=extra, python_image=_PYTHON_IMAGES[info.python],
+        lock=_locks_packages(info), extra=extra, post=post,
+        python_image=_PYTHON_IMAGES[info.python],
         parent_ref=_ref(info.parent, lock_path) if info.parent else "",
         version=_ref(info.slug, lock_path).rsplit(":", 1)[1],
         upstream_src=[{"repo": s.repo, "commit": s.commit, "dest": s.dest,
