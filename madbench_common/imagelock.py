@@ -24,7 +24,7 @@ import yaml
 from madbench_common.errors import ConfigError
 
 __all__ = ["LOCK", "STATUSES", "image_identity", "lock_entry", "read_lock", "record_build",
-           "write_entry"]
+           "record_push", "write_entry"]
 
 LOCK = Path(__file__).resolve().parents[1] / "images" / "images.lock.yaml"
 STATUSES = ("planned", "tagged", "built", "pinned")
@@ -82,3 +82,15 @@ def write_entry(slug: str, entry: dict[str, Any], path: Path | None = None) -> N
     if found is None:
         raise ConfigError(f"{path}: cannot find the block of {slug!r}")
     path.write_text(text[:found.start()] + _block(slug, entry) + text[found.end():])
+
+
+def record_push(slug: str, digest: str, registry: str, path: Path | None = None) -> None:
+    """Set the slug's ``status: pinned``, its registry manifest ``digest`` and ``pushed_to``
+    (the registry it was read back from; :mod:`madbench_common.imagepush`)."""
+    if not re.fullmatch(r"sha256:[0-9a-f]{64}", digest):
+        raise ConfigError(f"image {slug!r}: digest {digest!r} is not sha256:<64 hex>")
+    entry = dict(lock_entry(slug, path))
+    entry.update(status="pinned", digest=digest, pushed_to=registry)
+    if entry.get("sbom"):  # the SBOM describes the lock, and so this pushed image of it
+        entry["sbom"] = {**entry["sbom"], "image": image_identity(entry)}
+    write_entry(slug, entry, path)
