@@ -115,7 +115,7 @@ def test_pin_fetch_tamper_refuse_against_a_loopback_hub(tmp_path: Path,
     blob = hf_path(REPO, image="fam", filename="model.safetensors", root=dest).resolve()
     blob.write_bytes(W2)
     assert any("sha256" in p for p in check_weights("fam", dest, images))
-    with pytest.raises(WeightsMismatch, match="model.safetensors: sha256"):
+    with pytest.raises(WeightsMismatch, match=r"model\.safetensors: sha256"):
         fetch_weights("fam", dest, images, endpoint=hub.url)
     assert not blob.exists()
     fetch_weights("fam", dest, images, endpoint=hub.url)

@@ -25,7 +25,7 @@ def _images(tmp: Path, sha: str | None) -> Path:
 def test_unpinned_sha256_is_refused_unless_allowed_and_then_recorded(tmp_path: Path) -> None:
     images = _images(tmp_path, None)
     assert load_spec("img", images).urls[0].sha256 is None
-    with pytest.raises(UnpinnedWeights, match="w.pth: no sha256 recorded"):
+    with pytest.raises(UnpinnedWeights, match=r"w\.pth: no sha256 recorded"):
         fetch_weights("img", tmp_path / "w", images)
     lock = json.loads(fetch_weights("img", tmp_path / "w", images,
                                     allow_unpinned=True).read_text())
