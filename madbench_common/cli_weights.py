@@ -7,7 +7,7 @@ import argparse
 import sys
 from typing import Any
 
-__all__ = ["add_commands", "allow_unpinned_arg"]
+__all__ = ["add_commands", "allow_unpinned_arg", "allowed_unpinned"]
 
 
 def allow_unpinned_arg(p: argparse.ArgumentParser, what: str) -> None:
@@ -15,6 +15,12 @@ def allow_unpinned_arg(p: argparse.ArgumentParser, what: str) -> None:
     p.add_argument("--allow-unpinned", nargs="?", const="true", default=None,
                    choices=("true", "false"), metavar="true|false",
                    help=f"{what} (recorded in provenance)")
+
+
+def allowed_unpinned(args: argparse.Namespace) -> bool | None:
+    """``--allow-unpinned`` as a bool; ``None`` when not given (no pins check)."""
+    value = getattr(args, "allow_unpinned", None)
+    return None if value is None else value == "true"
 
 
 def add_commands(sub: argparse._SubParsersAction[Any]) -> None:

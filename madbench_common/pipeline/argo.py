@@ -232,6 +232,11 @@ def _parameters(graph: Graph, variant: Variant, lock: ImageLock) -> list[m.Param
     ]
     if not variant.sources:
         params = [p for p in params if p.name != "sources"]
+    if not variant.cpu_only:
+        params.append(m.Parameter(
+            name="allow_unpinned", value="false", enum=["false", "true"],
+            description="true: run models whose weights.yaml entries are unpinned (recorded in "
+                        "each stage's _SUCCESS marker); false: such stages fail (exit 3)"))
     shards = default_shards(graph, variant)
     for stage in graph:
         slug = "reference-cpu" if variant.cpu_only else stage.image
@@ -334,6 +339,8 @@ def _stage_args(stage: Stage, verb: str, graph: Graph, variant: Variant) -> list
         args += ["--shard", "{{inputs.parameters.shard}}"]
     args += ["--num-shards", _num_shards(stage), "--store", _param("store"),
              "--run-id", RUN_ID, "--image", _param(stage.image_param), "--seed", _param("seed")]
+    if not variant.cpu_only:  # pinned weights are required unless the submitter allows
+        args.append(f"--allow-unpinned={_param('allow_unpinned')}")
     return args + _stage_params(stage, variant)
 
 

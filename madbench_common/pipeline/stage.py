@@ -9,8 +9,10 @@ Layout inside a run prefix::
     <stage>/_SUCCESS                       JSON: fingerprint + manifest sha256, written last
 
 ``fp`` (the fingerprint) hashes the stage name, image, model, parameters, seed, the
-version of the manifest schema it writes and
-the sha256 of every input manifest, so a changed input or parameter gets a fresh
+version of the manifest schema it writes,
+the sha256 of every input manifest and, for a stage that runs models, each model's
+identity (adapter code, weights pins, dtype: :mod:`madbench_common.pipeline.identity`),
+so a changed input, parameter, image, weight or adapter gets a fresh
 prefix and an unchanged one is skipped on rerun, on both backends. Manifests hold
 run-relative references, so the fingerprint never depends on where the store lives.
 """
@@ -36,6 +38,7 @@ import pyarrow as pa
 from madbench_common.audio import read_wav_bytes, wav_bytes
 from madbench_common.errors import (
     ChecksumError,
+    ConfigError,
     EnvironmentMissing,
     InputRejected,
     ManifestError,
@@ -50,6 +53,7 @@ from madbench_common.manifest import (
     write_table_bytes,
 )
 from madbench_common.pipeline.graph import Graph, Stage
+from madbench_common.pipeline.identity import stage_identity, unpinned_weights
 from madbench_common.pipeline.usage import peak_rss_bytes, reset_peak_rss
 from madbench_common.s3client import retries_since, retry_stats
 from madbench_common.store import ObjectInfo, RunStore
@@ -60,6 +64,7 @@ __all__ = [
     "ShardResult",
     "StageContext",
     "StageImpl",
+    "check_pins",
     "load_impl",
     "make_context",
     "merge_stage",
@@ -87,6 +92,10 @@ class StageContext:
     image: str
     seed: int
     scratch: Path = field(default_factory=lambda: Path(tempfile.gettempdir()))
+    models: dict[str, Any] = field(default_factory=dict)
+    """slug → identity of each model the stage runs (:func:`stage_identity`)."""
+    allow_unpinned: bool | None = None
+    """Whether unpinned weights were allowed (``None``: not asked, a local run)."""
 
     @property
     def prefix(self) -> Key:
@@ -232,7 +241,8 @@ def _read_json(run: RunStore, key: Key) -> dict[str, Any]:
 
 
 def fingerprint(
-    run: RunStore, graph: Graph, stage: Stage, params: dict[str, Any], image: str, seed: int
+    run: RunStore, graph: Graph, stage: Stage, params: dict[str, Any], image: str, seed: int,
+    models: dict[str, Any] | None = None,
 ) -> str:
     """Hash of what determines a stage's output (inputs by their manifest sha256, and the
     version of the manifest schema it writes)."""
@@ -249,21 +259,40 @@ def fingerprint(
     # manifest that the stages after it would refuse to read.
     rows = getattr(load_impl(stage.target), "row_type", None)
     schema = f"{rows.SCHEMA_NAME}/{rows.SCHEMA_VERSION}" if rows is not None else ""
-    blob = params_json(
-        {"stage": stage.name, "target": stage.target, "image": image, "params": params,
-         "seed": seed, "inputs": upstream, "schema": schema}
-    )
-    return hashlib.sha256(blob.encode()).hexdigest()
+    fields: dict[str, Any] = {"stage": stage.name, "target": stage.target, "image": image,
+                              "params": params, "seed": seed, "inputs": upstream,
+                              "schema": schema}
+    models = stage_identity(stage.model, params) if models is None else models
+    if models:  # a model stage: adapter code, weights pins and dtype of each model
+        fields["models"] = models
+    return hashlib.sha256(params_json(fields).encode()).hexdigest()
+
+
+def check_pins(stage: str, models: dict[str, Any], allow_unpinned: bool | None) -> None:
+    """Refuse (exit 3) a stage whose models read unpinned weights when pins are required
+    (``allow_unpinned`` False: the ``full`` workflows' default); ``None`` checks nothing."""
+    loose = unpinned_weights(models)
+    if loose and allow_unpinned is False:
+        raise ConfigError(
+            f"stage {stage}: unpinned weights ({'; '.join(loose)}); pin them where the hub is "
+            "reachable (madbench weights pin --image <image>), commit weights.yaml and "
+            "rebuild the images, or submit with -p allow_unpinned=true (recorded in the "
+            "stage's _SUCCESS marker)")
 
 
 def make_context(
-    run: RunStore, graph: Graph, stage_name: str, params: dict[str, Any], image: str, seed: int
+    run: RunStore, graph: Graph, stage_name: str, params: dict[str, Any], image: str, seed: int,
+    allow_unpinned: bool | None = None,
 ) -> StageContext:
-    """Build a context whose fingerprint reflects the current inputs."""
+    """Build a context whose fingerprint reflects the current inputs and models; with
+    ``allow_unpinned`` False, refuse models whose weights are not pinned."""
     stage = graph[stage_name]
     merged = stage_params(stage, params)
-    fp = fingerprint(run, graph, stage, merged, image, seed)
-    return StageContext(run, stage, graph, merged, fp, image, seed)
+    models = stage_identity(stage.model, merged)
+    check_pins(stage.name, models, allow_unpinned)
+    fp = fingerprint(run, graph, stage, merged, image, seed, models)
+    return StageContext(run, stage, graph, merged, fp, image, seed, models=models,
+                        allow_unpinned=allow_unpinned)
 
 
 def stage_params(stage: Stage, params: dict[str, Any]) -> dict[str, Any]:
@@ -368,5 +397,9 @@ def merge_stage(ctx: StageContext, num_shards: int) -> dict[str, Any]:
         "rejected": sum(s != "ok" for s in statuses),
         "schema": f"{row_type.SCHEMA_NAME}/v{row_type.SCHEMA_VERSION}",
     }
+    if ctx.models:  # provenance of the models (issue 21): identity and the pins choice
+        marker["models"] = ctx.models
+        marker["weights"] = {"allow_unpinned": ctx.allow_unpinned,
+                             "unpinned": unpinned_weights(ctx.models)}
     ctx.run.put_bytes(f"{ctx.stage.name}/_SUCCESS", json.dumps(marker, indent=1).encode())
     return marker
