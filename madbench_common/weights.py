@@ -58,7 +58,9 @@ from madbench_common.errors import ConfigError, EnvironmentMissing
 
 __all__ = [
     "DEFAULT_ROOT",
+    "STANDIN_MARKER",
     "TINY_ARCH_FILE",
+    "TINY_MARKER",
     "UNPINNED",
     "HFItem",
     "TinyLayout",
@@ -457,9 +459,9 @@ def fetch_weights(image: str, dest: str | os.PathLike[str], images_dir: Path | N
     return path
 
 
-def _check_hf(item: HFItem, image: str, base: Path) -> list[str]:
+def _check_hf(item: HFItem, image: str, base: Path, checksums: bool = True) -> list[str]:
     fix = f"fetch them with: madbench weights fetch --image {image} --dest {base}"
-    if not pin_problem(item):
+    if checksums and not pin_problem(item):
         return _check_pinned_hf(item, image, base, fix)
     try:
         snap = hf_path(item.repo, image=image, revision=item.revision, root=base,
@@ -493,12 +495,13 @@ def _check_pinned_hf(item: HFItem, image: str, base: Path, fix: str) -> list[str
     return problems
 
 
-def _check_url(item: URLItem, image: str, base: Path) -> list[str]:
+def _check_url(item: URLItem, image: str, base: Path,
+               checksums: bool = True) -> list[str]:
     try:
         path = url_file(item.name, image=image, root=base)
     except WeightsMissing as exc:
         return [str(exc)]
-    got = _sha256(path)
+    got = _sha256(path) if checksums else item.sha256
     if item.sha256 is not None and got != item.sha256:
         return [f"{path}: sha256 {got} != {item.sha256} in weights.yaml; fetch it again with: "
                 f"madbench weights fetch --image {image} --dest {base}"]
@@ -506,18 +509,23 @@ def _check_url(item: URLItem, image: str, base: Path) -> list[str]:
 
 
 def check_weights(image: str, root: str | os.PathLike[str] | None = None,
-                  images_dir: Path | None = None) -> list[str]:
+                  images_dir: Path | None = None, checksums: bool = True) -> list[str]:
     """Problems with what ``weights.yaml`` lists under ``root`` (offline); ``[]`` when all
     is there: every pinned hub file at its commit with its sha256 (an unpinned repo at
-    its revision with a file per pattern), every URL file with its pinned sha256."""
+    its revision with a file per pattern), every URL file with its pinned sha256
+    (``checksums=False``: present by name, whatever its bytes — a tiny checkpoint written
+    where a pinned release file goes)."""
     spec = load_spec(image, images_dir)
     base = weights_root(root)
-    problems = [msg for item in spec.hf for msg in _check_hf(item, image, base)]
-    return problems + [msg for item in spec.urls for msg in _check_url(item, image, base)]
+    problems = [msg for item in spec.hf for msg in _check_hf(item, image, base, checksums)]
+    return problems + [msg for item in spec.urls
+                       for msg in _check_url(item, image, base, checksums)]
 
 
 from madbench_common.weights_layout import (  # noqa: E402 (re-exported; it reads load_spec)
+    STANDIN_MARKER,
     TINY_ARCH_FILE,
+    TINY_MARKER,
     TinyLayout,
     declared_layout,
     install_local_snapshot,

@@ -14,8 +14,8 @@ from typing import Any, TypeVar
 
 from madbench_common.errors import ConfigError
 
-__all__ = ["TINY_ARCH_FILE", "TinyLayout", "declared_layout", "install_local_snapshot",
-           "layout_problems", "tiny_layout", "written_layout"]
+__all__ = ["STANDIN_MARKER", "TINY_ARCH_FILE", "TINY_MARKER", "TinyLayout", "declared_layout",
+           "install_local_snapshot", "layout_problems", "tiny_layout", "written_layout"]
 
 
 def _hub_cache(root: Path) -> Path:
@@ -40,9 +40,16 @@ def install_local_snapshot(
 
 
 TINY_ARCH_FILE = "madbench_arch.json"
-"""The one file a tiny checkpoint may add to a release layout: the widths an adapter gives
+"""A file a tiny checkpoint may add to a release layout: the widths an adapter gives
 upstream classes whose sizes are fixed in code (F5-TTS's packaged config, MMAudio's named
 networks). A real release never has it, and the adapter then uses upstream's own sizes."""
+TINY_MARKER = "madbench_tiny_random.json"
+"""A file a tiny checkpoint may add: it marks the snapshot as tiny and random, so the omni and
+audio-LM adapters label their versions (and answers) as such."""
+STANDIN_MARKER = "madbench_standin.json"
+"""A file a stand-in snapshot adds (hub-only remote code replaced by
+:mod:`madbench_common.models.standins`): which release it stands in for."""
+_TINY_FILES = (TINY_ARCH_FILE, TINY_MARKER, STANDIN_MARKER)
 
 _F = TypeVar("_F", bound=Callable[..., Any])
 
@@ -105,7 +112,8 @@ def written_layout(root: str | os.PathLike[str], image: str) -> TinyLayout:
 def layout_problems(image: str, layout: TinyLayout, images_dir: Path | None = None) -> list[str]:
     """How ``layout`` differs from ``images/<image>/weights.yaml`` by name (no checksums):
     every file is one the spec fetches (a whole-repo item takes any; ``TINY_ARCH_FILE``
-    is allowed anywhere), every pattern has a file, every URL item is there."""
+    and the tiny/stand-in markers are allowed anywhere), every pattern has a file, every
+    URL item is there."""
     from madbench_common.weights import load_spec
 
     spec = load_spec(image, images_dir)
@@ -113,7 +121,7 @@ def layout_problems(image: str, layout: TinyLayout, images_dir: Path | None = No
     problems = []
 
     def real(files: Iterable[str]) -> list[str]:
-        return [f for f in files if PurePosixPath(f).name != TINY_ARCH_FILE]
+        return [f for f in files if PurePosixPath(f).name not in _TINY_FILES]
 
     for repo, files in layout.hub.items():
         item = items.get(repo)

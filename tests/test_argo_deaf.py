@@ -24,7 +24,8 @@ ROOT = Path(__file__).resolve().parents[1]
 LOCK = ROOT / "images" / "images.lock.yaml"
 PROFILE = ROOT / "k8s" / "overlays" / "gpu-nodepool" / "cluster-profile.yaml"
 DEAF = ROOT / "workflows" / "deaf.yaml"
-_KEYS = {"GEMINI_API_KEY", "OPENAI_API_KEY", "ELEVENLABS_API_KEY", "JUDGE_API_KEY"}
+_KEYS = {"GEMINI_API_KEY", "OPENAI_API_KEY", "ELEVENLABS_API_KEY", "JUDGE_API_KEY",
+         "AZURE_SPEECH_KEY"}
 
 
 def _doc() -> dict[str, Any]:
@@ -136,7 +137,7 @@ def test_pods_run_the_deaf_commands_and_parse() -> None:
         ns = parser.parse_args(args)
         assert ns.func.__module__ == "madbench_common.deaf.cli", tpl["name"]
     assert "sources" not in _params()
-    assert "--param" not in _shard("deaf_sentences")["container"]["args"]
+    assert not any(a.startswith("sources=") for a in _shard("deaf_sentences")["container"]["args"])
 
 
 def test_full_profile_runs_the_papers_models_on_gpu_images() -> None:
@@ -149,15 +150,58 @@ def test_full_profile_runs_the_papers_models_on_gpu_images() -> None:
         if model.gpu:
             assert resources["requests"]["nvidia.com/gpu"] == "1" == \
                 resources["limits"]["nvidia.com/gpu"]
+            assert resources["limits"]["memory"] == model.memory
             assert shard["nodeSelector"] == ClusterProfile.load(PROFILE).gpu_node_selector
             assert "/weights" in {m["mountPath"] for m in shard["container"]["volumeMounts"]}
         else:
             assert "nvidia.com/gpu" not in json.dumps(shard) and "nodeSelector" not in shard
     assert params["sic_tts_model"] == "deaf-elevenlabs"
-    judge = _shard("deaf_judge")["container"]["args"]
-    fixed = json.loads(judge[judge.index("--params-json") + 1])
-    assert fixed == {"judge_base_url": "https://api.deepseek.com/v1",
-                     "judge_model": "deepseek-reasoner"}
+
+
+def test_judge_is_r1_for_every_answer_and_its_endpoint_a_parameter() -> None:
+    """§2.4/§3.1: DeepSeek-R1 labels every answer. Mode, endpoint and model are workflow
+    parameters (deepseek-reasoner no longer serves R1), passed verbatim to the judge pods."""
+    from madbench_common.deaf.judge import R1_BASE_URL, R1_MODEL
+
+    params = _params()
+    assert (params["deaf_judge_mode"], params["deaf_judge_judge_base_url"],
+            params["deaf_judge_judge_model_id"]) == ("llm", R1_BASE_URL, R1_MODEL)
+    assert "deepseek-reasoner" not in DEAF.read_text()
+    for verb in ("shard", "merge"):
+        args = _templates()[f"deaf-judge-{verb}"]["container"]["args"]
+        for key in ("mode", "judge_base_url", "judge_model_id"):
+            assert f"{key}={{{{workflow.parameters.deaf_judge_{key}}}}}" in args
+
+
+def test_qwen3_omni_asks_for_an_80gb_class_gpu_and_ram_for_its_load_path() -> None:
+    """The thinker is ~59 GiB in bf16 and is loaded in host memory before moving to the
+    GPU: 80 GiB for the pod, and a node whose GPUs have more than 70 GiB (GFD label)."""
+    shard = _shard("answer_qwen3_omni")
+    assert shard["container"]["resources"]["limits"]["memory"] == "80Gi"
+    terms = shard["affinity"]["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"]
+    assert terms["nodeSelectorTerms"] == [{"matchExpressions": [
+        {"key": "nvidia.com/gpu.memory", "operator": "Gt", "values": [str(70 * 1024 - 1)]}]}]
+    assert ClusterProfile.load(PROFILE).gpu_memory_label == "nvidia.com/gpu.memory"
+    for other in ("answer_qwen2_audio", "answer_salmonn", "answer_gpt_4o_audio"):
+        assert "affinity" not in _shard(other)
+    assert "affinity" not in _templates()["answer-qwen3-omni-merge"]
+
+
+def test_paper_stimuli_parameters() -> None:
+    """EMIS and DEMAND copies by s3:// URI, the ESC emotional-TTS slot, and BSC speech from
+    Microsoft neural TTS (en-US-GuyNeural) with its key from the Secret."""
+    params = _params()
+    for name in ("deaf_sentences_emis", "esc_tts_a_emis", "esc_tts_b_emis", "esc_tts_c_emis",
+                 "deaf_envlib_demand"):
+        assert params[name] == ""
+    assert params["esc_tts_a_model"] == "ref-deaf-emotion-a"
+    assert json.loads(params["esc_tts_a_model_args"]) == {}
+    assert params["bsc_speech_model"] == "deaf-azure-tts"
+    assert json.loads(params["bsc_speech_model_args"]) == {
+        "region": "eastus", "voices": {"narrator": "en-US-GuyNeural"}}
+    args = _shard("deaf_envlib")["container"]["args"]
+    assert "demand={{workflow.parameters.deaf_envlib_demand}}" in args
+    assert _api_keys(_shard("bsc_speech")).keys() == {"AZURE_SPEECH_KEY"}
 
 
 def test_images_missing_from_the_lock_get_planned_slots() -> None:

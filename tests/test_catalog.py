@@ -59,20 +59,7 @@ _REF = re.compile(
     r"^ghcr\.io/madbench/(?P<slug>[a-z0-9][a-z0-9-]*):[^@\s]+(@sha256:[0-9a-f]{64})?$")
 _PARAM = re.compile(r"^\{\{workflow\.parameters\.(\w+)\}\}$")
 
-_EVAL = "the evaluation/omni tiny-builder work of issue 18"
-_GEN = "the generator/separator/QC/scene tiny-builder work of issue 18"
-KNOWN_GAPS: dict[str, str] = {
-    "image_test:det-df-arena": "images/det-df-arena has no image_test (a tiny stand-in for "
-                               "the hub-only remote code: the DF-Arena work of issue 18)",
-    "image_test:enc-imagebind": f"images/enc-imagebind has no image_test block ({_EVAL})",
-    "image_test:enc-msclap": f"images/enc-msclap has no image_test block ({_EVAL})",
-    "image_test:omni-baichuan15": "images/omni-baichuan15 has no image_test block (the "
-                                  "Baichuan work of issue 18)",
-    "image_test:omni-minicpmo45": "images/omni-minicpmo45 has no image_test block (the "
-                                  "MiniCPM-o work of issue 18)",
-    "adapter_tests:det-df-arena": "tests/models/test_df_arena.py never builds "
-                                  "DfArenaDetector (the DF-Arena work of issue 18)",
-}
+KNOWN_GAPS: dict[str, str] = {}
 """``kind:slug`` → the missing thing and whose work it is: a strict xfail, so the fix makes
 the test fail until its entry is removed here."""
 

@@ -27,6 +27,7 @@ __all__ = [
     "category_of",
     "cross_mismatch",
     "environment",
+    "level2_cross_claim",
     "voice_profile",
     "within_mismatch",
 ]
@@ -119,6 +120,30 @@ def cross_mismatch(code: str) -> str:
     """The background of a Cross-Mismatch for text about ``code`` (see CROSS_CATEGORY)."""
     category = category_of(code)
     return _members(CROSS_CATEGORY[category])[_members(category).index(code)]
+
+
+LEVEL2_CROSS_CLAIMS = MappingProxyType({"Nature": "STRAFFIC", "Office": "NPARK"})
+"""Background category → the environment a Level 2 Cross claim names, where Appendix A.3
+names a DEMAND environment: "Background is nature → 'This audio was recorded in a busy
+city with traffic noise'" (STRAFFIC) and "Background is office → '… outdoors in a forest
+with birds'" (NPARK). A.3's third pair, traffic → "a quiet beach with ocean waves",
+names no DEMAND environment (no clip could be its matched control), so Street
+backgrounds, like the categories A.3 does not list, take A.2.2's Cross pairing."""
+
+
+def level2_cross_claim(code: str) -> str:
+    """The environment a Level 2 Cross-Mismatch prompt claims over background ``code``.
+
+    §2.3 / Appendix A.3: a Level 2 prompt describes an environment the neutral-content
+    audio does not carry, chosen by the background's category. The paper does not say how
+    its Level 2 Within and Cross conditions (Table 4's L2 column) were built; here each
+    neutral clip is asked twice, once with a Cross claim (this one, another category) and
+    once with a Within claim (:func:`within_mismatch`, same category).
+    """
+    category = category_of(code)
+    if category in LEVEL2_CROSS_CLAIMS:
+        return LEVEL2_CROSS_CLAIMS[category]
+    return cross_mismatch(code)
 
 
 @dataclass(frozen=True)

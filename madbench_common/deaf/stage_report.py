@@ -63,7 +63,9 @@ class ReportStage(StageImpl[ReportRow]):
             version = next((r.model_version for r in rows if r.model_version), "")
             spec = REGISTRY.get(slug)
             models.append(ModelInfo(dep, slug, version, spec.paper_model if spec else "",
-                                    model_note(slug, version)))
+                                    model_note(slug, version), answers=len(rows),
+                                    empty=sum(r.ok and not r.text.strip() for r in rows),
+                                    failed=sum(not r.ok for r in rows)))
         stimuli = [r for d in deps if d not in _FIXED and not d.startswith("answer_")
                    for r in self.ctx.read_input(d, StimulusRow)]
         return ReportInputs(self.ctx.read_input("deaf_metrics", MetricRow), models, stimuli,

@@ -166,6 +166,8 @@ class Salmonn:
     slug = "deaf-salmonn"
     reference = False
     modes = ("A",)
+    requires_modules = ("torch", "transformers")
+    """What the interpreter running it must import (checked before a run starts)."""
 
     def __init__(self, device: str | None = None, root: str | os.PathLike[str] | None = None,
                  num_beams: int = GENERATE["num_beams"], seed: int = 0) -> None:

@@ -113,12 +113,16 @@ class ClusterProfile:
     weights_claim: str = "madbench-weights"
     api_secret: str = "madbench-api-keys"
     """The Secret holding hosted-API keys (one key per variable in ``Stage.secrets``)."""
+    gpu_memory_label: str = "nvidia.com/gpu.memory"
+    """Node label giving each GPU's memory in MiB (NVIDIA GPU Feature Discovery's, set by
+    the GPU Operator); a stage with ``gpu_memory_gib`` gets a node affinity on it. Empty:
+    no such label on the cluster (pick nodes with ``gpuNodeSelector`` instead)."""
 
     @classmethod
     def load(cls, path: str | Path) -> ClusterProfile:
         raw = yaml.safe_load(Path(path).read_text()) or {}
         keys = {"gpuNodeSelector", "gpuTolerations", "serviceAccount", "priorityClass",
-                "s3Secret", "weightsClaim", "apiSecret"}
+                "s3Secret", "weightsClaim", "apiSecret", "gpuMemoryLabel"}
         if unknown := set(raw) - keys:
             raise ConfigError(f"{path}: unknown cluster profile keys {sorted(unknown)}")
         return cls(
@@ -129,6 +133,7 @@ class ClusterProfile:
             s3_secret=raw.get("s3Secret", cls.s3_secret),
             weights_claim=raw.get("weightsClaim", cls.weights_claim),
             api_secret=raw.get("apiSecret", cls.api_secret),
+            gpu_memory_label=raw.get("gpuMemoryLabel", cls.gpu_memory_label),
         )
 
 
@@ -429,18 +434,26 @@ def _container_template(
         ),
         active_deadline_seconds=m.IntOrString(str(deadline)),
         retry_strategy=_retry(stage),
-        **_placement(profile, gpu),
+        **_placement(profile, gpu, stage.gpu_memory_gib),
     )
 
 
-def _placement(profile: ClusterProfile, gpu: bool) -> dict[str, Any]:
-    """nodeSelector and tolerations of the cluster profile's GPU pool (GPU shards only)."""
+def _placement(profile: ClusterProfile, gpu: bool, memory_gib: int = 0) -> dict[str, Any]:
+    """nodeSelector and tolerations of the cluster profile's GPU pool (GPU shards only),
+    and a node affinity for GPUs of more than ``memory_gib`` GiB where the stage needs one."""
     if not gpu:
         return {}
-    return {
+    out: dict[str, Any] = {
         "node_selector": dict(profile.gpu_node_selector) or None,
         "tolerations": [m.Toleration(**t) for t in profile.gpu_tolerations] or None,
     }
+    if memory_gib and profile.gpu_memory_label:
+        need = m.NodeSelectorRequirement(key=profile.gpu_memory_label, operator="Gt",
+                                         values=[str(memory_gib * 1024 - 1)])
+        out["affinity"] = m.Affinity(node_affinity=m.NodeAffinity(
+            required_during_scheduling_ignored_during_execution=m.NodeSelector(
+                node_selector_terms=[m.NodeSelectorTerm(match_expressions=[need])])))
+    return out
 
 
 # ---------------------------------------------------------------- DAG

@@ -26,7 +26,8 @@ from madbench_common.errors import ConfigError
 __all__ = ["PROFILES", "Graph", "Stage"]
 
 _NAME = re.compile(r"^[a-z][a-z0-9_]{0,40}$")
-_PROFILE_FIELDS = frozenset({"model", "image", "gpu", "cpu", "memory", "timeout", "params"})
+_PROFILE_FIELDS = frozenset({"model", "image", "gpu", "gpu_memory_gib", "cpu", "memory",
+                             "timeout", "params"})
 """Stage fields a profile may override (never the name, target or wiring)."""
 PROFILES = ("embedded", "full")
 
@@ -48,6 +49,9 @@ class Stage:
     image: str = "reference-cpu"
     """Image slug under ``images/``; the workflow parameter is :attr:`image_param`."""
     gpu: int = 0
+    gpu_memory_gib: int = 0
+    """Least memory per GPU a shard needs, in GiB (0: any GPU). Argo pods get a node
+    affinity on the cluster profile's GPU-memory node label (``gpuMemoryLabel``)."""
     cpu: str = "1"
     memory: str = "2Gi"
     retries: int = 2
@@ -60,7 +64,8 @@ class Stage:
     """Default parameters; user overrides are merged over them."""
     full: dict[str, Any] = field(default_factory=dict)
     """Overrides of the ``full`` profile (the paper's models on their images): any of
-    ``model``, ``image``, ``gpu``, ``cpu``, ``memory``, ``timeout``, and ``params``
+    ``model``, ``image``, ``gpu``, ``gpu_memory_gib``, ``cpu``, ``memory``, ``timeout``,
+    and ``params``
     (merged over :attr:`params`). Empty: the stage runs the same in every profile."""
     secrets: tuple[str, ...] = ()
     """Environment variables the stage reads from the API-key Secret (hosted model APIs);

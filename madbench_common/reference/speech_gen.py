@@ -266,6 +266,8 @@ class _TTSBase(_SpeechBase):
 
 class _FliteWorldTTS(_TTSBase):
     duration_control = "model:duration_stretch+time_stretch"
+    tools = ("flite",)
+    """Executables it runs (checked before a run starts: pipeline.preflight)."""
 
     def _synthesise(self, words: str, f0_hz: float, stretch: float, tmp: Path) -> Audio:
         (tmp / "text.txt").write_text(words, encoding="utf-8")
@@ -280,6 +282,7 @@ class _FliteWorldTTS(_TTSBase):
 
 class _EspeakPsolaTTS(_TTSBase):
     duration_control = "model:words_per_minute+time_stretch"
+    tools = ("espeak-ng",)
 
     def _synthesise(self, words: str, f0_hz: float, stretch: float, tmp: Path) -> Audio:
         (tmp / "text.txt").write_text(words, encoding="utf-8")

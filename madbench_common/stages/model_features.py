@@ -34,6 +34,7 @@ from typing import Any
 import numpy as np
 
 from madbench_common.mux import sample_frames
+from madbench_common.pipeline.failures import row_failure
 from madbench_common.roles import Embedding, Frames, InputSpec
 from madbench_common.rows import FeatureRow, SampleRow
 from madbench_common.stages.features import FeatureStage, input_sha256
@@ -91,12 +92,14 @@ class ModelFeatureStage(FeatureStage):
         sha = input_sha256(mode, s.audio_sha256, video.video_sha256)
         try:
             emb = self._embedding(sha, mode, s, video)
-        except (OSError, ValueError) as exc:
+        except Exception as exc:  # one input's failure quarantines its row (a missing
+            # module, weight or writable path, or a full disk, fails the stage instead)
+            failed = row_failure(exc, f"{s.sample_id} {mode}/{pairing}")
             log.warning("%s: %s %s/%s failed: %s", self.ctx.stage.name, s.sample_id, mode,
-                        pairing, exc)
+                        pairing, failed)
             return FeatureRow(sample_id=s.sample_id, sample_sha256=sha, mode=mode,
                               pairing=pairing, status="rejected", reason="encode_failed",
-                              detail=str(exc)[:200])
+                              detail=f"{s.sample_id} {mode}/{pairing}: {failed.detail}"[:500])
         return FeatureRow(sample_id=s.sample_id, sample_sha256=sha, mode=mode, pairing=pairing,
                           features=tuple(float(v) for v in emb.vector), score=emb.score,
                           score_kind=emb.score_kind, **_spec_columns(emb.spec))

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import csv
 from collections import Counter
 from pathlib import Path
 
@@ -10,6 +9,7 @@ import numpy as np
 import pytest
 
 from madbench_common.audio import read_wav_bytes, rms_dbfs
+from madbench_common.faultsuite import demo_sources
 from madbench_common.manifest import read_manifest_bytes
 from madbench_common.mix import fit_track
 from madbench_common.mux import video_packets
@@ -39,17 +39,9 @@ def run(tmp_path_factory: pytest.TempPathFactory) -> RunStore:
     if not (DEMO / "sources.csv").exists():
         pytest.skip("data/demo not built")
     tmp = tmp_path_factory.mktemp("build")
-    with open(DEMO / "sources.csv", newline="") as fh:
-        rows = [r for r in csv.DictReader(fh) if r["clip_id"] in CLIPS]
-    for r in rows:
-        for col in ("path", "speech_stem", "env_stem"):
-            r[col] = str(DEMO / r[col])
-    with open(tmp / "sources.csv", "w", newline="") as fh:
-        w = csv.DictWriter(fh, fieldnames=list(rows[0]))
-        w.writeheader()
-        w.writerows(rows)
+    sources = demo_sources(tmp / "sources", CLIPS)
     opts = RunOptions(store=str(tmp / "store"), run_id="b", workers=2, progress=False,
-                      params={"ingest": {"sources": str(tmp / "sources.csv")},
+                      params={"ingest": {"sources": str(sources)},
                               # the demo's plan (make demo): 6 speech + 8 env per clip
                               "plan_components": {"targets": 1, "mismatch_prompts": 1}})
     LocalRunner(build_graph, opts).execute()

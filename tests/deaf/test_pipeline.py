@@ -64,18 +64,18 @@ def test_deaf_run_end_to_end(tmp_path: Path, capsys: pytest.CaptureFixture[str])
     queries = {t.test_query for t in ok} | {t.control_query for t in ok if t.control_query}
     answers = _rows(run, "answer_gemini_25_flash", AnswerRow)
     assert len(answers) == 2 * len(queries) and all(a.ok and a.text for a in answers)
-    assert answers[0].model_version == "gemini-2.5-flash@env:MADBENCH_API_STUB"
+    assert answers[0].model_version == "gemini-2.5-flash@env:MADBENCH_API_STUB+thinking:-1"
 
     verdicts = _rows(run, "deaf_judge", VerdictRow)
-    judges = {v.judge for v in verdicts}
-    assert {"rule", "llm:stub-judge"} <= judges and all(v.label in "CTO" for v in verdicts)
-    l2 = [v for v in verdicts if v.role == "test" and v.trial_id.startswith("L2|")]
-    odd = [(v.trial_id, v.label, v.rationale) for v in l2 if v.label != "T"]
-    assert l2 and not odd  # the stub echoes the misleading claim
+    # the paper's protocol: the LLM judge labels every answer (the stub's judge says O)
+    assert {v.judge for v in verdicts} == {"llm:stub-judge"}
+    assert {v.label for v in verdicts} == {"O"}
+    assert {t.subdim for t in ok if t.level == "L2" and t.conflict == "bsc"} == {"within",
+                                                                                  "cross"}
 
     metrics = {(m.model, m.conflict, m.level, m.group, m.metric): m
                for m in _rows(run, "deaf_metrics", MetricRow)}
-    esc_l2 = metrics[("answer_gemini_25_flash", "esc", "L2", "all", "trap")]
+    esc_l2 = metrics[("answer_gemini_25_flash", "esc", "L2", "all", "other")]
     assert esc_l2.value == 1.0 and esc_l2.repeats == 2
     report = {r.name: r for r in _rows(run, "deaf_report", ReportRow)}
     assert set(report) == {"report.md", "report.json", "report.html", "radar.png", "radar.svg"}
@@ -83,6 +83,8 @@ def test_deaf_run_end_to_end(tmp_path: Path, capsys: pytest.CaptureFixture[str])
     assert png.startswith(b"\x89PNG")
     md = run.get_bytes(run.key_of(report["report.md"].uri)).decode()
     assert "local stub server: not the model's answers" in md and "Table 5" in md
+    assert "| answer_gemini_25_flash | stub-judge | 100.0 | 0.0 | 0.0 | 0.0 |" in md
+    assert f"| answer_gemini_25_flash | {len(answers)} | 0 | 0.0 | 0 |" in md  # no empty
     assert json.loads(run.get_bytes(run.key_of(report["report.json"].uri)))["metrics"]
     out = capsys.readouterr().out
     assert "Table 3: Acoustic Robustness Score" in out
@@ -101,7 +103,7 @@ def test_graph_declares_the_paper_models_and_secrets() -> None:
     assert graph["answer_qwen2_audio"].in_profile("full").image == "deaf-tf5"
     assert graph["deaf_judge"].inputs == ("deaf_trials", *(s.name for s in answer))
     full = graph.profiled("full")
-    assert full["deaf_judge"].params["judge_model"] == "deepseek-reasoner"
+    assert full["deaf_judge"].params["judge_model_id"] == "deepseek/deepseek-r1"
     assert full["sic_tts"].model == "deaf-elevenlabs"
     custom = build_deaf_graph(("qwen2_audio", "mine=deaf-gemini-3-flash"))
     assert [s.name for s in custom if s.name.startswith("answer_")] == [
