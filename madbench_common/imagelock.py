@@ -30,8 +30,8 @@ import yaml
 from madbench_common.errors import ConfigError
 
 __all__ = ["LOCK", "STATUSES", "LayerTotals", "image_identity", "image_layers", "layer_totals",
-           "lock_entry", "read_lock", "record_build", "record_image_test", "update_entry",
-           "write_entry"]
+           "lock_entry", "read_lock", "record_build", "record_image_test", "record_push",
+           "update_entry", "write_entry"]
 
 LOCK = Path(__file__).resolve().parents[1] / "images" / "images.lock.yaml"
 STATUSES = ("planned", "tagged", "built", "pinned")
@@ -167,3 +167,18 @@ def update_entry(slug: str, change: Callable[[dict[str, Any]], dict[str, Any]],
 def record_image_test(slug: str, result: dict[str, Any], path: Path | None = None) -> None:
     """Set the slug's ``image_test:`` record (result, wall seconds, stages, the image)."""
     update_entry(slug, lambda e: {**e, "image_test": result}, path)
+
+
+def record_push(slug: str, digest: str, registry: str, path: Path | None = None) -> None:
+    """Set the slug's ``status: pinned``, its registry manifest ``digest`` and ``pushed_to``
+    (the registry it was read back from; :mod:`madbench_common.imagepush`), under the lock."""
+    if not re.fullmatch(r"sha256:[0-9a-f]{64}", digest):
+        raise ConfigError(f"image {slug!r}: digest {digest!r} is not sha256:<64 hex>")
+
+    def pinned(entry: dict[str, Any]) -> dict[str, Any]:
+        entry = {**entry, "status": "pinned", "digest": digest, "pushed_to": registry}
+        if entry.get("sbom"):  # the SBOM describes the lock, and so this pushed image of it
+            entry["sbom"] = {**entry["sbom"], "image": image_identity(entry)}
+        return entry
+
+    update_entry(slug, pinned, path)
