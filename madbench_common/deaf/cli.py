@@ -16,6 +16,7 @@ from madbench_common.cli_pipeline import (
     print_status,
     stage_overrides,
 )
+from madbench_common.cli_weights import allow_unpinned_arg, allowed_unpinned
 from madbench_common.deaf.graph import build_deaf_graph
 from madbench_common.deaf.runner import DeafRunner, python_of, stub_apis
 from madbench_common.errors import ConfigError
@@ -70,6 +71,8 @@ def add_commands(sub: argparse._SubParsersAction[Any]) -> None:
         add_stage_params_option(p)
         if name == "run":
             p.add_argument("--shard", type=int, default=0)
+        allow_unpinned_arg(p, "false: refuse a model whose weights are unpinned (the full "
+                              "workflows pass it); true: allow it")
         p.set_defaults(func=func)
     summary = dsub.add_parser("exit-summary", help="write <store>/<run_id>/_RUN_SUMMARY.json")
     for name in ("store", "run-id", "workflow", "status"):
@@ -209,7 +212,8 @@ def _context(args: argparse.Namespace) -> Any:
     params = parse_params(args.params_json, args.param)
     params.update(stage_overrides(graph, args.stage, args.stage_params))
     run = RunStore(open_store(args.store), args.run_id)
-    return make_context(run, graph, args.stage, params, args.image, args.seed)
+    return make_context(run, graph, args.stage, params, args.image, args.seed,
+                        allowed_unpinned(args))
 
 
 def cmd_stage_run(args: argparse.Namespace) -> int:
