@@ -6,7 +6,8 @@ containers started by a :class:`Runner` (the rehearsal's runs each pod in its im
 under the pod policy; tests use in-memory runners). Supported, with Argo's semantics:
 
 - ``spec``: ``entrypoint``, ``arguments.parameters`` (overridden like ``argo submit -p``;
-  an unknown name fails), ``templates``, ``onExit`` (run after the DAG with
+  an unknown name fails, and so does a value outside a parameter's ``enum``),
+  ``templates``, ``onExit`` (run after the DAG with
   ``workflow.status``, ``workflow.duration`` and ``workflow.failures``), ``volumes``
   (``emptyDir``, ``persistentVolumeClaim``), ``securityContext``, ``activeDeadlineSeconds``,
   ``parallelism``; cluster-only fields are accepted and have no local meaning
@@ -443,6 +444,9 @@ def _check_keys(obj: Any, allowed: set[str], where: str) -> dict[str, Any]:
     return obj
 
 
+_ENUM = frozenset({"enum"})  # workflow parameters only: the values argo submit accepts
+
+
 def _params_list(obj: Any, where: str, extra: frozenset[str] = frozenset()) -> dict[str, Any]:
     out: dict[str, Any] = {}
     for p in (obj or {}).get("parameters", []) or []:
@@ -491,7 +495,7 @@ class Workflow:
             raise ConfigError(f"{self.path}: spec.entrypoint missing")
         self.volumes()
         _check_keys(spec.get("securityContext") or {}, _PSC_KEYS, f"{self.path}: securityContext")
-        _params_list(spec.get("arguments"), f"{self.path}: spec.arguments")
+        _params_list(spec.get("arguments"), f"{self.path}: spec.arguments", _ENUM)
 
     def _check_template(self, name: str, t: dict[str, Any]) -> None:
         where = f"{self.path}: template {name}"
@@ -567,7 +571,13 @@ class Workflow:
     def parameters(self) -> dict[str, str]:
         """Declared workflow parameters and their default values."""
         return {k: str(p.get("value", p.get("default", "")))
-                for k, p in _params_list(self.spec.get("arguments"), self.path).items()}
+                for k, p in _params_list(self.spec.get("arguments"), self.path, _ENUM).items()}
+
+    def enums(self) -> dict[str, list[str]]:
+        """The allowed values of the workflow parameters that declare an ``enum``."""
+        return {k: [str(v) for v in p["enum"]]
+                for k, p in _params_list(self.spec.get("arguments"), self.path, _ENUM).items()
+                if p.get("enum") is not None}
 
     def volumes(self) -> dict[str, dict[str, Any]]:
         out: dict[str, dict[str, Any]] = {}
@@ -725,6 +735,11 @@ class Executor:
         if unknown := sorted(set(given) - set(declared)):
             raise ConfigError(f"{workflow.path}: no workflow parameter {', '.join(unknown)} "
                               "(argo submit -p refuses it too)")
+        for name, allowed in workflow.enums().items():
+            value = given.get(name)
+            if isinstance(value, str) and value not in allowed:
+                raise ConfigError(f"{workflow.path}: parameter {name}={value!r} is not one of "
+                                  f"{allowed} (argo submit refuses it too)")
         self.params: dict[str, ParamValue] = {**declared, **given}
         self.runner = runner
         self.workers = max(1, workers)

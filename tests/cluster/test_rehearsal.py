@@ -83,6 +83,16 @@ def test_parameters_as_argo_submit_p_reach_the_pods() -> None:
                if "--stage-params" in p.argv)
 
 
+def test_an_enum_parameter_takes_only_its_values() -> None:
+    """allow_unpinned declares enum [false, true]: argo submit refuses another value."""
+    wf = Workflow.load(ROOT / "workflows" / "full.yaml")
+    assert wf.enums()["allow_unpinned"] == ["false", "true"]
+    pods = dry("full", allow_unpinned="true")
+    assert any("--allow-unpinned=true" in p.argv for p in pods)
+    with pytest.raises(ConfigError, match="allow_unpinned='yes' is not one of"):
+        dry("full", allow_unpinned="yes")
+
+
 def test_the_full_workflow_runs_the_papers_images_with_weights_read_only() -> None:
     pods = dry("full")
     images = {image_slug(p.image)[0] for p in pods}
