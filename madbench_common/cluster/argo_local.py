@@ -735,10 +735,10 @@ class Executor:
         if unknown := sorted(set(given) - set(declared)):
             raise ConfigError(f"{workflow.path}: no workflow parameter {', '.join(unknown)} "
                               "(argo submit -p refuses it too)")
-        for name, allowed in workflow.enums().items():
-            value = given.get(name)
+        for key, allowed in workflow.enums().items():
+            value = given.get(key)
             if isinstance(value, str) and value not in allowed:
-                raise ConfigError(f"{workflow.path}: parameter {name}={value!r} is not one of "
+                raise ConfigError(f"{workflow.path}: parameter {key}={value!r} is not one of "
                                   f"{allowed} (argo submit refuses it too)")
         self.params: dict[str, ParamValue] = {**declared, **given}
         self.runner = runner
