@@ -43,7 +43,8 @@ class _Recorded(EmbeddingDetector):
 
 @pytest.mark.parametrize("mode", ["A", "AV"])
 def test_score_and_features_are_one_embed_in_the_detectors_mode(mode: str) -> None:
-    det, audio, frames = _Recorded(mode), np.zeros(16000, np.float32), np.zeros((4, 8, 8, 3), np.uint8)
+    det, audio = _Recorded(mode), np.zeros(16000, np.float32)
+    frames = np.zeros((4, 8, 8, 3), np.uint8)
     assert det.score(audio, 16000, frames=frames, fps=4.0) == 0.25
     assert det.features(audio, 16000, frames=frames, fps=4.0).tolist() == [0.0, 1.0, 2.0]
     want: dict[str, Any] = {"mode": mode, "audio": audio, "sample_rate": 16000}
