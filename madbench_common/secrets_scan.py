@@ -7,7 +7,9 @@ an AWS-looking name or in JSON form (``"SecretAccessKey": "…"``); OpenAI keys
 (``sk_`` + 48 hex); Hugging Face tokens (``hf_`` + 34 or more); GitHub tokens; PEM
 private keys; and any value assigned to a name the workflows inject from a Secret
 (:data:`INJECTED_KEYS`: ``OPENAI_API_KEY=…``, ``"GEMINI_API_KEY": "…"``), whatever its
-shape. Bytes are searched as they are (JSON, logs, image layers alike); a Parquet
+shape. Azure Speech keys (DEAF's BSC voice) are 32 hex digits or 84 alphanumerics, shapes
+that hashes and ids share, so they are found by that assignment form only. Bytes are
+searched as they are (JSON, logs, image layers alike); a Parquet
 file is also decoded, so a value in a compressed column (zstd, snappy, dictionary
 pages) is found as well.
 """
@@ -23,7 +25,8 @@ from pathlib import Path
 __all__ = ["INJECTED_KEYS", "PATTERNS", "Finding", "scan_bytes", "scan_paths"]
 
 INJECTED_KEYS = ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "OPENAI_API_KEY",
-                 "GEMINI_API_KEY", "ELEVENLABS_API_KEY", "JUDGE_API_KEY", "HF_TOKEN")
+                 "GEMINI_API_KEY", "ELEVENLABS_API_KEY", "AZURE_SPEECH_KEY", "JUDGE_API_KEY",
+                 "HF_TOKEN")
 """Every secret key that ``workflows/*.yaml`` inject through ``secretKeyRef`` (a test keeps
 this list complete; ``AWS_REGION`` and ``AWS_ENDPOINT_URL`` are not secret)."""
 
