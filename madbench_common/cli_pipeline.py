@@ -12,6 +12,7 @@ from typing import Any
 from rich.console import Console
 from rich.table import Table
 
+from madbench_common.cli_weights import allow_unpinned_arg, allowed_unpinned
 from madbench_common.errors import ChecksumError, ConfigError, MadbenchError
 from madbench_common.pipeline.definition import build_graph
 from madbench_common.pipeline.graph import Graph
@@ -119,6 +120,8 @@ def add_stage_commands(sub: argparse._SubParsersAction[Any],
                        help=param_help)
         if name == "run":
             p.add_argument("--shard", type=int, default=0)
+        allow_unpinned_arg(p, "false: refuse a model whose weights are unpinned (the full "
+                              "workflows pass it); true: allow it")
         p.set_defaults(func=func, graph_of=graph_of)
 
 
@@ -299,7 +302,8 @@ def _context(args: argparse.Namespace) -> StageContext:
     graph = args.graph_of(args)
     check_stage_params(graph[args.stage], params, "--params-json/--param")
     run = RunStore(open_store(args.store), args.run_id)
-    return make_context(run, graph, args.stage, params, args.image, args.seed)
+    return make_context(run, graph, args.stage, params, args.image, args.seed,
+                        allowed_unpinned(args))
 
 
 def _pod_work(args: argparse.Namespace, verb: str, work: Callable[[StageContext], Any]) -> Any:
