@@ -92,6 +92,7 @@ class AnswerStage(StageImpl[AnswerRow]):
 
     row_type = AnswerRow
     id_field = "answer_id"
+    optional_params = ("max_new_tokens",)
 
     @cached_property
     def queries(self) -> dict[str, tuple[str, str]]:
@@ -183,6 +184,7 @@ class JudgeStage(StageImpl[VerdictRow]):
 
     row_type = VerdictRow
     id_field = "verdict_id"
+    optional_params = ("rpm", "spend_cap_usd")
 
     @staticmethod
     def preflight(params: dict[str, Any]) -> list[str]:

@@ -164,6 +164,10 @@ class StageImpl(ABC, Generic[ROW]):
     """Whether an item's rows depend on that item alone, not on the others of its shard.
     Then an item whose handling raises is quarantined alone (:meth:`quarantine_row`) and
     the shard's other items are computed one by one; otherwise the shard fails."""
+    optional_params: ClassVar[tuple[str, ...]] = ()
+    """Parameters the implementation reads with a default of its own (none in the graph);
+    with the graph's declared ones they are every key ``--set`` accepts
+    (:func:`~madbench_common.pipeline.params.valid_keys`)."""
     content_params: ClassVar[tuple[str, ...]] = ()
     """Parameters naming inputs from outside the run: the fingerprint hashes
     :meth:`content_identity` in their place."""

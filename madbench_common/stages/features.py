@@ -87,6 +87,7 @@ class FeatureStage(StageImpl[FeatureRow]):
     row_type = FeatureRow
     id_field = "sample_id"
     separable = True
+    optional_params = ("samples_stage",)
 
     @cached_property
     def samples(self) -> dict[str, SampleRow]:

@@ -115,6 +115,7 @@ class IngestStage(MapStage[SourceRow]):
 
     row_type = SourceRow
     content_params = ("sources",)
+    optional_params = ("sources", "allow_outside_sources")
 
     @classmethod
     def content_identity(cls, params: dict[str, Any]) -> Any:

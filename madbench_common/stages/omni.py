@@ -81,6 +81,7 @@ class OmniStage(StageImpl[ScoreRow]):
     row_type = ScoreRow
     id_field = "sample_id"
     separable = True
+    optional_params = ("samples_stage", "cache", "prompts")
 
     @cached_property
     def model_slug(self) -> str:
