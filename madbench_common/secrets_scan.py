@@ -4,12 +4,13 @@ Looked for: literal values the caller knows are secret (e.g. the S3 credentials 
 test server); AWS access key ids (``AKIA``/``ASIA`` + 16) and secret keys, assigned to
 an AWS-looking name or in JSON form (``"SecretAccessKey": "…"``); OpenAI keys
 (``sk-…``, ``sk-proj-…``), Google / Gemini API keys (``AIza`` + 35), ElevenLabs keys
-(``sk_`` + 48 hex); Hugging Face tokens (``hf_`` + 34 or more); GitHub tokens; PEM
-private keys; and any value assigned to a name the workflows inject from a Secret
-(:data:`INJECTED_KEYS`: ``OPENAI_API_KEY=…``, ``"GEMINI_API_KEY": "…"``), whatever its
-shape. Bytes are searched as they are (JSON, logs, image layers alike); a Parquet
-file is also decoded, so a value in a compressed column (zstd, snappy, dictionary
-pages) is found as well.
+(``sk_`` + 48 hex); an Azure Speech key in its ``Ocp-Apim-Subscription-Key``
+header (its bare shape, 32 hex digits, is a digest's too: found by name only);
+Hugging Face tokens (``hf_`` + 34 or more); GitHub tokens; PEM private keys; and any
+value assigned to a name the workflows inject from a Secret (:data:`INJECTED_KEYS`:
+``OPENAI_API_KEY=…``, ``"GEMINI_API_KEY": "…"``), whatever its shape. Bytes are
+searched as they are (JSON, logs, image layers alike); a Parquet file is also decoded,
+so a value in a compressed column (zstd, snappy, dictionary pages) is found as well.
 """
 
 from __future__ import annotations
@@ -23,7 +24,8 @@ from pathlib import Path
 __all__ = ["INJECTED_KEYS", "PATTERNS", "Finding", "scan_bytes", "scan_paths"]
 
 INJECTED_KEYS = ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "OPENAI_API_KEY",
-                 "GEMINI_API_KEY", "ELEVENLABS_API_KEY", "JUDGE_API_KEY", "HF_TOKEN")
+                 "GEMINI_API_KEY", "ELEVENLABS_API_KEY", "JUDGE_API_KEY", "HF_TOKEN",
+                 "AZURE_SPEECH_KEY")
 """Every secret key that ``workflows/*.yaml`` inject through ``secretKeyRef`` (a test keeps
 this list complete; ``AWS_REGION`` and ``AWS_ENDPOINT_URL`` are not secret)."""
 
@@ -38,6 +40,8 @@ PATTERNS: dict[str, re.Pattern[bytes]] = {
         rb"(?<![A-Za-z0-9_-])sk-(?:proj-|svcacct-|admin-)?[A-Za-z0-9_-]{32,}"),
     "google-api-key": re.compile(rb"(?<![A-Za-z0-9_-])AIza[0-9A-Za-z_-]{35}(?![A-Za-z0-9_-])"),
     "elevenlabs-api-key": re.compile(rb"(?<![A-Za-z0-9_])sk_[a-f0-9]{48}(?![A-Za-z0-9_])"),
+    "azure-subscription-key": re.compile(  # the header Azure TTS sends its key in
+        rb"(?i)ocp-apim-subscription-key[\"']?\s*[:=]\s*[\"']?[A-Za-z0-9]{32,}"),
     "hf-token": re.compile(rb"\bhf_[A-Za-z0-9]{34,}\b"),
     "github-token": re.compile(rb"\bgh[pousr]_[A-Za-z0-9]{36,}\b"),
     "private-key": re.compile(rb"-----BEGIN (?:[A-Z]+ )?PRIVATE KEY-----"),
