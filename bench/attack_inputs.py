@@ -593,7 +593,8 @@ def _scan(ctx: Ctx, w: Path) -> dict[str, list[str]]:
         return {"error": [done.stderr.strip().splitlines()[-1][:120]]}
     found: dict[str, list[str]] = {}
     for where, kind in json.loads(done.stdout):
-        found.setdefault(Path(where).name, []).append(kind)
+        # a finding in a decoded Parquet column is at "<path>:<column>"
+        found.setdefault(Path(where).name.split(":")[0], []).append(kind)
     return found
 
 
