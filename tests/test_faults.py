@@ -106,6 +106,7 @@ def test_sigkill_then_rerun_on_files(clean: Clean, tmp_path: Path, seed: int) ->
     assert record.killed and record.problems == [], record
 
 
+@pytest.mark.timeout(1800)  # the rerun is a whole demo run: over 600 s at load 14 on 2 cores
 def test_sigkill_before_the_first_marker_then_rerun(clean: Clean, tmp_path: Path) -> None:
     store = str(tmp_path / "store")
     assert kill_run(store, "early", clean.sources, markers=0, jitter=0.0)
