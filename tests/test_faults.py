@@ -35,7 +35,7 @@ from madbench_common.faultsuite import (
 from madbench_common.manifest import read_manifest_bytes
 from madbench_common.pipeline.definition import build_graph
 from madbench_common.rows import SourceRow, SplitRow, StemRow
-from madbench_common.store import RunStore, copy_run, open_store
+from madbench_common.store import RunStore, Store, copy_run, open_store
 from madbench_common.testing import S3FaultProxy, SeaweedS3
 
 pytestmark = pytest.mark.slow
@@ -190,7 +190,7 @@ def test_s3_server_killed_and_restarted_mid_run(clean: Clean, own_s3: SeaweedS3)
     assert status["s3_retries"].get("total", 0) >= 1  # the outage was ridden out by retries
 
 
-def open_store_with(env: dict[str, str], uri: str) -> object:
+def open_store_with(env: dict[str, str], uri: str) -> Store:
     saved = {k: os.environ.get(k) for k in env}
     os.environ.update(env)
     try:
