@@ -12,6 +12,7 @@ from typing import Any
 from rich.console import Console
 from rich.table import Table
 
+from madbench_common.cli_weights import allow_unpinned_arg, allowed_unpinned
 from madbench_common.errors import ChecksumError, ConfigError, MadbenchError
 from madbench_common.pipeline.definition import build_graph
 from madbench_common.pipeline.local import LocalRunner, RunOptions
@@ -107,6 +108,8 @@ def add_commands(sub: argparse._SubParsersAction[Any]) -> None:
                             "overrides --params-json")
         if name == "run":
             p.add_argument("--shard", type=int, default=0)
+        allow_unpinned_arg(p, "false: refuse a model whose weights are unpinned (the full "
+                              "workflows pass it); true: allow it")
         p.set_defaults(func=func)
 
 
@@ -286,7 +289,8 @@ def parse_params(params_json: str, pairs: Sequence[str]) -> dict[str, Any]:
 def _context(args: argparse.Namespace) -> StageContext:
     params = parse_params(args.params_json, args.param)
     run = RunStore(open_store(args.store), args.run_id)
-    return make_context(run, build_graph(), args.stage, params, args.image, args.seed)
+    return make_context(run, build_graph(), args.stage, params, args.image, args.seed,
+                        allowed_unpinned(args))
 
 
 def _pod_work(args: argparse.Namespace, verb: str, work: Callable[[StageContext], Any]) -> Any:

@@ -4,13 +4,15 @@ Looked for: literal values the caller knows are secret (e.g. the S3 credentials 
 test server); AWS access key ids (``AKIA``/``ASIA`` + 16) and secret keys, assigned to
 an AWS-looking name or in JSON form (``"SecretAccessKey": "…"``); OpenAI keys
 (``sk-…``, ``sk-proj-…``), Google / Gemini API keys (``AIza`` + 35), ElevenLabs keys
-(``sk_`` + 48 hex); an Azure Speech key in its ``Ocp-Apim-Subscription-Key``
-header (its bare shape, 32 hex digits, is a digest's too: found by name only);
-Hugging Face tokens (``hf_`` + 34 or more); GitHub tokens; PEM private keys; and any
-value assigned to a name the workflows inject from a Secret (:data:`INJECTED_KEYS`:
-``OPENAI_API_KEY=…``, ``"GEMINI_API_KEY": "…"``), whatever its shape. Bytes are
-searched as they are (JSON, logs, image layers alike); a Parquet file is also decoded,
-so a value in a compressed column (zstd, snappy, dictionary pages) is found as well.
+(``sk_`` + 48 hex); Hugging Face tokens (``hf_`` + 34 or more); GitHub tokens; PEM
+private keys; and any value assigned to a name the workflows inject from a Secret
+(:data:`INJECTED_KEYS`: ``OPENAI_API_KEY=…``, ``"GEMINI_API_KEY": "…"``), whatever its
+shape. Azure Speech keys (DEAF's BSC voice) are 32 hex digits or 84 alphanumerics, shapes
+that hashes and ids share, so they are found by that assignment form, or in the
+``Ocp-Apim-Subscription-Key`` header they travel in, only. Bytes are
+searched as they are (JSON, logs, image layers alike); a Parquet
+file is also decoded, so a value in a compressed column (zstd, snappy, dictionary
+pages) is found as well.
 """
 
 from __future__ import annotations
@@ -24,8 +26,8 @@ from pathlib import Path
 __all__ = ["INJECTED_KEYS", "PATTERNS", "Finding", "scan_bytes", "scan_paths"]
 
 INJECTED_KEYS = ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "OPENAI_API_KEY",
-                 "GEMINI_API_KEY", "ELEVENLABS_API_KEY", "JUDGE_API_KEY", "HF_TOKEN",
-                 "AZURE_SPEECH_KEY")
+                 "GEMINI_API_KEY", "ELEVENLABS_API_KEY", "AZURE_SPEECH_KEY", "JUDGE_API_KEY",
+                 "HF_TOKEN")
 """Every secret key that ``workflows/*.yaml`` inject through ``secretKeyRef`` (a test keeps
 this list complete; ``AWS_REGION`` and ``AWS_ENDPOINT_URL`` are not secret)."""
 

@@ -10,6 +10,7 @@ import json
 from typing import Any
 
 from madbench_common.cli_pipeline import parse_params, parse_set, print_status
+from madbench_common.cli_weights import allow_unpinned_arg, allowed_unpinned
 from madbench_common.deaf.graph import build_deaf_graph
 from madbench_common.deaf.runner import DeafRunner, python_of, stub_apis
 from madbench_common.errors import ConfigError
@@ -63,6 +64,8 @@ def add_commands(sub: argparse._SubParsersAction[Any]) -> None:
                        help="one parameter, verbatim (the workflow's swappable model slug)")
         if name == "run":
             p.add_argument("--shard", type=int, default=0)
+        allow_unpinned_arg(p, "false: refuse a model whose weights are unpinned (the full "
+                              "workflows pass it); true: allow it")
         p.set_defaults(func=func)
     summary = dsub.add_parser("exit-summary", help="write <store>/<run_id>/_RUN_SUMMARY.json")
     for name in ("store", "run-id", "workflow", "status"):
@@ -201,7 +204,8 @@ def _context(args: argparse.Namespace) -> Any:
     params = parse_params(args.params_json, args.param)
     run = RunStore(open_store(args.store), args.run_id)
     graph = build_deaf_graph(tuple(_models(args)))
-    return make_context(run, graph, args.stage, params, args.image, args.seed)
+    return make_context(run, graph, args.stage, params, args.image, args.seed,
+                        allowed_unpinned(args))
 
 
 def cmd_stage_run(args: argparse.Namespace) -> int:
