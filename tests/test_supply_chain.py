@@ -126,6 +126,7 @@ def test_scanner_finds_the_keys_the_workflows_inject(tmp_path: Path) -> None:
                     + '"}}',
         "judge.env": "JUDGE_API_KEY=" + _fake(ALNUM, 24, 5),
         "azure.env": "export AZURE_SPEECH_KEY=" + _fake("0123456789abcdef", 32, 7),
+        "azure.log": "Ocp-Apim-Subscription-Key: " + _fake("0123456789abcdef", 32, 8),
     }
     for name, text in planted.items():
         (tmp_path / name).write_text(text)
@@ -133,7 +134,7 @@ def test_scanner_finds_the_keys_the_workflows_inject(tmp_path: Path) -> None:
     assert kinds == {"openai.log": "openai-api-key", "gemini.json": "google-api-key",
                      "eleven.txt": "elevenlabs-api-key",
                      "sts.json": "aws-secret-access-key-json", "judge.env": "injected-secret",
-                     "azure.env": "injected-secret"}
+                     "azure.env": "injected-secret", "azure.log": "azure-subscription-key"}
 
 
 def test_scanner_reads_decoded_parquet_values(tmp_path: Path) -> None:
