@@ -25,6 +25,7 @@ _EXTENSIONS = (
     "madbench_common.cli_taxonomy",
     "madbench_common.cli_omni",
     "madbench_common.deaf.cli",
+    "madbench_common.cluster.rehearse",
 )
 
 

@@ -88,8 +88,8 @@ def _plan(args: argparse.Namespace) -> int:
 def _exit_summary(args: argparse.Namespace) -> int:
     import json
 
-    from madbench_common.pipeline.argo import write_exit_summary
     from madbench_common.pipeline.definition import build_graph
+    from madbench_common.pipeline.summary import write_exit_summary
 
     summary = write_exit_summary(build_graph(), args.store, args.run_id, args.workflow,
                                  args.status, args.duration, args.failures)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import sys
 import time
 import uuid
 from collections.abc import Callable, Sequence
@@ -25,13 +26,14 @@ from madbench_common.pipeline.stage import (
     merge_stage,
     read_marker,
     run_shard,
+    stage_params,
 )
 from madbench_common.pipeline.usage import peak_rss_bytes
 from madbench_common.s3client import retries_since, retry_stats
 from madbench_common.status import RunStatus, collect_status, table_one
 from madbench_common.store import RunStore, copy_run, open_store
 
-__all__ = ["add_commands"]
+__all__ = ["add_commands", "add_stage_params_option", "stage_overrides"]
 
 
 def _common(p: argparse.ArgumentParser) -> None:
@@ -118,6 +120,7 @@ def add_stage_commands(sub: argparse._SubParsersAction[Any],
         p.add_argument("--params-json", default="{}")
         p.add_argument("--param", action="append", default=[], metavar="KEY=VALUE",
                        help=param_help)
+        add_stage_params_option(p)
         if name == "run":
             p.add_argument("--shard", type=int, default=0)
         allow_unpinned_arg(p, "false: refuse a model whose weights are unpinned (the full "
@@ -297,10 +300,54 @@ def parse_params(params_json: str, pairs: Sequence[str]) -> dict[str, Any]:
     return params
 
 
+def add_stage_params_option(p: argparse.ArgumentParser) -> None:
+    """``--stage-params JSON``: the workflows' ``stage_params`` parameter."""
+    p.add_argument("--stage-params", default="{}", metavar="JSON",
+                   help="{stage: {param: value}} for any stages of the graph (the workflow "
+                        "parameter stage_params); this stage's entry overrides its "
+                        "parameters, an unknown stage fails")
+
+
+def stage_overrides(graph: Graph, stage: str, text: str) -> dict[str, Any]:
+    """This stage's entry of a ``stage_params`` JSON object, after checking all of it.
+
+    The object maps stage names of ``graph`` to objects of parameters (``madbench run
+    --set`` as one value). It fails (exit 3) on JSON that is not such an object, on a
+    stage the graph does not have, and on a key that has a workflow parameter of its own
+    (``model`` of a swappable stage: ``<stage>_model``; a key in ``Stage.workflow_params``:
+    ``<stage>_<key>``; ``sources`` of a root stage: ``sources``), so that one value is never
+    set in two places. A key the stage does not
+    declare is passed on with a warning on stderr (some stages read optional keys).
+    """
+    try:
+        doc = json.loads(text or "{}")
+    except json.JSONDecodeError as exc:
+        raise ConfigError(f"--stage-params is not JSON: {exc}") from None
+    if not isinstance(doc, dict) or not all(isinstance(v, dict) for v in doc.values()):
+        raise ConfigError("--stage-params must be a JSON object {stage: {param: value}}")
+    for name, values in doc.items():
+        target = graph[name]  # an unknown stage fails, naming the graph's stages
+        own = {"model": f"{name}_model"} if target.swappable else {}
+        own.update({key: f"{name}_{key}" for key in target.workflow_params})
+        if not target.inputs:
+            own["sources"] = "sources"
+        for key in values:
+            if key in own:
+                raise ConfigError(f"--stage-params {name}.{key}: set it with the workflow "
+                                  f"parameter {own[key]} (-p {own[key]}=...)")
+        declared = set(stage_params(target, {}))
+        if unknown := sorted(set(values) - declared):
+            print(f"warning: --stage-params {name}: {', '.join(unknown)} not among the "
+                  f"stage's declared parameters ({', '.join(sorted(declared)) or 'none'}); "
+                  "passed on as given", file=sys.stderr)
+    return dict(doc.get(stage, {}))
+
+
 def _context(args: argparse.Namespace) -> StageContext:
     params = parse_params(args.params_json, args.param)
     graph = args.graph_of(args)
     check_stage_params(graph[args.stage], params, "--params-json/--param")
+    params.update(stage_overrides(graph, args.stage, args.stage_params))
     run = RunStore(open_store(args.store), args.run_id)
     return make_context(run, graph, args.stage, params, args.image, args.seed,
                         allowed_unpinned(args))

@@ -320,12 +320,15 @@ def stub_process(timeout_s: float = 30.0) -> Iterator[str]:
 
 
 def main(argv: list[str] | None = None) -> None:
-    """``python -m madbench_common.models.api_stub --port-file F``: serve until terminated."""
+    """``python -m madbench_common.models.api_stub --port-file F [--port N]``: serve until
+    terminated (``--port``: a fixed port, e.g. inside a private network namespace where no
+    other server can hold it; default a free one)."""
     parser = argparse.ArgumentParser(description="local API stub (tests and the demo)")
     parser.add_argument("--port-file", required=True)
+    parser.add_argument("--port", type=int, default=0)
     args = parser.parse_args(argv)
     state = StubServer()
-    server = ThreadingHTTPServer(("127.0.0.1", 0), _handler(state))
+    server = ThreadingHTTPServer(("127.0.0.1", args.port), _handler(state))
     tmp = Path(args.port_file).with_suffix(".tmp")
     tmp.write_text(str(server.server_address[1]))
     tmp.replace(args.port_file)

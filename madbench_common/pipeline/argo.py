@@ -25,8 +25,7 @@ from hera.workflows import models as m
 
 from madbench_common.errors import EXIT_DETERMINISTIC, ConfigError
 from madbench_common.pipeline.graph import Graph, Stage
-from madbench_common.pipeline.stage import read_marker
-from madbench_common.store import RunStore, open_store
+from madbench_common.pipeline.summary import parse_failures, write_exit_summary
 
 __all__ = [
     "API_EGRESS_LABEL",
@@ -34,6 +33,7 @@ __all__ = [
     "MAX_BACKOFF_SECONDS",
     "MERGE_MEMORY",
     "SHARD_TIMEOUT_SHARE",
+    "STAGE_PARAMS_DESCRIPTION",
     "VARIANTS",
     "ClusterProfile",
     "ImageLock",
@@ -72,6 +72,12 @@ SHARD_TIMEOUT_SHARE = 0.5
 """A shard's planned time at the paper's scale stays under this share of its timeout."""
 MAX_BACKOFF_SECONDS = 600
 """The longest wait between two retries any stage may reach (30 s × 2^(retries-1))."""
+STAGE_PARAMS_DESCRIPTION = (
+    "JSON object {stage: {param: value}} merged over those stages' parameters, like "
+    "`madbench run --set STAGE.KEY=VALUE` (e.g. '{\"source_qc\": {\"min_speech_coverage\": "
+    "0.2}}'); every pod checks it: an unknown stage, or a key with a parameter of its own "
+    "(model: <stage>_model, sources), fails with exit 3")
+"""The ``stage_params`` workflow parameter: per-run stage parameter overrides."""
 API_EGRESS_LABEL = {"madbench.io/egress": "api"}
 """The label of shard pods that call hosted APIs (``Stage.secrets``): the only stage pods
 that k8s/base/networkpolicy.yaml lets out on HTTPS."""
@@ -234,6 +240,7 @@ def _parameters(graph: Graph, variant: Variant, lock: ImageLock) -> list[m.Param
         m.Parameter(name="sources", value="s3://madbench/sources/sources.csv",
                     description="s3:// URI of the source-clip CSV or folder (ingest input)"),
         m.Parameter(name="seed", value="0", description="Run seed"),
+        m.Parameter(name="stage_params", value="{}", description=STAGE_PARAMS_DESCRIPTION),
     ]
     if not variant.sources:
         params = [p for p in params if p.name != "sources"]
@@ -343,7 +350,8 @@ def _stage_args(stage: Stage, verb: str, graph: Graph, variant: Variant) -> list
     if verb == "run":
         args += ["--shard", "{{inputs.parameters.shard}}"]
     args += ["--num-shards", _num_shards(stage), "--store", _param("store"),
-             "--run-id", RUN_ID, "--image", _param(stage.image_param), "--seed", _param("seed")]
+             "--run-id", RUN_ID, "--image", _param(stage.image_param), "--seed", _param("seed"),
+             "--stage-params", _param("stage_params")]
     if not variant.cpu_only:  # pinned weights are required unless the submitter allows
         args.append(f"--allow-unpinned={_param('allow_unpinned')}")
     return args + _stage_params(stage, variant)
@@ -612,55 +620,3 @@ def render_workflows(
             path.parent.mkdir(parents=True, exist_ok=True)
             path.write_text(text)
     return changed
-
-
-# ---------------------------------------------------------------- exit handler
-
-
-def parse_failures(failures: str) -> Any:
-    """Decode ``{{workflow.failures}}`` into a list of failed nodes.
-
-    Argo substitutes it JSON-quoted (``strconv.Quote`` of the JSON list): ``"null"``
-    when nothing failed, ``"[{\\"displayName\\": …}]"`` otherwise. The quoted form is
-    decoded twice; raw JSON once; empty or an unsubstituted tag gives ``[]``. Text that
-    is not JSON at all is kept as one entry rather than lost.
-    """
-    value: Any = failures.strip()
-    if not value or value.startswith("{{"):
-        return []
-    for _ in range(3):
-        if not isinstance(value, str):
-            break
-        try:
-            value = json.loads(value)
-        except json.JSONDecodeError:
-            return [{"message": value}]
-    if value is None or value == "":
-        return []
-    return value if isinstance(value, list) else [value]
-
-
-def _stage_summary(run: RunStore, stage: Stage) -> dict[str, Any]:
-    marker = read_marker(run, stage.name)
-    if marker is None:
-        return {"done": False}
-    keep = ("rows", "rejected", "image", "fingerprint", "schema")
-    return {"done": True, **{k: marker[k] for k in keep if k in marker}}
-
-
-def write_exit_summary(
-    graph: Graph, store: str, run_id: str, workflow: str, status: str,
-    duration: str = "", failures: str = "",
-) -> dict[str, Any]:
-    """Write ``<store>/<run_id>/_RUN_SUMMARY.json`` (the workflow's ``onExit`` handler)."""
-    run = RunStore(open_store(store), run_id)
-    summary = {
-        "workflow": workflow,
-        "run_id": run_id,
-        "status": status,
-        "duration_seconds": duration,
-        "failures": parse_failures(failures),
-        "stages": {s.name: _stage_summary(run, s) for s in graph},
-    }
-    run.put_bytes("_RUN_SUMMARY.json", json.dumps(summary, indent=1, sort_keys=True).encode())
-    return summary

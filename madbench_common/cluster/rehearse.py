@@ -1,0 +1,1408 @@
+"""``make rehearsal``: the paper's graphs end to end on one machine, on tiny random weights.
+
+``madbench rehearse run`` executes the rendered workflows themselves
+(``workflows/full.yaml``, then ``workflows/deaf.yaml``) with the local Argo interpreter
+(:mod:`.argo_local`), every pod in its own image under the pod policy, as ``argo submit``
+would run them on a cluster:
+
+1. **Preflight** (fails at once, before any build): the container engine can run pods
+   here; every image the workflows name has a folder; every upstream source an image
+   unpacks (``upstream_src``) is already fetched or reachable through the
+   ``MADBENCH_UPSTREAM_GIT`` mirrors; every image's tiny-weights callable exists; a dry
+   run resolves every pod and :func:`.lint.check_pods` finds nothing.
+2. **Sandbox**: a network namespace with only loopback (:mod:`.sandbox`) holds SeaweedFS
+   (the object store; its data under the work folder, so a killed rehearsal resumes) and
+   the local API stub; pods join it, so they reach the store (and the stub) and nothing
+   else, as the cluster's NetworkPolicy intends. The demo clips are uploaded to
+   ``s3://madbench/sources/`` as a user would. S3 keys are new at each start and reach
+   pods only through the workflows' ``secretKeyRef`` (the local secret set
+   ``madbench-s3``); API keys are the stub's (``madbench-api-keys``). Secret values are
+   never logged or written (pod logs are redacted).
+3. **Parameters** as ``argo submit -p``: ``store``, ``run_id``, ``sources``, every
+   ``<stage>_shards`` (the profile's count), ``stage_params`` (the profile's relaxations,
+   ``madbench_common/data/rehearsal.yaml``), and every ``<stage>_image`` pinned to the
+   local build that runs it (``ghcr.io/madbench/<slug>:<tag>@sha256:<image id>``), bound
+   when the first pod of that image starts: the stages' fingerprints include it, so a
+   rebuilt image reruns its stages and what depends on them.
+4. **Images** (:class:`ImageProvider`): ``ghcr.io/madbench/<slug>:<tag>`` maps to the
+   factory's local build ``localhost/madbench/<slug>:<tag>``; a missing one, or one whose
+   ``madbench_common`` differs from this checkout's (the pods run the image's copy), is
+   built with the factory's public entry point (``python -m madbench_common.imagebuild``,
+   bases first). Then the image's ``image_test.weights`` callable writes its tiny
+   checkpoints, in the release layout, into ``<work>/weights/<slug>`` (mounted writable
+   for that step only, as ``make image-test`` does); the stages get it read-only at
+   ``/weights`` (the ``madbench-weights`` claim). Pods whose image is ready run first; an
+   image the rehearsal built is removed after the last pod that needs it (in this and the
+   later workflows) unless ``KEEP_IMAGES=1``; one it found on the machine is left there.
+5. **Pods** (:class:`PodRunner`): each runs through :mod:`.podexec` in a memory cgroup with
+   the template's ``limits.memory`` (enforced; cgroup v1 or v2, where the machine lets
+   us make one) and its ``activeDeadlineSeconds``; retries follow the template's
+   ``retryStrategy`` (never exit 3). GPU requests run on the CPU (the buildah engine has
+   no GPU; tiny models do not need one) and are recorded.
+6. **Resumption**: a pod that finished before with the same resolved spec, the same
+   image and weights, and the same upstream results is skipped without its image
+   (the memo in ``<work>/state.json``); the stages' own ``_SUCCESS`` markers skip the rest.
+7. **Records**: ``images/rehearsal.json`` and ``images/rehearsal.md`` (per image: build
+   seconds, size, torch/CUDA, weights, stages, rows ok/rejected, peak RSS; total wall
+   time; the commit), and the printed reports, labelled as random-weight numbers.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import functools
+import hashlib
+import json
+import os
+import re
+import shutil
+import signal
+import subprocess
+import sys
+import threading
+import time
+import uuid
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from madbench_common.cluster.argo_local import (
+    Executor,
+    Pod,
+    PodResult,
+    SecretRef,
+    Workflow,
+    WorkflowResult,
+)
+from madbench_common.cluster.lint import check_pods, check_target, image_slug
+from madbench_common.errors import ConfigError, MadbenchError
+
+__all__ = ["BANNER", "ImageProvider", "PodRunner", "Profile", "State", "add_commands",
+           "code_digest", "load_profile", "rehearse"]
+
+ROOT = Path(__file__).resolve().parents[2]
+PROFILE = ROOT / "madbench_common" / "data" / "rehearsal.yaml"
+RECORDS = ROOT / "images" / "rehearsal.json"
+BANNER = ("REHEARSAL ON TINY RANDOM WEIGHTS: every model below is a randomly initialised "
+          "tiny checkpoint in the real release layout; these numbers show that data flows "
+          "through every stage and measure nothing about any model.")
+SMOKE_BANNER = ("REHEARSAL OF THE SMOKE WORKFLOW: every stage runs a CPU reference (marked †), "
+                "not the paper's model; these numbers check the machinery.")
+_BUCKET = "madbench"
+_STORE = f"s3://{_BUCKET}/runs"
+_SOURCES = f"s3://{_BUCKET}/sources"
+_WEIGHTS_CLAIM = "madbench-weights"
+_S3_SECRET = "madbench-s3"
+_API_SECRET = "madbench-api-keys"
+_KILL_GRACE = 30.0
+_DIGEST_CODE = r"""
+import hashlib, pathlib, madbench_common as m
+root = pathlib.Path(m.__file__).parent
+h = hashlib.sha256()
+for p in sorted(root.rglob("*")):
+    rel = p.relative_to(root)
+    if not p.is_file() or "__pycache__" in rel.parts:
+        continue
+    pkg = all((root / pathlib.Path(*rel.parts[:i]) / "__init__.py").is_file()
+              for i in range(len(rel.parts)))
+    if rel.parts[0] == "cluster" or rel.as_posix() == "data/rehearsal.yaml":
+        continue  # the local executor and its profile: never run inside a pod
+    if (p.suffix == ".py" and pkg) or (len(rel.parts) == 2 and rel.parts[0] == "data"):
+        h.update(rel.as_posix().encode() + b"\0" + hashlib.sha256(p.read_bytes()).digest())
+print(h.hexdigest())
+"""
+
+
+def code_digest() -> str:
+    """Digest of this checkout's ``madbench_common`` as a package install contains it
+    (``*.py`` of packages and ``data/*``), less the rehearsal's own code and profile (which
+    no pod runs: changing them must not rebuild every image); the same code runs inside an
+    image to tell whether the image carries this checkout's pod code."""
+    out = subprocess.run([sys.executable, "-c", _DIGEST_CODE], capture_output=True,
+                         text=True, cwd=ROOT, env={**os.environ, "PYTHONPATH": str(ROOT)})
+    if out.returncode != 0:
+        raise ConfigError(f"could not hash madbench_common: {out.stderr[-500:]}")
+    return out.stdout.strip()
+
+
+# ------------------------------------------------------------------ profile
+
+
+@dataclass(frozen=True)
+class WorkflowProfile:
+    name: str
+    file: str
+    run_id: str
+    params: dict[str, str]
+    stage_params: dict[str, dict[str, Any]]
+    random_weights: bool = True
+
+    @property
+    def banner(self) -> str:
+        return BANNER if self.random_weights else SMOKE_BANNER
+
+
+@dataclass(frozen=True)
+class Profile:
+    sources_csv: str
+    every: int
+    shards: int
+    workers: int
+    workflows: tuple[WorkflowProfile, ...]
+    api_keys: tuple[str, ...]
+
+
+def load_profile(path: Path | None = None) -> Profile:
+    """Read ``madbench_common/data/rehearsal.yaml`` (or ``path``)."""
+    path = path or PROFILE
+    doc = yaml.safe_load(path.read_text())
+    if not isinstance(doc, dict) or doc.get("version") != 1:
+        raise ConfigError(f"{path}: expected version: 1")
+    unknown = set(doc) - {"version", "sources", "shards", "workers", "workflows", "api_keys"}
+    if unknown:
+        raise ConfigError(f"{path}: unknown keys {sorted(unknown)}")
+    flows = []
+    for w in doc["workflows"]:
+        extra = set(w) - {"name", "file", "run_id", "params", "stage_params", "random_weights"}
+        if extra:
+            raise ConfigError(f"{path}: workflow {w.get('name')}: unknown keys {sorted(extra)}")
+        flows.append(WorkflowProfile(str(w["name"]), str(w["file"]), str(w["run_id"]),
+                                     {str(k): str(v) for k, v in (w.get("params") or {}).items()},
+                                     dict(w.get("stage_params") or {}),
+                                     bool(w.get("random_weights", True))))
+    src = doc.get("sources") or {}
+    return Profile(str(src.get("csv", "data/demo/sources.csv")), int(src.get("every", 1)),
+                   int(doc.get("shards", 2)), int(doc.get("workers", 2)), tuple(flows),
+                   tuple(doc.get("api_keys") or ()))
+
+
+def _fill(value: Any, fields: Mapping[str, Any]) -> Any:
+    """``{stub_port}``-style fields in the profile's strings."""
+    if isinstance(value, str):
+        return value.format(**fields)
+    if isinstance(value, list):
+        return [_fill(v, fields) for v in value]
+    if isinstance(value, dict):
+        return {k: _fill(v, fields) for k, v in value.items()}
+    return value
+
+
+# ------------------------------------------------------------------ state
+
+
+class State:
+    """``<work>/state.json``: images built and weighted, pods done; written atomically."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self.lock = threading.RLock()
+        self.data: dict[str, Any] = {"images": {}, "memo": {}, "passes": []}
+        if path.exists():
+            self.data.update(json.loads(path.read_text()))
+
+    def save(self) -> None:
+        with self.lock:
+            tmp = self.path.with_suffix(".tmp")
+            tmp.write_text(json.dumps(self.data, indent=1, sort_keys=True))
+            tmp.replace(self.path)
+
+    def image(self, slug: str) -> dict[str, Any]:
+        with self.lock:
+            return dict(self.data["images"].get(slug, {}))
+
+    def update_image(self, slug: str, **values: Any) -> None:
+        with self.lock:
+            self.data["images"].setdefault(slug, {}).update(values)
+            self.save()
+
+
+class StateMemo:
+    """Pods done before: key (spec, upstream results, image id, weights) → outcome."""
+
+    def __init__(self, state: State, workflow: str, provider: ImageProvider,
+                 done_stages: Callable[[], set[str]]) -> None:
+        self.state, self.workflow, self.provider = state, workflow, provider
+        self._done_stages = done_stages
+
+    def _key(self, key: str, pod: Pod) -> str:
+        return hashlib.sha256((key + self.provider.identity(pod.image)).encode()).hexdigest()
+
+    def done(self, key: str, pod: Pod) -> bool:
+        with self.state.lock:
+            entry = self.state.data["memo"].get(self.workflow, {}).get(self._key(key, pod))
+        stage = _stage_of(pod)
+        return entry is not None and (stage is None or stage in self._done_stages())
+
+    def record(self, key: str, pod: Pod, result: PodResult) -> None:
+        with self.state.lock:
+            memo = self.state.data["memo"].setdefault(self.workflow, {})
+            memo[self._key(key, pod)] = {"node": pod.node, "image": pod.image,
+                                         "seconds": round(result.seconds, 3), **{
+                                             k: result.info.get(k) for k in (
+                                                 "peak_rss_bytes", "cgroup_peak_bytes")}}
+            self.state.save()
+
+    def entry(self, key: str, pod: Pod) -> dict[str, Any]:
+        with self.state.lock:
+            return dict(self.state.data["memo"].get(self.workflow, {}).get(
+                self._key(key, pod), {}))
+
+
+def _stage_of(pod: Pod) -> str | None:
+    argv = list(pod.argv)
+    if "--stage" in argv and ("run" in argv or "merge" in argv):
+        return argv[argv.index("--stage") + 1]
+    return None
+
+
+# ------------------------------------------------------------------ images
+
+
+def _buildah(*args: str, check: bool = True) -> str:
+    out = subprocess.run(["buildah", *args], capture_output=True, text=True)
+    if check and out.returncode != 0:
+        raise ConfigError(f"buildah {' '.join(args)}: {out.stderr.strip()[-500:]}")
+    return out.stdout if out.returncode == 0 else ""
+
+
+def _image_id(ref: str) -> str | None:
+    out = subprocess.run(["buildah", "inspect", "--type", "image", "--format",
+                          "{{.FromImageID}}", ref], capture_output=True, text=True)
+    return out.stdout.strip() or None if out.returncode == 0 else None
+
+
+_SIZE = re.compile(r"^([0-9.]+)\s*([kMGT]?B)$")
+
+
+def _image_size(image_id: str) -> int | None:
+    raw = json.loads(_buildah("images", "--json", image_id) or "[]")
+    if not raw:
+        return None
+    m = _SIZE.match(str(raw[0].get("size", "")).strip())
+    if m is None:
+        return None
+    scale = {"B": 1, "kB": 1e3, "MB": 1e6, "GB": 1e9, "TB": 1e12}[m.group(2)]
+    return int(float(m.group(1)) * scale)
+
+
+def _tree_digest(root: Path) -> tuple[str, int, int]:
+    """(sha256 over relative paths and contents, files, bytes) of a folder."""
+    h, files, size = hashlib.sha256(), 0, 0
+    for p in sorted(root.rglob("*")):
+        if p.is_file() and not p.is_symlink():
+            rel = p.relative_to(root).as_posix()
+            digest = hashlib.sha256()
+            with open(p, "rb") as fh:
+                for block in iter(lambda: fh.read(1 << 20), b""):
+                    digest.update(block)
+            h.update(rel.encode() + b"\0" + digest.digest())
+            files, size = files + 1, size + p.stat().st_size
+    return h.hexdigest(), files, size
+
+
+def upstream_problems(slugs: Iterable[str]) -> list[str]:
+    """Upstream sources (``upstream_src``) that neither are fetched already nor reachable
+    through ``$MADBENCH_UPSTREAM_GIT`` mirrors; empty when every build can get its code."""
+    from madbench_common.images import load_image
+
+    template = os.environ.get("MADBENCH_UPSTREAM_GIT", "")
+    missing = []
+    for slug in sorted(set(slugs)):
+        if not (ROOT / "images" / slug / "image.yaml").is_file():
+            continue
+        info = load_image(slug)
+        for src in info.upstream_src:
+            stamp = info.dir / ".upstream" / src.dest / ".madbench-commit"
+            if stamp.is_file() and stamp.read_text().strip() == src.commit:
+                continue
+            owner, name = src.repo.split("/", 1)
+            if template:
+                mirror = template.format(owner=owner, name=name)
+                ok = subprocess.run(["git", "--git-dir", mirror, "cat-file", "-e",
+                                     f"{src.commit}^{{commit}}"], capture_output=True)
+                if ok.returncode == 0:
+                    continue
+                missing.append(f"{slug}: {src.repo}@{src.commit[:12]} (mirror {mirror} is "
+                               "missing or lacks the commit)")
+            else:
+                missing.append(f"{slug}: {src.repo}@{src.commit[:12]}")
+    return missing
+
+
+def weights_problems(slugs: Iterable[str]) -> list[str]:
+    """Images whose ``image_test.weights`` callable does not exist in this checkout, or
+    that fetch weights (``weights.yaml``) but have no callable to write tiny ones."""
+    from madbench_common.images import load_image
+
+    out = []
+    for slug in sorted(set(slugs)):
+        folder = ROOT / "images" / slug
+        if not (folder / "image.yaml").is_file():
+            continue
+        test = load_image(slug).image_test
+        callable_ = test.weights if test is not None else ""
+        if callable_ and (why := check_target(callable_)):
+            out.append(f"images/{slug}/image.yaml image_test.weights {callable_}: {why}")
+        elif not callable_ and (folder / "weights.yaml").is_file():
+            doc = yaml.safe_load((folder / "weights.yaml").read_text()) or {}
+            wanted = sum(len(v) for v in doc.values() if isinstance(v, list))
+            if wanted:
+                out.append(f"images/{slug}: weights.yaml fetches {wanted} entries but "
+                           "image.yaml has no image_test.weights callable: its pods get an "
+                           "empty /weights")
+    return out
+
+
+def _upstream_message(missing: list[str]) -> str:
+    return ("these images unpack upstream sources that this machine has not fetched:\n  "
+            + "\n  ".join(missing) + "\nMake a bare mirror of each repository on a machine "
+            "that reaches GitHub, e.g. `git clone --mirror https://github.com/<owner>/<name> "
+            "/srv/git/<owner>+<name>/repo`, copy them here and set "
+            "MADBENCH_UPSTREAM_GIT=/srv/git/{owner}+{name}/repo (the image builder reads "
+            "them there; images/README.md)")
+
+
+class BuildCancelled(ConfigError):
+    """The rehearsal stopped while an image was building (not a failure of the image)."""
+
+
+@dataclass
+class ImageProvider:
+    """Local builds for the workflows' images: bind, build, weight, remove."""
+
+    state: State
+    work: Path
+    engine: str = "buildah"
+    keep: bool = False
+    log: Callable[[str], None] = print
+    retain: set[str] = field(default_factory=set)
+    python: str = sys.executable
+    bound: dict[str, str] = field(default_factory=dict)
+    ready: set[str] = field(default_factory=set)
+    failed: dict[str, str] = field(default_factory=dict)
+    removed: set[str] = field(default_factory=set)
+    _locks: dict[str, threading.Lock] = field(default_factory=dict)
+    _guard: threading.Lock = field(default_factory=threading.Lock)
+    _seen: dict[str, str | None] = field(default_factory=dict)
+    cancel: threading.Event = field(default_factory=threading.Event)
+    """Set when the rehearsal stops: a build under way is killed."""
+    _digest: str = ""
+
+    def local_ref(self, ref: str) -> str:
+        slug, tag = image_slug(ref)
+        return f"localhost/madbench/{slug}:{tag}"
+
+    def _lock(self, slug: str) -> threading.Lock:
+        with self._guard:
+            return self._locks.setdefault(slug, threading.Lock())
+
+    def binding(self, slug: str, ref: str) -> str | None:
+        """The image id pods of ``slug`` run: bound this session, else the local build,
+        else the last one the rehearsal used (a resumed pass skips its pods by it)."""
+        with self._guard:
+            if slug in self.bound:
+                return self.bound[slug]
+            if slug not in self._seen:  # looked up once: pods resolve many times
+                self._seen[slug] = _image_id(self.local_ref(ref))
+            found = self._seen[slug]
+        return found or self.state.image(slug).get("image_id")
+
+    def pinned(self, ref: str) -> Callable[[], str]:
+        """A lazy workflow-parameter value: ``ref@sha256:<bound image id>``."""
+        base = ref.split("@", 1)[0]
+        slug, _ = image_slug(base)
+
+        def value() -> str:
+            image_id = self.binding(slug, base)
+            return f"{base}@sha256:{image_id}" if image_id else base
+
+        return value
+
+    def identity(self, image: str) -> str:
+        """Image id and weights digest of a pod image (its part of a memo key)."""
+        slug, _ = image_slug(image.split("@", 1)[0])
+        entry = self.state.image(slug)
+        return f"{image}|{entry.get('weights_sha256', '')}"
+
+    def weights_dir(self, slug: str) -> Path:
+        return self.work / "weights" / slug
+
+    def ensure(self, ref: str) -> str:
+        """Make the image of ``ref`` ready (built, fresh, weighted); return its id."""
+        base = ref.split("@", 1)[0]
+        slug, _ = image_slug(base)
+        with self._lock(slug):
+            if slug in self.failed:
+                raise ConfigError(self.failed[slug])
+            if slug in self.ready:
+                return self.bound[slug]
+            try:
+                image_id = self._ensure(slug, base)
+            except BuildCancelled:
+                raise
+            except MadbenchError as exc:
+                self.failed[slug] = f"image {slug}: {exc}"
+                raise ConfigError(self.failed[slug]) from None
+            with self._guard:
+                self.bound[slug] = image_id
+            self.ready.add(slug)
+            self.removed.discard(slug)
+            return image_id
+
+    def _ensure(self, slug: str, ref: str) -> str:
+        local = self.local_ref(ref)
+        image_id = _image_id(local)
+        if image_id is not None and not self._fresh(slug, image_id):
+            self.log(f"image {slug}: its madbench_common differs from this checkout's; "
+                     "rebuilding")
+            image_id = None
+        if image_id is None:
+            seconds = self._build(slug)
+            image_id = _image_id(local)
+            if image_id is None:
+                raise ConfigError(f"the build did not produce {local}")
+            self.state.update_image(slug, build_s=round(seconds, 1), build_image_id=image_id,
+                                    built_at=datetime.now(timezone.utc).isoformat(
+                                        timespec="seconds"))
+        self._describe(slug, image_id)
+        self._weights(slug, image_id)
+        return image_id
+
+    def _fresh(self, slug: str, image_id: str) -> bool:
+        entry = self.state.image(slug)
+        if entry.get("image_id") == image_id and entry.get("code_digest") == self.digest:
+            return True
+        from madbench_common.containers import run_in_image
+
+        try:
+            inside = run_in_image(image_id, ["python", "-c", _DIGEST_CODE], capture=True,
+                                  engine=self.engine).strip()
+        except MadbenchError:
+            return False
+        self.state.update_image(slug, image_id=image_id, code_digest=inside)
+        return inside == self.digest
+
+    @property
+    def digest(self) -> str:
+        if not self._digest:
+            self._digest = code_digest()
+        return self._digest
+
+    def _build(self, slug: str) -> float:
+        """Build the image (its base first); returns the image's own build seconds."""
+        from madbench_common.imagebuild import BASES
+
+        missing = upstream_problems([slug])
+        if missing:
+            raise ConfigError(_upstream_message(missing))
+        logs = self.work / "logs"
+        logs.mkdir(parents=True, exist_ok=True)
+        env = {**os.environ, "PYTHONPATH": str(ROOT)}
+        if (ROOT / "images" / slug / "image.yaml").is_file():  # bases first
+            from madbench_common.imagebuild import local_ref
+            from madbench_common.images import load_image
+
+            python = load_image(slug).python
+            base = BASES[python][0]
+            if _image_id(local_ref(base)) is None:
+                self._run_build(["bases", python], logs / f"build-{base}.log", env, base)
+        start = time.monotonic()
+        try:
+            self._run_build(["image", slug], logs / f"build-{slug}.log", env, slug)
+        except BuildCancelled:
+            raise
+        except ConfigError as exc:
+            # once more: a shared machine's disk or network fails builds now and then (an
+            # image that cannot be pulled is retried on a cluster too)
+            self.log(f"image {slug}: the build failed; trying once more in 60 s ({exc!s:.300})")
+            time.sleep(60)
+            start = time.monotonic()
+            self._run_build(["image", slug], logs / f"build-{slug}.retry.log", env, slug)
+        return time.monotonic() - start
+
+    def _run_build(self, args: list[str], log: Path, env: dict[str, str], what: str) -> None:
+        from madbench_common.cluster.podexec import kill_tree
+
+        if self.cancel.is_set():
+            raise BuildCancelled(f"building {what}: cancelled")
+        self.log(f"building {what} (python -m madbench_common.imagebuild {' '.join(args)}; "
+                 f"log {log})")
+        with open(log, "w") as fh:
+            proc = subprocess.Popen([self.python, "-m", "madbench_common.imagebuild", *args],
+                                    stdout=fh, stderr=subprocess.STDOUT, cwd=ROOT, env=env)
+            while proc.poll() is None:
+                if self.cancel.wait(1.0):
+                    kill_tree(proc.pid, signal.SIGTERM, include_self=True)
+                    try:
+                        proc.wait(timeout=30)
+                    except subprocess.TimeoutExpired:
+                        kill_tree(proc.pid, include_self=True)
+                    proc.wait()
+                    raise BuildCancelled(f"building {what}: cancelled")
+        if proc.returncode != 0:
+            tail = log.read_text(errors="replace")[-1500:]
+            raise ConfigError(f"building {what} failed (exit {proc.returncode}; log {log}):\n"
+                              f"{tail}")
+
+    def _describe(self, slug: str, image_id: str) -> None:
+        entry = self.state.image(slug)
+        if entry.get("described") == image_id:
+            return
+        from madbench_common.containers import run_in_image
+
+        code = ("import importlib.util as u\nif u.find_spec('torch'):\n import torch\n"
+                " print(torch.__version__, torch.version.cuda or '')")
+        try:
+            parts = run_in_image(image_id, ["python", "-c", code], capture=True,
+                                 engine=self.engine).split()
+        except MadbenchError:
+            parts = []
+        built_here = entry.get("build_image_id") == image_id
+        # the factory's record of this build (its seconds exclude waiting for the machine's
+        # build lock); else the wall time of the rehearsal's build command
+        lock_build = _lock_build(slug)
+        if lock_build.get("image_id") in (image_id, f"sha256:{image_id}"):
+            build_s = lock_build.get("build_s")
+        else:
+            build_s = entry.get("build_s") if built_here else None
+        self.state.update_image(slug, image_id=image_id, described=image_id,
+                                size_bytes=_image_size(image_id),
+                                torch=parts[0] if parts else None,
+                                cuda=parts[1] if len(parts) > 1 else None,
+                                build_s=build_s, built_by_rehearsal=built_here)
+
+    def _weights(self, slug: str, image_id: str) -> None:
+        from madbench_common.containers import Mount, run_in_image
+        from madbench_common.images import load_image
+
+        folder = self.weights_dir(slug)
+        callable_ = ""
+        if (ROOT / "images" / slug / "image.yaml").is_file():
+            test = load_image(slug).image_test
+            callable_ = test.weights if test is not None else ""
+        entry = self.state.image(slug)
+        if folder.is_dir() and entry.get("weights_image") == image_id and \
+                entry.get("weights_callable") == callable_:
+            sha, _, _ = _tree_digest(folder)
+            if sha == entry.get("weights_sha256"):
+                return
+        shutil.rmtree(folder, ignore_errors=True)
+        folder.mkdir(parents=True)
+        os.chown(folder, 10001, 10001)
+        seconds = 0.0
+        if callable_:
+            if (why := check_target(callable_)) is not None:
+                raise ConfigError(f"images/{slug}/image.yaml image_test.weights "
+                                  f"{callable_}: {why}")
+            module, _, func = callable_.partition(":")
+            self.log(f"image {slug}: writing tiny weights ({callable_})")
+            start = time.monotonic()
+            run_in_image(image_id, ["python", "-c", f"import {module} as m; m.{func}('/weights')"],
+                         mounts=[Mount(folder, "/weights", read_only=False)],
+                         engine=self.engine, capture=True)
+            seconds = time.monotonic() - start
+        sha, files, size = _tree_digest(folder)
+        self.state.update_image(slug, weights_image=image_id, weights_callable=callable_,
+                                weights_sha256=sha, weights_files=files, weights_bytes=size,
+                                weights_s=round(seconds, 1))
+
+    def release(self, needed: Iterable[str]) -> None:
+        """Remove the ready images no pending pod needs (unless ``keep``). Only images a
+        rehearsal built go: one that was on the machine already (the image factory's, a
+        user's) is left as it was found, since the machine is shared."""
+        if self.keep:
+            return
+        wanted = {image_slug(r.split("@", 1)[0])[0] for r in needed} | self.retain
+        for slug in sorted(self.ready - wanted):
+            image_id = self.bound.get(slug)
+            if image_id is None:
+                continue
+            if self.state.image(slug).get("build_image_id") != image_id:
+                with self._lock(slug):
+                    self.ready.discard(slug)
+                self.log(f"image {slug}: its last pod is done; kept (not built by the "
+                         "rehearsal)")
+                continue
+            with self._lock(slug):
+                out = subprocess.run(["buildah", "rmi", image_id], capture_output=True,
+                                     text=True)
+                self.ready.discard(slug)
+                self.removed.add(slug)
+                note = "" if out.returncode == 0 else f" (rmi: {out.stderr.strip()[-200:]})"
+                self.log(f"image {slug}: its last pod is done; removed{note}")
+
+
+def _lock_build(slug: str) -> dict[str, Any]:
+    try:
+        from madbench_common.imagelock import lock_entry
+
+        return dict(lock_entry(slug).get("build") or {})
+    except (ConfigError, OSError):
+        return {}
+
+
+# ------------------------------------------------------------------ pods
+
+
+class _Cgroup:
+    """A memory cgroup for one pod, below this process's own (v1 or v2)."""
+
+    def __init__(self, limit: int | None) -> None:
+        self.path: Path | None = None
+        self.version = 0
+        self.why = ""
+        base = _memory_cgroup()
+        if base is None:
+            self.why = "no writable memory cgroup here"
+            return
+        path, version = base
+        try:
+            child = path / f"madbench-pod-{uuid.uuid4().hex[:12]}"
+            child.mkdir()
+            if limit:
+                if version == 1:
+                    (child / "memory.limit_in_bytes").write_text(str(limit))
+                else:
+                    (child / "memory.max").write_text(str(limit))
+                    if (child / "memory.swap.max").exists():
+                        (child / "memory.swap.max").write_text("0")
+            self.path, self.version = child, version
+        except OSError as exc:
+            self.why = f"cannot make a memory cgroup under {path}: {exc}"
+
+    def stats(self) -> dict[str, Any]:
+        if self.path is None:
+            return {"memory_limit_enforced": False, "memory_note": self.why}
+        p = self.path
+        peak: int | None
+        try:
+            if self.version == 1:
+                peak = int((p / "memory.max_usage_in_bytes").read_text())
+                oom = _kv(p / "memory.oom_control").get("oom_kill", 0)
+            else:
+                peak_file = p / "memory.peak"
+                peak = int(peak_file.read_text()) if peak_file.exists() else None
+                oom = _kv(p / "memory.events").get("oom_kill", 0)
+        except (OSError, ValueError):
+            return {"memory_limit_enforced": True}
+        return {"memory_limit_enforced": True, "cgroup_peak_bytes": peak,
+                "oom_killed": bool(oom)}
+
+    def kill_all(self) -> None:
+        if self.path is None:
+            return
+        for line in (self.path / "cgroup.procs").read_text().split():
+            with contextlib.suppress(ProcessLookupError, ValueError):
+                os.kill(int(line), signal.SIGKILL)
+
+    def remove(self) -> None:
+        if self.path is None:
+            return
+        for _ in range(50):
+            try:
+                self.path.rmdir()
+                return
+            except OSError:
+                self.kill_all()
+                time.sleep(0.2)
+
+
+def _kv(path: Path) -> dict[str, int]:
+    out = {}
+    for line in path.read_text().splitlines():
+        k, _, v = line.partition(" ")
+        if v.strip().isdigit():
+            out[k] = int(v)
+    return out
+
+
+def _memory_cgroup() -> tuple[Path, int] | None:
+    """This process's memory cgroup directory and its version, if we may write there."""
+    try:
+        lines = Path("/proc/self/cgroup").read_text().splitlines()
+    except OSError:
+        return None
+    mounts = Path("/proc/self/mountinfo").read_text().splitlines()
+
+    def under(fields: list[str], rel: str) -> Path:
+        """The cgroup ``rel`` below the mount (whose own root is ``fields[3]``)."""
+        root = fields[3].rstrip("/")
+        rel = rel[len(root):] if root and rel.startswith(root) else rel
+        return Path(fields[4]) / rel.lstrip("/")
+
+    for line in lines:
+        _, controllers, rel = line.split(":", 2)
+        if "memory" in controllers.split(","):
+            for m in mounts:
+                fields = m.split()
+                sep = fields.index("-")
+                if fields[sep + 1] == "cgroup" and "memory" in fields[-1].split(","):
+                    path = under(fields, rel)
+                    return (path, 1) if os.access(path, os.W_OK) else None
+    for line in lines:
+        if line.startswith("0::"):
+            for m in mounts:
+                fields = m.split()
+                sep = fields.index("-")
+                if fields[sep + 1] == "cgroup2":
+                    path = under(fields, line[3:])
+                    ctl = path / "cgroup.controllers"
+                    if ctl.exists() and "memory" in ctl.read_text().split() and \
+                            os.access(path, os.W_OK):
+                        return path, 2
+    return None
+
+
+class PodRunner:
+    """Runs pods in their images inside the sandbox; what :class:`Executor` calls."""
+
+    def __init__(self, provider: ImageProvider, secrets: Mapping[str, Mapping[str, str]],
+                 work: Path, netns: str | None, engine: str = "buildah",
+                 python: str = sys.executable) -> None:
+        self.provider, self.secrets, self.work = provider, secrets, work
+        self.netns, self.engine, self.python = netns, engine, python
+        self.logs = work / "logs"
+        self.logs.mkdir(parents=True, exist_ok=True)
+        self._redact = sorted({v for s in secrets.values() for v in s.values()
+                               if len(v) >= 4}, key=len, reverse=True)
+
+    def redact(self, text: str) -> str:
+        for value in self._redact:
+            text = text.replace(value, "***")
+        return text
+
+    def prepare(self, pod: Pod) -> None:
+        self.provider.ensure(pod.image)
+
+    def _env(self, pod: Pod) -> dict[str, str]:
+        env = {}
+        for name, value in pod.env:
+            if isinstance(value, SecretRef):
+                found = self.secrets.get(value.secret, {}).get(value.key)
+                if found is None:
+                    if value.optional:
+                        continue
+                    raise ConfigError(f"secret {value.secret!r} has no key {value.key!r} (the "
+                                      "pod could not start: CreateContainerConfigError)")
+                env[name] = found
+            else:
+                env[name] = value
+        return env
+
+    def _mounts(self, pod: Pod) -> list[list[Any]]:
+        out = []
+        slug, _ = image_slug(pod.image.split("@", 1)[0])
+        for m in pod.mounts:
+            if m.kind == "emptyDir":
+                if m.path != "/tmp":
+                    raise ConfigError(f"emptyDir at {m.path}: only /tmp (the engine's tmpfs) "
+                                      "is supported")
+                continue
+            if m.claim != _WEIGHTS_CLAIM:
+                raise ConfigError(f"no local volume for the claim {m.claim!r}")
+            if not m.read_only:
+                raise ConfigError(f"the weights claim is mounted writable at {m.path}")
+            folder = self.provider.weights_dir(slug)
+            folder.mkdir(parents=True, exist_ok=True)
+            out.append([str(folder), m.path, True])
+        return out
+
+    def run(self, pod: Pod, attempt: int, cancel: threading.Event) -> PodResult:
+        start = time.monotonic()
+        info: dict[str, Any] = {"memory_limit": pod.memory_limit, "gpu_requested": pod.gpu}
+        try:
+            env = self._env(pod)
+            mounts = self._mounts(pod)
+            image_id = self.provider.ensure(pod.image)
+        except ConfigError as exc:
+            return PodResult("Error", None, str(exc), 0.0, {**info, "no_retry": True})
+        safe = re.sub(r"[^A-Za-z0-9_.()-]", "_", pod.node)
+        log = self.logs / pod.node.split(".", 1)[0] / f"{safe}.{attempt}.log"
+        log.parent.mkdir(parents=True, exist_ok=True)
+        result_file = log.with_suffix(".result.json")
+        result_file.unlink(missing_ok=True)
+        cgroup = _Cgroup(pod.memory_limit)
+        request = {"image": image_id, "argv": list(pod.argv), "env": env, "mounts": mounts,
+                   "engine": self.engine, "netns": self.netns,
+                   "cgroup": str(cgroup.path) if cgroup.path else None,
+                   "result": str(result_file)}
+        tail: list[str] = []
+        reason = ""
+        from madbench_common.cluster.sandbox import pdeathsig
+
+        try:
+            proc = subprocess.Popen([self.python, "-m", "madbench_common.cluster.podexec"],
+                                    stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                    stderr=subprocess.STDOUT, text=True, cwd=ROOT,
+                                    env={**os.environ, "PYTHONPATH": str(ROOT)},
+                                    start_new_session=True, preexec_fn=pdeathsig())
+            assert proc.stdin is not None and proc.stdout is not None
+            proc.stdin.write(json.dumps(request))
+            proc.stdin.close()
+            reader = threading.Thread(target=self._pump, args=(proc.stdout, log, tail),
+                                      daemon=True)
+            reader.start()
+            while proc.poll() is None:
+                if cancel.wait(1.0) and not reason:
+                    reason = "cancelled"
+                elif pod.deadline and time.monotonic() - start > pod.deadline and not reason:
+                    reason = f"deadline exceeded (activeDeadlineSeconds {pod.deadline:.0f})"
+                if reason:
+                    self._stop(proc, cgroup)
+                    break
+            proc.wait()
+            reader.join(timeout=10)
+        finally:
+            info.update(cgroup.stats())
+            cgroup.remove()
+        seconds = time.monotonic() - start
+        result = json.loads(result_file.read_text()) if result_file.exists() else {}
+        info.update({"peak_rss_bytes": result.get("peak_rss_bytes"), "log": str(log)})
+        message = self.redact("".join(tail))[-3000:]
+        code = result.get("exit_code")
+        if reason:
+            return PodResult("Failed", code if code not in (None, 0) else 143,
+                             f"{reason}\n{message}", seconds, info)
+        if result.get("error"):
+            return PodResult("Error", None, self.redact(result["error"]), seconds,
+                             {**info, "no_retry": True})
+        if code == 0:
+            return PodResult("Succeeded", 0, message[-500:], seconds, info)
+        if info.get("oom_killed"):
+            message = f"OOMKilled (limits.memory {pod.memory_limit} bytes)\n{message}"
+        return PodResult("Failed", code, message, seconds, info)
+
+    def _pump(self, stream: Any, log: Path, tail: list[str]) -> None:
+        with open(log, "w") as fh:
+            for line in stream:
+                line = self.redact(line)
+                fh.write(line)
+                tail.append(line)
+                if len(tail) > 200:
+                    del tail[:100]
+
+    def _stop(self, proc: subprocess.Popen[str], cgroup: _Cgroup) -> None:
+        from madbench_common.cluster.podexec import kill_tree
+
+        proc.send_signal(signal.SIGTERM)
+        try:
+            proc.wait(timeout=_KILL_GRACE)
+        except subprocess.TimeoutExpired:
+            kill_tree(proc.pid, include_self=True)
+            cgroup.kill_all()
+
+
+# ------------------------------------------------------------------ rehearsal
+
+
+@dataclass
+class Options:
+    work: Path
+    workflows: tuple[str, ...] = ("full", "deaf")
+    keep_images: bool = False
+    workers: int = 0
+    engine: str = "buildah"
+    fresh: bool = False
+    records: Path = RECORDS
+    keep_going: bool = True
+    backoff_scale: float = 1.0
+    strict: bool = False
+    params: tuple[str, ...] = ()
+    """``NAME=VALUE`` workflow parameters over the profile's (every workflow declaring NAME)."""
+    stage_sets: tuple[str, ...] = ()
+    """``STAGE.KEY=VALUE`` merged into the ``stage_params`` of the workflows with STAGE."""
+
+
+_PRINT = threading.Lock()
+
+
+def _say(text: str) -> None:
+    stamp = datetime.now().strftime("%H:%M:%S")
+    with _PRINT:
+        print(f"[{stamp}] {text}", flush=True)
+
+
+def _commit() -> dict[str, Any]:
+    """The commit the rehearsal ran on, and the tracked files that differed from it (image
+    builds record themselves in images/images.lock.yaml, for one)."""
+    out = subprocess.run(["git", "-C", str(ROOT), "rev-parse", "HEAD"], capture_output=True,
+                         text=True)
+    dirty = subprocess.run(["git", "-C", str(ROOT), "status", "--porcelain",
+                            "--untracked-files=no"], capture_output=True, text=True).stdout
+    return {"head": out.stdout.strip() or "unknown",
+            "modified": sorted(line[3:] for line in dirty.splitlines() if line.strip())}
+
+
+def workflow_params(wf: Workflow, flow: WorkflowProfile, profile: Profile,
+                    provider: ImageProvider | None, fields: Mapping[str, Any],
+                    overrides: Mapping[str, str] | None = None,
+                    stage_sets: Mapping[str, Mapping[str, Any]] | None = None
+                    ) -> dict[str, Any]:
+    """The ``argo submit -p`` values of one workflow in the rehearsal: the profile's, then
+    ``overrides`` (``-p NAME=VALUE`` of the command line, those this workflow declares)
+    and ``stage_sets`` merged into ``stage_params`` (``--set STAGE.KEY=VALUE``)."""
+    declared = wf.parameters()
+    params: dict[str, Any] = {"store": _STORE, "run_id": flow.run_id}
+    if "sources" in declared:
+        params["sources"] = f"{_SOURCES}/sources.csv"
+    stage_params = _fill(flow.stage_params, fields)
+    for stage, values in (stage_sets or {}).items():
+        stage_params.setdefault(stage, {}).update(values)
+    params["stage_params"] = json.dumps(stage_params, sort_keys=True)
+    for name in declared:
+        if name.endswith("_shards"):
+            params[name] = str(profile.shards)
+    params.update(_fill(dict(flow.params), fields))
+    params.update({k: v for k, v in (overrides or {}).items() if k in declared})
+    for name, default in declared.items():
+        if (name.endswith("_image") or name == "summary_image") and provider is not None:
+            params[name] = provider.pinned(str(params.get(name, default)))
+    return params
+
+
+def _upload_sources(s3: Any, csv_path: Path, every: int) -> int:
+    """Every ``every``-th row of the CSV and its files into ``s3://madbench/sources/``."""
+    import csv
+    import io
+
+    with open(csv_path, newline="") as fh:
+        rows = list(csv.DictReader(fh))[::every]
+    client = s3.client()
+    buckets = {b["Name"] for b in client.list_buckets().get("Buckets", [])}
+    if _BUCKET not in buckets:
+        client.create_bucket(Bucket=_BUCKET)
+    for row in rows:
+        for col in ("path", "speech_stem", "env_stem"):
+            if row.get(col):
+                client.upload_file(str(csv_path.parent / row[col]), _BUCKET,
+                                   f"sources/{row[col]}")
+    out = io.StringIO()
+    writer = csv.DictWriter(out, fieldnames=list(rows[0]))
+    writer.writeheader()
+    writer.writerows(rows)
+    client.put_object(Bucket=_BUCKET, Key="sources/sources.csv", Body=out.getvalue().encode())
+    return len(rows)
+
+
+def _graph_for(name: str) -> Any:
+    if name == "deaf":
+        from madbench_common.deaf.graph import build_deaf_graph
+
+        return build_deaf_graph()
+    from madbench_common.pipeline.definition import build_graph
+
+    return build_graph()
+
+
+def _markers(s3: Any, run_id: str, graph: Any) -> dict[str, dict[str, Any]]:
+    from madbench_common.pipeline.stage import read_marker
+    from madbench_common.store import RunStore, S3Store
+
+    run = RunStore(S3Store(_STORE, client=s3.client()), run_id)
+    out = {}
+    for stage in graph:
+        marker = read_marker(run, stage.name)
+        if marker is not None:
+            out[stage.name] = marker
+    return out
+
+
+def _print_reports(s3: Any, name: str, run_id: str, graph: Any, banner: str) -> None:
+    from madbench_common.cli_pipeline import main_section, print_status, zero_shot_sections
+    from madbench_common.pipeline.stage import read_marker
+    from madbench_common.status import collect_status
+    from madbench_common.store import RunStore, S3Store
+
+    run = RunStore(S3Store(_STORE, client=s3.client()), run_id)
+    print(f"\n{'=' * 100}\n{banner}\n{'=' * 100}")
+    os.environ.setdefault("COLUMNS", "160")  # rich: tables as wide as a terminal's
+    print_status(collect_status(run, graph), table1=name != "deaf")
+    stage = "deaf_report" if name == "deaf" else "evaluate"
+    marker = read_marker(run, stage)
+    if marker is None:
+        print(f"({name}: {stage} has not finished; no report)")
+        return
+    text = run.get_bytes(f"{marker['prefix']}/report/report.md").decode()
+    if name == "deaf":
+        print("## " + text.split("\n## ", 1)[1].strip() if "\n## " in text else text)
+    else:
+        print(main_section(text))
+        for section in text.split("\n## ")[2:]:
+            if section.startswith(("Table 3", "Table 4", "Table 5")):
+                print("\n## " + section.strip())
+        for section in zero_shot_sections(text):
+            print("\n" + section)
+    print(f"\n{banner}\nreport: {run.uri(marker['prefix'] + '/report/report.md')}")
+
+
+def rehearse(opts: Options) -> int:
+    """Run the rehearsal; returns 0 when every workflow succeeded."""
+    from madbench_common.cluster.sandbox import STUB_PORT, Namespace, NamespacedS3, start_stub
+    from madbench_common.containers import run_engine
+    from madbench_common.models.api_stub import STUB_KEY
+
+    t0 = time.monotonic()
+    # SIGTERM stops like Ctrl-C: running pods are stopped and the services shut down (a
+    # SIGKILL leaves nothing either: pods, store and stub die with their parent)
+    signal.signal(signal.SIGTERM, _interrupt)
+    profile = load_profile()
+    flows = [f for f in profile.workflows if f.name in opts.workflows]
+    if unknown := set(opts.workflows) - {f.name for f in profile.workflows}:
+        raise ConfigError(f"no workflow {sorted(unknown)} in the rehearsal profile")
+    if opts.engine == "docker":
+        raise ConfigError("the docker engine runs containers in the daemon's network, not the "
+                          "rehearsal's namespace: use buildah (root) or podman")
+    engine = run_engine(opts.engine)
+    work = opts.work.resolve()
+    if opts.fresh and work.exists():
+        _say(f"--fresh: removing {work}")
+        shutil.rmtree(work)
+    work.mkdir(parents=True, exist_ok=True)
+    state = State(work / "state.json")
+    provider = ImageProvider(state, work, engine, opts.keep_images, _say)
+    fields = {"stub_port": STUB_PORT}
+
+    # 1. preflight: everything that can fail without building or running anything.
+    # An unsupported construct or a missing upstream mirror stops here; what the dry run
+    # finds wrong with single pods (a missing image folder, module or weights callable) is
+    # listed, and those pods then fail in place, each naming its reason (--strict: stop).
+    workflows = {f.name: Workflow.load(ROOT / f.file) for f in flows}
+    overrides, stage_sets = _overrides(opts, flows, workflows)
+    images: dict[str, set[str]] = {}
+    problems: list[str] = []
+    for flow in flows:
+        wf = workflows[flow.name]
+        params = workflow_params(wf, flow, profile, None, fields, overrides,
+                                 stage_sets[flow.name])
+        pods = Executor(wf, params, name=f"rehearsal-{flow.name}").dry_run()
+        problems += [f"{flow.file}: {p}" for p in check_pods(pods)
+                     if not p.startswith("warning:")]
+        images[flow.name] = {image_slug(p.image)[0] for p in pods}
+    needed = sorted(set().union(*images.values()))
+    if missing := upstream_problems(needed):
+        raise ConfigError(_upstream_message(missing))
+    problems += weights_problems(needed)
+    for line in problems:
+        _say(f"preflight: {line}")
+    if problems and opts.strict:
+        raise ConfigError(f"the dry run finds {len(problems)} problems (listed above)")
+    _say(f"preflight: {', '.join(f.file for f in flows)}; {len(needed)} images; "
+         f"{len(problems)} problems; engine {engine}; work folder {work}")
+
+    # 2. sandbox
+    ns = Namespace().start()
+    s3 = stub = None
+    results: dict[str, WorkflowResult] = {}
+    memos: dict[str, StateMemo] = {}
+    executors: dict[str, Executor] = {}
+    try:
+        isolation = ns.check_isolated()
+        s3 = NamespacedS3(work / "s3", ns)  # bound first: an interrupt during its start
+        s3.start()  # still stops it (SeaweedFS outlived a Ctrl-C here)
+        stub = start_stub(ns, work)
+        clips = ns.call(_upload_sources, s3, ROOT / profile.sources_csv, profile.every)
+        _say(f"sandbox: namespace {isolation}; object store and API stub inside; "
+             f"{clips} source clips uploaded to {_SOURCES}/")
+        secrets = {_S3_SECRET: {**{k: v for k, v in s3.env().items()
+                                   if k in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY",
+                                            "AWS_ENDPOINT_URL", "AWS_REGION")}},
+                   _API_SECRET: {k: STUB_KEY for k in profile.api_keys}}
+        runner = PodRunner(provider, secrets, work, ns.path, engine)
+        for i, flow in enumerate(flows):
+            provider.retain = {slug for f in flows[i + 1:] for slug in images[f.name]}
+            wf = workflows[flow.name]
+            graph = _graph_for(flow.name)
+            done_now = ns.call(_markers, s3, flow.run_id, graph)
+            memo = StateMemo(state, flow.name, provider, functools.partial(set, done_now))
+            memos[flow.name] = memo
+            params = workflow_params(wf, flow, profile, provider, fields, overrides,
+                                     stage_sets[flow.name])
+            ex = Executor(wf, params, runner=runner, workers=opts.workers or profile.workers,
+                          name=f"rehearsal-{flow.name}", keep_going=opts.keep_going,
+                          memo=memo, backoff_scale=opts.backoff_scale,
+                          rank=lambda pod: 0 if image_slug(pod.image.split("@", 1)[0])[0]
+                          in provider.ready else 1)
+            ex.on_event = _events(ex, provider)
+            provider.cancel = ex.cancel
+            executors[flow.name] = ex
+            _say(f"{flow.name}: executing {flow.file} as workflow {ex.name} (run id "
+                 f"{flow.run_id})")
+            results[flow.name] = ex.run()
+            _say(f"{flow.name}: {results[flow.name].phase} in "
+                 f"{results[flow.name].seconds:.0f} s")
+            ns.call(_print_reports, s3, flow.name, flow.run_id, graph, flow.banner)
+        markers = {f.name: ns.call(_markers, s3, f.run_id, _graph_for(f.name)) for f in flows}
+    finally:
+        if stub is not None:
+            stub.terminate()
+            stub.wait(timeout=10)
+        if s3 is not None:
+            s3.stop()
+        ns.stop()
+    wall = time.monotonic() - t0
+    records = build_records(state, results, markers, provider, wall, opts, profile)
+    write_records(records, opts.records)
+    _say(f"records: {opts.records} and {opts.records.with_suffix('.md')}; wall time "
+         f"{wall / 60:.1f} min")
+    bad = [n for n, r in results.items() if r.phase != "Succeeded"]
+    for name in bad:
+        for failure in results[name].failures:
+            _say(f"{name}: FAILED {failure['podName']}: {failure['message'][-600:]}")
+    return 0 if not bad and len(results) == len(flows) else 1
+
+
+def _overrides(opts: Options, flows: list[WorkflowProfile], workflows: Mapping[str, Workflow]
+               ) -> tuple[dict[str, str], dict[str, dict[str, dict[str, Any]]]]:
+    """``-p NAME=VALUE`` (some workflow must declare NAME) and ``--set STAGE.KEY=VALUE``
+    (some workflow's graph must have STAGE) from the command line, per workflow."""
+    from madbench_common.cli_pipeline import parse_set
+
+    params: dict[str, str] = {}
+    for item in opts.params:
+        name, eq, value = item.partition("=")
+        if not eq or not any(name in wf.parameters() for wf in workflows.values()):
+            raise ConfigError(f"-p {item!r}: no workflow of this rehearsal has a parameter "
+                              f"{name!r}")
+        params[name] = value
+    sets = parse_set(opts.stage_sets)
+    per: dict[str, dict[str, dict[str, Any]]] = {}
+    for flow in flows:
+        stages = set(_graph_for(flow.name).stages)
+        per[flow.name] = {k: v for k, v in sets.items() if k in stages}
+    if unknown := set(sets) - {s for p in per.values() for s in p}:
+        raise ConfigError(f"--set: no workflow of this rehearsal has stage(s) {sorted(unknown)}")
+    return params, per
+
+
+def _interrupt(signum: int, frame: Any) -> None:
+    raise KeyboardInterrupt(f"signal {signum}")
+
+
+def _events(ex: Executor, provider: ImageProvider) -> Callable[[str, dict[str, Any]], None]:
+    def on_event(kind: str, data: dict[str, Any]) -> None:
+        if kind == "pod_start":
+            _say(f"start  {data['node']} (attempt {data['attempt']})")
+        elif kind == "pod_skipped":
+            _say(f"done before: {data['node']}")
+        elif kind == "pod_retry":
+            _say(f"retry  {data['node']} in {data['in_seconds']:.0f} s")
+        elif kind == "pod_done":
+            info = data["info"]
+            rss = info.get("peak_rss_bytes")
+            _say(f"{data['phase'].lower():9s} {data['node']} exit {data['exit_code']} "
+                 f"{data['seconds']:.0f} s" + (f", peak RSS {rss / 2**20:.0f} MiB" if rss else "")
+                 + ("" if data["phase"] == "Succeeded" else f"\n{data['message'][-1500:]}"))
+            provider.release(ex.pending_images())
+
+    return on_event
+
+
+# ------------------------------------------------------------------ records
+
+
+def build_records(state: State, results: Mapping[str, WorkflowResult],
+                  markers: Mapping[str, Mapping[str, dict[str, Any]]],
+                  provider: ImageProvider, wall: float, opts: Options, profile: Profile
+                  ) -> dict[str, Any]:
+    """Per image: build, size, torch/CUDA, weights, stages, rows and peak RSS."""
+    per: dict[str, dict[str, Any]] = {}
+    for flow, result in results.items():
+        for node, data in result.nodes.items():
+            image = data.get("image")
+            if not image:
+                continue
+            slug = image_slug(image.split("@", 1)[0])[0]
+            rec = per.setdefault(slug, {"stages": set(), "pods": 0, "pods_run": 0,
+                                        "pods_skipped": 0, "peak_rss_bytes": 0,
+                                        "cgroup_peak_bytes": 0, "failed": [],
+                                        "gpu_requested": False, "workflows": set()})
+            rec["workflows"].add(flow)
+            rec["pods"] += 1
+            attempts = data.get("attempts") or []
+            if data.get("memo"):
+                rec["pods_skipped"] += 1
+            elif attempts:
+                rec["pods_run"] += 1
+            for a in attempts:
+                rec["peak_rss_bytes"] = max(rec["peak_rss_bytes"], a.get("peak_rss_bytes") or 0)
+                rec["cgroup_peak_bytes"] = max(rec["cgroup_peak_bytes"],
+                                               a.get("cgroup_peak_bytes") or 0)
+                rec["gpu_requested"] |= bool(a.get("gpu_requested"))
+            if data["phase"] in ("Failed", "Error"):
+                last = attempts[-1] if attempts else {}
+                rec["failed"].append({"node": node, "phase": data["phase"],
+                                      "exit_code": last.get("exit_code"),
+                                      "message": str(last.get("message", ""))[-800:]})
+            stage = _stage_from_template(data.get("template", ""))
+            if stage:
+                rec["stages"].add((flow, stage))
+    images = {}
+    for slug, rec in sorted(per.items()):
+        entry = state.image(slug)
+        rows: dict[str, dict[str, int] | None] = {}
+        for flow, stage in sorted(rec["stages"]):
+            m = markers.get(flow, {}).get(stage.replace("-", "_"))
+            rows[f"{flow}:{stage.replace('-', '_')}"] = (
+                {"rows": int(m.get("rows") or 0), "rejected": int(m.get("rejected") or 0)}
+                if m else None)
+        ok = sum(r["rows"] - r["rejected"] for r in rows.values() if r)
+        rejected = sum(r["rejected"] for r in rows.values() if r)
+        images[slug] = {
+            "image_id": entry.get("image_id"), "build_s": entry.get("build_s"),
+            "built_by_rehearsal": bool(entry.get("built_by_rehearsal")),
+            "size_mb": round(entry["size_bytes"] / 1e6) if entry.get("size_bytes") else None,
+            "torch": entry.get("torch"), "cuda": entry.get("cuda"),
+            "weights": {"callable": entry.get("weights_callable") or None,
+                        "files": entry.get("weights_files"),
+                        "mb": round((entry.get("weights_bytes") or 0) / 1e6, 1),
+                        "seconds": entry.get("weights_s")},
+            "workflows": sorted(rec["workflows"]), "stages": rows,
+            "rows_ok": ok, "rows_rejected": rejected,
+            "pods": rec["pods"], "pods_run": rec["pods_run"], "pods_skipped": rec["pods_skipped"],
+            "peak_rss_mb": round(rec["peak_rss_bytes"] / 2**20) or None,
+            "cgroup_peak_mb": round(rec["cgroup_peak_bytes"] / 2**20) or None,
+            "gpu_requested_ran_on_cpu": rec["gpu_requested"],
+            "status": "failed" if rec["failed"] else "ok", "failures": rec["failed"],
+        }
+    tiny = any(f.random_weights for f in profile.workflows if f.name in results)
+    return {
+        "note": BANNER if tiny else SMOKE_BANNER, "commit": _commit(),
+        "finished_at": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+        "wall_s": round(wall), "complete": all(r.phase == "Succeeded" for r in results.values())
+        and set(results) == set(opts.workflows) and not (opts.params or opts.stage_sets),
+        "workflows": {n: {"phase": r.phase, "seconds": round(r.seconds),
+                          "failures": [{k: f.get(k) for k in ("podName", "phase", "exitCode",
+                                                              "message")}
+                                       for f in r.failures]}
+                      for n, r in results.items()},
+        "profile": {"clips_every": profile.every, "shards": profile.shards,
+                    "workers": opts.workers or profile.workers,
+                    "keep_images": opts.keep_images,
+                    "overrides": [*(f"-p {p}" for p in opts.params),
+                                  *(f"--set {s}" for s in opts.stage_sets)]},
+        "images": images,
+    }
+
+
+def _stage_from_template(template: str) -> str:
+    for suffix in ("-shard", "-merge"):
+        if template.endswith(suffix):
+            return template[: -len(suffix)]
+    return ""
+
+
+def write_records(records: dict[str, Any], path: Path) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(records, indent=1, sort_keys=True) + "\n")
+    path.with_suffix(".md").write_text(records_markdown(records))
+
+
+def records_markdown(records: dict[str, Any]) -> str:
+    """The per-image table of a rehearsal record."""
+    lines = [
+        "# Rehearsal record (generated by `make rehearsal`; do not edit)",
+        "",
+        f"> {records['note']}",
+        "",
+        f"Commit `{records['commit']['head']}`"
+        + (f" (modified: {', '.join(records['commit']['modified'])})"
+           if records["commit"]["modified"] else "")
+        + f", finished {records['finished_at']}, wall time "
+        f"{records['wall_s'] / 60:.1f} min, complete: {'yes' if records['complete'] else 'no'}.",
+        "",
+    ]
+    if records["profile"].get("overrides"):
+        lines += ["Not the profile as committed: " + ", ".join(
+            f"`{o}`" for o in records["profile"]["overrides"]) + ".", ""]
+    for name, w in records["workflows"].items():
+        lines.append(f"- `{name}`: {w['phase']} in {w['seconds'] / 60:.1f} min" +
+                     "".join(f"; failed {f['podName']} (exit {f['exitCode']})"
+                             for f in w["failures"][:8]))
+    lines += ["", "| image | build s | size MB | torch / CUDA | weights files (MB) | stages "
+              "| rows ok / rejected | pods run / skipped | peak RSS MiB | status |",
+              "|---|---:|---:|---|---:|---|---:|---:|---:|---|"]
+    for slug, r in records["images"].items():
+        stages = ", ".join(k.split(":", 1)[1] for k in r["stages"])
+        w = r["weights"]
+        lines.append(
+            f"| {slug} | {r['build_s'] if r['build_s'] is not None else '—'} | "
+            f"{r['size_mb'] or '—'} | {r['torch'] or '—'} / {r['cuda'] or '—'} | "
+            f"{w['files'] if w['callable'] else '—'} ({w['mb']}) | {stages} | "
+            f"{r['rows_ok']} / {r['rows_rejected']} | {r['pods_run']} / {r['pods_skipped']} | "
+            f"{r['peak_rss_mb'] or '—'} | {r['status']} |")
+    return "\n".join(lines) + "\n"
+
+
+# ------------------------------------------------------------------ CLI
+
+
+def add_commands(sub: argparse._SubParsersAction[Any]) -> None:
+    """Register ``rehearse run`` and ``rehearse dry-run``."""
+    p = sub.add_parser("rehearse", help="execute rendered workflows locally (make rehearsal)")
+    rsub = p.add_subparsers(dest="rehearse_command", required=True)
+    run = rsub.add_parser("run", help="the rehearsal: full.yaml then deaf.yaml on tiny weights")
+    run.add_argument("--work", default=".rehearsal", help="work folder (default .rehearsal)")
+    run.add_argument("--workflows", default="full,deaf")
+    run.add_argument("--keep-images", action="store_true",
+                     default=os.environ.get("KEEP_IMAGES") == "1",
+                     help="keep every image (default: remove each after its last pod)")
+    run.add_argument("--workers", type=int, default=0, help="pods at a time (default: profile)")
+    run.add_argument("--engine", default=os.environ.get("MADBENCH_RUN_ENGINE") or "buildah")
+    run.add_argument("--fresh", action="store_true", help="forget the work folder first")
+    run.add_argument("--records", default=str(RECORDS))
+    run.add_argument("-p", "--parameter", action="append", default=[], metavar="NAME=VALUE",
+                     help="a workflow parameter over the profile's, as argo submit -p (e.g. "
+                          "swap a broken stage to its CPU reference to rehearse past it; "
+                          "the records then say the pass is not the profile's)")
+    run.add_argument("--set", action="append", default=[], metavar="STAGE.KEY=VALUE",
+                     help="merged into the workflow's stage_params")
+    run.add_argument("--strict", action="store_true",
+                     help="refuse to start when the dry run finds a problem in any pod")
+    run.add_argument("--stop-on-failure", action="store_true",
+                     help="Argo's failFast: no new task after a failure (default: run the "
+                          "independent branches, to find every failure in one pass)")
+    run.set_defaults(func=_cmd_run)
+    dry = rsub.add_parser("dry-run", help="resolve every pod of a workflow (argv, env, mounts) "
+                                          "and check it, without running anything")
+    dry.add_argument("workflow", help="a rendered workflow, e.g. workflows/full.yaml")
+    dry.add_argument("-p", "--parameter", action="append", default=[], metavar="NAME=VALUE")
+    dry.add_argument("--json", action="store_true", help="one JSON object per pod")
+    dry.set_defaults(func=_cmd_dry)
+
+
+def _cmd_run(args: argparse.Namespace) -> int:
+    opts = Options(work=Path(args.work), workflows=tuple(
+        w.strip() for w in args.workflows.split(",") if w.strip()),
+        keep_images=args.keep_images, workers=args.workers, engine=args.engine,
+        fresh=args.fresh, records=Path(args.records), keep_going=not args.stop_on_failure,
+        strict=args.strict, params=tuple(args.parameter), stage_sets=tuple(args.set))
+    try:
+        return rehearse(opts)
+    except KeyboardInterrupt as exc:
+        _say(f"interrupted ({exc or 'Ctrl-C'}): pods stopped, store and stub shut down; run "
+             "the same command again to resume")
+        return 130
+
+
+def _cmd_dry(args: argparse.Namespace) -> int:
+    params = {}
+    for item in args.parameter:
+        name, eq, value = item.partition("=")
+        if not eq:
+            raise ConfigError(f"-p {item!r}: expected NAME=VALUE")
+        params[name] = value
+    pods = Executor(Workflow.load(args.workflow), params).dry_run()
+    for pod in pods:
+        print(json.dumps(pod.describe()) if args.json else
+              f"{pod.node}  {pod.image}  {' '.join(pod.argv)}")
+    problems = check_pods(pods)
+    for line in problems:
+        print(line, file=sys.stderr)
+    errors = [p for p in problems if not p.startswith("warning:")]
+    print(f"{len(pods)} pods, {len(errors)} problems", file=sys.stderr)
+    return 1 if errors else 0

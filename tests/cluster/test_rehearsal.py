@@ -1,0 +1,508 @@
+"""The rehearsal without images: the real rendered workflows resolved pod by pod (dry run) and
+checked, the rehearsal profile's parameters, the stage_params check every pod makes,
+secret handling, records; and the opt-in smoke rehearsal in real containers."""
+
+from __future__ import annotations
+
+import io
+import json
+import os
+import re
+import shutil
+import threading
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from madbench_common.cli_pipeline import stage_overrides
+from madbench_common.cluster.argo_local import Executor, Pod, PodResult, Workflow
+from madbench_common.cluster.lint import check_pods, check_target, image_slug
+from madbench_common.cluster.rehearse import (
+    BANNER,
+    ImageProvider,
+    Options,
+    PodRunner,
+    State,
+    build_records,
+    load_profile,
+    records_markdown,
+    upstream_problems,
+    workflow_params,
+)
+from madbench_common.cluster.sandbox import STUB_PORT
+from madbench_common.errors import ConfigError
+from madbench_common.pipeline.definition import build_graph
+
+ROOT = Path(__file__).resolve().parents[2]
+WORKFLOWS = ROOT / "workflows"
+
+
+def dry(name: str, **params: Any) -> list[Pod]:
+    return Executor(Workflow.load(WORKFLOWS / f"{name}.yaml"), params, name="w").dry_run()
+
+
+@pytest.mark.parametrize("name", ["full", "smoke", "deaf"])
+def test_every_pod_of_the_rendered_workflows_resolves(name: str) -> None:
+    pods = dry(name, run_id="r1")
+    assert pods[-1].node == "w.onExit"
+    for pod in pods:
+        text = json.dumps(pod.describe())
+        assert "{{" not in text, pod.node
+        assert pod.user == pod.group == 10001
+        assert pod.argv[0] == "madbench"
+        assert "--run-id" not in pod.argv or pod.argv[pod.argv.index("--run-id") + 1] == "r1"
+
+
+@pytest.mark.parametrize("name", ["full", "smoke"])
+def test_pod_count_follows_the_graph(name: str) -> None:
+    wf = Workflow.load(WORKFLOWS / f"{name}.yaml")
+    shards = {k[: -len("_shards")]: int(v) for k, v in wf.parameters().items()
+              if k.endswith("_shards")}
+    graph = build_graph()
+    expected = sum(shards.get(s.name, 1) + 1 for s in graph) + 1  # shards, merge; exit handler
+    assert len(dry(name)) == expected
+
+
+def test_the_run_id_defaults_to_the_workflow_name() -> None:
+    pod = dry("smoke")[0]
+    assert pod.argv[pod.argv.index("--run-id") + 1] == "w"
+
+
+def test_parameters_as_argo_submit_p_reach_the_pods() -> None:
+    pods = dry("full", separate_image="ghcr.io/madbench/separator-mossformer2:0.1.0@sha256:"
+               + "a" * 64, separate_shards="2", separate_model="ref-deepfilternet3",
+               stage_params='{"source_qc": {"min_speech_coverage": 0.1}}')
+    sep = [p for p in pods if "--stage" in p.argv and
+           p.argv[p.argv.index("--stage") + 1] == "separate"]
+    assert len(sep) == 3  # 2 shards and the merge
+    assert all(p.image.endswith("a" * 64) for p in sep)
+    assert all("model=ref-deepfilternet3" in p.argv for p in sep)
+    assert all(p.argv[p.argv.index("--stage-params") + 1] ==
+               '{"source_qc": {"min_speech_coverage": 0.1}}' for p in pods
+               if "--stage-params" in p.argv)
+
+
+def test_an_enum_parameter_takes_only_its_values() -> None:
+    """allow_unpinned declares enum [false, true]: argo submit refuses another value."""
+    wf = Workflow.load(ROOT / "workflows" / "full.yaml")
+    assert wf.enums()["allow_unpinned"] == ["false", "true"]
+    pods = dry("full", allow_unpinned="true")
+    assert any("--allow-unpinned=true" in p.argv for p in pods)
+    with pytest.raises(ConfigError, match="allow_unpinned='yes' is not one of"):
+        dry("full", allow_unpinned="yes")
+
+
+def test_the_full_workflow_runs_the_papers_images_with_weights_read_only() -> None:
+    pods = dry("full")
+    images = {image_slug(p.image)[0] for p in pods}
+    assert {"separator-mossformer2", "qc", "tts-f5", "tts-indextts2", "vc-seedvc", "vc-vevo",
+            "v2a-mmaudio", "a2a-audiox", "enc-tf5", "omni-minicpmo45"} <= images
+    for pod in pods:
+        if pod.node.endswith("onExit"):
+            continue
+        weights = [m for m in pod.mounts if m.path == "/weights"]
+        assert weights and weights[0].read_only and weights[0].claim == "madbench-weights"
+        assert dict(pod.env)["HF_HUB_OFFLINE"] == "1"
+
+
+@pytest.mark.parametrize("name", ["full", "smoke"])
+def test_the_dry_run_finds_nothing_wrong_in_the_build_graphs(name: str) -> None:
+    problems = [p for p in check_pods(dry(name)) if not p.startswith("warning:")]
+    assert problems == []
+
+
+def test_the_dry_run_names_what_does_not_exist() -> None:
+    pods = dry("deaf")
+    problems = check_pods(pods)
+    # deaf.yaml names SALMONN's image and module (issue 18); any other problem is new
+    assert all("salmonn" in p for p in problems), problems
+    bad = Pod(node="w.x", template="x-shard", image="ghcr.io/madbench/no-such-image:0.1.0",
+              argv=("madbench", "stage", "run", "--stage", "separate", "--param",
+                    "model=qc-whisper", "--store", "s3://b/r", "--run-id", "r"),
+              env=(), mounts=(), user=10001, group=10001)
+    found = check_pods([bad])
+    assert any("images/no-such-image/Dockerfile does not exist" in p for p in found)
+    assert any("qc-whisper lives in image qc" in p for p in found)
+    typo = Pod(node="w.y", template="y", image="ghcr.io/madbench/reference-cpu:0.1.0",
+               argv=("madbench", "stage", "run", "--stage", "sepparate", "--store", "s3://b/r",
+                     "--run-id", "r"), env=(), mounts=(), user=10001, group=10001)
+    assert any("unknown stage 'sepparate'" in p for p in check_pods([typo]))
+    flag = Pod(node="w.z", template="z", image="ghcr.io/madbench/reference-cpu:0.1.0",
+               argv=("madbench", "stage", "run", "--no-such-flag"), env=(), mounts=(),
+               user=10001, group=10001)
+    assert any("unrecognized arguments" in p or "required" in p for p in check_pods([flag]))
+
+
+def test_check_target_reads_modules_without_importing_them() -> None:
+    assert check_target("madbench_common.stages.ingest:IngestStage") is None
+    assert "does not exist" in str(check_target("madbench_common.models.no_such:X"))
+    assert "defines no Nope" in str(check_target("madbench_common.stages.ingest:Nope"))
+    # a package shadows a module of the same name (models/tiny/ over models/tiny.py)
+    tiny = ROOT / "madbench_common" / "models" / "tiny"
+    if (tiny / "__init__.py").is_file() and tiny.with_suffix(".py").is_file():
+        names_in_module = tiny.with_suffix(".py").read_text()
+        if "def install_tiny_qc" in names_in_module and \
+                "install_tiny_qc" not in (tiny / "__init__.py").read_text():
+            assert check_target("madbench_common.models.tiny:install_tiny_qc") is not None
+
+
+@pytest.mark.parametrize("flow", ["smoke", "full", "deaf"])
+def test_the_rehearsal_profile_resolves_and_passes_every_pods_check(flow: str) -> None:
+    profile = load_profile()
+    (wp,) = [f for f in profile.workflows if f.name == flow]
+    wf = Workflow.load(ROOT / wp.file)
+    params = workflow_params(wf, wp, profile, None, {"stub_port": STUB_PORT})
+    assert json.loads(params["stage_params"])  # the relaxations travel in one parameter
+    pods = Executor(wf, params, name="w").dry_run()
+    sharded = [k for k in wf.parameters() if k.endswith("_shards")]
+    assert all(params[k] == str(profile.shards) for k in sharded)
+    problems = [p for p in check_pods(pods) if not p.startswith("warning:")]
+    assert all("salmonn" in p for p in problems), problems
+    if flow == "deaf":
+        judge = next(p for p in pods if "deaf_judge" in p.argv)
+        # the judge's endpoint is a workflow parameter of its own (deaf_judge_judge_base_url)
+        assert f"judge_base_url=http://127.0.0.1:{STUB_PORT}/v1" in judge.argv
+        assert "judge_model_id=stub-judge" in judge.argv
+        doc = json.loads(judge.argv[judge.argv.index("--stage-params") + 1])
+        assert "judge_base_url" not in doc["deaf_judge"]
+
+
+# ------------------------------------------------------------------ stage_params check
+
+
+def test_stage_params_pick_this_stages_entry() -> None:
+    graph = build_graph()
+    text = json.dumps({"source_qc": {"min_speech_coverage": 0.1}, "split": {"ratios": [1, 0, 0]}})
+    assert stage_overrides(graph, "source_qc", text) == {"min_speech_coverage": 0.1}
+    assert stage_overrides(graph, "ingest", text) == {}
+    assert stage_overrides(graph, "ingest", "") == {}
+
+
+@pytest.mark.parametrize("text,match", [
+    ('{"sepparate": {}}', "unknown stage 'sepparate'"),
+    ('{"separate": {"model": "x"}}', "separate_model"),
+    ('{"ingest": {"sources": "s3://x"}}', "-p sources"),
+    ('[1]', "JSON object"),
+    ('{"ingest": 3}', "JSON object"),
+    ('{not json', "not JSON"),
+])
+def test_stage_params_refuse_what_a_pod_must_not_run_with(text: str, match: str) -> None:
+    with pytest.raises(ConfigError, match=match):
+        stage_overrides(build_graph(), "ingest", text)
+
+
+def test_an_undeclared_key_is_passed_on_with_a_warning(capsys: pytest.CaptureFixture[str]
+                                                        ) -> None:
+    assert stage_overrides(build_graph(), "ingest", '{"ingest": {"min_duraton": 1}}') == {
+        "min_duraton": 1}
+    assert "min_duraton not among the stage's declared parameters" in capsys.readouterr().err
+
+
+def test_stage_params_change_the_stage_fingerprint(tmp_path: Path) -> None:
+    from madbench_common.cli import build_parser
+    from madbench_common.cli_pipeline import _context
+
+    sources = tmp_path / "sources.csv"  # ingest's fingerprint reads the listing's content
+    sources.write_text("source_id,path\n")
+
+    def fp(extra: list[str]) -> tuple[str, dict[str, Any]]:
+        args = build_parser().parse_args(
+            ["stage", "run", "--stage", "ingest", "--store", str(tmp_path / "store"),
+             "--run-id", "r", "--param", f"sources={sources}", *extra])
+        ctx = _context(args)
+        return ctx.fingerprint, ctx.params
+
+    base, params = fp([])
+    relaxed, relaxed_params = fp(["--stage-params", '{"ingest": {"min_duration": 1.0}}'])
+    assert relaxed != base and relaxed_params["min_duration"] == 1.0
+    assert params["min_duration"] == 4.0
+    assert fp(["--stage-params", '{"separate": {"x": 1}}'])[0] == base
+
+
+# ------------------------------------------------------------------ secrets
+
+
+def test_secrets_reach_the_pod_env_and_nothing_else(tmp_path: Path) -> None:
+    secret = "s3cr3t-value-" + "x" * 20
+    provider = ImageProvider(State(tmp_path / "state.json"), tmp_path)
+    runner = PodRunner(provider, {"madbench-s3": {"AWS_SECRET_ACCESS_KEY": secret,
+                                                  "AWS_ACCESS_KEY_ID": "mbkey0001"}},
+                       tmp_path, None)
+    pod = dry("smoke")[0]
+    assert secret not in json.dumps(pod.describe())
+    env = runner._env(pod)
+    assert env["AWS_SECRET_ACCESS_KEY"] == secret
+    assert "AWS_ENDPOINT_URL" not in env  # optional and absent: left out, as Kubernetes does
+    missing = PodRunner(provider, {"madbench-s3": {}}, tmp_path, None)
+    with pytest.raises(ConfigError, match="no key 'AWS_ACCESS_KEY_ID'"):
+        missing._env(pod)
+    log = tmp_path / "pod.log"
+    tail: list[str] = []
+    runner._pump(io.StringIO(f"boto3 says {secret}\nfine\n"), log, tail)
+    assert secret not in log.read_text() and "***" in log.read_text()
+    assert secret not in "".join(tail)
+
+
+def test_a_pod_missing_a_secret_key_fails_without_starting(tmp_path: Path) -> None:
+    provider = ImageProvider(State(tmp_path / "state.json"), tmp_path)
+    runner = PodRunner(provider, {}, tmp_path, None)
+    result = runner.run(dry("smoke")[0], 0, threading.Event())
+    assert result.phase == "Error" and result.info["no_retry"]
+    assert "CreateContainerConfigError" in result.message
+
+
+# ------------------------------------------------------------------ provider, records
+
+
+def test_image_parameters_pin_the_bound_build(tmp_path: Path) -> None:
+    state = State(tmp_path / "state.json")
+    provider = ImageProvider(state, tmp_path)
+    ref = "ghcr.io/madbench/no-such-image-here:0.1.0"
+    value = provider.pinned(ref)
+    assert value() == ref  # nothing built, nothing recorded: the plain tag
+    state.update_image("no-such-image-here", image_id="b" * 64)
+    assert value() == f"{ref}@sha256:{'b' * 64}"  # the last build the rehearsal used
+    provider.bound["no-such-image-here"] = "c" * 64
+    assert value() == f"{ref}@sha256:{'c' * 64}"
+    assert State(tmp_path / "state.json").image("no-such-image-here")["image_id"] == "b" * 64
+
+
+def test_only_images_the_rehearsal_built_are_removed(monkeypatch: pytest.MonkeyPatch,
+                                                     tmp_path: Path) -> None:
+    import subprocess
+
+    removed: list[list[str]] = []
+
+    def run(cmd: list[str], **_: Any) -> subprocess.CompletedProcess[str]:
+        removed.append(list(cmd))
+        return subprocess.CompletedProcess(cmd, 0, "", "")
+
+    monkeypatch.setattr(subprocess, "run", run)
+    state = State(tmp_path / "state.json")
+    lines: list[str] = []
+    provider = ImageProvider(state, tmp_path, log=lines.append)
+    mine, theirs, busy = "a" * 64, "b" * 64, "c" * 64
+    state.update_image("det-mine", build_image_id=mine)  # built by a rehearsal
+    state.update_image("det-theirs", build_image_id="d" * 64)  # since rebuilt by another
+    provider.bound.update({"det-mine": mine, "det-theirs": theirs, "det-busy": busy})
+    provider.ready.update({"det-mine", "det-theirs", "det-busy"})
+    provider.release(["ghcr.io/madbench/det-busy:0.1.0@sha256:" + busy])
+    assert removed == [["buildah", "rmi", mine]]
+    assert provider.removed == {"det-mine"} and provider.ready == {"det-busy"}
+    assert any("det-theirs" in line and "kept" in line for line in lines)
+    provider.keep = True
+    provider.ready.add("det-mine")
+    provider.release([])
+    assert len(removed) == 1  # KEEP_IMAGES=1: nothing goes
+
+
+def test_a_missing_upstream_mirror_is_named(monkeypatch: pytest.MonkeyPatch,
+                                            tmp_path: Path) -> None:
+    from madbench_common.images import list_images
+
+    with_src = [i for i in list_images() if i.upstream_src]
+    assert with_src
+    info = with_src[0]
+    fetched = all((info.dir / ".upstream" / s.dest / ".madbench-commit").is_file()
+                  for s in info.upstream_src)
+    monkeypatch.setenv("MADBENCH_UPSTREAM_GIT", str(tmp_path / "{owner}+{name}" / "repo"))
+    problems = upstream_problems([info.slug])
+    if fetched:
+        assert problems == []
+    else:
+        src = info.upstream_src[0]
+        assert any(src.repo in p and "mirror" in p for p in problems)
+
+
+def test_records_sum_rows_and_peaks_per_image(tmp_path: Path) -> None:
+    from madbench_common.cluster.argo_local import WorkflowResult
+
+    state = State(tmp_path / "state.json")
+    state.update_image("qc", image_id="sha", build_s=300, size_bytes=6_000_000_000,
+                       torch="2.13.0", cuda="13.0", weights_callable="m:f", weights_files=7,
+                       weights_bytes=2_500_000, weights_s=12.0)
+    nodes: dict[str, dict[str, Any]] = {
+        "w.source-qc.shard(0)": {"phase": "Succeeded", "template": "source-qc-shard",
+                                 "image": "ghcr.io/madbench/qc:0.1.0@sha256:" + "a" * 64,
+                                 "memo": False, "attempts": [{"phase": "Succeeded",
+                                                              "peak_rss_bytes": 2**30}]},
+        "w.source-qc-merge": {"phase": "Succeeded", "template": "source-qc-merge",
+                              "image": "ghcr.io/madbench/qc:0.1.0", "memo": True,
+                              "attempts": []},
+        "w.split": {"phase": "Failed", "template": "split-shard",
+                    "image": "ghcr.io/madbench/qc:0.1.0",
+                    "attempts": [{"phase": "Failed", "exit_code": 3, "message": "no model",
+                                  "peak_rss_bytes": 2**29}]},
+    }
+    results = {"full": WorkflowResult("w", "Failed", 100.0, nodes, [
+        {"podName": "w.split", "phase": "Failed", "exitCode": 3, "message": "no model"}])}
+    markers = {"full": {"source_qc": {"rows": 14, "rejected": 4}}}
+    rec = build_records(state, results, markers, ImageProvider(state, tmp_path), 123.0,
+                        Options(work=tmp_path, workflows=("full",)), load_profile())
+    qc = rec["images"]["qc"]
+    assert qc["rows_ok"] == 10 and qc["rows_rejected"] == 4
+    assert qc["stages"] == {"full:source_qc": {"rows": 14, "rejected": 4}, "full:split": None}
+    assert qc["peak_rss_mb"] == 1024 and qc["pods_run"] == 2 and qc["pods_skipped"] == 1
+    assert qc["status"] == "failed" and qc["failures"][0]["exit_code"] == 3
+    assert rec["complete"] is False and rec["note"] == BANNER and rec["wall_s"] == 123
+    text = records_markdown(rec)
+    assert "| qc | 300 | 6000 | 2.13.0 / 13.0 | 7 (2.5) | source_qc, split | 10 / 4 |" in text
+    assert "random" in text.lower()
+
+
+# ------------------------------------------------------------------ in containers (opt-in)
+
+
+@pytest.mark.image
+@pytest.mark.slow
+def test_smoke_rehearsal_in_real_containers(tmp_path: Path) -> None:
+    """Opt-in (MADBENCH_IMAGE_TEST=1, root, buildah): workflows/smoke.yaml through the executor,
+    every pod in reference-cpu under the pod policy, inside the private namespace with
+    SeaweedFS; ends with the report and a record. Builds reference-cpu when missing."""
+    if os.environ.get("MADBENCH_IMAGE_TEST") != "1":
+        pytest.skip("opt-in: set MADBENCH_IMAGE_TEST=1 (runs ~200 pods in reference-cpu)")
+    if os.geteuid() != 0 or not shutil.which("buildah"):
+        pytest.skip("needs root and buildah")
+    from madbench_common.cluster.rehearse import rehearse
+
+    records = tmp_path / "rehearsal.json"
+    code = rehearse(Options(work=tmp_path / "work", workflows=("smoke",), keep_images=True,
+                            records=records))
+    rec = json.loads(records.read_text())
+    assert code == 0, rec["workflows"]
+    ref = rec["images"]["reference-cpu"]
+    assert ref["rows_ok"] > 0 and ref["peak_rss_mb"] and ref["status"] == "ok"
+    assert rec["workflows"]["smoke"]["phase"] == "Succeeded"
+    # a second pass resumes: every pod is skipped by the memo
+    code = rehearse(Options(work=tmp_path / "work", workflows=("smoke",), keep_images=True,
+                            records=records))
+    again = json.loads(records.read_text())["images"]["reference-cpu"]
+    assert code == 0 and again["pods_run"] <= 1 and again["pods_skipped"] >= ref["pods"] - 1
+    logs = "".join(p.read_text() for p in (tmp_path / "work" / "logs").rglob("*.log"))
+    state = (tmp_path / "work" / "state.json").read_text()
+    assert not re.search(r"AWS_SECRET_ACCESS_KEY=\w", logs + state)
+
+
+def test_podresult_defaults() -> None:
+    assert PodResult("Succeeded").info == {}
+
+
+def test_a_pod_over_its_memory_limit_is_killed_and_reported(tmp_path: Path) -> None:
+    """The memory cgroup enforces ``limits.memory`` (where this machine lets us make one)."""
+    import subprocess
+    import sys
+
+    from madbench_common.cluster.rehearse import _Cgroup, _memory_cgroup
+
+    if _memory_cgroup() is None:
+        pytest.skip("no writable memory cgroup here")
+    cgroup = _Cgroup(64 * 2**20)
+    assert cgroup.path is not None
+    try:
+        code = ("import os, sys\nopen(sys.argv[1] + '/cgroup.procs', 'w').write(str(os.getpid()))"
+                "\nblocks = [bytearray(16 * 2**20) for _ in range(32)]")
+        proc = subprocess.run([sys.executable, "-c", code, str(cgroup.path)])
+        stats = cgroup.stats()
+    finally:
+        cgroup.remove()
+    assert proc.returncode == -9  # SIGKILL by the OOM killer
+    assert stats["memory_limit_enforced"] and stats["oom_killed"]
+    assert stats["cgroup_peak_bytes"] <= 64 * 2**20
+    assert not cgroup.path.exists()
+
+
+def test_the_exit_handler_runs_without_hera(tmp_path: Path) -> None:
+    """reference-cpu has no Hera: ``madbench exit-summary`` must not import the compiler
+    (the smoke rehearsal found the onExit pod failing on ``import hera``)."""
+    import subprocess
+    import sys
+
+    code = ("import sys; sys.modules['hera'] = None\n"
+            "from madbench_common.cli import main\n"
+            f"sys.exit(main(['exit-summary', '--store', {str(tmp_path)!r}, '--run-id', 'r1', "
+            "'--workflow', 'w', '--status', 'Failed', '--failures', '\"null\"']))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert out.returncode == 0, out.stderr
+    assert json.loads((tmp_path / "r1" / "_RUN_SUMMARY.json").read_text())["status"] == "Failed"
+
+
+def test_command_line_overrides_reach_only_the_workflows_that_have_them(tmp_path: Path) -> None:
+    from madbench_common.cluster.rehearse import _overrides
+
+    profile = load_profile()
+    flows = [f for f in profile.workflows if f.name in ("full", "deaf")]
+    workflows = {f.name: Workflow.load(ROOT / f.file) for f in flows}
+    opts = Options(work=tmp_path, params=("separate_model=ref-deepfilternet3",
+                                          "separate_image=ghcr.io/madbench/reference-cpu:0.1.0"),
+                   stage_sets=("source_qc.asr=ref-pocketsphinx", "deaf_judge.mode=rule"))
+    params, sets = _overrides(opts, flows, workflows)
+    assert sets == {"full": {"source_qc": {"asr": "ref-pocketsphinx"}},
+                    "deaf": {"deaf_judge": {"mode": "rule"}}}
+    provider = ImageProvider(State(tmp_path / "state.json"), tmp_path)
+    full = workflow_params(workflows["full"], flows[0], profile, provider,
+                           {"stub_port": STUB_PORT}, params, sets["full"])
+    assert full["separate_model"] == "ref-deepfilternet3"
+    assert full["separate_image"]() == "ghcr.io/madbench/reference-cpu:0.1.0" or \
+        full["separate_image"]().startswith("ghcr.io/madbench/reference-cpu:0.1.0@sha256:")
+    assert json.loads(full["stage_params"])["source_qc"]["asr"] == "ref-pocketsphinx"
+    assert json.loads(full["stage_params"])["source_qc"]["max_music_prob"] == 1.01  # profile kept
+    deaf = workflow_params(workflows["deaf"], flows[1], profile, None, {"stub_port": STUB_PORT},
+                           params, sets["deaf"])
+    assert "separate_model" not in deaf
+    with pytest.raises(ConfigError, match="no workflow of this rehearsal has a parameter"):
+        _overrides(Options(work=tmp_path, params=("nope=1",)), flows, workflows)
+    with pytest.raises(ConfigError, match="stage"):
+        _overrides(Options(work=tmp_path, stage_sets=("nostage.k=1",)), flows, workflows)
+
+
+def test_a_key_with_its_own_workflow_parameter_is_refused_in_stage_params() -> None:
+    from madbench_common.deaf.graph import build_deaf_graph
+
+    graph = build_deaf_graph()
+    assert "voices" in graph["sic_tts"].workflow_params
+    with pytest.raises(ConfigError, match="sic_tts_voices"):
+        stage_overrides(graph, "deaf_judge", '{"sic_tts": {"voices": {"young_male": "v"}}}')
+
+
+# keys stages read without declaring a default (madbench_common/deaf/stages_eval.py, judge)
+_OPTIONAL_KEYS = {"max_new_tokens", "rpm", "model_args"}
+
+
+@pytest.mark.parametrize("flow", ["smoke", "full", "deaf"])
+def test_every_relaxation_of_the_profile_names_a_parameter_its_stage_has(flow: str) -> None:
+    """A stage parameter renamed upstream would silently undo a relaxation: fail instead."""
+    from madbench_common.cluster.rehearse import _graph_for
+    from madbench_common.pipeline.stage import stage_params
+
+    (wp,) = [f for f in load_profile().workflows if f.name == flow]
+    graph = _graph_for(flow).profiled("full")
+    for stage, values in wp.stage_params.items():
+        declared = set(stage_params(graph[stage], {}))
+        assert set(values) - declared <= _OPTIONAL_KEYS, (stage, set(values) - declared)
+
+
+def test_an_interrupt_while_the_store_starts_leaves_no_server(tmp_path: Path) -> None:
+    """Ctrl-C while SeaweedFS was still coming up left it running (found by a rehearsal
+    interrupted in its first seconds): the start kills what it launched."""
+    import subprocess
+    import sys
+
+    from madbench_common.cluster.sandbox import NamespacedS3
+
+    class FakeNs:
+        proc: subprocess.Popen[bytes] | None = None
+
+        def popen(self, argv: list[str], kill_signal: int, **kwargs: Any
+                  ) -> subprocess.Popen[bytes]:
+            self.proc = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+            return self.proc
+
+        def call(self, fn: Any, *args: Any) -> None:
+            raise KeyboardInterrupt
+
+    ns = FakeNs()
+    s3 = NamespacedS3(tmp_path / "s3", ns)  # type: ignore[arg-type]
+    with pytest.raises(KeyboardInterrupt):
+        s3.start()
+    assert ns.proc is not None and ns.proc.poll() is not None  # killed and reaped
