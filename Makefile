@@ -27,7 +27,7 @@ $(STAMP): pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PIP) install -q --upgrade pip 'setuptools<81' wheel
 	$(PIP) install -q torch==2.13.0
-	$(PIP) install -q -e '.[reference,argo,test,dev]'
+	$(PIP) install -q -e '.[reference,report,argo,test,dev]'
 	touch $(STAMP)
 
 # Debian packages the CPU reference generators call (TTS voices). Installed when we can;

@@ -6,14 +6,18 @@ encoders, frozen audio encoders, pretrained audio detectors, omni models), named
 the paper's model name; CPU reference implementations are marked † and named by
 their slug. Every cell carries its clip-paired 95% bootstrap interval in brackets.
 
-* Table 2 (§5.1): (a) binary AUC / EER and (b) four-way accuracy / macro-F1 per core
-  protocol, plus Mean (the average over protocols);
+* Table 2 (§5.1): (a) binary AUC / EER (and average precision, AP, which the paper does
+  not report) and (b) four-way accuracy / macro-F1 per core protocol, plus Mean (the
+  average over protocols);
 * Table 3 (§5.2): per model an S and an E row — the speech task's AUC (H_S) and the
   environment task's AUC (H_E) per protocol and Mean, Δ_E−S (S row) and G_S / G_E;
 * Table 4 (§5.3): AUC with paired (P) and shuffled (Sh) video and Δ_pair for D-R,
   S-R and D-S (models with an A-V input);
 * Table 5 (§5.4): A vs A-V, averaged over protocols: binary AUC, four-way macro-F1,
   speech AUC, environment AUC; a row pair for every model with an A-V input.
+
+* AP (not in the paper): the average precision of every binary task — binary, speech,
+  environment (means over the protocols) and scene consistency with paired video.
 
 Tables 2–4 use a model's A-V input where it has one, else its audio input. A cell
 with no result is ``—`` and a note says why (the task has no rows for that model);
@@ -32,8 +36,8 @@ from madbench_common.eval.suite import EvalResult
 from madbench_common.eval.tasks import CORE_PROTOCOLS, SC_CONDITIONS
 from madbench_common.registry import GROUPS
 
-__all__ = ["GROUP_TITLES", "Table", "col", "fmt", "long_table", "paper_tables", "parse_table",
-           "protocols"]
+__all__ = ["GROUP_TITLES", "Table", "ap_table", "col", "fmt", "long_table", "paper_tables",
+           "parse_table", "protocols"]
 
 Record = dict[str, Any]
 GROUP_TITLES = {
@@ -155,12 +159,12 @@ def _absent(t: Table, r: EvalResult, what: str) -> None:
            "model; absent, not filled from another task)")
 
 
-def _pair(a: str, b: str) -> str:
-    return DASH if a == b == DASH else f"{a} / {b}"
+def _pair(*cells: str) -> str:
+    return DASH if all(c == DASH for c in cells) else " / ".join(cells)
 
 
 def _table2_part(results: list[EvalResult], key: str, title: str, task: str,
-                 metrics: tuple[str, str]) -> Table:
+                 metrics: tuple[str, ...]) -> Table:
     protos = protocols(results)
     t = Table(key, title, ["Model", "Input", "via", *[_PROTOCOL_TITLES.get(p, p) for p in protos],
                            "Mean"])
@@ -168,10 +172,11 @@ def _table2_part(results: list[EvalResult], key: str, title: str, task: str,
         rows = []
         for r in members:
             mode = _primary_mode(r)
-            cells = [_pair(_ci(rec, metrics[0]), _ci(rec, metrics[1]))
+            cells = [_pair(*(_ci(rec, m) for m in metrics))
                      for rec in (_task_rec(r, task, mode, p) for p in protos)]
-            m0, m1 = _mean_rec(r, task, metrics[0], mode), _mean_rec(r, task, metrics[1], mode)
-            cells.append(_pair(_ci(m0, metrics[0]), _ci(m1, metrics[1])))
+            means = [_mean_rec(r, task, m, mode) for m in metrics]
+            cells.append(_pair(*(_ci(rec, m) for rec, m in zip(means, metrics))))
+            m0 = means[0]
             if all(c == DASH for c in cells):
                 _absent(t, r, f"{task} results")
             elif m0 and len(m0["protocols"]) < len(protos):
@@ -184,8 +189,11 @@ def _table2_part(results: list[EvalResult], key: str, title: str, task: str,
 
 def table2(results: list[EvalResult]) -> list[Table]:
     """Table 2 (a) binary AUC / EER and (b) four-way Acc / macro-F1, per protocol and Mean."""
-    a = _table2_part(results, "table2a", "(a) Binary any-fake detection (AUC ↑ / EER ↓)",
-                     "binary", ("auc", "eer"))
+    a = _table2_part(results, "table2a",
+                     "(a) Binary any-fake detection (AUC ↑ / EER ↓ / AP ↑)",
+                     "binary", ("auc", "eer", "ap"))
+    a.note("AP: average precision with fake as the positive class (not reported in the "
+           "paper; it depends on the fake share of the test split).")
     b = _table2_part(results, "table2b",
                      "(b) Four-way manipulation classification (Acc. ↑ / Macro-F1 ↑)",
                      "fourway", ("acc", "macro_f1"))
@@ -276,6 +284,27 @@ def table5(results: list[EvalResult]) -> Table:
                     _absent(t, r, f"results with input {_MODE.get(mode, mode)}")
                 rows.append([_label(r, t) if i == 0 else "", _MODE.get(mode, mode), *cells])
         t.sections.append((group_title, rows))
+    return t
+
+
+def ap_table(results: list[EvalResult]) -> Table:
+    """Average precision of every binary task: the protocol means and scene consistency (P)."""
+    t = Table("ap", "Average precision (AP ↑) of every binary task",
+              ["Model", "Input", "Binary", "Speech", "Env.", *[f"{c} P" for c in SC_CONDITIONS]])
+    for group_title, members in _by_group(results):
+        rows = []
+        for r in members:
+            mode = _primary_mode(r)
+            cells = [_ci(_mean_rec(r, task, "ap", mode), "ap")
+                     for task in ("binary", "speech", "env")]
+            cells += [_ci(_pair_rec(r, mode, cond), "ap_P") for cond in SC_CONDITIONS]
+            if all(c == DASH for c in cells):
+                _absent(t, r, "binary-task results")
+            rows.append([_label(r, t), _MODE.get(mode, mode), *cells])
+        t.sections.append((group_title, rows))
+    t.note("Binary, Speech and Env.: mean over the core protocols of the AP of H_bin, H_S and "
+           "H_E (or the model's own scores); scene consistency: H_SC^FM with paired video, "
+           "scene-inconsistent as the positive class.")
     return t
 
 

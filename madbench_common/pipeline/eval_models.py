@@ -76,7 +76,7 @@ def _features(m: EvalModel) -> Stage:
         name=stage_name("features", m.slug),
         role="detector" if m.detector else "encoder",
         target="madbench_common.stages.model_features:ModelFeatureStage",
-        inputs=("assemble",),
+        inputs=("assemble", "perturb"),
         outputs=("features",),
         shards=4,
         params=params,

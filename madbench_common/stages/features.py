@@ -1,6 +1,7 @@
 """Feature-extraction stage: a frozen encoder's features for every sample, cached across runs.
 
-Reads the ``samples`` manifest of ``assemble`` and writes one
+Reads the ``samples`` manifest of ``assemble`` (and the ``perturbed`` samples of
+``perturb``, the robustness conditions of the test split) and writes one
 :class:`~madbench_common.rows.FeatureRow` per (sample, input mode, pairing). The
 input identity is content-derived — the audio sha256 (``A``), the video sha256
 (``V``) or the sha256 of both (``AV``) — so features live in a cache outside the
@@ -34,7 +35,7 @@ from madbench_common.mux import sample_frames, video_digest
 from madbench_common.pipeline.stage import StageImpl
 from madbench_common.registry import load_model
 from madbench_common.roles import Frames
-from madbench_common.rows import FeatureRow, SampleRow
+from madbench_common.rows import FeatureRow, PerturbedRow, SampleRow
 
 __all__ = ["FeatureStage", "input_sha256", "shuffle_partners", "shuffle_rng", "shuffled_input"]
 
@@ -54,8 +55,10 @@ def input_sha256(mode: str, audio_sha: str, video_sha: str) -> str:
 
 
 def shuffled_input(s: SampleRow) -> bool:
-    """Whether a sample gets a shuffled-video input: scene-consistency test samples only."""
-    return s.protocol == SC_PROTOCOL and s.split == "test"
+    """Whether a sample gets a shuffled-video input: clean scene-consistency test samples
+    only (a robustness condition's samples are scored with their paired video)."""
+    return (s.protocol == SC_PROTOCOL and s.split == "test"
+            and not isinstance(s, PerturbedRow))
 
 
 def shuffle_rng(seed: int) -> np.random.Generator:
@@ -87,8 +90,13 @@ class FeatureStage(StageImpl[FeatureRow]):
 
     @cached_property
     def samples(self) -> dict[str, SampleRow]:
+        """The clean samples and, where the stage reads ``perturb``, every robustness
+        condition's samples (issue 23)."""
         source = str(self.ctx.params.get("samples_stage", "assemble"))
-        return {s.sample_id: s for s in self.ctx.read_input(source, SampleRow) if s.ok}
+        rows: list[SampleRow] = list(self.ctx.read_input(source, SampleRow))
+        if "perturb" in self.ctx.stage.inputs:
+            rows += self.ctx.read_input("perturb", PerturbedRow)
+        return {s.sample_id: s for s in rows if s.ok}
 
     @cached_property
     def encoder(self) -> Any:
