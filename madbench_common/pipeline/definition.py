@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from madbench_common.pipeline.eval_models import eval_model_stages
+from madbench_common.pipeline.eval_models import eval_model_stages, reference_stages
 from madbench_common.pipeline.graph import Graph, Stage
 from madbench_common.pipeline.omni_models import omni_model_stages
 from madbench_common.robustness.conditions import builtin_conditions
@@ -285,9 +285,10 @@ def _eval_stages() -> list[Stage]:
     """Frozen-encoder features (cached by sample sha256), then heads, metrics and reports.
 
     ``features`` runs the CPU reference encoder; one ``features_<slug>`` (and, for
-    detectors, ``scores_<slug>``) per paper model follows (:mod:`.eval_models`).
+    detectors, ``scores_<slug>``) per paper model follows (:mod:`.eval_models`), then
+    ``features_references`` / ``scores_references`` with the other CPU references.
     """
-    models = eval_model_stages()
+    models = eval_model_stages() + reference_stages()
     return [
         Stage(
             name="features",

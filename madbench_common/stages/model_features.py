@@ -31,6 +31,7 @@ from typing import Any
 import numpy as np
 
 from madbench_common.mux import sample_frames
+from madbench_common.registry import load_model
 from madbench_common.roles import Embedding, Frames, InputSpec
 from madbench_common.rows import FeatureRow, SampleRow
 from madbench_common.stages.features import FeatureStage, input_sha256
@@ -61,15 +62,31 @@ class ModelFeatureStage(FeatureStage):
     def model_slug(self) -> str:
         return str(self.ctx.params.get("model") or self.ctx.stage.model)
 
+    @cached_property
+    def model_slugs(self) -> list[str]:
+        """The stage's models: its ``models`` list where it has one (a stage that runs several
+        models in turn, e.g. ``features_references``), else its one model, if any."""
+        if "models" in self.ctx.params:
+            return [str(m) for m in self.ctx.params["models"]]
+        return [self.model_slug] if self.model_slug else []
+
     def plan(self) -> list[str]:
-        if not self.model_slug:
+        if not self.model_slugs:
             log.info("%s: no model in this profile (workflows/full.yaml sets one); nothing to do",
                      self.ctx.stage.name)
             return []
         return super().plan()
 
     def run_items(self, items: Sequence[str]) -> list[FeatureRow]:
-        return super().run_items(items) if items else []
+        if not items:
+            return []
+        if "models" not in self.ctx.params:
+            return super().run_items(items)
+        rows = []
+        for slug in self.model_slugs:
+            self.__dict__["encoder"] = load_model(slug)  # the cached encoder, model by model
+            rows += super().run_items(items)
+        return rows
 
     @cached_property
     def prep_hash(self) -> str:

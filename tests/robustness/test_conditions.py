@@ -49,10 +49,10 @@ def test_bad_conditions_are_refused_with_the_condition_named(bad: object, messag
 
 
 def test_a_user_list_extends_the_packaged_one_through_set_at_file(tmp_path: Path) -> None:
-    mine = builtin_conditions() + [
-        {"name": "gsm_like", "family": "telephone",
-         "chain": [{"op": "resample", "sample_rate": 8000},
-                   {"op": "codec", "codec": "opus", "bitrate": 8000, "sample_rate": 8000}]}]
+    mine = [*builtin_conditions(),
+            {"name": "gsm_like", "family": "telephone",
+             "chain": [{"op": "resample", "sample_rate": 8000},
+                       {"op": "codec", "codec": "opus", "bitrate": 8000, "sample_rate": 8000}]}]
     path = tmp_path / "mine.yaml"
     path.write_text(yaml.safe_dump({"conditions": mine}))
     params = parse_set([f"perturb.conditions=@{path}"])

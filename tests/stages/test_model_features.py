@@ -24,6 +24,9 @@ TOY = EvalModel("test-rms-detector", "reference-cpu", ("A", "AV"), detector=True
 
 def _graph() -> Graph:
     return Graph([Stage("assemble", "core", "tests.unused:Assemble", outputs=("samples",)),
+                  Stage("perturb", "core", "madbench_common.stages.perturb:PerturbStage",
+                        inputs=("assemble",), outputs=("perturbed",),
+                        params={"conditions": []}),  # no conditions: an empty manifest
                   *eval_model_stages((TOY,))])
 
 
@@ -39,6 +42,9 @@ def _run(run: RunStore, name: str, params: dict, image: str = "reference-cpu") -
 def run(tmp_path_factory: pytest.TempPathFactory) -> RunStore:
     r = RunStore(FileStore(tmp_path_factory.mktemp("store")), "r1")
     _put_samples(r, tmp_path_factory.mktemp("media"))
+    ctx = make_context(r, _graph(), "perturb", {}, "reference-cpu", 0)
+    run_shard(ctx, 0, 1)
+    merge_stage(ctx, 1)
     return r
 
 
