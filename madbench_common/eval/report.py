@@ -30,6 +30,7 @@ from madbench_common.eval.tables import (
     Table,
     ap_table,
     col,
+    cross_table,
     long_table,
     paper_tables,
     parse_table,
@@ -51,12 +52,14 @@ def _extra_tables(results: Sequence[EvalResult]) -> list[Table]:
         col("ap_seen", "AP seen"), col("ap_held_out", "AP held out"), col("n_fake", "N fake"),
         col("n_real", "N real")])
     ap = ap_table(list(results))
-    robust = ([robustness_pivot(list(results)), robustness_table(list(results))]
-              if conditions_of(list(results)) else [])
+    extra = ([cross_table(list(results))] if any(r.tables.get("cross") for r in results)
+             else [])
+    if conditions_of(list(results)):
+        extra += [robustness_pivot(list(results)), robustness_table(list(results))]
     parse = parse_table(list(results))
     if not parse.sections:
-        return [ap, *robust, gen, logo]
-    return [ap, *robust, parse, prompt_table(list(results)), gen, logo]
+        return [ap, *extra, gen, logo]
+    return [ap, *extra, parse, prompt_table(list(results)), gen, logo]
 
 
 def report_tables(results: Sequence[EvalResult]) -> list[Table]:

@@ -36,8 +36,8 @@ from madbench_common.eval.suite import EvalResult
 from madbench_common.eval.tasks import CORE_PROTOCOLS, SC_CONDITIONS
 from madbench_common.registry import GROUPS
 
-__all__ = ["GROUP_TITLES", "Table", "ap_table", "col", "fmt", "long_table", "paper_tables",
-           "parse_table", "protocols"]
+__all__ = ["GROUP_TITLES", "Table", "ap_table", "col", "cross_table", "fmt", "long_table",
+           "paper_tables", "parse_table", "protocols"]
 
 Record = dict[str, Any]
 GROUP_TITLES = {
@@ -305,6 +305,30 @@ def ap_table(results: list[EvalResult]) -> Table:
     t.note("Binary, Speech and Env.: mean over the core protocols of the AP of H_bin, H_S and "
            "H_E (or the model's own scores); scene consistency: H_SC^FM with paired video, "
            "scene-inconsistent as the positive class.")
+    return t
+
+
+def cross_table(results: list[EvalResult]) -> Table:
+    """Cross-dataset directions (issue 23): which tasks each direction supports, and sizes."""
+    t = Table("cross", "Cross-dataset protocol: tasks each direction supports",
+              ["Model", "Train on", "Test on", "Input", "Tasks evaluated", "Not evaluated",
+               "N train / val / test"])
+    for group_title, members in _by_group(results):
+        rows = []
+        for r in members:
+            for x in r.tables.get("cross", []):
+                missing = "; ".join(f"{k}: {v}" for k, v in x["unsupported"].items()) or DASH
+                rows.append([_label(r, t), x["train"], x["test"], _MODE.get(x["mode"], x["mode"]),
+                             ", ".join(x["tasks"]) or DASH, missing,
+                             f"{x['n_train']} / {x['n_val']} / {x['n_test']}"])
+                for n in x.get("notes", []):
+                    t.note(n)
+        if rows:
+            t.sections.append((group_title, rows))
+    t.note("Heads are fitted on the training corpus's train split, thresholds on its val "
+           "split, and scored on the other corpus's test split; a task is evaluated only "
+           "where both corpora define its labels. The column 'cross' of Tables 2–5 is this "
+           "direction.")
     return t
 
 
