@@ -47,7 +47,7 @@ __all__ = [
 
 Record = dict[str, Any]
 MAX_POINTS = 200
-DET_TICKS = (0.001, 0.002, 0.005, 0.01, 0.02, 0.05, 0.1, 0.2, 0.4, 0.6, 0.8, 0.9)
+DET_TICKS = (0.001, 0.005, 0.01, 0.02, 0.05, 0.1, 0.2, 0.4, 0.6, 0.8, 0.9)
 """DET axis ticks (rates); the axes run from 0.05 % to 95 %."""
 _DET_RANGE = (0.0005, 0.95)
 _CLIP = (0.0005, 0.9995)

@@ -30,7 +30,7 @@ def test_det_axes_are_normal_deviates() -> None:
     plots.det_axes(ax)
     np.testing.assert_allclose(ax.get_xticks(), norm.ppf(plots.DET_TICKS))
     np.testing.assert_allclose(ax.get_yticks(), norm.ppf(plots.DET_TICKS))
-    assert [t.get_text() for t in ax.get_xticklabels()][:4] == ["0.1", "0.2", "0.5", "1"]
+    assert [t.get_text() for t in ax.get_xticklabels()][:4] == ["0.1", "0.5", "1", "2"]
     assert "normal deviate" in ax.get_xlabel() and "miss" in ax.get_ylabel()
     plt.close(fig)
 

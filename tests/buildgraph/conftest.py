@@ -1,0 +1,45 @@
+"""The whole build graph on six demo clips, once per session (the e2e and export tests)."""
+
+from __future__ import annotations
+
+import csv
+from pathlib import Path
+
+import pytest
+
+from madbench_common.pipeline.definition import build_graph
+from madbench_common.pipeline.local import LocalRunner, RunOptions
+from madbench_common.store import RunStore, open_store
+
+DEMO = Path(__file__).resolve().parents[2] / "data" / "demo"
+CLIPS = ("demo_002", "demo_004", "demo_007", "demo_010", "demo_013", "demo_027")
+
+
+@pytest.fixture(scope="session")
+def demo_sources_csv(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A sources CSV (absolute paths, the demo's licence columns) with six demo clips."""
+    if not (DEMO / "sources.csv").exists():
+        pytest.skip("data/demo not built")
+    tmp = tmp_path_factory.mktemp("build")
+    with open(DEMO / "sources.csv", newline="") as fh:
+        rows = [r for r in csv.DictReader(fh) if r["clip_id"] in CLIPS]
+    for r in rows:
+        for col in ("path", "speech_stem", "env_stem"):
+            r[col] = str(DEMO / r[col])
+    with open(tmp / "sources.csv", "w", newline="") as fh:
+        w = csv.DictWriter(fh, fieldnames=list(rows[0]))
+        w.writeheader()
+        w.writerows(rows)
+    return tmp / "sources.csv"
+
+
+@pytest.fixture(scope="session")
+def demo_build(demo_sources_csv: Path) -> RunStore:
+    """The demo's plan (make demo) on six clips, every stage of the graph."""
+    opts = RunOptions(store=str(demo_sources_csv.parent / "store"), run_id="b", workers=2,
+                      progress=False,
+                      params={"ingest": {"sources": str(demo_sources_csv)},
+                              # the demo's plan (make demo): 6 speech + 8 env per clip
+                              "plan_components": {"targets": 1, "mismatch_prompts": 1}})
+    LocalRunner(build_graph, opts).execute()
+    return RunStore(open_store(opts.store), "b")
