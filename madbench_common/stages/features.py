@@ -159,10 +159,14 @@ class FeatureStage(StageImpl[FeatureRow]):
     def _decoded(self) -> dict[str, tuple[Frames, float]]:
         return {}
 
+    frame_defaults: tuple[float, int, int] = (4.0, 112, 64)
+    """(fps, frame_size, max_frames) where the stage's parameters do not set them."""
+
     def _frames(self, video: SampleRow) -> tuple[Frames, float]:
         """Sampled frames of a sample's video. A clip's samples carry the same video
-        packets (new audio beside the source's untouched video), so the last few decodes
-        are kept by :func:`video_digest` (a demux, no decode)."""
+        packets (new audio beside the source's untouched video; robustness conditions too),
+        so the last few decodes are kept by :func:`video_digest` (a demux, no decode)."""
+        p, (fps, size, most) = self.ctx.params, self.frame_defaults
         with self.ctx.tempdir() as tmp:
             path = tmp / "video.mp4"
             path.write_bytes(self.ctx.run.get_bytes(self.ctx.run.key_of(video.video_uri),
@@ -172,8 +176,8 @@ class FeatureStage(StageImpl[FeatureRow]):
                 if len(self._decoded) >= _DECODED:
                     self._decoded.pop(next(iter(self._decoded)))
                 self._decoded[key] = sample_frames(
-                    path, fps=float(self.ctx.params.get("fps", 4.0)),
-                    size=int(self.ctx.params.get("frame_size", 112)))
+                    path, fps=float(p.get("fps", fps)), size=int(p.get("frame_size", size)),
+                    max_frames=int(p.get("max_frames", most)))
             frames, rate = self._decoded[key]
             return frames.copy(), rate
 

@@ -30,9 +30,8 @@ from typing import Any
 
 import numpy as np
 
-from madbench_common.mux import sample_frames
 from madbench_common.registry import load_model
-from madbench_common.roles import Embedding, Frames, InputSpec
+from madbench_common.roles import Embedding, InputSpec
 from madbench_common.rows import FeatureRow, SampleRow
 from madbench_common.stages.features import FeatureStage, input_sha256
 
@@ -58,6 +57,7 @@ def _spec_columns(spec: InputSpec) -> dict[str, Any]:
 class ModelFeatureStage(FeatureStage):
     """``samples`` → ``features`` for one paper model (params: model, modes, pairings, frames)."""
 
+    frame_defaults = (4.0, 224, 64)
     @cached_property
     def model_slug(self) -> str:
         return str(self.ctx.params.get("model") or self.ctx.stage.model)
@@ -122,16 +122,6 @@ class ModelFeatureStage(FeatureStage):
         emb = self._embed(mode, s, video)
         store.put_bytes(key, _dump(emb))
         return emb
-
-    def _frames(self, video: SampleRow) -> tuple[Frames, float]:
-        p = self.ctx.params
-        with self.ctx.tempdir() as tmp:
-            path = tmp / "video.mp4"
-            path.write_bytes(self.ctx.run.get_bytes(self.ctx.run.key_of(video.video_uri),
-                                                    video.video_sha256))
-            return sample_frames(path, fps=float(p.get("fps", 4.0)),
-                                 size=int(p.get("frame_size", 224)),
-                                 max_frames=int(p.get("max_frames", 64)))
 
     def _embed(self, mode: str, s: SampleRow, video: SampleRow) -> Embedding:
         kwargs: dict[str, Any] = {"mode": mode}

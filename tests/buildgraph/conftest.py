@@ -8,11 +8,13 @@ from pathlib import Path
 import pytest
 
 from madbench_common.pipeline.definition import build_graph
+from madbench_common.pipeline.eval_models import REFERENCE_MODELS
 from madbench_common.pipeline.local import LocalRunner, RunOptions
 from madbench_common.store import RunStore, open_store
 
 DEMO = Path(__file__).resolve().parents[2] / "data" / "demo"
 CLIPS = ("demo_002", "demo_004", "demo_007", "demo_010", "demo_013", "demo_027")
+DEMO_MODELS = [m for m in REFERENCE_MODELS if m != "ref-dnsmos"]
 
 
 @pytest.fixture(scope="session")
@@ -40,6 +42,8 @@ def demo_build(demo_sources_csv: Path) -> RunStore:
                       progress=False,
                       params={"ingest": {"sources": str(demo_sources_csv)},
                               # the demo's plan (make demo): 6 speech + 8 env per clip
-                              "plan_components": {"targets": 1, "mismatch_prompts": 1}})
+                              "plan_components": {"targets": 1, "mismatch_prompts": 1},
+                              # and its models (make demo leaves out ref-dnsmos: slow)
+                              "features_references": {"models": DEMO_MODELS}})
     LocalRunner(build_graph, opts).execute()
     return RunStore(open_store(opts.store), "b")
