@@ -93,7 +93,8 @@ def robustness_pivot(results: list[EvalResult]) -> Table:
             elif cond == "clean":
                 cells.append(fmt(rec.get("auc")))
             else:
-                cells.append(f"{fmt(rec.get('auc'))} ({-rec['auc_drop']:+.3f})")
+                change = round(-float(rec["auc_drop"]), 3) + 0.0  # no "-0.000"
+                cells.append(f"{fmt(rec.get('auc'))} ({change:+.3f})")
         rows.append([cond, *cells])
     if rows:
         t.sections.append(("", rows))

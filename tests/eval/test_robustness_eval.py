@@ -91,5 +91,6 @@ def test_robustness_tables_in_the_report(robust: EvalResult) -> None:
     assert [ln.split("|")[1].strip() for ln in lines[1:]] == ["clean", *CONDITIONS]
     harsh = robust_mean(robust, "harsh")
     assert harsh is not None and f"({-harsh['auc_drop']:+.3f})" in lines[-1]
+    assert "(+0.000)" in lines[2] and "-0.000" not in pivot[0]  # identity: no change
     long = md[md.find("## Robustness: binary detection under each condition"):]
     assert "| Enc | A-V | clean |" in long and "| ΔAUC |" in long
