@@ -35,7 +35,7 @@ from madbench_common.pipeline.stage import make_context, read_marker
 from madbench_common.registry import REGISTRY
 from madbench_common.release.export import SPLIT_NAMES
 from madbench_common.robustness.noise import load_noise_set
-from madbench_common.rows import ComponentRow, SourceRow
+from madbench_common.rows import ComponentRow, SampleRow, StemRow
 from madbench_common.status import collect_status, table_one
 from madbench_common.store import RunStore
 
@@ -129,9 +129,10 @@ def _generators(inputs: CardInputs) -> list[dict[str, str]]:
     stages = [s for s in inputs.graph if s.role in ("speech_generator", "env_generator")]
     for stage in [inputs.graph.stages["separate"], *stages]:
         marker = read_marker(inputs.run, stage.name) or {}
-        kind = ComponentRow if stage.name != "separate" else None
-        rows = _rows(inputs.run, stage.name, kind) if kind else []
-        used = Counter((r.model_slug, r.model_version) for r in rows if r.ok and r.uri)
+        kind = ComponentRow if stage.name != "separate" else StemRow
+        rows = _rows(inputs.run, stage.name, kind)
+        used = Counter((r.model_slug, r.model_version) for r in rows
+                       if r.ok and (kind is StemRow or r.uri))
         slug, version = used.most_common(1)[0][0] if used else (stage.model, "")
         spec = REGISTRY.get(slug)
         image = spec.image if spec else stage.image
@@ -146,8 +147,13 @@ def _generators(inputs: CardInputs) -> list[dict[str, str]]:
 
 
 def _source_licences(inputs: CardInputs) -> tuple[dict[str, list[str]], str]:
-    """licence → clip ids (of the clips in the run), and where the licences were read."""
-    clips = {r.clip_id for r in _rows(inputs.run, "ingest", SourceRow) if r.ok}
+    """licence → clip ids (every clip whose audio or video is in the dataset), and where
+    the licences were read."""
+    clips: set[str] = set()
+    for r in (r for r in _rows(inputs.run, "assemble", SampleRow) if r.ok):
+        # the clip, and the clips whose audio went into it: a cross-identity target's
+        # voice, a scene-consistency donor's environment
+        clips |= {r.clip_id, r.target_clip_id, r.env_donor_clip_id} - {""}
     if not inputs.sources:
         return {"unknown (export with --sources <the run's sources CSV>)": sorted(clips)}, ""
     text = Path(inputs.sources).read_text(encoding="utf-8-sig")

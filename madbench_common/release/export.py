@@ -159,12 +159,23 @@ def _no_condition(r: SampleRow) -> str:
     return ""
 
 
+_ORDER = {p: i for i, p in enumerate(("balanced", "scene_matched", "scene_mismatched",
+                                       "scene_consistency"))}
+_SPLITS = {s: i for i, s in enumerate(SPLIT_NAMES)}
+
+
 def _groups(rows: Iterable[SampleRow], condition: Callable[[SampleRow], str]
             ) -> dict[tuple[str, str], list[SampleRow]]:
+    """(config, split) → rows, core protocols first (paper order), then conditions in their
+    list order, splits train/val/test."""
     out: dict[tuple[str, str], list[SampleRow]] = {}
+    rank: dict[str, tuple[int, int, str]] = {}
     for r in rows:
-        out.setdefault((config_name(r.protocol, condition(r)), r.split), []).append(r)
-    return dict(sorted(out.items()))
+        name = config_name(r.protocol, condition(r))
+        out.setdefault((name, r.split), []).append(r)
+        index = getattr(r, "condition_index", 0) if condition(r) else _ORDER.get(r.protocol, 9)
+        rank[name] = (1 if condition(r) else 0, index, name)
+    return dict(sorted(out.items(), key=lambda kv: (rank[kv[0][0]], _SPLITS.get(kv[0][1], 9))))
 
 
 def export_run(store: str, run_id: str, to: str, *, sources: str | None = None,
@@ -186,7 +197,7 @@ def export_run(store: str, run_id: str, to: str, *, sources: str | None = None,
         perturbed = _rows(run, "perturb", PerturbedRow)
         conditions = list(dict.fromkeys(r.condition for r in sorted(
             perturbed, key=lambda r: (r.condition_index, r.sample_id))))
-        groups |= _groups(perturbed, lambda r: getattr(r, "condition", ""))
+        groups = {**groups, **_groups(perturbed, lambda r: getattr(r, "condition", ""))}
     for (config, split), rows in groups.items():
         log.info("export: %s/%s (%d samples)", config, split, len(rows))
         writer.folder(f"{config}/{split}", rows)
