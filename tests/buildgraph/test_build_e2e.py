@@ -26,7 +26,7 @@ from madbench_common.status import collect_status
 from madbench_common.store import RunStore
 from madbench_common.taxonomy import load_taxonomy
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(2400)]  # the fixture builds the graph
 
 
 @pytest.fixture(scope="module")

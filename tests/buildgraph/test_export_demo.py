@@ -21,7 +21,7 @@ from madbench_common.release.export import export_run
 from madbench_common.rows import ComponentRow, SampleRow
 from madbench_common.store import FileStore, RunStore
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(2400)]  # the fixture builds the graph
 
 
 @pytest.fixture(scope="module")
