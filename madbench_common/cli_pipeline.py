@@ -42,6 +42,9 @@ def add_commands(sub: argparse._SubParsersAction[Any]) -> None:
     run = sub.add_parser("run", help="run the pipeline on this machine")
     _common(run)
     run.add_argument("--sources", help="CSV with a 'path' column, or a folder of videos")
+    run.add_argument("--allow-outside-sources", action="store_true",
+                     help="read files the sources name outside the sources root (the CSV's "
+                          "folder or bucket prefix, or the folder); refused by default")
     run.add_argument("--until", help="last stage to run (default: all)")
     run.add_argument("--workers", type=int, default=1)
     run.add_argument("--seed", type=int, default=0)
@@ -146,6 +149,8 @@ def cmd_run(args: argparse.Namespace) -> int:
     params = parse_set(args.set)
     if args.sources:
         params.setdefault("ingest", {})["sources"] = args.sources
+    if args.allow_outside_sources:
+        params.setdefault("ingest", {})["allow_outside_sources"] = True
     opts = RunOptions(store=args.store, run_id=args.run_id, until=args.until,
                       workers=max(1, args.workers), seed=args.seed, params=params,
                       shards=_parse_shards(args.shards), progress=not args.no_progress)
@@ -162,7 +167,9 @@ def cmd_run(args: argparse.Namespace) -> int:
                                         args.weights, args.sources, opts.workers)
     elif args.image or args.weights:
         raise ConfigError("--image and --weights need --engine podman|docker|buildah")
-    LocalRunner(build_graph, opts, engine, _interpreters(args, graph, opts)).execute()
+    runner = LocalRunner(build_graph, opts, engine, _interpreters(args, graph, opts))
+    runner.preflight()  # every missing key, weight, tool, image at once, before any stage
+    runner.execute()
     print_status(collect_status(RunStore(open_store(args.store), args.run_id), graph))
     return 0
 

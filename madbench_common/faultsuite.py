@@ -19,6 +19,7 @@ import json
 import os
 import random
 import re
+import shutil
 import signal
 import subprocess
 import sys
@@ -51,15 +52,20 @@ FAULT_CLIPS = ("demo_002", "demo_004", "demo_007")
 """Three demo clips that reach every stage (two eligible, samples assembled)."""
 
 
-def demo_sources(dest: Path, clips: Sequence[str] = FAULT_CLIPS) -> Path:
-    """A sources CSV for ``clips`` of the demo corpus (absolute paths)."""
+def demo_sources(dest: Path, clips: Sequence[str] | int = FAULT_CLIPS) -> Path:
+    """A sources CSV in ``dest`` for ``clips`` of the demo corpus (ids, or the first
+    ``clips``), the clips and stems copied beside it: sources are confined to the CSV's
+    folder."""
     with open(_DEMO / "sources.csv", newline="") as fh:
-        rows = [r for r in csv.DictReader(fh) if r["clip_id"] in clips]
+        every = list(csv.DictReader(fh))
+    rows = every[:clips] if isinstance(clips, int) else [r for r in every
+                                                         if r["clip_id"] in clips]
+    dest.mkdir(parents=True, exist_ok=True)
     for row in rows:
         for col in ("path", "speech_stem", "env_stem"):
             if row.get(col):
-                row[col] = str(_DEMO / row[col])
-    dest.mkdir(parents=True, exist_ok=True)
+                (dest / row[col]).parent.mkdir(parents=True, exist_ok=True)
+                shutil.copyfile(_DEMO / row[col], dest / row[col])
     out = dest / "sources.csv"
     with open(out, "w", newline="") as fh:
         writer = csv.DictWriter(fh, fieldnames=list(rows[0]))
@@ -89,9 +95,10 @@ def count_markers(run: RunStore) -> int:
 
 def kill_run(store: str, run_id: str, sources: Path, markers: int, jitter: float,
              env: Mapping[str, str] | None = None, workers: int = 2,
-             extra: Sequence[str] = ()) -> bool:
-    """Start ``madbench run``; once it has written ``markers`` markers, wait ``jitter``
-    seconds and SIGKILL its whole process group (the runner and its workers).
+             extra: Sequence[str] = (), when: str = "") -> bool:
+    """Start ``madbench run``; once it has written ``markers`` markers (``0``: once it holds
+    the run's lease, before any marker) and the key ``when`` exists (if given), wait
+    ``jitter`` seconds and SIGKILL its whole process group (the runner and its workers).
 
     Kill points chosen by progress, not by time, land inside the run however fast the
     machine is. Returns whether the kill landed (``False``: the run had finished).
@@ -101,6 +108,10 @@ def kill_run(store: str, run_id: str, sources: Path, markers: int, jitter: float
                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
                             env={**os.environ, **(env or {})}, start_new_session=True)
     while proc.poll() is None and count_markers(run) < markers:
+        time.sleep(0.1)
+    while proc.poll() is None and markers == 0 and not run.exists("_LOCK"):
+        time.sleep(0.05)
+    while proc.poll() is None and when and not run.exists(when):
         time.sleep(0.1)
     time.sleep(jitter)
     if proc.poll() is not None:
@@ -172,8 +183,9 @@ class KillRecord:
 
 def sweep_seed(seed: int, store: str, sources: Path, graph: Graph, clean: Mapping[str, bytes],
                clean_markers: int, env: Mapping[str, str] | None = None,
-               workers: int = 2) -> KillRecord:
-    """Kill a fresh run at a seeded point of its progress, rerun it, check the rerun.
+               workers: int = 2, rerun_workers: int | None = None) -> KillRecord:
+    """Kill a fresh run at a seeded point of its progress, rerun it (with
+    ``rerun_workers``, default ``workers``), check the rerun.
 
     The point: after a uniform draw of 1 … ``clean_markers`` − 1 markers (the clean
     run wrote ``clean_markers``), plus a uniform 0–1 s, so kills also land mid-write.
@@ -186,7 +198,7 @@ def sweep_seed(seed: int, store: str, sources: Path, graph: Graph, clean: Mappin
     before = finished_markers(run)
     stages_done = len(manifests(run, graph))
     start = time.monotonic()
-    done = run_cli(store, run_id, sources, env, workers)
+    done = run_cli(store, run_id, sources, env, rerun_workers or workers)
     seconds = time.monotonic() - start
     record = KillRecord(seed, store, markers, jitter, killed, stages_done, len(before), 0,
                         round(seconds, 1))

@@ -16,6 +16,12 @@ What it does, from the slug's ``image_test:`` block (:class:`madbench_common.ima
    ``HF_HUB_OFFLINE=1``);
 4. each tested stage must have finished with at least one accepted row.
 
+The tested stages are all of MADBench's graph or all of DEAF's (:func:`pipeline_of`); a
+DEAF test's host stages make the stimuli with their CPU references (no demo clips; a
+relative ``deaf_sentences.sentences`` CSV is read from the repository, e.g.
+``data/deaf/image_test_sentences.csv``: four sentences, one per conflict type and SIC's
+neutral control) and its stages run in the image as ``madbench deaf stage run|merge``.
+
 Store and sources are mounted at their host paths, so manifests written on the host and
 in the container name the same files. Any failure raises; nothing is skipped here.
 """
@@ -38,9 +44,10 @@ from madbench_common.containers import Mount, run_in_image
 from madbench_common.errors import ConfigError, MadbenchError
 from madbench_common.imagebuild import BASES, image_exists, local_ref
 from madbench_common.images import IMAGES, ImageTest, load_image
+from madbench_common.pipeline.graph import Graph
 
-__all__ = ["BASE_TEST", "RUN_ID", "StageOutcome", "check_imports", "check_models",
-           "demo_sources", "run_image_test"]
+__all__ = ["BASE_TEST", "RUN_ID", "Pipeline", "StageOutcome", "check_imports", "check_models",
+           "demo_sources", "image_test_params", "pipeline_of", "run_image_test"]
 
 RUN_ID = "image-test"
 _DEMO = IMAGES.parent / "data" / "demo"
@@ -76,11 +83,32 @@ def demo_sources(dest: Path, clips: int) -> Path:
     return out
 
 
-def _host_stages(tested: Sequence[str]) -> list[str]:
-    """Every stage the tested ones read from, transitively, minus the tested; graph order."""
+@dataclass(frozen=True)
+class Pipeline:
+    """The graph the tested stages belong to and the CLI group that runs its stages."""
+
+    graph: Graph
+    command: tuple[str, ...]
+    sources: bool
+    """Its root stage reads the demo clips (MADBench's ``ingest``)."""
+
+
+def pipeline_of(stages: Sequence[str]) -> Pipeline:
+    """MADBench's graph when it has all ``stages``, else DEAF's (``madbench deaf stage``)."""
+    from madbench_common.deaf.graph import build_deaf_graph
     from madbench_common.pipeline.definition import build_graph
 
-    graph = build_graph()
+    for graph, command, sources in ((build_graph(), ("madbench",), True),
+                                    (build_deaf_graph(), ("madbench", "deaf"), False)):
+        if set(stages) <= set(graph.stages):
+            return Pipeline(graph, command, sources)
+    raise ConfigError(f"image_test stages {sorted(stages)} are not all stages of the MADBench "
+                      "graph or all of the DEAF graph")
+
+
+def _host_stages(tested: Sequence[str]) -> list[str]:
+    """Every stage the tested ones read from, transitively, minus the tested; graph order."""
+    graph = pipeline_of(tested).graph
     need: set[str] = set()
     todo = list(tested)
     while todo:
@@ -91,14 +119,13 @@ def _host_stages(tested: Sequence[str]) -> list[str]:
     return [s.name for s in graph if s.name in need - set(tested)]
 
 
-def _run_on_host(store: Path, stages: Sequence[str], params: dict[str, dict[str, Any]]) -> None:
-    from madbench_common.pipeline.definition import build_graph
+def _run_on_host(store: Path, stages: Sequence[str], params: dict[str, dict[str, Any]],
+                 graph: Graph) -> None:
     from madbench_common.pipeline.local import EMBEDDED_IMAGE
     from madbench_common.pipeline.stage import make_context, merge_stage, run_shard, stage_done
     from madbench_common.store import RunStore, open_store
 
     run = RunStore(open_store(str(store)), RUN_ID)
-    graph = build_graph()
     for name in stages:
         ctx = make_context(run, graph, name, params.get(name, {}), EMBEDDED_IMAGE, 0)
         if not stage_done(ctx):
@@ -124,11 +151,12 @@ def _writable(path: Path) -> Path:
 
 
 def _stage_in_image(ref: str, stage: str, store: Path, params: dict[str, Any],
-                    mounts: Sequence[Mount]) -> StageOutcome:
+                    mounts: Sequence[Mount], command: Sequence[str] = ("madbench",)
+                    ) -> StageOutcome:
     common = ["--stage", stage, "--num-shards", "1", "--store", str(store), "--run-id", RUN_ID,
               "--image", ref, "--params-json", json.dumps(params)]
-    for argv in (["madbench", "stage", "run", "--shard", "0", *common],
-                 ["madbench", "stage", "merge", *common]):
+    for argv in ([*command, "stage", "run", "--shard", "0", *common],
+                 [*command, "stage", "merge", *common]):
         print(f"image: {' '.join(argv)}", flush=True)
         run_in_image(ref, argv, mounts=mounts)
     marker = json.loads((store / RUN_ID / stage / "_SUCCESS").read_text())
@@ -168,13 +196,26 @@ def _hand_over(store: Path) -> None:
         os.chown(path, 10001, 10001, follow_symlinks=False)
 
 
+def image_test_params(spec: ImageTest, pipeline: Pipeline, sources: Path
+                      ) -> dict[str, dict[str, Any]]:
+    """The stages' parameters: ``spec.params``, MADBench's ``ingest`` reading ``sources``,
+    and a relative DEAF sentence CSV read from the repository."""
+    params = {k: dict(v) for k, v in spec.params.items()}
+    if pipeline.sources:
+        params.setdefault("ingest", {}).setdefault("sources", str(sources))
+    sentences = params.get("deaf_sentences", {}).get("sentences")
+    if sentences and not Path(sentences).is_absolute():
+        params["deaf_sentences"]["sentences"] = str(IMAGES.parent / sentences)
+    return params
+
+
 def _run(ref: str, slug: str, spec: ImageTest, models: Sequence[str],
          work: Path) -> list[StageOutcome]:
+    pipeline = pipeline_of(spec.stages)
     sources = demo_sources(work / "sources", spec.clips)
     store, weights = _writable(work / "store"), _writable(work / "weights")
-    params = {k: dict(v) for k, v in spec.params.items()}
-    params.setdefault("ingest", {}).setdefault("sources", str(sources))
-    _run_on_host(store, _host_stages(spec.stages), params)
+    params = image_test_params(spec, pipeline, sources)
+    _run_on_host(store, _host_stages(spec.stages), params, pipeline.graph)
     _hand_over(store)
     data = [Mount(store, str(store), read_only=False), Mount(sources.parent, str(sources.parent))]
     if spec.weights:
@@ -186,7 +227,8 @@ def _run(ref: str, slug: str, spec: ImageTest, models: Sequence[str],
     check = ["python", "-m", "madbench_common.imagetest", "check-models",
              *_models_of(slug, models), *(["--load"] if spec.load_models else [])]
     print(run_in_image(ref, check, mounts=mounts, capture=True), end="", flush=True)
-    return [_stage_in_image(ref, s, store, params.get(s, {}), mounts) for s in spec.stages]
+    return [_stage_in_image(ref, s, store, params.get(s, {}), mounts, pipeline.command)
+            for s in spec.stages]
 
 
 def check_imports() -> list[str]:

@@ -1,9 +1,18 @@
-"""Bounded probing and decoding of untrusted source media (clips come from the internet).
+"""The one guarded path for every byte from outside: source media, stems, listings.
 
-:func:`decode_untrusted` opens a source in a child process, forked for each file by
-a small single-threaded decoder server (``python -m madbench_common.media_guard``,
-started once per process and fed through a pipe), so nothing of the caller's threads
-or memory is shared. The child
+Clips come from the internet, and so do the reference stems, the sources CSV and the
+names in a sources folder. Every one of them is read in a child process, forked for
+each request by a small single-threaded server (``python -m
+madbench_common.media_guard``, started once per process, fed through a pipe, and
+killed with its parent), so nothing of the caller's threads or memory is shared:
+
+* :func:`decode_untrusted`: a source clip (probe, measured bounds, 16 kHz mono audio);
+* :func:`decode_stem`: a reference stem (audio only: its own format whitelist, the
+  same duration bound, measured by decoding);
+* :func:`guarded_call`: the listing helpers of :mod:`madbench_common.listing` (parse a
+  CSV, walk a folder, hash the files a listing names).
+
+The child
 
 * may grow its address space by at most ``max_memory`` bytes (``RLIMIT_AS``) and is
   killed after ``timeout`` seconds of wall-clock time;
@@ -15,9 +24,12 @@ or memory is shared. The child
   16384 × 16384 are over its own limits), a frame rate over ``max_fps``, more video
   frames than ``max_fps`` × the duration limit, or a declared duration over
   ``max_duration + slack``;
-* decodes the first audio stream, stopping as soon as it exceeds ``max_duration +
-  slack`` seconds (a decompression bomb is rejected after that much work, whatever
-  its header claims).
+* then decodes the first audio and the first video stream together, measuring what
+  the headers only claim: it stops as soon as the audio exceeds ``max_duration +
+  slack`` seconds, or the video more frames than ``max_fps`` × that, or a span of
+  frame times over it (a decompression bomb, or a 30-minute video that declares no
+  duration and no frame count, is rejected after that much work, whatever its
+  header claims).
 
 Every rejection is an :class:`~madbench_common.errors.InputRejected` with a reason
 code. The limits are ingest parameters (``definition.py``); the paper fixes none of
@@ -32,6 +44,7 @@ import pickle
 import resource
 import select
 import signal
+import stat
 import subprocess
 import sys
 import threading
@@ -49,11 +62,19 @@ from madbench_common.errors import InputRejected
 from madbench_common.pipeline.usage import peak_rss_bytes
 from madbench_common.types import Audio
 
-__all__ = ["FORMATS", "DecodedSource", "MediaLimits", "decode_untrusted", "probe_bounded"]
+__all__ = ["FORMATS", "STEM_FORMATS", "DecodedSource", "MediaLimits", "decode_stem",
+           "decode_untrusted", "guarded_call", "probe_bounded"]
 
 FORMATS = ("mov", "mp4", "m4a", "3gp", "matroska", "webm", "avi")
 """FFmpeg demuxers a source may use (``format_whitelist``)."""
-_CONTAINER_MAGIC = (b"ftyp", b"\x1aE\xdf\xa3", b"RIFF")
+STEM_FORMATS = (*FORMATS, "wav", "flac", "ogg", "mp3")
+"""FFmpeg demuxers a reference stem may use: audio files, or the source containers. A
+stem's demuxer is chosen from its first bytes (:func:`_sniff`), never by FFmpeg's
+probing, which settles for a low-score guess (random bytes "are" MP3)."""
+_CONTAINER_MAGIC = (b"ftyp", b"\x1aE\xdf\xa3", b"RIFF", b"fLaC", b"OggS", b"ID3")
+_FAMILIES = {"mov": (".mp4", ".mov", ".m4v", ".m4a", ".3gp"), "matroska": (".mkv", ".webm"),
+             "avi": (".avi",)}
+"""Container family (FFmpeg's first demuxer name) → file extensions, the first the default."""
 _SERVER_GRACE = 10.0
 """Seconds the caller waits beyond ``timeout`` before it gives up on the server itself."""
 
@@ -74,6 +95,10 @@ class MediaLimits:
     """Wall-clock seconds for probing and decoding one file."""
     max_memory: int = 1 << 30
     """Bytes the decoding process may add to its address space."""
+    max_listing_bytes: int = 64 << 20
+    """Bytes of a sources CSV."""
+    max_sources: int = 1_000_000
+    """Rows of a sources CSV, or entries under a sources folder."""
 
     @classmethod
     def from_params(cls, params: dict[str, Any]) -> MediaLimits:
@@ -84,7 +109,10 @@ class MediaLimits:
                   if k in params}
         if "decode_timeout" in params:
             fields["timeout"] = float(params["decode_timeout"])
-        for key, name in (("max_file_mb", "max_file_bytes"), ("decode_memory_mb", "max_memory")):
+        if "max_sources" in params:
+            fields["max_sources"] = int(params["max_sources"])
+        for key, name in (("max_file_mb", "max_file_bytes"), ("decode_memory_mb", "max_memory"),
+                          ("max_listing_mb", "max_listing_bytes")):
             if key in params:
                 fields[name] = int(float(params[key]) * (1 << 20))
         return replace(limits, **fields)
@@ -98,32 +126,63 @@ class DecodedSource:
     audio: Audio
     peak_rss: int
     """Peak resident bytes of the decoding process."""
+    extension: str = ".mp4"
+    """The file name extension of its container as FFmpeg identified it (``.mp4``,
+    ``.mkv``, …), whatever its name says."""
 
 
-def decode_untrusted(path: Path, sample_rate: int, limits: MediaLimits,
-                     name: str | None = None) -> DecodedSource:
-    """Probe and decode ``path`` within ``limits`` in a child process.
-
-    ``name`` is how errors name the file (the user's path for a downloaded copy).
-    Raises :class:`InputRejected` with the reason.
-    """
-    where = name or str(path)
-    size = path.stat().st_size
+def _size_checked(path: Path, limits: MediaLimits, where: str) -> None:
+    try:
+        size = path.stat().st_size
+    except FileNotFoundError:
+        raise InputRejected(where, "missing", "file does not exist") from None
     if size > limits.max_file_bytes:
         raise InputRejected(where, "file_too_large",
                             f"{size} bytes > {limits.max_file_bytes} bytes")
-    result = _SERVER.call((str(path), sample_rate, limits), limits.timeout + _SERVER_GRACE)
+
+
+def decode_untrusted(path: Path, sample_rate: int, limits: MediaLimits,
+                     name: str | None = None, exact: bool = False) -> DecodedSource:
+    """Probe and decode ``path`` within ``limits`` in a child process.
+
+    ``name`` is how errors name the file (the user's path for a downloaded copy);
+    ``exact``: ``path`` is resolved already and must still be (no link swapped in).
+    Raises :class:`InputRejected` with the reason.
+    """
+    where = name or str(path)
+    _size_checked(path, limits, where)
+    info, audio, peak, ext = guarded_call("media", (os.path.abspath(path), sample_rate, limits,
+                                                    exact), limits, where)
+    return DecodedSource(info, audio, peak, ext)
+
+
+def decode_stem(path: Path, sample_rate: int, limits: MediaLimits,
+                name: str | None = None, exact: bool = False) -> Audio:
+    """A reference stem's first audio stream as mono float32, bounded as a source's is
+    (formats :data:`STEM_FORMATS`); :class:`InputRejected` with the reason."""
+    where = name or str(path)
+    _size_checked(path, limits, where)
+    audio: Audio = guarded_call("stem", (os.path.abspath(path), sample_rate, limits, exact),
+                                limits, where)
+    return audio
+
+
+def guarded_call(kind: str, args: tuple[Any, ...], limits: MediaLimits, name: str,
+                 timeout: float | None = None) -> Any:
+    """Run the child handler ``kind`` on ``args`` under ``limits`` (memory; ``timeout``
+    or ``limits.timeout`` seconds); its result, or :class:`InputRejected` naming ``name``
+    (reasons ``decode_timeout``, ``decode_crashed``, ``decode_memory`` or the handler's)."""
+    seconds = limits.timeout if timeout is None else timeout
+    result = _SERVER.call((kind, args, limits.max_memory, seconds), seconds + _SERVER_GRACE)
     if result[0] == "timeout":
-        raise InputRejected(where, "decode_timeout",
-                            f"probing and decoding took over {limits.timeout:g}s")
+        raise InputRejected(name, "decode_timeout", f"reading it took over {seconds:g}s")
     if result[0] == "crashed":
-        raise InputRejected(where, "decode_crashed", f"the decoder died ({result[1]})")
+        raise InputRejected(name, "decode_crashed", f"the decoder died ({result[1]})")
     if result[0] == "rejected":
-        raise InputRejected(where, result[1], result[2])
+        raise InputRejected(name, result[1], result[2])
     if result[0] == "error":
-        raise RuntimeError(f"{where}: the decoding process failed: {result[1]}")
-    _, info, audio, peak = result
-    return DecodedSource(info, audio, peak)
+        raise RuntimeError(f"{name}: the guarded process failed: {result[1]}")
+    return result[1]
 
 
 # ---------------------------------------------------------------- the decoder server
@@ -142,19 +201,27 @@ def _write_frame(stream: IO[bytes], data: bytes) -> None:
 
 
 class _Server:
-    """The caller's end: starts the server on first use, restarts it if it dies."""
+    """The caller's end: starts the server on first use, restarts it if it dies.
+
+    A forked copy of the caller (a shard worker) starts a server of its own: it never
+    writes into its parent's pipe, nor stops its parent's server.
+    """
 
     def __init__(self) -> None:
         self.proc: subprocess.Popen[bytes] | None = None
+        self.owner = 0
         self.lock = threading.Lock()
 
     def _start(self) -> subprocess.Popen[bytes]:
+        if self.owner != os.getpid():
+            self.proc, self.owner = None, os.getpid()
         if self.proc is None or self.proc.poll() is not None:
-            self.proc = subprocess.Popen([sys.executable, "-m", "madbench_common.media_guard"],
-                                         stdin=subprocess.PIPE, stdout=subprocess.PIPE)
+            self.proc = subprocess.Popen(
+                [sys.executable, "-m", "madbench_common.media_guard", str(os.getpid())],
+                stdin=subprocess.PIPE, stdout=subprocess.PIPE)
         return self.proc
 
-    def call(self, request: tuple[str, int, MediaLimits], timeout: float) -> tuple[Any, ...]:
+    def call(self, request: tuple[Any, ...], timeout: float) -> tuple[Any, ...]:
         with self.lock:
             proc = self._start()
             assert proc.stdin is not None and proc.stdout is not None
@@ -173,7 +240,7 @@ class _Server:
             return reply
 
     def stop(self) -> None:
-        if self.proc is not None and self.proc.poll() is None:
+        if self.owner == os.getpid() and self.proc is not None and self.proc.poll() is None:
             self.proc.kill()
             self.proc.wait()
         self.proc = None
@@ -183,30 +250,39 @@ _SERVER = _Server()
 atexit.register(_SERVER.stop)
 
 
-def _serve() -> None:
-    """Server loop: one request at a time, each decoded in a forked, bounded child."""
-    import av.subtitles.stream  # noqa: F401 - what av.open imports lazily, loaded before
-    # any child runs under its memory cap (an import there could not map its library)
+def _serve(parent: int | None) -> None:
+    """Server loop: one request at a time, each handled in a forked, bounded child."""
+    # What av.open and the listing helpers import lazily, loaded before any child runs
+    # under its memory cap (an import there could not map its library).
+    import av.subtitles.stream  # noqa: F401
 
+    from madbench_common import listing  # noqa: F401
+    from madbench_common.pipeline.orphans import die_with_parent
+
+    die_with_parent(parent)
     stdin, stdout = sys.stdin.buffer, sys.stdout.buffer
     while (request := _read_frame(stdin)) is not None:
-        path, rate, limits = pickle.loads(request)
-        _write_frame(stdout, _forked(path, rate, limits))
+        kind, args, memory, timeout = pickle.loads(request)
+        _write_frame(stdout, _forked(kind, args, memory, timeout))
 
 
-def _forked(path: str, rate: int, limits: MediaLimits) -> bytes:
+def _forked(kind: str, args: tuple[Any, ...], memory: int, timeout: float) -> bytes:
     """The child's pickled reply, passed through unread (the server's heap stays small)."""
     read_fd, write_fd = os.pipe()
+    server = os.getpid()
     pid = os.fork()
     if pid == 0:  # the child: never returns
         os.close(read_fd)
         try:
+            from madbench_common.pipeline.orphans import die_with_parent
+
+            die_with_parent(server)
             with os.fdopen(write_fd, "wb") as out:
-                out.write(pickle.dumps(_child(path, rate, limits)))
+                out.write(pickle.dumps(_child(kind, args, memory)))
         finally:
             os._exit(0)
     os.close(write_fd)
-    data, timed_out = _read_until(read_fd, limits.timeout)
+    data, timed_out = _read_until(read_fd, timeout)
     if timed_out:
         os.kill(pid, signal.SIGKILL)
     _, status = os.waitpid(pid, 0)
@@ -244,43 +320,100 @@ def _limit_memory(extra: int) -> None:
     resource.setrlimit(resource.RLIMIT_AS, (cap if hard < 0 else min(cap, hard), hard))
 
 
-def _child(path: str, sample_rate: int, limits: MediaLimits) -> tuple[Any, ...]:
-    """Runs in the forked child: ``("ok", info, audio, peak)`` or ``("rejected", …)``."""
+def _child_media(path: str, rate: int, limits: MediaLimits, exact: bool = False
+                 ) -> tuple[Any, ...]:
+    _check_file(Path(path), exact)
+    info, ext = probe_bounded(Path(path), limits)
+    audio = _decode_bounded(Path(path), rate, limits, FORMATS, video=True)
+    return info, audio, peak_rss_bytes(), ext
+
+
+def _child_stem(path: str, rate: int, limits: MediaLimits, exact: bool = False) -> Audio:
+    _check_file(Path(path), exact)
+    demuxer = _sniff(Path(path))
+    if demuxer is None:
+        raise InputRejected(path, "unsupported_container",
+                            "not a WAV, FLAC, Ogg, MP3 (ID3) or MP4/Matroska/AVI file")
+    return _decode_bounded(Path(path), rate, limits, (demuxer,), video=False)
+
+
+def _sniff(path: Path) -> str | None:
+    """The demuxer a stem's first bytes call for, or ``None``."""
+    with open(path, "rb") as fh:
+        head = fh.read(16)
+    if head[:4] == b"RIFF":
+        return {b"WAVE": "wav", b"AVI ": "avi"}.get(head[8:12])
+    if head[4:8] == b"ftyp":
+        return "mov"
+    return {b"fLaC": "flac", b"OggS": "ogg", b"\x1aE\xdf\xa3": "matroska"}.get(
+        head[:4], "mp3" if head[:3] == b"ID3" else None)
+
+
+def _child_call(target: str, *args: Any) -> Any:
+    from madbench_common import listing
+
     try:
-        _limit_memory(limits.max_memory)
-        info = probe_bounded(Path(path), limits)
-        audio = _decode_bounded(Path(path), sample_rate, limits)
-        return ("ok", info, audio, peak_rss_bytes())
+        return getattr(listing, target)(*args)
+    except ValueError as exc:
+        raise InputRejected("", "bad_listing", str(exc)) from None
+
+
+_HANDLERS: dict[str, Any] = {"media": _child_media, "stem": _child_stem}
+
+
+def _child(kind: str, args: tuple[Any, ...], memory: int) -> tuple[Any, ...]:
+    """Runs in the forked child: ``("ok", result)``, ``("rejected", reason, detail)`` or
+    ``("error", text)``."""
+    path = Path(str(args[0])) if kind in _HANDLERS else None
+    try:
+        _limit_memory(memory)
+        if path is not None:
+            return ("ok", _HANDLERS[kind](*args))
+        return ("ok", _child_call(kind, *args))
     except InputRejected as exc:
         return ("rejected", exc.reason, exc.detail)
     except (MemoryError, ImportError):  # ImportError: a library could not be mapped
         return ("rejected", "decode_memory",
-                f"decoding needed more than {limits.max_memory >> 20} MiB")
-    except (av.FFmpegError, UnicodeDecodeError, ValueError) as exc:
-        reason = "truncated" if _looks_like_media(Path(path)) else "unreadable"
+                f"decoding needed more than {memory >> 20} MiB")
+    except (av.FFmpegError, UnicodeDecodeError, ValueError, OSError) as exc:
+        reason = "truncated" if path is not None and _looks_like_media(path) else "unreadable"
         return ("rejected", reason, str(exc))
     except Exception as exc:  # a bug here must surface, not become a rejected row
         return ("error", f"{type(exc).__name__}: {exc}")
 
 
+def _check_file(path: Path, exact: bool) -> None:
+    """Only a regular file is read (never a FIFO or a device); ``exact``: a path the caller
+    vetted (resolved, inside its root) must still resolve to itself (a link put in its
+    place since is refused)."""
+    if exact and os.path.realpath(path) != str(path):
+        raise InputRejected(str(path), "outside_sources",
+                            "the path became a symbolic link after it was checked")
+    if not stat.S_ISREG(os.stat(path).st_mode):
+        raise InputRejected(str(path), "not_a_file", "not a regular file")
+
+
 def _looks_like_media(path: Path) -> bool:
-    with open(path, "rb") as fh:
-        head = fh.read(16)
+    try:
+        with open(path, "rb") as fh:
+            head = fh.read(16)
+    except OSError:
+        return False
     return any(m in head for m in _CONTAINER_MAGIC)
 
 
-def _open_options(limits: MediaLimits) -> dict[str, str]:
-    return {"protocol_whitelist": "file", "format_whitelist": ",".join(FORMATS),
+def _open_options(limits: MediaLimits, formats: tuple[str, ...]) -> dict[str, str]:
+    return {"protocol_whitelist": "file", "format_whitelist": ",".join(formats),
             "max_streams": str(limits.max_streams)}
 
 
-def _open(path: Path, limits: MediaLimits) -> Any:
+def _open(path: Path, limits: MediaLimits, formats: tuple[str, ...] = FORMATS) -> Any:
     """``av.open`` with the restrictions; FFmpeg's refusals become reasons."""
     with av.logging.Capture() as logs:
         old = av.logging.get_level()
         av.logging.set_level(av.logging.ERROR)
         try:
-            return av.open(str(path), options=_open_options(limits))
+            return av.open(str(path), options=_open_options(limits, formats))
         except av.FFmpegError as exc:
             text = " ".join(str(m[2]) for m in logs)
             if "max_streams" in text:
@@ -289,15 +422,16 @@ def _open(path: Path, limits: MediaLimits) -> Any:
             if isinstance(exc, (av.error.ArgumentError, av.error.PermissionError)) and \
                     not _looks_like_media(path):
                 raise InputRejected(str(path), "unsupported_container",
-                                    f"not one of {', '.join(FORMATS)} (file protocol only)"
+                                    f"not one of {', '.join(formats)} (file protocol only)"
                                     ) from None
             raise
         finally:
             av.logging.set_level(old)
 
 
-def probe_bounded(path: Path, limits: MediaLimits) -> MediaInfo:
-    """Stream facts of ``path``, or :class:`InputRejected` if a header exceeds ``limits``."""
+def probe_bounded(path: Path, limits: MediaLimits) -> tuple[MediaInfo, str]:
+    """Stream facts of ``path`` and its container's file extension, or
+    :class:`InputRejected` if a header exceeds ``limits``."""
     with _open(path, limits) as container:
         if len(container.streams) > limits.max_streams:
             raise InputRejected(str(path), "too_many_streams",
@@ -308,7 +442,16 @@ def probe_bounded(path: Path, limits: MediaLimits) -> MediaInfo:
         if duration > limits.max_duration + limits.slack:
             raise InputRejected(str(path), "too_long", f"declared duration {duration:.1f}s > "
                                 f"{limits.max_duration}s")
-        return _info(container, duration)
+        return _info(container, duration), _extension(container.format.name, path)
+
+
+def _extension(format_name: str, path: Path) -> str:
+    """The file's own extension if it is one of its container's (``.mov``, ``.webm``…),
+    else the container's usual one (``.mp4``, ``.mkv``, ``.avi``): never an arbitrary
+    suffix such as ``.mp4;x``."""
+    family = _FAMILIES.get(format_name.split(",")[0], (".mp4",))
+    suffix = path.suffix.lower()
+    return suffix if suffix in family else family[0]
 
 
 def _check_video(path: Path, stream: Any, duration: float, limits: MediaLimits) -> None:
@@ -344,29 +487,62 @@ def _info(container: Any, duration: float) -> MediaInfo:
     )
 
 
-def _decode_bounded(path: Path, sample_rate: int, limits: MediaLimits) -> Audio:
-    """The first audio stream as mono float32; stops past ``max_duration + slack``."""
+class _VideoMeter:
+    """Counts decoded video frames and the span of their times against the bounds."""
+
+    def __init__(self, path: Path, limits: MediaLimits) -> None:
+        self.path, self.seconds = path, limits.max_duration + limits.slack
+        self.max_frames = int(limits.max_fps * self.seconds)
+        self.frames = 0
+        self.first: float | None = None
+
+    def add(self, frame: Any) -> None:
+        self.frames += 1
+        if self.frames > self.max_frames:
+            raise InputRejected(str(self.path), "too_many_frames",
+                                f"decoded more than {self.max_frames} video frames "
+                                "(stopped there)")
+        if frame.time is None:
+            return
+        self.first = frame.time if self.first is None else min(self.first, frame.time)
+        if frame.time - self.first > self.seconds:
+            raise InputRejected(str(self.path), "too_long",
+                                f"decoded video frames over more than {self.seconds:.1f}s "
+                                "(stopped there)")
+
+
+def _decode_bounded(path: Path, sample_rate: int, limits: MediaLimits,
+                    formats: tuple[str, ...], video: bool) -> Audio:
+    """The first audio stream as mono float32, and (``video``) the first video stream's
+    frames counted and timed; stops past ``max_duration + slack`` either way."""
     budget = int((limits.max_duration + limits.slack) * sample_rate)
     resampler = av.AudioResampler(format="flt", layout="mono", rate=sample_rate)
     chunks: list[np.ndarray] = []
     total = 0
-    with _open(path, limits) as container:
-        if not container.streams.audio:
-            return np.zeros(0, dtype=np.float32)
-        for frame in container.decode(container.streams.audio[0]):
-            for out in resampler.resample(frame):
-                chunks.append(out.to_ndarray().reshape(-1))
-                total += chunks[-1].size
+    meter = _VideoMeter(path, limits)
+    with _open(path, limits, formats) as container:
+        audio = container.streams.audio[0] if container.streams.audio else None
+        streams = [s for s in (audio, container.streams.video[0] if video and
+                               container.streams.video else None) if s is not None]
+        for packet in container.demux(*streams) if streams else ():
+            for frame in packet.decode():
+                if packet.stream is not audio:
+                    meter.add(frame)
+                    continue
+                for out in resampler.resample(frame):
+                    chunks.append(out.to_ndarray().reshape(-1))
+                    total += chunks[-1].size
             if total > budget:
                 raise InputRejected(str(path), "too_long",
                                     f"decoded more than {budget / sample_rate:.1f}s of audio "
                                     "(stopped there)")
-        for out in resampler.resample(None):
-            chunks.append(out.to_ndarray().reshape(-1))
+        if audio is not None:
+            for out in resampler.resample(None):
+                chunks.append(out.to_ndarray().reshape(-1))
     if not chunks:
         return np.zeros(0, dtype=np.float32)
     return np.concatenate(chunks).astype(np.float32, copy=False)
 
 
 if __name__ == "__main__":
-    _serve()
+    _serve(int(sys.argv[1]) if len(sys.argv) > 1 else None)

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from functools import cache
 from typing import Any
 
-from madbench_common.errors import ConfigError, EnvironmentMissing
+from madbench_common.errors import ConfigError, EnvironmentMissing, MadbenchError
 
 __all__ = ["GROUPS", "REGISTRY", "ModelSpec", "load_model", "register", "specs_for_role"]
 
@@ -68,7 +68,14 @@ def load_model(slug: str, **kwargs: Any) -> Any:
         raise EnvironmentMissing(f"model {slug!r} needs the Python module {exc.name!r}, which "
                                  f"this environment lacks (it belongs in image {spec.image!r})"
                                  ) from None
-    return cls(**kwargs)
+    try:
+        return cls(**kwargs)
+    except MadbenchError:
+        raise
+    except Exception as exc:  # a model that cannot load fails its stage (exit 3), never an item
+        raise EnvironmentMissing(f"model {slug!r} could not be loaded ({type(exc).__name__}: "
+                                 f"{exc}); check its weights, modules and writable paths "
+                                 f"(image {spec.image!r})") from exc
 
 
 def _ref(slug: str, role: str, target: str, description: str, paper: str = "",
@@ -335,6 +342,9 @@ def _deaf(slug: str, role: str, target: str, image: str, description: str, paper
 _deaf("deaf-elevenlabs", "voice_tts", "elevenlabs:ElevenLabsTTS", "reference-cpu",
       "ElevenLabs text-to-speech API (eleven_multilingual_v2), voice id per profile",
       "ElevenLabs Eleven Multilingual v2")
+_deaf("deaf-azure-tts", "voice_tts", "azure_tts:AzureNeuralTTS", "reference-cpu",
+      "Azure Speech REST neural TTS (SSML, MP3), en-US-GuyNeural for the BSC narrator",
+      "Microsoft Neural TTS en-US-GuyNeural")
 _deaf("deaf-gemini-2.5-flash", "omni", "gemini:Gemini25Flash", "reference-cpu",
       "Gemini API generateContent, gemini-2.5-flash", "Gemini-2.5 Flash")
 _deaf("deaf-gemini-3-flash", "omni", "gemini:Gemini3Flash", "reference-cpu",

@@ -62,6 +62,9 @@ class Transcript:
 
     ``language`` is an ISO 639-1 code (``en``) where the model identifies the language
     (Whisper), else ``""``; ``language_prob`` is its probability where exposed.
+    ``no_speech_prob`` is the ASR's own probability that the audio holds no speech
+    (Whisper: its ``<|nospeech|>`` token at the start-of-transcript position), ``None``
+    for an ASR without such a signal (PocketSphinx).
     """
 
     text: str
@@ -69,6 +72,7 @@ class Transcript:
     words: tuple[tuple[str, Seconds, Seconds], ...] = field(default=())
     language: str = ""
     language_prob: float | None = None
+    no_speech_prob: float | None = None
 
 
 @dataclass(frozen=True)

@@ -84,7 +84,7 @@ class StemRow(ManifestRow):
     """Per output, the gain fitted to the mixture before the choice."""
 
 
-@manifest("source_qc", 2)
+@manifest("source_qc", 3)
 @row
 class SourceQCRow(ManifestRow):
     """Source quality control scores and the eligibility verdict for one clip."""
@@ -102,8 +102,13 @@ class SourceQCRow(ManifestRow):
     """Share of the clip where the VAD finds speech in ê (the paper's criterion: none)."""
     env_asr_text: str = ""
     env_asr_recall: float | None = None
-    """Share of the ASR's words for ŝ that the same ASR recovers from ê (source speech
-    regions); ``None`` where the check did not run (the clip had already failed)."""
+    """Share of the ASR's content words for ŝ that the same ASR recovers from ê (source
+    speech regions; a diagnostic); ``None`` where the check did not run (the clip had
+    already failed)."""
+    env_asr_no_speech_prob: float | None = None
+    """The ASR's own no-speech probability for ê (Whisper), ``None`` without one."""
+    env_asr_speech: bool | None = None
+    """Whether the ASR detected speech in ê (``source_qc.asr_detects_speech``, §3.2)."""
     speech_asr_text: str = ""
     """The ASR's words for ŝ over the source speech regions, the reference of
     ``env_asr_recall`` (component QC reuses it rather than decoding ŝ again); ``""``
@@ -115,6 +120,8 @@ class SourceQCRow(ManifestRow):
     language_prob: float | None = None
     music_prob: float | None = None
     """Highest tagger probability over the music/media-playback labels, on ê."""
+    speech_music_prob: float | None = None
+    """The same on ŝ (music or singing the separator put into the speech estimate)."""
     env_rms_dbfs: float = 0.0
     clip_fraction: float = 0.0
     eligible: bool = False
@@ -135,7 +142,7 @@ class SplitRow(ManifestRow):
     embedding: tuple[float, ...] = ()
 
 
-@manifest("components", 1)
+@manifest("components", 2)
 @row
 class ComponentRow(ManifestRow):
     """One generated component (fake speech or fake environment) and its QC."""
@@ -181,9 +188,15 @@ class ComponentRow(ManifestRow):
     speech_leakage: float | None = None
     """Env only: share of the clip the VAD calls speech."""
     asr_leak_recall: float | None = None
-    """Env only: share of the source's ASR words the same ASR recovers from the component."""
+    """Env only: share of the source's ASR content words the same ASR recovers from the
+    component (a diagnostic)."""
+    asr_no_speech_prob: float | None = None
+    """Env only: the ASR's own no-speech probability for the component (Whisper)."""
+    asr_speech: bool | None = None
+    """Env only: whether the ASR detected speech (``source_qc.asr_detects_speech``)."""
     music_prob: float | None = None
-    """Env only: highest tagger probability over the music/media labels (a filter)."""
+    """Env only: highest tagger probability over the music/media labels (a diagnostic,
+    paper §3.4; a filter only with ``music_filter=true``)."""
     events: tuple[str, ...] = ()
     """Env only: the tagger's top event labels (AST in the paper; a diagnostic)."""
     event_probs: tuple[float, ...] = ()
@@ -209,11 +222,14 @@ class ComponentRow(ManifestRow):
     e.g. F5-TTS ``fix_duration``) or with ``+time_stretch``/``time_stretch`` where a WSOLA
     stretch did (part of) it; ``""`` for generators that do not report it (references)."""
     length_correction: float | None = None
-    """Speech: the time-stretch factor applied to the model's speech after generation
-    to reach the duration (target / generated length; 1.0 = none)."""
+    """The length fix-up after generation, target / generated length (1.0 = none):
+    speech, the time-stretch applied to the model's speech; environment, the loop or
+    pad of a track shorter than the clip (1.0 where it was exact or trimmed). Bounded by
+    component QC (``max_length_correction``); ``None`` where the generator reports no
+    length."""
 
 
-@manifest("samples", 2)
+@manifest("samples", 3)
 @row
 class SampleRow(ManifestRow):
     """One benchmark sample: a variant (R/S/E/Q) of a source clip, with labels."""
@@ -251,6 +267,11 @@ class SampleRow(ManifestRow):
     env_donor_scene_label: str = ""
     """Fine label of the clip the environment track came from (swaps and replacements)."""
     env_donor_coarse_label: str = ""
+    env_fit: str = ""
+    """How the environment track was brought to the clip's length at assembly (paper §5.3
+    "D-R uses real environmental audio from different coarse scenes": a donor's ê, or a
+    borrowed replacement, is another clip's length): ``exact``, ``trim`` or ``loop``
+    (shorter: repeated with crossfades, an audio-only cue); empty for the clip's own ê."""
     sc_condition: str = ""
     """Scene-consistency samples only (``protocol == "scene_consistency"``, paper §5.3):
     ``D-R`` (real ê of a different coarse scene), ``S-R`` (real ê of the same coarse scene,

@@ -1,17 +1,25 @@
-"""The S3 client every store uses: adaptive retries with backoff, counted, and clear errors.
+"""The S3 client every store uses: retries for a stated time, counted, and clear errors.
 
 botocore retries throttling (``503 SlowDown``), transient 5xx replies and dropped
 connections itself (``adaptive`` mode: exponential backoff with jitter plus a
-client-side rate limiter). This module sets that up, counts every transient reply
-botocore sees (:func:`retry_stats`, reported by ``madbench status``), and turns what
-is left after the last attempt into :class:`~madbench_common.errors.StoreUnavailable`
-(retryable, exit 75) or a deterministic error (exit 3) naming the object.
+client-side rate limiter, :data:`S3_MAX_ATTEMPTS` attempts). Around that,
+:func:`call_s3` keeps retrying a request whose attempts all failed transiently until
+:data:`S3_OUTAGE_SECONDS` (120 s; ``MADBENCH_S3_OUTAGE_SECONDS``) have passed since it
+was first tried, waiting 1, 2, 4 … 10 s between rounds: that is the outage a run rides
+out, stated in time, whatever the machine's load. What is left after that becomes
+:class:`~madbench_common.errors.StoreUnavailable` (retryable, exit 75: Argo retries the
+step, see the README), and a refusal a retry cannot cure (no such bucket, access
+denied, bad credentials) a deterministic error (exit 3) naming the object. Every
+transient reply is counted (:func:`retry_stats`, reported by ``madbench status``).
+An endpoint URL is never shown with credentials in it (:func:`redact_uri`).
 """
 
 from __future__ import annotations
 
 import os
+import re
 import threading
+import time
 from collections import Counter
 from collections.abc import Callable
 from typing import Any, TypeVar
@@ -20,19 +28,26 @@ from madbench_common.errors import ConfigError, StoreUnavailable
 
 __all__ = [
     "S3_MAX_ATTEMPTS",
+    "S3_OUTAGE_SECONDS",
     "call_s3",
     "is_not_found",
     "is_precondition_failed",
     "make_s3_client",
+    "outage_seconds",
+    "redact_uri",
     "reset_retry_stats",
     "retries_since",
     "retry_stats",
 ]
 
 T = TypeVar("T")
-S3_MAX_ATTEMPTS = 10
-"""Default attempts per request (``MADBENCH_S3_MAX_ATTEMPTS`` overrides): with botocore's
-capped exponential backoff (≤ 20 s a wait) this rides out a server restart of ~1 min."""
+S3_MAX_ATTEMPTS = 4
+"""botocore's attempts per round (``MADBENCH_S3_MAX_ATTEMPTS`` overrides): a round of
+a few seconds; how long a request is retried is :data:`S3_OUTAGE_SECONDS`."""
+S3_OUTAGE_SECONDS = 120.0
+"""Seconds a request is retried through an outage (``MADBENCH_S3_OUTAGE_SECONDS``)."""
+_MAX_WAIT = 10.0
+_USERINFO = re.compile(r"([A-Za-z][A-Za-z0-9+.-]*://)[^\s'\"]*@")
 _TRANSIENT_CODES = frozenset({
     "SlowDown", "Throttling", "ThrottlingException", "RequestLimitExceeded",
     "RequestTimeout", "RequestTimeoutException", "InternalError", "ServiceUnavailable",
@@ -94,6 +109,23 @@ def max_attempts() -> int:
         raise ConfigError(f"MADBENCH_S3_MAX_ATTEMPTS={raw!r} is not an integer") from None
 
 
+def outage_seconds() -> float:
+    """How long one request is retried through an outage (``MADBENCH_S3_OUTAGE_SECONDS``)."""
+    raw = os.environ.get("MADBENCH_S3_OUTAGE_SECONDS", str(S3_OUTAGE_SECONDS))
+    try:
+        value = float(raw)
+    except ValueError:
+        value = -1.0
+    if not value >= 0:
+        raise ConfigError(f"MADBENCH_S3_OUTAGE_SECONDS={raw!r}: expected seconds >= 0")
+    return value
+
+
+def redact_uri(text: str) -> str:
+    """``text`` with the ``user:password@`` part of every URI in it replaced by ``***@``."""
+    return _USERINFO.sub(r"\1***@", text)
+
+
 def make_s3_client() -> Any:
     """A boto3 S3 client from the standard AWS environment, with counted adaptive retries."""
     import boto3
@@ -124,10 +156,31 @@ def is_precondition_failed(exc: Exception) -> bool:
 
 
 def call_s3(client: Any, where: str, fn: Callable[..., T], **kwargs: Any) -> T:
-    """``fn(**kwargs)``; failures left after botocore's retries become madbench errors.
+    """``fn(**kwargs)``, retried through an outage of up to :func:`outage_seconds`;
+    failures left after that become madbench errors.
 
     Not-found and precondition replies are re-raised unchanged for the caller.
     """
+    start, wait, rounds = time.monotonic(), 1.0, 0
+    window = outage_seconds()
+    while True:
+        try:
+            return _call_once(client, where, fn, **kwargs)
+        except StoreUnavailable as exc:
+            rounds += 1
+            left = start + window - time.monotonic()
+            if left <= 0:
+                spent = time.monotonic() - start
+                raise StoreUnavailable(
+                    f"{exc} — still failing after {spent:.0f} s and {rounds} round(s) of "
+                    f"retries (a run rides out {window:g} s: MADBENCH_S3_OUTAGE_SECONDS)"
+                ) from None
+            time.sleep(min(wait, left))
+            wait = min(wait * 2, _MAX_WAIT)
+
+
+def _call_once(client: Any, where: str, fn: Callable[..., T], **kwargs: Any) -> T:
+    """One round: ``fn(**kwargs)`` with botocore's own retries."""
     from botocore.exceptions import (
         BotoCoreError,
         ClientError,
@@ -140,13 +193,14 @@ def call_s3(client: Any, where: str, fn: Callable[..., T], **kwargs: Any) -> T:
     except ClientError as exc:
         if is_not_found(exc) or is_precondition_failed(exc):
             raise
-        code, endpoint = _code(exc), client.meta.endpoint_url
+        code, endpoint = _code(exc), redact_uri(str(client.meta.endpoint_url))
         if code in _CONFIG_CODES:
-            raise ConfigError(f"{where}: S3 refused ({code}) at {endpoint}: {exc}") from None
-        raise StoreUnavailable(f"{where}: S3 at {endpoint} failed after {max_attempts()} "
-                               f"attempts ({code or 'error'}): {exc}") from None
+            raise ConfigError(f"{where}: S3 refused ({code}) at {endpoint}: "
+                              f"{redact_uri(str(exc))}") from None
+        raise StoreUnavailable(f"{where}: S3 at {endpoint} failed ({code or 'error'}): "
+                               f"{redact_uri(str(exc))}") from None
     except (NoCredentialsError, ParamValidationError) as exc:
-        raise ConfigError(f"{where}: {exc}") from None
+        raise ConfigError(f"{where}: {redact_uri(str(exc))}") from None
     except BotoCoreError as exc:
-        raise StoreUnavailable(f"{where}: S3 at {client.meta.endpoint_url} unreachable after "
-                               f"{max_attempts()} attempts: {exc}") from None
+        raise StoreUnavailable(f"{where}: S3 at {redact_uri(str(client.meta.endpoint_url))} "
+                               f"unreachable: {redact_uri(str(exc))}") from None

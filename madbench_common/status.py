@@ -1,23 +1,31 @@
 """Run status: which stages finished, which shards are pending, what was quarantined, and
-how many transient S3 errors were retried (summed over the run logs under ``_logs/``)."""
+how many transient S3 errors were retried (summed over the run logs under ``_logs/``).
+
+A damaged merged manifest is not an error here: it is rebuilt from the stage's shards
+when their merge gives the recorded sha256, else its stage is shown as not done (the
+next ``madbench run`` merges it again); a damaged marker likewise
+(:func:`~madbench_common.pipeline.repair.manifest_intact`)."""
 
 from __future__ import annotations
 
 import json
+import logging
 import re
 from collections import Counter
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from madbench_common.errors import MadbenchError
+from madbench_common.errors import ChecksumError, MadbenchError
 from madbench_common.manifest import read_manifest_bytes
-from madbench_common.pipeline.graph import Graph
+from madbench_common.pipeline.graph import Graph, Stage
+from madbench_common.pipeline.repair import manifest_intact
 from madbench_common.pipeline.stage import load_impl, read_marker
 from madbench_common.store import RunStore
 
 __all__ = ["QuarantineEntry", "RunStatus", "StageStatus", "collect_retries", "collect_status",
            "table_one"]
 
+log = logging.getLogger("madbench")
 _SHARD = re.compile(r"^(?P<stage>[^/]+)/(?P<fp>[^/]+)/shards/(?P<i>\d+)-of-(?P<n>\d+)\._SUCCESS$")
 
 
@@ -133,6 +141,8 @@ def _sample_counts(rows: list[Any]) -> dict[str, Any]:
         if cond:
             cls = "consistent" if r.scene_consistent else "inconsistent"
             _bump(counts, f"{r.protocol}/{cond}/{cls}")
+            if cond != "D-S" and not r.scene_consistent:  # a donor's real ê (§5.3)
+                _bump(counts, f"{r.protocol}/{cond}/looped", int(r.env_fit == "loop"))
         else:
             _bump(counts, f"{r.protocol}/{r.split}")
             _bump(counts, f"{r.protocol}")
@@ -185,6 +195,11 @@ def table_one(status: RunStatus) -> list[tuple[str, str]]:
         key = f"scene_consistency/{cond}"
         out.append((f"Scene consistency {cond} (consistent / inconsistent)",
                     f"{sam.get(key + '/consistent', 0)} / {sam.get(key + '/inconsistent', 0)}"))
+    for cond in ("D-R", "S-R"):
+        key = f"scene_consistency/{cond}"
+        n, looped = sam.get(key + "/inconsistent", 0), sam.get(key + "/looped", 0)
+        out.append((f"  {cond} donor ê looped to the clip's length (shorter donor)",
+                    f"{looped} / {n}" + (f" ({100 * looped / n:.0f} %)" if n else "")))
     return out
 
 
@@ -202,11 +217,24 @@ def collect_retries(run: RunStore) -> dict[str, int]:
     return dict(total)
 
 
+def _intact_marker(run: RunStore, stage: Stage) -> dict[str, Any] | None:
+    """The stage's marker if the stage is done and its manifest intact (rebuilt if need be)."""
+    try:
+        marker = read_marker(run, stage.name)
+    except ChecksumError as exc:
+        log.warning("%s; stage %s will run again", exc, stage.name)
+        run.delete(f"{stage.name}/_SUCCESS")
+        return None
+    if marker is None or not manifest_intact(run, stage, marker):
+        return None
+    return marker
+
+
 def collect_status(run: RunStore, graph: Graph) -> RunStatus:
     """Status of every stage of ``graph`` in ``run``."""
     stages, quarantine = [], []
     for stage in graph:
-        marker = read_marker(run, stage.name)
+        marker = _intact_marker(run, stage)
         if marker is None:
             done, total = _partial_shards(run, stage.name)
             stages.append(StageStatus(stage.name, False, shards_done=done, shards_total=total))

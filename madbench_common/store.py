@@ -31,7 +31,13 @@ from typing import Any
 from urllib.parse import urlparse
 
 from madbench_common.errors import ChecksumError, ConfigError, StoreKeyError, StoreWriteError
-from madbench_common.s3client import call_s3, is_not_found, is_precondition_failed, make_s3_client
+from madbench_common.s3client import (
+    call_s3,
+    is_not_found,
+    is_precondition_failed,
+    make_s3_client,
+    redact_uri,
+)
 from madbench_common.types import Key, Uri
 
 __all__ = [
@@ -41,6 +47,7 @@ __all__ = [
     "S3Store",
     "Store",
     "check_key",
+    "check_uri",
     "copy_run",
     "open_store",
     "sha256_bytes",
@@ -48,6 +55,7 @@ __all__ = [
 ]
 
 _RUN_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$")
+_BUCKET = re.compile(r"^[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]$")
 _KEY_PART = re.compile(r"^[A-Za-z0-9._=+@,-]+$")
 _MULTIPART_THRESHOLD = 64 * 1024 * 1024
 _XATTR = "user.madbench.sha256"
@@ -90,6 +98,36 @@ def check_key(key: str) -> Key:
         if part in ("", ".", "..") or not _KEY_PART.match(part):
             raise StoreKeyError(f"invalid object key {key!r}: bad component {part!r}")
     return posixpath.join(*parts)
+
+
+def check_uri(uri: str, what: str = "store") -> str:
+    """``uri`` if it can name a store or a sources location; :class:`ConfigError` if not.
+
+    Refused (never silently dropped): credentials in it (``user:secret@``, or any ``@``
+    before the path; the message never repeats them: endpoint and keys come from the
+    standard AWS variables or a profile), a query string or a fragment of an ``s3://``
+    or ``file://`` URI, an S3 bucket that is not a bucket name, and ``.``, ``..`` or
+    empty segments in an S3 prefix.
+    """
+    parsed = urlparse(uri)
+    shown = redact_uri(uri)
+    if parsed.scheme not in ("s3", "file"):
+        return uri
+    if "@" in parsed.netloc or "@" in parsed.path or parsed.password is not None:
+        raise ConfigError(f"{what} URI {parsed.scheme}://… (not shown: it holds an '@'): "
+                          "credentials do not belong in a URI; set AWS_ACCESS_KEY_ID / "
+                          "AWS_SECRET_ACCESS_KEY or a profile")
+    if parsed.query or parsed.fragment or uri.endswith(("?", "#")):
+        raise ConfigError(f"{what} URI {shown!r}: a query string or fragment names nothing "
+                          "here; remove it")
+    if parsed.scheme == "s3":
+        if not _BUCKET.match(parsed.netloc):
+            raise ConfigError(f"{what} URI {shown!r}: {parsed.netloc!r} is not a bucket name")
+        parts = parsed.path.strip("/").split("/") if parsed.path.strip("/") else []
+        if any(p in ("", ".", "..") for p in parts):
+            raise ConfigError(f"{what} URI {shown!r}: '.', '..' and empty segments are not "
+                              "allowed in an S3 prefix")
+    return uri
 
 
 class Store(ABC):
@@ -311,9 +349,9 @@ class S3Store(Store):
     """
 
     def __init__(self, uri: Uri, client: Any = None) -> None:
-        parsed = urlparse(uri)
+        parsed = urlparse(check_uri(uri))
         if parsed.scheme != "s3" or not parsed.netloc:
-            raise ConfigError(f"not an s3:// URI: {uri!r}")
+            raise ConfigError(f"not an s3:// URI: {redact_uri(uri)!r}")
         self.bucket = parsed.netloc
         self.prefix = parsed.path.strip("/")
         self.root = f"s3://{self.bucket}/{self.prefix}".rstrip("/")
@@ -369,20 +407,62 @@ class S3Store(Store):
     def exists(self, key: Key) -> bool:
         return self.size(key) is not None
 
+    def etag(self, key: str) -> str | None:
+        """The ETag of ``key`` (any object name, not only a store key), ``None`` if absent."""
+        try:
+            head = call_s3(self.client, f"{self.root}/{key}", self.client.head_object,
+                           Bucket=self.bucket, Key=self._raw_key(key))
+        except Exception as exc:
+            if is_not_found(exc):
+                return None
+            raise
+        return str(head.get("ETag", "")).strip('"')
+
+    def _raw_key(self, key: str) -> str:
+        return f"{self.prefix}/{key}" if self.prefix else key
+
+    def download(self, key: str, dest: Path, max_bytes: int | None = None) -> Path:
+        """Stream object ``key`` (any object name) to ``dest``; ``ValueError`` past
+        ``max_bytes`` (nothing is kept), ``FileNotFoundError`` if absent."""
+        def fetch() -> Path:
+            try:
+                obj = self.client.get_object(Bucket=self.bucket, Key=self._raw_key(key))
+            except Exception as exc:
+                if is_not_found(exc):
+                    raise FileNotFoundError(f"{self.root}/{key}: no such object") from None
+                raise
+            dest.parent.mkdir(parents=True, exist_ok=True)
+            total = 0
+            with open(dest, "wb") as out:
+                for chunk in obj["Body"].iter_chunks(1 << 20):
+                    total += len(chunk)
+                    if max_bytes is not None and total > max_bytes:
+                        out.close()
+                        dest.unlink()
+                        raise ValueError(f"{self.root}/{key}: more than {max_bytes} bytes")
+                    out.write(chunk)
+            return dest
+
+        return call_s3(self.client, f"{self.root}/{key}", fetch)
+
     def list(self, prefix: Key = "") -> list[Key]:
+        return sorted(self.list_etags(prefix))
+
+    def list_etags(self, prefix: Key = "") -> dict[Key, str]:
+        """``key → ETag`` of every object under ``prefix`` (one paginated listing)."""
         if prefix:
             full = self._key(prefix).rstrip("/") + "/"
         else:
             full = f"{self.prefix}/" if self.prefix else ""
         strip = len(self.prefix) + 1 if self.prefix else 0
-        keys = call_s3(self.client, f"{self.root}/{prefix}", lambda: list(self._iter_keys(full)))
-        return sorted(key[strip:] for key in keys)
+        items = call_s3(self.client, f"{self.root}/{prefix}", lambda: list(self._iter_keys(full)))
+        return {key[strip:]: etag for key, etag in items}
 
-    def _iter_keys(self, prefix: str) -> Iterator[str]:
+    def _iter_keys(self, prefix: str) -> Iterator[tuple[str, str]]:
         paginator = self.client.get_paginator("list_objects_v2")
         for page in paginator.paginate(Bucket=self.bucket, Prefix=prefix):
             for item in page.get("Contents", []):
-                yield item["Key"]
+                yield item["Key"], str(item.get("ETag", "")).strip('"')
 
     def delete(self, key: Key) -> None:
         call_s3(self.client, self.uri(key), self.client.delete_object, Bucket=self.bucket,
@@ -424,15 +504,17 @@ class S3Store(Store):
 
 
 def open_store(uri: str) -> Store:
-    """Open ``file://…``, a plain local path, or ``s3://bucket/prefix``."""
-    parsed = urlparse(uri)
+    """Open ``file://…``, a plain local path, or ``s3://bucket/prefix`` (see :func:`check_uri`
+    for what is refused)."""
+    parsed = urlparse(check_uri(uri))
     if parsed.scheme == "s3":
         return S3Store(uri)
     if parsed.scheme == "file":
         return FileStore(parsed.path)
     if parsed.scheme in ("", ) or (len(parsed.scheme) == 1 and os.name == "nt"):
         return FileStore(uri)
-    raise ConfigError(f"unsupported store URI {uri!r}: use file://, a path, or s3://")
+    raise ConfigError(f"unsupported store URI {redact_uri(uri)!r}: use file://, a path, "
+                      "or s3://")
 
 
 class RunStore:

@@ -1,7 +1,8 @@
 # DEAF (issue 14): the acoustic-faithfulness benchmark on the same platform.
 #   make demo-deaf   offline stimuli (reduced subset), a tiny-random Qwen2-Audio in
-#                    .venvs/deaf-tf5, the Gemini adapter against the local API stub, both
-#                    judges (rules + the stub's OpenAI-compatible judge), metrics, report.
+#                    .venvs/deaf-tf5, the Gemini adapter against the local API stub, the
+#                    stub's OpenAI-compatible judge labelling every answer (the paper's
+#                    protocol; the stub is no judge: it says Other), metrics, report.
 # DEAF_DEMO= (empty) drops the subset options: the full 2,756 clips (hours on 2 cores).
 DEAF_RUN_ID ?= deaf-demo
 # The tiny model answers each query once (greedy decoding repeats itself; its 3 × 499 answers

@@ -3,7 +3,7 @@
 # while the lock is unchanged), install a tiny random Qwen2-Audio checkpoint into
 # $STORE/_tiny-weights, and run `madbench deaf run` with that model's answer stage in the
 # family venv (--venv), Gemini 2.5 Flash against the local API stub (--stub-apis), and the
-# rule judge plus the stub's OpenAI-compatible judge. Extra arguments go to `deaf run`.
+# stub's OpenAI-compatible judge for every answer. Extra arguments go to `deaf run`.
 # The tiny model's answers are noise and the stub's are echoes: the demo shows the
 # machinery, not a model's faithfulness; the report labels both rows.
 set -euo pipefail

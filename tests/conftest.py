@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import csv
 import os
 import sys
 from collections.abc import Iterator
@@ -41,19 +40,11 @@ def s3_uri(s3_server: SeaweedS3, request: pytest.FixtureRequest) -> str:
 
 
 def demo_subset(dest: Path, n: int) -> Path:
-    """A sources CSV with the first ``n`` demo clips (absolute paths)."""
-    with open(DEMO / "sources.csv", newline="") as fh:
-        rows = list(csv.DictReader(fh))[:n]
-    for row in rows:
-        for col in ("path", "speech_stem", "env_stem"):
-            if row.get(col):
-                row[col] = str(DEMO / row[col])
-    out = dest / "sources.csv"
-    with open(out, "w", newline="") as fh:
-        writer = csv.DictWriter(fh, fieldnames=list(rows[0]))
-        writer.writeheader()
-        writer.writerows(rows)
-    return out
+    """A sources CSV with the first ``n`` demo clips, copied beside it (sources are
+    confined to the CSV's folder)."""
+    from madbench_common.faultsuite import demo_sources
+
+    return demo_sources(dest / "demo-sources", n)
 
 
 @pytest.fixture

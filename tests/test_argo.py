@@ -129,6 +129,45 @@ def test_gpu_quantities_are_strings() -> None:
 # ------------------------------------------------------------------ DAG references
 
 
+_DEP = re.compile(r"([A-Za-z0-9][A-Za-z0-9-]*)(?:\.([A-Za-z]+))?")
+_PLAIN = ("Succeeded", "Skipped", "Daemoned")
+
+
+def task_deps(task: dict[str, Any]) -> list[str]:
+    """The tasks a DAG task waits for: its ``dependencies``, or the names in ``depends``."""
+    if "depends" in task:
+        assert "dependencies" not in task, f"{task['name']}: both dependencies and depends"
+        return list(dict.fromkeys(m.group(1) for m in _DEP.finditer(task["depends"])))
+    return list(task.get("dependencies", []))
+
+
+def task_runs(task: dict[str, Any], results: dict[str, str]) -> bool:
+    """Whether Argo starts ``task`` given its dependencies' results (``Succeeded``,
+    ``Failed``, ``Omitted``, …): ``dependencies`` need each to have succeeded; ``depends``
+    is evaluated as Argo's enhanced depends logic (a bare name: Succeeded, Skipped or
+    Daemoned)."""
+    if "depends" not in task:
+        return all(results[d] in _PLAIN for d in task.get("dependencies", []))
+
+    def term(m: re.Match[str]) -> str:
+        name, result = m.group(1), m.group(2)
+        ok = results[name] == result if result else results[name] in _PLAIN
+        return f" {ok} "
+
+    expr = _DEP.sub(term, task["depends"]).replace("&&", " and ").replace("||", " or ")
+    assert re.fullmatch(r"[\sA-Za-z()!]*", expr), expr
+    return bool(eval(expr.replace("!", " not ")))  # only True/False, and/or/not, parentheses
+
+
+def test_depends_evaluation_follows_argo() -> None:
+    task = {"name": "j", "depends": "a && (b || b.Failed || b.Omitted)"}
+    assert task_runs(task, {"a": "Succeeded", "b": "Succeeded"})
+    assert task_runs(task, {"a": "Succeeded", "b": "Omitted"})
+    assert not task_runs(task, {"a": "Omitted", "b": "Succeeded"})
+    assert not task_runs({"name": "k", "dependencies": ["a"]}, {"a": "Failed"})
+    assert task_deps(task) == ["a", "b"]
+
+
 def _check_references(doc: dict[str, Any]) -> None:
     templates = {t["name"]: t for t in doc["spec"]["templates"]}
     assert len(templates) == len(doc["spec"]["templates"]), "duplicate template names"
@@ -140,9 +179,9 @@ def _check_references(doc: dict[str, Any]) -> None:
         for task in tasks:
             assert task["template"] in templates, f"{task['name']} → {task['template']}"
             used.add(task["template"])
-            for dep in task.get("dependencies", []):
+            for dep in task_deps(task):
                 assert dep in names, f"{tpl['name']}/{task['name']} depends on unknown {dep}"
-        _check_acyclic({t["name"]: t.get("dependencies", []) for t in tasks})
+        _check_acyclic({t["name"]: task_deps(t) for t in tasks})
     assert used <= set(templates)
     assert set(templates) - used == set(), f"unreachable templates: {set(templates) - used}"
 
@@ -187,7 +226,7 @@ def test_dag_follows_graph() -> None:
     for stage in graph:
         name = stage.name.replace("_", "-")
         deps = {f"{d.replace('_', '-')}-merge" for d in stage.inputs}
-        assert set(tasks[name].get("dependencies", [])) == deps
+        assert set(task_deps(tasks[name])) == deps
         assert tasks[f"{name}-merge"]["dependencies"] == [name]
 
 

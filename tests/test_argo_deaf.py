@@ -13,6 +13,7 @@ from typing import Any
 
 import pytest
 import yaml
+from test_argo import task_deps, task_runs
 
 from madbench_common.deaf.graph import PAPER_MODELS, build_deaf_graph
 from madbench_common.deaf.workflow import deaf_lock, render_deaf_workflow
@@ -23,7 +24,8 @@ ROOT = Path(__file__).resolve().parents[1]
 LOCK = ROOT / "images" / "images.lock.yaml"
 PROFILE = ROOT / "k8s" / "overlays" / "gpu-nodepool" / "cluster-profile.yaml"
 DEAF = ROOT / "workflows" / "deaf.yaml"
-_KEYS = {"GEMINI_API_KEY", "OPENAI_API_KEY", "ELEVENLABS_API_KEY", "JUDGE_API_KEY"}
+_KEYS = {"GEMINI_API_KEY", "OPENAI_API_KEY", "ELEVENLABS_API_KEY", "JUDGE_API_KEY",
+         "AZURE_SPEECH_KEY"}
 
 
 def _doc() -> dict[str, Any]:
@@ -58,10 +60,60 @@ def test_dag_follows_the_deaf_graph() -> None:
     for stage in graph:
         name = stage.name.replace("_", "-")
         deps = {f"{d.replace('_', '-')}-merge" for d in stage.inputs}
-        assert set(tasks[name].get("dependencies", [])) == deps
+        assert set(task_deps(tasks[name])) == deps
         assert tasks[f"{name}-merge"]["dependencies"] == [name]
     answers = {f"answer-{m.name.replace('_', '-')}-merge" for m in PAPER_MODELS}
-    assert answers <= set(tasks["deaf-judge"]["dependencies"])
+    assert answers <= set(task_deps(tasks["deaf-judge"]))
+
+
+def _outcome(tasks: dict[str, dict[str, Any]], failed: set[str]) -> dict[str, str]:
+    """Each task's result when the tasks in ``failed`` fail, as Argo schedules a DAG with
+    ``failFast: false`` (a task whose dependencies are unmet is Omitted)."""
+    results: dict[str, str] = {}
+    while len(results) < len(tasks):
+        for name, task in tasks.items():
+            if name in results or not all(d in results for d in task_deps(task)):
+                continue
+            if not task_runs(task, results):
+                results[name] = "Omitted"
+            else:
+                results[name] = "Failed" if name in failed else "Succeeded"
+    return results
+
+
+def test_a_failed_answer_stage_blocks_neither_judge_nor_report() -> None:
+    """One model's answer shards fail: every other stage still runs, through the report
+    (which names the absent model: tests/deaf/test_pipeline.py); the workflow ends Failed.
+    A failed stimulus stage still stops what needs it."""
+    dag = _templates()["madbench"]["dag"]
+    assert dag["failFast"] is False
+    tasks = {t["name"]: t for t in dag["tasks"]}
+    after = _outcome(tasks, {"answer-salmonn"})
+    assert after["answer-salmonn"] == "Failed" and after["answer-salmonn-merge"] == "Omitted"
+    assert {n: r for n, r in after.items() if r != "Succeeded"} == {
+        "answer-salmonn": "Failed", "answer-salmonn-merge": "Omitted"}
+    assert after["deaf-report-merge"] == "Succeeded"
+    merge_failed = _outcome(tasks, {"answer-qwen2-audio-merge"})
+    assert merge_failed["deaf-judge"] == merge_failed["deaf-report"] == "Succeeded"
+    no_trials = _outcome(tasks, {"deaf-trials"})
+    assert {no_trials[n] for n in ("deaf-judge", "deaf-metrics", "deaf-report")} == {"Omitted"}
+    assert _outcome(tasks, set())["deaf-report-merge"] == "Succeeded"
+
+
+def test_sic_voices_are_a_workflow_parameter() -> None:
+    """ElevenLabs voices per SIC profile: a parameter with the documented default set,
+    passed verbatim to sic_tts's pods (and parsed there)."""
+    from madbench_common.deaf.design import ELEVENLABS_VOICES, VOICE_PROFILES
+    from madbench_common.deaf.stages_stimuli import parse_voices
+
+    value = _params()["sic_tts_voices"]
+    assert parse_voices(value) == dict(ELEVENLABS_VOICES)
+    assert set(ELEVENLABS_VOICES) == {p.name for p in VOICE_PROFILES}
+    for verb in ("shard", "merge"):
+        args = _templates()[f"sic-tts-{verb}"]["container"]["args"]
+        assert "voices={{workflow.parameters.sic_tts_voices}}" in args
+        assert "voices" not in json.loads(args[args.index("--params-json") + 1]) \
+            if "--params-json" in args else True
 
 
 def _substitute(arg: str, params: dict[str, str]) -> str:
@@ -85,7 +137,7 @@ def test_pods_run_the_deaf_commands_and_parse() -> None:
         ns = parser.parse_args(args)
         assert ns.func.__module__ == "madbench_common.deaf.cli", tpl["name"]
     assert "sources" not in _params()
-    assert "--param" not in _shard("deaf_sentences")["container"]["args"]
+    assert not any(a.startswith("sources=") for a in _shard("deaf_sentences")["container"]["args"])
 
 
 def test_full_profile_runs_the_papers_models_on_gpu_images() -> None:
@@ -98,15 +150,58 @@ def test_full_profile_runs_the_papers_models_on_gpu_images() -> None:
         if model.gpu:
             assert resources["requests"]["nvidia.com/gpu"] == "1" == \
                 resources["limits"]["nvidia.com/gpu"]
+            assert resources["limits"]["memory"] == model.memory
             assert shard["nodeSelector"] == ClusterProfile.load(PROFILE).gpu_node_selector
             assert "/weights" in {m["mountPath"] for m in shard["container"]["volumeMounts"]}
         else:
             assert "nvidia.com/gpu" not in json.dumps(shard) and "nodeSelector" not in shard
     assert params["sic_tts_model"] == "deaf-elevenlabs"
-    judge = _shard("deaf_judge")["container"]["args"]
-    fixed = json.loads(judge[judge.index("--params-json") + 1])
-    assert fixed == {"judge_base_url": "https://api.deepseek.com/v1",
-                     "judge_model": "deepseek-reasoner"}
+
+
+def test_judge_is_r1_for_every_answer_and_its_endpoint_a_parameter() -> None:
+    """§2.4/§3.1: DeepSeek-R1 labels every answer. Mode, endpoint and model are workflow
+    parameters (deepseek-reasoner no longer serves R1), passed verbatim to the judge pods."""
+    from madbench_common.deaf.judge import R1_BASE_URL, R1_MODEL
+
+    params = _params()
+    assert (params["deaf_judge_mode"], params["deaf_judge_judge_base_url"],
+            params["deaf_judge_judge_model_id"]) == ("llm", R1_BASE_URL, R1_MODEL)
+    assert "deepseek-reasoner" not in DEAF.read_text()
+    for verb in ("shard", "merge"):
+        args = _templates()[f"deaf-judge-{verb}"]["container"]["args"]
+        for key in ("mode", "judge_base_url", "judge_model_id"):
+            assert f"{key}={{{{workflow.parameters.deaf_judge_{key}}}}}" in args
+
+
+def test_qwen3_omni_asks_for_an_80gb_class_gpu_and_ram_for_its_load_path() -> None:
+    """The thinker is ~59 GiB in bf16 and is loaded in host memory before moving to the
+    GPU: 80 GiB for the pod, and a node whose GPUs have more than 70 GiB (GFD label)."""
+    shard = _shard("answer_qwen3_omni")
+    assert shard["container"]["resources"]["limits"]["memory"] == "80Gi"
+    terms = shard["affinity"]["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"]
+    assert terms["nodeSelectorTerms"] == [{"matchExpressions": [
+        {"key": "nvidia.com/gpu.memory", "operator": "Gt", "values": [str(70 * 1024 - 1)]}]}]
+    assert ClusterProfile.load(PROFILE).gpu_memory_label == "nvidia.com/gpu.memory"
+    for other in ("answer_qwen2_audio", "answer_salmonn", "answer_gpt_4o_audio"):
+        assert "affinity" not in _shard(other)
+    assert "affinity" not in _templates()["answer-qwen3-omni-merge"]
+
+
+def test_paper_stimuli_parameters() -> None:
+    """EMIS and DEMAND copies by s3:// URI, the ESC emotional-TTS slot, and BSC speech from
+    Microsoft neural TTS (en-US-GuyNeural) with its key from the Secret."""
+    params = _params()
+    for name in ("deaf_sentences_emis", "esc_tts_a_emis", "esc_tts_b_emis", "esc_tts_c_emis",
+                 "deaf_envlib_demand"):
+        assert params[name] == ""
+    assert params["esc_tts_a_model"] == "ref-deaf-emotion-a"
+    assert json.loads(params["esc_tts_a_model_args"]) == {}
+    assert params["bsc_speech_model"] == "deaf-azure-tts"
+    assert json.loads(params["bsc_speech_model_args"]) == {
+        "region": "eastus", "voices": {"narrator": "en-US-GuyNeural"}}
+    args = _shard("deaf_envlib")["container"]["args"]
+    assert "demand={{workflow.parameters.deaf_envlib_demand}}" in args
+    assert _api_keys(_shard("bsc_speech")).keys() == {"AZURE_SPEECH_KEY"}
 
 
 def test_images_missing_from_the_lock_get_planned_slots() -> None:

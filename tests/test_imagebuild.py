@@ -13,7 +13,7 @@ import pytest
 from madbench_common import imagebuild
 from madbench_common.errors import ConfigError
 from madbench_common.imagebuild import BuildRecord, NoEngine, build_lock
-from madbench_common.imagetest import _host_stages, demo_sources
+from madbench_common.imagetest import _host_stages, demo_sources, pipeline_of
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -87,6 +87,42 @@ def test_image_test_runs_upstream_stages_on_the_host() -> None:
     assert _host_stages(["separate"]) == ["ingest"]
     assert _host_stages(["split"]) == ["ingest", "separate", "source_qc"]
     assert _host_stages(["separate", "source_qc"]) == ["ingest"]
+
+
+def test_image_test_of_deaf_stages_runs_the_deaf_graph() -> None:
+    """A DEAF answer stage's image test makes the stimuli and trials on the host and runs
+    the stage in the image as `madbench deaf stage`."""
+    deaf = pipeline_of(["answer_salmonn"])
+    assert deaf.command == ("madbench", "deaf") and not deaf.sources
+    assert _host_stages(["answer_salmonn"]) == [
+        "deaf_sentences", "deaf_envlib", "esc_tts_a", "esc_tts_b", "esc_tts_c", "bsc_speech",
+        "bsc_mix", "sic_tts", "deaf_trials"]
+    assert pipeline_of(["separate"]).command == ("madbench",)
+    with pytest.raises(ConfigError, match="not all stages"):
+        pipeline_of(["separate", "answer_salmonn"])
+
+
+@pytest.mark.slow
+def test_deaf_image_test_host_part_gives_the_answer_stage_its_queries(tmp_path: Path) -> None:
+    """The host half of `make image-test IMAGE=deaf-salmonn`: stimuli and trials from the
+    committed four sentences, so the answer stage in the image has a few dozen queries."""
+    from madbench_common.deaf.stages_eval import AnswerStage
+    from madbench_common.images import load_image
+    from madbench_common.imagetest import _run_on_host, image_test_params
+    from madbench_common.pipeline.stage import make_context
+    from madbench_common.store import RunStore, open_store
+
+    spec = load_image("deaf-salmonn").image_test
+    assert spec is not None
+    pipeline = pipeline_of(spec.stages)
+    params = image_test_params(spec, pipeline, tmp_path / "unused.csv")
+    assert Path(params["deaf_sentences"]["sentences"]).is_file()
+    _run_on_host(tmp_path / "store", _host_stages(spec.stages), params, pipeline.graph)
+    run = RunStore(open_store(str(tmp_path / "store")), "image-test")
+    ctx = make_context(run, pipeline.graph, "answer_salmonn", params["answer_salmonn"],
+                       "embedded", 0)
+    queries = AnswerStage(ctx).plan()
+    assert 20 <= len(queries) <= 100 and all(q.endswith("#0") for q in queries)
 
 
 def test_image_test_sources_are_demo_clips(tmp_path: Path) -> None:

@@ -83,8 +83,92 @@ def test_overlays_allow_only_dns_api_and_object_storage(overlay: str) -> None:
     for policy in policies.values():
         for rule in policy["spec"].get("egress", []):
             ports |= {p["port"] for p in rule["ports"]}
-    assert ports <= {53, 443, 6443, 9000}
+    assert ports <= {53, 443, 6443, 8443, 9000}
     assert "allow-object-storage" in policies
+
+
+def _selects(selector: dict[str, Any], labels: dict[str, str]) -> bool:
+    """Whether a Kubernetes label selector selects a pod with ``labels``."""
+    if any(labels.get(k) != v for k, v in selector.get("matchLabels", {}).items()):
+        return False
+    for expr in selector.get("matchExpressions", []):
+        key, op, values = expr["key"], expr["operator"], expr.get("values", [])
+        ok = {"Exists": key in labels, "DoesNotExist": key not in labels,
+              "In": labels.get(key) in values,
+              "NotIn": key not in labels or labels[key] not in values}[op]
+        if not ok:
+            return False
+    return True
+
+
+def _egress_cidrs(objs: list[dict[str, Any]], labels: dict[str, str]) -> set[str]:
+    """Every ipBlock CIDR a pod with ``labels`` may reach (in-cluster peers left out)."""
+    cidrs = set()
+    for policy in _by_kind(objs, "NetworkPolicy").values():
+        spec = policy["spec"]
+        if "Egress" not in spec.get("policyTypes", []) or not _selects(spec["podSelector"],
+                                                                         labels):
+            continue
+        for rule in spec.get("egress", []):
+            cidrs |= {peer["ipBlock"]["cidr"] for peer in rule.get("to", [{"ipBlock": {
+                "cidr": "0.0.0.0/0"}}]) if "ipBlock" in peer}
+    return cidrs
+
+
+STAGE_POD = {"workflows.argoproj.io/workflow": "full-abcde", "app.kubernetes.io/part-of":
+             "madbench"}
+
+
+@pytest.mark.parametrize("target", TARGETS, ids=lambda p: p.name)
+def test_media_decoding_pods_have_no_internet_egress(target: Path) -> None:
+    """Stage pods decode untrusted media: they reach private addresses only (the object
+    store, the API server), never 0.0.0.0/0; only the labelled weights-fetch and hosted-
+    API pods go out (issue 19, §9)."""
+    import ipaddress
+
+    objs = _objects(target)
+    for cidr in _egress_cidrs(objs, STAGE_POD):
+        assert ipaddress.ip_network(cidr).is_private, f"{target.name}: stage pods reach {cidr}"
+    for label in ("hub", "api"):
+        assert "0.0.0.0/0" in _egress_cidrs(objs, {**STAGE_POD, "madbench.io/egress": label})
+
+
+def _secret_refs(obj: dict[str, Any]) -> set[str]:
+    """Names of the Secrets a Deployment's or Job's containers read."""
+    spec = obj["spec"]["template"]["spec"]
+    names = set()
+    for c in spec["containers"]:
+        names |= {e["valueFrom"]["secretKeyRef"]["name"] for e in c.get("env", [])
+                  if "secretKeyRef" in e.get("valueFrom", {})}
+        names |= {e["secretRef"]["name"] for e in c.get("envFrom", []) if "secretRef" in e}
+    return names
+
+
+def test_minio_stage_pods_get_a_scoped_user_not_the_root_credentials() -> None:
+    import json
+
+    objs = _objects(K8S / "overlays" / "minio")
+    minio = _by_kind(objs, "Deployment")["minio"]
+    env = {e["name"]: e for e in minio["spec"]["template"]["spec"]["containers"][0]["env"]}
+    for name in ("MINIO_ROOT_USER", "MINIO_ROOT_PASSWORD"):
+        assert env[name]["valueFrom"]["secretKeyRef"]["name"] == "madbench-minio-root"
+    holders = {o["metadata"]["name"] for o in objs if o["kind"] in ("Deployment", "Job")
+               and "madbench-minio-root" in _secret_refs(o)}
+    assert holders == {"minio", "minio-setup"}
+    for wf in (ROOT / "workflows").glob("*.yaml"):
+        assert "madbench-minio-root" not in wf.read_text()  # stage pods: madbench-s3 only
+    policy = json.loads(_by_kind(objs, "ConfigMap")["minio-stage-policy"]["data"]
+                        ["madbench-stage.json"])
+    for st in policy["Statement"]:
+        assert st["Effect"] == "Allow" and not any("*" in a for a in st["Action"])
+        assert all(r == "arn:aws:s3:::madbench" or r.startswith("arn:aws:s3:::madbench/")
+                   for r in st["Resource"])
+        if {"s3:PutObject", "s3:DeleteObject"} & set(st["Action"]):
+            assert set(st["Resource"]) <= {"arn:aws:s3:::madbench/runs/*",
+                                           "arn:aws:s3:::madbench/logs/*"}
+    job = _by_kind(objs, "Job")["minio-setup"]["spec"]["template"]["spec"]["containers"][0]
+    script = " ".join(job["args"])
+    assert "admin policy attach local madbench-stage" in script and "admin user add" in script
 
 
 def test_workflow_names_match_cluster_objects() -> None:

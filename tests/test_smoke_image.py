@@ -15,7 +15,6 @@ madbench_common must be this tree's, e.g. an image made by ``scripts/overlay_ima
 
 from __future__ import annotations
 
-import csv
 import dataclasses
 import hashlib
 import os
@@ -28,6 +27,7 @@ from typing import Any
 import pytest
 import yaml
 
+from madbench_common.faultsuite import demo_sources
 from madbench_common.manifest import read_manifest_bytes
 from madbench_common.pipeline.definition import build_graph
 from madbench_common.pipeline.local import LocalRunner, RunOptions
@@ -79,17 +79,7 @@ _DIGEST_CODE = (
 
 
 def _sources(work: Path) -> Path:
-    with open(DEMO / "sources.csv", newline="") as fh:
-        rows = [r for r in csv.DictReader(fh) if r["clip_id"] in CLIPS]
-    for r in rows:
-        for col in ("path", "speech_stem", "env_stem"):
-            r[col] = str(DEMO / r[col])
-    out = work / "sources.csv"
-    with open(out, "w", newline="") as fh:
-        writer = csv.DictWriter(fh, fieldnames=list(rows[0]))
-        writer.writeheader()
-        writer.writerows(rows)
-    return out
+    return demo_sources(work / "sources", CLIPS)
 
 
 def _templates() -> tuple[dict[str, Any], dict[str, str]]:

@@ -15,7 +15,9 @@ def _samples() -> list[SampleRow]:
         for cond in ("D-R", "D-S"):
             rows += [SampleRow(sample_id=f"{clip}-{cond}-{c}", clip_id=clip, variant="R",
                                protocol="scene_consistency", sc_condition=cond, split=split,
-                               scene_consistent=c) for c in (True, False)]
+                               scene_consistent=c,
+                               env_fit="loop" if (cond, clip, c) == ("D-R", "b", False)
+                               else "") for c in (True, False)]
     return rows
 
 
@@ -59,3 +61,6 @@ def test_table_one_rows() -> None:
     assert table["Samples per protocol, balanced (train / val / test)"] == "8 (4/0/4)"
     assert table["Every protocol = 4 × the same clips"] == "True"
     assert table["Scene consistency D-R (consistent / inconsistent)"] == "2 / 2"
+    # b's D-R donor ê was shorter than b and looped: one of the two inconsistent samples
+    assert table["  D-R donor ê looped to the clip's length (shorter donor)"] == "1 / 2 (50 %)"
+    assert table["  S-R donor ê looped to the clip's length (shorter donor)"] == "0 / 0"

@@ -22,6 +22,7 @@ from madbench_common.store import (
     open_store,
     sha256_bytes,
 )
+from madbench_common.testing import free_port
 
 
 @pytest.mark.parametrize("key", ["", "/abs", "a/../b", "a//b", "./a", "a\\b", "..", "a/b/",
@@ -235,3 +236,62 @@ def test_file_store_conditional_writes(tmp_path: Path) -> None:
 @pytest.mark.s3
 def test_s3_conditional_writes(s3_uri: str) -> None:
     _conditional_ops(S3Store(s3_uri))
+
+
+# ---------------------------------------------------------------- URIs and outages (issue 19)
+
+
+def _cli(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+    import sys
+
+    closed = {"AWS_ENDPOINT_URL": f"http://127.0.0.1:{free_port()}", "AWS_ACCESS_KEY_ID": "x",
+              "AWS_SECRET_ACCESS_KEY": "y", "AWS_REGION": "us-east-1",
+              "MADBENCH_S3_MAX_ATTEMPTS": "1", "MADBENCH_S3_OUTAGE_SECONDS": "0"}
+    return subprocess.run([sys.executable, "-m", "madbench_common.cli", *args],
+                          capture_output=True, text=True, timeout=300,
+                          env={**os.environ, **closed, **(env or {})})
+
+
+@pytest.mark.parametrize(("uri", "words"), [
+    ("s3://madbench/runs/../other", "'..'"),
+    ("s3://madbench/./runs", "'.'"),
+    ("s3://madbench/runs?versionId=3", "query string"),
+    ("s3://madbench/runs#frag", "query string"),
+    ("file:///tmp/runs?x=1", "query string"),
+])
+def test_bad_store_uris_are_configuration_errors(uri: str, words: str) -> None:
+    """Refused at once with exit 3 (never retried as transient, never silently cut)."""
+    done = _cli("status", "--store", uri, "--run-id", "r")
+    assert done.returncode == 3, done.stderr[-1000:]
+    assert words in done.stderr
+
+
+def test_credentials_in_a_store_uri_are_refused_and_never_echoed() -> None:
+    secret = "wJalrXUtnFEMI/K7MDENG+bPxRfiCYzEXAMPLEKEY"
+    for uri in (f"s3://AKIAIOSFODNN7EXAMPLE:{secret}@madbench/runs",
+                f"s3://madbench/runs@AKIAIOSFODNN7EXAMPLE:{secret}"):
+        done = _cli("status", "--store", uri, "--run-id", "r")
+        assert done.returncode == 3, done.stderr[-1000:]
+        assert "credentials do not belong in a URI" in done.stderr
+        assert secret not in done.stdout + done.stderr
+        assert "wJalr" not in done.stdout + done.stderr
+
+
+def test_an_s3_outage_is_ridden_out_for_a_stated_time() -> None:
+    """The window is seconds (MADBENCH_S3_OUTAGE_SECONDS), not attempts: a server that
+    never answers is retried for that long, then exit 75 says so."""
+    import time
+
+    start = time.monotonic()
+    done = _cli("status", "--store", "s3://madbench/runs", "--run-id", "r",
+                env={"MADBENCH_S3_OUTAGE_SECONDS": "4"})
+    seconds = time.monotonic() - start
+    assert done.returncode == 75, done.stderr[-1000:]
+    assert seconds >= 4, seconds
+    assert "a run rides out 4 s" in done.stderr
+
+
+def test_outage_window_setting_is_checked() -> None:
+    done = _cli("status", "--store", "s3://madbench/runs", "--run-id", "r",
+                env={"MADBENCH_S3_OUTAGE_SECONDS": "soon"})
+    assert done.returncode == 3 and "MADBENCH_S3_OUTAGE_SECONDS" in done.stderr

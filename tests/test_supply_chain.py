@@ -14,7 +14,7 @@ import yaml
 
 from madbench_common.imagelock import read_lock
 from madbench_common.sbom import _licenses, make_sbom, parse_lock, sbom_problems
-from madbench_common.secrets_scan import scan_bytes, scan_paths
+from madbench_common.secrets_scan import INJECTED_KEYS, scan_bytes, scan_paths
 from madbench_common.store import RunStore, open_store
 from madbench_common.testing import SeaweedS3
 
@@ -95,6 +95,73 @@ def test_scanner_finds_what_it_must(tmp_path: Path) -> None:
                      "e.pem": "private-key"}
     assert "mysecretvalue123" not in repr(scan_bytes(planted["d.parquet"], "x",
                                                      ["mysecretvalue123"]))
+
+
+def _fake(alphabet: str, n: int, seed: int) -> str:
+    """A credential-shaped random string (made here, so none sits in the repository)."""
+    import random
+
+    rng = random.Random(seed)
+    return "".join(rng.choice(alphabet) for _ in range(n))
+
+
+ALNUM = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789"
+
+
+def test_scanner_finds_the_keys_the_workflows_inject(tmp_path: Path) -> None:
+    """OpenAI, Gemini, ElevenLabs and JSON-form AWS secrets, and any value assigned to a
+    name the workflows inject (issue 19, §8)."""
+    planted = {
+        "openai.log": "key=sk-proj-" + _fake(ALNUM + "_-", 120, 1),
+        "gemini.json": '{"k": "AIza' + _fake(ALNUM + "_-", 35, 2) + '"}',
+        "eleven.txt": "xi-api-key: sk_" + _fake("0123456789abcdef", 48, 3),
+        "sts.json": '{"Credentials": {"SecretAccessKey": "' + _fake(ALNUM + "/+", 40, 4)
+                    + '"}}',
+        "judge.env": "JUDGE_API_KEY=" + _fake(ALNUM, 24, 5),
+    }
+    for name, text in planted.items():
+        (tmp_path / name).write_text(text)
+    kinds = {Path(f.where).name: f.kind for f in scan_paths([tmp_path])}
+    assert kinds == {"openai.log": "openai-api-key", "gemini.json": "google-api-key",
+                     "eleven.txt": "elevenlabs-api-key",
+                     "sts.json": "aws-secret-access-key-json", "judge.env": "injected-secret"}
+
+
+def test_scanner_reads_decoded_parquet_values(tmp_path: Path) -> None:
+    """A literal in a zstd-compressed Parquet column is not in the file's bytes; the
+    scanner decodes the columns and finds it."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    secret = _fake(ALNUM, 32, 6)
+    table = pa.table({"detail": [f"row {i} {secret}" for i in range(200)],
+                      "tags": [[f"t{i}", secret] for i in range(200)]})
+    path = tmp_path / "manifest.parquet"
+    pq.write_table(table, path, compression="zstd", write_statistics=False)
+    data = path.read_bytes()
+    assert secret.encode() not in data
+    found = scan_bytes(data, "m", known=[secret])
+    assert {f.where for f in found if f.kind == "known-secret"} == {"m:detail", "m:tags"}
+    assert secret not in repr(found)
+
+
+def test_every_key_the_workflows_inject_has_a_pattern() -> None:
+    keys: set[str] = set()
+
+    def walk(node: object) -> None:
+        if isinstance(node, dict):
+            if isinstance(node.get("secretKeyRef"), dict):
+                keys.add(node["secretKeyRef"]["key"])
+            for value in node.values():
+                walk(value)
+        elif isinstance(node, list):
+            for value in node:
+                walk(value)
+
+    for wf in (ROOT / "workflows").glob("*.yaml"):
+        walk(yaml.safe_load(wf.read_text()))
+    assert {"OPENAI_API_KEY", "GEMINI_API_KEY", "AWS_SECRET_ACCESS_KEY"} <= keys
+    assert keys - {"AWS_REGION", "AWS_ENDPOINT_URL"} <= set(INJECTED_KEYS)
 
 
 def _repo_files() -> list[Path]:

@@ -88,10 +88,12 @@ def _run_options(run: argparse.ArgumentParser) -> None:
     run.add_argument("--snrs", default="", help="BSC SNRs in dB, e.g. --snrs=-10,0,10 (default: "
                                                 "the paper's five)")
     run.add_argument("--repeats", type=int, default=0, help="answers per query (default 3)")
-    run.add_argument("--judge-url", default="", help="OpenAI-compatible base URL of the "
-                                                    "LLM judge (default: rule judge only)")
-    run.add_argument("--judge-model", default="deepseek-reasoner")
-    run.add_argument("--judge-mode", default="", help="rule+llm (default), llm or rule")
+    run.add_argument("--judge-url", default="", help="OpenAI-compatible base URL of the LLM "
+                     "judge (default: DeepSeek-R1 at OpenRouter, key in $JUDGE_API_KEY)")
+    run.add_argument("--judge-model", default="", help="the judge's model id (default: "
+                     "deepseek/deepseek-r1)")
+    run.add_argument("--judge-mode", default="", help="llm (default: every answer to the LLM "
+                     "judge, as the paper), rule+llm, or rule (offline keyword rules)")
     run.add_argument("--stub-apis", action="store_true",
                      help="answer the hosted-API stages and the LLM judge from a local stub "
                           "server (tests and the demo; never a model's answers)")
@@ -124,7 +126,8 @@ def run_params(args: argparse.Namespace, stages: list[str]) -> dict[str, dict[st
             put(stage, "repeats", args.repeats)
     if args.judge_url:
         put("deaf_judge", "judge_base_url", args.judge_url)
-        put("deaf_judge", "judge_model", args.judge_model)
+    if args.judge_model:
+        put("deaf_judge", "judge_model_id", args.judge_model)
     if args.judge_mode:
         put("deaf_judge", "mode", args.judge_mode)
     for stage, values in parse_set(args.set).items():
@@ -160,7 +163,9 @@ def cmd_run(args: argparse.Namespace) -> int:
                       shards=_shards(args.shards), progress=not args.no_progress)
     stub = stub_apis(graph, params) if args.stub_apis else contextlib.nullcontext()
     with stub:
-        DeafRunner(factory, opts, venvs, models).execute()
+        runner = DeafRunner(factory, opts, venvs, models)
+        runner.preflight()  # every missing key, weight, tool at once, before any stage
+        runner.execute()
     print_status(collect_status(RunStore(open_store(args.store), args.run_id), graph),
                  table1=False)
     _print_report(RunStore(open_store(args.store), args.run_id), quiet=True)

@@ -6,7 +6,9 @@ the paper is silent and names the choice made.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
+from types import MappingProxyType
 
 from madbench_common.errors import ConfigError
 
@@ -14,6 +16,7 @@ __all__ = [
     "CATEGORIES",
     "CONFLICTS",
     "CROSS_CATEGORY",
+    "ELEVENLABS_VOICES",
     "EMOTIONS",
     "ENVIRONMENTS",
     "LEVELS",
@@ -24,6 +27,7 @@ __all__ = [
     "category_of",
     "cross_mismatch",
     "environment",
+    "level2_cross_claim",
     "voice_profile",
     "within_mismatch",
 ]
@@ -118,6 +122,30 @@ def cross_mismatch(code: str) -> str:
     return _members(CROSS_CATEGORY[category])[_members(category).index(code)]
 
 
+LEVEL2_CROSS_CLAIMS = MappingProxyType({"Nature": "STRAFFIC", "Office": "NPARK"})
+"""Background category → the environment a Level 2 Cross claim names, where Appendix A.3
+names a DEMAND environment: "Background is nature → 'This audio was recorded in a busy
+city with traffic noise'" (STRAFFIC) and "Background is office → '… outdoors in a forest
+with birds'" (NPARK). A.3's third pair, traffic → "a quiet beach with ocean waves",
+names no DEMAND environment (no clip could be its matched control), so Street
+backgrounds, like the categories A.3 does not list, take A.2.2's Cross pairing."""
+
+
+def level2_cross_claim(code: str) -> str:
+    """The environment a Level 2 Cross-Mismatch prompt claims over background ``code``.
+
+    §2.3 / Appendix A.3: a Level 2 prompt describes an environment the neutral-content
+    audio does not carry, chosen by the background's category. The paper does not say how
+    its Level 2 Within and Cross conditions (Table 4's L2 column) were built; here each
+    neutral clip is asked twice, once with a Cross claim (this one, another category) and
+    once with a Within claim (:func:`within_mismatch`, same category).
+    """
+    category = category_of(code)
+    if category in LEVEL2_CROSS_CLAIMS:
+        return LEVEL2_CROSS_CLAIMS[category]
+    return cross_mismatch(code)
+
+
 @dataclass(frozen=True)
 class VoiceProfile:
     """A SIC voice profile (§2.1, Table 8): gender and age group."""
@@ -133,6 +161,27 @@ VOICE_PROFILES = (
     VoiceProfile("elderly_male", "male", "elderly"),
     VoiceProfile("elderly_female", "female", "elderly"),
 )
+
+
+ELEVENLABS_VOICES: Mapping[str, str] = MappingProxyType({
+    "young_male": "TX3LPaxmHKxFdv7VOQHJ",      # "Liam": male, young, American
+    "young_female": "EXAVITQu4vr4xnSDxMaL",    # "Sarah" (formerly "Bella"): female, young
+    "elderly_male": "pqHfZKP75CvOlQylNhV4",    # "Bill": male, old, American
+    "elderly_female": "pFZP5JQG7iQjIQuC4Bku",  # "Lily": female, middle-aged, British, raspy
+})
+"""The default SIC voices: ElevenLabs *premade* (default) voices, one per profile.
+
+DEAF's own voice ids (its Table 8) are not in the text we have, so these are a documented
+choice, not the paper's voices. Premade voices are public: every ElevenLabs account can
+use them, and ``GET https://api.elevenlabs.io/v1/voices`` lists them with
+``category: premade`` and ``labels`` (gender, age, accent); ElevenLabs' "default voices"
+documentation page shows the same set. The ages above are those labels as several public
+copies of that list show them (not re-checked against the API from this machine, which
+reaches no network). The premade set has no voice labelled old and female: Lily
+(middle-aged, raspy) is the closest, so for a faithful elderly-female profile pass a
+Voice Library voice id. Override the whole set with the workflow parameter
+``sic_tts_voices`` (``argo submit -p 'sic_tts_voices={"young_male": "…", …}'``) or
+``--set sic_tts.voices=…`` locally. Voice ids are not secrets."""
 
 
 def voice_profile(gender: str, age: str) -> VoiceProfile:

@@ -1,8 +1,9 @@
 """BSC background library: DEMAND where the user has it, else the offline Debian library; mixing.
 
 The paper mixes speech with DEMAND (Thiemann et al. 2013; Table 6), 18 environments of
-16-channel recordings. With ``demand=<folder>`` the library reads channel 1 of each
-``<CODE>/ch01.wav`` (the layout of DEMAND's per-environment zips). Without it, the
+16-channel recordings. With ``demand=<folder or s3:// prefix>`` the library reads channel
+1 of each ``<CODE>/ch01.wav`` (the layout of DEMAND's per-environment zips;
+:mod:`.datasets`). Without it, the
 offline library committed under ``data/deaf/envlib/`` is used: freely licensed real
 recordings from Debian packages (``scripts/build_deaf_envlib.py``), one FLAC per
 environment that has one, with ``envlib.csv`` naming each file's sources, licence and
@@ -20,6 +21,7 @@ crossfade.
 from __future__ import annotations
 
 import csv
+import io
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -27,6 +29,7 @@ import numpy as np
 import soundfile as sf
 
 from madbench_common.audio import resample
+from madbench_common.deaf.datasets import has_file, is_remote, read_file
 from madbench_common.deaf.design import ENVIRONMENTS, Environment
 from madbench_common.dsp import normalise
 from madbench_common.errors import ConfigError
@@ -54,11 +57,13 @@ class LibraryEntry:
     attribution: str = ""
 
 
-def _demand_entries(root: Path) -> list[LibraryEntry]:
+def _demand_entries(root: str) -> list[LibraryEntry]:
     out = []
     for env in ENVIRONMENTS:
-        path = root / env.code / "ch01.wav"
-        out.append(LibraryEntry(env, "demand", "recording", str(path) if path.exists() else "",
+        rel = f"{env.code}/ch01.wav"
+        path = f"{root.rstrip('/')}/{rel}" if is_remote(root) else str(Path(root) / rel)
+        out.append(LibraryEntry(env, "demand", "recording",
+                                path if has_file(root, rel) else "",
                                 (f"{env.code}/ch01.wav",), "CC-BY-SA-3.0",
                                 "DEMAND, Thiemann, Ito & Vincent (2013)"))
     return out
@@ -85,10 +90,9 @@ def _debian_entries(root: Path) -> list[LibraryEntry]:
 def library_entries(library: str = DEFAULT_LIBRARY, demand: str = "") -> list[LibraryEntry]:
     """One entry per DEMAND environment, from DEMAND if ``demand`` is set, else the library."""
     if demand:
-        root = Path(demand)
-        if not root.is_dir():
+        if not is_remote(demand) and not Path(demand).is_dir():
             raise ConfigError(f"{demand}: DEMAND folder not found")
-        return _demand_entries(root)
+        return _demand_entries(demand)
     return _debian_entries(Path(library))
 
 
@@ -96,7 +100,12 @@ def load_background(entry: LibraryEntry, sample_rate: Hertz, max_seconds: float)
     """The entry's background, mono at ``sample_rate``, at most ``max_seconds`` long."""
     if not entry.path:
         raise ConfigError(f"{entry.env.code}: no background in the library")
-    audio, sr = sf.read(entry.path, dtype="float32", always_2d=True)
+    if is_remote(entry.path):
+        root, _, rel = entry.path.rpartition("/")
+        source: str | io.BytesIO = io.BytesIO(read_file(root, rel))
+    else:
+        source = entry.path
+    audio, sr = sf.read(source, dtype="float32", always_2d=True)
     x = resample(audio[:, 0], sr, sample_rate)
     return x[: int(max_seconds * sample_rate)]
 

@@ -2,9 +2,32 @@
 
 Stimuli (sentences, background library, three ESC TTS settings, BSC speech and mixing,
 SIC voices) → trials → one ``answer_<model>`` stage per model → judge → metrics →
-report. Stage defaults are the CPU references and the rule judge, so a laptop runs the
-whole graph; each stage's ``full`` profile names what ``workflows/deaf.yaml`` runs:
-the paper's models on their images, ElevenLabs for SIC and DeepSeek-R1 as the judge.
+report. Stimulus stages default to the CPU references, so a laptop makes every clip;
+each stage's ``full`` profile names what ``workflows/deaf.yaml`` runs: the paper's
+models on their images and ElevenLabs for SIC. The judge is the paper's in both
+profiles: DeepSeek-R1 labels every answer (§2.4, §3.1; :mod:`.judge`), so a run needs
+``$JUDGE_API_KEY`` (or another endpoint: workflow parameters ``deaf_judge_judge_base_url``
+and ``deaf_judge_judge_model_id``); ``mode=rule`` is the offline keyword option.
+
+One model's failed answer stage does not stop the others: the judge and the report take
+the answer stages as optional inputs (``Stage.optional_inputs``). On Argo they wait for
+every answer stage to finish, succeeded or failed (``depends``, ``failFast: false``); the
+judge judges the models that answered, metrics cover them, and the report lists each
+absent model as such (no answers: its stage failed or did not run). The workflow still
+ends Failed, naming the failed stage. A local ``madbench deaf run`` stops at the first
+failed stage instead (rerun it, or ``--models`` without that model, to finish).
+
+SIC voices (``sic_tts``'s ``voices``: profile → ElevenLabs voice id) are the workflow
+parameter ``sic_tts_voices`` (JSON), by default :data:`~.design.ELEVENLABS_VOICES`.
+
+The paper's stimuli on a cluster (§2.1, Appendix A.2): ``deaf_sentences_emis`` and
+``esc_tts_{a,b,c}_emis`` (one ``s3://`` EMIS copy: its sentences and its three TTS
+systems' clips), ``deaf_envlib_demand`` (an ``s3://`` DEMAND copy), and BSC speech from
+Microsoft neural TTS (``bsc_speech``: ``deaf-azure-tts``, en-US-GuyNeural, key
+``AZURE_SPEECH_KEY``, region in ``bsc_speech_model_args``). Each ESC setting is also a
+model slot: ``esc_tts_<s>_model``/``_image``/``_model_args`` take any registered
+``emotional_tts`` model (``synthesise(text, emotion, sample_rate, seed)``) in place of
+the CPU reference when no EMIS copy is given.
 
 Answer stages: the paper's seven models by default (§3.1), or any list of
 :data:`PAPER_MODELS` names and ``name=slug`` pairs naming any registered ``OmniModel``
@@ -16,6 +39,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from madbench_common.deaf.design import ELEVENLABS_VOICES
+from madbench_common.deaf.judge import DEFAULT_MODE, JUDGE_MAX_TOKENS, R1_BASE_URL, R1_MODEL
 from madbench_common.errors import ConfigError
 from madbench_common.pipeline.graph import Graph, Stage
 
@@ -28,13 +53,16 @@ CLIP_STAGES = ("esc_tts_a", "esc_tts_b", "esc_tts_c", "bsc_mix", "sic_tts")
 
 @dataclass(frozen=True)
 class AnswerModel:
-    """One answer stage: ``answer_<name>`` runs ``slug`` on ``image``."""
+    """One answer stage: ``answer_<name>`` runs ``slug`` on ``image``; a GPU model's pod
+    asks for ``memory`` and, where set, a GPU of more than ``gpu_memory_gib``."""
 
     name: str
     slug: str
     image: str = "reference-cpu"
     gpu: int = 0
     secrets: tuple[str, ...] = ()
+    memory: str = "48Gi"
+    gpu_memory_gib: int = 0
 
     @property
     def stage(self) -> str:
@@ -47,10 +75,23 @@ PAPER_MODELS = (
     AnswerModel("gpt_4o_audio", "deaf-gpt-4o-audio", secrets=("OPENAI_API_KEY",)),
     AnswerModel("audio_flamingo3", "deaf-audio-flamingo3", "deaf-tf5", 1),
     AnswerModel("qwen2_audio", "deaf-qwen2-audio", "deaf-tf5", 1),
-    AnswerModel("qwen3_omni", "deaf-qwen3-omni", "deaf-tf5", 1),
+    AnswerModel("qwen3_omni", "deaf-qwen3-omni", "deaf-tf5", 1, memory="80Gi",
+                gpu_memory_gib=70),
     AnswerModel("salmonn", "deaf-salmonn", "deaf-salmonn", 1),
 )
-"""The seven models of §3.1, in the paper's order."""
+"""The seven models of §3.1, in the paper's order.
+
+Qwen3-Omni-30B-A3B's thinker (the only part built: ``enable_audio_output=False``) has
+31.3 B parameters (counted on the meta device from transformers 5.24's
+``Qwen3OmniMoeThinkerConfig`` with the release's 48 text layers and 152,064-token
+vocabulary; the release's 32 query heads add ~0.45 B): ~59 GiB in bf16. Its adapter
+loads with ``from_pretrained`` (no ``device_map``) into host memory and then moves to
+the GPU, so the pod holds the whole thinker in RAM once: 80 GiB covers it plus the
+interpreter, torch and CUDA context (the other models keep 48 GiB). On the GPU it
+needs the 59 GiB plus activations for a few seconds of audio: an 80 GB-class card
+(A100/H100 80 GB, H200), hence ``gpu_memory_gib=70`` — more than a 48 GB L40S or
+A6000 offers. (§3.1 ran every open model on one RTX 4090, 24 GB, which cannot hold
+this thinker in bf16; the paper does not say how.)"""
 
 
 def resolve_models(names: Sequence[str]) -> list[AnswerModel]:
@@ -81,26 +122,35 @@ def _stimulus_stages() -> list[Stage]:
     esc = [Stage(name=f"esc_tts_{s}", role="emotional_tts",
                  target=f"{_PKG}.stages_stimuli:EscStage",
                  inputs=("deaf_sentences",), outputs=("deaf_stimuli",),
-                 model=f"ref-deaf-emotion-{s}", shards=4, params={"setting": s, "emis": ""})
+                 model=f"ref-deaf-emotion-{s}", shards=4,
+                 params={"setting": s, "emis": "", "model_args": {}},
+                 workflow_params=("emis", "model_args"))
            for s in "abc"]
     return [
         Stage(name="deaf_sentences", role="core", target=f"{_PKG}.stages_stimuli:SentencesStage",
               outputs=("deaf_sentences",), timeout=600,
-              params={"sentences": "", "emis": "", "per_stratum": 0}),
+              params={"sentences": "", "emis": "", "per_stratum": 0},
+              workflow_params=("emis",)),
         Stage(name="deaf_envlib", role="core", target=f"{_PKG}.stages_stimuli:EnvLibStage",
               outputs=("deaf_envlib",), timeout=600,
-              params={"library": "", "demand": "", "seconds": 20.0}),
+              params={"library": "", "demand": "", "seconds": 20.0},
+              workflow_params=("demand",)),
         *esc,
         Stage(name="bsc_speech", role="voice_tts", target=f"{_PKG}.stages_stimuli:BscSpeechStage",
               inputs=("deaf_sentences",), outputs=("deaf_stimuli",), model="ref-deaf-voices",
-              shards=2),
+              shards=2, params={"model_args": {}},
+              full={"model": "deaf-azure-tts",
+                    "params": {"model_args": {"region": "eastus",
+                                              "voices": {"narrator": "en-US-GuyNeural"}}}},
+              secrets=("AZURE_SPEECH_KEY",), workflow_params=("model_args",)),
         Stage(name="bsc_mix", role="core", target=f"{_PKG}.stages_stimuli:BscMixStage",
               inputs=("deaf_sentences", "bsc_speech", "deaf_envlib"), outputs=("deaf_stimuli",),
               shards=4, params={"snrs": [-10, -5, 0, 5, 10], "pairing_seed": 0}),
         Stage(name="sic_tts", role="voice_tts", target=f"{_PKG}.stages_stimuli:SicStage",
               inputs=("deaf_sentences",), outputs=("deaf_stimuli",), model="ref-deaf-voices",
-              shards=2, params={"model_args": {}},
-              full={"model": "deaf-elevenlabs"}, secrets=("ELEVENLABS_API_KEY",)),
+              shards=2, params={"model_args": {}, "voices": ""},
+              full={"model": "deaf-elevenlabs", "params": {"voices": dict(ELEVENLABS_VOICES)}},
+              secrets=("ELEVENLABS_API_KEY",), workflow_params=("voices",)),
     ]
 
 
@@ -110,7 +160,9 @@ def _answer_stage(m: AnswerModel) -> Stage:
         inputs=("deaf_trials", *CLIP_STAGES), outputs=("deaf_answers",), model=m.slug,
         memory="4Gi", shards=4, timeout=6 * 3600, secrets=m.secrets,
         params={"repeats": 3, "cache": "", "model_args": {}},
-        full={"image": m.image, "gpu": m.gpu, "memory": "48Gi"} if m.gpu else {},
+        full={"image": m.image, "gpu": m.gpu, "memory": m.memory,
+              **({"gpu_memory_gib": m.gpu_memory_gib} if m.gpu_memory_gib else {})}
+        if m.gpu else {},
     )
 
 
@@ -125,16 +177,17 @@ def build_deaf_graph(models: Sequence[str] = ()) -> Graph:
               inputs=CLIP_STAGES, outputs=("deaf_trials",), params={"prompts": ""}),
         *answer_stages,
         Stage(name="deaf_judge", role="judge", target=f"{_PKG}.stages_eval:JudgeStage",
-              inputs=("deaf_trials", *names), outputs=("deaf_verdicts",), shards=4,
+              inputs=("deaf_trials", *names), optional_inputs=names,
+              outputs=("deaf_verdicts",), shards=4,
               timeout=6 * 3600, secrets=("JUDGE_API_KEY",),
-              params={"mode": "rule+llm", "judge_base_url": "", "judge_model": "",
-                      "judge_key_env": "JUDGE_API_KEY", "judge_prompt": "", "cache": ""},
-              full={"params": {"judge_base_url": "https://api.deepseek.com/v1",
-                               "judge_model": "deepseek-reasoner"}}),
+              params={"mode": DEFAULT_MODE, "judge_base_url": R1_BASE_URL,
+                      "judge_model_id": R1_MODEL, "judge_key_env": "JUDGE_API_KEY",
+                      "judge_max_tokens": JUDGE_MAX_TOKENS, "judge_prompt": "", "cache": ""},
+              workflow_params=("mode", "judge_base_url", "judge_model_id")),
         Stage(name="deaf_metrics", role="core", target=f"{_PKG}.stages_eval:MetricsStage",
               inputs=("deaf_trials", "deaf_judge"), outputs=("deaf_metrics",),
               memory="4Gi", params={"n_boot": 10_000}),
         Stage(name="deaf_report", role="core", target=f"{_PKG}.stage_report:ReportStage",
               inputs=("deaf_metrics", "deaf_judge", "deaf_envlib", *CLIP_STAGES, *names),
-              outputs=("deaf_report",)),
+              optional_inputs=names, outputs=("deaf_report",)),
     ])

@@ -1,15 +1,30 @@
 """DEAF judges: label an open answer Correct, Trap or Other against a trial's key (§2.4).
 
-* :class:`RuleJudge` decides only unambiguous answers: exactly one asserted class (no
-  hedge, no refusal) that is the acoustic truth (C), the text's class (T) or another
-  class (O); or a bare refusal / an answer that names no class at all (O). Anything else
-  — several classes, a hedge, a refusal with a class, a Q2 answer with little overlap —
-  it leaves undecided.
-* :class:`LLMJudge` asks an OpenAI-compatible chat model (the paper: DeepSeek-R1) with the
-  versioned prompt of :mod:`madbench_common.deaf.prompts` and reads ``LABEL: C|T|O``.
-* :func:`judge_answer` applies them by mode: ``rule+llm`` (default: rules first, the
-  LLM for the rest), ``llm`` (every answer, as the paper does) or ``rule`` (offline: an
-  undecided answer is labelled O by judge ``none``, and the report counts those).
+The paper's judge is an LLM: "All Audio MLLMs' responses are evaluated by DeepSeek-R1
+serving as the LLM judge" (§3.1), into C (aligns with the acoustic ground truth), T
+(aligns with the textual bias, semantic or prompt) or O (incorrect otherwise, vague, or
+a refusal) (§2.4).
+
+* :class:`LLMJudge` asks an OpenAI-compatible chat model with the versioned prompt of
+  :mod:`madbench_common.deaf.prompts` and reads ``LABEL: C|T|O``. The default judge is
+  DeepSeek-R1 (:data:`R1_MODEL` at :data:`R1_BASE_URL`, key in ``$JUDGE_API_KEY``): DeepSeek's
+  own ``deepseek-reasoner`` no longer serves R1 (it names the thinking mode of V3.1 and
+  later), so the default is R1 (the January 2025 open weights) behind OpenRouter's
+  OpenAI-compatible endpoint. Any other endpoint serving R1 works the same way, e.g. a
+  self-hosted vLLM (``judge_base_url=http://<host>:8000/v1``,
+  ``judge_model_id=deepseek-ai/DeepSeek-R1``). R1 thinks before it answers and its thinking
+  counts against ``max_tokens`` on most servers, hence the default of 8,192.
+* :class:`RuleJudge` — keyword rules, an **offline option**, not the paper's judge. It
+  decides only unambiguous answers: exactly one asserted class (no hedge, no refusal)
+  that is the acoustic truth (C), the text's class (T) or another class (O), or an empty
+  answer or a bare refusal (O). Anything else — no class named (``"I hear a vacuum
+  cleaner"`` names an environment only by its sound), several classes, a hedge, a
+  refusal with a class, a middle age on an age question, a Q2 answer with little overlap
+  — it leaves undecided.
+* :func:`judge_answer` applies them by mode: ``llm`` (default: every answer to the LLM, as
+  the paper does), ``rule+llm`` (rules first, the LLM for the rest: cheaper, not the
+  paper's protocol) or ``rule`` (offline: an undecided answer is labelled O by judge
+  ``none``, and the report counts those).
 
 Keys: ESC classes are emotions; BSC classes are DEMAND environments, and on a
 Cross-Mismatch (categories differ) an answer naming only a category decides by category;
@@ -29,10 +44,17 @@ from madbench_common.deaf.rows import TrialRow
 from madbench_common.errors import ConfigError
 from madbench_common.models.openai_compat import ChatClient
 
-__all__ = ["MODES", "LLMJudge", "RuleJudge", "Verdict", "describe", "judge_answer",
-           "parse_label"]
+__all__ = ["DEFAULT_MODE", "JUDGE_MAX_TOKENS", "MODES", "R1_BASE_URL", "R1_MODEL", "LLMJudge",
+           "RuleJudge", "Verdict", "describe", "judge_answer", "parse_label"]
 
-MODES = ("rule+llm", "llm", "rule")
+MODES = ("llm", "rule+llm", "rule")
+DEFAULT_MODE = "llm"
+"""Every answer to the LLM judge (§2.4, §3.1)."""
+R1_BASE_URL = "https://openrouter.ai/api/v1"
+R1_MODEL = "deepseek/deepseek-r1"
+"""DeepSeek-R1 (Guo et al. 2025; the 671B MoE released 20 January 2025) as OpenRouter names
+it; ``deepseek/deepseek-r1-0528`` is its May 2025 update."""
+JUDGE_MAX_TOKENS = 8192
 _LABEL = re.compile(r"LABEL\s*[:=]\s*\**\s*([CTO])\b", re.IGNORECASE)
 
 
@@ -60,10 +82,13 @@ class RuleJudge:
         if trial.question == "q2":
             return self._semantic(trial, response, refusal)
         found = self._classes(trial, response)
-        if not found:
-            return Verdict("O", self.name, "refusal" if refusal else "names no class")
+        if not found:  # an empty answer or a bare refusal; else it may describe a class
+            return Verdict("O", self.name, "refusal") if refusal else None
         if refusal or lexicon.is_hedged(response):
             return None
+        if trial.conflict == "sic" and "age" in trial.attrs and lexicon.names_middle_age(
+                response):
+            return None  # neither age group: the LLM weighs it
         label = self._label(trial, response, found)
         return None if label is None else Verdict(label, self.name, f"asserts {sorted(found)}")
 
@@ -148,7 +173,8 @@ def parse_label(text: str) -> str | None:
 class LLMJudge:
     """An OpenAI-compatible chat model grading with the versioned judge prompt."""
 
-    def __init__(self, client: ChatClient, prompt: JudgePrompt, max_tokens: int = 2048) -> None:
+    def __init__(self, client: ChatClient, prompt: JudgePrompt,
+                 max_tokens: int = JUDGE_MAX_TOKENS) -> None:
         self.client, self.prompt, self.max_tokens = client, prompt, max_tokens
         self.name = f"llm:{client.model}"
 
@@ -181,6 +207,6 @@ def judge_answer(trial: TrialRow, response: str, mode: str,
             return verdict
     if llm is None:
         if mode == "llm":
-            raise ConfigError("judge mode 'llm' needs judge_base_url and judge_model")
+            raise ConfigError("judge mode 'llm' needs judge_base_url and judge_model_id")
         return Verdict("O", "none", "undecided by the rules; no LLM judge configured")
     return llm.judge(trial, response)

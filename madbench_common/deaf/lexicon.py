@@ -14,7 +14,7 @@ import re
 from madbench_common.deaf.design import ENVIRONMENTS
 
 __all__ = ["ages_in", "categories_in", "content_overlap", "emotions_in", "environments_in",
-           "genders_in", "is_hedged", "is_refusal"]
+           "genders_in", "is_hedged", "is_refusal", "names_middle_age"]
 
 _NEG = re.compile(r"\b(not|no|never|neither|nor|without|hardly|n't|rather than|instead of)\b"
                   r"|n't\b", re.IGNORECASE)
@@ -71,7 +71,7 @@ GENDER_TERMS = {
 AGE_TERMS = {
     "young": r"young\w*|youth\w*|teen\w*|child|kid|boy|girl|adolescent|juvenile|student|"
              r"(?:in (?:his|her|their) )?(?:teens|twenties|20s)",
-    "elderly": r"elderly|old|older|aged|senior|elder|grandmother|grandfather|"
+    "elderly": r"elderly|old|older|senior|elder|grandmother|grandfather|"
                r"(?:in (?:his|her|their) )?(?:sixties|seventies|eighties|nineties|"
                r"60s|70s|80s|90s)",
 }
@@ -83,7 +83,10 @@ _REFUSAL = re.compile(
 _HEDGE = re.compile(r"\b(?:maybe|perhaps|possibly|might|could be|may be|either|unclear|"
                     r"hard to (?:tell|say)|difficult to (?:tell|say|determine)|not sure|"
                     r"uncertain|ambiguous|mix(?:ed|ture) of|or)\b", re.IGNORECASE)
-_AGE_NUMBER = re.compile(r"\b(\d{1,3})[- ]?(?:years?|yrs?)[- ]old\b", re.IGNORECASE)
+_MIDDLE_AGE = re.compile(r"\bmiddle[- ]?aged?\b|\b(?:in (?:his|her|their) )?(?:forties|fifties|"
+                         r"40s|50s)\b", re.IGNORECASE)
+_AGE_NUMBER = re.compile(r"\b(\d{1,3})[- ]?(?:years?|yrs?)[- ]old\b|\baged (?:about |around |"
+                         r"roughly |approximately )?(\d{1,3})\b", re.IGNORECASE)
 _STOP = frozenset([
     "that", "this", "with", "have", "from", "they", "them", "their", "there", "what", "when",
     "where", "which", "while", "about", "would", "could", "should", "your", "just", "been",
@@ -123,11 +126,21 @@ def genders_in(text: str) -> set[str]:
 
 
 def ages_in(text: str) -> set[str]:
+    """``young`` / ``elderly`` the answer asserts. A middle age (``middle-aged``, ``in his
+    forties``, 40–59 years) is neither (:func:`names_middle_age`), and ``aged`` is no age
+    word: ``middle-aged`` and ``aged 30`` must not read as elderly."""
     found = _asserted(re.sub(_AGE_NUMBER, "", text), AGE_TERMS)
     for m in _AGE_NUMBER.finditer(text):
-        years = int(m.group(1))
+        years = int(m.group(1) or m.group(2))
         found |= {"young"} if years < 40 else {"elderly"} if years >= 60 else set()
     return found
+
+
+def names_middle_age(text: str) -> bool:
+    """Whether the answer places the speaker in middle age (neither SIC age group)."""
+    if _MIDDLE_AGE.search(text):
+        return True
+    return any(40 <= int(m.group(1) or m.group(2)) < 60 for m in _AGE_NUMBER.finditer(text))
 
 
 def is_refusal(text: str) -> bool:

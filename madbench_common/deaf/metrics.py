@@ -15,14 +15,20 @@ then averaged. A missing answer (the model call failed) is excluded, not counted
 **Δ ARS** (§3.4, Table 5): ``ARS(explicit) − ARS(implicit)`` of one model and conflict type,
 over the levels whose sentences are explicit or implicit (L1 and L3 pooled; L2 uses
 neutral sentences). The 95 % interval is the percentile interval of 10,000 bootstrap
-resamples that draw trials with replacement within each condition (a trial keeps all its
-repeats and its control); the two-sided p-value is ``min(1, 2·min(P*(Δ ≤ 0), P*(Δ ≥ 0)))``
+resamples (Table 5: "95% bootstrap CIs (10,000 resamples)") that draw **sentences** with
+replacement within each condition, each drawn sentence bringing all its trials (every
+repeat and control with them). Trials of one sentence are not independent: L1 and L3
+ask about the same clips (§2.2: "Level 2 and Level 3 do not require additional audio"),
+and one sentence is heard in three TTS settings (ESC), at five SNRs and two pairings
+(BSC) or in several voices (SIC); resampling trials as if independent would make the
+interval too narrow. The two-sided p-value is ``min(1, 2·min(P*(Δ ≤ 0), P*(Δ ≥ 0)))``
 with ``(count + 1)/(B + 1)`` estimates, so it is never 0 (the smallest is ≈ 2e-4). The
 paper does not spell out its resampling unit or p-value; these are the choices here.
 """
 
 from __future__ import annotations
 
+import warnings
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -39,11 +45,19 @@ IntArray = npt.NDArray[np.int8]
 
 @dataclass(frozen=True)
 class LabelMatrix:
-    """Judge labels of ``n`` trials × ``R`` repeats (codes of :data:`CODES`, −1 missing)."""
+    """Judge labels of ``n`` trials × ``R`` repeats (codes of :data:`CODES`, −1 missing),
+    and each trial's resampling unit (its sentence; the trial itself when not given)."""
 
     trial_ids: tuple[str, ...]
     test: IntArray
     control: IntArray
+    groups: tuple[str, ...] = ()
+
+    def __post_init__(self) -> None:
+        if not self.groups:
+            object.__setattr__(self, "groups", self.trial_ids)
+        if len(self.groups) != len(self.trial_ids):
+            raise ValueError("one group per trial")
 
     @property
     def n(self) -> int:
@@ -51,19 +65,21 @@ class LabelMatrix:
 
     def take(self, mask: npt.NDArray[np.bool_]) -> LabelMatrix:
         ids = tuple(t for t, keep in zip(self.trial_ids, mask) if keep)
-        return LabelMatrix(ids, self.test[mask], self.control[mask])
+        groups = tuple(g for g, keep in zip(self.groups, mask) if keep)
+        return LabelMatrix(ids, self.test[mask], self.control[mask], groups)
 
 
 def label_matrix(trial_ids: Sequence[str], labels: dict[tuple[str, str, int], str],
-                 repeats: int) -> LabelMatrix:
-    """Matrices from ``{(trial_id, role, repeat): label}`` (role ``test``/``control``)."""
+                 repeats: int, groups: Sequence[str] = ()) -> LabelMatrix:
+    """Matrices from ``{(trial_id, role, repeat): label}`` (role ``test``/``control``);
+    ``groups`` names each trial's sentence (the bootstrap's resampling unit)."""
     shape = (len(trial_ids), repeats)
     test, control = np.full(shape, _MISSING, np.int8), np.full(shape, _MISSING, np.int8)
     for i, t in enumerate(trial_ids):
         for r in range(repeats):
             test[i, r] = CODES.get(labels.get((t, "test", r), ""), _MISSING)
             control[i, r] = CODES.get(labels.get((t, "control", r), ""), _MISSING)
-    return LabelMatrix(tuple(trial_ids), test, control)
+    return LabelMatrix(tuple(trial_ids), test, control, tuple(groups))
 
 
 def harmonic(a: npt.ArrayLike, b: npt.ArrayLike) -> npt.NDArray[np.float64]:
@@ -128,9 +144,14 @@ def edi(cross: LabelMatrix, within: LabelMatrix) -> float:
 
 def _boot_ars(m: LabelMatrix, n_boot: int, rng: np.random.Generator
               ) -> npt.NDArray[np.float64]:
-    weights = rng.multinomial(m.n, np.full(m.n, 1.0 / m.n), size=n_boot).astype(np.float64)
-    acc, ass = _rates(weights, m)
-    return np.nanmean(harmonic(acc, ass), axis=1)
+    """ARS of ``n_boot`` resamples of ``m``'s sentences (each brings all its trials)."""
+    units, member = np.unique(np.asarray(m.groups), return_inverse=True)
+    k = len(units)
+    draws = rng.multinomial(k, np.full(k, 1.0 / k), size=n_boot).astype(np.float64)
+    acc, ass = _rates(draws[:, member], m)  # a trial weighs as often as its sentence is drawn
+    with np.errstate(invalid="ignore"), warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)  # a resample with no pair: NaN
+        return np.nanmean(harmonic(acc, ass), axis=1)
 
 
 def bootstrap_delta_ars(explicit: LabelMatrix, implicit: LabelMatrix, n_boot: int = 10_000,

@@ -108,6 +108,8 @@ class ReferenceEmotionTTS:
 class ReferenceEmotionTTSA(ReferenceEmotionTTS):
     """ESC setting a: flite ``slt``."""
 
+    tools = ("flite",)
+
     def __init__(self) -> None:
         super().__init__("a")
 
@@ -115,12 +117,16 @@ class ReferenceEmotionTTSA(ReferenceEmotionTTS):
 class ReferenceEmotionTTSB(ReferenceEmotionTTS):
     """ESC setting b: flite ``rms``."""
 
+    tools = ("flite",)
+
     def __init__(self) -> None:
         super().__init__("b")
 
 
 class ReferenceEmotionTTSC(ReferenceEmotionTTS):
     """ESC setting c: espeak-ng ``en-us+m3``."""
+
+    tools = ("espeak-ng",)
 
     def __init__(self) -> None:
         super().__init__("c")

@@ -5,9 +5,13 @@ Tables (numbers in %, means over repeats): 1 — clips per condition (what this 
 with 95 % bootstrap intervals and p-values (``**`` p < 0.01, ``***`` p < 0.001);
 6 — the BSC backgrounds and where they came from; 7 — ASS; 8 — the SIC voice profiles;
 9 — acoustic perception accuracy per level with per-condition rows and the Q2 semantic
-check. Then the judges' shares and the radar (Figure 5: Acc per conflict type × level).
+check. Then the answers per model (empty replies counted: an empty reply is judged Other,
+so a model whose thinking used up its token cap would look like a refuser), the judges'
+shares — the LLM judge is the paper's (§2.4); the keyword rules are an offline option
+and labelled so — and the radar (Figure 5: Acc per conflict type × level).
 Every model row names its slug and version; a model answering through the local stub
-server, a tiny random checkpoint or a CPU reference is labelled so in the model table.
+server, a tiny random checkpoint or a CPU reference is labelled so in the model table, and
+a model whose answer stage failed is listed as absent (empty rows, not in the radar).
 """
 
 from __future__ import annotations
@@ -25,7 +29,8 @@ from madbench_common.deaf.radar import radar_png, radar_svg
 from madbench_common.deaf.rows import EnvRow, MetricRow, StimulusRow, VerdictRow
 from madbench_common.deaf.voices import AGE_TRANSFORMS, BASE_VOICES
 
-__all__ = ["ModelInfo", "ReportInputs", "render_html", "render_markdown", "report_files"]
+__all__ = ["ModelInfo", "ReportInputs", "absent_note", "render_html", "render_markdown",
+           "report_files"]
 
 
 @dataclass(frozen=True)
@@ -37,6 +42,13 @@ class ModelInfo:
     version: str
     paper_model: str = ""
     note: str = ""
+    absent: bool = False
+    """No answers: the stage failed or did not run (its slug is the stage's default)."""
+    answers: int = 0
+    empty: int = 0
+    """Answers with no text (a refusal to answer, a blocked prompt, a cap used up)."""
+    failed: int = 0
+    """Answers quarantined (API error, inference failure)."""
 
 
 @dataclass
@@ -167,15 +179,27 @@ def _voice_table(inp: ReportInputs) -> tuple[list[str], list[list[str]]]:
 
 def _judge_table(inp: ReportInputs) -> tuple[list[str], list[list[str]]]:
     by: dict[str, Counter[str]] = {}
+    names: dict[str, set[str]] = {}
     for v in inp.verdicts:
         by.setdefault(v.model, Counter())[v.judge.split(":")[0]] += 1
+        if v.judge.startswith("llm:"):
+            names.setdefault(v.model, set()).add(v.judge[4:])
     rows = []
     for m in inp.models:
         c = by.get(m.stage, Counter())
         total = max(sum(c.values()), 1)
-        rows.append([m.stage, *(f"{100 * c[k] / total:.1f}" for k in
-                                ("rule", "llm", "none", "missing")), str(sum(c.values()))])
-    return ["model", "rule %", "llm %", "undecided→O %", "missing %", "verdicts"], rows
+        rows.append([m.stage, ", ".join(sorted(names.get(m.stage, ()))) or "–",
+                     *(f"{100 * c[k] / total:.1f}" for k in ("llm", "rule", "none", "missing")),
+                     str(sum(c.values()))])
+    return ["model", "LLM judge", "LLM %", "offline keyword rules %",
+            "offline: undecided→O %", "missing %", "verdicts"], rows
+
+
+def _answers_table(inp: ReportInputs) -> tuple[list[str], list[list[str]]]:
+    rows = [[m.stage, str(m.answers), str(m.empty),
+             f"{100 * m.empty / m.answers:.1f}" if m.answers else "–", str(m.failed)]
+            for m in inp.models]
+    return ["model", "answers", "empty replies", "empty %", "failed"], rows
 
 
 def _model_table(inp: ReportInputs) -> tuple[list[str], list[list[str]]]:
@@ -194,7 +218,9 @@ SECTIONS: list[tuple[str, Callable[[ReportInputs], tuple[list[str], list[list[st
     ("Trap rate (% of test answers following the text)", lambda i: _level_table(i, "trap")),
     ("BSC accuracy (%) per SNR", _snr_table),
     ("Models", _model_table),
-    ("Judges (share of verdicts decided by each)", _judge_table),
+    ("Answers (empty replies are judged Other)", _answers_table),
+    ("Judges (share of verdicts decided by each; the paper's is the LLM judge)",
+     _judge_table),
     ("Table 1: clips per condition in this run", _counts_table),
     ("Table 6: BSC backgrounds", _env_table),
     ("Table 8: SIC voice profiles", _voice_table),
@@ -216,12 +242,22 @@ def radar_series(inp: ReportInputs) -> tuple[list[str], dict[str, list[float]]]:
     idx = _index(inp.metrics)
     axes = [f"{c.upper()}-{lv}" for c in CONFLICTS for lv in LEVELS]
     series = {m.stage: [float(getattr(idx.get((m.stage, c, lv, "all", "acc")), "value", 0.0)
-                              or 0.0) for c in CONFLICTS for lv in LEVELS] for m in inp.models}
+                              or 0.0) for c in CONFLICTS for lv in LEVELS]
+              for m in inp.models if not m.absent}
     return axes, series
+
+
+def absent_note(inp: ReportInputs) -> str:
+    """The models without answers, named (``""`` when every model answered)."""
+    gone = [f"{m.stage} ({m.paper_model or m.slug})" for m in inp.models if m.absent]
+    return ("Absent models — no answers, so no verdicts or metrics (the answer stage failed "
+            "or did not run; see the run summary): " + ", ".join(gone) + ".") if gone else ""
 
 
 def render_markdown(inp: ReportInputs) -> str:
     out = ["# DEAF report", "", _stimulus_note(inp), ""]
+    if absent_note(inp):
+        out += [absent_note(inp), ""]
     for title, fn in SECTIONS:
         headers, rows = fn(inp)
         out += [f"## {title}", "", _md(headers, rows), ""]
@@ -231,6 +267,8 @@ def render_markdown(inp: ReportInputs) -> str:
 
 def render_html(inp: ReportInputs) -> str:
     body = [f"<h1>DEAF report</h1><p>{html.escape(_stimulus_note(inp))}</p>"]
+    if absent_note(inp):
+        body.append(f"<p><strong>{html.escape(absent_note(inp))}</strong></p>")
     axes, series = radar_series(inp)
     for title, fn in SECTIONS:
         headers, rows = fn(inp)

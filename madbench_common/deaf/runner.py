@@ -26,6 +26,7 @@ from madbench_common.errors import ConfigError
 from madbench_common.models.api_stub import STUB_KEY, stub_process
 from madbench_common.pipeline.graph import Graph, Stage
 from madbench_common.pipeline.local import EMBEDDED_IMAGE, LocalRunner, RunOptions
+from madbench_common.pipeline.preflight import Where
 from madbench_common.pipeline.stage import ShardResult
 
 __all__ = ["API_BASES", "DeafRunner", "python_of", "stub_apis"]
@@ -51,6 +52,10 @@ class DeafRunner(LocalRunner):
             if not Path(python).exists():
                 raise ConfigError(f"--venv {name}={python}: no such interpreter")
         self.venvs, self.models = venvs, models
+
+    def where(self, stage: Stage) -> Where:
+        return Where(python=self.venvs[stage.name]) if stage.name in self.venvs \
+            else super().where(stage)
 
     def _run_shards(self, stage: Stage, params: dict[str, Any], n: int, pool: Any,
                     tick: Callable[[], None]) -> list[ShardResult]:
@@ -101,7 +106,7 @@ def stub_apis(graph: Graph, params: dict[str, dict[str, Any]], judge: bool = Tru
             if judge and "deaf_judge" in graph.stages:
                 p = params.setdefault("deaf_judge", {})
                 p.setdefault("judge_base_url", f"{STUB_ENV}/v1")
-                p.setdefault("judge_model", "stub-judge")
+                p.setdefault("judge_model_id", "stub-judge")
                 p.setdefault("rpm", 0)
             yield url
         finally:

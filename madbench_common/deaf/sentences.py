@@ -21,18 +21,21 @@ texts are read from a CSV or TSV in the copy's folder with a text column and an 
 ``transcription``, optional ``emotion`` and ``type``/``condition``); where a header is
 missing the emotion and condition come from the file names. That layout is read from the
 dataset description, not tried on the real files: a copy laid out otherwise fails with an
-error naming what was expected.
+error naming what was expected. The copy may be a local folder or an ``s3://`` prefix
+(:mod:`.datasets`: the cluster's way in).
 """
 
 from __future__ import annotations
 
 import csv
+import io
 import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
 
+from madbench_common.deaf.datasets import list_files, read_file
 from madbench_common.deaf.design import CONFLICTS, EMOTIONS, category_of
 from madbench_common.errors import ConfigError
 
@@ -159,14 +162,18 @@ def load_sentences(user_csv: str = "", emis: str = "", per_stratum: int = 0) -> 
 
 @dataclass(frozen=True)
 class EmisClip:
-    """One EMIS WAV, parsed from its file name."""
+    """One EMIS WAV (``name`` under the copy's ``root``), parsed from its file name."""
 
-    path: Path
+    root: str
+    name: str
     sentence_id: str
     text_emotion: str
     audio_emotion: str
     speaker: str
     tts: str
+
+    def read(self) -> bytes:
+        return read_file(self.root, self.name)
 
 
 def _emotion_in(token: str) -> str:
@@ -177,14 +184,15 @@ def _emotion_in(token: str) -> str:
 def read_emis_clips(root: str | Path) -> list[EmisClip]:
     """Every WAV of an EMIS copy whose name follows the documented pattern."""
     clips = []
-    for path in sorted(Path(root).rglob("*.wav")):
-        m = EMIS_NAME.match(path.name)
+    for name in list_files(str(root), (".wav",), "EMIS copy"):
+        m = EMIS_NAME.match(name.rpartition("/")[2])
         if m is None:
             continue
         audio = _emotion_in(m["audio"])
         if not audio:
-            raise ConfigError(f"{path}: audio emotion {m['audio']!r} is not one of {EMOTIONS}")
-        clips.append(EmisClip(path, _emis_id(m["sid"]), m["text"].lower(), audio,
+            raise ConfigError(f"{root}/{name}: audio emotion {m['audio']!r} is not one of "
+                              f"{EMOTIONS}")
+        clips.append(EmisClip(str(root), name, _emis_id(m["sid"]), m["text"].lower(), audio,
                               m["speaker"], m["tts"]))
     if not clips:
         raise ConfigError(f"{root}: no EMIS WAVs named "
@@ -207,7 +215,7 @@ def read_emis_sentences(root: str | Path) -> list[Sentence]:
     """ESC sentences of an EMIS copy: texts from its metadata table, classes from the
     table or, failing that, from the clip names (the text emotion of the clip whose audio
     emotion matches it names the class; explicit/implicit from the text-emotion token)."""
-    texts = _emis_table(Path(root))
+    texts = _emis_table(str(root))
     by_id: dict[str, list[EmisClip]] = {}
     for clip in read_emis_clips(root):
         by_id.setdefault(clip.sentence_id, []).append(clip)
@@ -223,18 +231,19 @@ def read_emis_sentences(root: str | Path) -> list[Sentence]:
     return out
 
 
-def _emis_table(root: Path) -> dict[str, tuple[str, str, str]]:
-    for path in sorted([*root.rglob("*.csv"), *root.rglob("*.tsv")]):
-        with open(path, newline="", encoding="utf-8") as fh:
-            reader = csv.DictReader(fh, delimiter="\t" if path.suffix == ".tsv" else ",")
-            header = reader.fieldnames or []
-            id_col = _pick(header, "id", "sentence_id", "sentence-id", "sentence id")
-            text_col = _pick(header, "text", "sentence", "transcription", "transcript")
-            if not id_col or not text_col:
-                continue
-            emo_col = _pick(header, "emotion", "text_emotion", "label")
-            cond_col = _pick(header, "type", "condition", "semantic", "text_type")
-            return {_emis_id(str(r[id_col]).strip()): (
-                r[text_col].strip(), _emotion_in(r.get(emo_col, "") or ""),
-                (r.get(cond_col, "") or "").strip().lower()) for r in reader}
+def _emis_table(root: Path | str) -> dict[str, tuple[str, str, str]]:
+    for name in list_files(str(root), (".csv", ".tsv"), "EMIS copy"):
+        text = read_file(str(root), name).decode("utf-8-sig")
+        reader = csv.DictReader(io.StringIO(text), delimiter="\t" if name.lower().endswith(
+            ".tsv") else ",")
+        header = reader.fieldnames or []
+        id_col = _pick(header, "id", "sentence_id", "sentence-id", "sentence id")
+        text_col = _pick(header, "text", "sentence", "transcription", "transcript")
+        if not id_col or not text_col:
+            continue
+        emo_col = _pick(header, "emotion", "text_emotion", "label")
+        cond_col = _pick(header, "type", "condition", "semantic", "text_type")
+        return {_emis_id(str(r[id_col]).strip()): (
+            r[text_col].strip(), _emotion_in(r.get(emo_col, "") or ""),
+            (r.get(cond_col, "") or "").strip().lower()) for r in reader}
     raise ConfigError(f"{root}: no CSV/TSV with an id and a text column (EMIS sentence list)")

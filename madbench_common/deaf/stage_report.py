@@ -21,9 +21,12 @@ from madbench_common.deaf.rows import (
 from madbench_common.pipeline.stage import StageImpl
 from madbench_common.registry import REGISTRY
 
-__all__ = ["ReportStage", "model_note"]
+__all__ = ["ABSENT", "ReportStage", "model_note"]
 
 _FIXED = ("deaf_metrics", "deaf_judge", "deaf_envlib")
+ABSENT = "absent: its answer stage failed or did not run (no answers, no metrics)"
+"""The note of a model whose answer stage left no answers (see the workflow's run summary
+for the failure); its rows in the tables are empty, and it is left out of the radar."""
 
 
 def model_note(slug: str, version: str) -> str:
@@ -49,12 +52,20 @@ class ReportStage(StageImpl[ReportRow]):
         deps = self.ctx.stage.inputs
         models = []
         for dep in (d for d in deps if d.startswith("answer_")):
+            if dep in self.ctx.stage.optional_inputs and not self.ctx.has_input(dep):
+                slug = self.ctx.graph[dep].model
+                spec = REGISTRY.get(slug)
+                models.append(ModelInfo(dep, slug, "", spec.paper_model if spec else "",
+                                        ABSENT, absent=True))
+                continue
             rows = self.ctx.read_input(dep, AnswerRow)
             slug = next((r.model_slug for r in rows if r.model_slug), "")
             version = next((r.model_version for r in rows if r.model_version), "")
             spec = REGISTRY.get(slug)
             models.append(ModelInfo(dep, slug, version, spec.paper_model if spec else "",
-                                    model_note(slug, version)))
+                                    model_note(slug, version), answers=len(rows),
+                                    empty=sum(r.ok and not r.text.strip() for r in rows),
+                                    failed=sum(not r.ok for r in rows)))
         stimuli = [r for d in deps if d not in _FIXED and not d.startswith("answer_")
                    for r in self.ctx.read_input(d, StimulusRow)]
         return ReportInputs(self.ctx.read_input("deaf_metrics", MetricRow), models, stimuli,

@@ -5,9 +5,12 @@
   three independent repeats) by one ``OmniModel``: a 16 kHz WAV and the prompt, through
   the response cache. A failed API call quarantines that answer (``api_error``); a
   missing key, weight or spend cap stops the stage (exit 3).
-* ``deaf_judge`` — each answer judged against its trial's key (§2.4), rule judge first
-  and the LLM judge for the rest (``mode``), recording which judge decided and the
-  judge prompt's version; LLM verdicts are cached too.
+* ``deaf_judge`` — each answer judged against its trial's key (§2.4): by default every
+  answer by the LLM judge (DeepSeek-R1, §3.1); ``mode=rule`` is the offline keyword
+  option and ``rule+llm`` sends only what the rules leave undecided (:mod:`.judge`).
+  Each verdict records which judge decided and the judge prompt's version; LLM verdicts
+  are cached too. An answer stage that failed is
+  skipped (its model gets no verdicts, no metrics, and an "absent" row in the report).
 * ``deaf_metrics`` — Acc, ASS, ARS per model × conflict × level (and per condition,
   sub-dimension and SNR), EDI, the Q2 semantic check, and Δ ARS with bootstrap CIs.
 """
@@ -16,6 +19,8 @@ from __future__ import annotations
 
 import dataclasses
 import hashlib
+import logging
+import os
 from collections.abc import Sequence
 from functools import cached_property
 from typing import Any
@@ -23,7 +28,15 @@ from typing import Any
 from madbench_common.deaf import metrics as mx
 from madbench_common.deaf.cache import ResponseCache, cache_key, open_cache
 from madbench_common.deaf.design import CONFLICTS, LEVELS
-from madbench_common.deaf.judge import LLMJudge, RuleJudge, Verdict, judge_answer
+from madbench_common.deaf.judge import (
+    DEFAULT_MODE,
+    JUDGE_MAX_TOKENS,
+    MODES,
+    LLMJudge,
+    RuleJudge,
+    Verdict,
+    judge_answer,
+)
 from madbench_common.deaf.prompts import load_judge_prompt, load_prompts
 from madbench_common.deaf.rows import AnswerRow, MetricRow, StimulusRow, TrialRow, VerdictRow
 from madbench_common.deaf.stages_stimuli import instantiate
@@ -39,6 +52,7 @@ from madbench_common.types import Audio
 
 __all__ = ["AnswerStage", "JudgeStage", "MetricsStage", "TrialsStage", "model_metrics"]
 
+log = logging.getLogger("madbench")
 _SR = 16000
 
 
@@ -155,10 +169,34 @@ def _replace(row: Any, **kw: Any) -> Any:
 
 class JudgeStage(StageImpl[VerdictRow]):
     """Verdicts for every (answer stage, trial, role, repeat) (params: ``mode``,
-    ``judge_base_url``, ``judge_model``, ``judge_key_env``, ``judge_prompt``, ``cache``)."""
+    ``judge_base_url``, ``judge_model_id``, ``judge_key_env``, ``judge_max_tokens``,
+    ``judge_prompt``, ``cache``)."""
 
     row_type = VerdictRow
     id_field = "verdict_id"
+
+    @staticmethod
+    def preflight(params: dict[str, Any]) -> list[str]:
+        """What the judge needs before the run starts: an endpoint and its key (the LLM
+        modes), checked by :mod:`madbench_common.pipeline.preflight`."""
+        mode = str(params.get("mode", DEFAULT_MODE))
+        if mode not in MODES:
+            return [f"judge mode {mode!r} not in {MODES}"]
+        if mode == "rule":
+            return []
+        url = str(params.get("judge_base_url", ""))
+        if not url:
+            return [] if mode == "rule+llm" else [
+                "judge mode 'llm' needs judge_base_url (or --judge-mode rule, offline)"]
+        out = []
+        if url.startswith("env:") and not os.environ.get(url[4:].partition("/")[0]):
+            out.append(f"judge_base_url {url!r}: ${url[4:].partition('/')[0]} is not set")
+        key = str(params.get("judge_key_env", "JUDGE_API_KEY"))
+        if key and not os.environ.get(key):
+            out.append(f"API key ${key} of the LLM judge ({params.get('judge_model_id', '')} "
+                       f"at {url}) is not set; or run the offline keyword rules: "
+                       "--judge-mode rule")
+        return out
 
     @cached_property
     def trials(self) -> dict[str, TrialRow]:
@@ -166,8 +204,18 @@ class JudgeStage(StageImpl[VerdictRow]):
 
     @cached_property
     def answers(self) -> dict[str, dict[tuple[str, int], AnswerRow]]:
-        return {dep: {(a.query_id, a.repeat): a for a in self.ctx.read_input(dep, AnswerRow)}
-                for dep in self.ctx.stage.inputs if dep != "deaf_trials"}
+        """Answers per answer stage that finished; a failed one (an optional input that is
+        absent) is left out here and named as absent by the report."""
+        out = {}
+        for dep in self.ctx.stage.inputs:
+            if dep == "deaf_trials":
+                continue
+            if dep in self.ctx.stage.optional_inputs and not self.ctx.has_input(dep):
+                log.warning("deaf_judge: %s has no answers (the stage failed or did not "
+                            "run); judging the other models", dep)
+                continue
+            out[dep] = {(a.query_id, a.repeat): a for a in self.ctx.read_input(dep, AnswerRow)}
+        return out
 
     @cached_property
     def llm(self) -> LLMJudge | None:
@@ -175,10 +223,11 @@ class JudgeStage(StageImpl[VerdictRow]):
         if not p.get("judge_base_url"):
             return None
         key_env = str(p.get("judge_key_env", "JUDGE_API_KEY"))
-        client = ChatClient(str(p["judge_base_url"]), str(p.get("judge_model", "")), key_env,
+        client = ChatClient(str(p["judge_base_url"]), str(p.get("judge_model_id", "")), key_env,
                             bool(key_env), float(p.get("rpm", 60)),
                             spend_cap_usd=float(p.get("spend_cap_usd", 20.0)))
-        return LLMJudge(client, self.prompt)
+        return LLMJudge(client, self.prompt,
+                        int(p.get("judge_max_tokens", JUDGE_MAX_TOKENS)))
 
     @cached_property
     def prompt(self) -> Any:
@@ -219,7 +268,7 @@ class JudgeStage(StageImpl[VerdictRow]):
         return [v.with_provenance(prov) for v in out]
 
     def _judge(self, trial: TrialRow, text: str) -> Verdict:
-        mode = str(self.ctx.params.get("mode", "rule+llm"))
+        mode = str(self.ctx.params.get("mode", DEFAULT_MODE))
         rule = RuleJudge()
         if self.llm is None or self.cache is None:
             return judge_answer(trial, text, mode, rule, self.llm)
@@ -264,7 +313,8 @@ def model_metrics(model: str, trials: list[TrialRow], verdicts: list[VerdictRow]
                               repeats=repeats))
 
     def matrix(ts: list[TrialRow]) -> mx.LabelMatrix:
-        return mx.label_matrix([t.trial_id for t in ts], labels, repeats)
+        return mx.label_matrix([t.trial_id for t in ts], labels, repeats,
+                               [f"{t.conflict}|{t.sentence_id}" for t in ts])
 
     for conflict in CONFLICTS:
         for level in LEVELS:

@@ -10,6 +10,9 @@ from __future__ import annotations
 
 import dataclasses
 import importlib
+import inspect
+import json
+import logging
 import subprocess
 from collections.abc import Sequence
 from functools import cached_property
@@ -17,7 +20,8 @@ from pathlib import Path
 from typing import Any
 
 from madbench_common.audio import read_wav_bytes, resample
-from madbench_common.deaf.design import SNRS_DB, environment
+from madbench_common.deaf.datasets import is_remote
+from madbench_common.deaf.design import SNRS_DB, VOICE_PROFILES, environment
 from madbench_common.deaf.envlib import (
     LibraryEntry,
     library_entries,
@@ -34,19 +38,41 @@ from madbench_common.registry import REGISTRY
 from madbench_common.types import Audio
 
 __all__ = ["BscMixStage", "BscSpeechStage", "EnvLibStage", "EscStage", "SentencesStage",
-           "SicStage", "instantiate", "repo_library"]
+           "SicStage", "instantiate", "model_args", "model_class", "parse_voices",
+           "repo_library"]
 
+log = logging.getLogger("madbench")
 _SR = 16000
 
 
-def instantiate(slug: str, kwargs: dict[str, Any] | None = None) -> Any:
-    """A fresh instance of the registered model ``slug`` with constructor ``kwargs``."""
+def model_class(slug: str) -> Any:
+    """The class registered as ``slug`` (imported)."""
     try:
         spec = REGISTRY[slug]
     except KeyError:
         raise ConfigError(f"unknown model slug {slug!r}") from None
     module, _, name = spec.target.partition(":")
-    return getattr(importlib.import_module(module), name)(**(kwargs or {}))
+    return getattr(importlib.import_module(module), name)
+
+
+def instantiate(slug: str, kwargs: dict[str, Any] | str | None = None) -> Any:
+    """A fresh instance of the registered model ``slug`` with constructor ``kwargs`` (a
+    mapping, or its JSON text as a workflow parameter passes it)."""
+    return model_class(slug)(**model_args(kwargs))
+
+
+def model_args(value: dict[str, Any] | str | None) -> dict[str, Any]:
+    """Constructor arguments from a mapping or its JSON text (``""``: none)."""
+    if isinstance(value, str):
+        try:
+            value = json.loads(value) if value.strip() else {}
+        except json.JSONDecodeError as exc:
+            raise ConfigError(f"model_args: not JSON ({exc})") from None
+    if value is None:
+        return {}
+    if not isinstance(value, dict):
+        raise ConfigError(f"model_args: expected a JSON object, got {value!r}")
+    return dict(value)
 
 
 def repo_library() -> str:
@@ -60,6 +86,14 @@ class SentencesStage(MapStage[SentenceRow]):
 
     row_type = SentenceRow
     id_field = "sentence_id"
+
+    @staticmethod
+    def preflight(params: dict[str, Any]) -> list[str]:
+        """The sentence CSV and the EMIS copy named exist (a local one; s3:// is read later)."""
+        out = []
+        if params.get("sentences") and not Path(str(params["sentences"])).is_file():
+            out.append(f"sentences CSV {params['sentences']}: no such file")
+        return out + _emis_problem(params)
 
     @cached_property
     def sentences(self) -> dict[str, SentenceRow]:
@@ -89,6 +123,18 @@ class EnvLibStage(MapStage[EnvRow]):
 
     row_type = EnvRow
     id_field = "code"
+
+    @staticmethod
+    def preflight(params: dict[str, Any]) -> list[str]:
+        """A background library exists: the DEMAND folder named, or the offline library."""
+        demand, library = str(params.get("demand") or ""), params.get("library") or \
+            repo_library()
+        if demand and not is_remote(demand) and not Path(demand).is_dir():
+            return [f"DEMAND folder {demand}: not found"]
+        if not demand and not library:
+            return ["no background library: pass library=<folder with envlib.csv> or "
+                    "demand=<DEMAND folder or s3:// prefix>"]
+        return []
 
     @cached_property
     def entries(self) -> dict[str, LibraryEntry]:
@@ -179,7 +225,20 @@ class _ClipStage(MapStage[StimulusRow]):
 
 
 class EscStage(_ClipStage):
-    """ESC clips of one TTS setting: synthesised, or EMIS's own clips when ``emis`` is set."""
+    """ESC clips of one TTS setting: EMIS's own clips when ``emis`` is set (a folder or an
+    ``s3://`` prefix), else synthesised by the stage's ``emotional_tts`` model — the CPU
+    reference by default, or any registered model put in the slot (``model``,
+    ``model_args``; workflow parameters ``esc_tts_<s>_model``, ``_image``,
+    ``_model_args``)."""
+
+    @staticmethod
+    def preflight(params: dict[str, Any]) -> list[str]:
+        return _emis_problem(params)
+
+    @staticmethod
+    def preflight_models(params: dict[str, Any]) -> list[str]:
+        """EMIS clips need no model; otherwise the stage's model synthesises."""
+        return [] if params.get("emis") else [str(params.get("model", ""))]
 
     @property
     def setting(self) -> str:
@@ -198,7 +257,8 @@ class EscStage(_ClipStage):
 
     @property
     def reference(self) -> bool:  # type: ignore[override]
-        return not self.ctx.params.get("emis")
+        """EMIS clips are the paper's; a model in the slot says whether it is a reference."""
+        return not self.ctx.params.get("emis") and bool(getattr(self.model, "reference", True))
 
     def plan_specs(self, sentences: Sequence[Any]) -> list[ClipSpec]:
         return plan_esc(sentences, self.setting)
@@ -213,7 +273,7 @@ class EscStage(_ClipStage):
             if clip is None:
                 raise InputRejected(spec.stimulus_id, "emis_clip_missing",
                                     f"{spec.sentence_id} {spec.acoustic}")
-            audio, sr = read_wav_bytes(clip.path.read_bytes())
+            audio, sr = read_wav_bytes(clip.read())
             return resample(audio, sr, _SR)
         return self.model.synthesise(spec.text, spec.acoustic, _SR,
                                      seed=int(self.ctx.rng(spec.stimulus_id).integers(2**31)))
@@ -234,8 +294,52 @@ class BscSpeechStage(_ClipStage):
         return self.model.synthesise(spec.text, NARRATOR, _SR)
 
 
+def _emis_problem(params: dict[str, Any]) -> list[str]:
+    emis = str(params.get("emis") or "")
+    if emis and not is_remote(emis) and not Path(emis).is_dir():
+        return [f"EMIS copy {emis}: no such folder"]
+    return []
+
+
+def parse_voices(value: Any) -> dict[str, str]:
+    """``voices`` (profile → voice id) from a mapping or its JSON text (``""``: none)."""
+    if isinstance(value, str):
+        if not value.strip():
+            return {}
+        try:
+            value = json.loads(value)
+        except json.JSONDecodeError as exc:
+            raise ConfigError(f"voices: not JSON ({exc}); expected "
+                              '{"young_male": "<voice id>", ...}') from None
+    if not isinstance(value, dict) or not all(
+            isinstance(k, str) and isinstance(v, str) and v for k, v in value.items()):
+        raise ConfigError(f"voices: expected a JSON object of profile → voice id, got {value!r}")
+    unknown = set(value) - {p.name for p in VOICE_PROFILES}
+    if unknown:
+        raise ConfigError(f"voices: unknown profiles {sorted(unknown)}; profiles: "
+                          f"{', '.join(p.name for p in VOICE_PROFILES)}")
+    return dict(value)
+
+
 class SicStage(_ClipStage):
-    """SIC clips: each sentence in the voice profiles its sub-dimension calls for."""
+    """SIC clips: each sentence in the voice profiles its sub-dimension calls for.
+
+    ``voices`` (a JSON object, profile → voice id: the workflow parameter
+    ``sic_tts_voices``) reaches a model that takes ``voices`` (ElevenLabs); a model that
+    picks its own voices (the CPU reference) ignores it, with a log line.
+    """
+
+    @cached_property
+    def model(self) -> Any:
+        slug = self.ctx.params.get("model") or self.ctx.stage.model
+        kwargs = model_args(self.ctx.params.get("model_args"))
+        voices = parse_voices(self.ctx.params.get("voices", ""))
+        if voices and "voices" not in kwargs:
+            if "voices" in inspect.signature(model_class(slug)).parameters:
+                kwargs["voices"] = voices
+            else:
+                log.info("sic_tts: %s chooses its own voices; voices= is not used", slug)
+        return instantiate(slug, kwargs)
 
     def plan_specs(self, sentences: Sequence[Any]) -> list[ClipSpec]:
         return plan_sic(sentences)

@@ -14,11 +14,19 @@ follows the sound changes label.
   mismatched clips), BSC's and SIC's neutral sentences do not (they imply no
   environment or voice) and serve Level 2.
 * **L2**: neutral sentences with a misleading claim. ESC: each non-neutral prosody with
-  the Appendix A.3 claim (happy → sad, sad → happy, angry → calm). BSC: each of the
-  sentence's three backgrounds, claimed to be the next of its three (so the control, the
-  claimed background under the same words, exists). SIC: each voice twice, once claiming
-  the other gender and once the other age group. The control is the clip whose audio
-  has the claimed property.
+  the Appendix A.3 claim (happy → sad, sad → happy, angry → calm). SIC: each voice
+  twice, once claiming the other gender and once the other age group. BSC: each neutral
+  clip twice, with a claim chosen by its background as A.3's claims are ("Background is
+  office → … a forest with birds"): a **Within** claim (another environment of the
+  background's category, A.2.2's rotation) and a **Cross** claim
+  (:func:`~.design.level2_cross_claim`: A.3's environment where it names one, else A.2.2's
+  category pairing), so Table 4's EDI exists at L2 (the paper reports it; it does not
+  say how its L2 Within/Cross trials were built, so this is the choice here). The
+  control is the clip whose audio has the claimed property: for ESC and SIC the same
+  sentence's; for BSC a neutral sentence's clip over the claimed background at the same
+  SNR — the same sentence's where it has one, else the first other neutral sentence's
+  (neutral words carry no environment, and the prompt and question are the same). An L2
+  BSC trial with no such clip keeps its Acc and has no ASS pair.
 * **L3**: L1's mismatched clips with the claim of the words' own class; the control is
   the matched clip under the same claim.
 
@@ -32,7 +40,7 @@ import dataclasses
 from collections.abc import Iterable, Sequence
 from typing import Protocol
 
-from madbench_common.deaf.design import VOICE_PROFILES
+from madbench_common.deaf.design import VOICE_PROFILES, level2_cross_claim, within_mismatch
 from madbench_common.deaf.prompts import PromptSet
 from madbench_common.deaf.rows import TrialRow
 
@@ -90,16 +98,21 @@ class _Index:
 
     def __init__(self, clips: Iterable[Clip]) -> None:
         self.by_key: dict[tuple[str, str, str, int], Clip] = {}
+        self.neutral_bsc: dict[tuple[str, int], list[Clip]] = {}
         for c in clips:
             self.by_key[(c.sentence_id, c.setting, c.acoustic, c.snr_db)] = c
+            if c.conflict == "bsc" and c.semantic == "neutral":
+                self.neutral_bsc.setdefault((c.acoustic, c.snr_db), []).append(c)
 
     def find(self, like: Clip, acoustic: str) -> Clip | None:
         return self.by_key.get((like.sentence_id, like.setting, acoustic, like.snr_db))
 
-    def neutral_backgrounds(self, like: Clip) -> list[str]:
-        """The backgrounds of a neutral BSC sentence at ``like``'s SNR, in code order."""
-        return sorted(a for (sid, _, a, snr) in self.by_key
-                      if sid == like.sentence_id and snr == like.snr_db)
+    def neutral_over(self, like: Clip, background: str) -> Clip | None:
+        """A neutral BSC clip over ``background`` at ``like``'s SNR: ``like``'s own
+        sentence's if it has one, else the first by sentence id."""
+        found = sorted(self.neutral_bsc.get((background, like.snr_db), []),
+                       key=lambda c: (c.sentence_id != like.sentence_id, c.sentence_id))
+        return found[0] if found else None
 
 
 def _is_conflict(c: Clip) -> bool:
@@ -111,12 +124,12 @@ def _subdim(c: Clip) -> str:
 
 
 def _trial(c: Clip, control: Clip | None, level: str, question: str, claim: str,
-           trap: str, prompts: PromptSet) -> TrialRow:
+           trap: str, prompts: PromptSet, subdim: str = "") -> TrialRow:
     attrs = sic_conflict_attrs(c.acoustic, trap) if c.conflict == "sic" and trap else ()
     test_q = query_id(c.stimulus_id, question, claim)
     return TrialRow(
         trial_id=f"{level}|{test_q}", conflict=c.conflict, level=level, question=question,
-        subdim=_subdim(c), condition=c.condition, setting=c.setting, snr_db=c.snr_db,
+        subdim=subdim or _subdim(c), condition=c.condition, setting=c.setting, snr_db=c.snr_db,
         sentence_id=c.sentence_id, sentence=c.text, claim=claim,
         prompt=prompts.text(c.conflict, question, claim), prompt_version=prompts.version,
         test_query=test_q, test_stimulus=c.stimulus_id,
@@ -146,23 +159,29 @@ def _matched_acoustic(c: Clip, index: _Index) -> str:
     return c.semantic
 
 
-def _level2_claims(c: Clip, prompts: PromptSet, index: _Index) -> list[tuple[str, str]]:
-    """(claim, acoustic label of the control clip) for a neutral-sentence clip."""
+def _level2_claims(c: Clip, prompts: PromptSet) -> list[tuple[str, str, str]]:
+    """(claim, acoustic label of the control clip, subdim) for a neutral-sentence clip."""
     if c.conflict == "esc":
-        return [] if c.acoustic == "neutral" else [(prompts.esc_level2[c.acoustic],) * 2]
+        if c.acoustic == "neutral":
+            return []
+        claim = prompts.esc_level2[c.acoustic]
+        return [(claim, claim, "")]
     if c.conflict == "bsc":
-        bgs = index.neutral_backgrounds(c)
-        nxt = bgs[(bgs.index(c.acoustic) + 1) % len(bgs)]
-        return [(nxt, nxt)] if nxt != c.acoustic else []
+        within, cross = within_mismatch(c.acoustic), level2_cross_claim(c.acoustic)
+        return [(within, within, "within"), (cross, cross, "cross")]
     voice = next(p for p in VOICE_PROFILES if p.name == c.acoustic)
     gender = "female" if voice.gender == "male" else "male"
     age = "young" if voice.age == "elderly" else "elderly"
-    return [(gender, f"{voice.age}_{gender}"), (age, f"{age}_{voice.gender}")]
+    return [(gender, f"{voice.age}_{gender}", ""), (age, f"{age}_{voice.gender}", "")]
 
 
 def _level2(c: Clip, index: _Index, prompts: PromptSet) -> list[TrialRow]:
     out = []
-    for claim, control_label in _level2_claims(c, prompts, index):
+    for claim, control_label, subdim in _level2_claims(c, prompts):
+        if c.conflict == "bsc":
+            control = index.neutral_over(c, control_label)
+            out.append(_trial(c, control, "L2", "q1", claim, claim, prompts, subdim))
+            continue
         control = index.find(c, control_label)
         if control is not None:  # a subset run may lack it; the full set never does
             out.append(_trial(c, control, "L2", "q1", claim, claim, prompts))

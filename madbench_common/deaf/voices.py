@@ -112,6 +112,7 @@ class ReferenceVoices:
     slug = "ref-deaf-voices"
     version = "1"
     reference = True
+    tools = ("flite",)
 
     def synthesise(self, text: str, profile: str, sample_rate: Hertz, seed: int = 0) -> Audio:
         if profile not in AGE_TRANSFORMS:

@@ -14,10 +14,21 @@ their slug. Every cell carries its clip-paired 95% bootstrap interval in bracket
 * Table 4 (§5.3): AUC with paired (P) and shuffled (Sh) video and Δ_pair for D-R,
   S-R and D-S (models with an A-V input);
 * Table 5 (§5.4): A vs A-V, averaged over protocols: binary AUC, four-way macro-F1,
-  speech AUC, environment AUC; a row pair for every model with an A-V input.
-
+  speech AUC, environment AUC; a row pair for every model with an A-V input. A model
+  with native scores (a detector's binary P(fake), an omni model's answers) has cells
+  from them and cells from heads in one row, so every cell is marked: ``ⁿ`` the
+  model's own scores, ``ʰ`` a logistic-regression head on its frozen features;
+* the §5.1 check (:func:`head_check`): for every model with native binary scores and
+  a binary head on its frozen features, the mean AUC of each and the head's gain
+  ("we train a benchmark-specific binary classification head on their frozen
+  features. Performance remains essentially unchanged, with only a 0.012 AUC gain for
+  BA-TFD+"), a table of its own;
 * AP (not in the paper): the average precision of every binary task — binary, speech,
   environment (means over the protocols) and scene consistency with paired video.
+
+Table 4's notes also give the share of inconsistent D-R / S-R test samples whose donor
+ê was shorter than the clip and looped (``SampleRow.env_fit``, §5.3): a repeat is an
+audio-only cue the shuffled-video control cannot remove.
 
 Tables 2–4 use a model's A-V input where it has one, else its audio input. A cell
 with no result is ``—`` and a note says why (the task has no rows for that model);
@@ -33,11 +44,11 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from madbench_common.eval.suite import EvalResult
-from madbench_common.eval.tasks import CORE_PROTOCOLS, SC_CONDITIONS
+from madbench_common.eval.tasks import CORE_PROTOCOLS, SC_CONDITIONS, SC_PROTOCOL
 from madbench_common.registry import GROUPS
 
-__all__ = ["GROUP_TITLES", "Table", "ap_table", "col", "cross_table", "fmt", "long_table",
-           "paper_tables", "parse_table", "protocols"]
+__all__ = ["GROUP_TITLES", "Table", "ap_table", "col", "cross_table", "fmt", "head_check",
+           "long_table", "paper_tables", "parse_table", "protocols"]
 
 Record = dict[str, Any]
 GROUP_TITLES = {
@@ -136,8 +147,9 @@ def _task_rec(r: EvalResult, task: str, mode: str, protocol: str) -> Record | No
                  and x["pairing"] == "paired"), None)
 
 
-def _mean_rec(r: EvalResult, task: str, metric: str, mode: str) -> Record | None:
-    src = r.source_for(task)
+def _mean_rec(r: EvalResult, task: str, metric: str, mode: str,
+              source: str | None = None) -> Record | None:
+    src = source or r.source_for(task)
     rec = next((x for x in r.tables.get("means", []) if x["source"] == src and x["task"] == task
                 and x["metric"] == metric and x["mode"] == mode), None)
     if rec is None:
@@ -263,7 +275,28 @@ def table4(results: list[EvalResult]) -> Table:
                "scene_consistency samples in the run, or no A-V features or P_SC answers).")
     t.note("One pooled head H_SC^FM per model, trained on paired D-R ∪ S-R ∪ D-S training "
            "samples; Sh scores the same head on the test rows with another test clip's video.")
+    looped = _loop_share(results)
+    if looped:
+        t.note("Donor ê shorter than the clip and looped (inconsistent test samples): "
+               + "; ".join(f"{c} {k} / {n}" for c, (k, n) in looped.items())
+               + " (a repeat is an audio-only cue; long-enough donors are preferred).")
     return t
+
+
+def _loop_share(results: list[EvalResult]) -> dict[str, tuple[int, int]]:
+    """Condition → (looped, all) inconsistent D-R / S-R test samples (``env_fit``)."""
+    for r in results:
+        for g in r.groups:
+            df = g.test
+            if g.protocol != SC_PROTOCOL or g.pairing != "paired" or "env_fit" not in df:
+                continue
+            out = {}
+            for cond in ("D-R", "S-R"):
+                rows = df[(df["sc_condition"] == cond) & ~df["scene_consistent"].astype(bool)]
+                if len(rows):
+                    out[cond] = (int((rows["env_fit"] == "loop").sum()), len(rows))
+            return out
+    return {}
 
 
 _T5 = (("binary", "auc"), ("fourway", "macro_f1"), ("speech", "auc"), ("env", "auc"))
@@ -279,11 +312,14 @@ def table5(results: list[EvalResult]) -> Table:
         for r in members:
             modes = ["A", "AV"] if "AV" in r.modes() else [_primary_mode(r)]
             for i, mode in enumerate(modes):
-                cells = [_ci(_mean_rec(r, task, metric, mode), metric) for task, metric in _T5]
+                cells = [_marked(r, task, _ci(_mean_rec(r, task, metric, mode), metric))
+                         for task, metric in _T5]
                 if all(c == DASH for c in cells):
                     _absent(t, r, f"results with input {_MODE.get(mode, mode)}")
                 rows.append([_label(r, t) if i == 0 else "", _MODE.get(mode, mode), *cells])
         t.sections.append((group_title, rows))
+    t.note("ⁿ the model's own scores (direct transfer, zero-shot answers); ʰ a "
+           "logistic-regression head on its frozen features (§4.2).")
     return t
 
 
@@ -332,9 +368,57 @@ def cross_table(results: list[EvalResult]) -> Table:
     return t
 
 
+def _marked(r: EvalResult, task: str, cell: str) -> str:
+    """``cell`` with its source mark (ⁿ native, ʰ head), ``—`` unmarked."""
+    if cell == DASH:
+        return cell
+    return cell + (" ⁿ" if r.source_for(task) == "native" else " ʰ")
+
+
+def head_check(results: list[EvalResult]) -> Table:
+    """§5.1: native binary scores vs a binary head on the same model's frozen features.
+
+    Mean binary AUC over the core protocols of each source (the same bootstrap means as
+    Table 2) and the head's gain, for every model that has both.
+    """
+    t = Table("head_check", "§5.1 check: native binary scores vs a binary head H_bin on the "
+              "frozen features (AUC, mean over protocols)",
+              ["Model", "Input", "Native AUC", "H_bin AUC", "Gain (H_bin − native)"])
+    for group_title, members in _by_group(results):
+        rows = []
+        for r in members:
+            native = _source_mean(r, "native")
+            head = _source_mean(r, "head")
+            if native is None or head is None:
+                continue
+            gain = head[1]["auc"] - native[1]["auc"]
+            rows.append([_label(r, t), _MODE.get(head[0], head[0]), _ci(native[1], "auc"),
+                         _ci(head[1], "auc"), f"{gain:+.3f}"])
+        if rows:
+            t.sections.append((group_title, rows))
+    if not t.sections:
+        t.note("No model has both native binary scores and a binary head in this run.")
+    t.note("The paper: the pretrained A-V detectors stay near chance either way (a 0.012 "
+           "AUC gain for BA-TFD+ at most), so the frozen features, not the decision "
+           "heads, lack the cues.")
+    return t
+
+
+def _source_mean(r: EvalResult, source: str) -> tuple[str, Record] | None:
+    """(mode, mean binary AUC record) of ``source`` in the model's primary mode where it
+    has one, else in any mode it has."""
+    modes = [_primary_mode(r), *[m for m in ("AV", "A") if m != _primary_mode(r)]]
+    for mode in modes:
+        rec = _mean_rec(r, "binary", "auc", mode, source)
+        if rec is not None and rec.get("auc") is not None:
+            return mode, rec
+    return None
+
+
 def paper_tables(results: list[EvalResult]) -> list[Table]:
-    """Tables 2(a), 2(b), 3, 4 and 5 in the paper's layout."""
-    return [*table2(results), table3(results), table4(results), table5(results)]
+    """Tables 2(a), 2(b), 3, 4 and 5 in the paper's layout, then the §5.1 head check."""
+    return [*table2(results), table3(results), table4(results), table5(results),
+            head_check(results)]
 
 
 def _parse_cells(p: Record) -> list[str]:

@@ -21,6 +21,13 @@ Adding a model
    initialised model from the upstream package's own classes and configs and runs the
    adapter's real forward or sampling code on CPU; it skips in the main venv
    (``pytest.importorskip``) and runs in ``.venvs/<slug>`` via ``make adapter-test IMAGE=<slug>``.
+   The tiny checkpoint's builder (``image.yaml`` ``image_test.weights``) writes every model
+   the image registers in the release's layout (the files ``weights.yaml`` fetches);
+   declare what it writes with :func:`madbench_common.weights.tiny_layout` and list
+   ``tests/models/test_tiny_layouts.py`` (declaration against ``weights.yaml``; in the
+   venv, the files written) in ``adapter_tests`` and its ``IMAGES``. Where the model code
+   exists only as hub remote code, a stand-in of it (:mod:`.standins`) returns what the
+   release's returns, and only the real forward is skipped, naming that reason.
 6. **Registry line.** ``register(ModelSpec(slug, role, "madbench_common.models.<family>:<Class>",
    False, image, description, paper_model=<the paper's name>, group=...))`` in
    :mod:`madbench_common.registry`.

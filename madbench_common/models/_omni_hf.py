@@ -16,13 +16,12 @@ from collections.abc import Sequence
 from typing import Any, ClassVar
 
 from madbench_common.roles import OmniAnswer, OptionLogprob
+from madbench_common.weights import TINY_MARKER
 
 __all__ = ["TINY_MARKER", "HFOmniBase", "checkpoint_version", "first_token_ids", "greedy_reply",
            "option_logprobs", "torch_dtype", "video_frames"]
 
 log = logging.getLogger("madbench")
-TINY_MARKER = "madbench_tiny_random.json"
-"""File the tiny-checkpoint installers put beside a random model (never in real weights)."""
 
 
 def checkpoint_version(repo: str, snap: Any, package: str, tiny: bool | None = None) -> str:

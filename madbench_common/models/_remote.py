@@ -12,12 +12,17 @@
   shim answers ``flash_attn_varlen_func`` with PyTorch's SDPA per packed sequence (the
   same block-diagonal attention), and stubs the one ``deepspeed`` call the inference
   path makes (``zero.register_external_parameter``, a ZeRO-3 training hook).
+- :func:`writable_modules_cache` — ``trust_remote_code`` copies a snapshot's code into
+  transformers' modules cache, ``$HF_HOME/modules`` by default; in a pod ``HF_HOME`` is on
+  the read-only weights volume, so the cache moves to the temporary directory.
 """
 
 from __future__ import annotations
 
 import importlib.machinery
+import os
 import sys
+import tempfile
 import types
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
@@ -27,7 +32,7 @@ from typing import Any
 import numpy as np
 
 __all__ = ["FirstLogits", "first_step_logits", "flash_attn_varlen_sdpa",
-           "install_remote_shims", "one_second_chunks"]
+           "install_remote_shims", "one_second_chunks", "writable_modules_cache"]
 
 
 @dataclass
@@ -137,3 +142,36 @@ def install_remote_shims() -> None:
             register_external_parameter=lambda *_a, **_k: None)
         stub.__madbench_shim__ = True  # type: ignore[attr-defined]
         sys.modules["deepspeed"] = stub
+
+
+def _can_write(folder: str) -> bool:
+    try:
+        os.makedirs(folder, exist_ok=True)
+        with tempfile.TemporaryFile(dir=folder):
+            return True
+    except OSError:
+        return False
+
+
+def writable_modules_cache() -> str:
+    """Where transformers will copy remote code: its modules cache if writable, else a folder
+    in the temporary directory (``$HF_MODULES_CACHE`` and transformers' copy of it updated).
+
+    ``HF_MODULES_CACHE`` defaults to ``$HF_HOME/modules``, on the weights volume that pods
+    mount read-only: ``from_pretrained(..., trust_remote_code=True)`` would fail there.
+    """
+    import transformers.dynamic_module_utils as dmu
+
+    current = str(dmu.HF_MODULES_CACHE)
+    if _can_write(current):
+        return current
+    moved = os.path.join(tempfile.gettempdir(), "madbench-hf-modules")
+    if not _can_write(moved):
+        from madbench_common.errors import EnvironmentMissing
+
+        raise EnvironmentMissing(f"no writable folder for remote code: {current} and {moved} "
+                                 "are read-only (set HF_MODULES_CACHE or TMPDIR to a writable "
+                                 "path)")
+    dmu.HF_MODULES_CACHE = moved
+    os.environ["HF_MODULES_CACHE"] = moved
+    return moved

@@ -7,10 +7,19 @@ declines), and reports built on it say "stub". It checks what the real endpoints
 inject errors: :class:`Fault` entries are consumed in order, one per request (a 429 with
 ``Retry-After``, a 500, a 400, …), so tests see retries and backoff happen.
 
+Gemini thinks as the real models do by default: unless ``thinkingConfig.thinkingBudget``
+is 0 it spends :data:`STUB_THOUGHT_TOKENS` thinking tokens (fewer if the budget is
+smaller), and those count against ``maxOutputTokens``: when thoughts and answer do not
+fit, the candidate ends with ``finishReason: MAX_TOKENS`` and no text part, as the API
+returns it.
+
 Endpoints: Gemini ``POST /v1beta/models/{model}:generateContent``; OpenAI-compatible
 ``POST /v1/chat/completions`` (audio answers and the text-only judge); ElevenLabs
 ``POST /v1/text-to-speech/{voice_id}`` (returns PCM, a tone whose pitch depends on the
-voice id). Binds 127.0.0.1 on a free port; stop it by leaving the context.
+voice id); Azure Speech ``POST /cognitiveservices/v1`` (an SSML body with one ``<voice
+name=…>``, the key in ``Ocp-Apim-Subscription-Key``, the reply in the
+``X-Microsoft-OutputFormat`` asked for: MP3, RIFF or raw 16-bit PCM, a tone as above).
+Binds 127.0.0.1 on a free port; stop it by leaving the context.
 """
 
 from __future__ import annotations
@@ -36,10 +45,12 @@ from typing import Any
 import numpy as np
 import soundfile as sf
 
-__all__ = ["STUB_KEY", "Fault", "StubServer", "default_reply", "main", "stub_process",
-           "stub_server"]
+__all__ = ["STUB_KEY", "STUB_THOUGHT_TOKENS", "Fault", "StubServer", "default_reply", "main",
+           "stub_process", "stub_server"]
 
 STUB_KEY = "stub-key"
+STUB_THOUGHT_TOKENS = 300
+"""Thinking tokens the stub's Gemini spends per request (more than a 256-token cap)."""
 _GEMINI = re.compile(r"^/v1beta/models/(?P<model>[^/:]+):generateContent$")
 _TTS = re.compile(r"^/v1/text-to-speech/(?P<voice>[^/?]+)")
 
@@ -114,6 +125,8 @@ def _handler(state: StubServer) -> type[BaseHTTPRequestHandler]:
 
         def do_POST(self) -> None:
             raw = self.rfile.read(int(self.headers.get("Content-Length", 0)))
+            if self.path == "/cognitiveservices/v1":
+                return self._azure(raw)
             try:
                 body = json.loads(raw)
             except json.JSONDecodeError:
@@ -156,12 +169,22 @@ def _handler(state: StubServer) -> type[BaseHTTPRequestHandler]:
             if body["generationConfig"]["temperature"] != 0:
                 raise ValueError("DEAF asks for temperature 0")
             text = state.reply("audio", prompt, seconds)
+            config = body["generationConfig"]
+            budget = int((config.get("thinkingConfig") or {}).get("thinkingBudget", -1))
+            thoughts = STUB_THOUGHT_TOKENS if budget < 0 else min(budget, STUB_THOUGHT_TOKENS)
+            words = len(text.split())
+            cap = int(config.get("maxOutputTokens", 65536))
+            content: dict[str, Any] = {"role": "model", "parts": [{"text": text}]}
+            finish = "STOP"
+            if thoughts + words > cap:  # thinking used the cap up: no answer text
+                content, finish, words = {"role": "model"}, "MAX_TOKENS", 0
+                thoughts = cap
             usage = {"promptTokenCount": 32 * round(seconds) + len(prompt.split()),
-                     "candidatesTokenCount": len(text.split()),
+                     "candidatesTokenCount": words, "thoughtsTokenCount": thoughts,
                      "promptTokensDetails": [{"modality": "AUDIO",
                                               "tokenCount": 32 * round(seconds)}]}
-            resp = {"candidates": [{"content": {"role": "model", "parts": [{"text": text}]},
-                                    "finishReason": "STOP"}], "usageMetadata": usage}
+            resp = {"candidates": [{"content": content, "finishReason": finish}],
+                    "usageMetadata": usage}
             self._send(200, json.dumps(resp).encode())
 
         def _chat(self, body: dict[str, Any]) -> None:
@@ -183,13 +206,77 @@ def _handler(state: StubServer) -> type[BaseHTTPRequestHandler]:
             self._send(200, json.dumps(resp).encode())
 
         def _tts(self, body: dict[str, Any], voice: str) -> None:
-            text = str(body["text"])
-            n = int(16000 * max(0.5, 0.06 * len(text)))
-            f0 = 100.0 + sum(map(ord, voice)) % 150
-            pcm = (0.1 * np.sin(2 * np.pi * f0 * np.arange(n) / 16000) * 32767).astype("<i2")
+            pcm = (_tone(str(body["text"]), voice, 16000) * 32767).astype("<i2")
             self._send(200, pcm.tobytes(), "application/octet-stream")
 
+        def _azure(self, raw: bytes) -> None:
+            state.requests.append({"path": self.path, "headers": dict(self.headers),
+                                   "body": raw.decode("utf-8", "replace")})
+            fault = state.next_fault()
+            if fault is not None:
+                extra = {"Retry-After": fault.retry_after} if fault.retry_after else None
+                return self._error(fault.status, fault.message, extra)
+            if not self._auth("Ocp-Apim-Subscription-Key", state.key):
+                return None
+            fmt = self.headers.get("X-Microsoft-OutputFormat", "")
+            if self.headers.get("Content-Type", "").split(";")[0] != "application/ssml+xml":
+                return self._error(400, "Content-Type must be application/ssml+xml")
+            try:
+                voice, text = _read_ssml(raw)
+                body, ctype = _encode(_tone(text, voice, 24000), 24000, fmt)
+            except ValueError as exc:
+                return self._error(400, str(exc))
+            self._send(200, body, ctype)
+
     return Handler
+
+
+def _tone(text: str, voice: str, rate: int) -> np.ndarray:
+    """A 0.1-amplitude tone, 60 ms per character (at least 0.5 s), pitch from the voice."""
+    n = int(rate * max(0.5, 0.06 * len(text)))
+    f0 = 100.0 + sum(map(ord, voice)) % 150
+    return (0.1 * np.sin(2 * np.pi * f0 * np.arange(n) / rate)).astype(np.float32)
+
+
+_SSML_NS = "{http://www.w3.org/2001/10/synthesis}"
+_AZURE_FORMATS = {"audio-24khz-48kbitrate-mono-mp3": ("MP3", 24000),
+                  "audio-16khz-32kbitrate-mono-mp3": ("MP3", 16000),
+                  "riff-24khz-16bit-mono-pcm": ("WAV", 24000),
+                  "riff-16khz-16bit-mono-pcm": ("WAV", 16000),
+                  "raw-24khz-16bit-mono-pcm": ("RAW", 24000),
+                  "raw-16khz-16bit-mono-pcm": ("RAW", 16000)}
+
+
+def _read_ssml(raw: bytes) -> tuple[str, str]:
+    """(voice name, spoken text) of an SSML ``<speak>`` with one ``<voice>``."""
+    import xml.etree.ElementTree as ET
+
+    try:
+        root = ET.fromstring(raw)
+    except ET.ParseError as exc:
+        raise ValueError(f"SSML does not parse: {exc}") from None
+    voices = root.findall(f"{_SSML_NS}voice") or root.findall("voice")
+    if root.tag not in (f"{_SSML_NS}speak", "speak") or len(voices) != 1 \
+            or not voices[0].get("name"):
+        raise ValueError("expected <speak> with one <voice name=...>")
+    return str(voices[0].get("name")), "".join(voices[0].itertext()).strip()
+
+
+def _encode(audio: np.ndarray, rate: int, fmt: str) -> tuple[bytes, str]:
+    """``audio`` (at ``rate``) in the Azure output format ``fmt``, and its content type."""
+    if fmt not in _AZURE_FORMATS:
+        raise ValueError(f"unsupported X-Microsoft-OutputFormat {fmt!r}")
+    kind, target = _AZURE_FORMATS[fmt]
+    x = np.interp(np.arange(int(len(audio) * target / rate)) * rate / target,
+                  np.arange(len(audio)), audio).astype(np.float32)
+    if kind == "RAW":
+        return (x * 32767).astype("<i2").tobytes(), "audio/x-wav"
+    buf = io.BytesIO()
+    if kind == "MP3":
+        sf.write(buf, x, target, format="MP3", subtype="MPEG_LAYER_III")
+        return buf.getvalue(), "audio/mpeg"
+    sf.write(buf, x, target, format="WAV", subtype="PCM_16")
+    return buf.getvalue(), "audio/x-wav"
 
 
 @contextmanager

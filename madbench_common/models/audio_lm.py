@@ -40,14 +40,13 @@ from madbench_common.audio import resample
 from madbench_common.errors import ConfigError
 from madbench_common.roles import Frames, OmniAnswer, OptionLogprob
 from madbench_common.types import Audio, Hertz
-from madbench_common.weights import hf_path
+from madbench_common.weights import TINY_MARKER, hf_path
 
 __all__ = ["IMAGE", "TINY_MARKER", "AudioFlamingo3", "AudioLM", "Qwen2Audio", "Qwen2AudioTiny",
            "Qwen3Omni"]
 
 log = logging.getLogger("madbench")
 IMAGE = "deaf-tf5"
-TINY_MARKER = "madbench_tiny_random.json"
 """The marker the tiny installers write beside a random checkpoint (as the omni issue's)."""
 _RATE = 16000
 
@@ -71,6 +70,8 @@ class AudioLM:
 
     repo: ClassVar[str] = ""
     revision: ClassVar[str] = "main"
+    requires_modules: ClassVar[tuple[str, ...]] = ("torch", "transformers")
+    """What the interpreter running it must import (checked before a run starts)."""
     slug = ""
     reference = False
     tiny = False

@@ -8,7 +8,11 @@ Both settings run diffusers' ``AudioLDM2Pipeline`` on ``cvssp/audioldm2`` (16 kH
   factor and cuts the waveform back), so the fit is ``exact``.
 * **ATA** (``env-audioldm2-ata``): neither diffusers nor the ``audioldm2`` package has
   audio-to-audio, so SDEdit is written here (Meng et al. 2022): the source environment
-  ê is turned into AudioLDM's log-mel (16 kHz, 1024-point STFT, hop = the vocoder's
+  ê is first brought to AudioLDM's input range exactly as upstream prepares every
+  waveform it encodes (haoheliu/AudioLDM2 ``audioldm2/utilities/audio/tools.py``
+  ``read_wav_file`` → ``normalize_wav``: mean removed, peak scaled to 0.5;
+  :func:`normalize_wav`; the VAE was trained on that range, so a quiet ê would enter it
+  far below), then turned into AudioLDM's log-mel (16 kHz, 1024-point STFT, hop = the vocoder's
   upsampling factor, 64 Slaney mel bands, ``log(max(mel, 1e-5))``), VAE-encoded
   (posterior mode), noised to ``strength`` of the DDIM schedule, and denoised over the
   remaining steps with the scene prompt and negative prompt under classifier-free
@@ -45,7 +49,7 @@ from madbench_common.roles import Frames
 from madbench_common.types import Audio, Hertz, Seconds
 from madbench_common.weights import hf_path
 
-__all__ = ["AudioLDM2ATA", "AudioLDM2TTA", "load_pipeline", "log_mel"]
+__all__ = ["AudioLDM2ATA", "AudioLDM2TTA", "load_pipeline", "log_mel", "normalize_wav"]
 
 IMAGE = "env-audioldm2"
 REPO = "cvssp/audioldm2"
@@ -66,6 +70,16 @@ def load_pipeline(repo: str, device: str, dtype: str = "float32", root: str | No
     pipe = pipe.to(device)
     pipe.set_progress_bar_config(disable=True)
     return pipe
+
+
+def normalize_wav(audio: Audio) -> Audio:
+    """AudioLDM's input normalisation (upstream ``normalize_wav``, applied by
+    ``read_wav_file`` before every encoding): mean removed, then scaled to a peak of 0.5
+    (the peak plus 1e-8, so silence stays silence)."""
+    x = np.asarray(audio, np.float64)
+    x = x - np.mean(x)
+    x = x / (np.max(np.abs(x)) + 1e-8)
+    return (x * 0.5).astype(np.float32)
 
 
 def log_mel(audio: Audio, pipe: Any) -> Any:
@@ -179,13 +193,13 @@ class AudioLDM2ATA(_AudioLDM2Base):
         if source_env is None or len(source_env) == 0:
             raise ConfigError(f"{self.slug}: audio-to-audio generation needs the source env")
         rate = int(self.pipe.vocoder.config.sampling_rate)
-        src = resample(np.asarray(source_env, np.float32), sample_rate, rate)
+        src = normalize_wav(resample(np.asarray(source_env, np.float32), sample_rate, rate))
         negative = negative_prompt_for(negative_prompt)
         audio, used = self._sdedit(src, prompt, negative, seed)
         result, fit = fit_output(audio, rate, sample_rate, round(duration * sample_rate))
         self.last_settings = self._settings(seed, len(audio), fit, negative_prompt=negative,
                                             strength=self.strength, denoise_steps=used,
-                                            method="sdedit")
+                                            method="sdedit", input_norm="audioldm_peak_0.5")
         return result
 
     def _sdedit(self, src: Audio, prompt: str, negative: str, seed: int) -> tuple[Audio, int]:

@@ -1,21 +1,28 @@
 """AudioX audio-to-audio generator (ZeyueT/AudioX @ ca179cc, ``HKUSTAudio/AudioX``; §3.4 ATA).
 
-Upstream's script inference (``get_pretrained_model`` + ``generate_diffusion_cond``) with
-the source environment ê as ``init_audio``: k-diffusion starts from ê's VAE latents
-noised to ``init_noise_level`` (it replaces ``sigma_max``) and denoises towards the scene
-prompt, with the negative prompt as the negative conditioning (after
-:func:`fix_cross_attn_masks`, which repairs an upstream mask-length bug on that path).
-AudioX works on a fixed
-10 s stereo 44.1 kHz canvas (its video conditioner hard-codes 10 s at 5 fps, its audio
-conditioner 215 latent frames), so ê is resampled, tiled to fill 10 s and made stereo;
-the video and audio prompts are left empty (zeros, which AudioX maps to its learned empty
-features) as upstream does without a video or audio prompt; ``seconds_total`` is 10.
-The 10 s output is mixed to mono, resampled, cut to clips under 10 s (``trim``) and
-looped for longer ones (``loop``).
+Upstream's script inference (README "Script Inference": ``get_pretrained_model`` +
+``generate_diffusion_cond``), conditioned on the source environment ê **through AudioX's
+own audio conditioner**, as upstream documents it: ê goes in as ``audio_prompt``,
+prepared exactly as ``stable_audio_tools.data.utils.load_and_process_audio`` prepares an
+``audio_path`` (the excerpt from ``seconds_start`` of ``seconds_total`` = 10 s at the
+model rate, zero-padded at the *front* when shorter, stereo; :func:`audio_prompt`),
+beside the scene prompt as ``text_prompt``, with the negative prompt as the negative
+conditioning (after :func:`fix_cross_attn_masks`, which repairs an upstream mask-length
+bug on that path). The video prompt is empty (zeros, AudioX's learned empty features),
+as upstream does without a video. Generation starts from noise at σ_max as in the
+README; ``init_noise_level`` > 0 additionally starts k-diffusion from ê's latents at that
+noise level (``init_audio``; the pre-issue-20 behaviour used σ = 1 with an empty audio
+prompt, kept only as this option).
+
+AudioX works on a fixed 10 s stereo 44.1 kHz canvas (its video conditioner hard-codes
+10 s at 5 fps, its audio conditioner 215 latent frames). Clips under 10 s keep the
+first ``duration`` seconds (``trim``). A clip of 10–12 s gets a second canvas whose audio
+prompt is the *last* 10 s of ê (``seconds_start`` = duration − 10), cross-faded in where
+the first canvas ends (:func:`madbench_common.models.env_common.stitch_windows`;
+``continued``) instead of a loop that would repeat the start out of sync with the video.
 
 Defaults (the paper fixes none): 250 steps, CFG 7, ``dpmpp-3m-sde``, σ_min 0.3 and
-σ_max 500 (the README example), init noise level 1.0 (``generate_diffusion_cond``'s
-default; σ = 1 is mid-schedule, like SDEdit strength ≈ 0.5).
+σ_max 500 (the README example).
 """
 
 from __future__ import annotations
@@ -31,12 +38,14 @@ from madbench_common.models.env_common import (
     negative_prompt_for,
     resolve_device,
     settings_record,
+    stitch_windows,
+    window_starts,
 )
 from madbench_common.roles import Frames
 from madbench_common.types import Audio, Hertz, Seconds
 from madbench_common.weights import hf_path
 
-__all__ = ["AudioXA2A", "fix_cross_attn_masks"]
+__all__ = ["AudioXA2A", "audio_prompt", "fix_cross_attn_masks"]
 
 IMAGE = "a2a-audiox"
 REPO = "HKUSTAudio/AudioX"
@@ -66,6 +75,21 @@ def fix_cross_attn_masks(tensors: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
+def audio_prompt(env: Audio, rate: Hertz, model_rate: int, start: float, seconds: float) -> Any:
+    """ê as AudioX's ``audio_prompt``: upstream ``load_and_process_audio`` on ê resampled
+    to the model rate (the ``seconds`` from ``start``, zero-padded at the front when
+    shorter), as a (2, samples) tensor."""
+    import torch
+
+    x = resample(np.asarray(env, np.float32), rate, model_rate)
+    if len(x) == 0:
+        raise ConfigError("a2a-audiox: empty source environment")
+    first, size = int(model_rate * start), int(model_rate * seconds)
+    part = x[first:first + size]
+    part = np.concatenate([np.zeros(size - len(part), np.float32), part])
+    return torch.from_numpy(np.stack([part, part]))
+
+
 class AudioXA2A:
     """``EnvGenerator`` (a2a): AudioX regeneration of the source environment."""
 
@@ -77,11 +101,12 @@ class AudioXA2A:
 
     def __init__(self, device: str | None = None, steps: int = 250, cfg_scale: float = 7.0,
                  sampler: str = "dpmpp-3m-sde", sigma_min: float = 0.3, sigma_max: float = 500.0,
-                 init_noise_level: float = 1.0, root: str | None = None) -> None:
+                 init_noise_level: float = 0.0, root: str | None = None) -> None:
         self.device, self.root = device, root
-        self.params = {"steps": int(steps), "cfg_scale": float(cfg_scale), "sampler_type": sampler,
-                       "sigma_min": float(sigma_min), "sigma_max": float(sigma_max),
-                       "init_noise_level": float(init_noise_level)}
+        self.params: dict[str, Any] = {
+            "steps": int(steps), "cfg_scale": float(cfg_scale), "sampler_type": sampler,
+            "sigma_min": float(sigma_min), "sigma_max": float(sigma_max),
+            "init_noise_level": float(init_noise_level)}
         self.last_settings: dict[str, Any] = {}
         self._loaded: tuple[Any, dict[str, Any], str] | None = None
 
@@ -97,7 +122,8 @@ class AudioXA2A:
         return self._loaded
 
     def _canvas(self, env: Audio, rate: Hertz, model_rate: int, size: int) -> Any:
-        """ê at the model rate, tiled to the canvas length, as a (2, size) tensor."""
+        """ê at the model rate, tiled to the canvas length, as a (2, size) tensor (the
+        ``init_audio`` of the ``init_noise_level`` option)."""
         import torch
 
         x = resample(np.asarray(env, np.float32), rate, model_rate)
@@ -110,37 +136,55 @@ class AudioXA2A:
                  frames: Frames | None = None, fps: float = 0.0,
                  source_env: Audio | None = None, seed: int = 0,
                  negative_prompt: str = "") -> Audio:
+        if source_env is None or len(source_env) == 0:
+            raise ConfigError(f"{self.slug}: audio-to-audio generation needs the source env")
+        _, config, _ = self._load()
+        rate, size = int(config["sample_rate"]), int(config["sample_size"])
+        canvas = size / rate
+        negative = negative_prompt_for(negative_prompt)
+        n = round(duration * sample_rate)
+        starts = window_starts(float(duration), canvas)
+        outs = [self._window(source_env, sample_rate, start, prompt, negative, seed + i)
+                for i, start in enumerate(starts)]
+        if len(outs) == 1:
+            result, fit = fit_output(outs[0], rate, sample_rate, n)
+        else:
+            parts = [fit_output(o, rate, sample_rate, round(canvas * sample_rate))[0]
+                     for o in outs]
+            result, fit = stitch_windows(parts, starts, sample_rate, n), "continued"
+        init = float(self.params["init_noise_level"])
+        self.last_settings = settings_record(
+            seed=seed, native_rate=rate, native_seconds=outs[0].shape[-1] / rate, fit=fit,
+            model=REPO, negative_prompt=negative, windows=starts,
+            audio_prompt="source env (load_and_process_audio)",
+            init_audio="source env tiled to the canvas" if init > 0 else "", **self.params)
+        return result
+
+    def _window(self, env: Audio, env_rate: Hertz, start: float, prompt: str, negative: str,
+                seed: int) -> Any:
+        """One 10 s canvas conditioned on ê from ``start`` (module docstring)."""
         import torch
         from stable_audio_tools.inference.generation import generate_diffusion_cond
 
-        if source_env is None or len(source_env) == 0:
-            raise ConfigError(f"{self.slug}: audio-to-audio generation needs the source env")
         model, config, device = self._load()
         rate, size = int(config["sample_rate"]), int(config["sample_size"])
         seconds = size / rate
         video = torch.zeros((int(seconds * config.get("video_fps", 5)), 3, 224, 224))
-        empty_audio = torch.zeros((2, size))
-        negative = negative_prompt_for(negative_prompt)
+        heard = audio_prompt(env, env_rate, rate, start, seconds)
 
         def cond(text: str) -> list[dict[str, Any]]:
             return [{"video_prompt": [video.unsqueeze(0)], "text_prompt": text,
-                     "audio_prompt": empty_audio.unsqueeze(0), "seconds_start": 0,
+                     "audio_prompt": heard.unsqueeze(0), "seconds_start": start,
                      "seconds_total": seconds}]
 
         p = dict(self.params)
-        init_level = p.pop("init_noise_level")
+        init_level = float(p.pop("init_noise_level"))
+        init = {"init_audio": (rate, self._canvas(env, env_rate, rate, size)),
+                "init_noise_level": init_level} if init_level > 0 else {}
         with torch.inference_mode():
             pos, neg = (fix_cross_attn_masks(model.conditioner(cond(text), device))
                         for text in (prompt, negative))
             out = generate_diffusion_cond(
                 model, conditioning_tensors=pos, negative_conditioning_tensors=neg,
-                sample_size=size, seed=int(seed), device=device,
-                init_audio=(rate, self._canvas(source_env, sample_rate, rate, size)),
-                init_noise_level=init_level, **p)
-        audio = out[0].float().cpu().numpy()
-        result, fit = fit_output(audio, rate, sample_rate, round(duration * sample_rate))
-        self.last_settings = settings_record(
-            seed=seed, native_rate=rate, native_seconds=audio.shape[-1] / rate, fit=fit,
-            model=REPO, negative_prompt=negative, init_audio="source env tiled to the canvas",
-            **self.params)
-        return result
+                sample_size=size, seed=int(seed), device=device, **init, **p)
+        return out[0].float().cpu().numpy()

@@ -1,14 +1,20 @@
 """Baichuan-Omni-1.5 as a zero-shot omni model (paper §4.2, §5): remote code + its git repo.
 
-Code and weights: the modeling code is taken from the git repository
+Code and weights: the modeling code (``*.py``) is taken from the git repository
 ``baichuan-inc/Baichuan-Omni-1.5`` at a pinned commit (``image.yaml`` ``upstream_src``,
-folder ``baichuan-omni/model``: code, config, tokenizer); the weights from the hub
-snapshot ``baichuan-inc/Baichuan-Omni-1d5``. :func:`model_dir` lays both out in one
-folder (weights linked), which ``AutoModelForCausalLM.from_pretrained(...,
-trust_remote_code=True)`` loads. The upstream modules import ``flash_attn`` (CUDA
-build) and ``deepspeed``: :func:`~madbench_common.models._remote.install_remote_shims`
-answers ``flash_attn_varlen_func`` with SDPA per packed sequence and stubs the ZeRO
-hook, so the image needs neither (the LLM itself already uses SDPA at inference).
+folder ``baichuan-omni/model``), reviewed there; everything else — config, generation
+config, tokenizer files and weights — from the hub snapshot ``baichuan-inc/Baichuan-Omni-1d5``
+(the release the weights belong to; the repository's ``tokenizer.json`` is also too large
+for the offline mirror). :func:`model_dir` lays both out in one folder (snapshot files
+linked), which ``AutoModelForCausalLM.from_pretrained(..., trust_remote_code=True)`` loads
+with the remote-code copy in a writable modules cache. The upstream modules import
+``flash_attn`` (CUDA build) and ``deepspeed``: :func:`~madbench_common.models._remote.
+install_remote_shims` answers ``flash_attn_varlen_func`` with SDPA per packed sequence and
+stubs the ZeRO hook, so the image needs neither (the LLM itself already uses SDPA at
+inference). The release's config also names flash-attention 2 for its NaViT visual
+encoder (``visual_config``/``video_config`` ``_attn_implementation``), which transformers
+refuses without the flash-attn package: :func:`sdpa_vision` switches it to transformers'
+own SDPA vision attention (the same block-diagonal attention) when flash-attn is absent.
 
 Prompt (:func:`message`, the web demo's layout): ``<B_SYS>`` + system prompt, ``<C_Q>``,
 then ``<video_start_baichuan>{"local": mp4}<video_end_baichuan>`` for A-V (frames
@@ -20,12 +26,14 @@ modality); :meth:`BaichuanOmni15.inputs` therefore fails when the audio (or the 
 did not make it into the batch.
 
 Scores: ``model.generate(..., do_sample=False, output_logits=True)`` — the first
-decoding step's logits at each option's first token.
+decoding step's logits at each option's first token (raw logits, before any processor).
+Decoding (:meth:`BaichuanOmni15.generation_kwargs`): the media placeholder tokens (audio pad,
+image pad, video place) are suppressed — the forward cannot take one back without its
+media (it asserts) — and ``<audiogen_start_baichuan>`` ends the reply, as the web demo's
+``stop_strings`` do (the spoken part of a reply is not asked for).
 
-Not run here: a tiny random model of this architecture needs the repository's whole
-model stack (audio VQ tokenizer, flow-matching decoder, visual encoder) in torch 2.4;
-the tests check the prompt, the media files, the SDPA shim and the parsing, and skip
-the forward (blocker: no tiny configuration of OmniForCausalLM offline).
+The adapter tests run this loader, the processor, the forward and the first-token scoring
+on a tiny random model of the upstream classes (:mod:`madbench_common.models.tiny_baichuan`).
 """
 
 from __future__ import annotations
@@ -44,13 +52,13 @@ from madbench_common.audio import resample, wav_bytes
 from madbench_common.errors import ConfigError
 from madbench_common.models._hf import torch_device
 from madbench_common.models._omni_hf import checkpoint_version, greedy_reply, torch_dtype
-from madbench_common.models._remote import install_remote_shims
+from madbench_common.models._remote import install_remote_shims, writable_modules_cache
 from madbench_common.roles import Frames, OmniAnswer
 from madbench_common.types import Audio, Hertz
 from madbench_common.weights import hf_path
 
 __all__ = ["CODE_ENV", "IMAGE", "REPO", "REVISION", "SYSTEM_PROMPT", "BaichuanOmni15",
-           "message", "model_dir", "write_frames"]
+           "message", "model_dir", "sdpa_vision", "write_frames"]
 
 IMAGE = "omni-baichuan15"
 REPO = "baichuan-inc/Baichuan-Omni-1d5"
@@ -61,7 +69,6 @@ _DEFAULT_CODE = "/opt/upstream/baichuan-omni/baichuan-omni/model"
 SAMPLE_RATE = 16000
 MAX_AUDIO_SECONDS = 30.0
 SYSTEM_PROMPT = "You are a helpful assistant."
-_WEIGHT_SUFFIXES = (".safetensors", ".bin", ".index.json")
 
 
 def message(prompt: str, audio_path: str, video_path: str | None = None,
@@ -95,17 +102,42 @@ def write_frames(frames: Frames, fps: float, path: Path) -> Path:
     return path
 
 
+def _flash_attn_installed() -> bool:
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        version("flash_attn")
+    except PackageNotFoundError:
+        return False
+    return True
+
+
+def sdpa_vision(config: Any) -> Any:
+    """``config`` with its visual/video encoders on SDPA where it names flash-attention 2 and
+    the flash-attn package is not installed (transformers would refuse to build them)."""
+    if _flash_attn_installed():
+        return config
+    for part in ("visual_config", "video_config"):
+        sub = getattr(config, part, None)
+        if sub is not None and getattr(sub, "_attn_implementation", "") == "flash_attention_2":
+            sub._attn_implementation = "sdpa"
+    return config
+
+
 def model_dir(code: Path, weights: Path, dest: Path) -> Path:
-    """``dest`` with the repository's code/config/tokenizer files and links to the weights."""
+    """``dest`` with the repository's code (``*.py``) and links to every file of the hub
+    snapshot (config, generation config, tokenizer, weights)."""
     if not (code / "modeling_omni.py").exists():
         raise ConfigError(f"{code}: no modeling_omni.py; set {CODE_ENV} to the git repository's "
                           "baichuan-omni/model folder (make image IMAGE=omni-baichuan15 copies it)")
+    if not (weights / "config.json").exists():
+        raise ConfigError(f"{weights}: no config.json in the Baichuan-Omni-1d5 snapshot; fetch "
+                          f"it again with: madbench weights fetch --image {IMAGE}")
     dest.mkdir(parents=True, exist_ok=True)
-    for src in code.iterdir():
-        if src.is_file():
-            (dest / src.name).write_bytes(src.read_bytes())
+    for src in code.glob("*.py"):
+        (dest / src.name).write_bytes(src.read_bytes())
     for src in weights.iterdir():
-        if src.name.endswith(_WEIGHT_SUFFIXES) and not (dest / src.name).exists():
+        if src.is_file() and src.suffix != ".py":
             os.symlink(src.resolve(), dest / src.name)
     return dest
 
@@ -119,7 +151,7 @@ class BaichuanOmni15:
 
     def __init__(self, device: str | None = None, root: str | Path | None = None,
                  dtype: str | None = None) -> None:
-        from transformers import AutoModelForCausalLM, AutoTokenizer
+        from transformers import AutoConfig, AutoModelForCausalLM, AutoTokenizer
 
         install_remote_shims()
         snap = hf_path(REPO, image=IMAGE, revision=REVISION, root=root)
@@ -127,9 +159,11 @@ class BaichuanOmni15:
         path = model_dir(Path(os.environ.get(CODE_ENV, _DEFAULT_CODE)), snap,
                          Path(self._tmp.name) / "model")
         self.device = torch_device(device)
+        writable_modules_cache()
+        config = sdpa_vision(AutoConfig.from_pretrained(path, trust_remote_code=True))
         self.model = AutoModelForCausalLM.from_pretrained(
-            path, trust_remote_code=True, torch_dtype=torch_dtype(self.device, dtype),
-        ).to(self.device).eval()
+            path, config=config, trust_remote_code=True,
+            torch_dtype=torch_dtype(self.device, dtype)).to(self.device).eval()
         self.model.training = False
         self.tokenizer = AutoTokenizer.from_pretrained(path, trust_remote_code=True)
         self.model.bind_processor(self.tokenizer, training=False,
@@ -167,12 +201,24 @@ class BaichuanOmni15:
                           videos_patch_nums=ret.videos_patch_nums, videos_grid=ret.videos_grid)
         return kwargs
 
+    def generation_kwargs(self) -> dict[str, Any]:
+        """Placeholder tokens suppressed; the end of text and the start of speech end it."""
+        cfg = self.model.config
+        pads = [cfg.audio_config.audio_pad_token_id, cfg.visual_config.image_pad_token_id,
+                cfg.video_config.video_place_token_id]
+        eos = self.model.generation_config.eos_token_id
+        eos = list(eos) if isinstance(eos, (list, tuple)) else [eos]
+        return {"suppress_tokens": sorted(set(pads)),
+                "eos_token_id": [*eos, cfg.audio_config.audiogen_start_token_id],
+                "pad_token_id": self.tokenizer.pad_token_id}
+
     def answer(self, prompt: str, audio: Audio, sample_rate: Hertz,
                frames: Frames | None = None, fps: float = 0.0, choices: Sequence[str] = (),
                max_new_tokens: int = 16) -> OmniAnswer:
         start = time.perf_counter()
         with tempfile.TemporaryDirectory(prefix="mb-baichuan-q-") as tmp:
             batch = self.inputs(prompt, Path(tmp), audio, sample_rate, frames, fps)
-            reply = greedy_reply(self.model, batch, self.tokenizer, choices, max_new_tokens)
+            reply = greedy_reply(self.model, batch, self.tokenizer, choices, max_new_tokens,
+                                 **self.generation_kwargs())
         return OmniAnswer(reply.text, reply.options, reply.logits,
                           time.perf_counter() - start)

@@ -38,12 +38,13 @@ from madbench_common.errors import ConfigError
 from madbench_common.models.prep import check_audio, fuse_av, l2_normalise, resample, torch_device
 from madbench_common.roles import Embedding, Frames, InputSpec
 from madbench_common.types import Audio, Hertz
-from madbench_common.weights import url_file
+from madbench_common.weights import TINY_ARCH_FILE, url_file
 
 __all__ = ["RELEASED", "CavMaeSyncEncoder", "segment"]
 
 IMAGE, WEIGHTS, RATE = "enc-cavmae-sync", "cav_mae_sync.pth", 16000
-ARCH_FILE = "cav_mae_sync.arch.json"
+ARCH_FILE = TINY_ARCH_FILE
+"""Beside a tiny test checkpoint only (``madbench_arch.json``): its architecture arguments."""
 """Optional constructor overrides beside the checkpoint (tiny test checkpoints only; the
 released checkpoint has none and uses :data:`RELEASED`)."""
 RELEASED: dict[str, Any] = {"audio_length": 416, "modality_specific_depth": 11,

@@ -2,34 +2,44 @@
 
 The checkpoint ``Speech-Arena-2025/DF_Arena_1B_V_1`` ships its model as Hugging Face
 remote code (``auto_map``: ``AutoModel`` → ``modeling_antispoofing.DF_Arena_1B_Antispoofing``,
-``AutoFeatureExtractor`` → ``AntispoofingFeatureExtractor``; ``id2label`` 0 = spoof,
-1 = bonafide): an XLS-R 1B front end with layer-attention pooling and a 4-block Conformer
-head (1,148 M parameters). It is loaded offline from the weights root with
-``trust_remote_code=True``; the remote code is part of the fetched snapshot.
+whose constructor attaches its ``AntispoofingFeatureExtractor`` as ``model.feature_extractor``;
+``id2label`` 0 = spoof, 1 = bonafide): an XLS-R 1B front end with layer-attention pooling
+and a 4-block Conformer head (1,148 M parameters). It is loaded offline from the weights root with
+``trust_remote_code=True``; the remote code is part of the fetched snapshot. Its backbone
+builds the XLS-R front end from ``Wav2Vec2Config.from_pretrained("facebook/wav2vec2-xls-r-1b")``,
+which ``weights.yaml`` therefore fetches too (its ``config.json``; offline, transformers
+finds it in the Hugging Face cache). The copy of the remote code transformers makes goes
+to a writable modules cache (:func:`~madbench_common.models._remote.writable_modules_cache`).
 
 Input, as its model card: 16 kHz mono, the deterministic first 64,600 samples (4.04 s),
 tile-repeated when shorter (no random crop), through the checkpoint's feature
 extractor. Native score: ``P(spoof) = softmax(logits)[spoof]`` (the card's score is the
 bona fide probability, its complement). Frozen features: the input of the final 2-way
 linear classifier (the pooled class-token representation), captured with a forward
-hook, since the remote model returns only logits.
+hook, since the remote model returns only logits: its ``forward`` returns the plain dict
+``{"logits": …}`` (:func:`logits_of` reads it).
+
+The forward of the real architecture is not run offline (hub-only code); the adapter tests
+load a stand-in snapshot (:mod:`madbench_common.models.tiny_remote`) through this loader.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any
 
 import numpy as np
 import numpy.typing as npt
 
 from madbench_common.errors import ConfigError
+from madbench_common.models._remote import writable_modules_cache
 from madbench_common.models.prep import check_audio, resample, tile_to, torch_device
 from madbench_common.roles import Embedding, Frames, InputSpec
 from madbench_common.types import Audio, Hertz
 from madbench_common.weights import hf_path
 
-__all__ = ["NB_SAMP", "DfArenaDetector", "classifier_hook", "p_spoof", "prepare"]
+__all__ = ["NB_SAMP", "REPO", "DfArenaDetector", "classifier_hook", "logits_of", "p_spoof",
+           "prepare"]
 
 IMAGE, REPO, RATE, NB_SAMP = "det-df-arena", "Speech-Arena-2025/DF_Arena_1B_V_1", 16000, 64600
 
@@ -49,6 +59,22 @@ def p_spoof(logits: npt.ArrayLike, id2label: dict[Any, str]) -> float:
                           f"class among {z.size} logits")
     p = np.exp(z - z.max())
     return float(p[spoof[0]] / p.sum())
+
+
+def logits_of(out: Any) -> Any:
+    """The logits in the remote model's output: the release's ``forward`` returns a plain dict
+    ``{"logits": …}``; a ``ModelOutput``, a tuple or a bare tensor are read too."""
+    if isinstance(out, Mapping):  # the release's dict (and a ModelOutput, an OrderedDict)
+        if "logits" not in out:
+            raise ConfigError(f"DF-Arena model output has no 'logits' (keys: {sorted(out)})")
+        return out["logits"]
+    if hasattr(out, "logits"):
+        return out.logits
+    if isinstance(out, (tuple, list)) and out:
+        return out[0]
+    if hasattr(out, "shape"):
+        return out
+    raise ConfigError(f"DF-Arena model output of type {type(out).__name__} has no logits")
 
 
 def classifier_hook(model: Any, n_classes: int) -> Callable[[], npt.NDArray[np.float32]]:
@@ -78,11 +104,16 @@ class DfArenaDetector:
 
     def __init__(self, revision: str | None = None) -> None:
         import torch
-        from transformers import AutoFeatureExtractor, AutoModel
+        from transformers import AutoModel
 
         path = hf_path(REPO, image=IMAGE, revision=revision)
-        self.extractor: Any = AutoFeatureExtractor.from_pretrained(path, trust_remote_code=True)
+        writable_modules_cache()
         self.model: Any = AutoModel.from_pretrained(path, trust_remote_code=True)
+        # the release's model builds its own extractor (no preprocessor_config.json needed)
+        self.extractor: Any = getattr(self.model, "feature_extractor", None)
+        if not callable(self.extractor):
+            raise ConfigError(f"{path}: the DF-Arena model has no feature_extractor (is this "
+                              "the release's modeling_antispoofing.py?)")
         self.device = torch_device()
         self.model.eval().to(self.device)
         self.id2label = dict(self.model.config.id2label)
@@ -97,7 +128,7 @@ class DfArenaDetector:
         inputs = self.extractor(x, sampling_rate=RATE, return_tensors="pt")
         with self._torch.no_grad():
             out = self.model(**{k: v.to(self.device) for k, v in inputs.items()})
-        logits = out.logits if hasattr(out, "logits") else out[0]
+        logits = logits_of(out)
         spec = InputSpec(audio_rate=RATE, audio_seconds=NB_SAMP / RATE,
                          crop=f"first {NB_SAMP} samples, tile-repeated when shorter",
                          pooling="input of the final 2-way classifier (class token)")

@@ -4,9 +4,11 @@ DEAF §2.1 and Appendix A.2.3 synthesise SIC with ElevenLabs' ``eleven_multiling
 in four voice profiles, exported as 16 kHz 16-bit mono PCM. This adapter calls
 ``POST /v1/text-to-speech/{voice_id}?output_format=pcm_16000`` with the key from
 ``$ELEVENLABS_API_KEY`` only. The paper's voice ids (its Table 8) are not in the text
-we have, so ``voices`` maps each profile to a voice id and is required: a profile
-without one is a configuration error. Costs are per character (``usd_per_1k_chars``,
-unverified list price) against the spend cap.
+we have, so ``voices`` maps each profile to a voice id, by default the documented premade
+set :data:`madbench_common.deaf.design.ELEVENLABS_VOICES` (the ``sic_tts_voices`` workflow
+parameter); a mapping given replaces it, and a profile it lacks is a configuration error.
+Costs are per character (``usd_per_1k_chars``, unverified list price) against the spend
+cap.
 """
 
 from __future__ import annotations
@@ -14,6 +16,7 @@ from __future__ import annotations
 import numpy as np
 
 from madbench_common.audio import resample
+from madbench_common.deaf.design import ELEVENLABS_VOICES
 from madbench_common.errors import ConfigError
 from madbench_common.models.http_api import JsonApi, SpendMeter, api_key
 from madbench_common.types import Audio, Hertz
@@ -35,7 +38,7 @@ class ElevenLabsTTS:
                  key_env: str = "ELEVENLABS_API_KEY", rpm: float = 30.0,
                  usd_per_1k_chars: float = 0.30, spend_cap_usd: float = 20.0,
                  api: JsonApi | None = None) -> None:
-        self.voices = dict(voices or {})
+        self.voices = dict(ELEVENLABS_VOICES if voices is None else voices)
         self.api = api or JsonApi(base_url, {"xi-api-key": api_key(key_env)}, rpm=rpm,
                                   key_env=key_env)
         self.usd_per_char = usd_per_1k_chars / 1000.0
@@ -46,7 +49,8 @@ class ElevenLabsTTS:
         voice = self.voices.get(profile)
         if not voice:
             raise ConfigError(f"{self.slug}: no voice id for profile {profile!r}; set the "
-                              "stage parameter voices={profile: voice_id, ...}")
+                              "stage parameter voices={profile: voice_id, ...} (workflow "
+                              "parameter sic_tts_voices)")
         cost = len(text) * self.usd_per_char
         self.meter.check(cost)
         pcm = self.api.post(f"/v1/text-to-speech/{voice}?output_format=pcm_{_RATE}",

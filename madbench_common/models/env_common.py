@@ -10,6 +10,14 @@ the end), ``pad`` (at most 50 ms short, e.g. a codec frame: the tail is continue
 mirror image) or ``loop`` (shorter, repeated from the start with a 50 ms equal-power
 crossfade at each seam). Resampling is polyphase (:func:`madbench_common.audio.resample`).
 
+A generator with a fixed canvas shorter than the clip (FoleyCrafter and AudioX: 10 s;
+clips run to 12 s) does not loop its output: a repeated tail is out of sync with the
+video, an artefact a detector can learn (paper §3.4 asks for "full-duration background
+components"). It generates the remainder instead, a second canvas conditioned on the
+*end* of the clip (:func:`window_starts`: the last window ends at the clip's end), and
+:func:`stitch_windows` cross-fades it in (equal power, ``CONTINUE_XFADE`` seconds,
+ending where the first canvas ends); the fit is recorded as ``continued``.
+
 Everything here is numpy, SciPy and PyAV; torch is imported only where a device is resolved.
 """
 
@@ -22,6 +30,7 @@ import numpy as np
 import numpy.typing as npt
 
 from madbench_common.audio import resample
+from madbench_common.compat import zip_strict
 from madbench_common.types import Audio, Hertz, Seconds
 
 __all__ = [
@@ -34,7 +43,9 @@ __all__ = [
     "resize_frames",
     "resolve_device",
     "settings_record",
+    "stitch_windows",
     "to_mono",
+    "window_starts",
 ]
 
 ALWAYS_EXCLUDED = ("speech", "singing", "music", "media playback")
@@ -42,6 +53,8 @@ ALWAYS_EXCLUDED = ("speech", "singing", "music", "media playback")
 
 _XFADE_SECONDS = 0.05
 _PAD_SECONDS = 0.05
+CONTINUE_XFADE = 0.25
+"""Seconds of the equal-power cross-fade between two canvases of one clip."""
 
 
 @dataclass(frozen=True)
@@ -164,3 +177,40 @@ def settings_record(*, seed: int, native_rate: Hertz, native_seconds: Seconds, f
     return {"seed": int(seed), "native_rate": int(native_rate),
             "native_seconds": round(float(native_seconds), 4), "fit": fit, **extra}
 
+
+
+def window_starts(duration: Seconds, canvas: Seconds,
+                  xfade: Seconds = CONTINUE_XFADE) -> list[float]:
+    """Start times of the canvases that cover ``duration`` (module docstring).
+
+    One canvas when it fits; else each next canvas starts ``xfade`` before the previous
+    one ends, and the last one ends exactly at ``duration`` (so it sees the clip's end).
+    """
+    if duration <= canvas:
+        return [0.0]
+    starts = [0.0]
+    while starts[-1] + canvas < duration:
+        starts.append(min(starts[-1] + canvas - xfade, duration - canvas))
+    return starts
+
+
+def stitch_windows(windows: list[Audio], starts: list[float], rate: Hertz, n: int,
+                   xfade: Seconds = CONTINUE_XFADE) -> Audio:
+    """Canvases (at ``rate``, each starting at ``starts[i]`` s) cross-faded into ``n`` samples.
+
+    Each seam is an equal-power fade of ``xfade`` seconds that ends where the earlier
+    canvas ends; after it the later canvas alone is used.
+    """
+    out = np.asarray(windows[0], np.float64)
+    end = len(out)
+    for w, start in zip_strict(windows[1:], starts[1:]):
+        off = round(start * rate)
+        fade = max(1, min(round(xfade * rate), end - off))
+        t = np.linspace(0.0, np.pi / 2, fade)
+        w64 = np.asarray(w, np.float64)
+        seam = out[end - fade:end] * np.cos(t) + w64[end - fade - off:end - off] * np.sin(t)
+        out = np.concatenate([out[:end - fade], seam, w64[end - off:]])
+        end = off + len(w64)
+    res = np.zeros(n, np.float32)
+    res[:min(n, len(out))] = out[:n]
+    return res

@@ -18,7 +18,15 @@ One call:
   offset by half a frame so its ``int()`` lands on that count); the remaining
   correction (trailing silence the model leaves) is a WSOLA stretch, recorded;
 * the seed seeds Python, NumPy and torch before sampling (upstream's
-  ``seed_everything`` does the same), so the same seed gives the same audio;
+  ``seed_everything`` does the same), so the same seed gives the same audio. A text
+  longer than upstream's ``max_chars`` (what fits in 22 s beside the reference at its
+  speaking rate) is split into chunks by ``chunk_text``, and ``infer_batch_process``
+  samples the chunks in a ``ThreadPoolExecutor``: the threads draw their noise from the
+  one global torch RNG in whatever order they run, so one seed gave different audio
+  (same-identity speech of ≥ 11.5 s splits). The adapter runs upstream's own batch
+  process with a serial executor in its place (:func:`_serial_chunks`): the chunks are
+  sampled one after another on the calling thread, in order, from the seeded RNG;
+  upstream's chunking, per-chunk duration split and cross-fade are unchanged;
 * output 24 kHz (Vocos), resampled to the pipeline rate by :mod:`madbench_common.speech_prep`.
 
 Sampler defaults are upstream's: 32 NFE steps (Euler), CFG strength 2, sway sampling
@@ -30,7 +38,9 @@ from __future__ import annotations
 import json
 import os
 import tempfile
-from collections.abc import Mapping
+from collections.abc import Callable, Iterator, Mapping
+from concurrent.futures import Future
+from contextlib import contextmanager
 from importlib.resources import files
 from pathlib import Path
 from typing import Any
@@ -50,16 +60,17 @@ from madbench_common.speech_prep import (
     seed_all,
 )
 from madbench_common.types import Audio, Hertz, Seconds
-from madbench_common.weights import hf_path
+from madbench_common.weights import TINY_ARCH_FILE, hf_path, tiny_layout
 
-__all__ = ["F5CrossTTS", "F5SameTTS", "F5TTSGenerator", "write_tiny_checkpoint"]
+__all__ = ["F5CrossTTS", "F5SameTTS", "F5TTSGenerator", "SerialExecutor",
+           "write_tiny_checkpoint"]
 
 IMAGE = "tts-f5"
 REPO = "SWivid/F5-TTS"
 VOCOS_REPO = "charactr/vocos-mel-24khz"
 _SR = 24000
 _HOP = 256
-ARCH_FILE = "madbench_arch.json"
+ARCH_FILE = TINY_ARCH_FILE
 TINY_ARCH = {"dim": 64, "depth": 2, "heads": 2, "ff_mult": 2, "text_dim": 32, "conv_layers": 1}
 _TINY_VOCOS = {
     "feature_extractor": {"class_path": "vocos.feature_extractors.MelSpectrogramFeatures",
@@ -134,7 +145,7 @@ class F5TTSGenerator(ReportingGenerator):
             try:
                 ref_frames = sf.info(ref_file).frames // _HOP
                 frames = ref_frames + round(duration * _SR / _HOP)
-                with guard_oom():
+                with guard_oom(), _serial_chunks(ui):
                     wave, _, _ = ui.infer_process(
                         ref_file, ref_text, text, self._model, self._vocoder, "vocos",
                         show_info=_quiet, progress=None, fix_duration=(frames + 0.5) * _HOP / _SR,
@@ -144,6 +155,36 @@ class F5TTSGenerator(ReportingGenerator):
         if wave is None or not np.size(wave):
             raise GenerationFailed("empty_output", "F5-TTS returned no audio")
         return wave
+
+
+class SerialExecutor:
+    """A ``ThreadPoolExecutor`` stand-in that runs each task at ``submit``, in order, on
+    the calling thread (so every chunk draws its noise from the seeded RNG in turn)."""
+
+    def __enter__(self) -> SerialExecutor:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        return None
+
+    def submit(self, fn: Callable[..., Any], /, *args: Any, **kwargs: Any) -> Future[Any]:
+        future: Future[Any] = Future()
+        try:
+            future.set_result(fn(*args, **kwargs))
+        except BaseException as err:  # re-raised by result(), as a pool's future would
+            future.set_exception(err)
+        return future
+
+
+@contextmanager
+def _serial_chunks(ui: Any) -> Iterator[None]:
+    """Upstream's chunk pool replaced by :class:`SerialExecutor` for one call."""
+    pool = ui.ThreadPoolExecutor
+    ui.ThreadPoolExecutor = SerialExecutor
+    try:
+        yield
+    finally:
+        ui.ThreadPoolExecutor = pool
 
 
 def _infer_kwargs(sampler: Mapping[str, Any]) -> dict[str, Any]:
@@ -197,6 +238,8 @@ class F5CrossTTS(F5TTSGenerator):
     branch = "tts_cross"
 
 
+@tiny_layout({REPO: ("F5TTS_v1_Base/model_1250000.safetensors", f"F5TTS_v1_Base/{ARCH_FILE}"),
+              VOCOS_REPO: ("config.yaml", "pytorch_model.bin")})
 def write_tiny_checkpoint(root: str | os.PathLike[str]) -> None:
     """Tiny random F5 ``CFM(DiT)`` and Vocos, from upstream's classes, in the real layout.
 

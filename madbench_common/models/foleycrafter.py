@@ -16,9 +16,12 @@ with the device a parameter (upstream moves the time condition and the CLIP inpu
   HiFi-GAN vocoder (16 kHz, 160 000 samples).
 
 FoleyCrafter always makes 10 s. Clips under 10 s keep the first ``duration`` seconds
-(upstream's own cut; recorded as ``trim``); clips over 10 s are conditioned on their
-first 10 s and the 10 s result is looped to the clip length (``loop``; upstream has no
-longer canvas).
+(upstream's own cut; recorded as ``trim``). A clip over 10 s (up to 12 s here) gets a
+second 10 s canvas conditioned on the *last* 10 s of its video (frames, onsets and
+CLIP embeddings of that window), cross-faded in where the first canvas ends
+(:func:`madbench_common.models.env_common.stitch_windows`; ``continued``): upstream has
+no longer canvas, and a loop would repeat the start out of sync with the video, an
+artefact a detector could learn.
 
 Defaults (upstream ``inference.py``; the paper fixes none): 25 steps, guidance 7.5 (the
 pipeline default), semantic scale 1.0, temporal scale 0.2, 150 onset frames.
@@ -37,6 +40,8 @@ from madbench_common.models.env_common import (
     negative_prompt_for,
     resolve_device,
     settings_record,
+    stitch_windows,
+    window_starts,
 )
 from madbench_common.roles import Frames
 from madbench_common.types import Audio, Hertz, Seconds
@@ -115,10 +120,11 @@ class FoleyCrafterV2A:
                            "device": device}
         return self._parts
 
-    def _frames(self, frames: Frames, fps: float, seconds: float) -> Frames:
-        """``onset_frames`` frames evenly spread over the first ``seconds`` of the video."""
-        last = min(len(frames), max(1, round(seconds * fps))) - 1
-        return frames[np.linspace(0, last, self.onset_frames, dtype=int)]
+    def _frames(self, frames: Frames, fps: float, seconds: float, start: float = 0.0) -> Frames:
+        """``onset_frames`` frames evenly spread over ``seconds`` of video from ``start``."""
+        first = min(len(frames) - 1, round(start * fps))
+        last = min(len(frames), first + max(1, round(seconds * fps))) - 1
+        return frames[np.linspace(first, last, self.onset_frames, dtype=int)]
 
     def _conditions(self, frames: Frames, seconds: float) -> tuple[Any, Any]:
         import torch
@@ -141,15 +147,37 @@ class FoleyCrafterV2A:
                  frames: Frames | None = None, fps: float = 0.0,
                  source_env: Audio | None = None, seed: int = 0,
                  negative_prompt: str = "") -> Audio:
-        import torch
-        from foleycrafter.pipelines.auffusion_pipeline import denormalize_spectrogram
-
         if frames is None or len(frames) == 0 or fps <= 0:
             raise ConfigError(f"{self.slug}: video-to-audio generation needs frames")
         p = self._load()
-        seconds = min(float(duration), CANVAS_SECONDS)
-        time_cond, embeds = self._conditions(self._frames(frames, fps, seconds), seconds)
         negative = negative_prompt_for(negative_prompt)
+        starts = window_starts(float(duration), CANVAS_SECONDS)
+        seconds = min(float(duration), CANVAS_SECONDS)
+        outs = [self._window(frames, fps, start, seconds, prompt, negative, seed + i)
+                for i, start in enumerate(starts)]
+        n = round(duration * sample_rate)
+        if len(outs) == 1:
+            result, fit = fit_output(outs[0], RATE, sample_rate, n)
+        else:
+            parts = [fit_output(o, RATE, sample_rate, round(CANVAS_SECONDS * sample_rate))[0]
+                     for o in outs]
+            result, fit = stitch_windows(parts, starts, sample_rate, n), "continued"
+        self.last_settings = settings_record(
+            seed=seed, native_rate=RATE, native_seconds=len(outs[0]) / RATE, fit=fit,
+            model=FOLEYCRAFTER, scheduler=type(p["pipe"].scheduler).__name__, steps=self.steps,
+            guidance=self.guidance, semantic_scale=self.semantic_scale,
+            temporal_scale=self.temporal_scale, onset_frames=self.onset_frames,
+            conditioned_seconds=seconds, windows=starts, negative_prompt=negative)
+        return result
+
+    def _window(self, frames: Frames, fps: float, start: float, seconds: float, prompt: str,
+                negative: str, seed: int) -> Audio:
+        """One 10 s canvas from the video's ``seconds`` from ``start`` (module docstring)."""
+        import torch
+        from foleycrafter.pipelines.auffusion_pipeline import denormalize_spectrogram
+
+        p = self._load()
+        time_cond, embeds = self._conditions(self._frames(frames, fps, seconds, start), seconds)
         gen = torch.Generator(device=p["device"]).manual_seed(int(seed))
         with torch.inference_mode():
             sample = p["pipe"](prompt=prompt, negative_prompt=negative,
@@ -159,12 +187,4 @@ class FoleyCrafterV2A:
                                height=ROWS, width=COLUMNS, output_type="pt", generator=gen)
             spec = denormalize_spectrogram(sample.images[0])
             wav = p["vocoder"].inference(spec, lengths=int(CANVAS_SECONDS * RATE))[0]
-        audio = np.asarray(wav, np.float32) / 32768.0
-        result, fit = fit_output(audio, RATE, sample_rate, round(duration * sample_rate))
-        self.last_settings = settings_record(
-            seed=seed, native_rate=RATE, native_seconds=len(audio) / RATE, fit=fit,
-            model=FOLEYCRAFTER, scheduler=type(p["pipe"].scheduler).__name__, steps=self.steps,
-            guidance=self.guidance, semantic_scale=self.semantic_scale,
-            temporal_scale=self.temporal_scale, onset_frames=self.onset_frames,
-            conditioned_seconds=seconds, negative_prompt=negative)
-        return result
+        return np.asarray(wav, np.float32) / 32768.0

@@ -6,6 +6,19 @@ WAV and one question per request. The request carries the audio inline
 text parts of the first candidate, thought parts skipped. A blocked prompt or an empty
 candidate gives an empty answer (the judge labels it Other), never an error.
 
+**Thinking.** Both models think before they answer, and the Gemini API counts thinking
+tokens against ``maxOutputTokens``: with the 256-token cap the local models get, a
+thought of more than 256 tokens leaves the reply empty (``finishReason: MAX_TOKENS``,
+no text part). §3.1 runs every model with its "default inference settings (temperature
+= 0 where applicable)", and thinking is Gemini 2.5 Flash's default (a dynamic budget,
+``thinkingBudget: -1``; 0 would switch it off) as it is Gemini 3 Flash's (its default
+thinking level). So thinking stays on at its default, and ``maxOutputTokens`` is the
+answer cap plus a thinking allowance (:attr:`GeminiAudio.thinking_allowance`: 24,576,
+the largest budget Gemini 2.5 Flash accepts, used for Gemini 3 Flash too) — the paper
+sets no token cap at all. ``thinking_budget`` sets an explicit budget (0: no thinking,
+a documented deviation) and then the allowance is that budget. The report counts empty
+replies per model; an empty reply is logged with its finish reason.
+
 The key comes from ``$GEMINI_API_KEY`` only. ``base_url`` points at Google's endpoint by
 default and at a local stub server in tests and the demo. Default prices (USD per
 million tokens: audio input, text input, output — Google's list prices when this was
@@ -14,6 +27,7 @@ written, unverified here) feed the spend cap; Gemini counts 32 tokens per second
 
 from __future__ import annotations
 
+import logging
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -25,8 +39,11 @@ from madbench_common.types import Audio, Hertz
 
 __all__ = ["Gemini3Flash", "Gemini25Flash", "GeminiAudio", "Prices"]
 
+log = logging.getLogger("madbench")
 DEFAULT_BASE = "https://generativelanguage.googleapis.com"
 _AUDIO_TOKENS_PER_S = 32
+MAX_THINKING_BUDGET = 24576
+"""Gemini 2.5 Flash's largest ``thinkingBudget``."""
 
 
 @dataclass(frozen=True)
@@ -46,24 +63,41 @@ class GeminiAudio:
     prices: ClassVar[Prices] = Prices(1.0, 0.3, 2.5)
     reference = False
     modes = ("A",)
+    default_thinking_budget: ClassVar[int | None] = None
+    """``thinkingBudget`` sent when the caller sets none (``None``: no ``thinkingConfig``)."""
 
     def __init__(self, base_url: str = DEFAULT_BASE, key_env: str = "GEMINI_API_KEY",
                  rpm: float = 60.0, max_output_tokens: int = 512, temperature: float = 0.0,
                  spend_cap_usd: float = 50.0, timeout_s: float = 120.0,
-                 api: JsonApi | None = None) -> None:
+                 thinking_budget: int | None = None, api: JsonApi | None = None) -> None:
         self.api = api or JsonApi(base_url, {"x-goog-api-key": api_key(key_env)}, rpm=rpm,
                                   timeout_s=timeout_s, key_env=key_env)
         self.max_output_tokens, self.temperature = max_output_tokens, temperature
+        self.thinking_budget = (self.default_thinking_budget if thinking_budget is None
+                                else thinking_budget)
         self.meter = SpendMeter(spend_cap_usd)
-        self.version = f"{self.model_id}@{'api' if base_url == DEFAULT_BASE else base_url}"
+        thinking = "default" if self.thinking_budget is None else str(self.thinking_budget)
+        self.version = (f"{self.model_id}@{'api' if base_url == DEFAULT_BASE else base_url}"
+                        f"+thinking:{thinking}")
 
     def request(self, prompt: str, audio: Audio, sample_rate: Hertz,
                 max_new_tokens: int | None = None) -> dict[str, Any]:
         """The ``generateContent`` body for one question about one clip."""
         part = {"inline_data": {"mime_type": "audio/wav", "data": wav_base64(audio, sample_rate)}}
+        config: dict[str, Any] = {"temperature": self.temperature, "maxOutputTokens":
+                                  (max_new_tokens or self.max_output_tokens)
+                                  + self.thinking_allowance}
+        if self.thinking_budget is not None:
+            config["thinkingConfig"] = {"thinkingBudget": self.thinking_budget}
         return {"contents": [{"role": "user", "parts": [part, {"text": prompt}]}],
-                "generationConfig": {"temperature": self.temperature,
-                                     "maxOutputTokens": max_new_tokens or self.max_output_tokens}}
+                "generationConfig": config}
+
+    @property
+    def thinking_allowance(self) -> int:
+        """Tokens added to the answer cap for thinking (see the module docstring)."""
+        if self.thinking_budget is None or self.thinking_budget < 0:
+            return MAX_THINKING_BUDGET
+        return self.thinking_budget
 
     def answer(self, prompt: str, audio: Audio, sample_rate: Hertz,
                frames: Frames | None = None, fps: float = 0.0,
@@ -71,13 +105,19 @@ class GeminiAudio:
         """Free-form answer text (the API exposes no option logits: ``options`` is empty)."""
         start = time.perf_counter()
         seconds = len(audio) / sample_rate
+        body = self.request(prompt, audio, sample_rate, max_new_tokens)
         worst = (seconds * _AUDIO_TOKENS_PER_S * self.prices.audio_in
-                 + len(prompt) * self.prices.text_in + max_new_tokens * self.prices.out)
+                 + len(prompt) * self.prices.text_in
+                 + body["generationConfig"]["maxOutputTokens"] * self.prices.out)
         self.meter.check(worst / 1e6)
-        resp = self.api.post(f"/v1beta/models/{self.model_id}:generateContent",
-                             self.request(prompt, audio, sample_rate, max_new_tokens))
+        resp = self.api.post(f"/v1beta/models/{self.model_id}:generateContent", body)
         self.meter.add(self._cost(resp.get("usageMetadata", {})))
-        return OmniAnswer(text=answer_text(resp), seconds=time.perf_counter() - start)
+        text = answer_text(resp)
+        if not text:
+            reason = ((resp.get("candidates") or [{}])[0].get("finishReason")
+                      or (resp.get("promptFeedback") or {}).get("blockReason", "no candidate"))
+            log.warning("%s: empty reply (%s)", self.slug, reason)
+        return OmniAnswer(text=text, seconds=time.perf_counter() - start)
 
     def _cost(self, usage: dict[str, Any]) -> float:
         details = {d.get("modality", ""): int(d.get("tokenCount", 0))
@@ -104,6 +144,8 @@ class Gemini25Flash(GeminiAudio):
     model_id = "gemini-2.5-flash"
     slug = "deaf-gemini-2.5-flash"
     prices = Prices(1.0, 0.3, 2.5)
+    default_thinking_budget = -1
+    """Dynamic thinking: the model's own default, sent explicitly."""
 
 
 class Gemini3Flash(GeminiAudio):

@@ -1,7 +1,9 @@
 """A small JSON-over-HTTPS client for hosted model APIs: rate limit, retries, spend cap.
 
-Used by the API adapters (Gemini, GPT-4o audio, ElevenLabs) and the OpenAI-compatible
-LLM judge. Standard library only (``urllib``), so it runs in every image.
+Used by the API adapters (Gemini, GPT-4o audio, ElevenLabs, Azure neural TTS) and the
+OpenAI-compatible LLM judge. Standard library only (``urllib``), so it runs in every
+image. :meth:`JsonApi.post` sends JSON; :meth:`JsonApi.post_bytes` sends another body
+(Azure's SSML) under the same policy.
 
 * **Endpoint**: ``base_url`` is a URL, or ``env:NAME[/path]`` — the URL in environment
   variable ``NAME`` plus ``/path`` (the local stub's address, which changes every run,
@@ -170,12 +172,20 @@ class JsonApi:
         self.retries_done = 0
 
     def post(self, path: str, body: dict[str, Any], raw: bool = False) -> Any:
+        """POST ``body`` as JSON; the parsed JSON reply (``raw``: its bytes)."""
+        return self._post(path, json.dumps(body).encode(), {"Content-Type": "application/json"},
+                          raw)
+
+    def post_bytes(self, path: str, data: bytes, headers: dict[str, str]) -> bytes:
+        """POST ``data`` with ``headers`` (its ``Content-Type`` among them); the reply bytes."""
+        return bytes(self._post(path, data, headers, raw=True))
+
+    def _post(self, path: str, data: bytes, headers: dict[str, str], raw: bool) -> Any:
         url = resolve_base_url(self.base_url).rstrip("/") + path
-        data = json.dumps(body).encode()
         for attempt in range(self.retry.max_retries + 1):
             self.limiter.acquire()
             try:
-                return self._once(url, data, raw)
+                return self._once(url, data, raw, headers)
             except _Retryable as exc:
                 if attempt == self.retry.max_retries:
                     raise ApiError(exc.status, exc.body, url) from None
@@ -187,10 +197,9 @@ class JsonApi:
                 self.sleep(delay)
         raise AssertionError("unreachable")
 
-    def _once(self, url: str, data: bytes, raw: bool) -> Any:
+    def _once(self, url: str, data: bytes, raw: bool, headers: dict[str, str]) -> Any:
         req = urllib.request.Request(url, data=data, method="POST",
-                                     headers={"Content-Type": "application/json",
-                                              **self.headers})
+                                     headers={**headers, **self.headers})
         try:
             with urllib.request.urlopen(req, timeout=self.timeout_s) as resp:
                 payload = resp.read()

@@ -32,11 +32,13 @@ import numpy.typing as npt
 from madbench_common.models.prep import check_audio, fuse_av, l2_normalise, resample, torch_device
 from madbench_common.roles import Embedding, Frames, InputSpec
 from madbench_common.types import Audio, Hertz
-from madbench_common.weights import url_file
+from madbench_common.weights import TINY_ARCH_FILE, url_file
 
-__all__ = ["HUGE", "ImageBindEncoder", "clip_starts"]
+__all__ = ["ARCH_FILE", "HUGE", "ImageBindEncoder", "clip_starts"]
 
 IMAGE, WEIGHTS, RATE = "enc-imagebind", "imagebind_huge.pth", 16000
+ARCH_FILE = TINY_ARCH_FILE
+"""Beside a tiny test checkpoint only (``madbench_arch.json``): its architecture arguments."""
 HUGE: dict[str, Any] = {"vision_embed_dim": 1280, "vision_num_blocks": 32,
                         "vision_num_heads": 16, "text_embed_dim": 1024, "text_num_blocks": 24,
                         "text_num_heads": 16, "out_embed_dim": 1024, "audio_drop_path": 0.1,
@@ -99,12 +101,16 @@ class ImageBindEncoder:
     modes: tuple[str, ...] = ("A", "V", "AV")
 
     def __init__(self, arch: dict[str, Any] | None = None) -> None:
+        import json
+
         import torch
 
         upstream = import_model_module()
-        self.model: Any = upstream.ImageBindModel(**(arch or HUGE))
-        state = torch.load(url_file(WEIGHTS, image=IMAGE), map_location="cpu",
-                           weights_only=True)
+        path = url_file(WEIGHTS, image=IMAGE)
+        sidecar = path.with_name(ARCH_FILE)  # a tiny test checkpoint's architecture
+        arch = arch or (json.loads(sidecar.read_text()) if sidecar.exists() else HUGE)
+        self.model: Any = upstream.ImageBindModel(**arch)
+        state = torch.load(path, map_location="cpu", weights_only=True)
         self.model.load_state_dict(state)
         self.device = torch_device()
         self.model.eval().to(self.device)

@@ -28,11 +28,22 @@ there is one such call.
 Sampling is upstream's default (top-p 0.8, top-k 30, temperature 0.8, 3 beams, repetition
 penalty 10; 25 s2mel diffusion steps, CFG 0.7). The seed seeds torch before sampling.
 Output 22.05 kHz (BigVGAN v2).
+
+**Text normaliser grammars.** Upstream's ``TextNormalizer.load`` (``indextts/utils/front.py``)
+keeps its Chinese grammar FSTs in ``indextts/utils/tagger_cache`` beside the module and
+builds them there on first load (the English ones ship in the ``WeTextProcessing`` wheel);
+no constructor argument moves that folder. Pods run as uid 10001 on a read-only root, so
+the image builds the grammars when it is made (``python -m madbench_common.models.indextts2
+build-normalizer`` in ``images/tts-indextts2/Dockerfile``), and the adapter checks them
+before loading: a missing grammar where it cannot be written is an
+:class:`~madbench_common.errors.EnvironmentMissing` (exit 3) naming the file.
 """
 
 from __future__ import annotations
 
 import math
+import os
+import sys
 import tempfile
 from collections.abc import Callable
 from pathlib import Path
@@ -42,6 +53,7 @@ import numpy as np
 import soundfile as sf
 
 from madbench_common.compat import zip_strict
+from madbench_common.errors import EnvironmentMissing
 from madbench_common.speech_prep import (
     GenerationFailed,
     GenerationReport,
@@ -56,6 +68,7 @@ from madbench_common.types import Audio, Hertz, Seconds
 from madbench_common.weights import hf_path
 
 __all__ = ["IndexTTS2CrossTTS", "IndexTTS2Generator", "IndexTTS2SameTTS", "LengthControl",
+           "build_normalizer_cache", "check_normalizer_cache", "normalizer_grammars",
            "plan_frames"]
 
 IMAGE = "tts-indextts2"
@@ -70,6 +83,50 @@ _MIN_REF_SECONDS = 1.0
 _SAMPLING = {"do_sample": True, "top_p": 0.8, "top_k": 30, "temperature": 0.8,
              "length_penalty": 0.0, "num_beams": 3, "repetition_penalty": 10.0,
              "max_mel_tokens": 1500}
+
+
+def normalizer_grammars() -> list[Path]:
+    """The grammar FSTs upstream's ``TextNormalizer.load`` reads on Linux: the Chinese ones
+    in ``indextts/utils/tagger_cache`` (built there on first load) and the English ones in
+    the ``tn`` package (shipped in the WeTextProcessing wheel)."""
+    import indextts.utils.front as front
+    import tn
+
+    cache = Path(front.__file__).resolve().parent / "tagger_cache"
+    english = Path(tn.__file__).resolve().parent
+    return [cache / "zh_tn_tagger.fst", cache / "zh_tn_verbalizer.fst",
+            english / "en_tn_tagger.fst", english / "en_tn_verbalizer.fst"]
+
+
+def check_normalizer_cache(grammars: list[Path] | None = None) -> None:
+    """Fail (exit 3) before loading when a grammar is missing where it cannot be written.
+
+    Upstream builds a missing grammar in place (``os.makedirs`` + ``Fst.write``); on a
+    read-only image root that raises inside the constructor. Where the folder is writable
+    (a development venv) upstream is left to build it.
+    """
+    for path in grammars if grammars is not None else normalizer_grammars():
+        if path.is_file():
+            continue
+        folder = next(p for p in path.parents if p.exists())
+        if not os.access(folder, os.W_OK):
+            raise EnvironmentMissing(
+                f"IndexTTS2 text normaliser grammar {path} is missing and {folder} is not "
+                "writable (upstream builds it there on first load); build it into the image "
+                "with: python -m madbench_common.models.indextts2 build-normalizer")
+
+
+def build_normalizer_cache() -> list[Path]:
+    """Build upstream's normaliser grammars in place (image build time, as root); return
+    them. Raises if upstream left one missing."""
+    from indextts.utils.front import TextNormalizer
+
+    TextNormalizer(enable_glossary=True).load()
+    grammars = normalizer_grammars()
+    missing = [p for p in grammars if not p.is_file()]
+    if missing:
+        raise EnvironmentMissing(f"TextNormalizer.load() did not write {missing}")
+    return grammars
 
 
 def plan_frames(natural: int, target: int) -> tuple[int, str]:
@@ -144,6 +201,7 @@ class IndexTTS2Generator(ReportingGenerator):
         self.device = device or ("cuda:0" if torch.cuda.is_available() else "cpu")
         self.last_report: GenerationReport | None = None
         model_dir = hf_path(REPO, image=IMAGE)
+        check_normalizer_cache()
         aux = {"w2v_bert": str(hf_path("facebook/w2v-bert-2.0", image=IMAGE)),
                "semantic_codec": str(hf_path("amphion/MaskGCT", image=IMAGE,
                                              filename="semantic_codec/model.safetensors")),
@@ -222,3 +280,17 @@ class IndexTTS2CrossTTS(IndexTTS2Generator):
 
     slug = "tts-indextts2-cross"
     branch = "tts_cross"
+
+
+def _main(argv: list[str]) -> int:
+    if argv != ["build-normalizer"]:
+        print("usage: python -m madbench_common.models.indextts2 build-normalizer",
+              file=sys.stderr)
+        return 2
+    for path in build_normalizer_cache():
+        print(f"normaliser grammar: {path} ({path.stat().st_size} bytes)")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(_main(sys.argv[1:]))

@@ -21,9 +21,12 @@ If the hook sees no LLM call, the row keeps the answer alone (``logits`` empty):
 task is then scored from the parsed answer as a hard decision, so its AUC has a single
 operating point and refusals/unparsed answers are excluded.
 
-Not run here: the remote code is on the hub only, so the tests check the message
-construction, the logit capture (on a transformers model) and the parsing; the forward
-of the real architecture is skipped (blocker: no offline copy of the remote code).
+Not run here: the architecture is hub remote code only, so its forward is skipped; the
+tests load a stand-in snapshot in the release layout (:mod:`madbench_common.models.
+tiny_remote`, whose ``chat()`` returns the answer string as the release's does) through
+this loader and check the messages, the prefill-logit capture, the parsing and the stage's
+rows. ``trust_remote_code`` copies the snapshot's code into a writable modules cache
+(:func:`~madbench_common.models._remote.writable_modules_cache`), not the read-only weights.
 """
 
 from __future__ import annotations
@@ -37,7 +40,11 @@ import numpy as np
 
 from madbench_common.models._hf import torch_device
 from madbench_common.models._omni_hf import checkpoint_version, option_logprobs, torch_dtype
-from madbench_common.models._remote import first_step_logits, one_second_chunks
+from madbench_common.models._remote import (
+    first_step_logits,
+    one_second_chunks,
+    writable_modules_cache,
+)
 from madbench_common.roles import Frames, OmniAnswer
 from madbench_common.types import Audio, Hertz
 from madbench_common.weights import hf_path
@@ -77,6 +84,7 @@ class MiniCPMo45:
 
         snap = hf_path(REPO, image=IMAGE, revision=REVISION, root=root)
         self.device = torch_device(device)
+        writable_modules_cache()
         self.model = AutoModel.from_pretrained(
             snap, trust_remote_code=True, attn_implementation="sdpa",
             torch_dtype=torch_dtype(self.device, dtype), init_vision=True, init_audio=True,

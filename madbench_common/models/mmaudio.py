@@ -14,8 +14,17 @@ and a seeded generator; the VAE decodes and the vocoder (BigVGAN v2 at 44.1 kHz;
 16 kHz BigVGAN for ``small_16k``) makes the waveform, resampled to the pipeline rate.
 
 Weights (``images/v2a-mmaudio/weights.yaml``): the network from ``hkchengrex/MMAudio``,
-the VAE, Synchformer and 16 kHz BigVGAN from MMAudio's GitHub release (URL items),
-DFN5B CLIP and BigVGAN v2 from the hub (loaded by id through ``HF_HOME``).
+the VAE and Synchformer from MMAudio's GitHub release (URL items), DFN5B CLIP and BigVGAN
+v2 from the hub (loaded by id through ``HF_HOME``). Loading is upstream's own:
+``get_my_mmaudio`` + ``load_weights``, and the ``FeaturesUtils`` constructor (open_clip
+``hf-hub:`` CLIP, ``Synchformer.load_state_dict``, ``AutoEncoderModule`` with
+``BigVGAN.from_pretrained``). A tiny test checkpoint
+(:mod:`madbench_common.models.tiny.mmaudio`) carries ``madbench_arch.json`` beside the
+network: the widths of the three parts whose sizes upstream fixes in code (the named
+network, ``get_my_vae``, the Synchformer's MotionFormer YAML), given to those
+constructors by :func:`upstream_sizes`; a release has no such file. Only
+``large_44k_v2`` (the paper's, the registry's) is fetched; other variants need their
+files added to weights.yaml.
 
 Defaults (upstream demo defaults; the paper fixes none): ``large_44k_v2``, 25 Euler
 steps, CFG strength 4.5, bfloat16 on GPU (float32 on CPU).
@@ -24,6 +33,10 @@ steps, CFG strength 4.5, bfloat16 on GPU (float32 on CPU).
 from __future__ import annotations
 
 import dataclasses
+import json
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -39,9 +52,9 @@ from madbench_common.models.env_common import (
 )
 from madbench_common.roles import Frames
 from madbench_common.types import Audio, Hertz, Seconds
-from madbench_common.weights import hf_path, url_file
+from madbench_common.weights import TINY_ARCH_FILE, hf_path, url_file
 
-__all__ = ["VARIANTS", "MMAudioV2A"]
+__all__ = ["VARIANTS", "MMAudioV2A", "upstream_sizes"]
 
 IMAGE = "v2a-mmaudio"
 REPO = "hkchengrex/MMAudio"
@@ -55,9 +68,12 @@ VARIANTS = {"small_16k": "16k", "small_44k": "44k", "medium_44k": "44k",
 def _weights(variant: str, root: str | None) -> dict[str, Any]:
     """Local paths of everything the variant loads (raises WeightsMissing if absent)."""
     mode = VARIANTS[variant]
-    hf_path(CLIP_REPO, image=IMAGE, root=root)
+    for name in ("open_clip_config.json", "open_clip_pytorch_model.bin"):
+        # open_clip only warns when the weights are missing and goes on with a random CLIP
+        hf_path(CLIP_REPO, image=IMAGE, root=root, filename=name)
     if mode == "44k":
-        hf_path(BIGVGAN_44K_REPO, image=IMAGE, root=root)
+        for name in ("config.json", "bigvgan_generator.pt"):
+            hf_path(BIGVGAN_44K_REPO, image=IMAGE, root=root, filename=name)
     return {"net": hf_path(REPO, image=IMAGE, filename=f"weights/mmaudio_{variant}.pth",
                            root=root),
             "vae": url_file("v1-16.pth" if mode == "16k" else "v1-44.pth", image=IMAGE,
@@ -65,6 +81,43 @@ def _weights(variant: str, root: str | None) -> dict[str, Any]:
             "synchformer": url_file("synchformer_state_dict.pth", image=IMAGE, root=root),
             "bigvgan_16k": url_file("best_netG.pt", image=IMAGE, root=root)
             if mode == "16k" else None, "mode": mode}
+
+
+def _arch(net_ckpt: Path) -> dict[str, Any]:
+    """A tiny checkpoint's widths (``madbench_arch.json`` beside the network); ``{}`` for a
+    release, which has none."""
+    path = net_ckpt.parent / TINY_ARCH_FILE
+    return dict(json.loads(path.read_text())) if path.exists() else {}
+
+
+@contextmanager
+def upstream_sizes(arch: Mapping[str, Any]) -> Iterator[None]:
+    """While loading, give upstream's fixed-size constructors ``arch``'s widths:
+    ``get_my_vae`` builds ``VAE(**arch["vae"])`` and MotionFormer (Synchformer) merges
+    ``arch["synchformer_vit"]`` into the VIT section of its packaged YAML. Everything is
+    still read from the files by upstream's code; with an empty ``arch`` nothing changes."""
+    if not arch:
+        yield
+        return
+    import mmaudio.ext.autoencoder.autoencoder as ae
+    import mmaudio.ext.synchformer.motionformer as mf
+    from mmaudio.ext.autoencoder.vae import VAE
+    from omegaconf import OmegaConf
+
+    vit = dict(arch.get("synchformer_vit") or {})
+
+    class _SizedConf:
+        @staticmethod
+        def load(path: Any) -> Any:
+            return OmegaConf.merge(OmegaConf.load(path), {"VIT": vit})
+
+    saved = ae.get_my_vae, mf.OmegaConf
+    ae.get_my_vae = lambda name, **kw: VAE(**{**arch["vae"], **kw})
+    mf.OmegaConf = _SizedConf
+    try:
+        yield
+    finally:
+        ae.get_my_vae, mf.OmegaConf = saved
 
 
 class MMAudioV2A:
@@ -86,32 +139,26 @@ class MMAudioV2A:
         self.last_settings: dict[str, Any] = {}
         self._parts: tuple[Any, Any, Any] | None = None
 
-    @classmethod
-    def from_parts(cls, net: Any, features: Any, mode: str, **kwargs: Any) -> MMAudioV2A:
-        """An adapter around a built network and ``FeaturesUtils`` (tests, notebooks)."""
-        from mmaudio.model.sequence_config import CONFIG_16K, CONFIG_44K
-
-        self = cls(**kwargs)
-        self._parts = (net, features, CONFIG_16K if mode == "16k" else CONFIG_44K)
-        return self
-
     def _load(self) -> tuple[Any, Any, Any]:
         if self._parts is None:
             import torch
-            from mmaudio.model.networks import get_my_mmaudio
+            from mmaudio.model.networks import MMAudio, get_my_mmaudio
             from mmaudio.model.sequence_config import CONFIG_16K, CONFIG_44K
             from mmaudio.model.utils.features_utils import FeaturesUtils
 
             w = _weights(self.variant, self.root)
+            arch = _arch(w["net"])
             device = resolve_device(self.device)
             dtype = getattr(torch, self.dtype or ("bfloat16" if device != "cpu" else "float32"))
-            net = get_my_mmaudio(self.variant).to(device, dtype).eval()
+            net = MMAudio(**arch["net"]) if arch else get_my_mmaudio(self.variant)
+            net = net.to(device, dtype).eval()
             net.load_weights(torch.load(w["net"], map_location=device, weights_only=True))
-            features = FeaturesUtils(tod_vae_ckpt=str(w["vae"]),
-                                     synchformer_ckpt=str(w["synchformer"]),
-                                     enable_conditions=True, mode=w["mode"],
-                                     bigvgan_vocoder_ckpt=w["bigvgan_16k"] and
-                                     str(w["bigvgan_16k"]), need_vae_encoder=False)
+            with upstream_sizes(arch):
+                features = FeaturesUtils(tod_vae_ckpt=str(w["vae"]),
+                                         synchformer_ckpt=str(w["synchformer"]),
+                                         enable_conditions=True, mode=w["mode"],
+                                         bigvgan_vocoder_ckpt=w["bigvgan_16k"] and
+                                         str(w["bigvgan_16k"]), need_vae_encoder=False)
             seq = CONFIG_16K if w["mode"] == "16k" else CONFIG_44K
             self._parts = (net, features.to(device, dtype).eval(), seq)
         return self._parts

@@ -45,7 +45,7 @@ from madbench_common.speech_prep import (
     seed_all,
 )
 from madbench_common.types import Audio, Hertz, Seconds
-from madbench_common.weights import hf_path
+from madbench_common.weights import hf_path, tiny_layout
 
 __all__ = ["SeedVC", "write_tiny_checkpoint"]
 
@@ -232,6 +232,12 @@ def _tiny_config() -> dict[str, Any]:
     return cfg
 
 
+@tiny_layout({"Plachta/Seed-VC": ("DiT_seed_v2_uvit_whisper_small_wavenet_bigvgan_pruned.pth",
+                                  "config_dit_mel_seed_uvit_whisper_small_wavenet.yml"),
+              "openai/whisper-small": ("config.json", "model.safetensors",
+                                       "preprocessor_config.json"),
+              "nvidia/bigvgan_v2_22khz_80band_256x": ("config.json", "bigvgan_generator.pt"),
+              "funasr/campplus": ("campplus_cn_common.bin",)})
 def write_tiny_checkpoint(root: str | os.PathLike[str]) -> None:
     """Tiny random Seed-VC parts from upstream's classes, in the real layout under ``root``.
 
@@ -272,6 +278,7 @@ def _write_tiny(root: Path, work: Path) -> None:
     WhisperFeatureExtractor(feature_size=80).save_pretrained(work / "whisper")
     install_local_snapshot(root, "openai/whisper-small", work / "whisper")
     BigVGAN(AttrDict(dict(_BIGVGAN))).save_pretrained(work / "bigvgan")
+    (work / "bigvgan" / "README.md").unlink(missing_ok=True)  # hub mixin's card: not fetched
     install_local_snapshot(root, "nvidia/bigvgan_v2_22khz_80band_256x", work / "bigvgan")
     (work / "campplus").mkdir()
     torch.save(CAMPPlus(feat_dim=80, embedding_size=192).state_dict(),

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import sys
 import tempfile
 from collections.abc import Iterator
@@ -20,7 +21,11 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-from madbench_common.weights import install_local_snapshot
+from madbench_common.weights import TINY_MARKER, install_local_snapshot, tiny_layout
+
+_SAVED = ("config.json", "generation_config.json", "model.safetensors", "chat_template.jinja",
+          "processor_config.json", "tokenizer.json", "tokenizer_config.json", TINY_MARKER)
+"""What transformers 5 saves for each model and processor (the repos are fetched whole)."""
 
 __all__ = ["install_tiny_af3", "install_tiny_deaf_tf5", "install_tiny_qwen2_audio",
            "install_tiny_qwen3_omni"]
@@ -72,14 +77,15 @@ def _text_config(tok: Any, **extra: Any) -> dict[str, Any]:
 @contextmanager
 def _staging(root: str | os.PathLike[str], repo: str, revision: str) -> Iterator[Path]:
     """A folder that becomes ``repo``'s snapshot, marked tiny and random."""
-    from madbench_common.models.audio_lm import TINY_MARKER
-
     with tempfile.TemporaryDirectory() as tmp:
         yield Path(tmp)
         (Path(tmp) / TINY_MARKER).write_text(json.dumps(
             {"random": True, "made_by": "madbench_common.models.tiny_audio_lm",
              "note": "tiny randomly initialised model: its outputs are noise"}) + "\n")
-        install_local_snapshot(root, repo, tmp, revision=revision)
+        # the hub cache's layout: a commit-named snapshot, the branch a ref to it
+        pinned = re.fullmatch(r"[0-9a-f]{40}", revision) is not None
+        install_local_snapshot(root, repo, tmp, **({"revision": revision} if pinned
+                                                   else {"ref": revision}))
 
 
 def _seed(seed: int) -> None:
@@ -88,6 +94,7 @@ def _seed(seed: int) -> None:
     torch.manual_seed(seed)
 
 
+@tiny_layout({"Qwen/Qwen2-Audio-7B-Instruct": _SAVED})
 def install_tiny_qwen2_audio(root: str | os.PathLike[str], seed: int = 0) -> None:
     """A 1-layer Qwen2-Audio (16-dim Whisper-style encoder, 32-dim Qwen2 decoder)."""
     from transformers import (
@@ -116,6 +123,7 @@ def install_tiny_qwen2_audio(root: str | os.PathLike[str], seed: int = 0) -> Non
         proc.save_pretrained(src)
 
 
+@tiny_layout({"nvidia/audio-flamingo-3-hf": _SAVED})
 def install_tiny_af3(root: str | os.PathLike[str], seed: int = 0) -> None:
     """A 1-layer Audio Flamingo 3 (16-dim encoder, 32-dim Qwen2 decoder)."""
     from transformers import (
@@ -141,6 +149,7 @@ def install_tiny_af3(root: str | os.PathLike[str], seed: int = 0) -> None:
         proc.save_pretrained(src)
 
 
+@tiny_layout({"Qwen/Qwen3-Omni-30B-A3B-Instruct": _SAVED})
 def install_tiny_qwen3_omni(root: str | os.PathLike[str], seed: int = 0) -> None:
     """A composite Qwen3-Omni with a 1-layer, 2-expert MoE thinker and no talker."""
     from transformers import (
@@ -191,6 +200,7 @@ def install_tiny_qwen3_omni(root: str | os.PathLike[str], seed: int = 0) -> None
         proc.save_pretrained(src)
 
 
+@tiny_layout({}, (), install_tiny_qwen2_audio, install_tiny_af3, install_tiny_qwen3_omni)
 def install_tiny_deaf_tf5(root: str | os.PathLike[str], seed: int = 0) -> None:
     """Every tiny checkpoint the deaf-tf5 image's adapters read."""
     install_tiny_qwen2_audio(root, seed)

@@ -16,7 +16,7 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-from madbench_common.weights import install_local_snapshot
+from madbench_common.weights import TINY_ARCH_FILE, install_local_snapshot, tiny_layout
 
 __all__ = ["AVHUBERT_TINY", "BATFD_TINY", "XLSR_MAMBA_TINY", "av_anomaly", "avh_align", "batfd",
            "hf_to_fairseq", "xlsr_mamba"]
@@ -63,13 +63,15 @@ def hf_to_fairseq(state: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
+@tiny_layout({"AustinXiao/XLSR-Mamba-LA": ("model.safetensors", "config.json", TINY_ARCH_FILE)})
 def xlsr_mamba(root: str | Path, keep: str = "") -> Path:
     """A tiny XLSR-Mamba ``Model`` state dict as the hub release lays it out.
 
     ``model.safetensors`` with ``ssl_model.model.*`` under fairseq names (plus the
     pre-training quantizer tensors the release carries), ``LL``, ``first_bn``,
-    ``conformer``; the tiny architecture goes in the sidecar. ``keep`` keeps only keys
-    with that prefix (a broken checkpoint for the refusal test).
+    ``conformer``, and the mixin's ``config.json``; the tiny architecture goes in the
+    sidecar. ``keep`` keeps only keys with that prefix (a broken checkpoint for the
+    refusal test).
     """
     import torch
     from safetensors.torch import save_file
@@ -93,10 +95,15 @@ def xlsr_mamba(root: str | Path, keep: str = "") -> Path:
         src = Path(tmp)
         save_file(state, str(src / WEIGHTS))
         (src / ARCH_FILE).write_text(json.dumps(XLSR_MAMBA_TINY))
+        # the release's PytorchModelHubMixin config.json (weights.yaml fetches it; the
+        # adapter reads the architecture from its own constants, never from this file)
+        (src / "config.json").write_text("{}\n")
         install_local_snapshot(root, REPO, src)
     return Path(root)
 
 
+@tiny_layout({}, ("sync_model.pth", "dist_regressive_model.pth",
+                  "avfeature_regressive_model.pth", "pca.pkl"))
 def av_anomaly(root: str | Path) -> Path:
     """AV Anomaly's four files at the published sizes (random weights, a PCA of noise).
 
@@ -142,6 +149,7 @@ BATFD_TINY: dict[str, Any] = {
 ViT-B); the 512-frame temporal dimension the data layout fixes is kept."""
 
 
+@tiny_layout({}, ("batfd_plus_default.ckpt",))
 def batfd(root: str | Path, **overrides: Any) -> Path:
     """A tiny ``BatfdPlus`` saved as a pytorch_lightning checkpoint (the release's file name)."""
     import pytorch_lightning
@@ -168,6 +176,7 @@ AVHUBERT_TINY: dict[str, Any] = {
 ResNet-18 lip encoder has a fixed size."""
 
 
+@tiny_layout({}, ("self_large_vox_433h.pt", "AVH-Align_AV1M.pt"))
 def avh_align(root: str | Path, task_state: bool = True) -> Path:
     """A tiny AV-HuBERT checkpoint in fairseq's layout (``cfg``, ``model``, ``task_state``)
     and AVH-Align's ``FusionModel`` at its published size (``{"state_dict": …}``).

@@ -15,9 +15,9 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-from madbench_common.weights import install_local_snapshot
+from madbench_common.weights import TINY_ARCH_FILE, install_local_snapshot, tiny_layout
 
-__all__ = ["audio_torch", "cavmae_sync", "tf5"]
+__all__ = ["IMAGEBIND_TINY", "audio_torch", "cavmae_sync", "imagebind", "msclap", "tf5"]
 
 _TEXT = {"hidden_size": 32, "intermediate_size": 64, "num_hidden_layers": 1,
          "num_attention_heads": 2, "vocab_size": 16, "pad_token_id": 0, "bos_token_id": 1,
@@ -73,10 +73,19 @@ def _wavlm(dest: Path) -> None:
                       intermediate_size=64, conv_dim=(32, 32, 32), conv_stride=(5, 8, 8),
                       conv_kernel=(10, 8, 8), num_conv_pos_embeddings=16,
                       num_conv_pos_embedding_groups=2)
-    WavLMModel(cfg).save_pretrained(dest)
+    # the release ships pytorch_model.bin (weights.yaml fetches that name), not safetensors;
+    # transformers 5 saves safetensors only, so the state dict is written as the release's
+    model = WavLMModel(cfg)
+    model.config.save_pretrained(dest)
+    torch.save(model.state_dict(), dest / "pytorch_model.bin")
     Wav2Vec2FeatureExtractor(sampling_rate=16000, do_normalize=True).save_pretrained(dest)
 
 
+@tiny_layout({"facebook/pe-av-base": ("config.json", "model.safetensors",
+                                      "processor_config.json", "tokenizer.json",
+                                      "tokenizer_config.json"),
+              "microsoft/wavlm-base-plus": ("config.json", "preprocessor_config.json",
+                                            "pytorch_model.bin")})
 def tf5(root: str | Path) -> Path:
     """Tiny PE-AV (``facebook/pe-av-base``) and WavLM (``microsoft/wavlm-base-plus``)."""
     with tempfile.TemporaryDirectory() as tmp:
@@ -90,6 +99,7 @@ def tf5(root: str | Path) -> Path:
 
 
 def _files(root: str | Path, image: str) -> Path:
+    """``files/<image>/`` under ``root``."""
     dest = Path(root) / "files" / image
     dest.mkdir(parents=True, exist_ok=True)
     return dest
@@ -102,6 +112,7 @@ BEATS_TINY = {"encoder_layers": 1, "encoder_embed_dim": 32, "encoder_ffn_embed_d
               "layer_norm_first": False}
 
 
+@tiny_layout({}, ("AASIST.pth", "BEATs_iter3_plus_AS2M.pt"))
 def audio_torch(root: str | Path, **beats_cfg: Any) -> Path:
     """A tiny BEATs (upstream layout ``{"cfg", "model"}``) and AASIST at its published size."""
     import torch
@@ -123,6 +134,7 @@ CAVMAE_TINY = {"embed_dim": 32, "modality_specific_depth": 1, "num_heads": 2,
                "decoder_embed_dim": 16, "decoder_depth": 1, "decoder_num_heads": 2}
 
 
+@tiny_layout({}, ("cav_mae_sync.pth", TINY_ARCH_FILE))
 def cavmae_sync(root: str | Path, keep: str = "") -> Path:
     """A tiny CAVMAESync saved as the release is (``module.`` keys) plus its arch sidecar."""
     import torch
@@ -135,4 +147,82 @@ def cavmae_sync(root: str | Path, keep: str = "") -> Path:
     torch.save({f"module.{k}": v for k, v in state.items() if k.startswith(keep)},
                dest / WEIGHTS)
     (dest / ARCH_FILE).write_text(json.dumps(CAVMAE_TINY))
+    return Path(root)
+
+
+def _tiny_gpt2(dest: Path) -> None:
+    """GPT-2 as ``openai-community/gpt2`` lays it out (no special_tokens_map.json), one layer."""
+    import torch
+    from tokenizers import Tokenizer, models, pre_tokenizers, trainers
+    from transformers import GPT2Config, GPT2Model, GPT2TokenizerFast
+
+    tk = Tokenizer(models.BPE())
+    tk.pre_tokenizer = pre_tokenizers.ByteLevel()
+    tk.train_from_iterator(["a dog barks", "speech in a room", "rain on a roof"],
+                           trainers.BpeTrainer(vocab_size=300, special_tokens=["<|endoftext|>"]))
+    GPT2TokenizerFast(tokenizer_object=tk, eos_token="<|endoftext|>",
+                      bos_token="<|endoftext|>").save_pretrained(dest)
+    (dest / "special_tokens_map.json").unlink()
+    torch.manual_seed(0)
+    GPT2Model(GPT2Config(n_embd=768, n_layer=1, n_head=12, vocab_size=300,
+                         n_positions=128)).save_pretrained(dest)
+
+
+@tiny_layout({"microsoft/msclap": ("CLAP_weights_2023.pth",),
+              "openai-community/gpt2": ("config.json", "model.safetensors", "tokenizer.json",
+                                        "tokenizer_config.json", "vocab.json", "merges.txt")})
+def msclap(root: str | Path, audio_state: bool = True) -> Path:
+    """msclap's CLAP 2023 (HTSAT audio encoder at its released size, a 1-layer GPT-2 text
+    tower) as ``microsoft/msclap``'s ``CLAP_weights_2023.pth`` (``{"model": state}``) and
+    the ``openai-community/gpt2`` snapshot. ``audio_state=False`` leaves the audio tower
+    out (a broken checkpoint for the refusal test)."""
+    import msclap as msclap_pkg
+    import torch
+    import yaml
+    from msclap.models.clap import CLAP
+
+    from madbench_common.models.msclap import TEXT_REPO, WEIGHTS_FILE, WEIGHTS_REPO
+
+    with tempfile.TemporaryDirectory() as tmp:
+        gpt, ckpt = Path(tmp) / "gpt2", Path(tmp) / "msclap"
+        gpt.mkdir()
+        ckpt.mkdir()
+        _tiny_gpt2(gpt)
+        text = install_local_snapshot(root, TEXT_REPO, gpt)
+        cfg = yaml.safe_load((Path(msclap_pkg.__file__).parent / "configs" / "config_2023.yml")
+                             .read_text())
+        torch.manual_seed(0)
+        clap = CLAP(audioenc_name=cfg["audioenc_name"], sample_rate=cfg["sampling_rate"],
+                    window_size=cfg["window_size"], hop_size=cfg["hop_size"],
+                    mel_bins=cfg["mel_bins"], fmin=cfg["fmin"], fmax=cfg["fmax"],
+                    classes_num=cfg["num_classes"], out_emb=cfg["out_emb"],
+                    text_model=str(text), transformer_embed_dim=cfg["transformer_embed_dim"],
+                    d_proj=cfg["d_proj"])
+        state = {k: v for k, v in clap.state_dict().items()
+                 if audio_state or not k.startswith("audio_encoder.")}
+        torch.save({"model": state}, ckpt / WEIGHTS_FILE)
+        install_local_snapshot(root, WEIGHTS_REPO, ckpt)
+    return Path(root)
+
+
+IMAGEBIND_TINY: dict[str, Any] = {
+    **{f"{m}_{k}": v for m in ("vision", "audio", "text", "depth", "thermal", "imu")
+       for k, v in (("embed_dim", 32), ("num_blocks", 1), ("num_heads", 2))},
+    "out_embed_dim": 16}
+"""One 32-wide block per modality tower, 16-d joint embeddings (the release: huge)."""
+
+
+@tiny_layout({}, ("imagebind_huge.pth", TINY_ARCH_FILE))
+def imagebind(root: str | Path) -> Path:
+    """A tiny ``ImageBindModel`` state dict as ``imagebind_huge.pth`` (what
+    ``imagebind_huge(pretrained=True)`` loads) plus the tiny architecture's sidecar."""
+    import torch
+
+    from madbench_common.models.imagebind import ARCH_FILE, IMAGE, WEIGHTS, import_model_module
+
+    torch.manual_seed(0)
+    model = import_model_module().ImageBindModel(**IMAGEBIND_TINY)
+    dest = _files(root, IMAGE)
+    torch.save(model.state_dict(), dest / WEIGHTS)
+    (dest / ARCH_FILE).write_text(json.dumps(IMAGEBIND_TINY))
     return Path(root)

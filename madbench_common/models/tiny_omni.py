@@ -1,6 +1,6 @@
 """Tiny random omni checkpoints in the released layouts, for adapter tests and ``make image-test``.
 
-Like :mod:`madbench_common.models.tiny`, each ``install_tiny_*`` builds a small randomly
+Like :mod:`madbench_common.models.tiny.qc`, each ``install_tiny_*`` builds a small randomly
 initialised model from transformers' own classes and configs, saves it the way the
 released checkpoint is laid out (composite config, processor files, chat template) and
 installs it as a cached Hugging Face snapshot at the revision the adapter pins, so the
@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import sys
 import tempfile
 from collections.abc import Iterator
@@ -22,7 +23,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-from madbench_common.weights import install_local_snapshot
+from madbench_common.weights import TINY_MARKER, install_local_snapshot, tiny_layout
 
 __all__ = ["GEMMA_CHAT_TEMPLATE", "QWEN_CHAT_TEMPLATE", "install_tiny_gemma4",
            "install_tiny_qwen25omni", "install_tiny_tf5_omni", "main", "omni_texts"]
@@ -92,20 +93,22 @@ def _bpe(texts: list[str], specials: list[str], vocab_size: int = 600) -> Any:
 @contextmanager
 def _staging(root: str | os.PathLike[str], repo: str, revision: str) -> Iterator[Path]:
     """A folder that becomes ``repo``'s snapshot, marked as tiny and random
-    (:data:`~madbench_common.models._omni_hf.TINY_MARKER`) so adapters can say so."""
-    from madbench_common.models._omni_hf import TINY_MARKER
-
+    (:data:`~madbench_common.weights.TINY_MARKER`) so adapters can say so."""
     with tempfile.TemporaryDirectory() as tmp:
         yield Path(tmp)
         (Path(tmp) / TINY_MARKER).write_text(json.dumps(
             {"random": True, "made_by": "madbench_common.models.tiny_omni",
              "note": "tiny randomly initialised model: its outputs are noise"}) + "\n")
-        install_local_snapshot(root, repo, tmp, revision=revision)
+        # the hub cache's layout: a commit-named snapshot, the branch a ref to it
+        pinned = re.fullmatch(r"[0-9a-f]{40}", revision) is not None
+        install_local_snapshot(root, repo, tmp, **({"revision": revision} if pinned
+                                                   else {"ref": revision}))
 
 
 def _snapshot_dir(root: str | os.PathLike[str], repo: str, revision: str) -> Path:
-    return (Path(root) / "huggingface" / "hub" / f"models--{repo.replace('/', '--')}"
-            / "snapshots" / revision)
+    folder = Path(root) / "huggingface" / "hub" / f"models--{repo.replace('/', '--')}"
+    ref = folder / "refs" / revision
+    return folder / "snapshots" / (ref.read_text().strip() if ref.is_file() else revision)
 
 
 def _qwen_tokenizer() -> Any:
@@ -144,6 +147,12 @@ def _qwen_config(tok: Any) -> Any:
     return Qwen2_5OmniConfig(thinker_config=thinker, enable_audio_output=False)
 
 
+# transformers 5 saves one processor_config.json where the releases (saved with 4.x) have
+# preprocessor_config.json etc.: both are *.json in weights.yaml, and the loader reads either
+@tiny_layout({"Qwen/Qwen2.5-Omni-7B": (
+    "config.json", "generation_config.json", "model.safetensors", "processor_config.json",
+    "chat_template.json", "spk_dict.pt", "tokenizer.json", "tokenizer_config.json",
+    "vocab.json", "merges.txt", TINY_MARKER)})
 def install_tiny_qwen25omni(root: str | os.PathLike[str], seed: int = 0) -> Path:
     """A 1-layer, 32-dim Qwen2.5-Omni thinker (1-layer audio and vision towers) saved as the
     composite ``Qwen2_5OmniForConditionalGeneration`` checkpoint with the talker disabled,
@@ -174,8 +183,20 @@ def install_tiny_qwen25omni(root: str | os.PathLike[str], seed: int = 0) -> Path
     with _staging(root, REPO, REVISION) as src:
         model.save_pretrained(src)
         processor.save_pretrained(src)
+        _release_tokenizer_files(src, tok)
         torch.save({}, src / "spk_dict.pt")
     return _snapshot_dir(root, REPO, REVISION)
+
+
+def _release_tokenizer_files(src: Path, tok: Any) -> None:
+    """The file names of the Qwen2.5-Omni release, which transformers 5 saves differently:
+    the chat template as ``chat_template.json`` (``{"chat_template": …}``, read as the
+    legacy processor template) and the BPE's ``vocab.json`` and ``merges.txt`` beside
+    ``tokenizer.json``."""
+    jinja = src / "chat_template.jinja"
+    (src / "chat_template.json").write_text(json.dumps({"chat_template": jinja.read_text()}))
+    jinja.unlink()
+    tok.backend_tokenizer.model.save(str(src))
 
 
 def _gemma_tokenizer() -> Any:
@@ -212,6 +233,9 @@ def _gemma_config(tok: Any) -> Any:
         audio_token_id=ids("<audio_soft_token>"))
 
 
+@tiny_layout({"google/gemma-4-E4B-it": (
+    "config.json", "generation_config.json", "model.safetensors", "processor_config.json",
+    "chat_template.jinja", "tokenizer.json", "tokenizer_config.json", TINY_MARKER)})
 def install_tiny_gemma4(root: str | os.PathLike[str], seed: int = 0) -> Path:
     """A 2-layer, 32-dim Gemma 4 (1-layer audio conformer and vision encoder) saved as
     ``Gemma4ForConditionalGeneration`` with ``Gemma4Processor`` files (Gemma 4's audio
@@ -242,6 +266,7 @@ def install_tiny_gemma4(root: str | os.PathLike[str], seed: int = 0) -> Path:
     return _snapshot_dir(root, REPO, REVISION)
 
 
+@tiny_layout({}, (), install_tiny_qwen25omni, install_tiny_gemma4)
 def install_tiny_tf5_omni(root: str | os.PathLike[str], seed: int = 0) -> list[Path]:
     """Both models of the ``omni-qwen25omni`` image (Qwen2.5-Omni and Gemma 4)."""
     return [install_tiny_qwen25omni(root, seed), install_tiny_gemma4(root, seed)]

@@ -20,10 +20,18 @@ read from its source tree (the pipeline is built with Amphion's root as working
 directory, since the config names the statistics file relative to it).
 
 Sampler: 32 flow-matching steps (upstream ``infer_vevotimbre.py``); the paper states none.
+
+A tiny test checkpoint (:mod:`madbench_common.models.tiny.vevo`) carries
+``madbench_arch.json`` at the snapshot root (never in a release): overrides of the two
+configs' widths, HuBERT's parameters and its feature statistics. The adapter then loads
+copies of Amphion's configs with those overrides (:func:`config_files`) and builds HuBERT
+with those parameters; every weight is still read by upstream's loaders.
 """
 
 from __future__ import annotations
 
+import dataclasses
+import json
 import os
 import tempfile
 from collections.abc import Iterator, Mapping
@@ -44,9 +52,15 @@ from madbench_common.speech_prep import (
     seed_all,
 )
 from madbench_common.types import Audio, Hertz, Seconds
-from madbench_common.weights import WeightsMissing, hf_path, url_file, weights_root
+from madbench_common.weights import (
+    TINY_ARCH_FILE,
+    WeightsMissing,
+    hf_path,
+    url_file,
+    weights_root,
+)
 
-__all__ = ["VevoTimbre", "amphion_root", "routed_hubert"]
+__all__ = ["VevoTimbre", "amphion_root", "config_files", "routed_hubert", "sized_configs"]
 
 IMAGE = "vc-vevo"
 REPO = "amphion/Vevo"
@@ -63,11 +77,14 @@ def amphion_root() -> Path:
     return Path(vu.__file__).resolve().parents[3]
 
 
-def routed_hubert(device: Any) -> Any:
-    """Upstream's ``build_hubert_model`` with the checkpoint read from the weights root."""
+def routed_hubert(device: Any, params: Mapping[str, Any] | None = None) -> Any:
+    """Upstream's ``build_hubert_model`` with the checkpoint read from the weights root
+    (``params``: a tiny checkpoint's overrides of the bundle's model parameters)."""
     import torchaudio
 
     bundle = torchaudio.pipelines.HUBERT_LARGE
+    if params:
+        bundle = dataclasses.replace(bundle, _params={**bundle._params, **params})
     path = url_file(bundle._path, image=IMAGE)
     hubert = bundle.get_model(dl_kwargs={"model_dir": str(path.parent), "file_name": path.name,
                                          "progress": False})
@@ -91,6 +108,52 @@ def _hubert_file() -> str:
     return str(torchaudio.pipelines.HUBERT_LARGE._path)
 
 
+def _merge(base: dict[str, Any], over: Mapping[str, Any]) -> dict[str, Any]:
+    out = dict(base)
+    for key, value in over.items():
+        out[key] = (_merge(out[key], value) if isinstance(value, Mapping)
+                    and isinstance(out.get(key), dict) else value)
+    return out
+
+
+def config_files(arch: Mapping[str, Any], folder: Path) -> dict[str, Path]:
+    """The ``fmt`` and ``vocoder`` config files the pipeline reads: Amphion's own, or, for
+    a tiny checkpoint's ``arch``, copies in ``folder`` with its widths and HuBERT statistics."""
+    import json5
+    import numpy as np
+
+    config = amphion_root() / "models/vc/vevo/config"
+    own = {"fmt": config / "Vq8192ToMels.json", "vocoder": config / "Vocoder.json"}
+    if not arch:
+        return own
+    folder.mkdir(parents=True, exist_ok=True)
+    stats = folder / "hubert_stats.npz"
+    np.savez(stats, mean=np.asarray(arch["hubert_stats"]["mean"], np.float32),
+             std=np.asarray(arch["hubert_stats"]["std"], np.float32))
+    out = {}
+    for name, path in own.items():
+        cfg = _merge(json5.loads(path.read_text()), arch.get(name, {}))
+        if name == "fmt":
+            cfg["model"]["representation_stat_mean_var_path"] = str(stats)
+        out[name] = folder / path.name
+        out[name].write_text(json.dumps(cfg))
+    return out
+
+
+@contextmanager
+def sized_configs(arch: Mapping[str, Any], folder: Path) -> Iterator[dict[str, Any]]:
+    """:func:`config_files` loaded with Amphion's ``load_config`` (tiny checkpoint writer)."""
+    from utils.util import load_config
+
+    with _working_dir(amphion_root()):
+        yield {k: load_config(str(v)) for k, v in config_files(arch, folder).items()}
+
+
+def _arch(snapshot: Path) -> dict[str, Any]:
+    path = snapshot / TINY_ARCH_FILE
+    return dict(json.loads(path.read_text())) if path.exists() else {}
+
+
 def _snapshot_parts() -> dict[str, Path]:
     snap = hf_path(REPO, image=IMAGE)
     parts = {k: snap / v for k, v in _PARTS.items()}
@@ -109,10 +172,8 @@ class VevoTimbre(ReportingGenerator):
     version = "amphion@d3de90f/Vevo-vq8192-Vq8192ToMels-Vocoder"
     reference = False
 
-    def __init__(self, *, device: str | None = None, flow_matching_steps: int = 32,
-                 configs: Mapping[str, Path] | None = None) -> None:
-        """Build the pipeline from the weights root (``configs`` overrides Amphion's
-        ``fmt``/``vocoder`` config files; tests use it for tiny random models)."""
+    def __init__(self, *, device: str | None = None, flow_matching_steps: int = 32) -> None:
+        """Build the pipeline from the weights root."""
         import models.vc.vevo.vevo_utils as vu
         import torch
 
@@ -121,11 +182,11 @@ class VevoTimbre(ReportingGenerator):
         self.last_report: GenerationReport | None = None
         parts = _snapshot_parts()
         url_file(_hubert_file(), image=IMAGE)  # a missing HuBERT fails before any build
-        root = amphion_root()
-        cfg = {"fmt": root / "models/vc/vevo/config/Vq8192ToMels.json",
-               "vocoder": root / "models/vc/vevo/config/Vocoder.json", **(configs or {})}
-        vu.build_hubert_model = routed_hubert
-        with _working_dir(root):
+        arch = _arch(hf_path(REPO, image=IMAGE))
+        vu.build_hubert_model = lambda dev: routed_hubert(dev, arch.get("hubert"))
+        with tempfile.TemporaryDirectory(prefix="madbench-vevo-cfg-") as tmp, \
+                _working_dir(amphion_root()):
+            cfg = config_files(arch, Path(tmp))
             self._pipe = vu.VevoInferencePipeline(
                 content_style_tokenizer_ckpt_path=str(parts["tokenizer"]),
                 fmt_cfg_path=str(cfg["fmt"]), fmt_ckpt_path=str(parts["fmt"]),

@@ -12,6 +12,13 @@ leakage). The paper names no ASR model; this adapter runs ``openai/whisper-large
   with word timestamps (cross-attention alignment heads of the checkpoint).
 * **Coverage**: the share of the clip covered by the words' time spans (clipped to the
   clip), the same definition the CPU reference uses.
+* **No-speech probability** (``Transcript.no_speech_prob``): Whisper's own no-speech
+  signal as openai-whisper computes it (``decoding.py``: the softmax over the whole
+  vocabulary at the start-of-transcript position, read at ``<|nospeech|>``, called
+  ``<|nocaptions|>`` in the older vocabularies); it comes from the same decoder step as
+  the language detection. QC reads it to tell speech from Whisper's hallucinations on
+  noise (paper §3.2 "ASR checks detect no speech in any environmental residual";
+  :func:`madbench_common.stages.source_qc.asr_detects_speech`).
 """
 
 from __future__ import annotations
@@ -26,7 +33,7 @@ from madbench_common.models._hf import model_version, snapshot, torch_device
 from madbench_common.roles import Transcript
 from madbench_common.types import Audio, Hertz
 
-__all__ = ["REPO", "REVISION", "WhisperASR", "word_coverage"]
+__all__ = ["REPO", "REVISION", "WhisperASR", "no_speech_probability", "word_coverage"]
 
 REPO = "openai/whisper-large-v3"
 REVISION = "06f233fe06e710322aca913c1bc4249a0d71fce1"
@@ -57,17 +64,19 @@ class WhisperASR:
 
     def transcribe(self, audio: Audio, sample_rate: Hertz) -> Transcript:
         x = resample(np.asarray(audio, np.float32), sample_rate, _RATE)
-        language, prob = self.detect_language(x)
+        language, prob, no_speech = self.detect_language(x)
         out = self._asr({"raw": x, "sampling_rate": _RATE}, return_timestamps="word",
                         generate_kwargs={"language": language, "task": "transcribe"})
         duration = len(x) / _RATE
         words = tuple((str(c["text"]).strip(), *_span(c["timestamp"], duration))
                       for c in out.get("chunks", []) if str(c["text"]).strip())
         return Transcript(text=str(out["text"]).strip(), coverage=word_coverage(words, duration),
-                          words=words, language=language, language_prob=prob)
+                          words=words, language=language, language_prob=prob,
+                          no_speech_prob=no_speech)
 
-    def detect_language(self, x: Audio) -> tuple[str, float]:
-        """The most probable language code of 16 kHz ``x`` and its probability."""
+    def detect_language(self, x: Audio) -> tuple[str, float, float | None]:
+        """The most probable language code of 16 kHz ``x``, its probability, and the
+        no-speech probability from the same decoder step (module docstring)."""
         import torch
 
         features = self._processor.feature_extractor(
@@ -80,7 +89,27 @@ class WhisperASR:
                                  decoder_input_ids=start, use_cache=False).logits[0, -1]
         probs = torch.softmax(logits[[config.lang_to_id[t] for t in tokens]].float(), dim=-1)
         best = int(torch.argmax(probs))
-        return tokens[best].strip("<|>"), float(probs[best])
+        no_speech = no_speech_probability(logits, self._no_speech_id())
+        return tokens[best].strip("<|>"), float(probs[best]), no_speech
+
+    def _no_speech_id(self) -> int | None:
+        """The ``<|nospeech|>`` (older: ``<|nocaptions|>``) token id, if the vocabulary has it."""
+        tok = self._processor.tokenizer
+        for name in ("<|nospeech|>", "<|nocaptions|>"):
+            tid = tok.convert_tokens_to_ids(name)
+            if isinstance(tid, int) and tid != tok.unk_token_id:
+                return tid
+        return None
+
+
+def no_speech_probability(sot_logits: Any, token_id: int | None) -> float | None:
+    """openai-whisper's ``no_speech_prob``: softmax over the whole vocabulary of the logits at
+    the start-of-transcript position, at the no-speech token (``None`` without one)."""
+    import torch
+
+    if token_id is None:
+        return None
+    return float(torch.softmax(sot_logits.float(), dim=-1)[token_id])
 
 
 def _span(stamp: Any, duration: float) -> tuple[float, float]:

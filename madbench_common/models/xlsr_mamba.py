@@ -44,14 +44,15 @@ from madbench_common.errors import ConfigError
 from madbench_common.models.prep import check_audio, resample, tile_to, torch_device
 from madbench_common.roles import Embedding, Frames, InputSpec
 from madbench_common.types import Audio, Hertz
-from madbench_common.weights import hf_path
+from madbench_common.weights import TINY_ARCH_FILE, hf_path
 
 __all__ = ["ARCH_FILE", "NB_SAMP", "RELEASED", "XlsrMambaDetector", "build_modules",
            "fairseq_to_hf", "merge_arch", "reference_mamba"]
 
 IMAGE, REPO, WEIGHTS = "det-xlsr-mamba", "AustinXiao/XLSR-Mamba-LA", "model.safetensors"
 RATE, NB_SAMP = 16000, 64600
-ARCH_FILE = "xlsr_mamba.arch.json"
+ARCH_FILE = TINY_ARCH_FILE
+"""Beside a tiny test checkpoint only (``madbench_arch.json``): its architecture arguments."""
 """Optional overrides beside the checkpoint (tiny test checkpoints only)."""
 RELEASED: dict[str, Any] = {
     "emb_size": 144, "num_encoders": 12,

@@ -112,12 +112,16 @@ class ClusterProfile:
     weights_claim: str = "madbench-weights"
     api_secret: str = "madbench-api-keys"
     """The Secret holding hosted-API keys (one key per variable in ``Stage.secrets``)."""
+    gpu_memory_label: str = "nvidia.com/gpu.memory"
+    """Node label giving each GPU's memory in MiB (NVIDIA GPU Feature Discovery's, set by
+    the GPU Operator); a stage with ``gpu_memory_gib`` gets a node affinity on it. Empty:
+    no such label on the cluster (pick nodes with ``gpuNodeSelector`` instead)."""
 
     @classmethod
     def load(cls, path: str | Path) -> ClusterProfile:
         raw = yaml.safe_load(Path(path).read_text()) or {}
         keys = {"gpuNodeSelector", "gpuTolerations", "serviceAccount", "priorityClass",
-                "s3Secret", "weightsClaim", "apiSecret"}
+                "s3Secret", "weightsClaim", "apiSecret", "gpuMemoryLabel"}
         if unknown := set(raw) - keys:
             raise ConfigError(f"{path}: unknown cluster profile keys {sorted(unknown)}")
         return cls(
@@ -128,6 +132,7 @@ class ClusterProfile:
             s3_secret=raw.get("s3Secret", cls.s3_secret),
             weights_claim=raw.get("weightsClaim", cls.weights_claim),
             api_secret=raw.get("apiSecret", cls.api_secret),
+            gpu_memory_label=raw.get("gpuMemoryLabel", cls.gpu_memory_label),
         )
 
 
@@ -233,6 +238,12 @@ def _parameters(graph: Graph, variant: Variant, lock: ImageLock) -> list[m.Param
             params.append(m.Parameter(
                 name=_model_param(stage), value=_default_model(stage, variant),
                 description=f"Registry slug of stage {stage.name}'s model (swap with its image)"))
+        for key in stage.workflow_params:
+            value = stage.params.get(key, "")
+            params.append(m.Parameter(
+                name=f"{stage.name}_{key}",
+                value=value if isinstance(value, str) else json.dumps(value, sort_keys=True),
+                description=f"Parameter {key!r} of stage {stage.name}"))
     params.append(m.Parameter(name="summary_image", value=lock.ref("reference-cpu"),
                               description="Image of the exit handler that writes the summary"))
     return params
@@ -335,7 +346,10 @@ def _stage_params(stage: Stage, variant: Variant) -> list[str]:
         args += ["--param", f"sources={_param('sources')}"]
     if _swappable(stage):
         args += ["--param", f"model={_param(_model_param(stage))}"]
+    for key in stage.workflow_params:
+        args += ["--param", f"{key}={_param(f'{stage.name}_{key}')}"]
     fixed = stage.full.get("params", {}) if not variant.cpu_only else {}
+    fixed = {k: v for k, v in fixed.items() if k not in stage.workflow_params}
     if fixed:
         args += ["--params-json", json.dumps(fixed, sort_keys=True)]
     return args
@@ -402,18 +416,26 @@ def _container_template(
         ),
         active_deadline_seconds=m.IntOrString(str(deadline)),
         retry_strategy=_retry(stage),
-        **_placement(profile, gpu),
+        **_placement(profile, gpu, stage.gpu_memory_gib),
     )
 
 
-def _placement(profile: ClusterProfile, gpu: bool) -> dict[str, Any]:
-    """nodeSelector and tolerations of the cluster profile's GPU pool (GPU shards only)."""
+def _placement(profile: ClusterProfile, gpu: bool, memory_gib: int = 0) -> dict[str, Any]:
+    """nodeSelector and tolerations of the cluster profile's GPU pool (GPU shards only),
+    and a node affinity for GPUs of more than ``memory_gib`` GiB where the stage needs one."""
     if not gpu:
         return {}
-    return {
+    out: dict[str, Any] = {
         "node_selector": dict(profile.gpu_node_selector) or None,
         "tolerations": [m.Toleration(**t) for t in profile.gpu_tolerations] or None,
     }
+    if memory_gib and profile.gpu_memory_label:
+        need = m.NodeSelectorRequirement(key=profile.gpu_memory_label, operator="Gt",
+                                         values=[str(memory_gib * 1024 - 1)])
+        out["affinity"] = m.Affinity(node_affinity=m.NodeAffinity(
+            required_during_scheduling_ignored_during_execution=m.NodeSelector(
+                node_selector_terms=[m.NodeSelectorTerm(match_expressions=[need])])))
+    return out
 
 
 # ---------------------------------------------------------------- DAG
@@ -429,13 +451,31 @@ def _fanout_template(stage: Stage) -> m.Template:
                       dag=m.DAGTemplate(tasks=[shard]))
 
 
+_FAILED = ("Failed", "Errored", "Omitted")
+"""The results (Argo's enhanced ``depends``) besides a bare name's Succeeded, Skipped or
+Daemoned that still let a stage with an optional input run: the input's merge failed, or
+never ran (``Omitted``) because its shards failed."""
+
+
+def _wiring(stage: Stage, graph: Graph) -> dict[str, Any]:
+    """``dependencies`` on every input's merge; ``depends`` where an input is optional."""
+    merges = {d: f"{task_name(graph[d])}-merge" for d in stage.inputs}
+    if not merges:
+        return {}
+    if not stage.optional_inputs:
+        return {"dependencies": list(merges.values())}
+    terms = [" || ".join([merges[d], *(f"{merges[d]}.{r}" for r in _FAILED)])
+             if d in stage.optional_inputs else merges[d] for d in stage.inputs]
+    return {"depends": " && ".join(f"({t})" if "||" in t else t for t in terms)}
+
+
 def _stage_tasks(stage: Stage, graph: Graph) -> list[m.DAGTask]:
     name = task_name(stage)
-    deps = [f"{task_name(graph[d])}-merge" for d in stage.inputs] or None
+    wiring = _wiring(stage, graph)
     if stage.sharded:
-        run = m.DAGTask(name=name, template=f"{name}-fanout", dependencies=deps)
+        run = m.DAGTask(name=name, template=f"{name}-fanout", **wiring)
     else:
-        run = m.DAGTask(name=name, template=f"{name}-shard", dependencies=deps,
+        run = m.DAGTask(name=name, template=f"{name}-shard", **wiring,
                         arguments=m.Arguments(parameters=[m.Parameter(name="shard", value="0")]))
     merge = m.DAGTask(name=f"{name}-merge", template=f"{name}-merge", dependencies=[name])
     return [run, merge]
@@ -463,7 +503,11 @@ def _summary_template(variant: Variant, profile: ClusterProfile) -> m.Template:
 
 def _templates(graph: Graph, variant: Variant, profile: ClusterProfile) -> list[m.Template]:
     tasks = [t for stage in graph for t in _stage_tasks(stage, graph)]
-    templates = [m.Template(name="madbench", dag=m.DAGTemplate(tasks=tasks))]
+    # Argo's DAG stops scheduling after a failure unless failFast is off: a graph with
+    # optional inputs wants the stages that wait for them to run (the rest still stop,
+    # their plain dependencies unmet), and the workflow still ends Failed.
+    fail_fast = False if any(s.optional_inputs for s in graph) else None
+    templates = [m.Template(name="madbench", dag=m.DAGTemplate(tasks=tasks, fail_fast=fail_fast))]
     for stage in graph:
         if stage.sharded:
             templates.append(_fanout_template(stage))

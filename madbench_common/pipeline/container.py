@@ -60,7 +60,9 @@ def source_mounts(sources: str | None) -> list[Mount]:
 
     root = Path(sources.removeprefix("file://")).resolve()
     folders = [root if root.is_dir() else root.parent]
-    files = [f for s in list_sources(str(root)) for f in (s.path, s.speech_stem, s.env_stem)]
+    # every file the listing names (ingest itself refuses those outside the sources root)
+    files = [f for s in list_sources(str(root), allow_outside=True)
+             for f in (s.path, s.speech_stem, s.env_stem)]
     folders += [Path(f).resolve().parent for f in files if f and not f.startswith("s3://")]
     return [Mount(p, str(p)) for p in _outermost(folders)]
 

@@ -47,8 +47,11 @@ EVAL_MODELS: tuple[EvalModel, ...] = (
               frames={"fps": 25.0, "frame_size": 360, "max_frames": 72}),
     EvalModel("det-batfd", "det-batfd", _AVD, detector=True,
               frames={"fps": 25.0, "frame_size": 360, "max_frames": 512}),
+    # PE-AV Base takes "all frames" of a variable-length video (facebook/pe-av-base model
+    # card; only the -16-frame variants subsample) and aligns them to the audio itself:
+    # 30 fps keeps every frame of a <= 30 fps source (AVSpeech), 360 = 12 s at 30 fps.
     EvalModel("enc-tf5-pe-av-base", "enc-tf5", _AV,
-              frames={"fps": 4.0, "frame_size": 336, "max_frames": 64}),
+              frames={"fps": 30.0, "frame_size": 336, "max_frames": 360}),
     EvalModel("enc-tf5-wavlm", "enc-tf5"),
     EvalModel("enc-msclap", "enc-msclap"),
     EvalModel("audio-torch-beats", "audio-torch"),

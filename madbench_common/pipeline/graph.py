@@ -26,7 +26,8 @@ from madbench_common.errors import ConfigError
 __all__ = ["PROFILES", "Graph", "Stage"]
 
 _NAME = re.compile(r"^[a-z][a-z0-9_]{0,40}$")
-_PROFILE_FIELDS = frozenset({"model", "image", "gpu", "cpu", "memory", "timeout", "params"})
+_PROFILE_FIELDS = frozenset({"model", "image", "gpu", "gpu_memory_gib", "cpu", "memory",
+                             "timeout", "params"})
 """Stage fields a profile may override (never the name, target or wiring)."""
 PROFILES = ("embedded", "full")
 
@@ -48,6 +49,9 @@ class Stage:
     image: str = "reference-cpu"
     """Image slug under ``images/``; the workflow parameter is :attr:`image_param`."""
     gpu: int = 0
+    gpu_memory_gib: int = 0
+    """Least memory per GPU a shard needs, in GiB (0: any GPU). Argo pods get a node
+    affinity on the cluster profile's GPU-memory node label (``gpuMemoryLabel``)."""
     cpu: str = "1"
     memory: str = "2Gi"
     retries: int = 2
@@ -60,11 +64,20 @@ class Stage:
     """Default parameters; user overrides are merged over them."""
     full: dict[str, Any] = field(default_factory=dict)
     """Overrides of the ``full`` profile (the paper's models on their images): any of
-    ``model``, ``image``, ``gpu``, ``cpu``, ``memory``, ``timeout``, and ``params``
+    ``model``, ``image``, ``gpu``, ``gpu_memory_gib``, ``cpu``, ``memory``, ``timeout``,
+    and ``params``
     (merged over :attr:`params`). Empty: the stage runs the same in every profile."""
     secrets: tuple[str, ...] = ()
     """Environment variables the stage reads from the API-key Secret (hosted model APIs);
     on the cluster only these pods get them, and egress to HTTPS."""
+    optional_inputs: tuple[str, ...] = ()
+    """Inputs the stage runs without when they failed: their absence is part of the
+    fingerprint, the stage reads them only when present (:meth:`StageContext.has_input`),
+    and on Argo the task waits for them to finish, succeeded or not (``depends``)."""
+    workflow_params: tuple[str, ...] = ()
+    """Parameters that are also workflow parameters ``<stage>_<key>`` (``argo submit -p``),
+    their defaults the profile's values (JSON text unless a string); the pod receives the
+    value verbatim as ``--param key=value``, so the stage parses JSON values itself."""
 
     def in_profile(self, profile: str) -> Stage:
         """This stage as ``profile`` runs it (``embedded``: unchanged; ``full``: overridden).
@@ -114,6 +127,9 @@ class Graph:
                 raise ConfigError(f"stage {s.name!r} depends on unknown stage {dep!r}")
         if s.shards < 1 or s.retries < 0 or s.timeout <= 0:
             raise ConfigError(f"stage {s.name!r}: shards ≥ 1, retries ≥ 0, timeout > 0")
+        if not set(s.optional_inputs) <= set(s.inputs):
+            raise ConfigError(f"stage {s.name!r}: optional inputs "
+                              f"{sorted(set(s.optional_inputs) - set(s.inputs))} are not inputs")
         if unknown := set(s.full) - _PROFILE_FIELDS:
             raise ConfigError(f"stage {s.name!r}: full profile cannot set {sorted(unknown)}; "
                               f"allowed: {sorted(_PROFILE_FIELDS)}")

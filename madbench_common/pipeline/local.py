@@ -35,6 +35,8 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from madbench_common.errors import ChecksumError, ConfigError
 from madbench_common.pipeline.graph import Graph, Stage
 from madbench_common.pipeline.lease import RunLease
+from madbench_common.pipeline.orphans import die_with_parent
+from madbench_common.pipeline.preflight import Where, check_run, pending_stages
 from madbench_common.pipeline.repair import invalidate
 from madbench_common.pipeline.stage import (
     ShardResult,
@@ -44,6 +46,7 @@ from madbench_common.pipeline.stage import (
     run_shard,
     stage_done,
 )
+from madbench_common.pipeline.threads import pin_threads
 from madbench_common.pipeline.usage import peak_rss_bytes, reset_peak_rss
 from madbench_common.s3client import retries_since, retry_stats
 from madbench_common.store import RunStore, open_store
@@ -100,17 +103,14 @@ class StageReport:
     retries: dict[str, int] = field(default_factory=dict)
 
 
-def _init_worker(threads: int) -> None:
-    """Cap intra-op threads so ``workers × threads`` matches the cores.
+def _init_worker(runner: int) -> None:
+    """A shard worker: dies with the runner (``runner``: its pid), math threads pinned.
 
-    Set through the environment so a worker that never needs torch never imports it;
-    if torch is already imported (in-process runs) its pool is resized directly.
+    The thread count is the same whatever ``--workers`` or the CPU count
+    (:func:`~madbench_common.pipeline.threads.pin_threads`), so results are too.
     """
-    for var in ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS"):
-        os.environ.setdefault(var, str(threads))
-    torch = sys.modules.get("torch")
-    if torch is not None:
-        torch.set_num_threads(threads)
+    die_with_parent(runner)
+    pin_threads()
 
 
 @lru_cache(maxsize=4)
@@ -143,6 +143,7 @@ class LocalRunner:
     def __init__(self, graph_factory: Callable[[], Graph], options: RunOptions,
                  engine: ContainerEngine | None = None,
                  stage_engines: dict[str, InterpreterEngine] | None = None) -> None:
+        self._retries_before = retry_stats()  # the run's S3 retries include the preflight's
         self.graph_factory = graph_factory
         self.graph = graph_factory()
         self.opts = options
@@ -151,6 +152,28 @@ class LocalRunner:
         """Stages run by another interpreter (``--python STAGE=PATH``), whatever ``engine``."""
         self.run = RunStore(open_store(options.store), options.run_id)
         self.reports: list[StageReport] = []
+
+    def where(self, stage: Stage) -> Where:
+        """How ``stage`` runs here: in process, in another interpreter, or a container."""
+        engine = self.stage_engines.get(stage.name, self.engine)
+        if engine is None:
+            return Where()
+        python = getattr(engine, "python", "")
+        if python:
+            return Where(python=str(python))
+        weights = getattr(engine, "weights", None)
+        return Where(container=True, weights_root=str(weights) if weights else None)
+
+    def _image_of(self, stage: Stage) -> str:
+        engine = self.stage_engines.get(stage.name, self.engine)
+        return EMBEDDED_IMAGE if engine is None else engine.image_ref(stage)
+
+    def preflight(self) -> None:
+        """Before the first stage: every key, tool, module, weight and image the stages
+        still to run need, all missing ones in one error (exit 3; pipeline.preflight)."""
+        stages = pending_stages(self.run, self.graph, self.opts.until, self.opts.params,
+                                self._image_of, self.opts.seed)
+        check_run(stages, self.opts.params, self.where, images=self._image_of)
 
     def _warn_unsupported(self, stage: Stage) -> None:
         if stage.gpu and self.engine is None:
@@ -168,24 +191,23 @@ class LocalRunner:
     def execute(self) -> list[StageReport]:
         """Run every stage up to ``until``; return per-stage reports and write the run log."""
         started = datetime.now(timezone.utc)
-        self._retries_before = retry_stats()
-        threads = max(1, (os.cpu_count() or 1) // max(1, self.opts.workers))
         pool = None
         self._worker_retries: list[dict[str, int]] = []
+        me = os.getpid()
         with RunLease(self.run, wait=self.opts.lock_wait) as lease:
             if self.engine is not None:
-                _init_worker(threads)
+                pin_threads()
             elif self.opts.isolate:  # every shard in a fresh process, as in a pod
                 if sys.version_info < (3, 11):
                     raise ConfigError("--isolate-shards needs Python 3.11 or later")
                 pool = ProcessPoolExecutor(self.opts.workers, initializer=_init_worker,
-                                           initargs=(threads,), max_tasks_per_child=1,
+                                           initargs=(me,), max_tasks_per_child=1,
                                            mp_context=multiprocessing.get_context("spawn"))
             elif self.opts.workers > 1:
                 pool = ProcessPoolExecutor(self.opts.workers, initializer=_init_worker,
-                                           initargs=(threads,))
+                                           initargs=(me,))
             else:
-                _init_worker(threads)
+                pin_threads()
             try:
                 with self._progress() as progress:
                     self._passes(pool, progress, lease)

@@ -10,22 +10,31 @@ which yields the same manifest bytes) instead of using the damaged object:
 * any other artifact under ``<stage>/<fp>/``: the shard whose rows reference it runs
   again (found by scanning that attempt's shard manifests);
 * ``_cache/…`` (shared caches outside runs): the entry is deleted.
+
+:func:`manifest_intact` checks a finished stage's merged manifest and rebuilds a damaged
+one from its shards (the merge is deterministic, so the rebuilt bytes must have the
+sha256 the marker recorded); the runner (``madbench run``, with or without
+``--until``) and ``madbench status`` call it, so a damaged manifest is never an error.
 """
 
 from __future__ import annotations
 
+import hashlib
 import io
 import logging
 import re
+from typing import Any
 
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from madbench_common.errors import ChecksumError, StoreKeyError
+from madbench_common.errors import ChecksumError, ManifestError, StoreKeyError
+from madbench_common.pipeline.graph import Stage
+from madbench_common.pipeline.stage import load_impl, merged_manifest
 from madbench_common.store import RunStore
 from madbench_common.types import Key
 
-__all__ = ["invalidate"]
+__all__ = ["invalidate", "manifest_intact"]
 
 log = logging.getLogger("madbench")
 _SHARD = re.compile(r"^(?P<prefix>[^/]+/[^/]+)/shards/(?P<name>\d+-of-\d+)\.(parquet|_SUCCESS)$")
@@ -94,3 +103,39 @@ def _key_or_none(run: RunStore, ref: str) -> Key | None:
         return run.key_of(ref)
     except StoreKeyError:
         return None
+
+
+def manifest_intact(run: RunStore, stage: Stage, marker: dict[str, Any]) -> bool:
+    """Whether ``<stage>/manifest.parquet`` matches ``marker``, after rebuilding it from the
+    stage's shards if it did not (the merge is deterministic: the rebuilt bytes must have
+    the recorded sha256). ``False``, with the marker removed so that the stage is merged
+    again, when it cannot be rebuilt."""
+    key = f"{stage.name}/manifest.parquet"
+    try:
+        run.get_bytes(key, marker["manifest_sha256"])
+        return True
+    except (ChecksumError, FileNotFoundError) as exc:
+        problem = str(exc)
+    impl = load_impl(stage.target)
+    prefix = str(marker.get("prefix", ""))
+    n = _shard_count(run, prefix)
+    data = b""
+    if n:
+        try:
+            data = merged_manifest(run, prefix, n, impl.row_type, impl.id_field)[0]
+        except (ChecksumError, ManifestError, FileNotFoundError):
+            data = b""
+    if data and hashlib.sha256(data).hexdigest() == marker["manifest_sha256"]:
+        run.put_bytes(key, data)
+        log.warning("%s; rebuilt from its %d shard(s), sha256 as recorded", problem, n)
+        return True
+    run.delete(f"{stage.name}/_SUCCESS")
+    log.warning("%s; stage %s will run again", problem, stage.name)
+    return False
+
+
+def _shard_count(run: RunStore, prefix: str) -> int:
+    """``M`` of the ``NNNNN-of-MMMMM`` shard markers under ``prefix`` (0 if none)."""
+    counts = {name.rsplit("-of-", 1)[1].split(".", 1)[0] for name in run.list(f"{prefix}/shards")
+              if "-of-" in name} if prefix else set()
+    return int(counts.pop()) if len(counts) == 1 else 0

@@ -13,6 +13,15 @@ version of the manifest schema it writes and
 the sha256 of every input manifest, so a changed input or parameter gets a fresh
 prefix and an unchanged one is skipped on rerun, on both backends. Manifests hold
 run-relative references, so the fingerprint never depends on where the store lives.
+A parameter that names inputs from outside the run (ingest's ``sources``) is hashed
+by the content it names (:meth:`StageImpl.content_identity`), never by its text.
+
+Results never depend on ``--workers``, the shard count or the CPU count: every shard
+runs its math libraries pinned (:mod:`~madbench_common.pipeline.threads`; a thread
+count other than the default 1 is part of every fingerprint).
+
+One bad item never fails a shard: :mod:`~madbench_common.pipeline.failures` decides
+what is quarantined (one row) and what fails the whole stage.
 """
 
 from __future__ import annotations
@@ -34,12 +43,7 @@ import numpy as np
 import pyarrow as pa
 
 from madbench_common.audio import read_wav_bytes, wav_bytes
-from madbench_common.errors import (
-    ChecksumError,
-    EnvironmentMissing,
-    InputRejected,
-    ManifestError,
-)
+from madbench_common.errors import ChecksumError, InputRejected, ManifestError
 from madbench_common.manifest import (
     ManifestRow,
     Provenance,
@@ -49,7 +53,9 @@ from madbench_common.manifest import (
     write_manifest_bytes,
     write_table_bytes,
 )
+from madbench_common.pipeline.failures import blank_row, row_failure, stage_failure
 from madbench_common.pipeline.graph import Graph, Stage
+from madbench_common.pipeline.threads import math_threads, pin_threads
 from madbench_common.pipeline.usage import peak_rss_bytes, reset_peak_rss
 from madbench_common.s3client import retries_since, retry_stats
 from madbench_common.store import ObjectInfo, RunStore
@@ -63,6 +69,7 @@ __all__ = [
     "load_impl",
     "make_context",
     "merge_stage",
+    "merged_manifest",
     "read_marker",
     "run_shard",
     "shard_items",
@@ -87,6 +94,9 @@ class StageContext:
     image: str
     seed: int
     scratch: Path = field(default_factory=lambda: Path(tempfile.gettempdir()))
+    params_hash: str = ""
+    """Hash of the parameters as the fingerprint sees them (content, not the text, of a
+    parameter naming outside inputs); empty: hash ``params`` as they are."""
 
     @property
     def prefix(self) -> Key:
@@ -95,6 +105,10 @@ class StageContext:
 
     def key(self, *parts: str) -> Key:
         return "/".join((self.prefix, *parts))
+
+    def has_input(self, stage_name: str) -> bool:
+        """Whether an upstream stage has finished (an optional input may be absent)."""
+        return read_marker(self.run, stage_name) is not None
 
     def read_input(self, stage_name: str, row_type: type[ROW]) -> list[ROW]:
         """Rows of an upstream stage's merged manifest, checksum-verified."""
@@ -109,7 +123,7 @@ class StageContext:
             stage=self.stage.name,
             model_slug=model_slug or self.params.get("model", "") or self.stage.model,
             model_version=model_version,
-            params_hash=hashlib.sha256(params_json(self.params).encode()).hexdigest()[:16],
+            params_hash=self.params_hash or _params_hash(self.params),
             seed=self.seed,
         )
 
@@ -138,6 +152,18 @@ class StageImpl(ABC, Generic[ROW]):
 
     row_type: ClassVar[type[ManifestRow]]
     id_field: ClassVar[str] = "clip_id"
+    separable: ClassVar[bool] = False
+    """Whether an item's rows depend on that item alone, not on the others of its shard.
+    Then an item whose handling raises is quarantined alone (:meth:`quarantine_row`) and
+    the shard's other items are computed one by one; otherwise the shard fails."""
+    content_params: ClassVar[tuple[str, ...]] = ()
+    """Parameters naming inputs from outside the run: the fingerprint hashes
+    :meth:`content_identity` in their place."""
+
+    @classmethod
+    def content_identity(cls, params: dict[str, Any]) -> Any:
+        """What the :attr:`content_params` name, as content (e.g. file sha256s)."""
+        return None
 
     def __init__(self, ctx: StageContext) -> None:
         self.ctx = ctx
@@ -153,14 +179,23 @@ class StageImpl(ABC, Generic[ROW]):
     def run_items(self, items: Sequence[str]) -> list[ROW]:
         """Rows for ``items`` (rejected items included, with status ``rejected``)."""
 
+    def quarantine_row(self, item: str, exc: InputRejected) -> ROW:
+        """The row of an item that failed (a :attr:`separable` stage): its id, the reason."""
+        row: ROW = blank_row(self.row_type, {self.id_field: item}, exc)  # type: ignore[assignment]
+        return row.with_provenance(self.ctx.provenance())
+
 
 class MapStage(StageImpl[ROW]):
-    """A stage that handles each item independently; bad inputs are quarantined.
+    """A stage that handles each item independently; a failing item is quarantined.
 
-    A missing tool, model or weight (:class:`EnvironmentMissing`) is never quarantined,
+    What fails one item and what fails the stage is decided by
+    :func:`~madbench_common.pipeline.failures.row_failure`: a missing tool, model or
+    weight (:class:`~madbench_common.errors.EnvironmentMissing`) is never quarantined,
     even when stage code wrapped it into :class:`InputRejected`: the shard fails and the
     CLI exits 3 with the reason, instead of "succeeding" with every row rejected.
     """
+
+    separable = True
 
     @abstractmethod
     def run_item(self, item: str) -> ROW:
@@ -170,34 +205,25 @@ class MapStage(StageImpl[ROW]):
     def rejected_row(self, item: str, exc: InputRejected) -> ROW:
         """The quarantine row for an item whose input was rejected."""
 
+    def quarantine_row(self, item: str, exc: InputRejected) -> ROW:
+        return self.rejected_row(item, exc)
+
     def run_items(self, items: Sequence[str]) -> list[ROW]:
         rows = []
         for item in items:
             start = time.perf_counter()
             try:
                 row = self.run_item(item)
-            except InputRejected as exc:
-                missing = _environment_cause(exc)
-                if missing is not None:
-                    raise missing from None
-                log.warning("%s: rejected %s", self.ctx.stage.name, exc)
-                row = self.rejected_row(item, exc)
+            except Exception as exc:  # sorted: a stage fault is raised again
+                rejected = row_failure(exc, item)
+                if rejected is not exc:
+                    log.debug("%s: %s failed", self.ctx.stage.name, item, exc_info=exc)
+                log.warning("%s: rejected %s", self.ctx.stage.name, rejected)
+                row = self.rejected_row(item, rejected)
             # a stage may record a narrower time itself (a generator: its model call only)
             self.item_seconds.setdefault(item, round(time.perf_counter() - start, 4))
             rows.append(row)
         return rows
-
-
-def _environment_cause(exc: BaseException) -> EnvironmentMissing | None:
-    """The :class:`EnvironmentMissing` behind ``exc`` (its cause or context chain), if any."""
-    seen: BaseException | None = exc
-    for _ in range(8):
-        if seen is None:
-            return None
-        if isinstance(seen, EnvironmentMissing):
-            return seen
-        seen = seen.__cause__ or seen.__context__
-    return None
 
 
 def load_impl(target: str) -> type[StageImpl[Any]]:
@@ -227,14 +253,35 @@ def _read_json(run: RunStore, key: Key) -> dict[str, Any]:
     return marker
 
 
+def _params_hash(params: dict[str, Any]) -> str:
+    return hashlib.sha256(params_json(params).encode()).hexdigest()[:16]
+
+
+def _hashed_params(impl: type[StageImpl[Any]], params: dict[str, Any]) -> dict[str, Any]:
+    """``params`` as the fingerprint sees them: what a content parameter names, not its text."""
+    if not any(k in params for k in impl.content_params):
+        return params
+    kept = {k: v for k, v in params.items() if k not in impl.content_params}
+    return {**kept, "content": impl.content_identity(params)}
+
+
 def fingerprint(
     run: RunStore, graph: Graph, stage: Stage, params: dict[str, Any], image: str, seed: int
 ) -> str:
     """Hash of what determines a stage's output (inputs by their manifest sha256, and the
     version of the manifest schema it writes)."""
-    upstream = {}
+    return _fingerprint(run, stage, _hashed_params(load_impl(stage.target), params), image,
+                        seed)
+
+
+def _fingerprint(run: RunStore, stage: Stage, hashed: dict[str, Any], image: str,
+                 seed: int) -> str:
+    upstream: dict[str, str | None] = {}
     for dep in stage.inputs:
         marker = read_marker(run, dep)
+        if marker is None and dep in stage.optional_inputs:
+            upstream[dep] = None  # absent (failed upstream): recomputed once it exists
+            continue
         if marker is None:
             raise ManifestError(f"stage {stage.name!r} needs {dep!r}, which has not finished")
         upstream[dep] = marker["manifest_sha256"]
@@ -242,9 +289,11 @@ def fingerprint(
     # manifest that the stages after it would refuse to read.
     rows = getattr(load_impl(stage.target), "row_type", None)
     schema = f"{rows.SCHEMA_NAME}/{rows.SCHEMA_VERSION}" if rows is not None else ""
+    threads = math_threads()
     blob = params_json(
-        {"stage": stage.name, "target": stage.target, "image": image, "params": params,
-         "seed": seed, "inputs": upstream, "schema": schema}
+        {"stage": stage.name, "target": stage.target, "image": image, "params": hashed,
+         "seed": seed, "inputs": upstream, "schema": schema,
+         **({"math_threads": threads} if threads != 1 else {})}
     )
     return hashlib.sha256(blob.encode()).hexdigest()
 
@@ -255,8 +304,10 @@ def make_context(
     """Build a context whose fingerprint reflects the current inputs."""
     stage = graph[stage_name]
     merged = stage_params(stage, params)
-    fp = fingerprint(run, graph, stage, merged, image, seed)
-    return StageContext(run, stage, graph, merged, fp, image, seed)
+    hashed = _hashed_params(load_impl(stage.target), merged)
+    fp = _fingerprint(run, stage, hashed, image, seed)
+    return StageContext(run, stage, graph, merged, fp, image, seed,
+                        params_hash=_params_hash(hashed) if hashed is not merged else "")
 
 
 def stage_params(stage: Stage, params: dict[str, Any]) -> dict[str, Any]:
@@ -271,9 +322,15 @@ def stage_params(stage: Stage, params: dict[str, Any]) -> dict[str, Any]:
 
 
 def stage_done(ctx: StageContext) -> bool:
-    """Whether the stage finished with the current fingerprint."""
+    """Whether the stage finished with the current fingerprint and its merged manifest is
+    intact; a damaged manifest is rebuilt from the shards
+    (:func:`~madbench_common.pipeline.repair.manifest_intact`)."""
+    from madbench_common.pipeline.repair import manifest_intact
+
     marker = read_marker(ctx.run, ctx.stage.name)
-    return marker is not None and marker.get("fingerprint") == ctx.fingerprint
+    if marker is None or marker.get("fingerprint") != ctx.fingerprint:
+        return False
+    return manifest_intact(ctx.run, ctx.stage, marker)
 
 
 def shard_items(items: Sequence[str], shard: int, num_shards: int) -> list[str]:
@@ -310,16 +367,53 @@ class ShardResult:
 
 
 def run_shard(ctx: StageContext, shard: int, num_shards: int) -> ShardResult:
-    """Run one shard unless its marker exists; write rows, then the marker."""
+    """Run one shard unless its marker exists; write rows, then the marker.
+
+    Whatever escapes is a :class:`~madbench_common.errors.MadbenchError` with the exit
+    code the README gives (:func:`~madbench_common.pipeline.failures.stage_failure`).
+    """
+    try:
+        return _run_shard(ctx, shard, num_shards)
+    except Exception as exc:
+        failure = stage_failure(exc, f"stage {ctx.stage.name} shard {shard + 1}/{num_shards}")
+        if failure is exc:
+            raise
+        raise failure from exc
+
+
+def _run_items(impl: StageImpl[Any], items: Sequence[str]) -> list[Any]:
+    """``impl.run_items``; if an item of a :attr:`~StageImpl.separable` stage raises,
+    every item again one by one, and the failing ones quarantined."""
+    try:
+        return impl.run_items(items)
+    except Exception as exc:
+        if not impl.separable or len(items) < 2:
+            if impl.separable and items:
+                return [impl.quarantine_row(items[0], row_failure(exc, items[0]))]
+            raise
+        row_failure(exc, "")  # a fault of the whole stage is raised here
+    rows: list[Any] = []
+    for item in items:
+        try:
+            rows += impl.run_items([item])
+        except Exception as exc:
+            rejected = row_failure(exc, item)
+            log.warning("%s: rejected %s", impl.ctx.stage.name, rejected)
+            rows.append(impl.quarantine_row(item, rejected))
+    return rows
+
+
+def _run_shard(ctx: StageContext, shard: int, num_shards: int) -> ShardResult:
     marker = _shard_key(ctx, shard, num_shards, "_SUCCESS")
     if ctx.run.exists(marker):
         return ShardResult(ctx.stage.name, shard, 0, 0, True, 0.0)
+    pin_threads()
     before = retry_stats()
     reset_peak_rss()
     impl = load_impl(ctx.stage.target)(ctx)
     start = time.perf_counter()
     items = shard_items(impl.plan(), shard, num_shards)
-    rows = impl.run_items(items)
+    rows = _run_items(impl, items)
     data = write_manifest_bytes(impl.row_type, rows)
     info = ctx.run.put_bytes(_shard_key(ctx, shard, num_shards, "parquet"), data)
     ctx.run.put_bytes(marker, json.dumps({"sha256": info.sha256, "rows": len(rows),
@@ -329,6 +423,23 @@ def run_shard(ctx: StageContext, shard: int, num_shards: int) -> ShardResult:
                        time.perf_counter() - start, peak_rss_bytes(), retries_since(before))
 
 
+def merged_manifest(run: RunStore, prefix: Key, num_shards: int,
+                    row_type: type[ManifestRow], id_field: str) -> tuple[bytes, pa.Table]:
+    """The merged manifest's bytes (and table) from the ``num_shards`` shards under
+    ``prefix``: concatenated, stably sorted by ``id_field``."""
+    tables = []
+    for shard in range(num_shards):
+        mark_key = shard_key(prefix, shard, num_shards, "_SUCCESS")
+        if not run.exists(mark_key):
+            raise ManifestError(f"{run.uri(mark_key)}: shard has not finished")
+        mark = _read_json(run, mark_key)
+        key = shard_key(prefix, shard, num_shards, "parquet")
+        tables.append(read_manifest_table(row_type, run.get_bytes(key, mark["sha256"]),
+                                          run.uri(key)))
+    merged = pa.concat_tables(tables).sort_by(id_field)
+    return write_table_bytes(row_type, merged), merged
+
+
 def merge_stage(ctx: StageContext, num_shards: int) -> dict[str, Any]:
     """Concatenate shard manifests, sort by id, write the manifest and then ``_SUCCESS``.
 
@@ -336,19 +447,20 @@ def merge_stage(ctx: StageContext, num_shards: int) -> dict[str, Any]:
     Python rows: at the paper's scale (49,608 sample rows) that is ~20× faster and needs
     a seventh of the memory, and the bytes are those of sorting the rows themselves.
     """
+    try:
+        return _merge_stage(ctx, num_shards)
+    except Exception as exc:
+        failure = stage_failure(exc, f"merging stage {ctx.stage.name}")
+        if failure is exc:
+            raise
+        raise failure from exc
+
+
+def _merge_stage(ctx: StageContext, num_shards: int) -> dict[str, Any]:
     impl_cls = load_impl(ctx.stage.target)
     row_type = impl_cls.row_type
-    tables = []
-    for shard in range(num_shards):
-        mark_key = _shard_key(ctx, shard, num_shards, "_SUCCESS")
-        if not ctx.run.exists(mark_key):
-            raise ManifestError(f"{ctx.run.uri(mark_key)}: shard has not finished")
-        mark = _read_json(ctx.run, mark_key)
-        key = _shard_key(ctx, shard, num_shards, "parquet")
-        tables.append(read_manifest_table(row_type, ctx.run.get_bytes(key, mark["sha256"]),
-                                          ctx.run.uri(key)))
-    merged = pa.concat_tables(tables).sort_by(impl_cls.id_field)
-    data = write_table_bytes(row_type, merged)
+    data, merged = merged_manifest(ctx.run, ctx.prefix, num_shards, row_type,
+                                   impl_cls.id_field)
     info = ctx.run.put_bytes(f"{ctx.stage.name}/manifest.parquet", data)
     statuses = merged.column("status").to_pylist()
     marker = {

@@ -20,9 +20,17 @@ technique:
   - PSOLA + cepstral: as the espeak-ng branch above, applied to the source speech.
 
 Output is exactly ``round(duration * sample_rate)`` samples, at the reference
-speaker's active speech level. Everything is deterministic; ``seed`` is accepted for
-the interface and changes nothing. ``ref_text`` is used by same-identity TTS as the
-text when ``text`` is empty (re-speaking the source transcript).
+speaker's active speech level. Like the real adapters (:mod:`madbench_common.speech_prep`),
+each call reports in ``last_settings`` how long the synthesiser's own speech was and the
+time-scale factor the final retiming applied (``length_correction`` = target / synthesised
+length), which component QC bounds (paper §3.3 "generation duration"): TTS first asks the
+synthesiser for the duration itself (flite ``duration_stretch``, espeak-ng words per
+minute, each within its clipped range), so the correction is what that control missed;
+voice conversion keeps the source's timing (1.0).
+
+Everything is deterministic; ``seed`` is accepted for the interface and changes
+nothing. ``ref_text`` is used by same-identity TTS as the text when ``text`` is empty
+(re-speaking the source transcript).
 """
 
 from __future__ import annotations
@@ -32,6 +40,7 @@ import subprocess
 import tempfile
 from dataclasses import replace
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import soundfile as sf
@@ -56,6 +65,7 @@ from madbench_common.dsp import (
     world_synthesise,
 )
 from madbench_common.errors import ConfigError, EnvironmentMissing
+from madbench_common.speech_prep import GenerationReport
 from madbench_common.types import Audio, Hertz, Seconds
 
 __all__ = [
@@ -200,6 +210,15 @@ class _SpeechBase:
     branch: str
     version = "1"
     reference = True
+    duration_control = ""
+    last_report: GenerationReport | None = None
+    _raw_n16: int = 0
+    """Samples (16 kHz) of the synthesiser's own speech before the final retiming."""
+
+    @property
+    def last_settings(self) -> dict[str, Any]:
+        """The last call's length facts (the generator stages copy them onto the row)."""
+        return self.last_report.as_settings() if self.last_report is not None else {}
 
     def generate(self, *, sample_rate: Hertz, duration: Seconds, ref_audio: Audio,
                  ref_text: str = "", text: str = "", source_audio: Audio | None = None,
@@ -209,8 +228,11 @@ class _SpeechBase:
             raise ConfigError(f"{self.slug}: duration must be positive, got {duration}")
         ref16 = trim_silence(resample(ref_audio, sample_rate, _SR), _SR)
         src16 = None if source_audio is None else resample(source_audio, sample_rate, _SR)
-        y16 = self._render(ref16, ref_text, text, src16, n_samples(duration, _SR))
+        n16 = n_samples(duration, _SR)
+        y16 = self._render(ref16, ref_text, text, src16, n16)
         y = fit_length(resample(y16, _SR, sample_rate), n)
+        self.last_report = GenerationReport(_SR, self._raw_n16 / _SR, n16 / _SR,
+                                            self.duration_control)
         return normalise(y, min(rms_dbfs(ref16), -12.0))
 
     def _render(self, ref16: Audio, ref_text: str, text: str, src16: Audio | None,
@@ -232,6 +254,7 @@ class _TTSBase(_SpeechBase):
             first = trim_silence(self._synthesise(words, f0_hz, 1.0, Path(tmp)), _SR)
             stretch = float(np.clip(n16 / max(len(first), 1), 0.5, 2.0))
             speech = trim_silence(self._synthesise(words, f0_hz, stretch, Path(tmp)), _SR)
+        self._raw_n16 = len(speech)
         return self._convert(speech, ref16, n16)
 
     def _synthesise(self, words: str, f0_hz: float, stretch: float, tmp: Path) -> Audio:
@@ -242,6 +265,10 @@ class _TTSBase(_SpeechBase):
 
 
 class _FliteWorldTTS(_TTSBase):
+    duration_control = "model:duration_stretch+time_stretch"
+    tools = ("flite",)
+    """Executables it runs (checked before a run starts: pipeline.preflight)."""
+
     def _synthesise(self, words: str, f0_hz: float, stretch: float, tmp: Path) -> Audio:
         (tmp / "text.txt").write_text(words, encoding="utf-8")
         voice = _nearest_voice(_FLITE_VOICES, f0_hz)
@@ -254,6 +281,9 @@ class _FliteWorldTTS(_TTSBase):
 
 
 class _EspeakPsolaTTS(_TTSBase):
+    duration_control = "model:words_per_minute+time_stretch"
+    tools = ("espeak-ng",)
+
     def _synthesise(self, words: str, f0_hz: float, stretch: float, tmp: Path) -> Audio:
         (tmp / "text.txt").write_text(words, encoding="utf-8")
         voice = _nearest_voice(_ESPEAK_VOICES, f0_hz)
@@ -295,11 +325,13 @@ class EspeakPsolaCrossTTS(_EspeakPsolaTTS):
 
 class _VCBase(_SpeechBase):
     branch = "vc"
+    duration_control = "model:source_timing"
 
     def _render(self, ref16: Audio, ref_text: str, text: str, src16: Audio | None,
                 n16: int) -> Audio:
         if src16 is None or len(src16) == 0:
             raise ConfigError(f"{self.slug}: voice conversion needs source_audio")
+        self._raw_n16 = len(src16)
         return self._convert(src16, ref16, n16)
 
     def _convert(self, src16: Audio, ref16: Audio, n16: int) -> Audio:

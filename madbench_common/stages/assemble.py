@@ -31,8 +31,11 @@ setting) a seeded draw picks one.
 ``scene_consistent``), one row per (clip, condition, class) for the same clips:
 
 * ``D-R`` / ``S-R``: consistent = the clip's R; inconsistent = the clip's ŝ with a
-  donor clip's real ê (:mod:`madbench_common.stages.swaps`), variant ``R``, donor and
-  its labels on the row;
+  donor clip's real ê (:mod:`madbench_common.stages.swaps`; D-R from any other coarse
+  scene, S-R from the same coarse scene with another fine label, or the taxonomy's
+  mismatch lists with ``sc_donor_rule="taxonomy"``), variant ``R``, donor and its
+  labels on the row, and how the donor ê was fitted to the clip (``env_fit``:
+  ``exact``, ``trim`` or ``loop``; long-enough donors are preferred);
 * ``D-S``: consistent = the clip's E with its scene-matched fake environment;
   inconsistent = its E with the scene-mismatched one (both synthetic).
 
@@ -64,7 +67,7 @@ from madbench_common.taxonomy import load_taxonomy
 from madbench_common.types import Audio
 
 __all__ = ["PROTOCOLS", "SC_PROTOCOL", "AssembleStage", "Selection", "render_track",
-           "select_components"]
+           "select_components", "track_fit"]
 
 PROTOCOLS = ("balanced", "scene_matched", "scene_mismatched")
 SC_PROTOCOL = "scene_consistency"
@@ -177,6 +180,11 @@ def select_components(clips: dict[str, ClipInputs], components: Sequence[Compone
     return out
 
 
+def track_fit(length: int, n: int) -> str:
+    """How :func:`~madbench_common.mix.fit_track` brings ``length`` samples to ``n``."""
+    return "exact" if length == n else ("trim" if length > n else "loop")
+
+
 def render_track(video: Path, speech: Audio, env: Audio, s_hat: Audio, e_hat: Audio,
                  rate: int, out: Path, ceiling: float = 0.99, aac_coder: str = "fast",
                  channels: int = 1) -> tuple[Mix, MuxResult]:
@@ -228,12 +236,13 @@ class AssembleStage(StageImpl[SampleRow]):
         def swap(c: ClipInputs) -> SwapClip:
             assert c.scene is not None
             return SwapClip(c.clip_id, c.split.split, c.source.source_group,
-                            c.scene.scene_label)
+                            c.scene.scene_label, c.source.duration)
         receivers = [swap(self.clips[c]) for c, s in sorted(self.selection.items())
                      if not s.missing]
         pool = [swap(c) for _, c in sorted(self.clips.items())]
         cap, tax = int(self.ctx.params["sc_reuse_cap"]), load_taxonomy()
-        return {cond: pick_env_donors(receivers, pool, cond, tax, cap, self.ctx.rng(cond))
+        rule = str(self.ctx.params.get("sc_donor_rule", "coarse"))
+        return {cond: pick_env_donors(receivers, pool, cond, tax, cap, self.ctx.rng(cond), rule)
                 for cond in _SWAPS}
 
     def plan(self) -> list[str]:
@@ -259,10 +268,16 @@ class AssembleStage(StageImpl[SampleRow]):
         s_hat = self._load(clip.stem.speech_uri, clip.stem.speech_sha256)
         e_hat = self._load(clip.stem.env_uri, clip.stem.env_sha256)
         s_fake = fit_track(self._load(sel.speech.uri, sel.speech.sha256), n)
-        envs = {k: fit_track(self._load(c.uri, c.sha256), n)
-                for k, c in (("m", sel.env_match), ("d", sel.env_mismatch))}
-        envs |= {tag: fit_track(self._load(d.stem.env_uri, d.stem.env_sha256), n)
-                 for tag, d in self._swap_donors(clip).items()}
+        envs: dict[str, Audio] = {}
+        fits: dict[str, str] = {}
+        for k, c in (("m", sel.env_match), ("d", sel.env_mismatch)):
+            own = self._load(c.uri, c.sha256)
+            fits[k] = track_fit(len(own), n)
+            envs[k] = fit_track(own, n)
+        for tag, d in self._swap_donors(clip).items():
+            donor_env = self._load(d.stem.env_uri, d.stem.env_sha256)
+            fits[tag] = track_fit(len(donor_env), n)
+            envs[tag] = fit_track(donor_env, n)
         with self.ctx.tempdir() as tmp:
             video = fetch_video(self.ctx, clip.source, tmp)
             tracks = {"R": self._track(clip, "R", s_hat, e_hat, s_hat, e_hat, video),
@@ -275,7 +290,7 @@ class AssembleStage(StageImpl[SampleRow]):
                                                   video)
                 else:
                     tracks[k] = self._track(clip, k, s_hat, env, s_hat, e_hat, video)
-        return self._rows(clip, sel, tracks) + self._sc_rows(clip, sel, tracks)
+        return self._rows(clip, sel, tracks, fits) + self._sc_rows(clip, sel, tracks, fits)
 
     def _swap_donors(self, clip: ClipInputs) -> dict[str, ClipInputs]:
         """Track tag → donor clip, for the swap conditions this clip has a donor in."""
@@ -294,7 +309,7 @@ class AssembleStage(StageImpl[SampleRow]):
         return _Track(tag, m, wav.uri, wav.sha256, info.uri, info.sha256, res.sample_rate)
 
     def _rows(self, clip: ClipInputs, sel: Selection, tracks: dict[str, _Track],
-              ) -> list[SampleRow]:
+              fits: dict[str, str]) -> list[SampleRow]:
         rows = []
         for protocol in PROTOCOLS:
             mismatch = protocol == "scene_mismatched" or (
@@ -306,11 +321,13 @@ class AssembleStage(StageImpl[SampleRow]):
                 track = tracks[variant if variant in "RS" else f"{variant}{key}"]
                 row = self._row(clip, sel, protocol, variant, track,
                                 env if variant in "EQ" else None, mismatch)
+                if variant in "EQ":
+                    row = dataclasses.replace(row, env_fit=fits[key])
                 rows.append(row)
         return rows
 
     def _sc_rows(self, clip: ClipInputs, sel: Selection, tracks: dict[str, _Track],
-                 ) -> list[SampleRow]:
+                 fits: dict[str, str]) -> list[SampleRow]:
         """The scene-consistency samples of the clip (module docstring), paired per condition."""
         rows = []
         for cond, tag in _SWAPS.items():
@@ -320,10 +337,11 @@ class AssembleStage(StageImpl[SampleRow]):
             rows.append(self._sc(self._row(clip, sel, SC_PROTOCOL, "R", tracks["R"], None,
                                            False), cond, True))
             swap = self._row(clip, sel, SC_PROTOCOL, "R", tracks[tag], None, True)
-            rows.append(self._sc(self._with_donor(swap, donor), cond, False))
+            swap = dataclasses.replace(self._with_donor(swap, donor), env_fit=fits[tag])
+            rows.append(self._sc(swap, cond, False))
         for consistent, key, env in ((True, "m", sel.env_match), (False, "d", sel.env_mismatch)):
             row = self._row(clip, sel, SC_PROTOCOL, "E", tracks[f"E{key}"], env, not consistent)
-            rows.append(self._sc(row, "D-S", consistent))
+            rows.append(self._sc(dataclasses.replace(row, env_fit=fits[key]), "D-S", consistent))
         return rows
 
     @staticmethod

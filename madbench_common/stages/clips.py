@@ -41,6 +41,7 @@ __all__ = [
     "PlannedComponentStage",
     "component_seed",
     "fetch_video",
+    "length_fields",
     "load_clip_inputs",
     "speech_active",
 ]
@@ -150,7 +151,7 @@ class PlannedComponentStage(MapStage[ComponentRow]):
             duration=len(audio) / plan.sample_rate,
             gen_seed=component_seed(self.ctx, item),
             gen_settings=json.dumps(settings, sort_keys=True) if settings else "",
-            **_length_fields(settings),
+            **length_fields(settings, len(audio) / plan.sample_rate),
         ).with_provenance(self.ctx.provenance(model.slug, model.version))
 
     @abstractmethod
@@ -158,6 +159,18 @@ class PlannedComponentStage(MapStage[ComponentRow]):
         """The component's audio: mono float32 at ``plan.sample_rate``, clip length."""
 
 
-def _length_fields(settings: Mapping[str, Any]) -> dict[str, Any]:
-    """The speech length columns a generator reports in ``last_settings``."""
-    return {k: settings[k] for k in ("duration_control", "length_correction") if k in settings}
+def length_fields(settings: Mapping[str, Any], target: float) -> dict[str, Any]:
+    """The length columns of a generated component from its ``last_settings``.
+
+    Speech adapters report ``duration_control`` and ``length_correction`` themselves.
+    An environment adapter reports its native length and ``fit``
+    (:func:`madbench_common.models.env_common.fit_output`); a ``loop`` or ``pad`` is a
+    length fix-up of target / native seconds, ``exact`` and ``trim`` none (1.0). Component
+    QC bounds it (paper §3.3–3.4 "duration alignment").
+    """
+    out = {k: settings[k] for k in ("duration_control", "length_correction") if k in settings}
+    native = settings.get("native_seconds")
+    if "length_correction" not in out and "fit" in settings and native:
+        fixed = settings["fit"] in ("loop", "pad")
+        out["length_correction"] = round(target / float(native), 6) if fixed else 1.0
+    return out

@@ -2,9 +2,17 @@
 
 Checks (paper §3.3–3.4), each a stored score and a configurable threshold:
 
-* all components (§3.4 "duration alignment, severe silence or clipping"): duration
-  alignment with the source clip, silence (RMS level), clipping (share of samples at
-  full scale);
+* all components (§3.4 "duration alignment, severe silence or clipping"; §3.3
+  "generation duration"): duration alignment with the source clip, silence (RMS
+  level), clipping (share of samples at full scale), and the **length fix-up**: the
+  track stored is always fitted to the clip, so its own length proves nothing; what the
+  generator made is checked instead. ``length_correction`` (target / generated length:
+  the time-stretch of fake speech, the loop or pad of an environment track shorter
+  than the clip) must stay within ``1 ± max_length_correction`` (0.15: WSOLA and
+  PSOLA stretches beyond ±15 % become audible as a speaking-rate change or smearing,
+  and a loop of more than 15 % repeats an audible stretch), else
+  ``length_correction_exceeded``. A generator that reports no length (``None``) is not
+  checked by it;
 * fake speech (§3.3 "generation duration, timeline alignment and ASR-based transcript
   preservation"; speaker checks): energy outside the source speech regions (they
   must stay silent); transcript preservation as word error rate; speaker similarity —
@@ -12,20 +20,22 @@ Checks (paper §3.3–3.4), each a stored score and a configurable threshold:
   cross-identity TTS and voice conversion must end closer to the target than to the
   source (``sim_target − sim_source``, i.e. target similarity and source leakage);
 * fake environment (§3.4 "detectable speech or music content ... VAD and ASR detect
-  speech leakage"): VAD speech share ≤ ``max_env_leakage``; the ASR must not recover
-  the source's speech from it (word recall of the source's ASR words over the source
-  speech regions < ``max_asr_leak_recall``, as in source QC). The ASR runs for the
-  branches in ``env_asr_branches`` (audio-to-audio, the one conditioned on the source's
-  audio: text- and video-conditioned tracks cannot carry the source's words, and
-  speech they invent is the VAD's to find) and only where the VAD found none, since a
-  VAD hit already fails the component; the tagger's
-  music/media probability < ``max_music_prob``; a mismatched prompt must come from
-  one of the clip's incompatible scenes ("valid replacement pairing for mismatch
-  variants"; replaced tracks are checked when assembly borrows them);
+  speech leakage"): VAD speech share ≤ ``max_env_leakage``; the ASR must detect no
+  speech, by the same definition as source QC
+  (:func:`madbench_common.stages.source_qc.asr_detects_speech`: the ASR's own
+  no-speech signal and content words), on **every** environment component
+  (``env_asr_branches``: all three paradigms — text- and video-conditioned generators
+  invent babble too) wherever the VAD found none (a VAD hit already fails it); a
+  mismatched prompt must come from one of the clip's incompatible scenes ("valid
+  replacement pairing for mismatch variants"; replaced tracks are checked when
+  assembly borrows them);
 * diagnostics, never filters (§3.4 "AST-based event checks and CLAP-style
-  audio-prompt matching scores serve as diagnostic signals"): the tagger's top
-  ``top_events`` labels and probabilities, and the CLAP audio–prompt score where a
-  ``prompt_model`` (an ``AudioTextScorer``) is configured.
+  audio-prompt matching scores serve as diagnostic signals"): the tagger's music/media
+  probability (``music_prob``), its top ``top_events`` labels and probabilities, and the
+  CLAP audio–prompt score where a ``prompt_model`` (an ``AudioTextScorer``) is
+  configured. Music is kept out of generated tracks by the prompts (every negative
+  prompt names music, §3.4). ``music_filter=true`` turns the tagger's music
+  probability back into a filter (``max_music_prob``), the pre-issue-20 behaviour.
 
 Word error rate needs a reference transcript the ASR can read. The reference ASR
 (PocketSphinx) is English-only while the demo's transcripts are in six languages, so
@@ -59,7 +69,12 @@ from madbench_common.registry import load_model
 from madbench_common.roles import ASR, VAD, AudioTagger, AudioTextScorer, SpeakerEmbedder
 from madbench_common.rows import ComponentRow
 from madbench_common.stages.clips import ClipInputs, load_clip_inputs, speech_active
-from madbench_common.stages.source_qc import asr_identity, clip_fraction, word_recall
+from madbench_common.stages.source_qc import (
+    asr_detects_speech,
+    asr_identity,
+    clip_fraction,
+    word_recall,
+)
 from madbench_common.taxonomy import load_taxonomy
 from madbench_common.types import Audio
 
@@ -120,6 +135,9 @@ def qc_verdict(row: ComponentRow, p: dict[str, Any]) -> tuple[str, ...]:
         fails.append("silent")
     if row.clip_fraction is not None and row.clip_fraction > p["max_clip_fraction"]:
         fails.append("clipping")
+    if row.length_correction is not None and (
+            abs(row.length_correction - 1.0) > p["max_length_correction"]):
+        fails.append("length_correction_exceeded")
     if row.component == "env":
         return tuple(fails + _env_fails(row, p))
     if row.outside_energy_db is not None and row.outside_energy_db > p["max_outside_db"]:
@@ -134,9 +152,10 @@ def _env_fails(row: ComponentRow, p: dict[str, Any]) -> list[str]:
     fails = []
     if row.speech_leakage is not None and row.speech_leakage > p["max_env_leakage"]:
         fails.append("speech_leakage")
-    if row.asr_leak_recall is not None and row.asr_leak_recall >= p["max_asr_leak_recall"]:
+    if row.asr_speech:
         fails.append("asr_speech_leakage")
-    if row.music_prob is not None and row.music_prob >= p["max_music_prob"]:
+    if p.get("music_filter") and row.music_prob is not None \
+            and row.music_prob >= p["max_music_prob"]:
         fails.append("music")
     if not row.scene_match and row.scene_label and (
             row.prompt_label not in load_taxonomy().fine[row.scene_label].mismatch):
@@ -231,8 +250,11 @@ class ComponentQCStage(MapStage[ComponentRow]):
                              if self.scorer is not None and row.prompt else None)}
         if row.branch in p["env_asr_branches"] and out["speech_leakage"] <= p["max_env_leakage"]:
             asr: ASR = self.models["asr"]
-            heard = asr.transcribe(speech_active(audio, *clip.regions, rate), rate).text
-            out["asr_leak_recall"] = word_recall(self._source_asr(row.clip_id), heard)
+            heard = asr.transcribe(speech_active(audio, *clip.regions, rate), rate)
+            said = self._source_asr(row.clip_id)
+            out |= {"asr_leak_recall": word_recall(said, heard.text),
+                    "asr_no_speech_prob": heard.no_speech_prob,
+                    "asr_speech": asr_detects_speech(heard, said, p)}
         return out
 
     @cached_property

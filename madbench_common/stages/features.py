@@ -32,6 +32,7 @@ import numpy as np
 
 from madbench_common.eval.tasks import SC_PROTOCOL
 from madbench_common.mux import sample_frames, video_digest
+from madbench_common.pipeline.failures import row_failure
 from madbench_common.pipeline.stage import StageImpl
 from madbench_common.registry import load_model
 from madbench_common.roles import Frames
@@ -87,6 +88,7 @@ class FeatureStage(StageImpl[FeatureRow]):
 
     row_type = FeatureRow
     id_field = "sample_id"
+    separable = True
 
     @cached_property
     def samples(self) -> dict[str, SampleRow]:
@@ -134,11 +136,12 @@ class FeatureStage(StageImpl[FeatureRow]):
         sha = input_sha256(mode, s.audio_sha256, video.video_sha256)
         try:
             vec = self._cached(sha, mode, s, video)
-        except (OSError, ValueError) as exc:
-            log.warning("features: %s %s/%s failed: %s", s.sample_id, mode, pairing, exc)
+        except Exception as exc:  # quarantines this row, unless the whole stage must fail
+            failed = row_failure(exc, f"{s.sample_id} {mode}/{pairing}")
+            log.warning("features: %s %s/%s failed: %s", s.sample_id, mode, pairing, failed)
             return FeatureRow(sample_id=s.sample_id, sample_sha256=sha, mode=mode,
                               pairing=pairing, status="rejected", reason="encode_failed",
-                              detail=str(exc)[:200])
+                              detail=f"{s.sample_id} {mode}/{pairing}: {failed.detail}"[:500])
         return FeatureRow(sample_id=s.sample_id, sample_sha256=sha, mode=mode, pairing=pairing,
                           features=tuple(float(v) for v in vec))
 

@@ -30,6 +30,7 @@ from typing import Any
 
 import numpy as np
 
+from madbench_common.pipeline.failures import row_failure
 from madbench_common.registry import load_model
 from madbench_common.roles import Embedding, InputSpec
 from madbench_common.rows import FeatureRow, SampleRow
@@ -58,6 +59,7 @@ class ModelFeatureStage(FeatureStage):
     """``samples`` → ``features`` for one paper model (params: model, modes, pairings, frames)."""
 
     frame_defaults = (4.0, 224, 64)
+
     @cached_property
     def model_slug(self) -> str:
         return str(self.ctx.params.get("model") or self.ctx.stage.model)
@@ -105,12 +107,14 @@ class ModelFeatureStage(FeatureStage):
         sha = input_sha256(mode, s.audio_sha256, video.video_sha256)
         try:
             emb = self._embedding(sha, mode, s, video)
-        except (OSError, ValueError) as exc:
+        except Exception as exc:  # one input's failure quarantines its row (a missing
+            # module, weight or writable path, or a full disk, fails the stage instead)
+            failed = row_failure(exc, f"{s.sample_id} {mode}/{pairing}")
             log.warning("%s: %s %s/%s failed: %s", self.ctx.stage.name, s.sample_id, mode,
-                        pairing, exc)
+                        pairing, failed)
             return FeatureRow(sample_id=s.sample_id, sample_sha256=sha, mode=mode,
                               pairing=pairing, status="rejected", reason="encode_failed",
-                              detail=str(exc)[:200])
+                              detail=f"{s.sample_id} {mode}/{pairing}: {failed.detail}"[:500])
         return FeatureRow(sample_id=s.sample_id, sample_sha256=sha, mode=mode, pairing=pairing,
                           features=tuple(float(v) for v in emb.vector), score=emb.score,
                           score_kind=emb.score_kind, **_spec_columns(emb.spec))

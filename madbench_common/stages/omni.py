@@ -42,6 +42,7 @@ from madbench_common.eval.tasks import CORE_TASKS, SC_PROTOCOL, VARIANTS
 from madbench_common.mux import sample_frames
 from madbench_common.omni.ask import Media, Outcome, ask
 from madbench_common.omni.cache import ResponseCache
+from madbench_common.pipeline.failures import row_failure
 from madbench_common.pipeline.stage import StageImpl
 from madbench_common.prompts import MADBENCH_PROMPTS, Question, load_prompt
 from madbench_common.registry import load_model
@@ -78,6 +79,7 @@ class OmniStage(StageImpl[ScoreRow]):
 
     row_type = ScoreRow
     id_field = "sample_id"
+    separable = True
 
     @cached_property
     def model_slug(self) -> str:
@@ -149,11 +151,12 @@ class OmniStage(StageImpl[ScoreRow]):
                       image=self.ctx.image, pairing=pairing,
                       max_new_tokens=int(self.ctx.params.get("max_new_tokens", 8)),
                       settings=self._settings(mode))
-        except (OSError, ValueError) as exc:
+        except Exception as exc:  # quarantines this row, unless the whole stage must fail
+            failed = row_failure(exc, f"{s.sample_id} {task} {mode}/{pairing}")
             log.warning("%s: %s %s %s/%s failed: %s", self.ctx.stage.name, s.sample_id, task,
-                        mode, pairing, exc)
+                        mode, pairing, failed)
             return ScoreRow(**base, sample_sha256=sha, status="rejected", reason="omni_failed",
-                            detail=str(exc)[:200])
+                            detail=f"{s.sample_id} {task} {mode}/{pairing}: {failed.detail}"[:500])
         return ScoreRow(**base, sample_sha256=sha, **_outcome_columns(task, out))
 
     def _settings(self, mode: str) -> dict[str, Any]:

@@ -14,18 +14,30 @@ residual. All residuals also satisfy a minimum environmental-energy criterion."
   ``""``; the check is then *not applied* and the row says so (``language=""``),
   because any other choice would either reject every clip or pass it by fiat. On the
   cluster the QC image's Whisper identifies the language.
-* **No speech in ê, by VAD and by ASR**: VAD coverage of ê ≤ ``max_env_leakage`` (0:
-  the paper finds none), and the ASR must not recover the clip's speech from ê: the
-  share of ASR(ŝ)'s words (3+ letters, in order, longest common subsequence) found in
-  ASR(ê), both over the source speech regions, must stay under
-  ``max_asr_leak_recall`` (0.5; the paper gives no number). An ASR's output on
-  non-speech is not evidence of speech (PocketSphinx decodes words from any noise;
-  Whisper sometimes does), so the ASR check asks whether the speech itself survives.
-  With PocketSphinx it is weak: on the demo it recovered ≤ 0.12 of the words even at
-  −10 dB leakage; VAD carries the check there.
+* **No speech in ê, by VAD and by ASR** ("independent VAD and ASR checks detect no
+  speech in any environmental residual"): VAD coverage of ê ≤ ``max_env_leakage`` (0:
+  the paper finds none), and the ASR must not *detect speech* in ê over the source
+  speech regions (:func:`asr_detects_speech`, shared with component QC). An ASR's
+  words on non-speech are not evidence of speech (PocketSphinx decodes words from any
+  noise; Whisper hallucinates on silence), so "detected" is defined with the ASR's own
+  no-speech signal and *content words* (3+ letters, not an English function word):
+
+  - an ASR with a no-speech probability (Whisper): detected when that probability is
+    below ``no_speech_threshold`` (0.6, openai-whisper's own default) **and** the
+    transcript holds at least ``min_content_words`` (2) content words;
+  - an ASR without one (the PocketSphinx reference): detected when at least
+    ``min_content_words`` of the content words it hears in ŝ are heard again in ê, in
+    order. Its words on ambience are not speech (on clean demo ambience stems it
+    decodes a few words each), but the clip's own words coming back are. This is
+    weaker than Whisper's signal: PocketSphinx recovers few words even from loud
+    leakage, so the VAD carries most of the check on the demo.
+
+  ``env_asr_recall`` (the share of ŝ's content words recovered) stays as a diagnostic.
 * **No substantial music or media playback**: the highest ``tagger`` probability over
-  ``music_labels`` (AudioSet names) on ê must stay under ``max_music_prob`` (0.5:
-  "substantial" as the tagger's own decision threshold).
+  ``music_labels`` (AudioSet names) must stay under ``max_music_prob`` (0.5:
+  "substantial" as the tagger's own decision threshold) on ê **and** on ŝ (music or
+  singing the separator moved into the speech estimate is still music in the clip);
+  ``music_prob`` is ê's, ``speech_music_prob`` ŝ's.
 * **Minimum environmental energy**: RMS of ê ≥ ``min_env_dbfs`` (−60 dBFS; no number in
   the paper: ambience quieter than that is not perceptible beside speech).
 * **Clipping** of the mixture ≤ ``max_clip_fraction``.
@@ -47,12 +59,12 @@ from madbench_common.errors import InputRejected
 from madbench_common.pipeline.stage import MapStage
 from madbench_common.reference.vad import coverage
 from madbench_common.registry import load_model
-from madbench_common.roles import ASR, VAD, AudioTagger, Segment
+from madbench_common.roles import ASR, VAD, AudioTagger, Segment, Transcript
 from madbench_common.rows import SourceQCRow, SourceRow, StemRow
 from madbench_common.stages.clips import speech_active
 
-__all__ = ["SourceQCStage", "asr_identity", "clip_fraction", "eligibility", "env_checks",
-           "word_recall"]
+__all__ = ["SourceQCStage", "asr_detects_speech", "asr_identity", "clip_fraction",
+           "content_words", "eligibility", "env_checks", "recovered_words", "word_recall"]
 
 _CLIP_LEVEL = 0.999
 
@@ -93,31 +105,61 @@ def env_checks(scores: dict[str, Any], params: dict[str, Any]) -> tuple[str, ...
     if lang and (lang not in params["languages"]
                  or (scores.get("language_prob") or 0.0) < params["min_language_prob"]):
         fails.append("not_english")
-    recall = scores.get("env_asr_recall")
-    if recall is not None and recall >= params["max_asr_leak_recall"]:
+    if scores.get("env_asr_speech"):
         fails.append("asr_speech_in_env")
-    music = scores.get("music_prob")
-    if music is not None and music >= params["max_music_prob"]:
+    music = [scores.get(k) for k in ("music_prob", "speech_music_prob")]
+    if any(m is not None and m >= params["max_music_prob"] for m in music):
         fails.append("music_or_media")
     return tuple(fails)
 
 
-def _content(text: str) -> list[str]:
-    return [w for w in re.findall(r"[^\W\d_]+", text.lower()) if len(w) >= 3]
+_FUNCTION_WORDS = frozenset((
+    "the", "and", "for", "are", "but", "not", "you", "your", "all", "any", "can", "her",
+    "was", "one", "our", "out", "his", "has", "had", "him", "how", "its", "may", "who",
+    "did", "get", "got", "let", "she", "too", "use", "yes", "yet", "this", "that", "with",
+    "have", "from", "they", "them", "then", "than", "there", "their", "what", "when",
+    "where", "which", "while", "will", "would", "could", "should", "been", "were", "here",
+    "into", "onto", "also", "just", "some", "such", "very", "more", "most", "only", "over",
+    "these", "those", "about", "because", "being", "does", "each", "ever", "every",
+    "mhm", "uhm", "hmm", "huh", "okay"))
+"""English function words and fillers (3+ letters): no evidence of content when heard."""
 
 
-def word_recall(reference: str, hypothesis: str) -> float:
-    """Share of ``reference``'s 3+-letter words found in order in ``hypothesis`` (LCS)."""
-    ref, hyp = _content(reference), _content(hypothesis)
-    if not ref:
-        return 0.0
+def content_words(text: str) -> list[str]:
+    """The content words of ``text``: lower-case words of 3+ letters, not function words."""
+    return [w for w in re.findall(r"[^\W\d_]+", text.lower())
+            if len(w) >= 3 and w not in _FUNCTION_WORDS]
+
+
+def recovered_words(reference: str, hypothesis: str) -> int:
+    """How many of ``reference``'s content words ``hypothesis`` holds in order (LCS)."""
+    ref, hyp = content_words(reference), content_words(hypothesis)
     prev = [0] * (len(hyp) + 1)
     for r in ref:
         cur = [0]
         for j, h in enumerate(hyp, 1):
             cur.append(prev[j - 1] + 1 if r == h else max(prev[j], cur[j - 1]))
         prev = cur
-    return prev[-1] / len(ref)
+    return prev[-1]
+
+
+def word_recall(reference: str, hypothesis: str) -> float:
+    """Share of ``reference``'s content words found in order in ``hypothesis`` (LCS)."""
+    n = len(content_words(reference))
+    return recovered_words(reference, hypothesis) / n if n else 0.0
+
+
+def asr_detects_speech(heard: Transcript, reference: str, params: dict[str, Any]) -> bool:
+    """Whether the ASR detected speech in an environment track (module docstring, §3.2).
+
+    ``heard`` is the ASR's transcript of the track, ``reference`` its words for the
+    clip's ŝ over the same regions (used only by an ASR without a no-speech signal).
+    """
+    need = int(params["min_content_words"])
+    if heard.no_speech_prob is not None:
+        return (heard.no_speech_prob < params["no_speech_threshold"]
+                and len(content_words(heard.text)) >= need)
+    return recovered_words(reference, heard.text) >= need
 
 
 class SourceQCStage(MapStage[SourceQCRow]):
@@ -180,16 +222,23 @@ class SourceQCStage(MapStage[SourceQCRow]):
 
     def _env_scores(self, speech: np.ndarray, env: np.ndarray, rate: int,
                     segments: list[Segment]) -> dict[str, Any]:
-        """Language of ŝ, ASR recall of ŝ's words in ê, music/media probability of ê."""
+        """Language of ŝ, ASR speech detection in ê, music/media probability of ê and ŝ."""
         starts, ends = [s.start for s in segments], [s.end for s in segments]
         said = self.asr.transcribe(speech_active(speech, starts, ends, rate), rate)
         heard = self.asr.transcribe(speech_active(env, starts, ends, rate), rate)
-        tags = self.tagger.tag(env, rate)
-        labels = self.ctx.params["music_labels"]
         return {"language": said.language, "language_prob": said.language_prob,
                 "speech_asr_text": said.text, "speech_asr_model": asr_identity(self.asr),
                 "env_asr_text": heard.text, "env_asr_recall": word_recall(said.text, heard.text),
-                "music_prob": max((tags.get(lbl, 0.0) for lbl in labels), default=0.0)}
+                "env_asr_no_speech_prob": heard.no_speech_prob,
+                "env_asr_speech": asr_detects_speech(heard, said.text, self.ctx.params),
+                "music_prob": self._music(env, rate),
+                "speech_music_prob": self._music(speech, rate)}
+
+    def _music(self, audio: np.ndarray, rate: int) -> float:
+        """The tagger's highest probability over the music/media-playback labels."""
+        tags = self.tagger.tag(audio, rate)
+        return max((tags.get(lbl, 0.0) for lbl in self.ctx.params["music_labels"]),
+                   default=0.0)
 
     def _vad_pair(self, speech: np.ndarray, env: np.ndarray, rate: int) -> list[list[Segment]]:
         """VAD of ŝ and ê, batched into one pass when the model supports it."""

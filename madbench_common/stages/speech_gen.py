@@ -18,7 +18,7 @@ from madbench_common.rows import ComponentRow
 from madbench_common.stages.clips import PlannedComponentStage, component_seed, speech_active
 from madbench_common.types import Audio
 
-__all__ = ["SpeechGenStage", "generate_speech"]
+__all__ = ["SpeechGenStage", "generate_speech", "reference_text"]
 
 
 def generate_speech(gen: SpeechGenerator, *, source: Audio, reference: Audio, rate: int,
@@ -39,6 +39,21 @@ def generate_speech(gen: SpeechGenerator, *, source: Audio, reference: Audio, ra
                           ref_text=text if ref_text is None else ref_text, text=text,
                           seed=seed, **kwargs)
     return place_in_regions(speech, starts, ends, rate, len(source))
+
+
+def reference_text(plan: ComponentRow) -> str:
+    """What the reference audio says: the source transcript for same-identity speech,
+    the target's own transcript for a cross-identity plan (§3.3). A cross-identity plan
+    whose target transcript is empty is rejected (``no_target_transcript``): the
+    source's transcript would pair the target's audio with words it does not say, and a
+    TTS conditioned on that mismatch makes worse speech that QC may not catch."""
+    if plan.branch != "tts_cross":  # same-identity TTS; voice conversion reads no text
+        return plan.ref_text or plan.prompt
+    if not plan.ref_text.strip():
+        raise InputRejected(plan.component_id, "no_target_transcript",
+                            f"target {plan.target_clip_id} has no "
+                            "transcript to condition the reference on")
+    return plan.ref_text
 
 
 class SpeechGenStage(PlannedComponentStage):
@@ -64,4 +79,4 @@ class SpeechGenStage(PlannedComponentStage):
         return generate_speech(self.model, source=source, reference=reference,
                                rate=plan.sample_rate, starts=starts, ends=ends,
                                text=plan.prompt, seed=component_seed(self.ctx, plan.component_id),
-                               ref_text=plan.ref_text or plan.prompt)
+                               ref_text=reference_text(plan))

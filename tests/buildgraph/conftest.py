@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-import csv
 from pathlib import Path
 
 import pytest
 
+from madbench_common.faultsuite import demo_sources
 from madbench_common.pipeline.definition import build_graph
 from madbench_common.pipeline.eval_models import REFERENCE_MODELS
 from madbench_common.pipeline.local import LocalRunner, RunOptions
@@ -19,26 +19,17 @@ DEMO_MODELS = [m for m in REFERENCE_MODELS if m != "ref-dnsmos"]
 
 @pytest.fixture(scope="session")
 def demo_sources_csv(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """A sources CSV (absolute paths, the demo's licence columns) with six demo clips."""
+    """A sources CSV (the demo's licence columns) with six demo clips."""
     if not (DEMO / "sources.csv").exists():
         pytest.skip("data/demo not built")
-    tmp = tmp_path_factory.mktemp("build")
-    with open(DEMO / "sources.csv", newline="") as fh:
-        rows = [r for r in csv.DictReader(fh) if r["clip_id"] in CLIPS]
-    for r in rows:
-        for col in ("path", "speech_stem", "env_stem"):
-            r[col] = str(DEMO / r[col])
-    with open(tmp / "sources.csv", "w", newline="") as fh:
-        w = csv.DictWriter(fh, fieldnames=list(rows[0]))
-        w.writeheader()
-        w.writerows(rows)
-    return tmp / "sources.csv"
+    # the clips and stems copied beside the CSV: sources are confined to its folder
+    return demo_sources(tmp_path_factory.mktemp("build") / "sources", CLIPS)
 
 
 @pytest.fixture(scope="session")
 def demo_build(demo_sources_csv: Path) -> RunStore:
     """The demo's plan (make demo) on six clips, every stage of the graph."""
-    opts = RunOptions(store=str(demo_sources_csv.parent / "store"), run_id="b", workers=2,
+    opts = RunOptions(store=str(demo_sources_csv.parent.parent / "store"), run_id="b", workers=2,
                       progress=False,
                       params={"ingest": {"sources": str(demo_sources_csv)},
                               # the demo's plan (make demo): 6 speech + 8 env per clip

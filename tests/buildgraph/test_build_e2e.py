@@ -192,6 +192,8 @@ def test_scene_consistency_samples_are_paired_and_share_files(run: RunStore) -> 
         assert donor and no.split == scenes[donor].split
         assert sources[donor].source_group != sources[clip].source_group
         assert no.env_donor_scene_label == scenes[donor].scene_label
-        relation = tax.fine[scenes[clip].scene_label]
-        related = relation.mismatch if cond == "D-R" else relation.sibling_mismatch
-        assert no.env_donor_scene_label in related
+        # §5.3: D-R from another coarse scene, S-R the same coarse scene, another fine label
+        same_coarse = tax.fine[no.env_donor_scene_label].coarse == scenes[clip].coarse_label
+        assert same_coarse == (cond == "S-R")
+        assert cond == "D-R" or no.env_donor_scene_label != scenes[clip].scene_label
+        assert no.env_fit in ("exact", "trim", "loop") and yes.env_fit == ""

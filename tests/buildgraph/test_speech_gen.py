@@ -140,3 +140,30 @@ def test_cross_identity_tts_gets_the_targets_transcript_as_ref_text() -> None:
     generate_speech(_Spy(), source=src, reference=src.copy(), rate=16000, starts=(0.0,),
                     ends=(1.0,), text="source words", seed=1, ref_text="target words")
     assert seen["text"] == "source words" and seen["ref_text"] == "target words"
+
+
+def test_reference_tts_reports_the_length_correction(voices: dict[str, np.ndarray]) -> None:
+    """§3.3 "generation duration": flite's duration_stretch is clipped to [0.5, 2], so
+    "Hello." (about 0.4 s at the natural rate) cannot reach 6 s by the model's own
+    control; the final retiming does the rest, a correction far above 1.15 that
+    component QC rejects. The 78-character TEXT at 4.5 s is within flite's range: the
+    residual correction stays small."""
+    gen = sg.FliteWorldSameTTS()
+    gen.generate(sample_rate=SR, duration=6.0, ref_audio=voices["male"], text="Hello.")
+    report = gen.last_report
+    assert report is not None and report.target_seconds == pytest.approx(6.0)
+    assert report.length_correction == pytest.approx(6.0 / report.raw_seconds)
+    assert report.length_correction > 2.0
+    assert gen.last_settings["duration_control"] == "model:duration_stretch+time_stretch"
+    gen.generate(sample_rate=SR, duration=4.5, ref_audio=voices["male"], text=TEXT)
+    assert gen.last_report is not None
+    assert abs(gen.last_report.length_correction - 1.0) < 0.15
+
+
+def test_reference_vc_keeps_the_source_timing(voices: dict[str, np.ndarray]) -> None:
+    gen = sg.WorldVC()
+    src = voices["female"]
+    gen.generate(sample_rate=SR, duration=len(src) / SR, ref_audio=voices["male"],
+                 source_audio=src)
+    assert gen.last_report is not None
+    assert gen.last_report.length_correction == pytest.approx(1.0, abs=0.01)

@@ -12,9 +12,10 @@ from madbench_common.deaf.design import (
     ENVIRONMENTS,
     category_of,
     cross_mismatch,
+    level2_cross_claim,
     within_mismatch,
 )
-from madbench_common.deaf.plan import plan_bsc, plan_esc, plan_sic
+from madbench_common.deaf.plan import ClipSpec, plan_bsc, plan_esc, plan_sic
 from madbench_common.deaf.prompts import load_judge_prompt, load_prompts
 from madbench_common.deaf.sentences import (
     committed_sentences,
@@ -77,11 +78,16 @@ def test_trial_counts_per_level() -> None:
     assert by[("esc", "L1", "q1")] == by[("esc", "L3", "q1")] == by[("esc", "L1", "q2")] == 936
     assert by[("esc", "L2", "q1")] == 26 * 3 * 3
     assert by[("bsc", "L1", "q1")] == by[("bsc", "L3", "q1")] == 144 * 5
-    assert by[("bsc", "L2", "q1")] == 36 * 5
+    # L2 BSC: each of the 36 neutral clips per SNR asked with a Within and a Cross claim
+    assert by[("bsc", "L2", "q1")] == 36 * 2 * 5
+    l2 = Counter(t.subdim for t in trials if t.conflict == "bsc" and t.level == "L2")
+    assert l2 == {"within": 180, "cross": 180}
     assert by[("sic", "L1", "q1")] == 136 and by[("sic", "L2", "q1")] == 80
     for t in trials:
         if t.question == "q1":
-            assert t.control_stimulus and t.correct != t.trap
+            # an L2 BSC claim over a background no neutral clip carries has no ASS pair
+            bsc_l2 = t.conflict == "bsc" and t.level == "L2"
+            assert (t.control_stimulus or bsc_l2) and t.correct != t.trap
             assert (t.level == "L1") == (not t.claim)
         if t.level == "L3":
             assert t.prompt.startswith(prompts.claim(t.conflict, t.claim))
@@ -133,3 +139,34 @@ def test_emis_copy_is_read_from_names_and_table(tmp_path: Path) -> None:
     (empty / "sentences.csv").write_text("ID,Sentence\n1,I am thrilled today.\n")
     with pytest.raises(ConfigError, match="no EMIS WAVs"):
         read_emis_sentences(empty)
+
+
+def _neutral(sid: str, bg: str, snr: int = 5) -> ClipSpec:
+    return ClipSpec(f"bsc-{sid}-neutral-{bg}-snr{snr}", "bsc", sid, "", "neutral",
+                    "Let me know which option you prefer.", "neutral", bg, False,
+                    pairing="neutral", snr_db=snr)
+
+
+def test_level2_bsc_claims_within_and_cross_per_appendix_a3() -> None:
+    # A.3 keys claims by the background's category: nature -> busy city with traffic
+    # (STRAFFIC), office -> forest with birds (NPARK); Domestic is not listed -> A.2.2's
+    # Domestic -> Street pairing at the same index (DKITCHEN -> SCAFE).
+    assert [level2_cross_claim(c) for c in ("NRIVER", "OOFFICE", "DKITCHEN", "STRAFFIC")] == [
+        "STRAFFIC", "NPARK", "SCAFE", "DWASHING"]
+    # n1 over DKITCHEN, NPARK, OOFFICE; n2 over DLIVING, STRAFFIC (controls for n1's claims)
+    clips = [_neutral("n1", "DKITCHEN"), _neutral("n1", "NPARK"), _neutral("n1", "OOFFICE"),
+             _neutral("n2", "DLIVING"), _neutral("n2", "STRAFFIC")]
+    trials = {(t.test_stimulus.split("-")[3], t.subdim): t
+              for t in build_trials(clips, load_prompts()) if t.sentence_id == "n1"}
+    claims = {k: (t.claim, t.control_stimulus) for k, t in trials.items()}
+    assert claims == {
+        ("DKITCHEN", "within"): ("DLIVING", "bsc-n2-neutral-DLIVING-snr5"),  # other sentence
+        ("DKITCHEN", "cross"): ("SCAFE", ""),                               # no clip: no pair
+        ("NPARK", "within"): ("NRIVER", ""),
+        ("NPARK", "cross"): ("STRAFFIC", "bsc-n2-neutral-STRAFFIC-snr5"),
+        ("OOFFICE", "within"): ("OHALLWAY", ""),
+        ("OOFFICE", "cross"): ("NPARK", "bsc-n1-neutral-NPARK-snr5"),       # own sentence
+    }
+    t = trials[("OOFFICE", "cross")]
+    assert (t.level, t.correct, t.trap) == ("L2", "OOFFICE", "NPARK")
+    assert t.prompt.startswith("This audio was recorded outdoors in a forest with birds.")

@@ -24,6 +24,8 @@ SIC = TrialRow(trial_id="t-sic", conflict="sic", level="L1", question="q1",
                correct="young_male", trap="female", attrs=("gender",))
 SIC_BOTH = TrialRow(trial_id="t-sic2", conflict="sic", level="L1", question="q1",
                     correct="young_male", trap="elderly_female", attrs=("gender", "age"))
+SIC_AGE = TrialRow(trial_id="t-sic3", conflict="sic", level="L2", question="q1",
+                   correct="young_male", trap="elderly", attrs=("age",))
 BSC_CROSS = TrialRow(trial_id="t-bx", conflict="bsc", level="L1", question="q1",
                      subdim="cross", correct="DLIVING", trap="SPSQUARE")
 BSC_WITHIN = TrialRow(trial_id="t-bw", conflict="bsc", level="L1", question="q1",
@@ -48,7 +50,7 @@ def _label(trial: TrialRow, answer: str) -> str | None:
     ("The speaker does not sound happy at all; the voice is furious.", "C"),
     ("I'm sorry, I can't determine emotions from audio.", "O"),
     ("", "O"),
-    ("The speaker is talking about a flight.", "O"),
+    ("The speaker is talking about a flight.", None),  # names no emotion: not a refusal
     ("It could be happy or angry, hard to tell.", None),
     ("Maybe angry.", None),
     ("The words are happy but the tone sounds angry.", None),
@@ -61,7 +63,12 @@ def test_rule_judge_esc(answer: str, label: str | None) -> None:
 @pytest.mark.parametrize(("trial", "answer", "label"), [
     (SIC, "A young man.", "C"),
     (SIC, "An elderly woman.", "T"),
-    (SIC, "The speaker is a young person.", "O"),
+    (SIC, "The speaker is a young person.", None),  # names no gender: the LLM decides
+    (SIC_AGE, "A middle-aged man.", None),  # was T: "aged" counted as elderly
+    (SIC_AGE, "An elderly man.", "T"),
+    (SIC_AGE, "He sounds about 45 years old.", None),
+    (SIC_BOTH, "A middle-aged man.", None),
+    (SIC_BOTH, "A man aged 30.", "C"),
     (SIC, "Hard to say whether male or female.", None),
     (SIC_BOTH, "A young man, maybe a student.", None),
     (SIC_BOTH, "A young man.", "C"),
@@ -81,7 +88,8 @@ def test_rule_judge_sic(trial: TrialRow, answer: str, label: str | None) -> None
     (BSC_CROSS, "Outdoors in a forest with birds.", "O"),
     (BSC_WITHIN, "Somewhere at home.", "O"),
     (BSC_WITHIN, "In the kitchen, someone is cooking.", "T"),
-    (BSC_WITHIN, "There is no background noise at all, just speech.", "O"),
+    (BSC_WITHIN, "There is no background noise at all, just speech.", None),
+    (BSC_CROSS, "I hear a vacuum cleaner.", None),  # was O without the LLM: a home sound
 ])
 def test_rule_judge_bsc(trial: TrialRow, answer: str, label: str | None) -> None:
     assert _label(trial, answer) == label
@@ -91,6 +99,45 @@ def test_rule_judge_semantic_check() -> None:
     assert _label(Q2, "They lost their job today and don't know how to tell the family.") == "C"
     assert _label(Q2, "I'm sorry, I cannot hear the audio.") == "O"
     assert _label(Q2, "Something about work.") is None  # little overlap: the LLM decides
+
+
+def test_middle_age_is_neither_age_group() -> None:
+    from madbench_common.deaf import lexicon
+
+    assert lexicon.ages_in("A middle-aged man.") == set()
+    assert lexicon.names_middle_age("A middle-aged man.")
+    assert lexicon.ages_in("an old man aged 70") == {"elderly"}
+    assert lexicon.ages_in("a woman aged 30") == {"young"}
+
+
+def test_default_mode_sends_every_answer_to_the_llm(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The paper's protocol (§2.4, §3.1): the LLM labels every answer, even one the rules
+    would call clear; the rules never answer in this mode."""
+    from madbench_common.deaf.graph import build_deaf_graph
+    from madbench_common.deaf.judge import DEFAULT_MODE, R1_BASE_URL, R1_MODEL
+
+    seen: list[str] = []
+
+    def reply(kind: str, prompt: str, seconds: float) -> str:
+        seen.append(prompt)
+        return "It names a home appliance: the living room.\nLABEL: C"
+
+    assert DEFAULT_MODE == "llm"
+    for profile in ("embedded", "full"):
+        p = build_deaf_graph(("qwen2_audio",)).profiled(profile)["deaf_judge"].params
+        assert (p["mode"], p["judge_base_url"], p["judge_model_id"]) == (
+            "llm", R1_BASE_URL, R1_MODEL)
+    assert R1_MODEL != "deepseek-reasoner"
+    monkeypatch.setenv("JUDGE_API_KEY", STUB_KEY)
+    with stub_server(reply=reply) as stub:
+        llm = LLMJudge(ChatClient(f"{stub.url}/v1", R1_MODEL, rpm=0), load_judge_prompt())
+        vacuum = judge_answer(BSC_CROSS, "I hear a vacuum cleaner", DEFAULT_MODE, RULE, llm)
+        clear = judge_answer(ESC, "The speaker sounds angry.", DEFAULT_MODE, RULE, llm)
+        middle = judge_answer(SIC_AGE, "A middle-aged man.", "rule+llm", RULE, llm)
+    assert vacuum == Verdict("C", f"llm:{R1_MODEL}", "It names a home appliance: the living room.")
+    assert clear.judge == middle.judge == f"llm:{R1_MODEL}" and len(seen) == 3
+    assert "Model response: I hear a vacuum cleaner" in seen[0]
+    assert stub.requests[0]["body"]["max_tokens"] == 8192  # R1 thinks within max_tokens
 
 
 def test_offline_mode_labels_undecided_answers_other_by_judge_none() -> None:

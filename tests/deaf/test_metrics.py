@@ -92,3 +92,64 @@ def test_delta_ars_bootstrap_no_difference() -> None:
 def test_bootstrap_is_seeded() -> None:
     a, b = _m(["C", "T", "C"], ["T", "T", "T"]), _m(["T", "C", "O"], ["T", "O", "O"])
     assert bootstrap_delta_ars(a, b, 500, 3) == bootstrap_delta_ars(a, b, 500, 3)
+
+
+def _sentences(spec: dict[str, tuple[str, str, int]]):  # type: ignore[no-untyped-def]
+    """Trials grouped by sentence: {sentence: (test label, control label, n trials)}."""
+    labels, ids, groups = {}, [], []
+    for sid, (test, control, n) in spec.items():
+        for i in range(n):
+            t = f"{sid}-{i}"
+            labels[(t, "test", 0)], labels[(t, "control", 0)] = test, control
+            ids.append(t)
+            groups.append(sid)
+    return label_matrix(ids, labels, 1, groups)
+
+
+def test_delta_ars_interval_resamples_sentences_hand_checked() -> None:
+    """Explicit: sentence A (4 trials, e.g. 2 clips at L1 and L3) always C with control O,
+    sentence B (4 trials) always T with control T; implicit: one sentence, ARS 0.
+
+    Point: Acc = ASS = 4/8, ARS = 0.5, Δ = 0.5. Resampling the two sentences gives AA
+    (p = 1/4): ARS 1; AB (1/2): 0.5; BB (1/4): 0. So the 2.5th and 97.5th percentiles are 0
+    and 1, and p = 2·P*(Δ ≤ 0) ≈ 2·(1/4) = 0.5. Resampling the 8 trials as if independent
+    would give ARS = k/8 with k ~ Bin(8, 1/2): P(k ≤ 1) = 9/256 ≈ 3.5 % > 2.5 % > P(k = 0),
+    so [0.125, 0.875] — too narrow."""
+    explicit = _sentences({"A": ("C", "O", 4), "B": ("T", "T", 4)})
+    implicit = _sentences({"Z": ("T", "T", 4)})
+    delta, lo, hi, p = bootstrap_delta_ars(explicit, implicit, n_boot=10_000, seed=0)
+    assert (delta, lo, hi) == (0.5, 0.0, 1.0)
+    assert p == pytest.approx(0.5, abs=0.03)
+    as_trials = label_matrix(explicit.trial_ids, {
+        (t, role, 0): lab for t, g in zip(explicit.trial_ids, explicit.groups)
+        for role, lab in (("test", "C" if g == "A" else "T"), ("control", "O" if g == "A"
+                                                                   else "T"))}, 1)
+    _, lo_t, hi_t, _ = bootstrap_delta_ars(as_trials, implicit, n_boot=10_000, seed=0)
+    assert (lo_t, hi_t) == (0.125, 0.875)
+
+
+def test_edi_per_level_from_trial_rows() -> None:
+    """model_metrics groups BSC trials by level and Within/Cross: L2 (neutral audio with a
+    Within or a Cross claim) gets its own EDI. Hand-worked: L1 cross C,C within C,T ->
+    EDI 1 - 0.5 = 0.5; L2 cross C,T within C,C -> 0.5 - 1 = -0.5 (the sign Table 4's
+    L2 column shows for two models); L3 has no Within trial -> no EDI."""
+    from madbench_common.deaf.rows import TrialRow, VerdictRow
+    from madbench_common.deaf.stages_eval import model_metrics
+
+    cases = [("L1", "cross", "C"), ("L1", "cross", "C"), ("L1", "within", "C"),
+             ("L1", "within", "T"), ("L2", "cross", "C"), ("L2", "cross", "T"),
+             ("L2", "within", "C"), ("L2", "within", "C"), ("L3", "cross", "T")]
+    trials, verdicts = [], []
+    for i, (level, subdim, label) in enumerate(cases):
+        tid = f"{level}|q{i}"
+        trials.append(TrialRow(trial_id=tid, conflict="bsc", level=level, question="q1",
+                               subdim=subdim, condition="neutral", sentence_id=f"s{i}",
+                               correct="DKITCHEN", trap="DLIVING"))
+        verdicts.append(VerdictRow(verdict_id=tid, model="m", trial_id=tid, role="test",
+                                   label=label))
+    rows = {(r.level, r.group, r.metric): r for r in model_metrics("m", trials, verdicts, 10)}
+    assert rows[("L1", "all", "edi")].value == 0.5
+    assert rows[("L2", "all", "edi")].value == -0.5 and rows[("L2", "all", "edi")].n == 4
+    assert math.isnan(rows[("L3", "all", "edi")].value)  # type: ignore[arg-type]
+    assert rows[("L2", "within", "acc")].value == 1.0
+    assert rows[("L2", "cross", "acc")].value == 0.5

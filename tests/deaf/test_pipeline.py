@@ -4,6 +4,7 @@ metrics and report; a rerun skips every stage and the answers come from the cach
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 
 import pytest
@@ -63,18 +64,18 @@ def test_deaf_run_end_to_end(tmp_path: Path, capsys: pytest.CaptureFixture[str])
     queries = {t.test_query for t in ok} | {t.control_query for t in ok if t.control_query}
     answers = _rows(run, "answer_gemini_25_flash", AnswerRow)
     assert len(answers) == 2 * len(queries) and all(a.ok and a.text for a in answers)
-    assert answers[0].model_version == "gemini-2.5-flash@env:MADBENCH_API_STUB"
+    assert answers[0].model_version == "gemini-2.5-flash@env:MADBENCH_API_STUB+thinking:-1"
 
     verdicts = _rows(run, "deaf_judge", VerdictRow)
-    judges = {v.judge for v in verdicts}
-    assert {"rule", "llm:stub-judge"} <= judges and all(v.label in "CTO" for v in verdicts)
-    l2 = [v for v in verdicts if v.role == "test" and v.trial_id.startswith("L2|")]
-    odd = [(v.trial_id, v.label, v.rationale) for v in l2 if v.label != "T"]
-    assert l2 and not odd  # the stub echoes the misleading claim
+    # the paper's protocol: the LLM judge labels every answer (the stub's judge says O)
+    assert {v.judge for v in verdicts} == {"llm:stub-judge"}
+    assert {v.label for v in verdicts} == {"O"}
+    assert {t.subdim for t in ok if t.level == "L2" and t.conflict == "bsc"} == {"within",
+                                                                                  "cross"}
 
     metrics = {(m.model, m.conflict, m.level, m.group, m.metric): m
                for m in _rows(run, "deaf_metrics", MetricRow)}
-    esc_l2 = metrics[("answer_gemini_25_flash", "esc", "L2", "all", "trap")]
+    esc_l2 = metrics[("answer_gemini_25_flash", "esc", "L2", "all", "other")]
     assert esc_l2.value == 1.0 and esc_l2.repeats == 2
     report = {r.name: r for r in _rows(run, "deaf_report", ReportRow)}
     assert set(report) == {"report.md", "report.json", "report.html", "radar.png", "radar.svg"}
@@ -82,6 +83,8 @@ def test_deaf_run_end_to_end(tmp_path: Path, capsys: pytest.CaptureFixture[str])
     assert png.startswith(b"\x89PNG")
     md = run.get_bytes(run.key_of(report["report.md"].uri)).decode()
     assert "local stub server: not the model's answers" in md and "Table 5" in md
+    assert "| answer_gemini_25_flash | stub-judge | 100.0 | 0.0 | 0.0 | 0.0 |" in md
+    assert f"| answer_gemini_25_flash | {len(answers)} | 0 | 0.0 | 0 |" in md  # no empty
     assert json.loads(run.get_bytes(run.key_of(report["report.json"].uri)))["metrics"]
     out = capsys.readouterr().out
     assert "Table 3: Acoustic Robustness Score" in out
@@ -100,8 +103,52 @@ def test_graph_declares_the_paper_models_and_secrets() -> None:
     assert graph["answer_qwen2_audio"].in_profile("full").image == "deaf-tf5"
     assert graph["deaf_judge"].inputs == ("deaf_trials", *(s.name for s in answer))
     full = graph.profiled("full")
-    assert full["deaf_judge"].params["judge_model"] == "deepseek-reasoner"
+    assert full["deaf_judge"].params["judge_model_id"] == "deepseek/deepseek-r1"
     assert full["sic_tts"].model == "deaf-elevenlabs"
     custom = build_deaf_graph(("qwen2_audio", "mine=deaf-gemini-3-flash"))
     assert [s.name for s in custom if s.name.startswith("answer_")] == [
         "answer_qwen2_audio", "answer_mine"]
+
+
+@pytest.mark.slow
+def test_a_failed_answer_stage_leaves_judge_metrics_and_report_running(tmp_path: Path) -> None:
+    """What the pods of workflows/deaf.yaml do when one model's answer stage fails (exit 3:
+    no API key): the judge, metrics and report run on the other model, and the report
+    names the absent one. (tests/test_argo_deaf.py checks that Argo schedules them.)"""
+    from madbench_common.deaf.runner import stub_apis
+    from madbench_common.deaf.stage_report import ABSENT
+
+    csv = tmp_path / "sentences.csv"
+    csv.write_text(SENTENCES)
+    store, models = str(tmp_path / "store"), "gemini_25_flash,gpt_4o_audio"
+    assert main(["deaf", "run", "--store", store, "--run-id", "t", "--models", models,
+                 "--sentences", str(csv), "--snrs", "0", "--no-progress",
+                 "--until", "deaf_trials"]) == 0
+
+    def pods(stage: str, params: dict[str, object]) -> int:
+        common = ["--stage", stage, "--store", store, "--run-id", "t", "--models", models,
+                  "--params-json", json.dumps(params)]
+        code = main(["deaf", "stage", "run", "--shard", "0", *common])
+        return code or main(["deaf", "stage", "merge", *common])
+
+    graph = build_deaf_graph(tuple(models.split(",")))
+    params: dict[str, dict[str, object]] = {}
+    with stub_apis(graph, params):
+        os.environ.pop("OPENAI_API_KEY")  # GPT-4o cannot start (exit 3); restored on exit
+        assert pods("answer_gpt_4o_audio", {**params["answer_gpt_4o_audio"], "repeats": 1}) == 3
+        assert pods("answer_gemini_25_flash",
+                    {**params["answer_gemini_25_flash"], "repeats": 1}) == 0
+        assert pods("deaf_judge", params["deaf_judge"]) == 0
+    assert pods("deaf_metrics", {"n_boot": 50}) == 0
+    assert pods("deaf_report", {}) == 0
+
+    run = RunStore(open_store(store), "t")
+    assert read_marker(run, "answer_gpt_4o_audio") is None
+    assert {v.model for v in _rows(run, "deaf_judge", VerdictRow)} == {"answer_gemini_25_flash"}
+    assert {m.model for m in _rows(run, "deaf_metrics", MetricRow)} == {"answer_gemini_25_flash"}
+    report = {r.name: r for r in _rows(run, "deaf_report", ReportRow)}
+    md = run.get_bytes(run.key_of(report["report.md"].uri)).decode()
+    assert "Absent models" in md and "answer_gpt_4o_audio (GPT-4o-Audio)" in md
+    assert f"| answer_gpt_4o_audio | deaf-gpt-4o-audio |  | GPT-4o-Audio | {ABSENT} |" in md
+    data = json.loads(run.get_bytes(run.key_of(report["report.json"].uri)))
+    assert [m["stage"] for m in data["models"] if m["absent"]] == ["answer_gpt_4o_audio"]

@@ -17,7 +17,7 @@ from tests.models._qc import VENV, demo_mixture
 def tagger(tmp_path_factory: pytest.TempPathFactory) -> Any:
     pytest.importorskip("transformers", reason=VENV)
     from madbench_common.models.ast_tagger import ASTTagger
-    from madbench_common.models.tiny import install_tiny_ast
+    from madbench_common.models.tiny.qc import install_tiny_ast
 
     root = tmp_path_factory.mktemp("weights")
     install_tiny_ast(root)

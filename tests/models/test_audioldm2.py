@@ -12,7 +12,7 @@ import pytest
 
 pytest.importorskip("diffusers", reason="run make adapter-test IMAGE=env-audioldm2")
 
-from madbench_common.models.audioldm2 import AudioLDM2ATA, AudioLDM2TTA, log_mel
+from madbench_common.models.audioldm2 import AudioLDM2ATA, AudioLDM2TTA, log_mel, normalize_wav
 from madbench_common.models.env_common import ALWAYS_EXCLUDED
 from madbench_common.models.tiny.audioldm2 import install_tiny
 from madbench_common.weights import WeightsMissing
@@ -62,6 +62,11 @@ def test_ata_sdedit_runs_the_partial_schedule_on_the_source(root: Path) -> None:
     s = model.last_settings
     assert (s["method"], s["strength"], s["denoise_steps"], s["fit"]) == ("sdedit", 0.5, 4,
                                                                            "exact")
+    assert s["input_norm"] == "audioldm_peak_0.5"
+    # the input is normalised as upstream does: a 20 dB quieter ê gives the same output
+    quiet = model.generate(sample_rate=16000, duration=1.2, prompt="forest",
+                           source_env=0.1 * env, negative_prompt="", seed=3)
+    np.testing.assert_allclose(quiet, audio, atol=1e-4)
     other = model.generate(sample_rate=16000, duration=1.2, prompt="forest",
                            source_env=demo_env("demo_020", 1.2), seed=3)
     assert not np.allclose(audio, other), "the output must depend on the source environment"
@@ -92,3 +97,40 @@ def test_log_mel_matches_audioldm_front_end_on_real_audio() -> None:
     assert band == int(bank[64].argmax())  # FFT bin 64 = 1 kHz
     real = log_mel(demo_env("demo_003", 1.0), fake)
     assert float(real.min()) >= np.log(1e-5) - 1e-6 and np.isfinite(real.numpy()).all()
+
+
+def _upstream_normalize_wav() -> object:
+    """``normalize_wav`` from haoheliu/AudioLDM2 at the pinned commit, read from the
+    upstream mirror (never vendored): the function's own source, executed as is."""
+    import ast
+    import os
+    import subprocess
+
+    git = os.environ.get("MADBENCH_UPSTREAM_GIT", "/work/.mirror/{owner}+{name}/repo").format(
+        owner="haoheliu", name="AudioLDM2")
+    try:
+        src = subprocess.run(["git", "--git-dir", git, "show", f"{AUDIOLDM2_COMMIT}:"
+                              "audioldm2/utilities/audio/tools.py"], check=True,
+                             capture_output=True, text=True).stdout
+    except (OSError, subprocess.CalledProcessError):
+        pytest.skip(f"haoheliu/AudioLDM2 mirror not at {git}")
+    tree = ast.parse(src)
+    fn = next(n for n in tree.body if isinstance(n, ast.FunctionDef)
+              and n.name == "normalize_wav")
+    scope: dict[str, object] = {"np": np}
+    exec(compile(ast.Module([fn], []), "audioldm2/utilities/audio/tools.py", "exec"), scope)
+    return scope["normalize_wav"]
+
+
+AUDIOLDM2_COMMIT = "b5786c5dc0ae8f766337fdc1b67ab6046586d14d"
+
+
+def test_input_normalisation_is_upstreams_normalize_wav() -> None:
+    """Same input through upstream's own function and ours: a quiet, offset ê."""
+    upstream = _upstream_normalize_wav()
+    env = 0.02 * demo_env("demo_005", 1.0) + 0.003
+    want = upstream(env.astype(np.float64))  # type: ignore[operator]
+    got = normalize_wav(env)
+    np.testing.assert_allclose(got, want, atol=1e-6)
+    # peak 0.5 up to upstream's 1e-8 guard (relative 2.5e-6 at this quiet level), mean 0
+    assert abs(float(np.max(np.abs(got))) - 0.5) < 1e-5 and abs(float(got.mean())) < 1e-5

@@ -16,7 +16,7 @@ from tests.models._qc import VENV, demo_stem
 def scorer(tmp_path_factory: pytest.TempPathFactory) -> Any:
     pytest.importorskip("transformers", reason=VENV)
     from madbench_common.models.clap import ClapScorer
-    from madbench_common.models.tiny import install_tiny_clap
+    from madbench_common.models.tiny.qc import install_tiny_clap
 
     root = tmp_path_factory.mktemp("weights")
     install_tiny_clap(root)

@@ -10,7 +10,6 @@ each. Skips (naming the command) when that venv has not been built.
 
 from __future__ import annotations
 
-import csv
 import dataclasses
 import json
 import os
@@ -19,6 +18,7 @@ from pathlib import Path
 
 import pytest
 
+from madbench_common.faultsuite import demo_sources
 from madbench_common.manifest import read_manifest_bytes
 from madbench_common.pipeline.definition import build_graph
 from madbench_common.pipeline.graph import Graph
@@ -43,17 +43,7 @@ if not VENV.exists():
 
 
 def _sources(tmp: Path) -> Path:
-    with open(DEMO / "sources.csv", newline="") as fh:
-        rows = [r for r in csv.DictReader(fh) if r["clip_id"] in CLIPS]
-    for r in rows:
-        for col in ("path", "speech_stem", "env_stem"):
-            r[col] = str(DEMO / r[col])
-    out = tmp / "sources.csv"
-    with open(out, "w", newline="") as fh:
-        w = csv.DictWriter(fh, fieldnames=list(rows[0]))
-        w.writeheader()
-        w.writerows(rows)
-    return out
+    return demo_sources(tmp / "sources", CLIPS)
 
 
 def _venv(*args: str, env: dict[str, str]) -> str:

@@ -17,7 +17,7 @@ from tests.models._qc import VENV, demo_stem
 def embedder(tmp_path_factory: pytest.TempPathFactory) -> Any:
     pytest.importorskip("speechbrain", reason=VENV)
     from madbench_common.models.ecapa import EcapaEmbedder
-    from madbench_common.models.tiny import install_tiny_ecapa
+    from madbench_common.models.tiny.qc import install_tiny_ecapa
 
     root = tmp_path_factory.mktemp("weights")
     snap = install_tiny_ecapa(root)

@@ -12,7 +12,9 @@ from madbench_common.models.env_common import (
     frame_indices,
     negative_prompt_for,
     resize_frames,
+    stitch_windows,
     to_mono,
+    window_starts,
 )
 from models.envdata import demo_env, demo_frames
 
@@ -64,3 +66,31 @@ def test_resize_and_crop_real_frames() -> None:
     short = resize_frames(frames, 224)
     assert min(short.shape[1:3]) == 224
     assert center_crop_frames(short, 224).shape[1:3] == (224, 224)
+
+
+def test_window_starts_end_the_last_canvas_at_the_clip_end() -> None:
+    """10 s canvases: 9 s needs one; 11.5 s a second starting at 1.5 s (ending at 11.5);
+    25 s three, each next one starting 0.25 s before the previous one ends (9.75), the
+    last clamped to end at 25 s (15.0)."""
+    assert window_starts(9.0, 10.0) == [0.0]
+    assert window_starts(11.5, 10.0) == [0.0, 1.5]
+    assert window_starts(25.0, 10.0) == [0.0, 9.75, 15.0]
+
+
+def test_stitch_windows_cross_fades_into_the_continuation_without_a_repeat() -> None:
+    """Hand-worked at 100 Hz: canvas A = 1000 samples of 1.0 covering [0, 10 s), canvas B
+    = 1000 samples of 2.0 covering [1.5 s, 11.5 s); 0.25 s fade ending at 10 s. Samples
+    before 9.75 s are A, after 10 s are B, the seam is cos·A + sin·B (equal power), and
+    nothing repeats A's start (no loop)."""
+    a, b = np.ones(1000, np.float32), np.full(1000, 2.0, np.float32)
+    out = stitch_windows([a, b], [0.0, 1.5], 100, 1150, xfade=0.25)
+    assert out.shape == (1150,)
+    assert np.all(out[:975] == 1.0) and np.all(out[1000:] == 2.0)
+    t = np.linspace(0.0, np.pi / 2, 25)
+    np.testing.assert_allclose(out[975:1000], np.cos(t) + 2.0 * np.sin(t), rtol=1e-6)
+    # B is the same recording offset by 1.5 s, so the stitch is the recording itself
+    env = np.resize(demo_env("demo_002", 6.0, 16000), 184000)  # an 11.5 s signal
+    first, second = env[:160000], env[24000:184000]
+    got = stitch_windows([first, second], [0.0, 1.5], 16000, len(env))
+    assert np.max(np.abs(got[:156000] - env[:156000])) == 0.0
+    assert np.max(np.abs(got[160000:] - env[160000:])) == 0.0

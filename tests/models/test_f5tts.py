@@ -96,3 +96,52 @@ def test_failures_are_per_component(same, text: str, ref_s: float, why: str) -> 
         same.generate(sample_rate=RATE, duration=2.0, ref_audio=case.active[: int(ref_s * RATE)],
                       ref_text=case.transcript, text=text, seed=0)
 
+
+
+def test_text_that_splits_into_chunks_is_deterministic(same) -> None:
+    """A 2 s reference saying 11 bytes allows upstream max_chars = 11 / 2 × 20 = 110, so
+    the 3-sentence text below (~190 bytes) splits into chunks; upstream samples them in
+    threads sharing one RNG. The adapter samples them serially on the calling thread:
+    the same seed gives the same audio, and every chunk's sample runs on this thread."""
+    import threading
+
+    from f5_tts.infer import utils_infer as ui
+
+    case = demo_case("demo_002")
+    ref = case.active[: 2 * RATE]
+    text = ("The quiet harbour woke slowly under a pale sky. Gulls circled the boats while "
+            "the nets were mended on the pier. By noon the market by the water was full of "
+            "voices and the smell of bread.")
+    ref_text = "hello world"
+    assert len(ui.chunk_text(text, max_chars=int(11 / 2.0 * 20))) > 1
+    threads: list[int] = []
+    sample = same._model.sample
+
+    def spy(*args, **kwargs):
+        threads.append(threading.get_ident())
+        return sample(*args, **kwargs)
+
+    same._model.sample = spy
+    try:
+        kw = {"sample_rate": RATE, "duration": 9.0, "ref_audio": ref, "ref_text": ref_text,
+              "text": text}
+        a = same.generate(**kw, seed=11)
+        b = same.generate(**kw, seed=11)
+    finally:
+        del same._model.sample
+    assert len(threads) >= 4 and set(threads) == {threading.get_ident()}
+    assert np.array_equal(a, b), "same seed, chunked text: same audio"
+    assert ui.ThreadPoolExecutor is not None and ui.ThreadPoolExecutor.__name__ == (
+        "ThreadPoolExecutor")  # restored after the call
+
+
+def test_serial_executor_runs_in_order_and_keeps_errors() -> None:
+    from madbench_common.models.f5tts import SerialExecutor
+
+    order: list[int] = []
+    with SerialExecutor() as pool:
+        futures = [pool.submit(order.append, i) for i in range(3)]
+        bad = pool.submit(lambda: 1 / 0)
+    assert order == [0, 1, 2] and all(f.done() for f in futures)
+    with pytest.raises(ZeroDivisionError):
+        bad.result()

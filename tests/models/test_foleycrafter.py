@@ -60,12 +60,25 @@ def test_short_clip_is_cut_from_the_10s_canvas(root: Path,
     assert s["negative_prompt"].startswith("wind, speech") and s["steps"] == 2
 
 
-def test_long_clip_loops_and_sampling_is_seeded(root: Path,
-                                                video: tuple[np.ndarray, float]) -> None:
+def test_long_clip_continues_on_the_videos_end_and_sampling_is_seeded(
+        root: Path, video: tuple[np.ndarray, float]) -> None:
+    """11 s: a second canvas conditioned on the video's last 10 s (start 1 s), cross-faded
+    in; no loop."""
     model = FoleyCrafterV2A(root=str(root), device="cpu", steps=1, guidance=1.0,
                             onset_frames=16)
     kw = {"sample_rate": 8000, "duration": 11.0, "prompt": "rain", "frames": video[0],
           "fps": video[1]}
     a, b = model.generate(seed=1, **kw), model.generate(seed=1, **kw)
     assert a.shape == (88000,) and np.array_equal(a, b)
-    assert model.last_settings["fit"] == "loop" and model.last_settings["conditioned_seconds"] == 10
+    s = model.last_settings
+    assert s["fit"] == "continued" and s["conditioned_seconds"] == 10
+    assert s["windows"] == [0.0, 1.0]
+
+
+def test_window_frames_come_from_the_window(root: Path) -> None:
+    """150 frames at 15 fps = 10 s of video: the window from 1 s spans frames 15..149."""
+    model = FoleyCrafterV2A(root=str(root), device="cpu", onset_frames=4)
+    frames = np.arange(150)[:, None, None, None] * np.ones((1, 2, 2, 3), np.uint8)
+    got = model._frames(frames, 15.0, 9.0, start=1.0)[:, 0, 0, 0]
+    assert got.tolist() == [15, 59, 104, 149]
+    assert model._frames(frames, 15.0, 10.0)[:, 0, 0, 0].tolist() == [0, 49, 99, 149]

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import importlib.util
+from collections.abc import Iterator
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -21,27 +23,24 @@ from madbench_common.models.imagebind import (
 
 from .tiny import demo_audio, demo_frames
 
-TINY = {f"{m}_{k}": v for m in ("vision", "audio", "text", "depth", "thermal", "imu")
-        for k, v in (("embed_dim", 32), ("num_blocks", 1), ("num_heads", 2))}
-TINY["out_embed_dim"] = 16
-
 
 @pytest.fixture(scope="module")
-def encoder(tmp_path_factory: pytest.TempPathFactory) -> ImageBindEncoder:
-    from madbench_common.models.imagebind import import_model_module
+def encoder(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ImageBindEncoder]:
+    from madbench_common.models.tiny_eval import imagebind
 
-    ImageBindModel = import_model_module().ImageBindModel
-    root = tmp_path_factory.mktemp("weights")
-    dest = root / "files" / "enc-imagebind"
-    dest.mkdir(parents=True)
-    torch.manual_seed(0)
-    torch.save(ImageBindModel(**TINY).state_dict(), dest / WEIGHTS)
-    mp = pytest.MonkeyPatch()
-    mp.setenv("MADBENCH_WEIGHTS", str(root))
-    try:
-        return ImageBindEncoder(arch=TINY)
-    finally:
-        mp.undo()
+    root = imagebind(tmp_path_factory.mktemp("weights"))
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("MADBENCH_WEIGHTS", str(root))
+        yield ImageBindEncoder()  # the registry's call: the sidecar gives the tiny arch
+
+
+def test_tiny_checkpoint_is_the_tiny_architecture(tmp_path: Path) -> None:
+    from madbench_common.models.tiny_eval import IMAGEBIND_TINY, imagebind
+
+    imagebind(tmp_path)
+    state = torch.load(tmp_path / "files" / "enc-imagebind" / WEIGHTS, weights_only=True)
+    assert state["modality_heads.audio.2.weight"].shape == (IMAGEBIND_TINY["out_embed_dim"],
+                                                           IMAGEBIND_TINY["audio_embed_dim"])
 
 
 def test_clip_sampler_matches_pytorchvideo_formula() -> None:

@@ -1,13 +1,19 @@
-"""MiniCPM-o 4.5 adapter: message construction, the logit capture its scores rely on, and
-weights resolution. Runs in ``.venvs/omni-minicpmo45`` (``make adapter-test
-IMAGE=omni-minicpmo45``).
+"""MiniCPM-o 4.5 adapter: message construction, the logit capture its scores rely on, weights
+resolution, and everything around the forward on a stand-in of its hub-only remote code.
+Runs in ``.venvs/omni-minicpmo45`` (``make adapter-test IMAGE=omni-minicpmo45``).
 
-The architecture's forward is skipped: its modeling code is Hugging Face remote code
-(``openbmb/MiniCPM-o-4_5``), and the hub cannot be reached here.
+The architecture's forward is skipped (the one skip): its modeling code is Hugging Face
+remote code (``openbmb/MiniCPM-o-4_5``), and the hub cannot be reached here. The adapter's
+real loading (``trust_remote_code`` from the snapshot, the remote-code copy off the
+read-only weights), its ``chat()`` call, the prefill-logit scores and the ``omni_minicpmo45``
+rows run on a stand-in snapshot (:mod:`madbench_common.models.tiny_remote`) whose
+``chat()`` returns the answer string as the release's does.
 """
 
 from __future__ import annotations
 
+import json
+from collections.abc import Iterator
 from pathlib import Path
 
 import numpy as np
@@ -26,6 +32,9 @@ from madbench_common.omni.parse import parse_answer  # noqa: E402
 from madbench_common.omni.scoring import label_probs  # noqa: E402
 from madbench_common.prompts import load_prompt  # noqa: E402
 from madbench_common.roles import OmniAnswer  # noqa: E402
+from madbench_common.weights import weights_root  # noqa: E402
+
+from .tiny import demo_audio, demo_frames  # noqa: E402
 
 BIN = load_prompt("P_bin").question("binary")
 
@@ -67,9 +76,84 @@ def test_scores_come_from_the_prefill_of_a_greedy_generate() -> None:
 
 
 def test_forward_of_the_real_architecture() -> None:
-    pytest.skip("MiniCPM-o 4.5's modeling code is Hugging Face remote code "
-                "(openbmb/MiniCPM-o-4_5, trust_remote_code); the hub is unreachable here, so "
-                "no tiny model of the architecture can be built")
+    pytest.skip("MiniCPM-o 4.5's architecture is Hugging Face remote code only "
+                "(openbmb/MiniCPM-o-4_5, trust_remote_code), which cannot be read offline; "
+                "everything around its forward runs on a stand-in that returns what its "
+                "chat() returns (the tests below)")
+
+
+@pytest.fixture(scope="module")
+def standin() -> Path:
+    from madbench_common.models.tiny_remote import minicpmo
+
+    return minicpmo(weights_root())
+
+
+@pytest.fixture(scope="module")
+def model(standin: Path) -> Iterator[MiniCPMo45]:
+    import transformers.dynamic_module_utils as dmu
+
+    with pytest.MonkeyPatch.context() as mp:
+        # as on the pod's read-only weights volume: no remote-code cache can be made there
+        mp.setattr(dmu, "HF_MODULES_CACHE", str(standin / "config.json" / "modules"))
+        yield MiniCPMo45(device="cpu")
+
+
+def test_standin_snapshot_names_the_release(tmp_path: Path) -> None:
+    from madbench_common.models.tiny_remote import STANDIN_MARKER, minicpmo
+
+    snap = minicpmo(tmp_path)
+    assert json.loads((snap / "config.json").read_text())["auto_map"]["AutoModel"] == \
+        "modeling_minicpmo.MiniCPMO"
+    assert "openbmb/MiniCPM-o-4_5" in (snap / STANDIN_MARKER).read_text()
+
+
+def test_loads_through_the_remote_code_path(model: MiniCPMo45) -> None:
+    assert type(model.model).__module__.startswith("transformers_modules.")
+    assert type(model.model.llm).__name__ == "Qwen3ForCausalLM"
+    assert model.model.config.init_tts is False  # the adapter's from_pretrained override
+    assert not hasattr(model.model, "tts")
+
+
+def test_answer_and_prefill_scores_on_the_standin(model: MiniCPMo45) -> None:
+    audio, rate = demo_audio(2, 2.5)
+    frames, fps = demo_frames(2, fps=1.0, size=64, max_frames=3)
+    choices = BIN.choices()
+    a = model.answer(BIN.full_text, audio, rate, choices=choices)
+    av = model.answer(BIN.full_text, audio, rate, frames=frames, fps=fps, choices=choices)
+    assert isinstance(a.text, str) and a.logits == av.logits == "forward"
+    assert [o.text for o in a.options] == list(choices)
+    assert all(o.logprob < 0 for o in a.options)
+    assert [o.logprob for o in av.options] != pytest.approx([o.logprob for o in a.options])
+    # the scores: the first LLM call of that chat() — a separate prefill gives the same
+    tok, msgs = model.tokenizer, messages(BIN.full_text, model._audio(audio, rate))
+    text, media = model.model._prompt(tok, msgs, False, False, False)
+    assert text.endswith("<|tts_bos|>")  # audio switches the TTS template on, as released
+    with torch.inference_mode():
+        logits = model.model.llm(inputs_embeds=model.model._embed(tok, text, media)).logits
+    want = option_logprobs(logits[0, -1].float(), tok, choices)
+    assert [o.logprob for o in a.options] == pytest.approx([o.logprob for o in want], abs=1e-4)
+
+
+def test_omni_stage_writes_score_rows(standin: Path, tmp_path: Path) -> None:
+    from madbench_common.registry import load_model
+    from madbench_common.rows import ScoreRow
+
+    from .stage_rows import assembled_run, run_stage
+
+    load_model.cache_clear()  # the registry loads the stand-in as a pod would
+    run = assembled_run(tmp_path, clips=(2,))
+    marker, rows = run_stage(run, "omni_minicpmo45",
+                             {"model": "omni-minicpmo45", "frame_size": 64, "max_frames": 3},
+                             ScoreRow)
+    assert marker["rows"] == 8 and marker["rejected"] == 0  # 4 tasks x (A, A-V)
+    assert {(r.task, r.mode) for r in rows} == {(t, m) for t in ("binary", "fourway", "speech",
+                                                                 "env") for m in ("A", "AV")}
+    assert all(r.model == "omni-minicpmo45" and r.prompt_hash for r in rows)
+    assert all(r.model_version.endswith("+tiny-random") for r in rows)
+    binary = [r for r in rows if r.task == "binary"]
+    assert all(r.score is not None and 0.0 <= r.score <= 1.0 for r in binary)
+    assert all(len(r.probs) == 4 for r in rows if r.task == "fourway")
 
 
 def test_missing_weights_name_the_fix(tmp_path: Path) -> None:

@@ -1,9 +1,17 @@
-"""MMAudio adapter on a tiny network and tiny real-class feature models
-(``make adapter-test IMAGE=v2a-mmaudio``): upstream's frame transforms, conditioning,
-Euler flow-matching sampling, VAE decode and BigVGAN v2 vocoding on CPU."""
+"""MMAudio adapter on a tiny random MMAudio in the release layout
+(``make adapter-test IMAGE=v2a-mmaudio``).
+
+:func:`madbench_common.models.tiny.mmaudio.install_tiny` writes the network, the DFN5B
+CLIP (open_clip config + weights), BigVGAN v2, the VAE and the Synchformer where the
+released files go; the adapter loads them through upstream's own code (``load_weights``,
+the ``FeaturesUtils`` constructor, open_clip ``hf-hub:``, ``BigVGAN.from_pretrained``)
+under ``HF_HUB_OFFLINE=1``, then runs upstream's frame transforms, conditioning, Euler
+flow matching, VAE decode and vocoding on CPU.
+"""
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import numpy as np
@@ -11,16 +19,52 @@ import pytest
 
 pytest.importorskip("mmaudio", reason="run make adapter-test IMAGE=v2a-mmaudio")
 
+import torch
+
 from madbench_common.models.mmaudio import MMAudioV2A
-from madbench_common.weights import WeightsMissing
+from madbench_common.weights import WeightsMissing, hf_path, url_file
 from models.envdata import demo_frames
-from models.tiny_mmaudio import build_parts
 
 
 @pytest.fixture(scope="module")
 def model() -> MMAudioV2A:
-    net, features, mode = build_parts()
-    return MMAudioV2A.from_parts(net, features, mode, device="cpu", steps=3)
+    from madbench_common.models.tiny.mmaudio import install_tiny
+
+    # open_clip and BigVGAN read the hub cache HF_HOME names (adapter-test.sh: the weights
+    # root), so the tiny goes into that root.
+    install_tiny(os.environ["MADBENCH_WEIGHTS"])
+    return MMAudioV2A(device="cpu", steps=3)
+
+
+def test_every_part_is_read_from_its_release_file(model: MMAudioV2A) -> None:
+    """The loaded modules hold the files' tensors: upstream's loaders read each of them."""
+    net, features, _ = model._load()
+    image = "v2a-mmaudio"
+    saved = torch.load(hf_path("hkchengrex/MMAudio", image=image,
+                               filename="weights/mmaudio_large_44k_v2.pth"), weights_only=True)
+    common = [k for k in net.state_dict() if k in saved]
+    assert len(common) > 50 and all(torch.equal(net.state_dict()[k], saved[k]) for k in common)
+    clip = torch.load(hf_path("apple/DFN5B-CLIP-ViT-H-14-384", image=image,
+                              filename="open_clip_pytorch_model.bin"), weights_only=True)
+    assert torch.equal(features.clip_model.state_dict()["token_embedding.weight"],
+                       clip["token_embedding.weight"])
+    sync = torch.load(url_file("synchformer_state_dict.pth", image=image), weights_only=True)
+    assert all(torch.equal(v, sync[k]) for k, v in features.synchformer.state_dict().items())
+    vocoder = torch.load(hf_path("nvidia/bigvgan_v2_44khz_128band_512x", image=image,
+                                 filename="bigvgan_generator.pt"), weights_only=True)
+    assert torch.equal(features.tod.vocoder.state_dict()["conv_pre.bias"],
+                       vocoder["generator"]["conv_pre.bias"])
+    from mmaudio.ext.autoencoder.vae import VAE
+
+    from madbench_common.models.tiny.mmaudio import ARCH
+
+    vae = VAE(**ARCH["vae"])  # the file, loaded and de-normed the way AutoEncoderModule does
+    vae.load_state_dict(torch.load(url_file("v1-44.pth", image=image), weights_only=True))
+    vae.remove_weight_norm()
+    loaded = features.tod.vae.state_dict()
+    assert loaded and all(torch.equal(v, vae.state_dict()[k]) for k, v in loaded.items())
+    assert type(features.synchformer).__name__ == "Synchformer"
+    assert not hasattr(features.tod.vae, "encoder")  # need_vae_encoder=False, as upstream
 
 
 @pytest.fixture(scope="module")

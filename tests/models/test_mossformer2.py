@@ -41,7 +41,7 @@ def vad() -> Any:
 @pytest.fixture(scope="module")
 def tiny_root(tmp_path_factory: pytest.TempPathFactory) -> Path:
     pytest.importorskip("clearvoice", reason=_VENV)
-    from madbench_common.models.tiny import install_tiny_mossformer2
+    from madbench_common.models.tiny.qc import install_tiny_mossformer2
 
     root = tmp_path_factory.mktemp("weights")
     install_tiny_mossformer2(root)

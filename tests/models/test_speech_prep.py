@@ -14,7 +14,7 @@ from madbench_common.speech_prep import (
     prepare_reference,
     seed_all,
 )
-from madbench_common.stages.clips import _length_fields
+from madbench_common.stages.clips import length_fields
 
 from .speech_cases import RATE, assert_placed, demo_case, place
 
@@ -88,10 +88,10 @@ def test_stage_copies_the_generator_report_onto_the_row() -> None:
 
     case = demo_case("demo_002")
     gen = ReportingGenerator()
-    assert gen.last_settings == {} and _length_fields(gen.last_settings) == {}
+    assert gen.last_settings == {} and length_fields(gen.last_settings, case.duration) == {}
     _, gen.last_report = fit_speech(case.active, RATE, sample_rate=RATE, duration=case.duration,
                                     duration_control="model:fix_duration")
-    fields = _length_fields(gen.last_settings)
+    fields = length_fields(gen.last_settings, case.duration)
     assert fields["duration_control"] == "model:fix_duration"
     assert fields["length_correction"] == pytest.approx(1.0, abs=0.02)
-    assert _length_fields({"steps": 50}) == {}
+    assert length_fields({"steps": 50}, 1.0) == {}

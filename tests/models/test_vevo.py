@@ -1,18 +1,16 @@
-"""Vevo-Timbre adapter on tiny random models of the real architectures, through real loading.
+"""Vevo-Timbre adapter on a tiny random Vevo in the release layout, through real loading.
 
 Runs in ``.venvs/vc-vevo`` (``make adapter-test IMAGE=vc-vevo``, Amphion on ``PYTHONPATH``).
-Amphion's own builders make every part from copies of its Vevo configs with small widths
-(content-style tokenizer, flow-matching transformer, Vocos), saved as
-``model.safetensors`` where ``amphion/Vevo`` keeps them; HuBERT is torchaudio's
-``wav2vec2_model`` with small ``HUBERT_LARGE`` parameters (the bundle is swapped for one
-with the same checkpoint name), saved as ``hubert_fairseq_large_ll60k.pth`` in the
-weights root's URL-file place, and loaded through ``bundle.get_model`` the way the
-adapter routes it. ``inference_fm`` runs for real with 2 flow-matching steps on demo speech.
+:func:`madbench_common.models.tiny.vevo.install_tiny` (also the image test's writer) makes
+every part with Amphion's own builders from its Vevo configs at small widths and saves
+them where ``amphion/Vevo`` keeps them, and a small HuBERT as the weights root's
+``hubert_fairseq_large_ll60k.pth``; the adapter's default constructor loads them (widths
+from the snapshot's ``madbench_arch.json``) and ``inference_fm`` runs for real with 2
+flow-matching steps on demo speech.
 """
 
 from __future__ import annotations
 
-import dataclasses
 import sys
 from collections.abc import Iterator
 from pathlib import Path
@@ -33,79 +31,48 @@ if _AMPHION:
 try:
     vu = pytest.importorskip("models.vc.vevo.vevo_utils",
                              reason="run make adapter-test IMAGE=vc-vevo")
-    from utils.util import load_config
 finally:
     if _OURS is not None:
         sys.modules["models"] = _OURS
 
-import json5  # noqa: E402
 import torch  # noqa: E402
 
 from madbench_common.speech_prep import GenerationFailed  # noqa: E402
 from madbench_common.stages.speech_gen import generate_speech  # noqa: E402
-from madbench_common.weights import WeightsMissing, install_local_snapshot  # noqa: E402
-
-_HUBERT = {"extractor_conv_layer_config": [(32, 10, 5)] + [(32, 3, 2)] * 4 + [(32, 2, 2)] * 2,
-           "encoder_embed_dim": 32, "encoder_pos_conv_kernel": 16, "encoder_pos_conv_groups": 4,
-           "encoder_num_layers": 18, "encoder_num_heads": 2, "encoder_ff_interm_features": 64}
-"""Upstream reads HuBERT layer 18, so the tiny encoder keeps 18 (narrow) layers."""
-
-
-def _tiny_configs(root: Path, work: Path) -> dict[str, Path]:
-    fmt = json5.loads((root / "models/vc/vevo/config/Vq8192ToMels.json").read_text())
-    fmt["model"]["flow_matching_transformer"].update(
-        hidden_size=32, num_layers=2, num_heads=2, cond_dim=32, cond_codebook_size=64)
-    fmt["model"]["repcodec"].update(codebook_size=64, hidden_size=32, vocos_dim=32,
-                                    vocos_intermediate_dim=64, vocos_num_layers=1)
-    rng = np.random.default_rng(0)
-    np.savez(work / "stats.npz", mean=rng.normal(size=32).astype(np.float32),
-             std=rng.uniform(0.5, 2.0, 32).astype(np.float32))
-    fmt["model"]["representation_stat_mean_var_path"] = str(work / "stats.npz")
-    voc = json5.loads((root / "models/vc/vevo/config/Vocoder.json").read_text())
-    voc["model"]["vocos"].update(dim=32, intermediate_dim=64, num_layers=1)
-    out = {"fmt": work / "Vq8192ToMels.json", "vocoder": work / "Vocoder.json"}
-    out["fmt"].write_text(json5.dumps(fmt))
-    out["vocoder"].write_text(json5.dumps(voc))
-    return out
-
-
-def _write_tiny_checkpoints(weights: Path, work: Path, cfgs: dict[str, Path]) -> None:
-    import torchaudio
-    from safetensors.torch import save_file
-
-
-    torch.manual_seed(5)
-    fmt_cfg, voc_cfg = load_config(str(cfgs["fmt"])), load_config(str(cfgs["vocoder"]))
-    built = {"tokenizer/vq8192": vu.build_vqvae_model(fmt_cfg.model.repcodec, "cpu"),
-             "acoustic_modeling/Vq8192ToMels": vu.build_fmt_model(fmt_cfg, "cpu"),
-             "acoustic_modeling/Vocoder": vu.build_vocoder_model(voc_cfg, "cpu")}
-    for sub, model in built.items():
-        (work / "vevo" / sub).mkdir(parents=True)
-        save_file({k: v.detach().clone().contiguous() for k, v in model.state_dict().items()},
-                  str(work / "vevo" / sub / "model.safetensors"))
-    install_local_snapshot(weights, "amphion/Vevo", work / "vevo")
-    params = {**torchaudio.pipelines.HUBERT_LARGE._params, **_HUBERT}
-    hubert = torchaudio.models.wav2vec2_model(**params)
-    dest = weights / "files" / "vc-vevo" / "hubert_fairseq_large_ll60k.pth"
-    dest.parent.mkdir(parents=True)
-    torch.save(hubert.state_dict(), dest)
+from madbench_common.weights import WeightsMissing  # noqa: E402
 
 
 @pytest.fixture(scope="module")
 def vc(tmp_path_factory: pytest.TempPathFactory) -> Iterator[object]:
-    import torchaudio
+    from madbench_common.models.tiny.vevo import install_tiny
+    from madbench_common.models.vevo import VevoTimbre
 
-    from madbench_common.models.vevo import VevoTimbre, amphion_root
-
-    weights, work = tmp_path_factory.mktemp("weights"), tmp_path_factory.mktemp("build")
-    cfgs = _tiny_configs(amphion_root(), work)
-    _write_tiny_checkpoints(weights, work, cfgs)
-    tiny = dataclasses.replace(torchaudio.pipelines.HUBERT_LARGE,
-                               _params={**torchaudio.pipelines.HUBERT_LARGE._params, **_HUBERT})
+    weights = tmp_path_factory.mktemp("weights")
+    install_tiny(weights)
     with pytest.MonkeyPatch.context() as mp:
         mp.setenv("MADBENCH_WEIGHTS", str(weights))
-        mp.setattr(torchaudio.pipelines, "HUBERT_LARGE", tiny)
-        yield VevoTimbre(device="cpu", flow_matching_steps=2, configs=cfgs)
+        yield VevoTimbre(device="cpu", flow_matching_steps=2)
+
+
+def test_tiny_widths_come_from_the_checkpoint_and_weights_from_its_files(vc) -> None:  # type: ignore[no-untyped-def]
+    """The pipeline holds the files' tensors (upstream's loaders read them) at the widths
+    of the checkpoint's madbench_arch.json."""
+    from safetensors.torch import load_file
+
+    from madbench_common.models.tiny.vevo import ARCH
+    from madbench_common.weights import hf_path, url_file
+
+    snap = hf_path("amphion/Vevo", image="vc-vevo")
+    saved = load_file(str(snap / "acoustic_modeling/Vq8192ToMels/model.safetensors"))
+    assert all(torch.equal(v, saved[k]) for k, v in vc._pipe.fmt_model.state_dict().items())
+    hubert = torch.load(url_file("hubert_fairseq_large_ll60k.pth", image="vc-vevo"))
+    loaded = {k.removeprefix("model."): v  # torchaudio's bundle wraps the model
+              for k, v in vc._pipe.hubert_model.state_dict().items()}
+    assert loaded.keys() == hubert.keys()
+    assert all(torch.equal(v, hubert[k]) for k, v in loaded.items())
+    assert len(vc._pipe.hubert_model.model.encoder.transformer.layers) == 18
+    width = ARCH["hubert"]["encoder_embed_dim"]
+    assert tuple(vc._pipe.hubert_feat_norm_mean.shape) == (width,)
 
 
 def test_missing_weights_name_the_fix(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 
 from madbench_common.audio import resample
-from madbench_common.models.whisper import REPO, REVISION, word_coverage
+from madbench_common.models.whisper import REPO, REVISION, no_speech_probability, word_coverage
 from madbench_common.weights import WeightsMissing
 from tests.models._qc import VENV, demo_mixture
 
@@ -16,7 +16,7 @@ from tests.models._qc import VENV, demo_mixture
 @pytest.fixture(scope="module")
 def asr(tmp_path_factory: pytest.TempPathFactory) -> Any:
     pytest.importorskip("transformers", reason=VENV)
-    from madbench_common.models.tiny import install_tiny_whisper
+    from madbench_common.models.tiny.qc import install_tiny_whisper
     from madbench_common.models.whisper import WhisperASR
 
     root = tmp_path_factory.mktemp("weights")
@@ -28,6 +28,25 @@ def test_word_coverage_is_the_union_of_word_spans() -> None:
     words = (("a", 0.0, 1.0), ("b", 0.5, 1.5), ("c", 3.0, 4.0), ("d", 4.0, 4.0))
     assert word_coverage(words, 5.0) == pytest.approx(0.5)
     assert word_coverage((), 5.0) == 0.0 and word_coverage(words, 0.0) == 0.0
+
+
+def test_no_speech_probability_is_the_softmax_over_the_whole_vocabulary() -> None:
+    """openai-whisper's definition by hand: logits (0, ln 2, ln 5, 0) at the start of
+    transcript, no-speech token 2: e^ln5 / (1 + 2 + 5 + 1) = 5/9."""
+    torch = pytest.importorskip("torch")
+    import math
+
+    logits = torch.tensor([0.0, math.log(2.0), math.log(5.0), 0.0])
+    assert no_speech_probability(logits, 2) == pytest.approx(5 / 9)
+    assert no_speech_probability(logits, None) is None
+
+
+def test_no_speech_probability_comes_with_every_transcript(asr: Any) -> None:
+    x = demo_mixture()[:32000]
+    got = asr.transcribe(x, 16000)
+    nid = asr._no_speech_id()
+    assert nid is not None and 0.0 <= (got.no_speech_prob or 0.0) <= 1.0
+    assert got.no_speech_prob == pytest.approx(asr.detect_language(x)[2])
 
 
 def test_transcribes_demo_speech_with_language_and_words(asr: Any) -> None:
@@ -43,7 +62,7 @@ def test_transcribes_demo_speech_with_language_and_words(asr: Any) -> None:
 
 def test_language_matches_transformers_detect_language(asr: Any) -> None:
     x = demo_mixture("demo_003")[:32000]
-    code, prob = asr.detect_language(x)
+    code, prob, _ = asr.detect_language(x)
     feats = asr._processor.feature_extractor(x, sampling_rate=16000,
                                              return_tensors="pt").input_features
     token = asr._model.detect_language(feats.to(asr._model.dtype))

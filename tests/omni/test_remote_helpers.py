@@ -127,6 +127,8 @@ def test_baichuan_model_dir_needs_the_repositorys_code(tmp_path: Path) -> None:
     (code / "config.json").write_text("{}")
     (weights / "model-00001-of-00002.safetensors").write_bytes(b"w")
     (weights / "config.json").write_text('{"hub": true}')
+    (weights / "modeling_omni.py").write_text("# the snapshot's copy, not used")
     out = model_dir(code, weights, tmp_path / "out")
-    assert (out / "config.json").read_text() == "{}"  # the pinned repository's config
+    assert (out / "modeling_omni.py").read_text() == "# code"  # the pinned repository's code
+    assert (out / "config.json").read_text() == '{"hub": true}'  # the release's config
     assert (out / "model-00001-of-00002.safetensors").is_symlink()

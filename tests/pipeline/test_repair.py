@@ -87,3 +87,29 @@ def test_damage_nothing_can_rebuild_is_reported(tmp_path: Path) -> None:
     run.put_bytes("numbers/abc/stray.bin", b"x")
     with pytest.raises(ChecksumError, match="no shard of this run wrote it"):
         invalidate(run, "numbers/abc/stray.bin")
+
+
+def test_damaged_merged_manifest_is_rebuilt_by_run_until_and_status(tmp_path: Path) -> None:
+    """Issue 19, item 6: was exit 3 (a ChecksumError) in `run --until` and `status`."""
+    from madbench_common.status import collect_status
+
+    counter = tmp_path / "calls.txt"
+    LocalRunner(toy_graph, _opts(tmp_path, counter)).execute()
+    path = tmp_path / "store" / "r" / "numbers" / "manifest.parquet"
+    good, ran = path.read_bytes(), len(calls(counter))
+    _flip(path)
+    opts = _opts(tmp_path, counter)
+    opts.until = "numbers"
+    reports = LocalRunner(toy_graph, opts).execute()
+    assert reports[0].skipped and len(calls(counter)) == ran  # rebuilt, nothing rerun
+    assert path.read_bytes() == good
+    _flip(path)
+    run = RunStore(FileStore(tmp_path / "store"), "r")
+    status = collect_status(run, toy_graph())
+    assert all(s.done for s in status.stages) and path.read_bytes() == good
+    _flip(path)  # now with a damaged shard too: it cannot be rebuilt, the stage reruns
+    _flip(next(_prefix(tmp_path).glob("shards/*.parquet")))
+    status = collect_status(run, toy_graph())
+    assert [s.stage for s in status.stages if not s.done] == ["numbers"]
+    LocalRunner(toy_graph, opts).execute()
+    assert path.read_bytes() == good

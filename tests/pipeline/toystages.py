@@ -70,3 +70,74 @@ def toy_graph() -> Graph:
 
 def calls(counter: Path) -> list[str]:
     return counter.read_text().splitlines() if counter.exists() else []
+
+
+# ---------------------------------------------------------------- failing items (issue 19)
+
+
+def _fail(how: str, item: str) -> None:
+    """Raise the failure ``how`` names, as stage or model code might on one item."""
+    import errno
+
+    if how == "runtime":
+        raise RuntimeError(f"model blew up on {item}")
+    if how == "name":
+        raise OSError(errno.ENAMETOOLONG, "File name too long", f"/store/{item * 40}.wav")
+    if how == "encoding":
+        b"\xe9t\xe9".decode("utf-8")
+    if how == "disk":
+        raise OSError(errno.ENOSPC, "No space left on device", "/store/x.wav")
+    if how == "module":
+        import madbench_no_such_module  # noqa: F401
+    if how == "readonly":
+        raise OSError(errno.EROFS, "Read-only file system", "/weights/cache")
+
+
+class Flaky(MapStage[ToyRow]):
+    """Items fail as ``params["fail"]`` says (``{item: how}``)."""
+
+    row_type = ToyRow
+
+    def plan(self) -> list[str]:
+        return [f"c{i:02d}" for i in range(int(self.ctx.params["n"]))]
+
+    def run_item(self, item: str) -> ToyRow:
+        _fail(self.ctx.params.get("fail", {}).get(item, ""), item)
+        return ToyRow(clip_id=item, value=int(item[1:]))
+
+    def rejected_row(self, item: str, exc: InputRejected) -> ToyRow:
+        return ToyRow(clip_id=item, status="rejected", reason=exc.reason, detail=str(exc))
+
+
+class Batch(StageImpl[ToyRow]):
+    """Loops its items itself (as the feature and omni stages do); separable."""
+
+    row_type = ToyRow
+    separable = True
+
+    def plan(self) -> list[str]:
+        return [f"c{i:02d}" for i in range(int(self.ctx.params["n"]))]
+
+    def run_items(self, items: Sequence[str]) -> list[ToyRow]:
+        out = []
+        for item in items:
+            _fail(self.ctx.params.get("fail", {}).get(item, ""), item)
+            out.append(ToyRow(clip_id=item, value=int(item[1:])))
+        return out
+
+
+class Whole(Batch):
+    """Like :class:`Batch`, but its rows depend on the whole shard: not separable."""
+
+    separable = False
+
+
+def failing_graph() -> Graph:
+    return Graph([
+        Stage(name="flaky", role="core", target="pipeline.toystages:Flaky", shards=2,
+              params={"n": 6}),
+        Stage(name="batch", role="core", target="pipeline.toystages:Batch", shards=2,
+              params={"n": 6}),
+        Stage(name="whole", role="core", target="pipeline.toystages:Whole",
+              params={"n": 4}),
+    ])

@@ -3,6 +3,8 @@ the cache keyed by image and frame parameters, detector scores as binary ScoreRo
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+
 import pytest
 from eval.test_feature_stage import _put_samples
 
@@ -15,19 +17,27 @@ from madbench_common.rows import FeatureRow, ScoreRow
 from madbench_common.stages.model_features import image_id
 from madbench_common.store import FileStore, RunStore
 
-if "test-rms-detector" not in REGISTRY:
-    register(ModelSpec("test-rms-detector", "detector", "stages.toy_detector:RmsDetector", True,
-                       "reference-cpu", "test double: logistic of the RMS level"))
+TOY_SPEC = ModelSpec("test-rms-detector", "detector", "stages.toy_detector:RmsDetector", True,
+                     "reference-cpu", "test double: logistic of the RMS level")
+TEST_SPECS = (TOY_SPEC, *(ModelSpec(slug, "detector", f"stages.toy_detector:{cls}", True,
+                                    "reference-cpu", "test double (issue 19)")
+                          for slug, cls in (("test-flaky-detector", "FlakyDetector"),
+                                            ("test-unloadable-detector", "UnloadableDetector"),
+                                            ("test-moduleless-detector", "ModulelessDetector"))))
 TOY = EvalModel("test-rms-detector", "reference-cpu", ("A", "AV"), detector=True,
                 frames={"fps": 5.0, "frame_size": 32, "max_frames": 3})
 
 
 def _graph() -> Graph:
+    others = tuple(EvalModel(slug, "reference-cpu", ("A", "AV"), detector=True,
+                             frames=TOY.frames) for slug in
+                   ("test-flaky-detector", "test-unloadable-detector",
+                    "test-moduleless-detector"))
     return Graph([Stage("assemble", "core", "tests.unused:Assemble", outputs=("samples",)),
                   Stage("perturb", "core", "madbench_common.stages.perturb:PerturbStage",
                         inputs=("assemble",), outputs=("perturbed",),
                         params={"conditions": []}),  # no conditions: an empty manifest
-                  *eval_model_stages((TOY,))])
+                  *eval_model_stages((TOY, *others))])
 
 
 def _run(run: RunStore, name: str, params: dict, image: str = "reference-cpu") -> list:
@@ -36,6 +46,17 @@ def _run(run: RunStore, name: str, params: dict, image: str = "reference-cpu") -
     merge_stage(ctx, 1)
     kind = FeatureRow if name.startswith("features") else ScoreRow
     return read_manifest_bytes(kind, run.get_bytes(f"{name}/manifest.parquet"))
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _toy_registered() -> Iterator[None]:
+    """Register the test double for this module only: the process-wide registry is what
+    ``tests/test_catalog.py`` checks, so a test slug must not outlive its tests."""
+    for spec in TEST_SPECS:
+        register(spec)
+    yield
+    for spec in TEST_SPECS:
+        REGISTRY.pop(spec.slug, None)
 
 
 @pytest.fixture(scope="module")
@@ -95,3 +116,28 @@ def test_graph_has_one_feature_stage_per_model_and_full_profile_sets_it() -> Non
         assert (full.model, full.image, full.gpu) == (m.slug, m.image, 1)
         assert m.slug in REGISTRY and REGISTRY[m.slug].image == m.image
         assert stage.name in graph["evaluate"].inputs
+
+
+def test_a_model_exception_on_one_input_rejects_that_row_only(run: RunStore) -> None:
+    """Issue 19: a model error on an item quarantines its row with a reason and a message;
+    the other inputs of the same samples go on."""
+    rows = _run(run, "features_test_flaky_detector", {"model": "test-flaky-detector"})
+    bad = [r for r in rows if not r.ok]
+    assert bad and all(r.mode == "AV" and r.reason == "encode_failed" for r in bad)
+    assert all(f"{r.sample_id} AV/{r.pairing}: RuntimeError: CUDA error" in r.detail
+               for r in bad)
+    assert {r.mode for r in rows if r.ok} == {"A"}
+
+
+@pytest.mark.parametrize(("slug", "words"), [
+    ("test-unloadable-detector", "could not be loaded (OSError: /weights/huggingface"),
+    ("test-moduleless-detector", "madbench_no_such_module"),
+])
+def test_a_model_that_cannot_load_fails_the_stage_with_exit_3(run: RunStore, slug: str,
+                                                              words: str) -> None:
+    from madbench_common.errors import EnvironmentMissing
+
+    with pytest.raises(EnvironmentMissing) as err:
+        _run(run, f"features_{slug.replace('-', '_')}", {"model": slug})
+    assert err.value.exit_code == 3 and words in str(err.value)
+    assert not run.exists(f"features_{slug.replace('-', '_')}/_SUCCESS")

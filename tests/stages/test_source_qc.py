@@ -7,7 +7,15 @@ import numpy as np
 from madbench_common.pipeline.definition import build_graph
 from madbench_common.reference.separator import consistent_mask
 from madbench_common.reference.tagger import TonalMusicTagger, sustained_tone_share
-from madbench_common.stages.source_qc import eligibility, env_checks, word_recall
+from madbench_common.roles import Transcript
+from madbench_common.stages.source_qc import (
+    asr_detects_speech,
+    content_words,
+    eligibility,
+    env_checks,
+    recovered_words,
+    word_recall,
+)
 
 PARAMS = build_graph()["source_qc"].params
 OK = {"speech_coverage": 0.6, "asr_coverage": None, "transcript": "hello world",
@@ -22,19 +30,51 @@ def test_any_vad_speech_in_the_residual_fails() -> None:
 
 
 def test_language_asr_leakage_and_music_checks() -> None:
-    assert env_checks({"language": "en", "language_prob": 0.9, "env_asr_recall": 0.0,
-                       "music_prob": 0.1}, PARAMS) == ()
+    assert env_checks({"language": "en", "language_prob": 0.9, "env_asr_speech": False,
+                       "music_prob": 0.1, "speech_music_prob": 0.2}, PARAMS) == ()
     assert env_checks({"language": "de", "language_prob": 0.9}, PARAMS) == ("not_english",)
     assert env_checks({"language": ""}, PARAMS) == ()  # ASR without language id: not applied
-    assert env_checks({"env_asr_recall": 0.5}, PARAMS) == ("asr_speech_in_env",)
+    assert env_checks({"env_asr_speech": True}, PARAMS) == ("asr_speech_in_env",)
     assert env_checks({"music_prob": 0.7}, PARAMS) == ("music_or_media",)
+    # music the separator moved into ŝ is music in the clip too (issue 20)
+    assert env_checks({"music_prob": 0.1, "speech_music_prob": 0.7}, PARAMS) == (
+        "music_or_media",)
 
 
 def test_word_recall_by_hand() -> None:
-    # 3+-letter words: please, enter, the, your, password (5); "a" is too short
-    assert word_recall("please enter a the your password", "enter your password now") == 0.6
+    # content words: please, enter, password (3); "a" short, "the"/"your" function words
+    assert content_words("please enter a the your password") == ["please", "enter", "password"]
+    assert word_recall("please enter a the your password", "enter your password now") == 2 / 3
+    assert recovered_words("please enter a the your password", "enter your password now") == 2
     assert word_recall("please enter your password", "and the you") == 0.0
     assert word_recall("", "anything") == 0.0
+
+
+def _heard(text: str, no_speech: float | None) -> Transcript:
+    return Transcript(text=text, coverage=0.5, no_speech_prob=no_speech)
+
+
+def test_asr_detection_with_a_no_speech_signal() -> None:
+    """Whisper-like ASR: speech iff no-speech probability < 0.6 and 2+ content words."""
+    assert PARAMS["no_speech_threshold"] == 0.6 and PARAMS["min_content_words"] == 2
+    ref = "please enter your password"  # unused when the ASR has its own signal
+    assert asr_detects_speech(_heard("the market opens at nine today", 0.1), ref, PARAMS)
+    # a hallucination Whisper itself flags as no speech
+    assert not asr_detects_speech(_heard("thank you for watching", 0.9), ref, PARAMS)
+    # confident, but one content word ("thank") is not speech content
+    assert not asr_detects_speech(_heard("thank you", 0.2), ref, PARAMS)
+    # 0.6 itself is no longer "below the threshold"
+    assert not asr_detects_speech(_heard("market opens today", 0.6), ref, PARAMS)
+
+
+def test_asr_detection_without_a_no_speech_signal_needs_the_clips_own_words() -> None:
+    """PocketSphinx-like ASR (no signal): its words on ambience are not speech; two of
+    the clip's content words heard again in order are."""
+    ref = "that number is not valid please try again"  # content: number valid please try again
+    assert not asr_detects_speech(_heard("unhinged and leaves get used", None), ref, PARAMS)
+    assert not asr_detects_speech(_heard("the number and it", None), ref, PARAMS)  # one word
+    assert asr_detects_speech(_heard("a number was valid", None), ref, PARAMS)
+    assert not asr_detects_speech(_heard("valid number", None), ref, PARAMS)  # out of order
 
 
 def test_music_tagger_separates_a_melody_from_noise_and_hum() -> None:

@@ -26,3 +26,37 @@ class RmsDetector:
                          pooling="whole clip", fallback="" if nframes or mode == "A" else "x")
         return Embedding(vec, spec, score=float(1 / (1 + np.exp(-(db + 20) / 5))),
                          score_kind="prob")
+
+
+class FlakyDetector(RmsDetector):
+    """Fails on its A-V inputs, as a model can on one item (a CUDA assert, a shape bug)."""
+
+    slug = "test-flaky-detector"
+
+    def embed(self, *, mode: str, audio: Audio | None = None, sample_rate: Hertz = 16000,
+              frames: Frames | None = None, fps: float = 0.0) -> Embedding:
+        if mode == "AV":
+            raise RuntimeError("CUDA error: device-side assert triggered")
+        return super().embed(mode=mode, audio=audio, sample_rate=sample_rate, frames=frames,
+                             fps=fps)
+
+
+class UnloadableDetector(RmsDetector):
+    """Cannot load at all: its weights are not where it looks."""
+
+    slug = "test-unloadable-detector"
+
+    def __init__(self) -> None:
+        raise OSError("/weights/huggingface/hub/models--x/model.safetensors: no such file")
+
+
+class ModulelessDetector(RmsDetector):
+    """Imports a module the environment lacks only when first used."""
+
+    slug = "test-moduleless-detector"
+
+    def embed(self, *, mode: str, audio: Audio | None = None, sample_rate: Hertz = 16000,
+              frames: Frames | None = None, fps: float = 0.0) -> Embedding:
+        import madbench_no_such_module  # noqa: F401
+
+        raise AssertionError("unreachable")

@@ -16,8 +16,8 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-from madbench_common.models.tiny.vocab import sentencepiece_model
-from madbench_common.weights import install_local_snapshot
+from madbench_common.models.tiny.vocab import T5_TOKENIZER_FILES, write_t5_tokenizer
+from madbench_common.weights import install_local_snapshot, tiny_layout
 
 __all__ = ["REPO", "T5_REPO", "install_tiny", "tiny_config"]
 
@@ -68,20 +68,21 @@ def tiny_config() -> dict[str, Any]:
 
 
 def _install_t5(root: Path) -> Path:
+    """T5-large's release layout: config, safetensors weights, sentencepiece + tokenizer.json."""
     import torch
-    from transformers import T5Config, T5EncoderModel, T5Tokenizer
+    from transformers import T5Config, T5EncoderModel
 
     with tempfile.TemporaryDirectory() as tmp:
-        spm = sentencepiece_model(Path(tmp) / "spiece.model")
-        tok = T5Tokenizer(vocab_file=str(spm), extra_ids=0)
+        size = write_t5_tokenizer(Path(tmp))
         torch.manual_seed(0)
-        t5 = T5EncoderModel(T5Config(vocab_size=len(tok), d_model=1024, d_ff=32, d_kv=8,
+        t5 = T5EncoderModel(T5Config(vocab_size=size, d_model=1024, d_ff=32, d_kv=8,
                                      num_heads=2, num_layers=1))
-        tok.save_pretrained(tmp)
-        t5.save_pretrained(tmp)
+        t5.save_pretrained(tmp, safe_serialization=True)
         return install_local_snapshot(root, T5_REPO, tmp)
 
 
+@tiny_layout({REPO: ("state_dict.bin", "compression_state_dict.bin"),
+              T5_REPO: ("config.json", "model.safetensors", *T5_TOKENIZER_FILES)})
 def install_tiny(weights_root: str | Path) -> Path:
     """Write tiny ``state_dict.bin`` + ``compression_state_dict.bin`` (and the tiny T5)."""
     import torch

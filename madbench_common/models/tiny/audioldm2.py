@@ -13,8 +13,13 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-from madbench_common.models.tiny.vocab import bpe_vocab, unigram_pieces
-from madbench_common.weights import install_local_snapshot
+from madbench_common.models.tiny.vocab import (
+    bpe_vocab,
+    sentencepiece_model,
+    unigram_pieces,
+    write_bpe_files,
+)
+from madbench_common.weights import install_local_snapshot, tiny_layout
 
 __all__ = ["build_pipeline", "install_tiny"]
 
@@ -95,9 +100,46 @@ def build_pipeline(language_model_cls: str = "GPT2Model") -> Any:
         unet=unet, scheduler=scheduler, vocoder=vocoder)
 
 
+RELEASE_FILES = (
+    "model_index.json", "feature_extractor/preprocessor_config.json",
+    "scheduler/scheduler_config.json",
+    *(f"{c}/config.json" for c in ("language_model", "projection_model", "text_encoder",
+                                   "text_encoder_2", "unet", "vae", "vocoder")),
+    *(f"{c}/model.safetensors" for c in ("language_model", "text_encoder", "text_encoder_2",
+                                         "vocoder")),
+    *(f"{c}/diffusion_pytorch_model.safetensors" for c in ("projection_model", "unet", "vae")),
+    *(f"tokenizer/{n}" for n in ("merges.txt", "special_tokens_map.json", "tokenizer.json",
+                                 "tokenizer_config.json", "vocab.json")),
+    *(f"tokenizer_2/{n}" for n in ("special_tokens_map.json", "spiece.model", "tokenizer.json",
+                                   "tokenizer_config.json")))
+"""``cvssp/audioldm2``'s files (hub file pages), less the ``.bin`` twins of the weights."""
+
+
+@tiny_layout({REPO: RELEASE_FILES})
 def install_tiny(weights_root: str | Path) -> Path:
-    """Save the tiny pipeline and lay it out as the cached snapshot of ``cvssp/audioldm2``."""
+    """Save the tiny pipeline and lay it out as the cached snapshot of ``cvssp/audioldm2``,
+    with the release's tokenizer files (Roberta: vocab/merges/tokenizer.json; T5:
+    spiece.model/tokenizer.json)."""
+    import json
+
     pipe = build_pipeline("GPT2Model")
     with tempfile.TemporaryDirectory() as tmp:
+        folder = Path(tmp)
         pipe.save_pretrained(tmp)
+        for sub, tok in (("tokenizer", pipe.tokenizer), ("tokenizer_2", pipe.tokenizer_2)):
+            special = folder / sub / "special_tokens_map.json"
+            if not special.exists():
+                special.write_text(json.dumps(
+                    {k: v for k, v in tok.special_tokens_map.items() if v}))
+        if not (folder / "tokenizer" / "vocab.json").exists():
+            write_bpe_files(folder / "tokenizer", *bpe_vocab(["<s>", "<pad>", "</s>", "<unk>",
+                                                              "<mask>"]))
+        if not (folder / "tokenizer_2" / "spiece.model").exists():
+            sentencepiece_model(folder / "tokenizer_2" / "spiece.model")
+        for sub in ("tokenizer", "tokenizer_2"):
+            if not (folder / sub / "tokenizer.json").exists():
+                getattr(pipe, sub).backend_tokenizer.save(str(folder / sub / "tokenizer.json"))
+        for path in [p for p in folder.rglob("*") if p.is_file()]:
+            if path.relative_to(folder).as_posix() not in RELEASE_FILES:
+                path.unlink()
         return install_local_snapshot(weights_root, REPO, tmp)

@@ -19,8 +19,8 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-from madbench_common.models.tiny.vocab import sentencepiece_model
-from madbench_common.weights import install_local_snapshot
+from madbench_common.models.tiny.vocab import T5_TOKENIZER_FILES, write_t5_tokenizer
+from madbench_common.weights import install_local_snapshot, tiny_layout
 
 __all__ = ["CLIP_REPO", "REPO", "T5_REPO", "install_tiny", "tiny_config"]
 
@@ -80,22 +80,25 @@ def _install_clip(root: Path) -> None:
     with tempfile.TemporaryDirectory() as tmp:
         CLIPVisionModelWithProjection(CLIPVisionConfig(
             hidden_size=768, intermediate_size=64, num_attention_heads=2, num_hidden_layers=1,
-            image_size=224, patch_size=32, projection_dim=16)).save_pretrained(tmp)
+            image_size=224, patch_size=32, projection_dim=16,
+        )).save_pretrained(tmp, safe_serialization=False)  # the release has only the .bin
         install_local_snapshot(root, CLIP_REPO, tmp)
 
 
 def _install_t5(root: Path) -> None:
-    from transformers import T5Config, T5EncoderModel, T5Tokenizer
+    """T5-base's release layout: config, safetensors weights, sentencepiece + tokenizer.json."""
+    from transformers import T5Config, T5EncoderModel
 
     with tempfile.TemporaryDirectory() as tmp:
-        tok = T5Tokenizer(vocab_file=str(sentencepiece_model(Path(tmp) / "spiece.model")),
-                          extra_ids=0)
-        tok.save_pretrained(tmp)
-        T5EncoderModel(T5Config(vocab_size=len(tok), d_model=768, d_ff=32, d_kv=8, num_heads=2,
-                                num_layers=1)).save_pretrained(tmp)
+        size = write_t5_tokenizer(Path(tmp))
+        T5EncoderModel(T5Config(vocab_size=size, d_model=768, d_ff=32, d_kv=8, num_heads=2,
+                                num_layers=1)).save_pretrained(tmp, safe_serialization=True)
         install_local_snapshot(root, T5_REPO, tmp)
 
 
+@tiny_layout({REPO: ("config.json", "model.ckpt"),
+              CLIP_REPO: ("config.json", "pytorch_model.bin"),
+              T5_REPO: ("config.json", "model.safetensors", *T5_TOKENIZER_FILES)})
 def install_tiny(weights_root: str | Path) -> Path:
     """Install tiny CLIP and T5 snapshots, then AudioX's ``config.json`` + ``model.ckpt``."""
     import torch

@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from madbench_common.models.tiny.vocab import bpe_vocab, write_bpe_files
-from madbench_common.weights import install_local_snapshot
+from madbench_common.weights import install_local_snapshot, tiny_layout
 
 __all__ = ["AUFFUSION", "FOLEYCRAFTER", "IP_ADAPTER", "install_tiny"]
 
@@ -50,11 +50,12 @@ def _auffusion(folder: Path) -> Any:
     from transformers import CLIPTextConfig, CLIPTextModel, CLIPTokenizer
 
     unet = _unet()
-    unet.save_pretrained(folder / "unet")
+    # the release's auffusion folders hold .bin weights (diffusers' pre-safetensors layout)
+    unet.save_pretrained(folder / "unet", safe_serialization=False)
     AutoencoderKL(block_out_channels=[8, 8, 8, 8], in_channels=3, out_channels=3,
                   norm_num_groups=8, down_block_types=["DownEncoderBlock2D"] * 4,
                   up_block_types=["UpDecoderBlock2D"] * 4, latent_channels=4,
-                  ).save_pretrained(folder / "vae")
+                  ).save_pretrained(folder / "vae", safe_serialization=False)
     PNDMScheduler(beta_start=0.00085, beta_end=0.012, beta_schedule="scaled_linear",
                   skip_prk_steps=True).save_pretrained(folder / "scheduler")
     write_bpe_files(folder / "tokenizer", *bpe_vocab(["<|startoftext|>", "<|endoftext|>"],
@@ -65,7 +66,8 @@ def _auffusion(folder: Path) -> Any:
     CLIPTextModel(CLIPTextConfig(vocab_size=len(tok), hidden_size=_CROSS, intermediate_size=37,
                                  num_attention_heads=2, num_hidden_layers=1,
                                  max_position_embeddings=77, bos_token_id=0, eos_token_id=1,
-                                 projection_dim=_CROSS)).save_pretrained(folder / "text_encoder")
+                                 projection_dim=_CROSS),
+                  ).save_pretrained(folder / "text_encoder", safe_serialization=False)
     return unet
 
 
@@ -119,9 +121,18 @@ def _image_encoder(folder: Path) -> None:
     CLIPVisionModelWithProjection(CLIPVisionConfig(
         hidden_size=32, intermediate_size=37, num_attention_heads=2, num_hidden_layers=1,
         image_size=224, patch_size=32, projection_dim=_IMAGE_EMBED,
-    )).save_pretrained(folder / "models" / "image_encoder")
+    )).save_pretrained(folder / "models" / "image_encoder", safe_serialization=True)
 
 
+@tiny_layout({
+    FOLEYCRAFTER: ("temporal_adapter.ckpt", "semantic/semantic_adapter.bin",
+                   "timestamp_detector.pth.tar", "vocoder/config.json", "vocoder/vocoder.pt"),
+    AUFFUSION: ("unet/config.json", "unet/diffusion_pytorch_model.bin", "vae/config.json",
+                "vae/diffusion_pytorch_model.bin", "scheduler/scheduler_config.json",
+                "tokenizer/vocab.json", "tokenizer/merges.txt", "tokenizer/tokenizer_config.json",
+                "tokenizer/special_tokens_map.json", "text_encoder/config.json",
+                "text_encoder/pytorch_model.bin"),
+    IP_ADAPTER: ("models/image_encoder/config.json", "models/image_encoder/model.safetensors")})
 def install_tiny(weights_root: str | Path) -> dict[str, Path]:
     """Install the three tiny snapshots; returns repo → snapshot path."""
     import torch

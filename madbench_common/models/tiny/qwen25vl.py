@@ -13,8 +13,8 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-from madbench_common.models.tiny.vocab import bpe_vocab
-from madbench_common.weights import install_local_snapshot
+from madbench_common.models.tiny.vocab import bpe_vocab, write_bpe_files
+from madbench_common.weights import install_local_snapshot, tiny_layout
 
 __all__ = ["CHAT_TEMPLATE", "build_model", "build_processor", "install_tiny"]
 
@@ -79,11 +79,36 @@ def build_model(processor: Any) -> Any:
     return model
 
 
+RELEASE_FILES = ("config.json", "generation_config.json", "chat_template.json",
+                 "preprocessor_config.json", "tokenizer.json", "tokenizer_config.json",
+                 "vocab.json", "merges.txt", "model.safetensors.index.json",
+                 "model-00001-of-00002.safetensors", "model-00002-of-00002.safetensors")
+"""The Qwen2.5-VL-*-Instruct repos' files (sharded weights; the chat template as
+``chat_template.json``; no separate video-processor or special-token files)."""
+
+
+@tiny_layout({REPO: RELEASE_FILES})
 def install_tiny(weights_root: str | Path) -> Path:
-    """Save the tiny model + processor as the cached snapshot of the paper's Qwen2.5-VL."""
+    """Save the tiny model + processor as the cached snapshot of the paper's Qwen2.5-VL, in
+    the release's file layout."""
+    import json
+
     processor = build_processor()
     model = build_model(processor)
     with tempfile.TemporaryDirectory() as tmp:
-        model.save_pretrained(tmp)
+        folder = Path(tmp)
+        size = sum(p.numel() * p.element_size() for p in model.parameters())
+        model.save_pretrained(tmp, max_shard_size=size * 3 // 4)  # two shards, as released
         processor.save_pretrained(tmp)
+        # the release keeps the image processor's settings in preprocessor_config.json
+        # (transformers 5 saves a processor_config.json instead)
+        processor.image_processor.save_pretrained(tmp)
+        write_bpe_files(folder, *bpe_vocab([]))  # the slow tokenizer's files, as released
+        template = folder / "chat_template.jinja"
+        if template.exists():  # newer transformers write the template as .jinja
+            (folder / "chat_template.json").write_text(
+                json.dumps({"chat_template": template.read_text()}, indent=1))
+        for path in folder.iterdir():
+            if path.name not in RELEASE_FILES:
+                path.unlink()
         return install_local_snapshot(weights_root, REPO, tmp)

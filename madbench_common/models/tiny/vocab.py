@@ -11,12 +11,18 @@ from collections.abc import Sequence
 from pathlib import Path
 
 __all__ = [
+    "T5_TOKENIZER_FILES",
     "bpe_vocab",
     "byte_unicode",
     "sentencepiece_model",
     "unigram_pieces",
     "write_bpe_files",
+    "write_t5_tokenizer",
 ]
+
+T5_TOKENIZER_FILES = ("spiece.model", "tokenizer.json")
+"""The tokenizer files of the released T5 checkpoints (``google-t5/t5-base``, ``t5-large``):
+no ``tokenizer_config.json`` or ``special_tokens_map.json`` (defaults apply)."""
 
 CORPUS = (
     "ambient sound of a busy street with traffic and footsteps",
@@ -91,3 +97,17 @@ def sentencepiece_model(path: Path) -> Path:
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_bytes(model.SerializeToString())
     return path
+
+
+def write_t5_tokenizer(folder: Path) -> int:
+    """``spiece.model`` and ``tokenizer.json`` in ``folder``, as the released T5 repos hold
+    them (see :data:`T5_TOKENIZER_FILES`); returns the vocabulary size (no extra ids)."""
+    from transformers import T5TokenizerFast
+
+    folder.mkdir(parents=True, exist_ok=True)
+    tok = T5TokenizerFast(vocab_file=str(sentencepiece_model(folder / "spiece.model")),
+                          extra_ids=0)
+    tok.save_pretrained(str(folder))
+    for name in ("tokenizer_config.json", "special_tokens_map.json", "added_tokens.json"):
+        (folder / name).unlink(missing_ok=True)  # not in the release: defaults apply
+    return len(tok)

@@ -1,4 +1,5 @@
-"""Tiny random checkpoints in the real weights layout, for adapter tests and ``make image-test``.
+"""Tiny random checkpoints of the ``qc`` image's models (Whisper, ECAPA-TDNN, AST, CLAP) and of
+the MossFormer2 separator in the real weights layout, for adapter tests and ``make image-test``.
 
 Each ``install_tiny_*`` builds a small randomly initialised model from the upstream
 package's own classes, saves it the way the released checkpoint is laid out, and puts
@@ -18,7 +19,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-from madbench_common.weights import install_local_snapshot
+from madbench_common.weights import install_local_snapshot, tiny_layout
 
 __all__ = ["install_tiny_ast", "install_tiny_clap", "install_tiny_ecapa",
            "install_tiny_mossformer2", "install_tiny_qc", "install_tiny_whisper"]
@@ -27,6 +28,8 @@ _MOSSFORMER2_TINY = {"encoder_embedding_dim": 32, "mossformer_sequence_dim": 32,
                      "num_mossformer_layer": 1, "encoder_kernel_size": 16, "num_spks": 2}
 
 
+@tiny_layout({"alibabasglab/MossFormer2_SS_16K": ("last_best_checkpoint",
+                                                  "last_best_checkpoint.pt")})
 def install_tiny_mossformer2(root: str | os.PathLike[str], seed: int = 0) -> Path:
     """A 1-layer, 32-dim ClearVoice MossFormer2_SS_16K in ClearVoice's checkpoint layout."""
     import torch
@@ -72,10 +75,43 @@ def _byte_bpe(texts: list[str], specials: list[str],
                              for m in merges]
 
 
+def _release_tokenizer_files(src: Path, tok: Any, vocab: dict[str, int],
+                             merges: list[tuple[str, ...]]) -> None:
+    """The slow-tokenizer files the released Whisper/CLAP repos also hold, where
+    ``save_pretrained`` (fast-only tokenizers) leaves them out: ``vocab.json``,
+    ``merges.txt``, ``special_tokens_map.json``, ``added_tokens.json``."""
+    files = {
+        "vocab.json": json.dumps(vocab, ensure_ascii=False),
+        "merges.txt": "#version: 0.2\n" + "".join(" ".join(m) + "\n" for m in merges),
+        "special_tokens_map.json": json.dumps(
+            {k: v for k, v in tok.special_tokens_map.items() if v}, ensure_ascii=False),
+        "added_tokens.json": json.dumps(
+            {t: i for t, i in tok.get_added_vocab().items() if t not in vocab},
+            ensure_ascii=False),
+    }
+    for name, text in files.items():
+        if not (src / name).exists():
+            (src / name).write_text(text)
+
+
+def _release_processor_files(src: Path, feature_extractor: Any) -> None:
+    """The releases keep the feature extractor's settings in ``preprocessor_config.json``;
+    newer transformers save a processor as ``processor_config.json`` instead."""
+    (src / "processor_config.json").unlink(missing_ok=True)
+    feature_extractor.save_pretrained(src)
+
+
 _TEXTS = ["Is in use. I'm sorry, that number is not valid.", "Please try again later.",
           "birds singing in a forest", "rain falling on a tin roof", "busy city traffic"]
 
 
+_WHISPER_FILES = ("config.json", "generation_config.json", "model.safetensors",
+                  "preprocessor_config.json", "tokenizer.json", "tokenizer_config.json",
+                  "vocab.json", "merges.txt", "added_tokens.json", "special_tokens_map.json",
+                  "normalizer.json")
+
+
+@tiny_layout({"openai/whisper-large-v3": _WHISPER_FILES})
 def install_tiny_whisper(root: str | os.PathLike[str], seed: int = 0) -> Path:
     """A 1+1-layer, 16-dim Whisper with a byte-BPE tokenizer carrying Whisper's special,
     language and timestamp tokens, and a generation config with alignment heads (and
@@ -119,14 +155,21 @@ def install_tiny_whisper(root: str | os.PathLike[str], seed: int = 0) -> Path:
         begin_suppress_tokens=[eot], suppress_tokens=[])
     with _staging(root, REPO, REVISION) as src:
         model.save_pretrained(src)
-        WhisperProcessor(feature_extractor=WhisperFeatureExtractor(feature_size=80),
-                         tokenizer=tok).save_pretrained(src)
+        features = WhisperFeatureExtractor(feature_size=80)
+        WhisperProcessor(feature_extractor=features, tokenizer=tok).save_pretrained(src)
+        _release_processor_files(src, features)
+        _release_tokenizer_files(src, tok, vocab, merges)
+        if not (src / "normalizer.json").exists():  # the English spelling map, a few entries
+            (src / "normalizer.json").write_text(json.dumps(
+                {"colour": "color", "favourite": "favorite", "centre": "center"}))
     return _snapshot_dir(root, REPO, REVISION)
 
 
 _AUDIOSET_SOME = ["Speech", "Music", "Television", "Radio", "Bird", "Rain", "Traffic noise"]
 
 
+@tiny_layout({"MIT/ast-finetuned-audioset-10-10-0.4593": (
+    "config.json", "preprocessor_config.json", "model.safetensors")})
 def install_tiny_ast(root: str | os.PathLike[str], seed: int = 0) -> Path:
     """A 2-layer, 32-dim AST classifier over a few AudioSet label names."""
     import torch
@@ -145,6 +188,11 @@ def install_tiny_ast(root: str | os.PathLike[str], seed: int = 0) -> Path:
     return _snapshot_dir(root, REPO, REVISION)
 
 
+_CLAP_FILES = ("config.json", "pytorch_model.bin", "preprocessor_config.json", "tokenizer.json",
+               "tokenizer_config.json", "vocab.json", "merges.txt", "special_tokens_map.json")
+
+
+@tiny_layout({"laion/clap-htsat-unfused": _CLAP_FILES})
 def install_tiny_clap(root: str | os.PathLike[str], seed: int = 0) -> Path:
     """An unfused CLAP (1-layer text tower, 2-stage tiny HTSAT) with a byte-BPE Roberta
     tokenizer; the audio front end keeps CLAP's 48 kHz, 64-mel, 10 s defaults."""
@@ -171,15 +219,20 @@ def install_tiny_clap(root: str | os.PathLike[str], seed: int = 0) -> Path:
                       "enable_fusion": False},
         projection_dim=16))
     with _staging(root, REPO, REVISION) as src:
-        model.save_pretrained(src)
-        ClapProcessor(feature_extractor=ClapFeatureExtractor(truncation="rand_trunc"),
-                      tokenizer=tok).save_pretrained(src)
+        # the pinned revision holds pytorch_model.bin only (no safetensors)
+        model.config.save_pretrained(src)
+        torch.save(model.state_dict(), src / "pytorch_model.bin")
+        features = ClapFeatureExtractor(truncation="rand_trunc")
+        ClapProcessor(feature_extractor=features, tokenizer=tok).save_pretrained(src)
+        _release_processor_files(src, features)
+        _release_tokenizer_files(src, tok, vocab, merges)
+        (src / "added_tokens.json").unlink(missing_ok=True)  # this repo has none
     return _snapshot_dir(root, REPO, REVISION)
 
 
 _ECAPA_HPARAMS = """\
 # ECAPA-TDNN speaker embeddings in the layout of speechbrain/spkrec-ecapa-voxceleb
-# (tiny channels, random weights: madbench_common.models.tiny)
+# (tiny channels, random weights: madbench_common.models.tiny.qc)
 n_mels: 80
 pretrained_path: speechbrain/spkrec-ecapa-voxceleb
 out_n_neurons: 4
@@ -222,6 +275,9 @@ pretrainer: !new:speechbrain.utils.parameter_transfer.Pretrainer
 """
 
 
+@tiny_layout({"speechbrain/spkrec-ecapa-voxceleb": (
+    "hyperparams.yaml", "embedding_model.ckpt", "mean_var_norm_emb.ckpt", "classifier.ckpt",
+    "label_encoder.txt")})
 def install_tiny_ecapa(root: str | os.PathLike[str], seed: int = 0) -> Path:
     """A 32-channel ECAPA-TDNN (16-d embeddings) saved with speechbrain's own savers."""
     import torch
@@ -243,6 +299,7 @@ def install_tiny_ecapa(root: str | os.PathLike[str], seed: int = 0) -> Path:
     return _snapshot_dir(root, REPO, REVISION)
 
 
+@tiny_layout({}, (), install_tiny_whisper, install_tiny_ecapa, install_tiny_ast, install_tiny_clap)
 def install_tiny_qc(root: str | os.PathLike[str], seed: int = 0) -> list[Path]:
     """Every model of the ``qc`` image (Silero VAD ships in its wheel)."""
     return [install(root, seed) for install in (install_tiny_whisper, install_tiny_ecapa,
