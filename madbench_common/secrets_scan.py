@@ -23,7 +23,8 @@ from pathlib import Path
 __all__ = ["INJECTED_KEYS", "PATTERNS", "Finding", "scan_bytes", "scan_paths"]
 
 INJECTED_KEYS = ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "OPENAI_API_KEY",
-                 "GEMINI_API_KEY", "ELEVENLABS_API_KEY", "JUDGE_API_KEY", "HF_TOKEN")
+                 "GEMINI_API_KEY", "ELEVENLABS_API_KEY", "JUDGE_API_KEY", "HF_TOKEN",
+                 "AZURE_SPEECH_KEY")
 """Every secret key that ``workflows/*.yaml`` inject through ``secretKeyRef`` (a test keeps
 this list complete; ``AWS_REGION`` and ``AWS_ENDPOINT_URL`` are not secret)."""
 

@@ -118,13 +118,15 @@ def test_scanner_finds_the_keys_the_workflows_inject(tmp_path: Path) -> None:
         "sts.json": '{"Credentials": {"SecretAccessKey": "' + _fake(ALNUM + "/+", 40, 4)
                     + '"}}',
         "judge.env": "JUDGE_API_KEY=" + _fake(ALNUM, 24, 5),
+        "azure.env": "AZURE_SPEECH_KEY=" + _fake("0123456789abcdef", 32, 6),  # DEAF BSC TTS
     }
     for name, text in planted.items():
         (tmp_path / name).write_text(text)
     kinds = {Path(f.where).name: f.kind for f in scan_paths([tmp_path])}
     assert kinds == {"openai.log": "openai-api-key", "gemini.json": "google-api-key",
                      "eleven.txt": "elevenlabs-api-key",
-                     "sts.json": "aws-secret-access-key-json", "judge.env": "injected-secret"}
+                     "sts.json": "aws-secret-access-key-json", "judge.env": "injected-secret",
+                     "azure.env": "injected-secret"}
 
 
 def test_scanner_reads_decoded_parquet_values(tmp_path: Path) -> None:
