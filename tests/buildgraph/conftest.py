@@ -13,7 +13,7 @@ from madbench_common.pipeline.local import LocalRunner, RunOptions
 from madbench_common.store import RunStore, open_store
 
 DEMO = Path(__file__).resolve().parents[2] / "data" / "demo"
-CLIPS = ("demo_002", "demo_004", "demo_007", "demo_010", "demo_013", "demo_027")
+CLIPS = ("demo_002", "demo_003", "demo_004", "demo_007", "demo_011", "demo_027")
 DEMO_MODELS = [m for m in REFERENCE_MODELS if m != "ref-dnsmos"]
 
 

@@ -81,10 +81,21 @@ def test_card_lists_every_licence_and_generator(exported: Path, demo_build: RunS
     assert meta["license"] == "other" and meta["license_name"] == "madbench-composite"
     import csv
 
+    # the licence of every clip whose audio is in the dataset (cross-identity targets and
+    # scene-consistency donors included), and none of a clip that QC left out entirely
+    used: set[str] = set()
+    for s in read_manifest_bytes(SampleRow, demo_build.get_bytes("assemble/manifest.parquet")):
+        if s.ok:
+            used |= {s.clip_id, s.target_clip_id, s.env_donor_clip_id} - {""}
     with open(demo_sources_csv, newline="") as fh:
-        licences = {r["license"] for r in csv.DictReader(fh)}
+        by_clip = {r["clip_id"]: r["license"] for r in csv.DictReader(fh)}
+    licences = {by_clip[c] for c in used}
+    assert licences
     for lic in licences:
         assert lic in card
+    for lic in {lic for c, lic in by_clip.items() if c not in used} - licences:
+        if not any(lic in u for u in licences):
+            assert lic not in card
     models = set()
     for stage in ("speech_tts_same_a", "speech_vc_b", "env_t2a_a", "env_a2a_b"):
         rows = read_manifest_bytes(ComponentRow,
