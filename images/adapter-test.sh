@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
-# make adapter-test IMAGE=<slug>: build .venvs/<slug> from the image's own hash lock with uv
-# (PyPI's torch wheels are CUDA builds that also run on the CPU) and run that family's
-# adapter tests there, offline, on tiny random models of the real architectures.
-# The venv is rebuilt only when requirements.lock changes. Exit status is pytest's.
+# make adapter-test IMAGE=<slug>: build .venvs/<slug> with uv from the image's whole locked
+# set (its own lock on its torch base's and Python base's: `python -m madbench_common.images
+# effective-lock <slug>`; PyPI's torch wheels are CUDA builds that also run on the CPU) and
+# run that family's adapter tests there, offline, on tiny random models of the real
+# architectures. The venv is rebuilt only when that set changes. Exit status is pytest's.
 # Where the image's Python is not on this machine (3.9 here), the same script runs inside
 # the image's base (localhost/madbench/base-py39, `make base-images`): madbench_common.adaptertest.
 set -euo pipefail
@@ -24,12 +25,14 @@ if [[ -z $interp ]]; then
 fi
 
 venv=.venvs/$slug
-want=$(sha256sum "$lock" | cut -d' ' -f1)
+locked=$(mktemp --suffix=.txt); trap 'rm -f "$locked"' EXIT
+"$PY" -m madbench_common.images effective-lock "$slug" > "$locked"
+want=$(sha256sum "$locked" | cut -d' ' -f1)
 if [[ ! -x $venv/bin/python || "$(cat "$venv/.lock-sha256" 2>/dev/null)" != "$want" ]]; then
   rm -rf "$venv"
   "$UV" venv -q --python "$interp" "$venv"
-  # --no-deps as the images install it: the lock is the whole set (uv_args may leave a pin out)
-  "$UV" pip install -q --python "$venv/bin/python" --require-hashes --no-deps -r "$lock"
+  # --no-deps as the images install it: the locks are the whole set (uv_args may leave a pin out)
+  "$UV" pip install -q --python "$venv/bin/python" --require-hashes --no-deps -r "$locked"
   "$UV" pip install -q --python "$venv/bin/python" pytest pytest-timeout
   echo "$want" > "$venv/.lock-sha256"
 fi
@@ -53,7 +56,7 @@ PYEOF
   fi
 done <<< "$srcs"
 
-weights=$(mktemp -d); trap 'rm -rf "$weights"' EXIT
+weights=$(mktemp -d); trap 'rm -rf "$weights" "$locked"' EXIT
 # shellcheck disable=SC2086
 HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1 MADBENCH_WEIGHTS=$weights HF_HOME=$weights/huggingface \
   PYTHONPATH=$pypath MADBENCH_ADAPTER_IMAGE=$slug \

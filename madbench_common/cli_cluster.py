@@ -20,6 +20,9 @@ def add_commands(sub: argparse._SubParsersAction[Any]) -> None:
     p.add_argument("--out", default="workflows", help="output folder (default: workflows)")
     p.add_argument("--lock", default=_LOCK, help=f"images lock file (default: {_LOCK})")
     p.add_argument("--profile", default=_PROFILE, help=f"cluster profile (default: {_PROFILE})")
+    p.add_argument("--registry", default=None, metavar="HOST[:PORT][/NAMESPACE]",
+                   help="render image references against this registry (where make push "
+                        "REGISTRY=... put them; default: the lock's refs)")
     p.add_argument("--check", action="store_true",
                    help="write nothing; exit 1 if a committed workflow is stale")
     p.set_defaults(func=_render)
@@ -58,6 +61,7 @@ def _render(args: argparse.Namespace) -> int:
     from madbench_common.pipeline.definition import build_graph
 
     lock, profile = ImageLock.load(args.lock), ClusterProfile.load(args.profile)
+    lock = lock.with_registry(args.registry)
     changed = render_workflows(build_graph(), lock, profile, args.out, check=args.check)
     changed += render_weights_workflow(lock, profile, args.out, check=args.check)
     changed += render_deaf_workflow(lock, profile, args.out, check=args.check)
@@ -72,11 +76,12 @@ def _render(args: argparse.Namespace) -> int:
 
 def _plan(args: argparse.Namespace) -> int:
     from madbench_common.pipeline.definition import build_graph
-    from madbench_common.plan import format_plan, load_throughput, plan_run
+    from madbench_common.plan import format_plan, image_pull_line, load_throughput, plan_run
 
     table = load_throughput(args.throughput)
     graph = build_graph().profiled(args.profile)
     print(format_plan(plan_run(graph, args.clips, args.samples, table)), end="")
+    print("\n" + image_pull_line(graph), end="")
     return 0
 
 

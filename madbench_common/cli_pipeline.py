@@ -13,9 +13,12 @@ from typing import Any
 from rich.console import Console
 from rich.table import Table
 
+from madbench_common.cli_weights import allow_unpinned_arg, allowed_unpinned
 from madbench_common.errors import ChecksumError, ConfigError, MadbenchError
 from madbench_common.pipeline.definition import build_graph
+from madbench_common.pipeline.graph import Graph
 from madbench_common.pipeline.local import LocalRunner, RunOptions
+from madbench_common.pipeline.params import check_params, check_stage_params
 from madbench_common.pipeline.repair import invalidate
 from madbench_common.pipeline.stage import (
     StageContext,
@@ -93,22 +96,34 @@ def add_commands(sub: argparse._SubParsersAction[Any]) -> None:
     report.add_argument("--stage", default="evaluate")
     report.set_defaults(func=cmd_report)
 
+    add_stage_commands(sub, _common, lambda args: build_graph(),
+                       "a string parameter, taken verbatim (any character survives); "
+                       "overrides --params-json")
+
+
+def add_stage_commands(sub: argparse._SubParsersAction[Any],
+                       common: Callable[[argparse.ArgumentParser], None],
+                       graph_of: Callable[[argparse.Namespace], Graph], param_help: str) -> None:
+    """Register ``stage run`` / ``stage merge`` (what a pod runs) for the graph that
+    ``graph_of(args)`` builds: MADBench's and DEAF's pods share this one path
+    (:func:`_pod_work`: parameter check, checksum self-repair, ``_logs/stage`` record)."""
     stage = sub.add_parser("stage", help="run one shard or merge one stage (what Argo runs)")
     ssub = stage.add_subparsers(dest="stage_command", required=True)
     for name, func in (("run", cmd_stage_run), ("merge", cmd_stage_merge)):
         p = ssub.add_parser(name)
-        _common(p)
+        common(p)
         p.add_argument("--stage", required=True)
         p.add_argument("--num-shards", type=int, default=1)
         p.add_argument("--image", default="embedded")
         p.add_argument("--seed", type=int, default=0)
         p.add_argument("--params-json", default="{}")
         p.add_argument("--param", action="append", default=[], metavar="KEY=VALUE",
-                       help="a string parameter, taken verbatim (any character survives); "
-                            "overrides --params-json")
+                       help=param_help)
         if name == "run":
             p.add_argument("--shard", type=int, default=0)
-        p.set_defaults(func=func)
+        allow_unpinned_arg(p, "false: refuse a model whose weights are unpinned (the full "
+                              "workflows pass it); true: allow it")
+        p.set_defaults(func=func, graph_of=graph_of)
 
 
 def parse_set(values: Sequence[str]) -> dict[str, dict[str, Any]]:
@@ -155,8 +170,7 @@ def cmd_run(args: argparse.Namespace) -> int:
                       workers=max(1, args.workers), seed=args.seed, params=params,
                       shards=_parse_shards(args.shards), progress=not args.no_progress)
     graph = build_graph()
-    for stage in params:
-        graph[stage]  # unknown stage names fail before any work
+    check_params(graph, params)  # unknown stages and keys fail before any work
     opts.lock_wait = max(0.0, args.lock_wait)
     opts.isolate = args.isolate_shards
     engine = None
@@ -312,8 +326,11 @@ def parse_params(params_json: str, pairs: Sequence[str]) -> dict[str, Any]:
 
 def _context(args: argparse.Namespace) -> StageContext:
     params = parse_params(args.params_json, args.param)
+    graph = args.graph_of(args)
+    check_stage_params(graph[args.stage], params, "--params-json/--param")
     run = RunStore(open_store(args.store), args.run_id)
-    return make_context(run, build_graph(), args.stage, params, args.image, args.seed)
+    return make_context(run, graph, args.stage, params, args.image, args.seed,
+                        allowed_unpinned(args))
 
 
 def _pod_work(args: argparse.Namespace, verb: str, work: Callable[[StageContext], Any]) -> Any:

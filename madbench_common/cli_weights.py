@@ -1,4 +1,5 @@
-"""Weights commands: ``weights fetch`` (the only step that talks to the hub), ``weights check``."""
+"""Weights commands: ``weights pin`` and ``fetch`` (the only steps that talk to the hub),
+``weights status`` (what is unpinned) and ``weights check`` (offline)."""
 
 from __future__ import annotations
 
@@ -6,17 +7,42 @@ import argparse
 import sys
 from typing import Any
 
-__all__ = ["add_commands"]
+__all__ = ["add_commands", "allow_unpinned_arg", "allowed_unpinned"]
+
+
+def allow_unpinned_arg(p: argparse.ArgumentParser, what: str) -> None:
+    """``--allow-unpinned`` (alone: true) or ``--allow-unpinned=true|false`` (workflows)."""
+    p.add_argument("--allow-unpinned", nargs="?", const="true", default=None,
+                   choices=("true", "false"), metavar="true|false",
+                   help=f"{what} (recorded in provenance)")
+
+
+def allowed_unpinned(args: argparse.Namespace) -> bool | None:
+    """``--allow-unpinned`` as a bool; ``None`` when not given (no pins check)."""
+    value = getattr(args, "allow_unpinned", None)
+    return None if value is None else value == "true"
 
 
 def add_commands(sub: argparse._SubParsersAction[Any]) -> None:
-    """Register ``weights fetch`` and ``weights check``."""
-    weights = sub.add_parser("weights", help="fetch model weights once; check them offline")
+    """Register ``weights pin``, ``status``, ``fetch`` and ``check``."""
+    weights = sub.add_parser("weights", help="pin model weights, fetch them once, check them")
     wsub = weights.add_subparsers(dest="weights_command", required=True)
-    p = wsub.add_parser("fetch", help="download what images/<image>/weights.yaml lists")
+    p = wsub.add_parser("pin", help="resolve weights.yaml entries (hub commit, file sha256s) "
+                                    "and write the pins into images/<image>/weights.yaml")
+    p.add_argument("--image", action="append", default=None,
+                   help="image slug (repeat for several; default: every image)")
+    p.add_argument("--update", action="store_true",
+                   help="re-resolve pinned entries too (the revision's commit now)")
+    p.set_defaults(func=_pin)
+    p = wsub.add_parser("status", help="list every unpinned weights.yaml entry")
+    p.add_argument("--image", action="append", default=None)
+    p.add_argument("--strict", action="store_true", help="exit 1 if any entry is unpinned")
+    p.set_defaults(func=_status)
+    p = wsub.add_parser("fetch", help="download what images/<image>/weights.yaml pins")
     p.add_argument("--image", required=True, action="append",
                    help="image slug (repeat for several)")
     p.add_argument("--dest", required=True, help="weights root (the madbench-weights volume)")
+    allow_unpinned_arg(p, "fetch unpinned entries at their revision's current commit")
     p.set_defaults(func=_fetch)
     p = wsub.add_parser("check", help="is everything weights.yaml lists under the root?")
     p.add_argument("--image", required=True, action="append")
@@ -25,11 +51,48 @@ def add_commands(sub: argparse._SubParsersAction[Any]) -> None:
     p.set_defaults(func=_check)
 
 
+def _images(chosen: list[str] | None) -> list[str]:
+    from madbench_common.weights import weights_images
+
+    return chosen or weights_images()
+
+
+def _pin(args: argparse.Namespace) -> int:
+    from madbench_common.weights_pin import pin_weights
+
+    failed = 0
+    for image in _images(args.image):
+        result = pin_weights(image, update=args.update)
+        for entry in result.pinned:
+            print(f"{image}: pinned {entry}")
+        for entry, why in result.failed:
+            print(f"{image}: NOT pinned {entry}: {why}", file=sys.stderr)
+        failed += len(result.failed)
+    if failed:
+        print(f"{failed} entries left unpinned (nothing was written for them)", file=sys.stderr)
+    return 1 if failed else 0
+
+
+def _status(args: argparse.Namespace) -> int:
+    from madbench_common.weights_pin import pin_conflicts, weights_status
+
+    images = _images(args.image)
+    loose = weights_status(images)
+    for u in loose:
+        print(f"{u.image}\t{u.kind}\t{u.entry}\t{u.reason}")
+    for line in pin_conflicts(images):
+        print(f"conflict: {line}", file=sys.stderr)
+    print(f"{len(loose)} unpinned entries in {len({u.image for u in loose})} of {len(images)} "
+          "images (pin them with: madbench weights pin, where the hub is reachable)")
+    return 1 if args.strict and loose else 0
+
+
 def _fetch(args: argparse.Namespace) -> int:
     from madbench_common.weights import fetch_weights
 
+    allow = args.allow_unpinned == "true"
     for image in args.image:
-        print(f"{image}: wrote {fetch_weights(image, args.dest)}")
+        print(f"{image}: wrote {fetch_weights(image, args.dest, allow_unpinned=allow)}")
     return 0
 
 

@@ -2,9 +2,10 @@
 
 ``make base-images`` makes the Python bases offline: a Debian stand-in for the registry's
 ``python:3.X-slim`` image (``debootstrap --variant=minbase``: bookworm for 3.11, bullseye
-for 3.9) and ``images/base-py311`` / ``images/base-py39`` built FROM it. ``make image
-IMAGE=<slug>`` fetches the slug's upstream sources and builds ``images/<slug>/Dockerfile``
-FROM its base. Every build
+for 3.9), ``images/python-py3XX`` FROM it and ``images/base-py3XX`` FROM that. ``make image
+IMAGE=<slug>`` builds the slug's parent chain first (python → torch base → image; each
+step a cache hit when nothing changed), fetches and verifies its upstream sources, and
+builds ``images/<slug>/Dockerfile`` FROM its parent. Every build
 
 - runs under one machine-wide lock (``$MADBENCH_BUILD_LOCK``, default
   ``/tmp/madbench-image-build.lock``): builds peak at many GB of disk, so several
@@ -14,7 +15,9 @@ FROM its base. Every build
 - uses ``buildah bud --isolation chroot --format docker`` (the OCI format drops ``SHELL``),
   or ``docker build`` (BuildKit) where a daemon answers and buildah is absent;
 - samples the disk use of the storage file system once a second and records the image
-  id, size, build seconds, disk peak and torch/CUDA versions under the slug in
+  id, size, build seconds, disk peak, torch/CUDA versions, the commit it was built from
+  and every layer of the image (uncompressed diff id and size: what
+  :func:`madbench_common.imagelock.layer_totals` adds up) under the slug in
   ``images/images.lock.yaml`` (``status: built``), only when the image id changed.
 
 Local tags are ``localhost/madbench/<slug>:<tag>``, the tag taken from the slug's ``ref``
@@ -26,6 +29,8 @@ from __future__ import annotations
 
 import argparse
 import fcntl
+import hashlib
+import json
 import os
 import re
 import shutil
@@ -41,14 +46,17 @@ from pathlib import Path
 from typing import Any
 
 from madbench_common.errors import ConfigError, MadbenchError
-from madbench_common.imagelock import lock_entry, record_build
-from madbench_common.images import IMAGES, fetch_upstream, load_image
+from madbench_common.imagelock import LOCK, lock_entry, record_build
+from madbench_common.images import IMAGES, ImageInfo, build_order, fetch_upstream, load_image
 
-__all__ = ["BASES", "BuildFailed", "BuildRecord", "NoEngine", "build_bases", "build_image",
-           "build_lock", "debian_python", "engine", "image_exists", "local_ref"]
+__all__ = ["BASES", "PYTHON_BASES", "BuildFailed", "BuildRecord", "NoEngine", "build_bases",
+           "build_image", "build_lock", "debian_python", "engine", "image_exists", "image_id",
+           "image_layers", "local_ref"]
 
 BASES = {"3.11": ("base-py311", "bookworm"), "3.9": ("base-py39", "bullseye")}
-"""Python version → (base image slug, Debian suite whose python3 is that version)."""
+"""Python version → (runnable base image slug, Debian suite whose python3 is that version)."""
+PYTHON_BASES = {"3.11": "python-py311", "3.9": "python-py39"}
+"""Python version → the Python runtime image every image of that Python stands on."""
 _ROOT = IMAGES.parent
 _MIRROR = "http://deb.debian.org/debian"
 _CA_BUNDLES = ("/etc/ssl/certs/ca-certificates.crt", "/etc/pki/tls/certs/ca-bundle.crt")
@@ -78,14 +86,22 @@ class BuildRecord:
     engine: str
     torch: str
     cuda: str
+    commit: str = ""
+    """``git describe --always --dirty`` of the tree the image was built from."""
+    parent: str = ""
+    steps: int = 0
+    layers: tuple[tuple[str, int], ...] = ()
+    """(uncompressed diff id, bytes) of every layer of the image, parents' included."""
 
     def as_lock(self) -> dict[str, Any]:
         return {"local_ref": self.local_ref, "image_id": self.image_id,
                 "size_mb": round(self.size_bytes / 2**20), "build_s": round(self.build_s),
                 "disk_peak_gb": round(self.disk_peak_bytes / 2**30, 1),
-                "cached_steps": self.cached_steps, "engine": self.engine,
-                "torch": self.torch or None, "cuda": self.cuda or None,
-                "built_at": datetime.now(timezone.utc).strftime("%Y-%m-%d")}
+                "cached_steps": self.cached_steps, "steps": self.steps,
+                "engine": self.engine, "torch": self.torch or None, "cuda": self.cuda or None,
+                "commit": self.commit or None, "parent": self.parent or None,
+                "built_at": datetime.now(timezone.utc).strftime("%Y-%m-%d"),
+                "layers": [f"{digest} {size}" for digest, size in self.layers]}
 
 
 def engine() -> str:
@@ -231,28 +247,54 @@ def _bootstrap(ctr: str, suite: str) -> None:
          f"apt-get upgrade in the {suite} stand-in")
 
 
-def _build_args(slug: str, python_source: str) -> dict[str, str]:
-    """Build arguments: the base (a local tag, never a registry pull here) and labels."""
-    rev = subprocess.run(["git", "-C", str(_ROOT), "rev-parse", "--short", "HEAD"],
-                         capture_output=True, text=True).stdout.strip() or "unknown"
-    args = {"REVISION": rev, "VERSION": local_ref(slug).rsplit(":", 1)[1]}
-    base = next((b for b in BASES.values() if b[0] == slug), None)
-    if base is not None:
-        python = next(p for p, b in BASES.items() if b[0] == slug)
+def _git(*args: str) -> str:
+    out = subprocess.run(["git", "-C", str(_ROOT), *args], capture_output=True, text=True)
+    return out.stdout.strip()
+
+
+def weights_sha256(images_dir: Path = IMAGES) -> str:
+    """sha256 of every ``images/*/weights.yaml`` (names and bytes): the ``WEIGHTS_SHA256``
+    build argument that re-runs a leaf image's catalogue step when one of them changes."""
+    h = hashlib.sha256()
+    for path in sorted(images_dir.glob("*/weights.yaml")):
+        h.update(f"{path.parent.name}\n".encode() + path.read_bytes() + b"\n")
+    return h.hexdigest()
+
+
+def _revision(info: ImageInfo) -> str:
+    """The ``REVISION`` label: the commit for an image with madbench_common in it; for a
+    base below (python, torch), the last commit that touched its chain's folders, so
+    that an unrelated commit leaves the base, and every layer above it, cached."""
+    if info.leaf:
+        return _git("rev-parse", "--short", "HEAD") or "unknown"
+    from madbench_common.images import chain
+
+    dirs = [f"images/{i.slug}" for i in chain(info)] + ["images/common.in"]
+    return _git("log", "-1", "--format=%h", "--", *dirs) or "unknown"
+
+
+def _build_args(slug: str, python_source: str, lock_path: Path | None = None) -> dict[str, str]:
+    """Build arguments: the parent (a local tag, never a registry pull here) and labels."""
+    info = load_image(slug)
+    args = {"REVISION": _revision(info), "VERSION": local_ref(slug, lock_path).rsplit(":", 1)[1]}
+    if info.leaf:
+        args["WEIGHTS_SHA256"] = weights_sha256()
+    if info.kind == "python":
         if python_source == "debootstrap":
-            args["PYTHON_IMAGE"] = debian_python(python)
+            args["PYTHON_IMAGE"] = debian_python(info.python)
         return args
-    base_ref = local_ref(BASES[load_image(slug).python][0])
-    if not image_exists(base_ref):
-        raise ConfigError(f"{slug}: base image {base_ref} is not built; run: make base-images")
-    args["BASE_IMAGE"] = base_ref
+    parent_ref = local_ref(info.parent, lock_path)
+    if not image_exists(parent_ref):
+        raise ConfigError(f"{slug}: its parent image {parent_ref} is not built; run: "
+                          f"make image IMAGE={info.parent}")
+    args["BASE_IMAGE"] = parent_ref
     return args
 
 
 def _build_cmd(eng: str, slug: str, tag: str, args: dict[str, str]) -> list[str]:
     dockerfile = IMAGES / slug / "Dockerfile"
     if not dockerfile.exists():
-        raise ConfigError(f"{dockerfile}: missing")
+        raise ConfigError(f"{dockerfile}: missing (make dockerfiles)")
     cmd = ([eng, "bud", "--isolation", "chroot", "--format", "docker", "--layers"]
            if eng == "buildah" else [eng, "build"])
     cmd += ["-f", str(dockerfile), "-t", tag, "--secret", f"id=hostca,src={host_ca()}"]
@@ -261,10 +303,10 @@ def _build_cmd(eng: str, slug: str, tag: str, args: dict[str, str]) -> list[str]
     return [*cmd, str(_ROOT)]
 
 
-def _stream(cmd: list[str], log: Path) -> int:
-    """Run ``cmd`` with output teed to ``log`` and stdout; return the cached-step count."""
+def _stream(cmd: list[str], log: Path) -> tuple[int, int]:
+    """Run ``cmd`` with output teed to ``log`` and stdout; return (steps, cached steps)."""
     env = {**os.environ, "DOCKER_BUILDKIT": "1"}
-    cached = 0
+    cached = steps = 0
     with open(log, "w") as fh, subprocess.Popen(cmd, stdout=subprocess.PIPE,
                                                  stderr=subprocess.STDOUT, text=True,
                                                  env=env) as proc:
@@ -273,22 +315,43 @@ def _stream(cmd: list[str], log: Path) -> int:
             fh.write(line)
             sys.stdout.write(line)
             cached += bool(re.search(r"Using cache|CACHED", line))
+            steps += bool(re.match(r"(\[\d+/\d+\] )?STEP \d+/\d+: (?!FROM)|#\d+ \[", line))
     if proc.returncode != 0:
         raise BuildFailed(f"image build failed (exit {proc.returncode}); log: {log}")
-    return cached
+    return steps, cached
 
 
-def _inspect(eng: str, ref: str) -> tuple[str, int]:
-    """(image id, size in bytes) of a local image."""
+def image_layers(ref: str, eng: str | None = None) -> list[tuple[str, int]]:
+    """(uncompressed diff id, bytes) of every layer of a local image, bottom first.
+
+    buildah: the diff ids from the image config, their sizes from the containers-storage
+    layer store. docker: the sizes its history reports per layer-making step."""
+    eng = eng or engine()
     if eng == "buildah":
-        image_id = _run(["buildah", "inspect", "--type", "image", "--format",
-                         "{{.FromImageID}}", ref], "buildah inspect").strip()
-        size = _run(["podman", "image", "inspect", "--format", "{{.Size}}", ref],
-                    "podman image inspect") if shutil.which("podman") else "0"
+        doc = json.loads(_run(["buildah", "inspect", "--type", "image", ref], "buildah inspect"))
+        diff_ids = doc["OCIv1"]["rootfs"]["diff_ids"]
+        store = Path(_storage_root("buildah")) / "overlay-layers" / "layers.json"
+        sizes = {d["diff-digest"]: int(d.get("diff-size", 0))
+                 for d in json.loads(store.read_text()) if d.get("diff-digest")}
+        return [(d, sizes.get(d, 0)) for d in diff_ids]
+    doc = json.loads(_run(["docker", "image", "inspect", ref], "docker image inspect"))[0]
+    diff_ids = doc["RootFS"]["Layers"]
+    hist = _run(["docker", "history", "--no-trunc", "--human=false", "--format",
+                 "{{.Size}}", ref], "docker history").split()
+    steps = [int(x) for x in reversed(hist) if int(x) > 0]
+    return list(zip(diff_ids, steps + [0] * (len(diff_ids) - len(steps))))
+
+
+def image_id(ref: str, eng: str | None = None) -> str:
+    """``sha256:<id>`` of a local image (a tag or an id)."""
+    eng = eng or engine()
+    if eng == "buildah":
+        raw = _run(["buildah", "inspect", "--type", "image", "--format", "{{.FromImageID}}",
+                    ref], "buildah inspect")
     else:
-        image_id, size = _run(["docker", "image", "inspect", "--format", "{{.Id}} {{.Size}}",
-                               ref], "docker image inspect").split()
-    return ("sha256:" + image_id.removeprefix("sha256:"), int(size.strip() or 0))
+        raw = _run(["docker", "image", "inspect", "--format", "{{.Id}}", ref],
+                   "docker image inspect")
+    return "sha256:" + raw.strip().removeprefix("sha256:")
 
 
 def _torch_version(ref: str) -> tuple[str, str]:
@@ -302,28 +365,53 @@ def _torch_version(ref: str) -> tuple[str, str]:
     return (parts[0], parts[1] if len(parts) > 1 else "") if parts else ("", "")
 
 
-def build_image(slug: str, python_source: str = "debootstrap",
-                lock_path: Path | None = None) -> BuildRecord:
-    """Build ``images/<slug>`` (fetching its upstream sources first) and record the result."""
+def _build_one(info: ImageInfo, python_source: str, lock_path: Path | None) -> BuildRecord:
+    """Build one image whose parent exists; record it when its image id changed."""
     eng = engine()
-    tag = local_ref(slug, lock_path)
-    if (IMAGES / slug / "image.yaml").exists():
-        fetch_upstream(load_image(slug))
-    with build_lock(slug):
-        cmd = _build_cmd(eng, slug, tag, _build_args(slug, python_source))
-        before = _inspect(eng, tag)[0] if image_exists(tag, eng) else ""
-        log = Path(os.environ.get("TMPDIR", "/tmp")) / f"madbench-build-{slug}.log"
+    tag = local_ref(info.slug, lock_path)
+    fetch_upstream(info)
+    with build_lock(info.slug):
+        cmd = _build_cmd(eng, info.slug, tag, _build_args(info.slug, python_source, lock_path))
+        before = image_id(tag, eng) if image_exists(tag, eng) else ""
+        log = Path(os.environ.get("TMPDIR", "/tmp")) / f"madbench-build-{info.slug}.log"
         print(f"building {tag} with {eng} (log: {log})", flush=True)
         start = time.perf_counter()
         with _DiskPeak(_storage_root(eng)) as disk:
-            cached = _stream(cmd, log)
+            steps, cached = _stream(cmd, log)
         seconds = time.perf_counter() - start
-    image_id, size = _inspect(eng, tag)
-    torch, cuda = _torch_version(tag) if slug not in {b[0] for b in BASES.values()} else ("", "")
-    rec = BuildRecord(slug, tag, image_id, size, seconds, disk.peak, cached,
-                      f"{eng} {_version(eng)}", torch, cuda)
-    if image_id != before:
-        record_build(slug, rec.as_lock(), lock_path)
+    built = image_id(tag, eng)
+    layers = tuple(image_layers(tag, eng))
+    if built == before:
+        old = lock_entry(info.slug, lock_path).get("build") or {}
+        torch, cuda = str(old.get("torch") or ""), str(old.get("cuda") or "")
+    else:
+        torch, cuda = _torch_version(tag) if info.kind in ("torch", "model") else ("", "")
+    rec = BuildRecord(info.slug, tag, built, sum(n for _, n in layers), seconds, disk.peak,
+                      cached, f"{eng} {_version(eng)}", torch, cuda,
+                      commit=_git("describe", "--always", "--dirty", "--abbrev=12"),
+                      parent=info.parent, steps=steps, layers=layers)
+    if built != before:
+        record_build(info.slug, rec.as_lock(), lock_path)
+    return rec
+
+
+def build_image(slug: str, python_source: str = "debootstrap",
+                lock_path: Path | None = None, parents: bool = True) -> BuildRecord:
+    """Build ``images/<slug>`` and record the result; with ``parents``, its parent chain
+    first (each a cache hit when unchanged). Returns the slug's own record."""
+    chain = build_order([slug]) if parents else [load_image(slug)]
+    if chain[0].kind == "python" and python_source == "debootstrap" and engine() != "buildah":
+        raise ConfigError("debootstrap bases need buildah; with docker use "
+                          "make base-images PYTHON_SOURCE=registry")
+    rec = None
+    for info in chain:
+        if info.kind == "python" and python_source == "debootstrap":
+            with build_lock(f"debian-python {BASES[info.python][1]}"):
+                debian_python(info.python)
+        rec = _build_one(info, python_source, lock_path)
+        if info.slug != slug:
+            print(_summary(rec), flush=True)
+    assert rec is not None
     return rec
 
 
@@ -334,18 +422,11 @@ def _version(eng: str) -> str:
 
 
 def build_bases(pythons: Sequence[str] = ("3.11", "3.9"),
-                python_source: str = "debootstrap") -> list[BuildRecord]:
-    """Build the Python bases (``python_source``: ``debootstrap`` offline, or ``registry``)."""
-    if python_source == "debootstrap" and engine() != "buildah":
-        raise ConfigError("debootstrap bases need buildah; with docker use "
-                          "make base-images PYTHON_SOURCE=registry")
-    out = []
-    for python in pythons:
-        if python_source == "debootstrap":
-            with build_lock(f"debian-python {BASES[python][1]}"):
-                debian_python(python)
-        out.append(build_image(BASES[python][0], python_source))
-    return out
+                python_source: str = "debootstrap",
+                lock_path: Path | None = None) -> list[BuildRecord]:
+    """Build the Python bases (``python_source``: ``debootstrap`` offline, or ``registry``):
+    ``python-py3XX`` and the runnable ``base-py3XX`` on it."""
+    return [build_image(BASES[p][0], python_source, lock_path) for p in pythons]
 
 
 def _summary(rec: BuildRecord) -> str:
@@ -361,14 +442,16 @@ def _main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("slugs", nargs="*")
     parser.add_argument("--python-source", choices=["debootstrap", "registry"],
                         default=os.environ.get("PYTHON_SOURCE") or "debootstrap")
+    parser.add_argument("--lock", type=Path, default=None,
+                        help=f"images lock to record builds in (default: {LOCK})")
     args = parser.parse_args(argv)
     try:
         if args.command == "ref":
             print("\n".join(local_ref(s) for s in args.slugs))
             return 0
-        recs = (build_bases(args.slugs or ("3.11", "3.9"), args.python_source)
+        recs = (build_bases(args.slugs or ("3.11", "3.9"), args.python_source, args.lock)
                 if args.command == "bases"
-                else [build_image(s, args.python_source) for s in args.slugs])
+                else [build_image(s, args.python_source, args.lock) for s in args.slugs])
     except NoEngine as exc:
         print(f"skip: {exc}", file=sys.stderr)
         return 77

@@ -16,6 +16,9 @@ What it does, from the slug's ``image_test:`` block (:class:`madbench_common.ima
    ``HF_HUB_OFFLINE=1``);
 4. each tested stage must have finished with at least one accepted row.
 
+The outcome (pass or fail with its reason, wall seconds, rows per stage, the image id
+and the commit) is recorded under the slug's ``image_test:`` in ``images/images.lock.yaml``.
+
 The tested stages are all of MADBench's graph or all of DEAF's (:func:`pipeline_of`); a
 DEAF test's host stages make the stimuli with their CPU references (no demo clips; a
 relative ``deaf_sentences.sentences`` CSV is read from the repository, e.g.
@@ -33,16 +36,20 @@ import csv
 import json
 import os
 import shutil
+import subprocess
 import sys
 import tempfile
+import time
 from collections.abc import Sequence
 from dataclasses import dataclass
+from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
 from madbench_common.containers import Mount, run_in_image
 from madbench_common.errors import ConfigError, MadbenchError
-from madbench_common.imagebuild import BASES, image_exists, local_ref
+from madbench_common.imagebuild import image_exists, local_ref
+from madbench_common.imagelock import record_image_test
 from madbench_common.images import IMAGES, ImageTest, load_image
 from madbench_common.pipeline.graph import Graph
 
@@ -134,6 +141,19 @@ def _run_on_host(store: Path, stages: Sequence[str], params: dict[str, dict[str,
         print(f"host: {name} done", flush=True)
 
 
+def _key_placeholders() -> dict[str, str]:
+    """Every API key a stage of either graph declares, set to a placeholder for the model
+    check: an API model (ElevenLabs, Gemini, GPT-4o audio, the judge) is constructed with
+    its client but calls nothing, and the container has no network. Real keys come only
+    from the cluster's Secret, never from here."""
+    from madbench_common.deaf.graph import build_deaf_graph
+    from madbench_common.pipeline.definition import build_graph
+
+    names = {k for graph in (build_graph(), build_deaf_graph()) for st in graph
+             for k in st.secrets}
+    return {name: "image-test-placeholder" for name in sorted(names)}
+
+
 def _models_of(slug: str, extra: Sequence[str]) -> list[str]:
     from madbench_common.registry import REGISTRY
 
@@ -151,10 +171,12 @@ def _writable(path: Path) -> Path:
 
 
 def _stage_in_image(ref: str, stage: str, store: Path, params: dict[str, Any],
-                    mounts: Sequence[Mount], command: Sequence[str] = ("madbench",)
-                    ) -> StageOutcome:
+                    mounts: Sequence[Mount], command: Sequence[str] = ("madbench",),
+                    name: str = "") -> StageOutcome:
+    """Run one shard and the merge of ``stage`` in image ``ref`` (an id or a tag); the
+    manifests name the image ``name`` (its tag), as a pod's do."""
     common = ["--stage", stage, "--num-shards", "1", "--store", str(store), "--run-id", RUN_ID,
-              "--image", ref, "--params-json", json.dumps(params)]
+              "--image", name or ref, "--params-json", json.dumps(params)]
     for argv in ([*command, "stage", "run", "--shard", "0", *common],
                  [*command, "stage", "merge", *common]):
         print(f"image: {' '.join(argv)}", flush=True)
@@ -166,11 +188,19 @@ def _stage_in_image(ref: str, stage: str, store: Path, params: dict[str, Any],
     return outcome
 
 
-def run_image_test(slug: str, keep: bool = False) -> list[StageOutcome]:
-    """Run the slug's image test against its local image; return the tested stages' counts."""
-    is_base = slug in {b[0] for b in BASES.values()}
-    models = () if is_base else load_image(slug).models
-    spec = BASE_TEST if is_base else load_image(slug).image_test
+def run_image_test(slug: str, keep: bool = False, image: str = "") -> list[StageOutcome]:
+    """Run the slug's image test against its local image; return the tested stages' counts.
+
+    ``image`` (an image id; default: the one the slug's local tag names when the test
+    starts) is what every container of the test runs, so a rebuild or retag of the tag
+    meanwhile (another session building on the same machine) cannot mix two images."""
+    info = load_image(slug)
+    if not info.leaf:
+        raise ConfigError(f"{slug} is a {info.kind} image without madbench_common; test an "
+                          "image built on it")
+    is_base = info.kind == "base"
+    models = () if is_base else info.models
+    spec = BASE_TEST if is_base else info.image_test
     if spec is None:
         raise ConfigError(f"images/{slug}/image.yaml has no image_test block")
     ref = local_ref(slug)
@@ -180,7 +210,7 @@ def run_image_test(slug: str, keep: bool = False) -> list[StageOutcome]:
     work = Path(tempfile.mkdtemp(prefix=f"madbench-image-test-{slug}-", dir=root)).resolve()
     work.chmod(0o755)
     try:
-        return _run(ref, slug, spec, models, work)
+        return _run(image or tested_image(slug), slug, spec, models, work, ref)
     finally:
         if keep:
             print(f"kept {work}", flush=True)
@@ -209,8 +239,15 @@ def image_test_params(spec: ImageTest, pipeline: Pipeline, sources: Path
     return params
 
 
+def tested_image(slug: str) -> str:
+    """The id of the image the slug's local tag names now."""
+    from madbench_common.imagebuild import image_id
+
+    return image_id(local_ref(slug))
+
+
 def _run(ref: str, slug: str, spec: ImageTest, models: Sequence[str],
-         work: Path) -> list[StageOutcome]:
+         work: Path, name: str) -> list[StageOutcome]:
     pipeline = pipeline_of(spec.stages)
     sources = demo_sources(work / "sources", spec.clips)
     store, weights = _writable(work / "store"), _writable(work / "weights")
@@ -226,8 +263,9 @@ def _run(ref: str, slug: str, spec: ImageTest, models: Sequence[str],
     mounts = [*data, Mount(weights, "/weights")]
     check = ["python", "-m", "madbench_common.imagetest", "check-models",
              *_models_of(slug, models), *(["--load"] if spec.load_models else [])]
-    print(run_in_image(ref, check, mounts=mounts, capture=True), end="", flush=True)
-    return [_stage_in_image(ref, s, store, params.get(s, {}), mounts, pipeline.command)
+    print(run_in_image(ref, check, mounts=mounts, capture=True, env=_key_placeholders()),
+          end="", flush=True)
+    return [_stage_in_image(ref, s, store, params.get(s, {}), mounts, pipeline.command, name)
             for s in spec.stages]
 
 
@@ -285,15 +323,38 @@ def _main(argv: Sequence[str] | None = None) -> int:
         for slug in check_models(args.models, args.load):
             print(f"model ok: {slug}{' (loaded)' if args.load else ''}")
         return 0
+    start = time.perf_counter()
+    image = ""
     try:
-        outcomes = run_image_test(args.slug, args.keep)
+        image = tested_image(args.slug) if image_exists(local_ref(args.slug)) else ""
+        outcomes = run_image_test(args.slug, args.keep, image)
     except MadbenchError as exc:
         print(f"error: {exc}", file=sys.stderr)
+        _record(args.slug, start, [], str(exc), image)
         return 1
     for o in outcomes:
         print(f"image-test {args.slug}: {o.stage} ran in the image: {o.rows} rows, "
               f"{o.rejected} rejected")
+    _record(args.slug, start, outcomes, "", image)
     return 0
+
+
+def _record(slug: str, start: float, outcomes: Sequence[StageOutcome], error: str,
+            image: str) -> None:
+    """Write the outcome under the slug's ``image_test:`` in the images lock."""
+    commit = subprocess.run(["git", "-C", str(IMAGES.parent), "describe", "--always",
+                             "--dirty", "--abbrev=12"], capture_output=True, text=True)
+    result: dict[str, Any] = {
+        "result": "fail" if error else "pass",
+        "wall_s": round(time.perf_counter() - start),
+        "image_id": image or None,
+        "commit": commit.stdout.strip() or None,
+        "tested_at": datetime.now(timezone.utc).strftime("%Y-%m-%d"),
+        "stages": {o.stage: f"{o.rows} rows, {o.rejected} rejected" for o in outcomes}}
+    if error:
+        # the reason, not the whole log: the last lines say what failed
+        result["reason"] = "\n".join(error.strip().splitlines()[-6:])[-1500:]
+    record_image_test(slug, result)
 
 
 if __name__ == "__main__":

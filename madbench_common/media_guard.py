@@ -334,7 +334,10 @@ def _child_stem(path: str, rate: int, limits: MediaLimits, exact: bool = False) 
     if demuxer is None:
         raise InputRejected(path, "unsupported_container",
                             "not a WAV, FLAC, Ogg, MP3 (ID3) or MP4/Matroska/AVI file")
-    return _decode_bounded(Path(path), rate, limits, (demuxer,), video=False)
+    audio = _decode_bounded(Path(path), rate, limits, (demuxer,), video=False)
+    if audio.size == 0:  # padded to the clip, it would pass for a silent reference
+        raise InputRejected(path, "no_audio", "no audio stream, or one without samples")
+    return audio
 
 
 def _sniff(path: Path) -> str | None:

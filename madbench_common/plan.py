@@ -33,6 +33,7 @@ __all__ = [
     "StagePlan",
     "Throughput",
     "format_plan",
+    "image_pull_line",
     "load_throughput",
     "plan_run",
 ]
@@ -233,6 +234,23 @@ def _stage_line(s: StagePlan) -> str:
                 f"{_gpu_cells(s)}{hours}{'—':>11}  (no throughput row){flag}")
     return (f"{s.stage.name:<{_NAME_W}}{s.tasks:>6}   {unit:>13}{s.gpu_hours:>9.2f}"
             f"{_gpu_cells(s)}{s.compute_hours:>10.2f}{_size(s.storage_bytes):>11}  {t.basis}{flag}")
+
+
+def image_pull_line(graph: Graph, lock_path: Path | None = None) -> str:
+    """What a node that runs every stage of ``graph`` pulls: the unique layers of the
+    stages' images (shared bases counted once) against the sum of their sizes, from the
+    build records in ``images/images.lock.yaml`` (uncompressed layer sizes)."""
+    from madbench_common.imagelock import layer_totals
+
+    slugs = sorted({s.image for s in graph})
+    t = layer_totals(slugs, lock_path)
+    counted = len(slugs) - len(t.unrecorded)
+    line = (f"images: a node that runs every stage pulls {_size(t.unique_bytes)}: the unique "
+            f"layers of {counted} images whose sizes sum to {_size(t.summed_bytes)} "
+            f"({t.ratio:.0%}; uncompressed, from the build records in images/images.lock.yaml)")
+    if t.unrecorded:
+        line += f"; not built here, so not counted: {', '.join(t.unrecorded)}"
+    return line + "\n"
 
 
 def format_plan(plan: Plan) -> str:

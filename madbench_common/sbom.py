@@ -1,13 +1,15 @@
 """CycloneDX SBOM of an image's locked Python packages, with their licences.
 
 ``python -m madbench_common.sbom [SLUG ...]`` (``make sbom``) writes
-``images/<slug>/sbom.cdx.json`` for every image with a ``requirements.lock`` and records
-it in ``images/images.lock.yaml`` (``sbom:`` path, sha256, the lock's sha256, and the
-image it belongs to: the registry digest once pinned, else the local image id, else
-``null`` for a lock not yet built).
+``images/<slug>/sbom.cdx.json`` for every image and records it in
+``images/images.lock.yaml`` (``sbom:`` path, sha256, the sha256 of the locked set it
+describes, and the image it belongs to: the registry digest once pinned, else the local
+image id, else ``null`` for a lock not yet built).
 
-* **Components** come from the lock alone: one ``pkg:pypi/<name>@<version>`` library per
-  pin, with every sha256 the lock allows for it.
+* **Components** come from the locks alone: the image's whole installed set, i.e. its own
+  lock layered on its parents' (:func:`madbench_common.images.effective_lock`: a model
+  image's SBOM lists the torch and CUDA wheels of its torch base too), one
+  ``pkg:pypi/<name>@<version>`` library per pin, with every sha256 the lock allows.
 * **Licences** are not in a lock. They come from the locked wheels' own core metadata
   (``License-Expression`` (PEP 639), else ``License``, else the ``License ::``
   classifiers), as ``pip install --dry-run --no-deps --report`` gives it for exactly the
@@ -39,7 +41,7 @@ from pathlib import Path
 from typing import Any
 
 from madbench_common.errors import ConfigError
-from madbench_common.imagelock import LOCK, image_identity, lock_entry, read_lock, write_entry
+from madbench_common.imagelock import LOCK, image_identity, lock_entry, read_lock, update_entry
 
 __all__ = ["Pin", "make_sbom", "parse_lock", "record_sbom", "sbom_problems", "write_sbom"]
 
@@ -76,16 +78,6 @@ def parse_lock(text: str) -> list[Pin]:
     return sorted(pins, key=lambda p: p.name)
 
 
-def _python_of(lock: Path) -> str:
-    from madbench_common.images import load_image
-
-    slug = lock.parent.name
-    try:
-        return load_image(slug).python
-    except (ConfigError, FileNotFoundError):
-        return "3.9" if slug.endswith("py39") else "3.11"
-
-
 _NO_DIST = re.compile(r"No matching distribution found for ([A-Za-z0-9_.\-]+)==")
 
 
@@ -116,7 +108,7 @@ def _dry_run(python: str, cross: str | None, reqs: list[str],
     return done, items
 
 
-def wheel_metadata(lock: Path) -> dict[str, dict[str, Any]]:
+def wheel_metadata(lock_text: str, python: str, where: str = "lock") -> dict[str, dict[str, Any]]:
     """Core metadata of every locked distribution (pip's dry-run installation report).
 
     For an image whose Python is not this one, pip reads wheels only; a pin with no wheel
@@ -124,9 +116,8 @@ def wheel_metadata(lock: Path) -> dict[str, dict[str, Any]]:
     by that Python's own pip where this machine has it (``python3.9 -m pip``), since pip
     builds an sdist's metadata only for its own interpreter.
     """
-    python = _python_of(lock)
     cross = None if python == f"{sys.version_info.major}.{sys.version_info.minor}" else python
-    todo = [f"{p.name}=={p.version}" for p in parse_lock(lock.read_text())]
+    todo = [f"{p.name}=={p.version}" for p in parse_lock(lock_text)]
     later: list[str] = []
     with tempfile.TemporaryDirectory(prefix="mb-sbom-") as tmp:
         while True:
@@ -137,13 +128,13 @@ def wheel_metadata(lock: Path) -> dict[str, dict[str, Any]]:
             later += [r for r in todo if _norm(r.split("==")[0]) == _norm(missing[1])]
             todo = [r for r in todo if r not in later]
         if done.returncode != 0:
-            raise ConfigError(f"{lock}: pip could not read the locked wheels' metadata: "
+            raise ConfigError(f"{where}: pip could not read the locked wheels' metadata: "
                               f"{done.stderr.strip()[-1000:]}")
         native = _interpreter(python) if later else None
         if native is not None:
             extra, more = _dry_run(native, None, later, Path(tmp))
             if extra.returncode != 0:
-                raise ConfigError(f"{lock}: python{python}'s pip could not read {later}: "
+                raise ConfigError(f"{where}: python{python}'s pip could not read {later}: "
                                   f"{extra.stderr.strip()[-1000:]}")
             items += more
     return {_norm(i["metadata"]["name"]): i["metadata"] for i in items}
@@ -174,8 +165,8 @@ def _licenses(meta: dict[str, Any]) -> list[Any]:
     return [factory.make_from_string(text)] if text and text.upper() != "UNKNOWN" else []
 
 
-def make_sbom(slug: str, lock: Path, metadata: dict[str, dict[str, Any]]) -> str:
-    """CycloneDX 1.6 JSON for ``lock`` of image ``slug``."""
+def make_sbom(slug: str, text: str, metadata: dict[str, dict[str, Any]]) -> str:
+    """CycloneDX 1.6 JSON for the locked set ``text`` of image ``slug``."""
     from cyclonedx.contrib.license.factories import LicenseFactory
     from cyclonedx.model import HashAlgorithm, HashType, Property
     from cyclonedx.model.bom import Bom
@@ -183,7 +174,6 @@ def make_sbom(slug: str, lock: Path, metadata: dict[str, dict[str, Any]]) -> str
     from cyclonedx.output.json import JsonV1Dot6
     from packageurl import PackageURL
 
-    text = lock.read_text()
     lock_sha = hashlib.sha256(text.encode()).hexdigest()
     bom = Bom(serial_number=uuid.uuid5(uuid.NAMESPACE_URL, f"madbench:{slug}:{lock_sha}"))
     tag = str(lock_entry(slug)["ref"]).rsplit(":", 1)[1]
@@ -211,46 +201,52 @@ def make_sbom(slug: str, lock: Path, metadata: dict[str, dict[str, Any]]) -> str
     return json.dumps(data, indent=1, sort_keys=True) + "\n"
 
 
+def locked_set(slug: str) -> str:
+    """The image's whole locked set (its lock on its parents'), as one lock text."""
+    from madbench_common.images import effective_lock, load_image
+
+    return effective_lock(load_image(slug))
+
+
 def write_sbom(slug: str) -> Path:
     """Write ``images/<slug>/sbom.cdx.json`` and record it in the images lock."""
-    lock = IMAGES / slug / "requirements.lock"
-    if not lock.exists():
-        raise ConfigError(f"{lock}: no lock, so no SBOM (make lock IMAGE={slug})")
+    from madbench_common.images import load_image
+
+    text = locked_set(slug)
+    if not parse_lock(text):
+        raise ConfigError(f"images/{slug}: nothing locked, so no SBOM (make lock IMAGE={slug})")
     out = IMAGES / slug / "sbom.cdx.json"
-    out.write_text(make_sbom(slug, lock, wheel_metadata(lock)))
-    record_sbom(slug, out, lock)
+    out.write_text(make_sbom(slug, text, wheel_metadata(text, load_image(slug).python,
+                                                        f"images/{slug}")))
+    record_sbom(slug, out, text)
     return out
 
 
-def record_sbom(slug: str, sbom: Path, lock: Path, path: Path | None = None) -> None:
-    """Set the slug's ``sbom:`` block: which SBOM describes which lock and image."""
+def record_sbom(slug: str, sbom: Path, locked: str, path: Path | None = None) -> None:
+    """Set the slug's ``sbom:`` block: which SBOM describes which locked set and image."""
     path = path or LOCK
-    entry = dict(lock_entry(slug, path))
-    entry["sbom"] = {
-        "path": sbom.relative_to(path.parent.parent).as_posix(),
-        "sha256": hashlib.sha256(sbom.read_bytes()).hexdigest(),
-        "lock_sha256": hashlib.sha256(lock.read_bytes()).hexdigest(),
-        "image": image_identity(entry),
-    }
-    write_entry(slug, entry, path)
+    record = {"path": sbom.relative_to(path.parent.parent).as_posix(),
+              "sha256": hashlib.sha256(sbom.read_bytes()).hexdigest(),
+              "lock_sha256": hashlib.sha256(locked.encode()).hexdigest()}
+    update_entry(slug, lambda e: {**e, "sbom": {**record, "image": image_identity(e)}}, path)
 
 
 def sbom_problems(slug: str, lock_path: Path | None = None) -> list[str]:
     """Why ``images/<slug>``'s SBOM is missing, stale, invalid or lacks licences."""
     entry = read_lock(lock_path).get(slug, {})
-    lock = IMAGES / slug / "requirements.lock"
+    locked = locked_set(slug)
     record = entry.get("sbom")
     if record is None:
         return [f"{slug}: no sbom recorded (python -m madbench_common.sbom {slug})"]
     sbom = IMAGES.parent / record["path"]
     problems = []
-    if hashlib.sha256(lock.read_bytes()).hexdigest() != record["lock_sha256"]:
+    if hashlib.sha256(locked.encode()).hexdigest() != record["lock_sha256"]:
         problems.append(f"{slug}: the SBOM describes an older lock; regenerate it")
     if hashlib.sha256(sbom.read_bytes()).hexdigest() != record["sha256"]:
         problems.append(f"{slug}: {record['path']} differs from its recorded sha256")
     doc = json.loads(sbom.read_text())
     names = {(c["name"], c["version"]) for c in doc["components"]}
-    pins = {(p.name, p.version) for p in parse_lock(lock.read_text())}
+    pins = {(p.name, p.version) for p in parse_lock(locked)}
     if names != pins:
         problems.append(f"{slug}: SBOM components differ from the lock: {names ^ pins}")
     unlicensed = sorted(c["name"] for c in doc["components"] if not c.get("licenses"))
@@ -260,8 +256,9 @@ def sbom_problems(slug: str, lock_path: Path | None = None) -> list[str]:
 
 
 def _main(argv: Sequence[str] | None = None) -> int:
-    slugs = list(argv if argv is not None else sys.argv[1:]) or sorted(
-        p.parent.name for p in IMAGES.glob("*/requirements.lock"))
+    from madbench_common.images import all_images
+
+    slugs = list(argv if argv is not None else sys.argv[1:]) or [i.slug for i in all_images()]
     for slug in slugs:
         out = write_sbom(slug)
         print(f"{slug}: {out.relative_to(IMAGES.parent)}")

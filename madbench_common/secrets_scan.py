@@ -7,7 +7,10 @@ an AWS-looking name or in JSON form (``"SecretAccessKey": "…"``); OpenAI keys
 (``sk_`` + 48 hex); Hugging Face tokens (``hf_`` + 34 or more); GitHub tokens; PEM
 private keys; and any value assigned to a name the workflows inject from a Secret
 (:data:`INJECTED_KEYS`: ``OPENAI_API_KEY=…``, ``"GEMINI_API_KEY": "…"``), whatever its
-shape. Bytes are searched as they are (JSON, logs, image layers alike); a Parquet
+shape. Azure Speech keys (DEAF's BSC voice) are 32 hex digits or 84 alphanumerics, shapes
+that hashes and ids share, so they are found by that assignment form, or in the
+``Ocp-Apim-Subscription-Key`` header they travel in, only. Bytes are
+searched as they are (JSON, logs, image layers alike); a Parquet
 file is also decoded, so a value in a compressed column (zstd, snappy, dictionary
 pages) is found as well.
 """
@@ -23,8 +26,8 @@ from pathlib import Path
 __all__ = ["INJECTED_KEYS", "PATTERNS", "Finding", "scan_bytes", "scan_paths"]
 
 INJECTED_KEYS = ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "OPENAI_API_KEY",
-                 "GEMINI_API_KEY", "ELEVENLABS_API_KEY", "JUDGE_API_KEY", "HF_TOKEN",
-                 "AZURE_SPEECH_KEY")
+                 "GEMINI_API_KEY", "ELEVENLABS_API_KEY", "AZURE_SPEECH_KEY", "JUDGE_API_KEY",
+                 "HF_TOKEN")
 """Every secret key that ``workflows/*.yaml`` inject through ``secretKeyRef`` (a test keeps
 this list complete; ``AWS_REGION`` and ``AWS_ENDPOINT_URL`` are not secret)."""
 
@@ -39,6 +42,8 @@ PATTERNS: dict[str, re.Pattern[bytes]] = {
         rb"(?<![A-Za-z0-9_-])sk-(?:proj-|svcacct-|admin-)?[A-Za-z0-9_-]{32,}"),
     "google-api-key": re.compile(rb"(?<![A-Za-z0-9_-])AIza[0-9A-Za-z_-]{35}(?![A-Za-z0-9_-])"),
     "elevenlabs-api-key": re.compile(rb"(?<![A-Za-z0-9_])sk_[a-f0-9]{48}(?![A-Za-z0-9_])"),
+    "azure-subscription-key": re.compile(  # the header Azure TTS sends its key in
+        rb"(?i)ocp-apim-subscription-key[\"']?\s*[:=]\s*[\"']?[A-Za-z0-9]{32,}"),
     "hf-token": re.compile(rb"\bhf_[A-Za-z0-9]{34,}\b"),
     "github-token": re.compile(rb"\bgh[pousr]_[A-Za-z0-9]{36,}\b"),
     "private-key": re.compile(rb"-----BEGIN (?:[A-Z]+ )?PRIVATE KEY-----"),

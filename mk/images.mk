@@ -1,7 +1,10 @@
 # Image factory targets (images/README.md); included from the Makefile.
 #   make base-images              Python bases (offline: debootstrap stand-ins for python:3.X-slim)
-#   make image IMAGE=<slug>       build images/<slug> FROM its base; record it in images.lock.yaml
-#   make images                   every image that has a Dockerfile
+#   make image IMAGE=<slug>       build images/<slug> and its parent chain (python → torch base);
+#                                 record each in images.lock.yaml
+#   make images                   every image, bases first
+#   make dockerfiles              generate every images/<slug>/Dockerfile from its image.yaml
+#                                 (CHECK=1: write nothing, fail on a stale one)
 #   make image-test IMAGE=<slug>  run the slug's image_test stages inside the built image
 #   make lock IMAGE=<slug>        re-resolve images/<slug>/requirements.lock (uv, hashes)
 #   make check-locks              every requirements.lock matches its inputs (offline)
@@ -15,17 +18,28 @@ PYTHON_SOURCE ?= debootstrap
 IMAGE_TOOLS ?= buildah debootstrap
 IMAGE_PY = PYTHONPATH=$(CURDIR) $(PY)
 
-.PHONY: lock check-locks adapter-test image-tools base-images image images image-test test-images
+.PHONY: lock lock-all check-locks adapter-test image-tools base-images image images image-test test-images \
+	dockerfiles
+
+## dockerfiles: images/<slug>/Dockerfile from images/Dockerfile.j2 and image.yaml (CHECK=1: verify)
+dockerfiles: setup
+	$(IMAGE_PY) -m madbench_common.images render $(if $(CHECK),--check)
 
 ## lock IMAGE=<slug>: re-resolve images/<slug>/requirements.lock (uv, hashes, the image's python)
+## on top of its parents' locks (lock a torch base before its images: make lock-all does all)
 lock: setup
 	@test -n "$(IMAGE)" || { echo "usage: make lock IMAGE=<slug>" >&2; exit 2; }
 	$(IMAGE_PY) -m madbench_common.images lock $(IMAGE) --uv $(abspath $(BIN))/uv
 
-## check-locks: fail when a requirements.lock is older than its requirements.in (offline)
+## lock-all: every lock, parents first
+lock-all: setup
+	@set -e; for s in $$($(IMAGE_PY) -m madbench_common.images list --all); do \
+	  $(IMAGE_PY) -m madbench_common.images lock $$s --uv $(abspath $(BIN))/uv; done
+
+## check-locks: fail when a requirements.lock is older than its inputs or its parents' locks (offline)
 check-locks: setup
-	@set -e; for d in images/*/requirements.lock; do \
-	  $(IMAGE_PY) -m madbench_common.images check-lock $$(basename $$(dirname $$d)); done
+	@set -e; for s in $$($(IMAGE_PY) -m madbench_common.images list --all); do \
+	  $(IMAGE_PY) -m madbench_common.images check-lock $$s; done
 
 ## adapter-test IMAGE=<slug>: .venvs/<slug> from the image's lock; run its tiny-model adapter tests
 adapter-test: setup
@@ -54,9 +68,9 @@ image: setup image-tools
 	@test -n "$(IMAGE)" || { echo "usage: make image IMAGE=<slug>" >&2; exit 2; }
 	$(IMAGE_PY) -m madbench_common.imagebuild image $(IMAGE) --python-source $(PYTHON_SOURCE)
 
-## images: every image with a Dockerfile (bases first)
+## images: every image, each after its parent (python → torch base → model)
 images: base-images
-	$(IMAGE_PY) -m madbench_common.imagebuild image $$($(IMAGE_PY) -m madbench_common.images list)
+	$(IMAGE_PY) -m madbench_common.imagebuild image $$($(IMAGE_PY) -m madbench_common.images list --all)
 
 ## image-test IMAGE=<slug>: run the slug's image_test stage shards inside its built image
 image-test: setup

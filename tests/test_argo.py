@@ -449,6 +449,10 @@ def test_weights_workflow_is_current_and_fills_the_volume() -> None:
     fetch = {t["name"]: t for t in spec["templates"]}["fetch"]
     assert fetch["metadata"]["labels"].items() >= EGRESS_LABEL.items()
     assert fetch["container"]["args"][:2] == ["weights", "fetch"]
+    # unpinned weights.yaml entries are refused unless the submitter allows them (issue 21)
+    params = {p["name"]: p for p in spec["arguments"]["parameters"]}
+    assert params["allow_unpinned"]["value"] == "false"
+    assert "--allow-unpinned={{workflow.parameters.allow_unpinned}}" in fetch["container"]["args"]
     mount = {m["name"]: m for m in fetch["container"]["volumeMounts"]}["weights"]
     assert mount["mountPath"] == "/weights" and not mount.get("readOnly")
     claim = {v["name"]: v for v in spec["volumes"]}["weights"]["persistentVolumeClaim"]

@@ -297,11 +297,22 @@ def test_imports_of_madbench_common_resolve() -> None:
 # --------------------------------------------------------------------------- image folders
 
 
+def _missing_files(slug: str) -> list[str]:
+    """The Dockerfile and the lock an image is built from that are missing: a base image
+    (``kind: base``, madbench_common on the Python runtime) installs its parent's lock."""
+    doc = image_docs().get(slug) or {}
+    lock_folder = (IMAGES / ("python-py" + str(doc["python"]).replace(".", ""))
+                   if doc.get("kind") == "base" else IMAGES / slug)
+    return [f"images/{slug}/Dockerfile"] * (not (IMAGES / slug / "Dockerfile").is_file()) + [
+        f"{lock_folder.relative_to(IMAGES.parent)}/{n}" for n in ("requirements.in",
+                                                                   "requirements.lock")
+        if not (lock_folder / n).is_file()]
+
+
 @pytest.mark.parametrize("slug", sorted(image_docs()))
 def test_image_folder_names_resolve(slug: str) -> None:
     doc, folder = image_docs()[slug], IMAGES / slug
-    bad = [f"missing {n}" for n in ("Dockerfile", "requirements.in", "requirements.lock")
-           if not (folder / n).is_file()]
+    bad = [f"missing {n}" for n in _missing_files(slug)]
     models = list(doc.get("models") or ())
     for model in models:
         spec = REGISTRY.get(model)
@@ -385,9 +396,7 @@ def test_workflow_names_resolve(name: str) -> None:
                 bad.append(f"{key}: {value!r} is not ghcr.io/madbench/<slug>:<tag>")
                 continue
             folder = IMAGES / slug
-            bad += [f"{key}: images/{slug}/{n} missing" for n in
-                    ("Dockerfile", "requirements.in", "requirements.lock")
-                    if not (folder / n).is_file()]
+            bad += [f"{key}: {n} missing" for n in _missing_files(slug)]
             if slug not in BASES and not (folder / "image.yaml").is_file():
                 bad.append(f"{key}: images/{slug}/image.yaml missing")
             models = (image_docs().get(slug) or {}).get("models") or ()

@@ -47,3 +47,37 @@ def test_damaged_shard_at_merge_is_invalidated(demo_sources: Path, tmp_path: Pat
     assert not shard.with_name("00001-of-00002._SUCCESS").exists()
     assert _stage("run", store, demo_sources, "--shard", "1") == 0  # the resubmission
     assert _stage("merge", store, demo_sources) == 0
+
+
+def _deaf_stage(verb: str, store: Path, sentences: Path, *extra: str) -> int:
+    return main(["deaf", "stage", verb, "--stage", "deaf_sentences", "--num-shards", "2",
+                 "--store", str(store), "--run-id", "r", "--param", f"sentences={sentences}",
+                 *extra])
+
+
+def test_deaf_pods_share_the_pod_path(tmp_path: Path,
+                                      capsys: pytest.CaptureFixture[str]) -> None:
+    """Issue 22: DEAF's pods skipped ``_pod_work``, so they wrote no ``_logs/stage`` record
+    and a damaged shard failed every resubmission. They now go through the same path."""
+    sentences = tmp_path / "s.csv"
+    sentences.write_text("sentence_id,conflict,subdim,condition,label,text\n"
+                         "e1,esc,,explicit,happy,I am so happy that you came.\n"
+                         "e2,esc,,explicit,sad,I feel so sad and alone today.\n")
+    store = tmp_path / "store"
+    for shard in ("0", "1"):
+        assert _deaf_stage("run", store, sentences, "--shard", shard) == 0
+    shard = next((store / "r" / "deaf_sentences").rglob("00001-of-00002.parquet"))
+    with open(shard, "r+b") as fh:
+        fh.seek(100)
+        fh.write(b"\xff\xfe")
+    assert _deaf_stage("merge", store, sentences) == 3
+    err = capsys.readouterr().err
+    assert "sha256 mismatch" in err and "resubmit with the same run id" in err
+    assert not shard.with_name("00001-of-00002._SUCCESS").exists()
+    assert _deaf_stage("run", store, sentences, "--shard", "1") == 0  # the resubmission
+    assert _deaf_stage("merge", store, sentences) == 0
+    run = RunStore(FileStore(store), "r")
+    logs = [json.loads(run.get_bytes(k)) for k in run.list("_logs/stage/deaf_sentences")]
+    assert sorted((r["verb"], r["shard"]) for r in logs) == [
+        ("merge", None), ("run", 0), ("run", 1), ("run", 1)]
+    assert all(r["peak_rss"] > 0 and r["stage"] == "deaf_sentences" for r in logs)

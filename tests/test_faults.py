@@ -35,7 +35,7 @@ from madbench_common.faultsuite import (
 from madbench_common.manifest import read_manifest_bytes
 from madbench_common.pipeline.definition import build_graph
 from madbench_common.rows import SourceRow, SplitRow, StemRow
-from madbench_common.store import RunStore, copy_run, open_store
+from madbench_common.store import RunStore, Store, copy_run, open_store
 from madbench_common.testing import S3FaultProxy, SeaweedS3
 
 pytestmark = pytest.mark.slow
@@ -106,6 +106,7 @@ def test_sigkill_then_rerun_on_files(clean: Clean, tmp_path: Path, seed: int) ->
     assert record.killed and record.problems == [], record
 
 
+@pytest.mark.timeout(1800)  # the rerun is a whole demo run: over 600 s at load 14 on 2 cores
 def test_sigkill_before_the_first_marker_then_rerun(clean: Clean, tmp_path: Path) -> None:
     store = str(tmp_path / "store")
     assert kill_run(store, "early", clean.sources, markers=0, jitter=0.0)
@@ -189,7 +190,7 @@ def test_s3_server_killed_and_restarted_mid_run(clean: Clean, own_s3: SeaweedS3)
     assert status["s3_retries"].get("total", 0) >= 1  # the outage was ridden out by retries
 
 
-def open_store_with(env: dict[str, str], uri: str) -> object:
+def open_store_with(env: dict[str, str], uri: str) -> Store:
     saved = {k: os.environ.get(k) for k in env}
     os.environ.update(env)
     try:

@@ -48,10 +48,39 @@ def test_no_engine_is_a_skip_and_nothing_else(monkeypatch: pytest.MonkeyPatch) -
     assert imagebuild._main(["image", "reference-cpu"]) == 77
 
 
-def test_missing_base_is_a_clear_error(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_missing_parent_is_a_clear_error(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(imagebuild, "image_exists", lambda _ref, _eng=None: False)
-    with pytest.raises(ConfigError, match="make base-images"):
+    with pytest.raises(ConfigError, match=r"make image IMAGE=torch-2\.13\.0-py311"):
         imagebuild._build_args("reference-cpu", "debootstrap")
+
+
+def test_build_arguments_keep_the_bases_cached_across_commits(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """A base's REVISION is the last commit that touched its chain (so an unrelated commit
+    leaves it, and every layer on it, cached); an image with madbench_common gets HEAD and
+    the weights catalogue's sha256."""
+    monkeypatch.setattr(imagebuild, "image_exists", lambda _ref, _eng=None: True)
+    head = subprocess.run(["git", "-C", str(ROOT), "rev-parse", "--short", "HEAD"],
+                          capture_output=True, text=True).stdout.strip()
+    torch = imagebuild._build_args("torch-2.13.0-py311", "registry")
+    model = imagebuild._build_args("reference-cpu", "registry")
+    assert torch["BASE_IMAGE"] == "localhost/madbench/python-py311:0.1.0"
+    assert "WEIGHTS_SHA256" not in torch
+    assert model["BASE_IMAGE"] == "localhost/madbench/torch-2.13.0-py311:0.1.0"
+    assert model["REVISION"] == head and len(model["WEIGHTS_SHA256"]) == 64
+    assert imagebuild._build_args("python-py311", "registry").keys() == {"REVISION", "VERSION"}
+
+
+def test_layer_sizes_come_from_the_layer_store(tmp_path: Path,
+                                              monkeypatch: pytest.MonkeyPatch) -> None:
+    (tmp_path / "overlay-layers").mkdir()
+    (tmp_path / "overlay-layers" / "layers.json").write_text(
+        '[{"id": "x", "diff-digest": "sha256:aa", "diff-size": 7},'
+        ' {"id": "y", "diff-digest": "sha256:bb", "diff-size": 5}]')
+    monkeypatch.setattr(imagebuild, "_storage_root", lambda _eng: str(tmp_path))
+    monkeypatch.setattr(imagebuild, "_run", lambda _cmd, _what: (
+        '{"OCIv1": {"rootfs": {"diff_ids": ["sha256:bb", "sha256:aa"]}}}'))
+    assert imagebuild.image_layers("ref", "buildah") == [("sha256:bb", 5), ("sha256:aa", 7)]
 
 
 def test_build_lock_serialises_and_says_whom_it_waits_for(
@@ -80,6 +109,11 @@ def test_build_record_for_the_lock() -> None:
     entry = rec.as_lock()
     assert entry["size_mb"] == 3072 and entry["build_s"] == 61 and entry["disk_peak_gb"] == 2.5
     assert entry["torch"] == "2.13.0+cu130" and entry["cuda"] == "13.0"
+    rec = BuildRecord("s", "r", "sha256:" + "a" * 64, 12, 1.0, 0, 0, "buildah", "", "",
+                      commit="abc", parent="python-py311", steps=9,
+                      layers=(("sha256:" + "b" * 64, 12),))
+    entry = rec.as_lock()
+    assert entry["layers"] == ["sha256:" + "b" * 64 + " 12"] and entry["commit"] == "abc"
 
 
 def test_image_test_runs_upstream_stages_on_the_host() -> None:

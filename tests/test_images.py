@@ -1,5 +1,6 @@
-"""Tests for images/: the images lock, Dockerfile policy, hashed locks, hadolint, image.yaml
-schemas, and the opt-in build + image test (`make image-test`, marked ``image``)."""
+"""Tests for images/: the images lock, generated Dockerfiles and their policy, layered hash
+locks (torch only in the torch bases), hadolint, image.yaml schemas, and the opt-in build
++ image test (`make image-test`, marked ``image``)."""
 
 from __future__ import annotations
 
@@ -16,12 +17,18 @@ import yaml
 from madbench_common.errors import ConfigError
 from madbench_common.imagelock import STATUSES, record_build
 from madbench_common.images import (
-    info_for_lock,
+    TORCH_FAMILY,
+    ImageInfo,
+    all_images,
+    effective_pins,
     list_images,
     load_image,
+    lock_blocks,
     lock_inputs_sha256,
     lock_is_current,
+    lock_problems,
     select_lock,
+    torch_base,
 )
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -30,6 +37,7 @@ LOCK = yaml.safe_load((IMAGES / "images.lock.yaml").read_text())
 DOCKERFILES = sorted(IMAGES.glob("*/Dockerfile"))
 LOCKFILES = sorted(IMAGES.glob("*/requirements.lock"))
 BASES = ("base-py311", "base-py39")
+PYTHONS = ("python-py311", "python-py39")
 _DIGEST = re.compile(r"^sha256:[0-9a-f]{64}$")
 
 
@@ -63,10 +71,77 @@ def test_every_image_folder_is_locked_and_every_stage_image_exists() -> None:
         assert stage.image in LOCK["images"], f"{stage.name}: image {stage.image} not locked"
 
 
-def test_model_images_have_image_yaml_and_bases_do_not() -> None:
-    with_yaml = {i.slug for i in list_images()}
-    folders = {p.parent.name for p in DOCKERFILES}
-    assert with_yaml == folders - set(BASES)
+def test_every_image_folder_has_an_image_yaml_and_models_are_listed() -> None:
+    kinds = {i.slug: i.kind for i in all_images()}
+    assert set(kinds) == {p.parent.name for p in DOCKERFILES}
+    assert {i.slug for i in list_images()} == {s for s, k in kinds.items() if k == "model"}
+    assert {s for s, k in kinds.items() if k == "python"} == set(PYTHONS)
+    assert {s for s, k in kinds.items() if k == "base"} == set(BASES)
+
+
+def test_dockerfiles_are_generated_from_image_yaml() -> None:
+    """Golden: every Dockerfile is what images/Dockerfile.j2 makes of its image.yaml;
+    regenerate with `make dockerfiles` (python -m madbench_common.images render)."""
+    from madbench_common.dockerfile import render_all
+
+    stale = render_all(check=True)
+    assert stale == [], f"stale: {stale}; run make dockerfiles"
+
+
+def test_a_stale_dockerfile_is_caught_and_the_extra_fragment_lands(tmp_path: Path) -> None:
+    from madbench_common.dockerfile import render, render_all
+
+    shutil.copytree(IMAGES / "qc", tmp_path / "qc", ignore=shutil.ignore_patterns(".upstream"))
+    assert render_all(check=True, images_dir=tmp_path) == []
+    (tmp_path / "qc" / "Dockerfile.extra").write_text("ENV QC_EXTRA=1\n")
+    assert render_all(check=True, images_dir=tmp_path) == [tmp_path / "qc" / "Dockerfile"]
+    text = render(load_image("qc", tmp_path))
+    assert "ENV QC_EXTRA=1" in text
+    assert text.index("ENV QC_EXTRA=1") < text.index("COPY madbench_common")
+    assert render_all(images_dir=tmp_path) == [tmp_path / "qc" / "Dockerfile"]
+    assert render_all(check=True, images_dir=tmp_path) == []
+
+
+@pytest.mark.parametrize("info", list_images(), ids=lambda i: i.slug)
+def test_model_images_stand_on_the_torch_base_of_their_pair(info: ImageInfo) -> None:
+    parent = load_image(info.parent)
+    assert info.parent == torch_base(info.python, info.torch)
+    assert (parent.kind, parent.torch, parent.python) == ("torch", info.torch, info.python)
+    assert effective_pins(info)["torch"] == info.torch
+
+
+@pytest.mark.parametrize("info", [i for i in all_images() if i.has_lock], ids=lambda i: i.slug)
+def test_locks_are_consistent_with_their_parents(info: ImageInfo) -> None:
+    """A model lock pins no torch, companion or CUDA wheel (its torch base's are the only
+    ones) and repeats no pin of its parent chain; torch itself is only in torch bases."""
+    assert lock_problems(info) == []
+    own = lock_blocks((info.dir / "requirements.lock").read_text())
+    if info.kind != "torch":
+        assert not [n for n in own if TORCH_FAMILY.match(n)], info.slug
+
+
+def test_a_model_lock_with_another_torch_than_its_base_fails(tmp_path: Path) -> None:
+    for slug in ("python-py311", "torch-2.8.0-py311", "qc"):
+        shutil.copytree(IMAGES / slug, tmp_path / slug,
+                        ignore=shutil.ignore_patterns(".upstream"))
+    shutil.copy(IMAGES / "common.in", tmp_path / "common.in")
+    info = load_image("qc", tmp_path)
+    assert lock_problems(info) == [] and lock_is_current(info)
+    lock = tmp_path / "qc" / "requirements.lock"
+    base = lock_blocks((tmp_path / "torch-2.8.0-py311" / "requirements.lock").read_text())
+    other = base["nvidia-cudnn-cu12"].replace("nvidia-cudnn-cu12==9.10.2.21",
+                                              "nvidia-cudnn-cu12==9.1.0.70")
+    lock.write_text(lock.read_text() + other + "\n")
+    assert lock_problems(info) == [
+        "qc pins nvidia-cudnn-cu12==9.1.0.70, which its torch base torch-2.8.0-py311 "
+        "locks as nvidia-cudnn-cu12==9.10.2.21"]
+    assert not lock_is_current(info)
+    # a base that moves under its models makes their locks stale
+    lock.write_text(lock.read_text().replace(other + "\n", ""))
+    assert lock_is_current(info)
+    base_lock = tmp_path / "torch-2.8.0-py311" / "requirements.lock"
+    base_lock.write_text(base_lock.read_text().replace("sympy==1.14.0", "sympy==1.13.3"))
+    assert not lock_is_current(info)
 
 
 @pytest.mark.parametrize("dockerfile", DOCKERFILES, ids=lambda p: p.parent.name)
@@ -76,7 +151,11 @@ def test_dockerfile_policy(dockerfile: Path) -> None:
     assert users and users[-1].split(":")[0] == "10001", "must end as uid 10001"
     for label in ("title", "description", "version", "revision", "licenses", "base.name"):
         assert f"org.opencontainers.image.{label}=" in text, label
-    assert "--require-hashes" in text
+    lock = dockerfile.parent / "requirements.lock"
+    if lock.exists() and lock_blocks(lock.read_text()):
+        assert "--require-hashes --no-deps" in text
+    else:
+        assert "pip install --no-cache-dir --require" not in text
     assert not re.search(r"snapshot_download|from_pretrained|huggingface-cli|hf download|"
                          r"wget |curl |\.safetensors|\.ckpt", text), "weights are never baked in"
     froms = re.findall(r"^FROM\s+(\S+)", text, re.M)
@@ -88,23 +167,28 @@ def test_dockerfile_policy(dockerfile: Path) -> None:
         assert "id=hostca" in text and "PIP_CERT=/run/secrets/hostca" in text
 
 
-@pytest.mark.parametrize("dockerfile", [IMAGES / s / "Dockerfile" for s in ("reference-cpu",)],
-                         ids=lambda p: p.parent.name)
-def test_model_dockerfiles_follow_the_convention(dockerfile: Path) -> None:
-    """images/README.md: FROM ${BASE_IMAGE}; no compilers in the final stage; the lock
-    installed hash-checked; madbench_common installed last."""
-    text = dockerfile.read_text()
-    assert re.search(r"^ARG BASE_IMAGE=ghcr\.io/madbench/base-py3\d+:", text, re.M)
+@pytest.mark.parametrize("info", list_images(), ids=lambda i: i.slug)
+def test_model_dockerfiles_follow_the_convention(info: ImageInfo) -> None:
+    """images/README.md: FROM ${BASE_IMAGE} (its torch base); no compilers in the final
+    stage; the lock installed hash-checked; madbench_common installed last; per-commit
+    build arguments only after every RUN (buildah re-runs each RUN after a changed ARG)."""
+    text = (info.dir / "Dockerfile").read_text()
+    assert re.search(rf"^ARG BASE_IMAGE=ghcr\.io/madbench/{re.escape(info.parent)}:", text,
+                     re.M)
     final = text[text.rindex("\nFROM "):]
     assert "build-essential" not in final and "python3-dev" not in final
-    assert final.index("--require-hashes") < final.rindex("COPY madbench_common")
+    assert final.rindex("RUN ") < final.index("ARG REVISION")
+    if lock_blocks((info.dir / "requirements.lock").read_text()):
+        assert final.index("--require-hashes") < final.rindex("COPY madbench_common")
+        assert "/opt/madbench/locks/" in final, "the lock is COPYed: buildah hashes its content"
 
 
 @pytest.mark.parametrize("lockfile", LOCKFILES, ids=lambda p: p.parent.name)
 def test_requirements_pinned_with_hashes(lockfile: Path) -> None:
     blocks = re.split(r"\n(?=\S)", lockfile.read_text().strip())
     reqs = [b for b in blocks if not b.startswith("#")]
-    assert reqs
+    # a model image whose parents already install all it needs has an empty lock
+    assert reqs or load_image(lockfile.parent.name).kind == "model"
     for block in reqs:
         assert re.match(r"^[A-Za-z0-9_.\-\[\]]+==\S+", block), block.splitlines()[0]
         assert "--hash=sha256:" in block, block.splitlines()[0]
@@ -114,7 +198,7 @@ def test_requirements_pinned_with_hashes(lockfile: Path) -> None:
 def test_requirements_lock_matches_its_inputs(lockfile: Path) -> None:
     """A lock records its inputs' sha256; editing requirements.in without `make lock` fails."""
     slug = lockfile.parent.name
-    assert lock_is_current(info_for_lock(slug)), f"stale lock: run make lock IMAGE={slug}"
+    assert lock_is_current(load_image(slug)), f"stale lock: run make lock IMAGE={slug}"
 
 
 def test_lock_misses_unsatisfied_requirements(tmp_path: Path) -> None:
@@ -129,6 +213,9 @@ def test_lock_misses_unsatisfied_requirements(tmp_path: Path) -> None:
     (img / "requirements.in").write_text("-r ../common.in\ntorch==2.13.0  # pinned\n")
     (img / "requirements.lock").write_text("numpy==2.0.2 \\\n    --hash=sha256:aa\n"
                                            "torch==2.13.0 \\\n    --hash=sha256:bb\n")
+    shutil.copytree(IMAGES / "python-py311", tmp_path / "python-py311")
+    (img / "image.yaml").write_text((img / "image.yaml").read_text().replace("torch: '2'",
+                                                                             "torch: ''"))
     assert lock_misses(load_image("fam", tmp_path)) == [
         "common.in: numpy>=2.1 (locked: 2.0.2)"]
 
@@ -138,23 +225,28 @@ def test_lock_inputs_follow_includes(tmp_path: Path) -> None:
     img = tmp_path / "fam"
     img.mkdir()
     (img / "image.yaml").write_text(
-        "slug: fam\npaper_name: X\nupstream: u\nlicence: MIT\npython: '3.11'\ntorch: '2'\n"
+        "slug: fam\npaper_name: X\nupstream: u\nlicence: MIT\npython: '3.11'\ntorch: ''\n"
         "gpu: true\n")
     (img / "requirements.in").write_text("-r ../common.in\ntorch\n")
+    shutil.copytree(IMAGES / "python-py311", tmp_path / "python-py311")
     info = load_image("fam", tmp_path)
     before = lock_inputs_sha256(info)
     (tmp_path / "common.in").write_text("numpy>=2\n")
     assert lock_inputs_sha256(info) != before
+    before = lock_inputs_sha256(info)
+    parent_lock = tmp_path / "python-py311" / "requirements.lock"
+    parent_lock.write_text(parent_lock.read_text().replace("pyyaml==", "pyyaml==0.0.0+x ; "))
+    assert lock_inputs_sha256(info) != before, "the parent's lock is an input"
 
 
-@pytest.mark.parametrize("slug", BASES)
+@pytest.mark.parametrize("slug", PYTHONS)
 def test_base_lock_covers_project_dependencies(slug: str) -> None:
     tomllib = pytest.importorskip("tomllib")
     deps = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["dependencies"]
     locked = (IMAGES / slug / "requirements.lock").read_text().lower()
     for dep in deps:
         name = re.split(r"[<>=!~ \[;]", dep, maxsplit=1)[0].lower()
-        if "python_version < '3.10'" in dep and slug != "base-py39":
+        if "python_version < '3.10'" in dep and slug != "python-py39":
             continue
         assert f"\n{name}==" in "\n" + locked, f"{name} missing from images/{slug}"
 
@@ -162,6 +254,7 @@ def test_base_lock_covers_project_dependencies(slug: str) -> None:
 def test_select_lock_picks_whole_blocks() -> None:
     text = (IMAGES / "reference-cpu" / "requirements.lock").read_text()
     picked = select_lock(text, ["PyWorld"])
+    assert picked == lock_blocks(text)["pyworld"] + "\n"
     assert picked.startswith("pyworld==") and "--hash=sha256:" in picked
     assert "torch==" not in picked
     with pytest.raises(ConfigError, match="not in the lock"):
@@ -169,6 +262,7 @@ def test_select_lock_picks_whole_blocks() -> None:
 
 
 def _write_image(tmp: Path, extra: str) -> Path:
+    """A model image folder ``fam`` (its parents are not needed to parse it)."""
     img = tmp / "fam"
     img.mkdir(exist_ok=True)
     (img / "image.yaml").write_text(

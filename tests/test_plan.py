@@ -17,6 +17,7 @@ from madbench_common.plan import (
     Plan,
     Throughput,
     format_plan,
+    image_pull_line,
     load_throughput,
     plan_run,
 )
@@ -187,4 +188,29 @@ def test_cli_plans_the_full_profile_by_default(capsys: pytest.CaptureFixture[str
     for profile, plan in (("full", full), ("embedded", plan_run(build_graph(), PAPER_CLIPS))):
         args = parser.parse_args(["plan", "--clips", str(PAPER_CLIPS), "--profile", profile])
         assert args.func(args) == 0
-        assert capsys.readouterr().out == format_plan(plan)
+        out = capsys.readouterr().out
+        assert out.startswith(format_plan(plan))
+        assert out.endswith(image_pull_line(plan_graph(profile)))
+
+
+def plan_graph(profile: str) -> Graph:
+    graph = build_graph()
+    return graph.profiled(profile) if profile == "full" else graph
+
+
+def test_pull_line_counts_shared_layers_once(tmp_path: Path) -> None:
+    """What a node pulls: every distinct layer once; the sum of sizes counts each image's."""
+    import yaml
+
+    base = ["sha256:" + "a" * 64 + " 1000000000", "sha256:" + "b" * 64 + " 3000000000"]
+    lock = {"version": 1, "images": {
+        "m1": {"status": "built", "build": {"layers": [*base, "sha256:" + "c" * 64 + " 5"]}},
+        "m2": {"status": "built", "build": {"layers": [*base, "sha256:" + "d" * 64 + " 7"]}},
+        "m3": {"status": "tagged"}}}
+    path = tmp_path / "images.lock.yaml"
+    path.write_text(yaml.safe_dump(lock))
+    graph = Graph([Stage(name=f"s{i}", role="core", target="m:S", image=f"m{i}")
+                   for i in (1, 2, 3)])
+    line = image_pull_line(graph, path)
+    assert "pulls 4.0 GB" in line and "2 images whose sizes sum to 8.0 GB" in line
+    assert "(50%;" in line and "not counted: m3" in line

@@ -20,7 +20,8 @@ from madbench_common.testing import SeaweedS3
 
 ROOT = Path(__file__).resolve().parents[1]
 IMAGES = ROOT / "images"
-LOCKED = sorted(p.parent.name for p in IMAGES.glob("*/requirements.lock"))
+LOCKED = sorted(p.parent.name for p in IMAGES.glob("*/image.yaml"))
+"""Every image has an SBOM of its whole locked set (its lock on its parents')."""
 
 
 @pytest.mark.parametrize("slug", LOCKED)
@@ -68,11 +69,17 @@ def test_lock_parsing_and_licence_precedence(tmp_path: Path) -> None:
 
 
 def test_sbom_is_deterministic() -> None:
-    slug = "base-py311"
-    meta = {p.name: {"license": "MIT"} for p in
-            parse_lock((IMAGES / slug / "requirements.lock").read_text())}
-    lock = IMAGES / slug / "requirements.lock"
-    assert make_sbom(slug, lock, meta) == make_sbom(slug, lock, meta)
+    slug = "python-py311"
+    text = (IMAGES / slug / "requirements.lock").read_text()
+    meta = {p.name: {"license": "MIT"} for p in parse_lock(text)}
+    assert make_sbom(slug, text, meta) == make_sbom(slug, text, meta)
+
+
+def test_a_model_sbom_lists_its_torch_base() -> None:
+    """The SBOM describes what is in the image: the torch and CUDA wheels of its base too."""
+    doc = json.loads((IMAGES / "qc" / "sbom.cdx.json").read_text())
+    names = {c["name"]: c["version"] for c in doc["components"]}
+    assert names["torch"] == "2.8.0" and "nvidia-cudnn-cu12" in names and "numpy" in names
 
 
 # ------------------------------------------------------------------ secrets
@@ -118,7 +125,8 @@ def test_scanner_finds_the_keys_the_workflows_inject(tmp_path: Path) -> None:
         "sts.json": '{"Credentials": {"SecretAccessKey": "' + _fake(ALNUM + "/+", 40, 4)
                     + '"}}',
         "judge.env": "JUDGE_API_KEY=" + _fake(ALNUM, 24, 5),
-        "azure.env": "AZURE_SPEECH_KEY=" + _fake("0123456789abcdef", 32, 6),  # DEAF BSC TTS
+        "azure.env": "export AZURE_SPEECH_KEY=" + _fake("0123456789abcdef", 32, 7),
+        "azure.log": "Ocp-Apim-Subscription-Key: " + _fake("0123456789abcdef", 32, 8),
     }
     for name, text in planted.items():
         (tmp_path / name).write_text(text)
@@ -126,7 +134,7 @@ def test_scanner_finds_the_keys_the_workflows_inject(tmp_path: Path) -> None:
     assert kinds == {"openai.log": "openai-api-key", "gemini.json": "google-api-key",
                      "eleven.txt": "elevenlabs-api-key",
                      "sts.json": "aws-secret-access-key-json", "judge.env": "injected-secret",
-                     "azure.env": "injected-secret"}
+                     "azure.env": "injected-secret", "azure.log": "azure-subscription-key"}
 
 
 def test_scanner_reads_decoded_parquet_values(tmp_path: Path) -> None:

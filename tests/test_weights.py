@@ -76,9 +76,9 @@ def test_url_sha256_mismatch_fails_and_leaves_nothing(tmp_path: Path,
                                                       http_root: tuple[str, Path]) -> None:
     url, _ = http_root
     images = _images(tmp_path, f"image: fam\nurls:\n  - name: ckpt.pth\n    url: {url}/ckpt.pth\n"
-                               f"    sha256: '{'0' * 64}'\n")
+                               f"    sha256: '{'ab' * 32}'\n")
     dest = tmp_path / "weights"
-    with pytest.raises(ConfigError, match="sha256"):
+    with pytest.raises(ConfigError, match=f"sha256 {SHA} != {'ab' * 32}"):
         fetch_weights("fam", dest, images)
     assert not (dest / "files" / "fam" / "ckpt.pth").exists()
     assert list((dest / "files" / "fam").iterdir()) == []

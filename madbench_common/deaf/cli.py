@@ -9,12 +9,14 @@ import functools
 import json
 from typing import Any
 
-from madbench_common.cli_pipeline import parse_params, parse_set, print_status
+from madbench_common.cli_pipeline import add_stage_commands, parse_set, print_status
 from madbench_common.deaf.graph import build_deaf_graph
 from madbench_common.deaf.runner import DeafRunner, python_of, stub_apis
 from madbench_common.errors import ConfigError
+from madbench_common.pipeline.graph import Graph
 from madbench_common.pipeline.local import RunOptions
-from madbench_common.pipeline.stage import make_context, merge_stage, read_marker, run_shard
+from madbench_common.pipeline.params import check_params
+from madbench_common.pipeline.stage import read_marker
 from madbench_common.status import collect_status
 from madbench_common.store import RunStore, open_store
 
@@ -49,21 +51,8 @@ def add_commands(sub: argparse._SubParsersAction[Any]) -> None:
     report = dsub.add_parser("report", help="print Table 3 and where the report is")
     _common(report)
     report.set_defaults(func=cmd_report)
-    stage = dsub.add_parser("stage", help="run one shard or merge one stage (what Argo runs)")
-    ssub = stage.add_subparsers(dest="stage_command", required=True)
-    for name, func in (("run", cmd_stage_run), ("merge", cmd_stage_merge)):
-        p = ssub.add_parser(name)
-        _common(p)
-        p.add_argument("--stage", required=True)
-        p.add_argument("--num-shards", type=int, default=1)
-        p.add_argument("--image", default="embedded")
-        p.add_argument("--seed", type=int, default=0)
-        p.add_argument("--params-json", default="{}")
-        p.add_argument("--param", action="append", default=[], metavar="KEY=VALUE",
-                       help="one parameter, verbatim (the workflow's swappable model slug)")
-        if name == "run":
-            p.add_argument("--shard", type=int, default=0)
-        p.set_defaults(func=func)
+    add_stage_commands(dsub, _common, _graph,
+                       "one parameter, verbatim (the workflow's swappable model slug)")
     summary = dsub.add_parser("exit-summary", help="write <store>/<run_id>/_RUN_SUMMARY.json")
     for name in ("store", "run-id", "workflow", "status"):
         summary.add_argument(f"--{name}", required=True)
@@ -131,8 +120,6 @@ def run_params(args: argparse.Namespace, stages: list[str]) -> dict[str, dict[st
     if args.judge_mode:
         put("deaf_judge", "mode", args.judge_mode)
     for stage, values in parse_set(args.set).items():
-        if stage not in stages:
-            raise ConfigError(f"--set {stage}.…: no stage {stage!r} in this graph")
         params.setdefault(stage, {}).update(values)
     return params
 
@@ -152,6 +139,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     factory = functools.partial(build_deaf_graph, tuple(models))
     graph = factory()
     params = run_params(args, list(graph.stages))
+    check_params(graph, params)  # unknown stages and keys fail before any work
     venvs = {}
     for item in args.venv:
         stage, eq, venv = item.partition("=")
@@ -197,21 +185,9 @@ def cmd_report(args: argparse.Namespace) -> int:
     return 0
 
 
-def _context(args: argparse.Namespace) -> Any:
-    params = parse_params(args.params_json, args.param)
-    run = RunStore(open_store(args.store), args.run_id)
-    graph = build_deaf_graph(tuple(_models(args)))
-    return make_context(run, graph, args.stage, params, args.image, args.seed)
-
-
-def cmd_stage_run(args: argparse.Namespace) -> int:
-    print(json.dumps(run_shard(_context(args), args.shard, args.num_shards).__dict__))
-    return 0
-
-
-def cmd_stage_merge(args: argparse.Namespace) -> int:
-    print(json.dumps(merge_stage(_context(args), args.num_shards)))
-    return 0
+def _graph(args: argparse.Namespace) -> Graph:
+    """The DEAF graph a pod runs in: its answer stages are the ``--models`` given."""
+    return build_deaf_graph(tuple(_models(args)))
 
 
 def cmd_exit_summary(args: argparse.Namespace) -> int:

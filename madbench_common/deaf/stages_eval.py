@@ -92,6 +92,7 @@ class AnswerStage(StageImpl[AnswerRow]):
 
     row_type = AnswerRow
     id_field = "answer_id"
+    optional_params = ("max_new_tokens",)
 
     @cached_property
     def queries(self) -> dict[str, tuple[str, str]]:
@@ -133,7 +134,16 @@ class AnswerStage(StageImpl[AnswerRow]):
                            hashlib.sha256(prompt.encode()).hexdigest()[:16],
                            (stim.audio_sha256,), "A", "paired",
                            {"repeat": repeat, "max_new_tokens": tokens, "rate": _SR,
-                            "args": self.ctx.params.get("model_args") or {}})
+                            "args": self.ctx.params.get("model_args") or {}}, self.identity)
+
+    @cached_property
+    def identity(self) -> str:
+        """The loaded model's identity for the response cache (adapter code, weights pins,
+        dtype, message layout)."""
+        from madbench_common.pipeline.identity import cache_identity
+
+        slug = str(self.ctx.params.get("model") or self.ctx.stage.model)
+        return cache_identity(slug, self.ctx.image, self.ctx.params, self.model, omni=True)
 
     def _answer(self, item: str, audio: dict[str, Audio]) -> AnswerRow:
         query, _, repeat = item.rpartition("#")
@@ -174,6 +184,7 @@ class JudgeStage(StageImpl[VerdictRow]):
 
     row_type = VerdictRow
     id_field = "verdict_id"
+    optional_params = ("rpm", "spend_cap_usd")
 
     @staticmethod
     def preflight(params: dict[str, Any]) -> list[str]:

@@ -19,6 +19,7 @@ from typing import Any
 
 import numpy as np
 
+from madbench_common.models.detector_base import EmbeddingDetector
 from madbench_common.models.prep import check_audio, resample, tile_to, torch_device
 from madbench_common.roles import Embedding, Frames, InputSpec
 from madbench_common.types import Audio, Hertz
@@ -35,7 +36,7 @@ MODEL_CONFIG: dict[str, Any] = {
 """``config/AASIST.conf`` at the pinned commit."""
 
 
-class AasistDetector:
+class AasistDetector(EmbeddingDetector):
     """AASIST native P(spoof) and its 160-d embedding (mode A)."""
 
     slug, version = "audio-torch-aasist", "1"
@@ -67,13 +68,3 @@ class AasistDetector:
                          crop=f"first {n} samples after repeat padding",
                          pooling="AASIST last hidden state (max/mean of GAT nodes + master)")
         return Embedding(hidden[0].cpu().numpy().astype(np.float32), spec, p_spoof, "prob")
-
-    def score(self, audio: Audio, sample_rate: Hertz, *, frames: Frames | None = None,
-              fps: float = 0.0) -> float:
-        s = self.embed(mode="A", audio=audio, sample_rate=sample_rate).score
-        assert s is not None
-        return s
-
-    def features(self, audio: Audio, sample_rate: Hertz, *, frames: Frames | None = None,
-                 fps: float = 0.0) -> np.ndarray:
-        return self.embed(mode="A", audio=audio, sample_rate=sample_rate).vector

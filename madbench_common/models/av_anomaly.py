@@ -45,6 +45,7 @@ from scipy.special import expit
 
 from madbench_common.errors import ConfigError
 from madbench_common.models.av_prep import FPS, at_fps, face_track, int16_scale
+from madbench_common.models.detector_base import EmbeddingDetector
 from madbench_common.models.prep import check_audio, resample, torch_device
 from madbench_common.roles import Embedding, Frames, InputSpec
 from madbench_common.types import Audio, Hertz
@@ -124,7 +125,7 @@ def _mel_basis() -> Any:
                                                 fmax=RATE // 2)).float()
 
 
-class AvAnomalyDetector:
+class AvAnomalyDetector(EmbeddingDetector):
     """AV Anomaly: autoregressive anomaly score of A-V synchronisation (mode AV)."""
 
     slug, version = "det-av-anomaly", "1"
@@ -235,16 +236,4 @@ class AvAnomalyDetector:
                                  "feature (31); AR delay KL and A-V feature MSE (2)",
                          fallback=fallback)
         return Embedding(vector, spec, float(expit(kl)), "sigmoid(raw)")
-
-    def score(self, audio: Audio, sample_rate: Hertz, *, frames: Frames | None = None,
-              fps: float = 0.0) -> float:
-        s = self.embed(mode="AV", audio=audio, sample_rate=sample_rate, frames=frames,
-                       fps=fps).score
-        assert s is not None
-        return s
-
-    def features(self, audio: Audio, sample_rate: Hertz, *, frames: Frames | None = None,
-                 fps: float = 0.0) -> np.ndarray:
-        return self.embed(mode="AV", audio=audio, sample_rate=sample_rate, frames=frames,
-                          fps=fps).vector
 

@@ -46,6 +46,7 @@ from scipy.special import expit
 
 from madbench_common.errors import ConfigError
 from madbench_common.models.av_prep import FPS, at_fps, face_track
+from madbench_common.models.detector_base import EmbeddingDetector
 from madbench_common.models.prep import check_audio, resample, torch_device
 from madbench_common.roles import Embedding, Frames, InputSpec
 from madbench_common.types import Audio, Hertz
@@ -135,7 +136,7 @@ def _fusion_class() -> Any:
     return FusionModel
 
 
-class AvhAlignDetector:
+class AvhAlignDetector(EmbeddingDetector):
     """AVH-Align: frame-level A-V alignment of AV-HuBERT features, logsumexp score (mode AV)."""
 
     slug, version = "det-avh-align", "1"
@@ -223,15 +224,3 @@ class AvhAlignDetector:
                                  "mean, max, std of the per-frame output",
                          fallback=fallback)
         return Embedding(vector, spec, float(expit(raw)), "sigmoid(raw)")
-
-    def score(self, audio: Audio, sample_rate: Hertz, *, frames: Frames | None = None,
-              fps: float = 0.0) -> float:
-        s = self.embed(mode="AV", audio=audio, sample_rate=sample_rate, frames=frames,
-                       fps=fps).score
-        assert s is not None
-        return s
-
-    def features(self, audio: Audio, sample_rate: Hertz, *, frames: Frames | None = None,
-                 fps: float = 0.0) -> np.ndarray:
-        return self.embed(mode="AV", audio=audio, sample_rate=sample_rate, frames=frames,
-                          fps=fps).vector

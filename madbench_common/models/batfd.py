@@ -37,6 +37,7 @@ import numpy.typing as npt
 
 from madbench_common.errors import ConfigError
 from madbench_common.models.av_prep import FPS, at_fps, face_track
+from madbench_common.models.detector_base import EmbeddingDetector
 from madbench_common.models.prep import check_audio, resample, torch_device
 from madbench_common.roles import Embedding, Frames, InputSpec
 from madbench_common.types import Audio, Hertz
@@ -85,7 +86,7 @@ def _first(x: Any) -> Any:
     return None if x is None else x[0].double().cpu().numpy()
 
 
-class BatfdPlusDetector:
+class BatfdPlusDetector(EmbeddingDetector):
     """BA-TFD+: maximum temporal-forgery proposal confidence and pooled features (mode AV)."""
 
     slug, version = "det-batfd", "1"
@@ -162,15 +163,3 @@ class BatfdPlusDetector:
                                  "(video, audio)",
                          fallback=fallback)
         return Embedding(vector, spec, score, "prob")
-
-    def score(self, audio: Audio, sample_rate: Hertz, *, frames: Frames | None = None,
-              fps: float = 0.0) -> float:
-        s = self.embed(mode="AV", audio=audio, sample_rate=sample_rate, frames=frames,
-                       fps=fps).score
-        assert s is not None
-        return s
-
-    def features(self, audio: Audio, sample_rate: Hertz, *, frames: Frames | None = None,
-                 fps: float = 0.0) -> np.ndarray:
-        return self.embed(mode="AV", audio=audio, sample_rate=sample_rate, frames=frames,
-                          fps=fps).vector

@@ -33,6 +33,7 @@ import numpy.typing as npt
 
 from madbench_common.errors import ConfigError
 from madbench_common.models._remote import writable_modules_cache
+from madbench_common.models.detector_base import EmbeddingDetector
 from madbench_common.models.prep import check_audio, resample, tile_to, torch_device
 from madbench_common.roles import Embedding, Frames, InputSpec
 from madbench_common.types import Audio, Hertz
@@ -95,7 +96,7 @@ def classifier_hook(model: Any, n_classes: int) -> Callable[[], npt.NDArray[np.f
     return get
 
 
-class DfArenaDetector:
+class DfArenaDetector(EmbeddingDetector):
     """DF-Arena-1B native P(spoof) and the classifier's input as features (mode A)."""
 
     slug, version = "det-df-arena", "1"
@@ -134,13 +135,3 @@ class DfArenaDetector:
                          pooling="input of the final 2-way classifier (class token)")
         return Embedding(self._features(), spec,
                          p_spoof(logits[0].float().cpu().numpy(), self.id2label), "prob")
-
-    def score(self, audio: Audio, sample_rate: Hertz, *, frames: Frames | None = None,
-              fps: float = 0.0) -> float:
-        s = self.embed(mode="A", audio=audio, sample_rate=sample_rate).score
-        assert s is not None
-        return s
-
-    def features(self, audio: Audio, sample_rate: Hertz, *, frames: Frames | None = None,
-                 fps: float = 0.0) -> np.ndarray:
-        return self.embed(mode="A", audio=audio, sample_rate=sample_rate).vector

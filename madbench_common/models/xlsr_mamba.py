@@ -41,6 +41,7 @@ from typing import Any
 import numpy as np
 
 from madbench_common.errors import ConfigError
+from madbench_common.models.detector_base import EmbeddingDetector
 from madbench_common.models.prep import check_audio, resample, tile_to, torch_device
 from madbench_common.roles import Embedding, Frames, InputSpec
 from madbench_common.types import Audio, Hertz
@@ -193,7 +194,7 @@ def _split(state: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
     return front, back
 
 
-class XlsrMambaDetector:
+class XlsrMambaDetector(EmbeddingDetector):
     """XLSR-Mamba native P(spoof) and its 144-d pooled representation (mode A)."""
 
     slug, version = "det-xlsr-mamba", "1"
@@ -259,13 +260,3 @@ class XlsrMambaDetector:
                          pooling="input of the 2-way classifier (attention-pooled forward "
                                  "and backward Mamba columns, fused by LL)")
         return Embedding(self._features(), spec, p_spoof, "prob")
-
-    def score(self, audio: Audio, sample_rate: Hertz, *, frames: Frames | None = None,
-              fps: float = 0.0) -> float:
-        s = self.embed(mode="A", audio=audio, sample_rate=sample_rate).score
-        assert s is not None
-        return s
-
-    def features(self, audio: Audio, sample_rate: Hertz, *, frames: Frames | None = None,
-                 fps: float = 0.0) -> np.ndarray:
-        return self.embed(mode="A", audio=audio, sample_rate=sample_rate).vector

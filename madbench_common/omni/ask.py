@@ -62,11 +62,13 @@ def _call(model: OmniModel, question: Question, load: Callable[[], Media],
 def ask(model: OmniModel, question: Question, *, inputs: tuple[str, ...], mode: str,
         load: Callable[[], Media], cache: ResponseCache | None = None, image: str = "",
         pairing: str = "paired", max_new_tokens: int = 8,
-        settings: Mapping[str, Any] | None = None) -> Outcome:
-    """``question`` on the input identified by ``inputs`` (sha256s), loaded only on a miss."""
+        settings: Mapping[str, Any] | None = None, identity: str = "") -> Outcome:
+    """``question`` on the input identified by ``inputs`` (sha256s), loaded only on a miss;
+    ``identity`` is the loaded model's (:func:`~madbench_common.pipeline.identity.
+    cache_identity`: adapter code, weights pins, dtype, message layout)."""
     key = ResponseKey(model.slug, model.version, image, question.hash, inputs, mode, pairing,
                       {**(settings or {}), "max_new_tokens": max_new_tokens,
-                       "choices": choices_setting(question.choices())})
+                       "choices": choices_setting(question.choices())}, identity)
     if cache is None:
         answer, cached = _call(model, question, load, max_new_tokens), False
     else:

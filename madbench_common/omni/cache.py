@@ -5,7 +5,8 @@ question on one input: the generated text, the option log-probs (with their toke
 ids) and the wall time of the call. It is keyed by :class:`ResponseKey` — model slug
 and version, the image it ran in (its reference, with the digest where pinned), the
 question's prompt hash, the sha256 of every input (audio, video), the input mode and
-the pairing, and the call settings (frame rate and size, token limit, scored choices) —
+the pairing, the call settings (frame rate and size, token limit, scored choices), and
+the model's identity (adapter code, weights pins, loaded dtype, message layout) —
 and stored as JSON under ``<store root>/_cache/omni/<slug>/<2 hex>/<key digest>.json``,
 outside any run. A rerun, another run over the same samples, or a new version of one
 prompt therefore calls the model only for what changed. Parsing and scoring are
@@ -46,6 +47,10 @@ class ResponseKey:
     pairing: str = "paired"
     settings: Mapping[str, Any] = field(default_factory=dict)
     """Call settings that change the input or the reply (fps, frame size, token limit…)."""
+    identity: str = ""
+    """The loaded model's identity: adapter code, weights pins, loaded dtype and the full
+    message layout with the system prompt (:func:`madbench_common.pipeline.identity.
+    cache_identity`)."""
 
     def digest(self) -> str:
         blob = json.dumps({**asdict(self), "settings": dict(self.settings), "format": _FORMAT},

@@ -11,6 +11,7 @@ to YAML deterministically.
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import json
 import re
@@ -138,9 +139,13 @@ class ClusterProfile:
 
 @dataclass(frozen=True)
 class ImageLock:
-    """``images/images.lock.yaml``: slug → pinned image reference."""
+    """``images/images.lock.yaml``: slug → pinned image reference.
+
+    ``registry`` (``host[:port][/namespace]``) renders every reference against a user's own
+    registry (``madbench render --registry``), where ``make push REGISTRY=…`` put the set."""
 
     entries: dict[str, dict[str, Any]]
+    registry: str | None = None
 
     @classmethod
     def load(cls, path: str | Path) -> ImageLock:
@@ -155,22 +160,28 @@ class ImageLock:
         lacks; entries it has win. For a graph whose images are not in the lock yet."""
         extra = {s: {"status": "planned", "ref": ref.format(slug=s), "digest": None}
                  for s in slugs if s not in self.entries}
-        return ImageLock({**extra, **self.entries})
+        return ImageLock({**extra, **self.entries}, self.registry)
+
+    def with_registry(self, registry: str | None) -> ImageLock:
+        """This lock with its references moved to ``registry`` (``None``: as locked)."""
+        return dataclasses.replace(self, registry=registry or None)
 
     def ref(self, slug: str) -> str:
-        """``tag`` or ``tag@sha256:...`` once a digest is recorded."""
+        """``tag`` or ``tag@sha256:...`` once a digest is recorded (in ``registry`` if set)."""
         try:
             entry = self.entries[slug]
         except KeyError:
             raise ConfigError(
                 f"image {slug!r} is not in the images lock; add it to images/images.lock.yaml"
             ) from None
-        digest = entry.get("digest")
+        from madbench_common.imagepush import registry_ref
+
+        digest, ref = entry.get("digest"), registry_ref(str(entry["ref"]), self.registry)
         if digest is None:
-            return str(entry["ref"])
+            return ref
         if not _DIGEST.match(str(digest)):
             raise ConfigError(f"image {slug!r}: digest {digest!r} is not sha256:<64 hex>")
-        return f"{entry['ref']}@{digest}"
+        return f"{ref}@{digest}"
 
 
 def task_name(stage: Stage) -> str:
@@ -226,6 +237,11 @@ def _parameters(graph: Graph, variant: Variant, lock: ImageLock) -> list[m.Param
     ]
     if not variant.sources:
         params = [p for p in params if p.name != "sources"]
+    if not variant.cpu_only:
+        params.append(m.Parameter(
+            name="allow_unpinned", value="false", enum=["false", "true"],
+            description="true: run models whose weights.yaml entries are unpinned (recorded in "
+                        "each stage's _SUCCESS marker); false: such stages fail (exit 3)"))
     shards = default_shards(graph, variant)
     for stage in graph:
         slug = "reference-cpu" if variant.cpu_only else stage.image
@@ -328,6 +344,8 @@ def _stage_args(stage: Stage, verb: str, graph: Graph, variant: Variant) -> list
         args += ["--shard", "{{inputs.parameters.shard}}"]
     args += ["--num-shards", _num_shards(stage), "--store", _param("store"),
              "--run-id", RUN_ID, "--image", _param(stage.image_param), "--seed", _param("seed")]
+    if not variant.cpu_only:  # pinned weights are required unless the submitter allows
+        args.append(f"--allow-unpinned={_param('allow_unpinned')}")
     return args + _stage_params(stage, variant)
 
 

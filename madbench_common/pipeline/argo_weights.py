@@ -1,7 +1,10 @@
 """Compile ``workflows/weights.yaml``: the one-off Argo workflow that fills the weights volume.
 
 It runs ``madbench weights fetch --image <slug> --dest /weights`` once per chosen image
-(``-p images='["tts-f5", "qc"]'``; default: every image with a ``weights.yaml``), with
+(``-p images='["tts-f5", "qc"]'``; default: every image with a ``weights.yaml``): exactly the
+pinned commits and files, each checked against its sha256. An unpinned entry fails the
+pod (exit 3, not retried) unless ``-p allow_unpinned=true``, which the image's weights lock
+on the volume records. It runs with
 the ``madbench-weights`` volume mounted read-write at ``/weights``. Its pods carry the
 label ``madbench.io/egress: hub``, which ``k8s/base/networkpolicy.yaml`` lets out on
 HTTPS: they are the only pods with egress to the Hugging Face hub (stage pods mount the
@@ -21,6 +24,7 @@ from pathlib import Path
 from hera.workflows import models as m
 
 from madbench_common.pipeline.argo import ClusterProfile, ImageLock, workflow_yaml
+from madbench_common.weights import weights_images
 
 __all__ = ["EGRESS_LABEL", "HF_SECRET", "compile_weights_workflow", "render_weights_workflow",
            "weights_images"]
@@ -31,13 +35,6 @@ HF_SECRET = "madbench-hf"
 _WEIGHTS = "/weights"
 _SCRATCH = "/tmp"
 _UID = 10001
-_IMAGES = Path(__file__).resolve().parents[2] / "images"
-
-
-def weights_images(images_dir: Path | None = None) -> list[str]:
-    """Slugs of every image folder with a ``weights.yaml``, sorted."""
-    folder = images_dir or _IMAGES
-    return sorted(p.parent.name for p in folder.glob("*/weights.yaml"))
 
 
 def _env() -> list[m.EnvVar]:
@@ -50,7 +47,8 @@ def _env() -> list[m.EnvVar]:
 
 
 def _fetch_template() -> m.Template:
-    args = ["weights", "fetch", "--image", "{{inputs.parameters.image}}", "--dest", _WEIGHTS]
+    args = ["weights", "fetch", "--image", "{{inputs.parameters.image}}", "--dest", _WEIGHTS,
+            "--allow-unpinned={{workflow.parameters.allow_unpinned}}"]
     return m.Template(
         name="fetch",
         metadata=m.Metadata(labels={**EGRESS_LABEL, "madbench.io/stage": "weights"}),
@@ -87,6 +85,10 @@ def compile_weights_workflow(lock: ImageLock, profile: ClusterProfile,
                     description="JSON list of image slugs whose weights.yaml to fetch"),
         m.Parameter(name="fetch_image", value=lock.ref("base-py311"),
                     description="Image that runs madbench weights fetch (ships weights.yaml)"),
+        m.Parameter(name="allow_unpinned", value="false", enum=["false", "true"],
+                    description="true: fetch unpinned weights.yaml entries at their revision's "
+                                "current commit (recorded in each image's weights lock); "
+                                "false: refuse them (exit 3)"),
     ]
     claim = m.PersistentVolumeClaimVolumeSource(claim_name=profile.weights_claim)
     return m.Workflow(

@@ -18,8 +18,10 @@ network, capabilities dropped) with
 - GPUs where the stage requests them (podman ``--device nvidia.com/gpu=all``, docker
   ``--gpus all``; the buildah engine cannot pass GPUs and refuses such stages).
 
-The stage's fingerprint includes its image, so outputs land under other prefixes than an
-in-process run's; the rows and the bytes they point to are the same.
+The stage's fingerprint includes its image — by its manifest digest
+(``<tag>@sha256:…``; docker: the image id), so a rebuilt image recomputes the stages it
+runs — and so outputs land under other prefixes than an in-process run's; the rows and
+the bytes they point to are the same.
 """
 
 from __future__ import annotations
@@ -79,6 +81,7 @@ class ContainerEngine:
     mounts: list[Mount] = field(default_factory=list)
     workers: int = 1
     _handed_over: bool = False
+    _pinned: dict[str, str] = field(default_factory=dict)
 
     @classmethod
     def create(cls, engine: str, store: str, run_id: str, image: str | None = None,
@@ -90,15 +93,20 @@ class ContainerEngine:
                    source_mounts(sources), max(1, workers))
 
     def image_ref(self, stage: Stage) -> str:
-        """The local image a stage runs in (checked to exist)."""
+        """The local image a stage runs in (checked to exist), by an immutable name: the
+        tag pinned to the image's manifest digest (its id with docker), so a rebuilt image
+        gives the stage another fingerprint."""
         from madbench_common.imagebuild import image_exists, local_ref
+        from madbench_common.imagepush import local_image_digest
 
         wanted = self.image or stage.image
         ref = wanted if ("/" in wanted or ":" in wanted) else local_ref(wanted)
-        if not image_exists(ref):
+        if not image_exists(ref, self.engine):
             raise ConfigError(f"stage {stage.name}: image {ref} is not built here; run: make "
                               f"image IMAGE={wanted} (or pick one with --image reference-cpu)")
-        return ref
+        if ref not in self._pinned:
+            self._pinned[ref] = local_image_digest(ref, self.engine)
+        return self._pinned[ref]
 
     @property
     def user(self) -> str:

@@ -89,10 +89,29 @@ _ECAPA_SAME_SPEAKER = 0.25
 threshold of speechbrain's ``SpeakerRecognition`` for spkrec-ecapa-voxceleb (the paper
 gives none). The references' 0.6 / 0.2 were tuned for Resemblyzer, whose cosines run higher."""
 _ECAPA_CLUSTER_DISTANCE = 1.0 - _ECAPA_SAME_SPEAKER
+_QC_REFS = {"vad": "ref-silero-vad", "asr": "ref-pocketsphinx", "speaker": "ref-resemblyzer",
+            "tagger": "ref-tonal-music"}
+"""The QC stages' CPU reference models, by parameter (one slug each)."""
+_QC_FULL = {"vad": "qc-silero-vad", "asr": "qc-whisper", "speaker": "qc-ecapa",
+            "tagger": "qc-ast"}
+"""The same parameters in the ``full`` profile (paper §3.3–3.4)."""
+_MUSIC_LABELS = ["Music", "Musical instrument", "Singing", "Television", "Radio"]
+"""AudioSet labels that count as music or broadcast sound (both QC stages)."""
+
+
+def _qc_models(roles: tuple[str, ...], full_params: dict[str, object] | None = None
+               ) -> tuple[dict[str, str], str, dict[str, object]]:
+    """A QC stage's model parameters, its compound ``model`` (``vad+asr+…``, derived from
+    them, never typed twice) and its ``full`` overrides (model, image, params)."""
+    refs = {k: _QC_REFS[k] for k in roles}
+    full = {**{k: _QC_FULL[k] for k in roles}, **(full_params or {})}
+    compound = "+".join(str(full[k]) for k in roles)
+    return refs, "+".join(refs.values()), {"model": compound, **_QC_IMAGE, "params": full}
 
 
 def build_graph() -> Graph:
     """The MADBench build graph (paper §3.2 onwards), in declaration order."""
+    source_qc_refs, source_qc_model, source_qc_full = _qc_models(("vad", "asr", "tagger"))
     return Graph(_wire_evaluate(
         [
             Stage(
@@ -128,22 +147,18 @@ def build_graph() -> Graph:
                 target="madbench_common.stages.source_qc:SourceQCStage",
                 inputs=("ingest", "separate"),
                 outputs=("source_qc",),
-                model="ref-silero-vad+ref-pocketsphinx+ref-tonal-music",
+                model=source_qc_model,
                 shards=4,
                 memory="4Gi",
-                params={"vad": "ref-silero-vad", "asr": "ref-pocketsphinx",
-                        "tagger": "ref-tonal-music",
+                params={**source_qc_refs,
                         "min_speech_coverage": 0.3, "min_asr_coverage": 0.3,
                         "max_env_leakage": 0.0, "no_speech_threshold": 0.6,
                         "min_content_words": 2,
                         "languages": ["en"], "min_language_prob": 0.0,
-                        "music_labels": ["Music", "Musical instrument", "Singing",
-                                         "Television", "Radio"],
+                        "music_labels": list(_MUSIC_LABELS),
                         "max_music_prob": 0.5, "min_env_dbfs": -60.0,
                         "max_clip_fraction": 0.001},
-                full={"model": "qc-silero-vad+qc-whisper+qc-ast", **_QC_IMAGE,
-                      "params": {"vad": "qc-silero-vad", "asr": "qc-whisper",
-                                 "tagger": "qc-ast"}},
+                full=source_qc_full,
             ),
             Stage(
                 name="split",
@@ -203,6 +218,9 @@ def _build_stages() -> list[Stage]:
     """Scene labelling, pairing, component plan, 12 generator settings, QC, assembly."""
     generators = [_generator("speech", *s) for s in SPEECH_SETTINGS]
     generators += [_generator("env", *s) for s in ENV_SETTINGS]
+    qc_refs, qc_model, qc_full = _qc_models(
+        ("vad", "asr", "speaker", "tagger"),
+        {"prompt_model": "qc-clap", "asr_all": True, "min_same_similarity": _ECAPA_SAME_SPEAKER})
     return [
         Stage(
             name="scene",
@@ -238,15 +256,13 @@ def _build_stages() -> list[Stage]:
             target="madbench_common.stages.component_qc:ComponentQCStage",
             inputs=(*_CLIP_INPUTS, "scene", *(g.name for g in generators)),
             outputs=("components",),
-            model="ref-silero-vad+ref-pocketsphinx+ref-resemblyzer+ref-tonal-music",
+            model=qc_model,
             shards=4,
             memory="4Gi",
-            params={"vad": "ref-silero-vad", "asr": "ref-pocketsphinx",
-                    "speaker": "ref-resemblyzer", "tagger": "ref-tonal-music",
+            params={**qc_refs,
                     "prompt_model": "", "top_events": 5,
                     "env_asr_branches": ["t2a", "v2a", "a2a"],
-                    "music_labels": ["Music", "Musical instrument", "Singing",
-                                     "Television", "Radio"], "music_filter": False,
+                    "music_labels": list(_MUSIC_LABELS), "music_filter": False,
                     "max_music_prob": 0.5, "no_speech_threshold": 0.6,
                     "min_content_words": 2, "max_length_correction": 0.15,
                     "max_duration_error": 0.001, "min_rms_dbfs": -60.0,
@@ -254,10 +270,7 @@ def _build_stages() -> list[Stage]:
                     "max_env_leakage": 0.0, "max_wer": 0.8,
                     "wer_gate": ["transcript", "asr_source"], "asr_all": False,
                     "min_same_similarity": 0.6, "min_identity_shift": 0.0},
-            full={"model": "qc-silero-vad+qc-whisper+qc-ecapa+qc-ast", **_QC_IMAGE,
-                  "params": {"vad": "qc-silero-vad", "asr": "qc-whisper", "speaker": "qc-ecapa",
-                             "tagger": "qc-ast", "prompt_model": "qc-clap", "asr_all": True,
-                             "min_same_similarity": _ECAPA_SAME_SPEAKER}},
+            full=qc_full,
         ),
         Stage(
             name="assemble",

@@ -36,7 +36,7 @@ from madbench_common.errors import ChecksumError, ConfigError
 from madbench_common.pipeline.graph import Graph, Stage
 from madbench_common.pipeline.lease import RunLease
 from madbench_common.pipeline.orphans import die_with_parent
-from madbench_common.pipeline.preflight import Where, check_run, pending_stages
+from madbench_common.pipeline.preflight import Where, check_run, gpu_models, pending_stages
 from madbench_common.pipeline.repair import invalidate
 from madbench_common.pipeline.stage import (
     ShardResult,
@@ -176,9 +176,13 @@ class LocalRunner:
         check_run(stages, self.opts.params, self.where, images=self._image_of)
 
     def _warn_unsupported(self, stage: Stage) -> None:
-        if stage.gpu and self.engine is None:
-            log.warning("%s: requests %d GPU(s); the embedded backend runs it on the CPU",
-                        stage.name, stage.gpu)
+        """Warn where a model that needs a GPU runs on the CPU here: never for the CPU
+        references (their stages' ``gpu`` is what the paper's models would ask for)."""
+        models = gpu_models(stage, self.opts.params.get(stage.name, {})) \
+            if self.engine is None else []
+        if models:
+            log.warning("%s: %s needs a GPU; the embedded backend runs it on the CPU",
+                        stage.name, "+".join(models))
         if stage.retries:
             log.debug("%s: retries=%d is an Argo knob; locally a failure stops the run "
                       "and a rerun resumes", stage.name, stage.retries)

@@ -66,6 +66,30 @@ def model_slugs(stage: Stage, params: dict[str, Any]) -> list[str]:
     return [s for s in slug.split("+") if s]
 
 
+def gpu_models(stage: Stage, params: dict[str, Any]) -> list[str]:
+    """The models ``stage`` runs with ``params`` (its defaults merged) that need a GPU:
+    registered, not a CPU reference, and carried by an image built for a GPU
+    (``gpu: true`` in its ``image.yaml``; an image without one counts as a GPU image).
+    A compound stage's models are its slug-valued parameters (``vad``, ``asr``, …)."""
+    from madbench_common.images import load_image
+
+    merged = stage_params(stage, params)
+    named = set(model_slugs(stage, merged)) | {
+        v for v in merged.values() if isinstance(v, str) and v in REGISTRY}
+    out = []
+    for slug in sorted(named):
+        spec = REGISTRY.get(slug)
+        if spec is None or spec.reference:
+            continue
+        try:
+            gpu = load_image(spec.image).gpu
+        except ConfigError:
+            gpu = True
+        if gpu:
+            out.append(slug)
+    return out
+
+
 def _model_args(params: dict[str, Any]) -> dict[str, Any]:
     value = params.get("model_args") or {}
     if isinstance(value, str):

@@ -9,8 +9,10 @@ Layout inside a run prefix::
     <stage>/_SUCCESS                       JSON: fingerprint + manifest sha256, written last
 
 ``fp`` (the fingerprint) hashes the stage name, image, model, parameters, seed, the
-version of the manifest schema it writes and
-the sha256 of every input manifest, so a changed input or parameter gets a fresh
+version of the manifest schema it writes,
+the sha256 of every input manifest and, for a stage that runs models, each model's
+identity (adapter code, weights pins, dtype: :mod:`madbench_common.pipeline.identity`),
+so a changed input, parameter, image, weight or adapter gets a fresh
 prefix and an unchanged one is skipped on rerun, on both backends. Manifests hold
 run-relative references, so the fingerprint never depends on where the store lives.
 A parameter that names inputs from outside the run (ingest's ``sources``) is hashed
@@ -43,7 +45,7 @@ import numpy as np
 import pyarrow as pa
 
 from madbench_common.audio import read_wav_bytes, wav_bytes
-from madbench_common.errors import ChecksumError, InputRejected, ManifestError
+from madbench_common.errors import ChecksumError, ConfigError, InputRejected, ManifestError
 from madbench_common.manifest import (
     ManifestRow,
     Provenance,
@@ -55,6 +57,7 @@ from madbench_common.manifest import (
 )
 from madbench_common.pipeline.failures import blank_row, row_failure, stage_failure
 from madbench_common.pipeline.graph import Graph, Stage
+from madbench_common.pipeline.identity import stage_identity, unpinned_weights
 from madbench_common.pipeline.threads import math_threads, pin_threads
 from madbench_common.pipeline.usage import peak_rss_bytes, reset_peak_rss
 from madbench_common.s3client import retries_since, retry_stats
@@ -66,6 +69,7 @@ __all__ = [
     "ShardResult",
     "StageContext",
     "StageImpl",
+    "check_pins",
     "load_impl",
     "make_context",
     "merge_stage",
@@ -97,6 +101,10 @@ class StageContext:
     params_hash: str = ""
     """Hash of the parameters as the fingerprint sees them (content, not the text, of a
     parameter naming outside inputs); empty: hash ``params`` as they are."""
+    models: dict[str, Any] = field(default_factory=dict)
+    """slug → identity of each model the stage runs (:func:`stage_identity`)."""
+    allow_unpinned: bool | None = None
+    """Whether unpinned weights were allowed (``None``: not asked, a local run)."""
 
     @property
     def prefix(self) -> Key:
@@ -156,6 +164,10 @@ class StageImpl(ABC, Generic[ROW]):
     """Whether an item's rows depend on that item alone, not on the others of its shard.
     Then an item whose handling raises is quarantined alone (:meth:`quarantine_row`) and
     the shard's other items are computed one by one; otherwise the shard fails."""
+    optional_params: ClassVar[tuple[str, ...]] = ()
+    """Parameters the implementation reads with a default of its own (none in the graph);
+    with the graph's declared ones they are every key ``--set`` accepts
+    (:func:`~madbench_common.pipeline.params.valid_keys`)."""
     content_params: ClassVar[tuple[str, ...]] = ()
     """Parameters naming inputs from outside the run: the fingerprint hashes
     :meth:`content_identity` in their place."""
@@ -266,16 +278,17 @@ def _hashed_params(impl: type[StageImpl[Any]], params: dict[str, Any]) -> dict[s
 
 
 def fingerprint(
-    run: RunStore, graph: Graph, stage: Stage, params: dict[str, Any], image: str, seed: int
+    run: RunStore, graph: Graph, stage: Stage, params: dict[str, Any], image: str, seed: int,
+    models: dict[str, Any] | None = None,
 ) -> str:
-    """Hash of what determines a stage's output (inputs by their manifest sha256, and the
-    version of the manifest schema it writes)."""
+    """Hash of what determines a stage's output (inputs by their manifest sha256, the
+    version of the manifest schema it writes, and the identity of every model it runs)."""
     return _fingerprint(run, stage, _hashed_params(load_impl(stage.target), params), image,
-                        seed)
+                        seed, params, models)
 
 
 def _fingerprint(run: RunStore, stage: Stage, hashed: dict[str, Any], image: str,
-                 seed: int) -> str:
+                 seed: int, params: dict[str, Any], models: dict[str, Any] | None) -> str:
     upstream: dict[str, str | None] = {}
     for dep in stage.inputs:
         marker = read_marker(run, dep)
@@ -290,24 +303,43 @@ def _fingerprint(run: RunStore, stage: Stage, hashed: dict[str, Any], image: str
     rows = getattr(load_impl(stage.target), "row_type", None)
     schema = f"{rows.SCHEMA_NAME}/{rows.SCHEMA_VERSION}" if rows is not None else ""
     threads = math_threads()
-    blob = params_json(
-        {"stage": stage.name, "target": stage.target, "image": image, "params": hashed,
-         "seed": seed, "inputs": upstream, "schema": schema,
-         **({"math_threads": threads} if threads != 1 else {})}
-    )
-    return hashlib.sha256(blob.encode()).hexdigest()
+    fields: dict[str, Any] = {"stage": stage.name, "target": stage.target, "image": image,
+                              "params": hashed, "seed": seed, "inputs": upstream,
+                              "schema": schema,
+                              **({"math_threads": threads} if threads != 1 else {})}
+    models = stage_identity(stage.model, params) if models is None else models
+    if models:  # a model stage: adapter code, weights pins and dtype of each model
+        fields["models"] = models
+    return hashlib.sha256(params_json(fields).encode()).hexdigest()
+
+
+def check_pins(stage: str, models: dict[str, Any], allow_unpinned: bool | None) -> None:
+    """Refuse (exit 3) a stage whose models read unpinned weights when pins are required
+    (``allow_unpinned`` False: the ``full`` workflows' default); ``None`` checks nothing."""
+    loose = unpinned_weights(models)
+    if loose and allow_unpinned is False:
+        raise ConfigError(
+            f"stage {stage}: unpinned weights ({'; '.join(loose)}); pin them where the hub is "
+            "reachable (madbench weights pin --image <image>), commit weights.yaml and "
+            "rebuild the images, or submit with -p allow_unpinned=true (recorded in the "
+            "stage's _SUCCESS marker)")
 
 
 def make_context(
-    run: RunStore, graph: Graph, stage_name: str, params: dict[str, Any], image: str, seed: int
+    run: RunStore, graph: Graph, stage_name: str, params: dict[str, Any], image: str, seed: int,
+    allow_unpinned: bool | None = None,
 ) -> StageContext:
-    """Build a context whose fingerprint reflects the current inputs."""
+    """Build a context whose fingerprint reflects the current inputs and models; with
+    ``allow_unpinned`` False, refuse models whose weights are not pinned."""
     stage = graph[stage_name]
     merged = stage_params(stage, params)
+    models = stage_identity(stage.model, merged)
+    check_pins(stage.name, models, allow_unpinned)
     hashed = _hashed_params(load_impl(stage.target), merged)
-    fp = _fingerprint(run, stage, hashed, image, seed)
+    fp = _fingerprint(run, stage, hashed, image, seed, merged, models)
     return StageContext(run, stage, graph, merged, fp, image, seed,
-                        params_hash=_params_hash(hashed) if hashed is not merged else "")
+                        params_hash=_params_hash(hashed) if hashed is not merged else "",
+                        models=models, allow_unpinned=allow_unpinned)
 
 
 def stage_params(stage: Stage, params: dict[str, Any]) -> dict[str, Any]:
@@ -473,5 +505,9 @@ def _merge_stage(ctx: StageContext, num_shards: int) -> dict[str, Any]:
         "rejected": sum(s != "ok" for s in statuses),
         "schema": f"{row_type.SCHEMA_NAME}/v{row_type.SCHEMA_VERSION}",
     }
+    if ctx.models:  # provenance of the models (issue 21): identity and the pins choice
+        marker["models"] = ctx.models
+        marker["weights"] = {"allow_unpinned": ctx.allow_unpinned,
+                             "unpinned": unpinned_weights(ctx.models)}
     ctx.run.put_bytes(f"{ctx.stage.name}/_SUCCESS", json.dumps(marker, indent=1).encode())
     return marker

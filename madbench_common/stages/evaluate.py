@@ -65,6 +65,8 @@ def _score_rows(slug: str, g: GroupScores) -> list[ScoreRow]:
 class EvaluateStage(StageImpl[ScoreRow]):
     """One item (the whole evaluation): fit, score and report every model."""
 
+    optional_params = ("samples_stage", "score_kind")
+
     row_type = ScoreRow
     id_field = "sample_id"
 

@@ -5,8 +5,9 @@ Reads the ``samples`` manifest of ``assemble`` (and the ``perturbed`` samples of
 :class:`~madbench_common.rows.FeatureRow` per (sample, input mode, pairing). The
 input identity is content-derived — the audio sha256 (``A``), the video sha256
 (``V``) or the sha256 of both (``AV``) — so features live in a cache outside the
-run, ``<store root>/_cache/features/<slug>-<version>/<mode>/<input sha256>.npy``,
-and any later run (or protocol sharing the same mix) reuses them.
+run, ``<store root>/_cache/features/<slug>-<version>/<identity>/<mode>/<input sha256>.npy``
+(``identity``: the image, the adapter's code, its weights pins and loaded dtype), and
+any later run (or protocol sharing the same mix) on the same model reuses them.
 
 Shuffled pairing (paper §5.3: "the Shuffled condition (Sh) keeps the audio and label
 unchanged and replaces only the video", at test time) is computed only for the
@@ -89,6 +90,7 @@ class FeatureStage(StageImpl[FeatureRow]):
     row_type = FeatureRow
     id_field = "sample_id"
     separable = True
+    optional_params = ("samples_stage",)
 
     @cached_property
     def samples(self) -> dict[str, SampleRow]:
@@ -145,8 +147,21 @@ class FeatureStage(StageImpl[FeatureRow]):
         return FeatureRow(sample_id=s.sample_id, sample_sha256=sha, mode=mode, pairing=pairing,
                           features=tuple(float(v) for v in vec))
 
+    @cached_property
+    def identity(self) -> str:
+        """What cached features depend on besides the input: the image, the encoder's adapter
+        code, weights pins and loaded dtype (:func:`~madbench_common.pipeline.identity.
+        cache_identity`), 16 hex digits."""
+        from madbench_common.pipeline.identity import cache_identity
+        from madbench_common.stages.model_features import image_id
+
+        slug = str(self.ctx.params.get("model") or self.ctx.stage.model)
+        return cache_identity(slug, image_id(self.ctx.image), self.ctx.params,
+                              self.encoder)[:16]
+
     def cache_key(self, mode: str, sha: str) -> str:
-        return f"_cache/features/{self.encoder.slug}-{self.encoder.version}/{mode}/{sha}.npy"
+        return (f"_cache/features/{self.encoder.slug}-{self.encoder.version}/{self.identity}/"
+                f"{mode}/{sha}.npy")
 
     def _cached(self, sha: str, mode: str, s: SampleRow, video: SampleRow) -> np.ndarray:
         store, key = self.ctx.run.store, self.cache_key(mode, sha)

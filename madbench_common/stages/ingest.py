@@ -8,12 +8,13 @@ Rejects, with a reason per file: ``missing``, ``empty``, ``unreadable``,
 ``too_many_frames``, ``decode_timeout``, ``decode_memory``, ``decode_crashed``,
 ``not_a_file``; what the listing found wrong with a row (:mod:`madbench_common.sources`):
 ``outside_sources``, ``bad_encoding``, ``bad_file_name``, ``bad_clip_id``,
-``unsupported_location``; a reference stem that fails any of these (``stem_<reason>``,
-e.g. ``stem_unsupported_container``); and, through the stage runtime, any other
-failure on one clip (:mod:`madbench_common.pipeline.failures`). The original
-container is copied byte for byte into the store, named with the extension of the
-container FFmpeg found (later stages mux new audio against its untouched video
-stream); every later stage that decodes video reads only such accepted copies.
+``unsupported_location``; a reference stem that fails any of these or has no audio
+(``stem_<reason>``, e.g. ``stem_unsupported_container``, ``stem_no_audio``); and,
+through the stage runtime, any other failure on one clip
+(:mod:`madbench_common.pipeline.failures`). The original container is copied byte for
+byte into the store, named with the extension of the container FFmpeg found (later
+stages mux new audio against its untouched video stream); every later stage that
+decodes video reads only such accepted copies.
 
 The fingerprint hashes the listing's bytes and every file's content
 (:func:`~madbench_common.sources.listing_identity`), not the ``sources`` text: editing
@@ -115,6 +116,7 @@ class IngestStage(MapStage[SourceRow]):
 
     row_type = SourceRow
     content_params = ("sources",)
+    optional_params = ("sources", "allow_outside_sources")
 
     @classmethod
     def content_identity(cls, params: dict[str, Any]) -> Any:

@@ -11,10 +11,13 @@ A-V paired and A-V shuffled, paper §5.3–5.4), and adds what the adapter's ``e
 reports: the exact input (rate, seconds, frames, crop, pooling, fallback) and, for
 detectors, the native score (P(fake)) that ``scores_<slug>`` turns into ScoreRows.
 
-Cache: ``<store root>/_cache/features/<slug>-<version>/<image>/<prep>/<mode>/<sha>.npz``
-keyed by model slug and version, image (its digest when the reference pins one, else
-a hash of the reference; ``embedded`` in-process), a hash of the stage's frame
-parameters, the input mode and the input's sha256 (audio, or audio + video).
+Cache: ``<store root>/_cache/features/<slug>-<version>/<identity>/<prep>/<mode>/<sha>.npz``
+keyed by model slug and version; the identity (:attr:`FeatureStage.identity`) of the
+image (its digest when the reference pins one, else a hash of the reference;
+``embedded`` in-process), the adapter's code and the helpers it imports (the face
+cropper included), the weights pins of what it reads and the dtype it loaded; a hash of
+the stage's frame parameters, the input mode and the input's sha256 (audio, or audio +
+video). A weights update, an image rebuild or an adapter change misses the cache.
 """
 
 from __future__ import annotations
@@ -97,7 +100,7 @@ class ModelFeatureStage(FeatureStage):
 
     def cache_key(self, mode: str, sha: str) -> str:
         return (f"_cache/features/{self.encoder.slug}-{self.encoder.version}/"
-                f"{image_id(self.ctx.image)}/{self.prep_hash}/{mode}/{sha}.npz")
+                f"{self.identity}/{self.prep_hash}/{mode}/{sha}.npz")
 
     def _row(self, s: SampleRow, mode: str, pairing: str) -> FeatureRow:
         video = s if pairing == "paired" else self.partners.get(s.sample_id)

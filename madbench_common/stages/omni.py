@@ -26,8 +26,9 @@ about the scene shown; ``max_new_tokens`` 8 (the answer is one word or letter); 
 rate and size per model (:mod:`madbench_common.pipeline.omni_models`).
 
 Responses go through :class:`~madbench_common.omni.cache.ResponseCache` at the store
-root, keyed by model, image, prompt hash, input sha256s, mode, pairing and frame
-parameters: a rerun, or a new version of one prompt, asks only what changed. Without a
+root, keyed by model, image, prompt hash, input sha256s, mode, pairing, frame
+parameters and the model's identity (adapter code, weights pins, dtype, message layout):
+a rerun, or a new version of one prompt, asks only what changed. Without a
 model (the embedded default and ``smoke.yaml``) the stage plans nothing.
 """
 
@@ -80,6 +81,7 @@ class OmniStage(StageImpl[ScoreRow]):
     row_type = ScoreRow
     id_field = "sample_id"
     separable = True
+    optional_params = ("samples_stage", "cache", "prompts")
 
     @cached_property
     def model_slug(self) -> str:
@@ -93,6 +95,15 @@ class OmniStage(StageImpl[ScoreRow]):
     @cached_property
     def model(self) -> Any:
         return load_model(self.model_slug)
+
+    @cached_property
+    def identity(self) -> str:
+        """The loaded model's identity for the response cache (adapter code, weights pins,
+        dtype, message layout with the system prompt)."""
+        from madbench_common.pipeline.identity import cache_identity
+
+        return cache_identity(self.model_slug, self.ctx.image, self.ctx.params, self.model,
+                              omni=True)
 
     @cached_property
     def questions(self) -> dict[str, Question]:
@@ -150,7 +161,7 @@ class OmniStage(StageImpl[ScoreRow]):
                       load=lambda: media.load(mode, video), cache=self.cache,
                       image=self.ctx.image, pairing=pairing,
                       max_new_tokens=int(self.ctx.params.get("max_new_tokens", 8)),
-                      settings=self._settings(mode))
+                      settings=self._settings(mode), identity=self.identity)
         except Exception as exc:  # quarantines this row, unless the whole stage must fail
             failed = row_failure(exc, f"{s.sample_id} {task} {mode}/{pairing}")
             log.warning("%s: %s %s %s/%s failed: %s", self.ctx.stage.name, s.sample_id, task,

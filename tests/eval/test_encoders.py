@@ -84,6 +84,7 @@ def test_av_cross_modal_follows_synchrony() -> None:
     assert av.shape == (enc.dims["AV"],)
 
 
+@pytest.mark.slow  # ~73-110 s with a cold numba cache: librosa's kernels compile
 def test_resemblyzer_embedding() -> None:
     pytest.importorskip("resemblyzer")
     enc = ResemblyzerEncoder()

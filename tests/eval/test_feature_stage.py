@@ -167,7 +167,10 @@ def test_features_are_cached_across_runs(first_run: RunStore, store: FileStore,
         second.put_bytes(key, first_run.get_bytes(key))
     rows = _run_stage(second, "features")
     assert calls == [] and len(rows) == len(_run_stage(first_run, "features"))
-    assert store.list("_cache/features/ref-av-stats-1/A")
+    # <slug>-<version>/<identity: image, adapter code, weights pins, dtype>/<mode>/<sha>.npy
+    cached = [k.split("/")[3:] for k in store.list("_cache/features/ref-av-stats-1")]
+    assert {len(k[0]) for k in cached} == {16} and len({k[0] for k in cached}) == 1
+    assert "A" in {k[1] for k in cached}
 
 
 def test_evaluate_stage_reports_every_model(first_run: RunStore) -> None:

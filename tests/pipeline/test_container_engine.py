@@ -31,15 +31,21 @@ def test_outermost_folders() -> None:
 
 
 def test_source_mounts_cover_csv_rows(demo_sources: Path) -> None:
+    """Every file the CSV names (clips and both stems) is under a read-only mount at its
+    own path; the CSV's folder too."""
+    from madbench_common.sources import list_sources
+
     mounts = source_mounts(str(demo_sources))
     assert all(m.read_only and m.target == str(m.host) for m in mounts)
-    demo = Path(__file__).resolve().parents[2] / "data" / "demo"
 
     def covered(path: Path) -> bool:
         return any(m.host == path or m.host in path.parents for m in mounts)
 
-    assert covered(demo_sources.parent)
-    assert all(covered(demo / sub) for sub in ("clips", "stems/speech", "stems/env"))
+    named = [Path(f).resolve() for s in list_sources(str(demo_sources))
+             for f in (s.path, s.speech_stem, s.env_stem) if f]
+    assert len(named) == 12  # 4 clips, each with its speech and env stem
+    assert covered(demo_sources.parent.resolve())
+    assert all(covered(f) for f in named), [f for f in named if not covered(f)]
 
 
 def test_oci_run_follows_the_pod_policy() -> None:

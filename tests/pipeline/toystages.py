@@ -97,6 +97,7 @@ class Flaky(MapStage[ToyRow]):
     """Items fail as ``params["fail"]`` says (``{item: how}``)."""
 
     row_type = ToyRow
+    optional_params = ("fail",)
 
     def plan(self) -> list[str]:
         return [f"c{i:02d}" for i in range(int(self.ctx.params["n"]))]
@@ -113,6 +114,7 @@ class Batch(StageImpl[ToyRow]):
     """Loops its items itself (as the feature and omni stages do); separable."""
 
     row_type = ToyRow
+    optional_params = ("fail",)
     separable = True
 
     def plan(self) -> list[str]:

@@ -148,6 +148,17 @@ def test_a_stem_ffmpeg_cannot_open_rejects_its_clip_only(tmp_path: Path, clip: P
         "stem_unreadable", "stem_unsupported_container")
 
 
+def test_a_stem_without_audio_rejects_its_clip_only(tmp_path: Path, clip: Path) -> None:
+    """A video-only file as a stem decoded to no samples, was padded with zeros to the
+    clip's length and passed for a silent reference (found by bench/attack_inputs.py)."""
+    stem = tmp_path / "picture.mp4"
+    subprocess.run([_ffmpeg(), "-v", "error", "-y", "-f", "lavfi", "-i",
+                    "testsrc=size=32x32:rate=5:duration=5", "-c:v", "libx264", "-pix_fmt",
+                    "yuv420p", str(stem)], check=True)
+    assert _with_stem(tmp_path, clip, "picture.mp4", stem)["a"] == "stem_no_audio"
+    assert list((tmp_path / "store").rglob("ref/speech/*.wav")) == []
+
+
 def test_an_hour_long_stem_stops_at_the_duration_bound(tmp_path: Path, clip: Path) -> None:
     """A 1.5 h FLAC of silence (~0.5 MB) took ingest to 1.2 GiB RSS; now it is refused
     after 13 s of decoding, in the guarded child."""

@@ -94,14 +94,23 @@ def test_rows_carry_the_input_and_the_native_score(run: RunStore) -> None:
 
 
 def test_cache_is_keyed_by_image_and_frame_parameters(run: RunStore) -> None:
+    from madbench_common.pipeline.identity import cache_identity
+    from madbench_common.registry import load_model
+
+    def identity(image: str) -> str:  # the image with the model's adapter, weights, dtype
+        return cache_identity("test-rms-detector", image_id(image), {},
+                              load_model("test-rms-detector"))[:16]
+
+    pinned = "ghcr.io/x/y:1@sha256:" + "ab" * 32
     base = {"model": "test-rms-detector"}
-    _run(run, "features_test_rms_detector", base, image="ghcr.io/x/y:1@sha256:" + "ab" * 32)
+    _run(run, "features_test_rms_detector", base, image=pinned)
     _run(run, "features_test_rms_detector", {**base, "fps": 2.0})
     assert isinstance(run.store, FileStore)
     root = run.store.base / "_cache" / "features" / "test-rms-detector-1"
-    images = {p.name for p in root.iterdir()}
-    assert {"abababababababab", image_id("reference-cpu")} <= images
-    preps = {p.name for p in (root / image_id("reference-cpu")).iterdir()}
+    identities = {p.name for p in root.iterdir()}
+    assert identity(pinned) != identity("reference-cpu")
+    assert {identity(pinned), identity("reference-cpu")} <= identities
+    preps = {p.name for p in (root / identity("reference-cpu")).iterdir()}
     assert len(preps) == 2  # fps 5 and fps 2 are separate cache entries
 
 

@@ -1,0 +1,302 @@
+"""A model's identity: what a model stage's output depends on besides its inputs (issue 21).
+
+A stage's fingerprint (:func:`madbench_common.pipeline.stage.fingerprint`) already holds the
+stage's image reference — a registry ``@sha256:`` digest once the images lock pins one,
+and the local image's digest when the local container engine runs it — its parameters
+and its inputs. For every model the stage runs (its ``model`` parameter and every
+parameter naming a registered slug: the compound QC stages' ``vad``, ``asr``…),
+:func:`model_identity` adds:
+
+- ``adapter``: the sha256 of the adapter module's source and of its helpers — every
+  ``madbench_common`` module it imports, transitively, except the interface and plumbing
+  modules of :data:`_NOT_HELPERS` — plus the identity of every model its source names by
+  slug (the A-V detectors' face cropper ``ref-haar-face``), so an edit to the adapter,
+  its preprocessing or its cropper changes it;
+- ``weights``: the pins in ``images/<image>/weights.yaml`` (a hub entry's commit and the
+  sha256 of each file, a URL entry's sha256; ``null`` while unpinned) of the entries the
+  adapter reads: those whose repository id or file name its sources spell out, or, where
+  none is spelled out, every entry of the image;
+- ``dtype``: the stage's ``dtype`` parameter, else ``auto:cuda`` or ``auto:cpu`` — the
+  adapters pick bf16/fp16 on a GPU and fp32 on the CPU, so the device class the stage
+  runs on stands for the dtype it will load (the caches, which run after loading, record
+  the loaded dtype itself: :func:`loaded_dtype`).
+
+The omni response cache also keys on the full message layout, system prompt included
+(:func:`message_layout`). Nothing here imports a model: the orchestrator stays light.
+"""
+
+from __future__ import annotations
+
+import ast
+import glob
+import hashlib
+import importlib.util
+import json
+import os
+from collections.abc import Iterable, Mapping
+from functools import lru_cache
+from pathlib import Path
+from typing import Any
+
+__all__ = ["accelerator", "adapter_sources", "cache_identity", "compute_dtype",
+           "identity_digest", "loaded_dtype", "message_layout", "model_identity",
+           "stage_identity", "stage_models", "unpinned_weights"]
+
+_PACKAGE = "madbench_common"
+_NOT_HELPERS = frozenset({
+    "madbench_common", "madbench_common.errors", "madbench_common.types",
+    "madbench_common.roles", "madbench_common.registry", "madbench_common.weights",
+    "madbench_common.weights_layout", "madbench_common.weights_pin",
+    "madbench_common.manifest", "madbench_common.rows", "madbench_common.store",
+    "madbench_common.s3client", "madbench_common.models", "madbench_common.reference",
+    "madbench_common.models.tiny",
+})
+"""Modules whose code does not shape a model's output: errors, type aliases, role
+protocols, the registry and weights lookups (the weights' own pins are in the identity),
+manifests and storage, and bare packages."""
+
+
+# ---------------------------------------------------------------- which models a stage runs
+
+
+def stage_models(model: str, params: Mapping[str, Any]) -> list[str]:
+    """Registered slugs a stage runs: ``model`` (``+``-joined for compound stages, whose
+    parameters then name the ones actually used) and every parameter value that is a slug."""
+    from madbench_common.registry import REGISTRY
+
+    named = [str(params.get("model") or model)] if "+" not in model else []
+    named += [v for v in params.values() if isinstance(v, str)]
+    return sorted({s for s in named if s in REGISTRY})
+
+
+# ---------------------------------------------------------------- adapter code
+
+
+def _module_file(name: str) -> Path | None:
+    """The source file of module ``name``, found without importing anything (a dotted name
+    that is not a module, e.g. an imported class, has none)."""
+    top, *rest = name.split(".")
+    try:
+        spec = importlib.util.find_spec(top)  # a top-level lookup imports nothing
+    except (ImportError, ValueError):
+        return None
+    if spec is None:
+        return None
+    if not rest:
+        return Path(spec.origin) if spec.origin and spec.origin.endswith(".py") else None
+    for location in spec.submodule_search_locations or ():
+        base = Path(location).joinpath(*rest)
+        for candidate in (base.with_suffix(".py"), base / "__init__.py"):
+            if candidate.is_file():
+                return candidate
+    return None
+
+
+def _imports(tree: ast.AST, module: str) -> set[str]:
+    """Every module imported anywhere in ``tree`` (inside functions too), absolute."""
+    found: set[str] = set()
+    package = module.rsplit(".", 1)[0]
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            found.update(a.name for a in node.names)
+        elif isinstance(node, ast.ImportFrom):
+            base = node.module or ""
+            if node.level:
+                parts = package.split(".")
+                base = ".".join(parts[:len(parts) - node.level + 1] + ([base] if base else []))
+            found.add(base)
+            found.update(f"{base}.{a.name}" for a in node.names)
+    return found
+
+
+def _strings(tree: ast.AST) -> set[str]:
+    return {n.value for n in ast.walk(tree) if isinstance(n, ast.Constant)
+            and isinstance(n.value, str) and len(n.value) < 200}
+
+
+@lru_cache(maxsize=512)
+def _parse(path: str, module: str, mtime_ns: int,
+           size: int) -> tuple[str, frozenset[str], frozenset[str]]:
+    """(sha256 of the source, imported modules, string constants) of one module's file."""
+    del mtime_ns, size  # the cache key: a changed file is read again
+    text = Path(path).read_bytes()
+    tree = ast.parse(text)
+    return (hashlib.sha256(text).hexdigest(), frozenset(_imports(tree, module)),
+            frozenset(_strings(tree)))
+
+
+def _read(name: str) -> tuple[str, frozenset[str], frozenset[str]] | None:
+    path = _module_file(name)
+    if path is None:
+        return None
+    st = path.stat()
+    return _parse(str(path), name, st.st_mtime_ns, st.st_size)
+
+
+def adapter_sources(module: str) -> dict[str, str]:
+    """module → sha256 of its source: the adapter module and its helpers — the modules of
+    ``madbench_common`` and of the adapter's own package it imports — transitively."""
+    roots = (_PACKAGE, module.split(".")[0])
+    out: dict[str, str] = {}
+    todo = [module]
+    while todo:
+        name = todo.pop()
+        if name in out:
+            continue
+        parsed = _read(name)
+        if parsed is None:
+            continue
+        out[name] = parsed[0]
+        todo += [m for m in parsed[1] if m not in _NOT_HELPERS and m not in out
+                 and any(m == r or m.startswith(f"{r}.") for r in roots)]
+    return dict(sorted(out.items()))
+
+
+def _strings_of(modules: Iterable[str]) -> set[str]:
+    found: set[str] = set()
+    for name in modules:
+        parsed = _read(name)
+        if parsed is not None:
+            found |= parsed[2]
+    return found
+
+
+# ---------------------------------------------------------------- weights
+
+
+def _model_strings(slug: str) -> set[str]:
+    from madbench_common.registry import REGISTRY
+
+    return _strings_of(adapter_sources(REGISTRY[slug].target.partition(":")[0]))
+
+
+def _weights_pins(image: str, strings: set[str]) -> dict[str, Any]:
+    """The pins of the entries of ``image``'s weights.yaml the adapter reads: those its
+    sources name, and those no model of the image names (read through another library's
+    default, e.g. torchaudio's HuBERT file name); every entry when it names none."""
+    from madbench_common.registry import REGISTRY
+    from madbench_common.weights import load_spec, spec_path
+
+    if not image or not spec_path(image).exists():
+        return {}
+    spec = load_spec(image)
+    hf = {i.repo: {"revision": i.revision, "commit": i.commit, "sha256": dict(i.sha256) or None}
+          for i in spec.hf}
+    urls = {u.name: {"sha256": u.sha256} for u in spec.urls}
+    named = set().union(*(_model_strings(s) for s, m in REGISTRY.items() if m.image == image))
+    if not strings & (set(hf) | set(urls)):
+        strings = set(hf) | set(urls)
+    keep = strings | ((set(hf) | set(urls)) - named)
+    return {"image": image, "hf": {k: v for k, v in hf.items() if k in keep},
+            "urls": {k: v for k, v in urls.items() if k in keep}}
+
+
+# ---------------------------------------------------------------- dtype
+
+
+def accelerator() -> str:
+    """``cuda`` when an NVIDIA GPU is visible to this process, else ``cpu`` (no torch import)."""
+    if os.environ.get("CUDA_VISIBLE_DEVICES") in ("", "-1") or os.environ.get(
+            "NVIDIA_VISIBLE_DEVICES") in ("void", "none", ""):
+        return "cpu"
+    return "cuda" if glob.glob("/dev/nvidia[0-9]*") else "cpu"
+
+
+def compute_dtype(params: Mapping[str, Any]) -> str:
+    """The dtype a stage asks for (``dtype`` parameter), else ``auto:<device class>``."""
+    return str(params.get("dtype") or f"auto:{accelerator()}")
+
+
+def loaded_dtype(model: Any) -> str:
+    """The dtype of the first torch module a loaded adapter holds (``n/a`` without one)."""
+    for _name, value in sorted(getattr(model, "__dict__", {}).items()):
+        if not hasattr(value, "parameters"):
+            continue
+        dtype = getattr(value, "dtype", None)
+        if dtype is not None:
+            return str(dtype)
+        try:
+            return str(next(iter(value.parameters())).dtype)
+        except (StopIteration, TypeError, AttributeError):
+            continue
+    return str(getattr(model, "dtype", None) or "n/a")
+
+
+# ---------------------------------------------------------------- identities
+
+
+def model_identity(slug: str, params: Mapping[str, Any] | None = None,
+                   _seen: frozenset[str] = frozenset()) -> dict[str, Any]:
+    """Adapter code, weights pins and dtype of a registered model (see the module doc)."""
+    from madbench_common.registry import REGISTRY
+
+    spec = REGISTRY[slug]
+    module = spec.target.partition(":")[0]
+    sources = adapter_sources(module)
+    strings = _strings_of(sources)
+    uses = sorted(s for s in strings if s in REGISTRY and s != slug and s not in _seen)
+    adapter = {"target": spec.target, "sources": sources,
+               "uses": {u: model_identity(u, None, _seen | {slug})["adapter"] for u in uses}}
+    return {"adapter": identity_digest(adapter),
+            "weights": _weights_pins(spec.image, strings),
+            "dtype": compute_dtype(params or {})}
+
+
+def stage_identity(model: str, params: Mapping[str, Any]) -> dict[str, dict[str, Any]]:
+    """slug → :func:`model_identity` for every model a stage runs (``{}`` for core stages)."""
+    return {slug: model_identity(slug, params) for slug in stage_models(model, params)}
+
+
+def unpinned_weights(identities: Mapping[str, Mapping[str, Any]]) -> list[str]:
+    """``slug: entry`` for each weights entry without a pin in ``identities``."""
+    out = []
+    for slug, ident in sorted(identities.items()):
+        weights = ident.get("weights") or {}
+        out += [f"{slug}: {repo}@{pin['revision']}" for repo, pin in
+                sorted((weights.get("hf") or {}).items()) if not (pin["commit"] and pin["sha256"])]
+        out += [f"{slug}: {name}" for name, pin in sorted((weights.get("urls") or {}).items())
+                if not pin["sha256"]]
+    return out
+
+
+def identity_digest(value: Any) -> str:
+    """sha256 of the canonical JSON of ``value``."""
+    blob = json.dumps(value, sort_keys=True, separators=(",", ":"), default=str)
+    return hashlib.sha256(blob.encode()).hexdigest()
+
+
+def message_layout(model: Any) -> str:
+    """An omni adapter's full message layout for a placeholder prompt, system prompt and
+    chat template included: its ``message_layout()`` if it has one, else its
+    ``conversation`` (with and without video) and its processor's chat template."""
+    own = getattr(model, "message_layout", None)
+    if callable(own):
+        return str(own())
+    parts: list[Any] = []
+    conversation = getattr(model, "conversation", None)
+    if callable(conversation):
+        for video in (False, True):
+            try:
+                parts.append(conversation("{prompt}", video))
+            except TypeError:
+                parts.append(conversation("{prompt}"))
+                break
+    processor = getattr(model, "processor", None)
+    template = getattr(processor, "chat_template", None) or getattr(
+        getattr(processor, "tokenizer", None), "chat_template", None)
+    parts.append(template if isinstance(template, (str, dict, list)) else None)
+    return json.dumps(parts, sort_keys=True, default=str)
+
+
+def cache_identity(slug: str, image: str, params: Mapping[str, Any], model: Any,
+                   omni: bool = False) -> str:
+    """What a cache of a loaded model's outputs keys on: the image, the model's identity
+    with the dtype it loaded, and for omni models the message layout (a hex digest)."""
+    from madbench_common.registry import REGISTRY
+
+    ident = dict(model_identity(slug, params)) if slug in REGISTRY else {"slug": slug}
+    ident["dtype"] = loaded_dtype(model)
+    value: dict[str, Any] = {"image": image, "model": ident}
+    if omni:
+        value["layout"] = message_layout(model)
+    return identity_digest(value)

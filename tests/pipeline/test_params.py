@@ -1,0 +1,159 @@
+"""Stage parameters are checked (issue 22 item 3): a ``--set`` typo, an unknown stage or a
+pod parameter no stage takes is a clear exit 3 naming the stage, the key, the closest
+valid key and every valid key, instead of a run that changes its fingerprint and nothing
+else. The valid keys come from one place: the graph's declared defaults plus the keys an
+implementation reads with its own default (``StageImpl.optional_params``)."""
+
+from __future__ import annotations
+
+import ast
+import importlib
+import inspect
+import json
+from collections import defaultdict
+from pathlib import Path
+
+import pytest
+import yaml
+
+from madbench_common.cli import main
+from madbench_common.deaf.graph import build_deaf_graph
+from madbench_common.errors import ConfigError
+from madbench_common.pipeline.definition import build_graph
+from madbench_common.pipeline.graph import Graph
+from madbench_common.pipeline.params import check_params, check_stage_params, valid_keys
+from madbench_common.pipeline.stage import load_impl
+
+_REPO = Path(__file__).resolve().parents[2]
+_ENGINE = "madbench_common.pipeline.stage"
+
+
+def test_set_typo_names_stage_key_suggestion_and_valid_keys(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """The reported case: ``max_env_leakge`` ran, changed the fingerprint, changed nothing."""
+    code = main(["run", "--store", str(tmp_path / "s"), "--run-id", "t", "--no-progress",
+                 "--set", "source_qc.max_env_leakge=0.2"])
+    err = capsys.readouterr().err
+    assert code == 3
+    assert "stage 'source_qc' has no parameter 'max_env_leakge'" in err
+    assert "did you mean 'max_env_leakage'?" in err
+    assert "min_speech_coverage" in err and "music_labels" in err  # the valid keys
+    assert not (tmp_path / "s" / "t" / "ingest").exists()  # nothing ran
+
+
+def test_set_unknown_stage_suggests_the_closest(tmp_path: Path,
+                                                capsys: pytest.CaptureFixture[str]) -> None:
+    code = main(["run", "--store", str(tmp_path / "s"), "--run-id", "t", "--no-progress",
+                 "--set", "source_q.max_env_leakage=0.2"])
+    assert code == 3
+    assert "no stage 'source_q' in this graph; did you mean 'source_qc'?" in \
+        capsys.readouterr().err
+
+
+def test_deaf_set_typo_exits_3(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    code = main(["deaf", "run", "--store", str(tmp_path / "s"), "--run-id", "t",
+                 "--no-progress", "--set", "deaf_metrics.nboot=200"])
+    err = capsys.readouterr().err
+    assert code == 3
+    assert "stage 'deaf_metrics' has no parameter 'nboot'; did you mean 'n_boot'?" in err
+
+
+@pytest.mark.parametrize("command", [[], ["deaf"]])
+def test_pod_parameter_typo_exits_3(tmp_path: Path, command: list[str],
+                                    capsys: pytest.CaptureFixture[str]) -> None:
+    stage = "deaf_metrics" if command else "evaluate"
+    code = main([*command, "stage", "run", "--stage", stage, "--store", str(tmp_path / "s"),
+                 "--run-id", "t", "--param", "nboot=3"])
+    assert code == 3
+    assert f"stage {stage!r} has no parameter 'nboot'; did you mean 'n_boot'?" in \
+        capsys.readouterr().err
+
+
+def test_valid_keys_span_profiles_and_implementation() -> None:
+    graph = build_graph()
+    assert "model" in valid_keys(graph["features_det_batfd"])  # only ``full`` runs a model
+    assert "model" not in valid_keys(graph["source_qc"])  # compound: vad/asr/tagger instead
+    assert {"vad", "asr", "tagger"} <= valid_keys(graph["source_qc"])
+    assert {"prompt_model", "asr_all"} <= valid_keys(graph["component_qc"])
+    assert {"sources", "allow_outside_sources"} <= valid_keys(graph["ingest"])  # impl-declared
+    assert "model" not in valid_keys(graph["pairing"])
+    check_params(graph, {"separate": {"model": "separator-mossformer2"},
+                         "ingest": {"sources": "x.csv"}})
+    with pytest.raises(ConfigError, match=r"stage 'pairing' has no parameter 'model'"):
+        check_params(graph, {"pairing": {"model": "ref-av-stats"}})
+
+
+def _pod_params(args: list[str]) -> tuple[str, dict[str, object]]:
+    stage, params = args[args.index("--stage") + 1], {}
+    for flag, value in zip(args, args[1:]):
+        if flag == "--param":
+            params[value.partition("=")[0]] = value.partition("=")[2]
+        elif flag == "--params-json":
+            params.update(json.loads(value))
+    return stage, params
+
+
+@pytest.mark.parametrize("workflow", ["full", "smoke", "deaf"])
+def test_every_rendered_pod_passes_only_valid_parameters(workflow: str) -> None:
+    """The workflow's ``--param`` / ``--params-json`` (sources, model, workflow parameters,
+    the profile's params) are all keys the pod's stage takes: the pod check refuses none."""
+    doc = yaml.safe_load((_REPO / "workflows" / f"{workflow}.yaml").read_text())
+    graph = build_deaf_graph() if workflow == "deaf" else build_graph()
+    seen = set()
+    for template in doc["spec"]["templates"]:
+        args = (template.get("container") or {}).get("args") or []
+        if "stage" in args and "--stage" in args:
+            stage, params = _pod_params(args)
+            check_stage_params(graph[stage], params, f"{workflow}.yaml")
+            seen.add(stage)
+    assert seen == set(graph.stages)
+
+
+def _keys_read(tree: ast.AST) -> set[str]:
+    """String keys read from a stage's parameters: ``….params[k]``, ``….params.get(k)``,
+    and the same through the local alias ``p`` (never another stage's ``stage.params``)."""
+    def is_params(node: ast.AST) -> bool:
+        if isinstance(node, ast.Name):
+            return node.id in ("p", "params")
+        return (isinstance(node, ast.Attribute) and node.attr == "params"
+                and not (isinstance(node.value, ast.Name) and node.value.id == "stage"))
+
+    keys = set()
+    for node in ast.walk(tree):
+        key: ast.AST | None = None
+        if isinstance(node, ast.Subscript) and is_params(node.value):
+            key = node.slice
+        elif (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)
+              and node.func.attr == "get" and is_params(node.func.value) and node.args):
+            key = node.args[0]
+        if isinstance(key, ast.Constant) and isinstance(key.value, str):
+            keys.add(key.value)
+    return keys
+
+
+@pytest.mark.parametrize("graph", [build_graph(), build_deaf_graph()],
+                         ids=["madbench", "deaf"])
+def test_every_key_a_stage_module_reads_is_declared(graph: Graph) -> None:
+    """The check never refuses a key the code reads: each key read in a stage module is
+    valid for a stage of that module (declared in the graph or in ``optional_params``)."""
+    valid: dict[str, set[str]] = defaultdict(set)
+    for stage in graph:  # the modules of the implementation and of its bases
+        for cls in load_impl(stage.target).__mro__:
+            if cls.__module__.startswith("madbench_common.") and cls.__module__ != _ENGINE:
+                valid[cls.__module__] |= valid_keys(stage)
+    seen = set()
+    for module, keys in valid.items():
+        read = _keys_read(ast.parse(inspect.getsource(importlib.import_module(module))))
+        assert read <= keys, f"{module} reads undeclared {sorted(read - keys)}"
+        seen |= read
+    assert {"n_boot", "model"} <= seen  # the scan sees the reads
+
+
+@pytest.mark.parametrize("profile", ["embedded", "full"])
+def test_compound_qc_models_are_derived_from_their_parameters(profile: str) -> None:
+    """The QC stages' ``vad+asr+…`` model is their model parameters joined (typed once)."""
+    graph = build_graph().profiled(profile)
+    for name in ("source_qc", "component_qc"):
+        stage = graph[name]
+        roles = [k for k in ("vad", "asr", "speaker", "tagger") if k in stage.params]
+        assert stage.model == "+".join(stage.params[k] for k in roles), name
