@@ -21,6 +21,7 @@ _EXTENSIONS = (
     "madbench_common.cli_pipeline",
     "madbench_common.cli_cluster",
     "madbench_common.cli_eval",
+    "madbench_common.cli_export",
     "madbench_common.cli_weights",
     "madbench_common.cli_taxonomy",
     "madbench_common.cli_omni",

@@ -8,6 +8,7 @@ import sys
 import time
 import uuid
 from collections.abc import Callable, Sequence
+from pathlib import Path
 from typing import Any
 
 from rich.console import Console
@@ -129,19 +130,37 @@ def add_stage_commands(sub: argparse._SubParsersAction[Any],
 
 
 def parse_set(values: Sequence[str]) -> dict[str, dict[str, Any]]:
-    """``stage.key=value`` overrides → {stage: {key: value}}; values parse as JSON if they can."""
+    """``stage.key=value`` overrides → {stage: {key: value}}; values parse as JSON if they can.
+
+    ``stage.key=@FILE`` reads the value from a YAML (or JSON) file, so the file's contents,
+    not its name, become the parameter (and the stage's fingerprint).
+    """
     out: dict[str, dict[str, Any]] = {}
     for item in values:
         target, eq, raw = item.partition("=")
         stage, dot, key = target.partition(".")
         if not eq or not dot or not stage or not key:
             raise MadbenchError(f"--set {item!r}: expected STAGE.KEY=VALUE")
+        if raw.startswith("@"):
+            out.setdefault(stage, {})[key] = _value_file(raw[1:], item)
+            continue
         try:
             value: Any = json.loads(raw)
         except json.JSONDecodeError:
             value = raw
         out.setdefault(stage, {})[key] = value
     return out
+
+
+def _value_file(path: str, item: str) -> Any:
+    import yaml
+
+    try:
+        return yaml.safe_load(Path(path).read_text(encoding="utf-8"))
+    except OSError as exc:
+        raise ConfigError(f"--set {item!r}: cannot read {path}: {exc.strerror}") from None
+    except yaml.YAMLError as exc:
+        raise ConfigError(f"--set {item!r}: {path} is not YAML: {exc}") from None
 
 
 def cmd_run(args: argparse.Namespace) -> int:
@@ -218,6 +237,8 @@ def cmd_report(args: argparse.Namespace) -> int:
     print(main_section(text))  # plain print: Markdown rows must not be re-wrapped
     for section in zero_shot_sections(text):  # omni parse rates and prompts (issue 13)
         print("\n" + section)
+    for section in robustness_sections(text):  # AUC per robustness condition (issue 23)
+        print("\n" + section)
     print(f"report: {run.uri(marker['prefix'] + '/report/report.html')}")
     print(f"tables: {run.uri(marker['prefix'] + '/report/report.md')} (and report.json)")
     return 0
@@ -233,6 +254,12 @@ def zero_shot_sections(markdown: str) -> list[str]:
     """The report's ``## Zero-shot …`` sections (omni parse rates and prompts), if any."""
     return ["## " + part.strip() for part in markdown.split("\n## ")[1:]
             if part.startswith("Zero-shot")]
+
+
+def robustness_sections(markdown: str) -> list[str]:
+    """The report's compact robustness section (AUC by condition, issue 23), if any."""
+    return ["## " + part.strip() for part in markdown.split("\n## ")[1:]
+            if part.startswith("Robustness: binary AUC by condition")]
 
 
 def print_status(status: RunStatus, details: bool = False, table1: bool = True) -> None:

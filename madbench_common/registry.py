@@ -159,6 +159,20 @@ _ref("ref-frame-stats", "encoder", "madbench_common.reference.encoders:FrameStat
 _ref("ref-av-stats", "encoder", "madbench_common.reference.encoders:AVStatsEncoder",
      "log-mel ⊕ frame stats ⊕ audio-envelope/motion correlations (A, V, AV)",
      "audio-visual encoders", group="av_encoder")
+_ref("ref-av-lfcc", "encoder", "madbench_common.reference.encoders:AVLfccEncoder",
+     "LFCC ⊕ frame stats ⊕ band-envelope/motion correlations (A, V, AV)",
+     "audio-visual encoders", group="av_encoder")
+# Fixed-rule detector stand-ins (issue 23): features + a native score from a rule set a
+# priori (reference/detectors.py); they fill the detector groups of a reference run.
+_ref("ref-hf-artifact-det", "detector", "madbench_common.reference.detectors:HFArtifactDetector",
+     "band flatness/energy statistics; P(fake) = σ(10·(energy-weighted 4–8 kHz flatness − 0.2))",
+     "pretrained audio detectors (AASIST)", group="audio_detector")
+_ref("ref-modulation-det", "detector", "madbench_common.reference.detectors:ModulationDetector",
+     "envelope modulation spectrum; P(fake) = σ(10·(0.45 − 2–8 Hz modulation share))",
+     "pretrained audio detectors (XLSR-Mamba)", group="audio_detector")
+_ref("ref-av-sync-det", "detector", "madbench_common.reference.detectors:AVSyncDetector",
+     "band-envelope/motion correlations; P(fake) = σ(2·(3 − z of the max |corr|))",
+     "pretrained A-V detectors (AVH-Align)", group="av_detector")
 
 # The paper's models in their own images (issue 9 §6).
 register(ModelSpec(

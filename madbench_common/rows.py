@@ -14,6 +14,7 @@ __all__ = [
     "ComponentRow",
     "FeatureRow",
     "PairRow",
+    "PerturbedRow",
     "SampleRow",
     "SceneRow",
     "ScoreRow",
@@ -286,6 +287,27 @@ class SampleRow(ManifestRow):
     env_target_dbfs: float = 0.0
     mux_audio_codec: str = ""
     mux_sample_rate: int = 0
+
+
+@manifest("perturbed", 1)
+@row
+class PerturbedRow(SampleRow):
+    """A test sample under one robustness condition (issue 23): a protocol of its own.
+
+    Every label and provenance column is the clean sample's; ``audio_*`` is the perturbed
+    track, ``video_*`` the clean clip's untouched video stream remuxed beside that track
+    (its packets byte for byte). ``sample_id`` is ``<clean sample id>@<condition>``.
+    """
+
+    condition: str = ""
+    condition_index: int = 0
+    """The condition's position in the stage's list (the reports' order)."""
+    condition_family: str = ""
+    condition_params: str = ""
+    """JSON: the chain as configured and, per step, what was measured on its output
+    (codec, sample rate, bitrate; noise file, sha256, offset, achieved SNR)."""
+    clean_sample_id: str = ""
+    clean_audio_sha256: str = ""
 
 
 @manifest("scenes", 1)

@@ -83,6 +83,8 @@ def _stage_counts(rows: list[Any]) -> dict[str, Any]:
         for r in rows:
             for reason in r.fail_reasons:
                 _bump(counts, f"fail_{reason}")
+    if rows and hasattr(rows[0], "condition"):
+        return counts | _condition_counts(rows)
     if rows and hasattr(rows[0], "protocol"):
         return counts | _sample_counts(rows)
     if rows and hasattr(rows[0], "qc_pass"):
@@ -114,6 +116,14 @@ def _component_counts(rows: list[Any]) -> dict[str, Any]:
             _bump(counts, f"{k}_generated", int(r.ok))
             if r.stage == "component_qc":
                 _bump(counts, f"{k}_retained", int(bool(r.qc_pass)))
+    return counts
+
+
+def _condition_counts(rows: list[Any]) -> dict[str, Any]:
+    """Robustness conditions (``perturb``): test samples per condition, and the clips."""
+    counts: dict[str, Any] = {"clips": len({r.clip_id for r in rows if r.ok})}
+    for r in rows:
+        _bump(counts, f"{r.condition}", int(r.ok))
     return counts
 
 

@@ -118,11 +118,13 @@ def die(msg: str) -> None:
     raise SystemExit(1)
 
 
-def fetch(workdir: Path) -> dict[str, str]:
+def fetch(workdir: Path, sources: dict[str, tuple[str, list[Source]]] | None = None
+          ) -> dict[str, str]:
     """apt-get download every package; extract the members used; return their versions."""
     if shutil.which("apt-get") is None or shutil.which("dpkg-deb") is None:
         die("apt-get/dpkg-deb not found: needs a Debian system (the library is committed)")
-    packages = sorted({s.package for _, srcs in SOURCES.values() for s in srcs})
+    sources = SOURCES if sources is None else sources
+    packages = sorted({s.package for _, srcs in sources.values() for s in srcs})
     proc = subprocess.run(["apt-get", "download", *packages], cwd=workdir,
                           capture_output=True, text=True)
     if proc.returncode != 0:
@@ -132,7 +134,7 @@ def fetch(workdir: Path) -> dict[str, str]:
         deb = sorted(workdir.glob(f"{name}_*.deb"))[-1]
         versions[name] = subprocess.run(["dpkg-deb", "-f", str(deb), "Version"], check=True,
                                         capture_output=True, text=True).stdout.strip()
-        members = [f"./{s.member}" for _, srcs in SOURCES.values() for s in srcs
+        members = [f"./{s.member}" for _, srcs in sources.values() for s in srcs
                    if s.package == name]
         dest = workdir / name
         dest.mkdir(exist_ok=True)
@@ -149,9 +151,9 @@ def decode(path: Path) -> np.ndarray:
     return np.asarray(resample_poly(x, SR // g, int(sr) // g))
 
 
-def bed(parts: list[np.ndarray]) -> np.ndarray:
-    """The parts joined in order, repeated, with 50 ms crossfades, cut to SECONDS."""
-    n, fade = int(SECONDS * SR), int(0.05 * SR)
+def bed(parts: list[np.ndarray], seconds: float = SECONDS) -> np.ndarray:
+    """The parts joined in order, repeated, with 50 ms crossfades, cut to ``seconds``."""
+    n, fade = int(seconds * SR), int(0.05 * SR)
     ramp = np.linspace(0.0, 1.0, fade)
     out = np.zeros(0)
     i = 0

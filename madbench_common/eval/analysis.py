@@ -16,6 +16,11 @@ Definitions (paper §5):
   AUC(Q vs S) on the environment task's scores (§5.2), per protocol and averaged;
 * Δ_pair = AUC_P − AUC_Sh per scene-consistency condition, on the same test rows
   scored once with the intended and once with the shuffled video (§5.3).
+
+Robustness (issue 23, beyond the paper): per robustness condition, AUC, EER and AP of
+every binary task with the clean heads, per protocol and as the mean over the core
+protocols, and the drop from clean (ΔAUC = clean − condition, with a clip-paired
+interval: the condition's samples are the clean test clips).
 """
 
 from __future__ import annotations
@@ -41,6 +46,7 @@ __all__ = [
     "generator_records",
     "logo_records",
     "pair_records",
+    "robustness_records",
     "summary_records",
     "task_records",
     "variant_records",
@@ -49,8 +55,9 @@ __all__ = [
 
 F64 = npt.NDArray[np.float64]
 Record = dict[str, Any]
-SUMMARY_METRICS = (("binary", "auc"), ("binary", "eer"), ("fourway", "acc"),
-                   ("fourway", "macro_f1"), ("speech", "auc"), ("env", "auc"))
+SUMMARY_METRICS = (("binary", "auc"), ("binary", "eer"), ("binary", "ap"), ("fourway", "acc"),
+                   ("fourway", "macro_f1"), ("speech", "auc"), ("speech", "ap"), ("env", "auc"),
+                   ("env", "ap"))
 """(task, metric) pairs averaged over protocols: Tables 2, 3 and 5."""
 
 
@@ -100,6 +107,7 @@ def view_metrics(view: View, task: str, n_boot: int, seed: int) -> Record:
     rec |= _cell("auc", estimate([view], "auc", n_boot, seed))
     if view.multiclass:
         return rec | _fourway_metrics(view, n_boot, seed)
+    rec |= _cell("ap", estimate([view], "ap", n_boot, seed))
     return rec | _binary_metrics(view, task, n_boot, seed)
 
 
@@ -253,10 +261,13 @@ def _pair_record(p: GroupScores, sh: GroupScores | None, cond: str, n_boot: int,
         return None
     views = _aligned_views(p, sh, cond) if sh is not None else None
     if views is None:
-        return key | _cell("auc_P", estimate([total], "auc", n_boot, seed)) | _counts([total])
+        return (key | _cell("auc_P", estimate([total], "auc", n_boot, seed))
+                | _cell("ap_P", estimate([total], "ap", n_boot, seed)) | _counts([total]))
     vp, vs = views
     rec = key | _cell("auc_P", estimate([vp], "auc", n_boot, seed))
     rec |= _cell("auc_Sh", estimate([vs], "auc", n_boot, seed))
+    rec |= _cell("ap_P", estimate([vp], "ap", n_boot, seed))
+    rec |= _cell("ap_Sh", estimate([vs], "ap", n_boot, seed))
     rec |= _cell("delta_pair", estimate([vp, vs], "auc", n_boot, seed, _diff_of_means(1)))
     return rec | {"n": vp.n, "n_excluded": total.n_total - vp.n,
                   "excluded_rate": (total.n_total - vp.n) / total.n_total}
@@ -320,7 +331,8 @@ def generator_records(groups: list[GroupScores]) -> list[Record]:
             y, s = fake[rows].astype(int), g.scores["binary"][rows]
             if 0 < y.sum() < y.size:
                 out.append(_key(g) | {"generator": gen, "auc": M.auc(y, s),
-                                      "eer": M.eer_asvspoof(y, s), "n_fake": int(y.sum()),
+                                      "eer": M.eer_asvspoof(y, s),
+                                      "ap": M.average_precision(y, s), "n_fake": int(y.sum()),
                                       "n_real": int(y.size - y.sum())})
     return out
 
@@ -339,6 +351,87 @@ def logo_records(groups: list[GroupScores]) -> list[Record]:
             y = fake[rows].astype(int)
             held, seen = M.auc(y, g.scores[head][rows]), M.auc(y, g.scores["binary"][rows])
             out.append(_key(g) | {"generator": gen, "auc_held_out": held, "auc_seen": seen,
-                                  "drop": seen - held, "n_fake": int(fake.sum()),
+                                  "drop": seen - held,
+                                  "ap_held_out": M.average_precision(y, g.scores[head][rows]),
+                                  "ap_seen": M.average_precision(y, g.scores["binary"][rows]),
+                                  "n_fake": int(fake.sum()),
                                   "n_real": int(real.sum())})
     return out
+
+
+ROBUST_TASKS = ("binary", "speech", "env", "scene")
+"""Tasks scored under every robustness condition (the binary ones)."""
+
+
+def _robust_views(groups: list[GroupScores], task: str
+                  ) -> dict[tuple[str, str, str, str], View]:
+    """(source, mode, condition, protocol) → the task's view, paired groups only."""
+    out = {}
+    for g in (g for g in groups if g.pairing == "paired" and task in g.scores):
+        if (task == "scene") != (g.protocol == SC_PROTOCOL):
+            continue
+        view = task_view(g, task)
+        if view is not None:
+            out[(g.source, g.mode, g.condition or "clean", g.protocol)] = view
+    return out
+
+
+def _point(view: View) -> Record:
+    y, s = view.binary_labels(), view.ranking()
+    return {"auc": M.auc(y, s), "eer": M.eer_asvspoof(y, s), "ap": M.average_precision(y, s),
+            "n": view.n}
+
+
+def _robust_mean(clean: list[View], cond: list[View], n_boot: int, seed: int) -> Record:
+    rec: Record = _cell("auc", estimate(cond, "auc", n_boot, seed))
+    rec |= _cell("ap", estimate(cond, "ap", n_boot, seed))
+    rec["eer"] = float(np.mean([_point(v)["eer"] for v in cond]))
+    rec |= _cell("auc_drop", estimate(clean + cond, "auc", n_boot, seed,
+                                      _diff_of_means(len(clean))))
+    rec["ap_drop"] = float(np.mean([_point(v)["ap"] for v in clean])
+                           - np.mean([_point(v)["ap"] for v in cond]))
+    rec["eer_rise"] = rec["eer"] - float(np.mean([_point(v)["eer"] for v in clean]))
+    return rec | {"n": sum(v.n for v in cond)}
+
+
+def robustness_records(clean: list[GroupScores], perturbed: list[GroupScores],
+                       n_boot: int = 1000, seed: int = 0) -> list[Record]:
+    """Per (source, mode, task, condition): each protocol's point AUC/EER/AP and drop from
+    clean, and (``protocol="mean"``) the mean over the core protocols with intervals.
+
+    The ``clean`` condition's own records come first, so a table reads top to bottom.
+    """
+    out = []
+    order = list(dict.fromkeys(g.condition for g in perturbed))
+    for task in ROBUST_TASKS:
+        base, views = _robust_views(clean, task), _robust_views(perturbed, task)
+        keys = sorted({k[:3] for k in views}, key=lambda k: (k[0], k[1], order.index(k[2])))
+        for source, mode in dict.fromkeys((k[0], k[1]) for k in keys):
+            conds = ["clean", *dict.fromkeys(k[2] for k in keys if k[:2] == (source, mode))]
+            for cond in conds:
+                out += _robust_rows(base, views, source, mode, task, cond, n_boot, seed)
+    return out
+
+
+def _robust_rows(base: dict[tuple[str, str, str, str], View],
+                 views: dict[tuple[str, str, str, str], View], source: str, mode: str,
+                 task: str, cond: str, n_boot: int, seed: int) -> list[Record]:
+    mine = base if cond == "clean" else views
+    protos = sorted(p for (s, m, c, p) in mine if (s, m, c) == (source, mode, cond))
+    key: Record = {"source": source, "mode": mode, "task": task, "condition": cond}
+    rows = []
+    for proto in protos:
+        rec = key | {"protocol": proto} | _point(mine[(source, mode, cond, proto)])
+        ref = base.get((source, mode, "clean", proto))
+        if ref is not None:
+            rec |= {"auc_drop": _point(ref)["auc"] - rec["auc"],
+                    "eer_rise": rec["eer"] - _point(ref)["eer"],
+                    "ap_drop": _point(ref)["ap"] - rec["ap"]}
+        rows.append(rec)
+    core = [p for p in protos if p in CORE_PROTOCOLS and (source, mode, "clean", p) in base]
+    if core and task != "scene":
+        ref_views = [base[(source, mode, "clean", p)] for p in core]
+        cond_views = [mine[(source, mode, cond, p)] for p in core]
+        rows.append(key | {"protocol": "mean", "protocols": core}
+                    | _robust_mean(ref_views, cond_views, n_boot, seed))
+    return rows

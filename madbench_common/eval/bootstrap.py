@@ -38,6 +38,7 @@ __all__ = [
     "percentile_interval",
     "weighted_accuracy",
     "weighted_auc",
+    "weighted_average_precision",
     "weighted_macro_f1",
 ]
 
@@ -100,6 +101,27 @@ def weighted_auc(labels: npt.ArrayLike, scores: npt.ArrayLike, weights: F64) -> 
     denom = pos_w.sum(axis=1) * (w * ~y).sum(axis=1)
     with np.errstate(invalid="ignore", divide="ignore"):
         return np.where(denom > 0, (pos_w * credit).sum(axis=1) / denom, np.nan)
+
+
+def weighted_average_precision(labels: npt.ArrayLike, scores: npt.ArrayLike,
+                               weights: F64) -> F64:
+    """Average precision (as :func:`~madbench_common.eval.metrics.average_precision`,
+    tied scores entering together) under each row of sample ``weights``; vectorised.
+
+    Returns NaN for a replicate without a fake sample.
+    """
+    y = np.asarray(labels).astype(bool)
+    s = np.asarray(scores, dtype=np.float64)
+    order = np.argsort(-s, kind="mergesort")
+    s, y, w = s[order], y[order], np.atleast_2d(weights)[:, order]
+    last = np.r_[np.flatnonzero(np.diff(s) != 0), s.size - 1]
+    tp = np.cumsum(w * y, axis=1)[:, last]
+    fp = np.cumsum(w * ~y, axis=1)[:, last]
+    pos = tp[:, -1:]
+    with np.errstate(invalid="ignore", divide="ignore"):
+        recall_step = np.diff(np.concatenate([np.zeros_like(pos), tp], axis=1), axis=1) / pos
+        precision = np.where(tp + fp > 0, tp / np.where(tp + fp > 0, tp + fp, 1.0), 0.0)
+        return np.where(pos[:, 0] > 0, (recall_step * precision).sum(axis=1), np.nan)
 
 
 def percentile_interval(point: float, replicates: F64, alpha: float = 0.05) -> Interval:

@@ -22,6 +22,12 @@ EER, two ways, and how ties are handled:
 
 AUC is the Mann–Whitney probability ``P(s_fake > s_real) + ½ P(s_fake = s_real)``
 (ties count one half), identical to scikit-learn's ``roc_auc_score``.
+
+Average precision (AP) is the step-wise area under the precision–recall curve with
+fake as the positive class, ``Σ_n (R_n − R_{n−1}) P_n`` over the distinct score
+thresholds in decreasing order (tied scores enter together, no interpolation),
+identical to scikit-learn's ``average_precision_score``. Unlike AUC and EER it
+depends on the class balance (a random ranking scores the fake share).
 """
 
 from __future__ import annotations
@@ -38,6 +44,7 @@ __all__ = [
     "act_dcf",
     "auc",
     "auc_between",
+    "average_precision",
     "cllr",
     "confusion",
     "delta_e_minus_s",
@@ -77,6 +84,14 @@ def auc(labels: npt.ArrayLike, scores: npt.ArrayLike) -> float:
     return float(u / (pos.size * neg.size))
 
 
+def average_precision(labels: npt.ArrayLike, scores: npt.ArrayLike) -> float:
+    """AP of the fake class: ``Σ (R_n − R_{n−1}) P_n`` over distinct thresholds (see notes)."""
+    real, fake = _split(labels, scores)
+    tps, fps, _ = _ranked(real, fake)
+    recall = np.r_[0.0, tps / fake.size]
+    return float(np.sum(np.diff(recall) * tps / (tps + fps)))
+
+
 def auc_between(pos_scores: npt.ArrayLike, neg_scores: npt.ArrayLike) -> float:
     """AUC of ``pos_scores`` (treated as fake) against ``neg_scores`` (treated as real)."""
     pos, neg = np.asarray(pos_scores, float), np.asarray(neg_scores, float)
@@ -105,19 +120,24 @@ def eer_asvspoof(labels: npt.ArrayLike, scores: npt.ArrayLike) -> float:
     return float((frr[i] + far[i]) / 2)
 
 
-def roc_points(labels: npt.ArrayLike,
-               scores: npt.ArrayLike) -> tuple[FloatArray, FloatArray, FloatArray]:
-    """ROC vertices (FPR, TPR, threshold), one per distinct score, from (0, 0) to (1, 1)."""
-    real, fake = _split(labels, scores)
+def _ranked(real: FloatArray, fake: FloatArray) -> tuple[FloatArray, FloatArray, FloatArray]:
+    """Cumulative true- and false-positive counts at each distinct score, highest first."""
     s = np.concatenate([fake, real])
     y = np.concatenate([np.ones(fake.size), np.zeros(real.size)])
     order = np.argsort(-s, kind="mergesort")
     s, y = s[order], y[order]
     last = np.r_[np.flatnonzero(np.diff(s) != 0), s.size - 1]
-    tps, fps = np.cumsum(y)[last], np.cumsum(1 - y)[last]
+    return np.cumsum(y)[last], np.cumsum(1 - y)[last], s[last]
+
+
+def roc_points(labels: npt.ArrayLike,
+               scores: npt.ArrayLike) -> tuple[FloatArray, FloatArray, FloatArray]:
+    """ROC vertices (FPR, TPR, threshold), one per distinct score, from (0, 0) to (1, 1)."""
+    real, fake = _split(labels, scores)
+    tps, fps, thresholds = _ranked(real, fake)
     tpr = np.r_[0.0, tps / fake.size]
     fpr = np.r_[0.0, fps / real.size]
-    return fpr, tpr, np.r_[np.inf, s[last]]
+    return fpr, tpr, np.r_[np.inf, thresholds]
 
 
 def eer_interpolated(labels: npt.ArrayLike, scores: npt.ArrayLike) -> float:

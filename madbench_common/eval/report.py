@@ -3,9 +3,12 @@
 The first screen of every report is Table 2 (Markdown top, HTML top and what
 ``madbench report`` prints); then Tables 3, 4 and 5 (:mod:`madbench_common.eval.tables`),
 the zero-shot parse rates, the per-generator breakdown (N per cell) and
-leave-one-generator-out generalisation. The HTML report ends with ROC curves and
-four-way confusion matrices as inline SVG (no plotting dependency). The JSON keeps
-every record of every model (``models[].tables``) plus the tables as laid out.
+leave-one-generator-out generalisation, average precision and, where the run has
+robustness conditions, the robustness tables. The HTML report ends with figures drawn
+by matplotlib as inline SVG (:mod:`~madbench_common.eval.figures`: ROC and DET curves,
+robustness, per-generator bars) and the four-way confusion matrices. The JSON keeps
+every record of every model (``models[].tables``, the figures' curves included) plus
+the tables as laid out.
 Bracketed ranges are clip-paired bootstrap 95% intervals.
 """
 
@@ -20,11 +23,18 @@ from typing import Any
 import numpy as np
 
 from madbench_common.compat import zip_strict
-from madbench_common.eval.metrics import roc_points
 from madbench_common.eval.prompt_table import prompt_table
+from madbench_common.eval.robust_tables import conditions_of, robustness_pivot, robustness_table
 from madbench_common.eval.suite import EvalResult
-from madbench_common.eval.tables import Table, col, long_table, paper_tables, parse_table
-from madbench_common.eval.tasks import task_labels
+from madbench_common.eval.tables import (
+    Table,
+    ap_table,
+    col,
+    cross_table,
+    long_table,
+    paper_tables,
+    parse_table,
+)
 
 __all__ = ["main_table", "render_html", "render_json", "render_markdown", "report_tables",
            "write_report"]
@@ -35,15 +45,21 @@ _TITLES = {"table2a": "Table 2", "table3": "Table 3", "table4": "Table 4", "tabl
 def _extra_tables(results: Sequence[EvalResult]) -> list[Table]:
     gen = long_table(list(results), "generators", "Per-generator breakdown (binary task)", [
         col("source"), col("protocol"), col("mode"), col("generator"), col("auc", "AUC"),
-        col("eer", "EER"), col("n_fake", "N fake"), col("n_real", "N real")])
+        col("eer", "EER"), col("ap", "AP"), col("n_fake", "N fake"), col("n_real", "N real")])
     logo = long_table(list(results), "logo", "Leave-one-generator-out (binary head)", [
         col("protocol"), col("mode"), col("generator"), col("auc_seen", "AUC seen"),
-        col("auc_held_out", "AUC held out"), col("drop", "drop"), col("n_fake", "N fake"),
+        col("auc_held_out", "AUC held out"), col("drop", "drop"),
+        col("ap_seen", "AP seen"), col("ap_held_out", "AP held out"), col("n_fake", "N fake"),
         col("n_real", "N real")])
+    ap = ap_table(list(results))
+    extra = ([cross_table(list(results))] if any(r.tables.get("cross") for r in results)
+             else [])
+    if conditions_of(list(results)):
+        extra += [robustness_pivot(list(results)), robustness_table(list(results))]
     parse = parse_table(list(results))
     if not parse.sections:
-        return [gen, logo]
-    return [parse, prompt_table(list(results)), gen, logo]
+        return [ap, *extra, gen, logo]
+    return [ap, *extra, parse, prompt_table(list(results)), gen, logo]
 
 
 def report_tables(results: Sequence[EvalResult]) -> list[Table]:
@@ -55,7 +71,8 @@ def _md_table(t: Table) -> str:
     width = len(t.headers)
     lines = ["| " + " | ".join(t.headers) + " |", "|" + "---|" * width]
     for title, rows in t.sections:
-        lines.append(f"| **{title}** |" + " |" * (width - 1))
+        if title:
+            lines.append(f"| **{title}** |" + " |" * (width - 1))
         lines += ["| " + " | ".join(row) + " |" for row in rows]
     if not t.sections:
         lines.append("| (no results) |" + " |" * (width - 1))
@@ -116,7 +133,8 @@ def _html_table(t: Table) -> str:
     head = "".join(f"<th>{e(h)}</th>" for h in t.headers)
     body = []
     for title, rows in t.sections:
-        body.append(f'<tr class=group><th colspan="{len(t.headers)}">{e(title)}</th></tr>')
+        if title:
+            body.append(f'<tr class=group><th colspan="{len(t.headers)}">{e(title)}</th></tr>')
         body += ["<tr>" + "".join(f"<td>{e(c)}</td>" for c in row) + "</tr>" for row in rows]
     notes = "".join(f"<li>{e(n)}</li>" for n in t.notes)
     heading = _heading(t).strip().removeprefix("## ")
@@ -124,20 +142,6 @@ def _html_table(t: Table) -> str:
         f"<h3>{e(t.title)}</h3>" if t.key in ("table2a", "table2b") else "")
     return (f"{title}<table class=paper><tr>{head}</tr>{''.join(body)}</table>"
             + (f"<ul class=notes>{notes}</ul>" if notes else ""))
-
-
-def _roc_svg(curves: list[tuple[str, np.ndarray, np.ndarray]], size: int = 220) -> str:
-    colours = ["#1f77b4", "#d62728", "#2ca02c", "#9467bd", "#ff7f0e", "#8c564b"]
-    lines = [f'<svg width="{size}" height="{size}" viewBox="0 0 1 1" '
-             'preserveAspectRatio="none" style="border:1px solid #999">',
-             '<line x1="0" y1="1" x2="1" y2="0" stroke="#ccc" stroke-width="0.005"/>']
-    for i, (_, fpr, tpr) in enumerate(curves):
-        pts = " ".join(f"{x:.4f},{1 - y:.4f}" for x, y in zip_strict(fpr, tpr))
-        lines.append(f'<polyline fill="none" stroke="{colours[i % 6]}" stroke-width="0.01" '
-                     f'points="{pts}"/>')
-    legend = "".join(f'<span style="color:{colours[i % 6]}">■ {html.escape(n)}</span> '
-                     for i, (n, _, _) in enumerate(curves))
-    return "\n".join([*lines, "</svg>", f"<div>{legend}</div>"])
 
 
 def _confusion_html(rec: dict[str, Any]) -> str:
@@ -151,45 +155,38 @@ def _confusion_html(rec: dict[str, Any]) -> str:
     return f"<table class=cm><tr><th>true \\ pred</th>{header}</tr>{cells}</table>"
 
 
-def _curves(g: Any) -> list[tuple[str, np.ndarray, np.ndarray]]:
-    curves = []
-    for task in ("binary", "speech", "env", "scene"):
-        if task in g.scores:
-            mask, y = task_labels(g.test, task)
-            s = g.scores[task][mask]
-            ok = np.isfinite(s)
-            if ok.any() and 0 < y[ok].sum() < ok.sum():
-                fpr, tpr, _ = roc_points(y[ok], s[ok])
-                curves.append((task, fpr, tpr))
-    return curves
-
-
-def _plots_html(r: EvalResult) -> str:
-    fourway = {(x["source"], x["protocol"], x["mode"], x["pairing"]): x
-               for x in r.tables.get("tasks", []) if x["task"] == "fourway"}
+def _matrices_html(r: EvalResult) -> str:
+    """The four-way confusion matrices of one model, one per (source, protocol, mode)."""
     parts = []
-    for g in r.groups:
-        rec = fourway.get((g.source, g.protocol, g.mode, g.pairing))
-        title = html.escape(f"{r.model.name} · {g.source} · {g.protocol} · {g.mode} · {g.pairing}")
-        cm = _confusion_html(rec) if rec else ""
-        parts.append(f"<section><h3>{title}</h3><div class=row>{_roc_svg(_curves(g))}{cm}"
-                     "</div></section>")
+    for rec in (x for x in r.tables.get("tasks", []) if x["task"] == "fourway"):
+        title = html.escape(f"{r.model.name} · {rec['source']} · {rec['protocol']} · "
+                            f"{rec['mode']}")
+        parts.append(f"<div class=cmbox><h4>{title}</h4>{_confusion_html(rec)}</div>")
     return "".join(parts)
 
 
 def render_html(results: Sequence[EvalResult]) -> str:
-    """A self-contained page: Table 2 first, the other tables, then ROC curves and matrices."""
+    """A self-contained page: Table 2 first, the other tables, then the figures (ROC and DET
+    per protocol, robustness, per-generator bars; matplotlib, inline SVG) and the four-way
+    confusion matrices."""
+    from madbench_common.eval.figures import figures_html
+
     tables = "".join(_html_table(t) for t in report_tables(results))
-    plots = "".join(_plots_html(r) for r in results)
-    style = ("body{font-family:sans-serif;margin:2em} .row{display:flex;gap:2em}"
+    figures = figures_html(list(results))
+    matrices = "".join(_matrices_html(r) for r in results)
+    style = ("body{font-family:sans-serif;margin:2em;max-width:1400px}"
              " table.paper{border-collapse:collapse;font-size:13px}"
              " table.paper td,table.paper th{border:1px solid #ccc;padding:3px 6px}"
              " tr.group th{text-align:left;background:#eee} table.cm td{padding:4px 8px;"
-             "text-align:right} .notes{font-size:12px;color:#444}")
+             "text-align:right} .notes{font-size:12px;color:#444}"
+             " figure.plot{margin:1.5em 0} figure.plot svg{max-width:100%;height:auto}"
+             " figcaption{font-size:13px;margin-bottom:.4em} .cms{display:flex;flex-wrap:wrap;"
+             "gap:1.5em} .cmbox h4{font-size:12px;margin:.3em 0}")
     names = html.escape(_names(results))
     return (f"<!doctype html><html><head><meta charset=utf-8><title>MADBench: {names}</title>"
             f"<style>{style}</style></head><body><h1>MADBench evaluation: {names}</h1>"
-            f"{tables}<h2>ROC curves and confusion matrices (test split)</h2>{plots}"
+            f"{tables}<h2 id=figures>Figures (test split)</h2>{figures}"
+            f"<h2>Four-way confusion matrices (test split)</h2><div class=cms>{matrices}</div>"
             "</body></html>")
 
 

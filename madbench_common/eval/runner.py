@@ -43,7 +43,8 @@ from madbench_common.eval.tasks import (
     task_labels,
 )
 
-__all__ = ["FeatureSet", "GroupScores", "fit_group", "run_heads", "union_rows"]
+__all__ = ["FeatureSet", "GroupScores", "condition_order", "fit_group", "run_heads",
+           "score_conditions", "union_rows"]
 
 F32 = npt.NDArray[np.float32]
 log = logging.getLogger("madbench")
@@ -95,6 +96,9 @@ class GroupScores:
     source: str = "head"
     """``head`` (fitted on frozen features) or ``native`` (the model's own scores)."""
     standardiser: Standardiser | None = None
+    condition: str = ""
+    """A robustness condition's name where the test rows are perturbed (issue 23), else
+    ``""`` (the clean test split)."""
 
 
 def _specs(train: pd.DataFrame, tasks: list[str], logo: bool) -> list[HeadSpec]:
@@ -226,6 +230,47 @@ def run_heads(samples: pd.DataFrame, features: FeatureSet, *, tasks: list[str] |
     if "scene" in tasks and (~core_rows(samples)).any():
         groups += _fit_scene(samples, features, c)
     return groups
+def condition_order(perturbed: pd.DataFrame) -> list[str]:
+    """The conditions of a perturbed-samples table in their list order (``condition_index``
+    where present, else by name)."""
+    first = perturbed.drop_duplicates("condition")
+    if "condition_index" in first:
+        first = first.sort_values(["condition_index", "condition"], kind="stable")
+    else:
+        first = first.sort_values("condition", kind="stable")
+    return [str(c) for c in first["condition"]]
+
+
+def score_conditions(groups: list[GroupScores], perturbed: pd.DataFrame,
+                     features: FeatureSet) -> list[GroupScores]:
+    """Robustness (issue 23): the clean groups' heads, unchanged, on each condition's rows.
+
+    ``perturbed`` holds the conditions' test samples (``condition`` column; the clean
+    sample's protocol, labels and clip). Every head fitted on clean training data — with
+    its standardiser and validation threshold — scores the perturbed rows of its own
+    protocol in its own input mode, paired video only; leave-one-generator-out heads are
+    not re-scored. One group per (clean group, condition) with rows that have features.
+    """
+    out = []
+    for g in (g for g in groups if g.source == "head" and g.pairing == "paired"):
+        std = g.standardiser
+        if std is None or (g.mode, "paired") not in features.matrices:
+            continue
+        rows = perturbed[perturbed["protocol"].astype(str).replace("", "all") == g.protocol]
+        for cond in condition_order(perturbed):
+            part = rows[rows["condition"] == cond]
+            part = part[features.has(g.mode, "paired", part["sample_id"])].reset_index(drop=True)
+            if part.empty:
+                continue
+            x = std.transform(features.rows(g.mode, "paired", part["sample_id"]))
+            heads = {k: h for k, h in g.heads.items() if not k.startswith("logo:")}
+            out.append(GroupScores(g.protocol, g.mode, "paired", part,
+                                   {k: h.decision(x) for k, h in heads.items()},
+                                   dict(g.thresholds), dict(g.prior_logodds), heads,
+                                   g.llr_like, g.source, std, str(cond)))
+    return out
+
+
 def _with_features(features: FeatureSet, mode: str, pairing: str,
                    frames: dict[str, pd.DataFrame], proto: str) -> dict[str, pd.DataFrame]:
     """Split frames restricted to samples that have this matrix's features.

@@ -16,7 +16,14 @@ import pandas as pd
 
 from madbench_common.eval import analysis as A
 from madbench_common.eval.native import native_groups, parse_records
-from madbench_common.eval.runner import FeatureSet, GroupScores, run_heads
+from madbench_common.eval.plots import curve_records
+from madbench_common.eval.runner import (
+    FeatureSet,
+    GroupScores,
+    condition_order,
+    run_heads,
+    score_conditions,
+)
 from madbench_common.registry import GROUPS, REGISTRY
 
 __all__ = ["EvalConfig", "EvalResult", "ModelInfo", "run_evaluation"]
@@ -69,6 +76,8 @@ class EvalResult:
     model: ModelInfo
     tables: dict[str, list[Record]] = field(default_factory=dict)
     groups: list[GroupScores] = field(default_factory=list)
+    robust_groups: list[GroupScores] = field(default_factory=list)
+    """The same heads (and native scores) on each robustness condition's test rows."""
 
     def source_for(self, task: str) -> str:
         """``native`` where the model has its own rows of ``task``, else ``head``."""
@@ -81,8 +90,13 @@ class EvalResult:
         return any(r["task"] == task for r in self.tables.get("tasks", []))
 
     def modes(self) -> list[str]:
-        """Input modes with any result, A-V first (the mode of Tables 2–4 for A-V models)."""
-        found = {g.mode for g in self.groups}
+        """Input modes with any result, A-V first (the mode of Tables 2–4 for A-V models).
+
+        Without scored groups (a result read back from ``report.json``), the modes of its
+        records."""
+        found = {g.mode for g in self.groups} or {
+            str(r["mode"]) for recs in self.tables.values() for r in recs
+            if isinstance(r, dict) and r.get("mode")}
         return sorted(found, key=lambda m: ({"AV": 0, "A": 1}.get(m, 2), m))
 
 
@@ -97,22 +111,56 @@ def _tables(groups: list[GroupScores], cfg: EvalConfig) -> dict[str, list[Record
         "ablation": A.ablation_records(groups, b, s),
         "generators": A.generator_records(groups),
         "logo": A.logo_records(groups),
+        "curves": curve_records(groups),
     }
+
+
+def _native_conditions(samples: pd.DataFrame, perturbed: pd.DataFrame, scores: pd.DataFrame,
+                       kind: str) -> list[GroupScores]:
+    """The model's own scores on each condition's rows, thresholds from the clean val split."""
+    fitted = samples[samples["split"] != "test"]
+    out = []
+    for cond in condition_order(perturbed):
+        part = perturbed[perturbed["condition"] == cond]
+        mine = scores[scores["sample_id"].astype(str).isin(set(part["sample_id"].astype(str))
+                                                           | set(fitted["sample_id"]))]
+        if not len(mine):
+            continue
+        for g in native_groups(pd.concat([fitted, part], ignore_index=True), mine, kind):
+            g.condition = str(cond)
+            out.append(g)
+    return out
 
 
 def run_evaluation(model: str | ModelInfo, samples: pd.DataFrame, *,
                    features: FeatureSet | None = None, scores: pd.DataFrame | None = None,
-                   config: EvalConfig | None = None) -> EvalResult:
-    """Evaluate one model from frozen features (heads) and/or its native per-task scores."""
+                   config: EvalConfig | None = None,
+                   perturbed: pd.DataFrame | None = None) -> EvalResult:
+    """Evaluate one model from frozen features (heads) and/or its native per-task scores.
+
+    ``perturbed`` (the ``perturb`` stage's samples: a ``condition`` column, the clean
+    samples' labels) adds robustness records: the same heads and native scores on each
+    condition's test rows (:func:`~madbench_common.eval.runner.score_conditions`).
+    """
     cfg = config or EvalConfig()
     info = model if isinstance(model, ModelInfo) else ModelInfo.lookup(model)
     groups: list[GroupScores] = []
+    robust: list[GroupScores] = []
+    has_perturbed = perturbed is not None and len(perturbed) > 0
     if features is not None and features.matrices:
         groups += run_heads(samples, features, tasks=list(cfg.tasks) if cfg.tasks else None,
                             c=cfg.c, logo=cfg.logo)
+        if has_perturbed:
+            assert perturbed is not None
+            robust += score_conditions(groups, perturbed, features)
     if scores is not None and len(scores):
         groups += native_groups(samples, scores, cfg.score_kind)
-    result = EvalResult(info, _tables(groups, cfg), groups)
+        if has_perturbed:
+            assert perturbed is not None
+            robust += _native_conditions(samples, perturbed, scores, cfg.score_kind)
+    result = EvalResult(info, _tables(groups, cfg), groups, robust)
+    if robust:
+        result.tables["robustness"] = A.robustness_records(groups, robust, cfg.n_boot, cfg.seed)
     if scores is not None and len(scores):
         result.tables["parse"] = parse_records(samples, scores)
     return result

@@ -6,8 +6,9 @@ encoders, frozen audio encoders, pretrained audio detectors, omni models), named
 the paper's model name; CPU reference implementations are marked † and named by
 their slug. Every cell carries its clip-paired 95% bootstrap interval in brackets.
 
-* Table 2 (§5.1): (a) binary AUC / EER and (b) four-way accuracy / macro-F1 per core
-  protocol, plus Mean (the average over protocols);
+* Table 2 (§5.1): (a) binary AUC / EER (and average precision, AP, which the paper does
+  not report) and (b) four-way accuracy / macro-F1 per core protocol, plus Mean (the
+  average over protocols);
 * Table 3 (§5.2): per model an S and an E row — the speech task's AUC (H_S) and the
   environment task's AUC (H_E) per protocol and Mean, Δ_E−S (S row) and G_S / G_E;
 * Table 4 (§5.3): AUC with paired (P) and shuffled (Sh) video and Δ_pair for D-R,
@@ -21,7 +22,9 @@ their slug. Every cell carries its clip-paired 95% bootstrap interval in bracket
   a binary head on its frozen features, the mean AUC of each and the head's gain
   ("we train a benchmark-specific binary classification head on their frozen
   features. Performance remains essentially unchanged, with only a 0.012 AUC gain for
-  BA-TFD+"), a table of its own.
+  BA-TFD+"), a table of its own;
+* AP (not in the paper): the average precision of every binary task — binary, speech,
+  environment (means over the protocols) and scene consistency with paired video.
 
 Table 4's notes also give the share of inconsistent D-R / S-R test samples whose donor
 ê was shorter than the clip and looped (``SampleRow.env_fit``, §5.3): a repeat is an
@@ -44,8 +47,8 @@ from madbench_common.eval.suite import EvalResult
 from madbench_common.eval.tasks import CORE_PROTOCOLS, SC_CONDITIONS, SC_PROTOCOL
 from madbench_common.registry import GROUPS
 
-__all__ = ["GROUP_TITLES", "Table", "col", "fmt", "head_check", "long_table", "paper_tables",
-           "parse_table", "protocols"]
+__all__ = ["GROUP_TITLES", "Table", "ap_table", "col", "cross_table", "fmt", "head_check",
+           "long_table", "paper_tables", "parse_table", "protocols"]
 
 Record = dict[str, Any]
 GROUP_TITLES = {
@@ -168,12 +171,12 @@ def _absent(t: Table, r: EvalResult, what: str) -> None:
            "model; absent, not filled from another task)")
 
 
-def _pair(a: str, b: str) -> str:
-    return DASH if a == b == DASH else f"{a} / {b}"
+def _pair(*cells: str) -> str:
+    return DASH if all(c == DASH for c in cells) else " / ".join(cells)
 
 
 def _table2_part(results: list[EvalResult], key: str, title: str, task: str,
-                 metrics: tuple[str, str]) -> Table:
+                 metrics: tuple[str, ...]) -> Table:
     protos = protocols(results)
     t = Table(key, title, ["Model", "Input", "via", *[_PROTOCOL_TITLES.get(p, p) for p in protos],
                            "Mean"])
@@ -181,10 +184,11 @@ def _table2_part(results: list[EvalResult], key: str, title: str, task: str,
         rows = []
         for r in members:
             mode = _primary_mode(r)
-            cells = [_pair(_ci(rec, metrics[0]), _ci(rec, metrics[1]))
+            cells = [_pair(*(_ci(rec, m) for m in metrics))
                      for rec in (_task_rec(r, task, mode, p) for p in protos)]
-            m0, m1 = _mean_rec(r, task, metrics[0], mode), _mean_rec(r, task, metrics[1], mode)
-            cells.append(_pair(_ci(m0, metrics[0]), _ci(m1, metrics[1])))
+            means = [_mean_rec(r, task, m, mode) for m in metrics]
+            cells.append(_pair(*(_ci(rec, m) for rec, m in zip(means, metrics))))
+            m0 = means[0]
             if all(c == DASH for c in cells):
                 _absent(t, r, f"{task} results")
             elif m0 and len(m0["protocols"]) < len(protos):
@@ -197,8 +201,11 @@ def _table2_part(results: list[EvalResult], key: str, title: str, task: str,
 
 def table2(results: list[EvalResult]) -> list[Table]:
     """Table 2 (a) binary AUC / EER and (b) four-way Acc / macro-F1, per protocol and Mean."""
-    a = _table2_part(results, "table2a", "(a) Binary any-fake detection (AUC ↑ / EER ↓)",
-                     "binary", ("auc", "eer"))
+    a = _table2_part(results, "table2a",
+                     "(a) Binary any-fake detection (AUC ↑ / EER ↓ / AP ↑)",
+                     "binary", ("auc", "eer", "ap"))
+    a.note("AP: average precision with fake as the positive class (not reported in the "
+           "paper; it depends on the fake share of the test split).")
     b = _table2_part(results, "table2b",
                      "(b) Four-way manipulation classification (Acc. ↑ / Macro-F1 ↑)",
                      "fourway", ("acc", "macro_f1"))
@@ -313,6 +320,51 @@ def table5(results: list[EvalResult]) -> Table:
         t.sections.append((group_title, rows))
     t.note("ⁿ the model's own scores (direct transfer, zero-shot answers); ʰ a "
            "logistic-regression head on its frozen features (§4.2).")
+    return t
+
+
+def ap_table(results: list[EvalResult]) -> Table:
+    """Average precision of every binary task: the protocol means and scene consistency (P)."""
+    t = Table("ap", "Average precision (AP ↑) of every binary task",
+              ["Model", "Input", "Binary", "Speech", "Env.", *[f"{c} P" for c in SC_CONDITIONS]])
+    for group_title, members in _by_group(results):
+        rows = []
+        for r in members:
+            mode = _primary_mode(r)
+            cells = [_ci(_mean_rec(r, task, "ap", mode), "ap")
+                     for task in ("binary", "speech", "env")]
+            cells += [_ci(_pair_rec(r, mode, cond), "ap_P") for cond in SC_CONDITIONS]
+            if all(c == DASH for c in cells):
+                _absent(t, r, "binary-task results")
+            rows.append([_label(r, t), _MODE.get(mode, mode), *cells])
+        t.sections.append((group_title, rows))
+    t.note("Binary, Speech and Env.: mean over the core protocols of the AP of H_bin, H_S and "
+           "H_E (or the model's own scores); scene consistency: H_SC^FM with paired video, "
+           "scene-inconsistent as the positive class.")
+    return t
+
+
+def cross_table(results: list[EvalResult]) -> Table:
+    """Cross-dataset directions (issue 23): which tasks each direction supports, and sizes."""
+    t = Table("cross", "Cross-dataset protocol: tasks each direction supports",
+              ["Model", "Train on", "Test on", "Input", "Tasks evaluated", "Not evaluated",
+               "N train / val / test"])
+    for group_title, members in _by_group(results):
+        rows = []
+        for r in members:
+            for x in r.tables.get("cross", []):
+                missing = "; ".join(f"{k}: {v}" for k, v in x["unsupported"].items()) or DASH
+                rows.append([_label(r, t), x["train"], x["test"], _MODE.get(x["mode"], x["mode"]),
+                             ", ".join(x["tasks"]) or DASH, missing,
+                             f"{x['n_train']} / {x['n_val']} / {x['n_test']}"])
+                for n in x.get("notes", []):
+                    t.note(n)
+        if rows:
+            t.sections.append((group_title, rows))
+    t.note("Heads are fitted on the training corpus's train split, thresholds on its val "
+           "split, and scored on the other corpus's test split; a task is evaluated only "
+           "where both corpora define its labels. The column 'cross' of Tables 2–5 is this "
+           "direction.")
     return t
 
 

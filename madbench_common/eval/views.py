@@ -25,6 +25,7 @@ from madbench_common.eval.bootstrap import (
     joint_metric_interval,
     weighted_accuracy,
     weighted_auc,
+    weighted_average_precision,
     weighted_macro_f1,
 )
 from madbench_common.eval.runner import GroupScores
@@ -34,7 +35,7 @@ __all__ = ["METRICS", "View", "estimate", "mean_of", "task_view", "variant_view"
 
 F64 = npt.NDArray[np.float64]
 BoolArray = npt.NDArray[np.bool_]
-METRICS = ("auc", "eer", "acc", "macro_f1")
+METRICS = ("auc", "eer", "ap", "acc", "macro_f1")
 Combine = Callable[[F64], F64]
 
 
@@ -120,9 +121,10 @@ def variant_view(g: GroupScores, task: str, pos: str, neg: str) -> View | None:
 
 
 def _weight_stat(view: View, metric: str) -> Callable[[F64], F64]:
-    if metric == "auc":
+    if metric in ("auc", "ap"):
         y, s = view.binary_labels(), view.ranking()
-        return lambda w: weighted_auc(y, s, w)
+        stat = weighted_auc if metric == "auc" else weighted_average_precision
+        return lambda w: stat(y, s, w)
     pred = view.prediction()
     if pred is None:
         raise ValueError(f"{metric} needs a decision threshold")

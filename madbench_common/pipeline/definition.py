@@ -4,9 +4,10 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from madbench_common.pipeline.eval_models import eval_model_stages
+from madbench_common.pipeline.eval_models import eval_model_stages, reference_stages
 from madbench_common.pipeline.graph import Graph, Stage
 from madbench_common.pipeline.omni_models import omni_model_stages
+from madbench_common.robustness.conditions import builtin_conditions
 
 __all__ = ["ENV_FULL", "ENV_SETTINGS", "PAPER_SLOTS", "SCENE_FULL", "SPEECH_FULL",
            "SPEECH_SETTINGS", "build_graph"]
@@ -176,10 +177,11 @@ def build_graph() -> Graph:
 
 
 def _wire_evaluate(stages: list[Stage]) -> list[Stage]:
-    """``evaluate`` reads every stage that writes features or scores (one per model)."""
+    """``evaluate`` reads the clean and perturbed samples and every stage that writes
+    features or scores (one per model)."""
     feeds = tuple(s.name for s in stages if s.name != "evaluate"
                   and s.outputs[:1] in (("features",), ("scores",)))
-    return [replace(s, inputs=("assemble", *feeds)) if s.name == "evaluate" else s
+    return [replace(s, inputs=("assemble", "perturb", *feeds)) if s.name == "evaluate" else s
             for s in stages]
 
 
@@ -280,6 +282,17 @@ def _build_stages() -> list[Stage]:
             params={"reuse_cap": 2, "sc_reuse_cap": 2, "sc_donor_rule": "coarse",
                     "ceiling": 0.99, "aac_coder": "fast", "channels": 1},
         ),
+        Stage(
+            name="perturb",
+            role="core",
+            target="madbench_common.stages.perturb:PerturbStage",
+            inputs=("assemble",),
+            outputs=("perturbed",),
+            shards=4,
+            memory="4Gi",
+            params={"conditions": builtin_conditions(), "noise": "builtin", "splits": ["test"],
+                    "aac_coder": "fast"},
+        ),
         *_eval_stages(),
     ]
 
@@ -288,15 +301,16 @@ def _eval_stages() -> list[Stage]:
     """Frozen-encoder features (cached by sample sha256), then heads, metrics and reports.
 
     ``features`` runs the CPU reference encoder; one ``features_<slug>`` (and, for
-    detectors, ``scores_<slug>``) per paper model follows (:mod:`.eval_models`).
+    detectors, ``scores_<slug>``) per paper model follows (:mod:`.eval_models`), then
+    ``features_references`` / ``scores_references`` with the other CPU references.
     """
-    models = eval_model_stages()
+    models = eval_model_stages() + reference_stages()
     return [
         Stage(
             name="features",
             role="encoder",
             target="madbench_common.stages.features:FeatureStage",
-            inputs=("assemble",),
+            inputs=("assemble", "perturb"),
             outputs=("features",),
             model="ref-av-stats",
             shards=4,

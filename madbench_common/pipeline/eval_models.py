@@ -20,7 +20,8 @@ from typing import Any
 
 from madbench_common.pipeline.graph import Stage
 
-__all__ = ["EVAL_MODELS", "EvalModel", "eval_model_stages", "stage_name"]
+__all__ = ["EVAL_MODELS", "REFERENCE_MODELS", "EvalModel", "eval_model_stages",
+           "reference_stages", "stage_name"]
 
 
 @dataclass(frozen=True)
@@ -67,6 +68,41 @@ encoders, audio detectors). Models without a runnable adapter yet are not listed
 registry's unavailable slots)."""
 
 
+REFERENCE_MODELS = ("ref-av-lfcc", "ref-logmel-stats", "ref-lfcc-stats", "ref-resemblyzer-enc",
+                    "ref-dnsmos", "ref-hf-artifact-det", "ref-modulation-det", "ref-av-sync-det")
+"""The CPU reference encoders and detector stand-ins a reference run evaluates beside the
+``features`` stage's ``ref-av-stats`` (issue 23: several rows in every group of Tables
+2–5). In the ``full`` profile the list is empty: the paper's models have their own stages."""
+
+
+def reference_stages(models: tuple[str, ...] = REFERENCE_MODELS) -> list[Stage]:
+    """``features_references`` (every reference model in one stage, ``models`` list) and
+    ``scores_references`` (the detector stand-ins' native binary scores)."""
+    return [
+        Stage(
+            name="features_references",
+            role="encoder",
+            target="madbench_common.stages.model_features:ModelFeatureStage",
+            inputs=("assemble", "perturb"),
+            outputs=("features",),
+            shards=4,
+            memory="4Gi",
+            params={"models": list(models), "modes": ["A", "AV"],
+                    "pairings": ["paired", "shuffled"], "fps": 4.0, "frame_size": 112,
+                    "max_frames": 64},
+            full={"params": {"models": []}},
+        ),
+        Stage(
+            name="scores_references",
+            role="core",
+            target="madbench_common.stages.detector_scores:DetectorScoreStage",
+            inputs=("features_references",),
+            outputs=("scores",),
+            params={"features_stage": "features_references", "detectors_only": True},
+        ),
+    ]
+
+
 def stage_name(prefix: str, slug: str) -> str:
     """``features_<slug>`` with the slug's hyphens as underscores."""
     return f"{prefix}_{slug.replace('-', '_')}"
@@ -79,7 +115,7 @@ def _features(m: EvalModel) -> Stage:
         name=stage_name("features", m.slug),
         role="detector" if m.detector else "encoder",
         target="madbench_common.stages.model_features:ModelFeatureStage",
-        inputs=("assemble",),
+        inputs=("assemble", "perturb"),
         outputs=("features",),
         shards=4,
         params=params,

@@ -14,6 +14,9 @@ encoders so the evaluation runs on a laptop; each is labelled ``reference=True``
 * ``ref-av-stats`` (A, V, AV): log-mel stats ⊕ frame stats ⊕ cross-modal features —
   the correlation of the audio RMS envelope with visual motion at lags −2…2 frames,
   and of audio spectral flux with motion (6-d).
+* ``ref-av-lfcc`` (A, V, AV): a second reference A-V encoder (issue 23: Tables 2–5 get
+  several rows per group) — LFCC stats ⊕ frame stats ⊕ the correlation of four audio
+  band envelopes (0–1, 1–2, 2–4, 4–8 kHz) with visual motion at lags −2…2 frames (20-d).
 """
 
 from __future__ import annotations
@@ -31,6 +34,7 @@ from madbench_common.roles import Frames
 from madbench_common.types import Audio, Hertz
 
 __all__ = [
+    "AVLfccEncoder",
     "AVStatsEncoder",
     "DNSMOSEncoder",
     "FrameStatsEncoder",
@@ -266,3 +270,35 @@ def _cross_modal(power: npt.NDArray[np.float64], motion: npt.NDArray[np.float64]
                                 .mean(axis=1)], n_frames, fps)
     lags = [_corr(np.roll(rms, k)[2:-2], motion[2:-2]) for k in range(-2, 3)]
     return np.array([*lags, _corr(flux, motion)], dtype=np.float32)
+
+
+class AVLfccEncoder(AVStatsEncoder):
+    """LFCC stats ⊕ frame stats ⊕ band-envelope/motion correlations (158-d in AV)."""
+
+    slug, version = "ref-av-lfcc", "1"
+    dims: ClassVar[dict[str, int]] = {"A": 120, "V": 18, "AV": 158}
+    _BANDS = ((0, 1000), (1000, 2000), (2000, 4000), (4000, 8000))
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.lfcc = LFCCStatsEncoder()
+
+    def encode(self, *, mode: str, audio: Audio | None = None, sample_rate: Hertz = 16000,
+               frames: Frames | None = None, fps: float = 0.0) -> F32:
+        if mode == "A":
+            return self.lfcc.encode(mode="A", audio=audio, sample_rate=sample_rate)
+        if mode == "V":
+            return self.video.encode(mode="V", frames=frames)
+        if audio is None or frames is None or len(frames) == 0 or fps <= 0:
+            raise ValueError("mode AV needs audio, frames and fps")
+        stats, motion = self._video_parts(frames)
+        power = _power_spectrogram(_to_16k(audio, sample_rate))
+        freqs = np.fft.rfftfreq(_N_FFT, 1 / _SR)
+        corr = []
+        for lo, hi in self._BANDS:
+            env = _at_frame_rate(np.sqrt(power[:, (freqs >= lo) & (freqs < hi)].mean(axis=1)),
+                                 len(frames), fps)
+            corr += [_corr(np.roll(env, k)[2:-2], motion[2:-2]) for k in range(-2, 3)]
+        parts = [self.lfcc.audio_features(audio, sample_rate), stats,
+                 np.asarray(corr, dtype=np.float32)]
+        return np.concatenate(parts).astype(np.float32)

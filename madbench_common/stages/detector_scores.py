@@ -16,6 +16,7 @@ from functools import cached_property
 from typing import Any
 
 from madbench_common.pipeline.stage import StageImpl
+from madbench_common.registry import REGISTRY
 from madbench_common.rows import FeatureRow, ScoreRow
 
 __all__ = ["DetectorScoreStage", "score_row"]
@@ -42,7 +43,13 @@ class DetectorScoreStage(StageImpl[ScoreRow]):
 
     @cached_property
     def rows(self) -> list[FeatureRow]:
-        return self.ctx.read_input(str(self.ctx.params["features_stage"]), FeatureRow)
+        """The feature rows to convert; with ``detectors_only`` (a stage that runs several
+        models, e.g. ``features_references``) only those of models registered as detectors."""
+        rows = self.ctx.read_input(str(self.ctx.params["features_stage"]), FeatureRow)
+        if self.ctx.params.get("detectors_only"):
+            rows = [r for r in rows if getattr(REGISTRY.get(r.model_slug), "role", "")
+                    == "detector"]
+        return rows
 
     def plan(self) -> list[str]:
         return ["scores"] if self.rows else []

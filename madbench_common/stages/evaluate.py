@@ -1,7 +1,9 @@
 """Evaluation stage: heads, metrics and one report for every model of the run.
 
-Reads ``samples`` from ``assemble`` (param ``samples_stage``) and every other input
-stage of the graph: each stage that writes ``features`` (one per encoder or
+Reads ``samples`` from ``assemble`` (param ``samples_stage``), the robustness
+conditions' samples from ``perturb`` where it is an input (issue 23: the same heads,
+trained on clean data only, score every condition), and every other input stage of the
+graph: each stage that writes ``features`` (one per encoder or
 detector, e.g. ``features`` or ``features_<slug>``) and each that writes ``scores``
 (detector native scores, ``omni_<slug>``). Rows are grouped into models by their
 registry slug (``FeatureRow.model_slug``; ``ScoreRow.model``, else its
@@ -25,7 +27,7 @@ from madbench_common.eval.suite import EvalConfig, EvalResult, ModelInfo, run_ev
 from madbench_common.eval.tables import GROUP_TITLES
 from madbench_common.manifest import rows_to_frame
 from madbench_common.pipeline.stage import StageImpl
-from madbench_common.rows import FeatureRow, SampleRow, ScoreRow
+from madbench_common.rows import FeatureRow, PerturbedRow, SampleRow, ScoreRow
 
 __all__ = ["EvaluateStage", "feature_set", "order_results"]
 
@@ -79,6 +81,12 @@ class EvaluateStage(StageImpl[ScoreRow]):
     def _samples_stage(self) -> str:
         return str(self.ctx.params.get("samples_stage", "assemble"))
 
+    def _perturbed(self) -> pd.DataFrame | None:
+        if "perturb" not in self.ctx.stage.inputs:
+            return None
+        rows = [r for r in self.ctx.read_input("perturb", PerturbedRow) if r.ok]
+        return rows_to_frame(PerturbedRow, rows) if rows else None
+
     def _config(self) -> EvalConfig:
         p = self.ctx.params
         return EvalConfig(c=float(p.get("c", 1.0)), n_boot=int(p.get("n_boot", 1000)),
@@ -87,7 +95,7 @@ class EvaluateStage(StageImpl[ScoreRow]):
 
     def _inputs(self, kind: str) -> list[str]:
         stages = self.ctx.graph.stages
-        return [n for n in self.ctx.stage.inputs if n != self._samples_stage
+        return [n for n in self.ctx.stage.inputs if n not in (self._samples_stage, "perturb")
                 and n in stages and stages[n].outputs[:1] == (kind,)]
 
     def _by_model(self) -> tuple[dict[str, list[FeatureRow]], dict[str, list[ScoreRow]]]:
@@ -103,14 +111,14 @@ class EvaluateStage(StageImpl[ScoreRow]):
         return feats, scores
 
     def evaluate(self) -> list[EvalResult]:
-        samples, cfg = self._samples(), self._config()
+        samples, cfg, perturbed = self._samples(), self._config(), self._perturbed()
         feats, scores = self._by_model()
         results = []
         for slug in sorted(set(feats) | set(scores)):
             fs = feature_set(feats[slug]) if slug in feats else None
             sc = rows_to_frame(ScoreRow, scores[slug]) if slug in scores else None
             results.append(run_evaluation(ModelInfo.lookup(slug), samples, features=fs,
-                                          scores=sc, config=cfg))
+                                          scores=sc, config=cfg, perturbed=perturbed))
         return order_results(results)
 
     def run_items(self, items: Sequence[str]) -> list[ScoreRow]:

@@ -1,6 +1,7 @@
 """Feature-extraction stage: a frozen encoder's features for every sample, cached across runs.
 
-Reads the ``samples`` manifest of ``assemble`` and writes one
+Reads the ``samples`` manifest of ``assemble`` (and the ``perturbed`` samples of
+``perturb``, the robustness conditions of the test split) and writes one
 :class:`~madbench_common.rows.FeatureRow` per (sample, input mode, pairing). The
 input identity is content-derived — the audio sha256 (``A``), the video sha256
 (``V``) or the sha256 of both (``AV``) — so features live in a cache outside the
@@ -36,7 +37,7 @@ from madbench_common.pipeline.failures import row_failure
 from madbench_common.pipeline.stage import StageImpl
 from madbench_common.registry import load_model
 from madbench_common.roles import Frames
-from madbench_common.rows import FeatureRow, SampleRow
+from madbench_common.rows import FeatureRow, PerturbedRow, SampleRow
 
 __all__ = ["FeatureStage", "input_sha256", "shuffle_partners", "shuffle_rng", "shuffled_input"]
 
@@ -56,8 +57,10 @@ def input_sha256(mode: str, audio_sha: str, video_sha: str) -> str:
 
 
 def shuffled_input(s: SampleRow) -> bool:
-    """Whether a sample gets a shuffled-video input: scene-consistency test samples only."""
-    return s.protocol == SC_PROTOCOL and s.split == "test"
+    """Whether a sample gets a shuffled-video input: clean scene-consistency test samples
+    only (a robustness condition's samples are scored with their paired video)."""
+    return (s.protocol == SC_PROTOCOL and s.split == "test"
+            and not isinstance(s, PerturbedRow))
 
 
 def shuffle_rng(seed: int) -> np.random.Generator:
@@ -91,8 +94,13 @@ class FeatureStage(StageImpl[FeatureRow]):
 
     @cached_property
     def samples(self) -> dict[str, SampleRow]:
+        """The clean samples and, where the stage reads ``perturb``, every robustness
+        condition's samples (issue 23)."""
         source = str(self.ctx.params.get("samples_stage", "assemble"))
-        return {s.sample_id: s for s in self.ctx.read_input(source, SampleRow) if s.ok}
+        rows: list[SampleRow] = list(self.ctx.read_input(source, SampleRow))
+        if "perturb" in self.ctx.stage.inputs:
+            rows += self.ctx.read_input("perturb", PerturbedRow)
+        return {s.sample_id: s for s in rows if s.ok}
 
     @cached_property
     def encoder(self) -> Any:
@@ -169,10 +177,14 @@ class FeatureStage(StageImpl[FeatureRow]):
     def _decoded(self) -> dict[str, tuple[Frames, float]]:
         return {}
 
+    frame_defaults: tuple[float, int, int] = (4.0, 112, 64)
+    """(fps, frame_size, max_frames) where the stage's parameters do not set them."""
+
     def _frames(self, video: SampleRow) -> tuple[Frames, float]:
         """Sampled frames of a sample's video. A clip's samples carry the same video
-        packets (new audio beside the source's untouched video), so the last few decodes
-        are kept by :func:`video_digest` (a demux, no decode)."""
+        packets (new audio beside the source's untouched video; robustness conditions too),
+        so the last few decodes are kept by :func:`video_digest` (a demux, no decode)."""
+        p, (fps, size, most) = self.ctx.params, self.frame_defaults
         with self.ctx.tempdir() as tmp:
             path = tmp / "video.mp4"
             path.write_bytes(self.ctx.run.get_bytes(self.ctx.run.key_of(video.video_uri),
@@ -182,8 +194,8 @@ class FeatureStage(StageImpl[FeatureRow]):
                 if len(self._decoded) >= _DECODED:
                     self._decoded.pop(next(iter(self._decoded)))
                 self._decoded[key] = sample_frames(
-                    path, fps=float(self.ctx.params.get("fps", 4.0)),
-                    size=int(self.ctx.params.get("frame_size", 112)))
+                    path, fps=float(p.get("fps", fps)), size=int(p.get("frame_size", size)),
+                    max_frames=int(p.get("max_frames", most)))
             frames, rate = self._decoded[key]
             return frames.copy(), rate
 

@@ -33,9 +33,9 @@ from typing import Any
 
 import numpy as np
 
-from madbench_common.mux import sample_frames
 from madbench_common.pipeline.failures import row_failure
-from madbench_common.roles import Embedding, Frames, InputSpec
+from madbench_common.registry import load_model
+from madbench_common.roles import Embedding, InputSpec
 from madbench_common.rows import FeatureRow, SampleRow
 from madbench_common.stages.features import FeatureStage, input_sha256
 
@@ -61,19 +61,37 @@ def _spec_columns(spec: InputSpec) -> dict[str, Any]:
 class ModelFeatureStage(FeatureStage):
     """``samples`` → ``features`` for one paper model (params: model, modes, pairings, frames)."""
 
+    frame_defaults = (4.0, 224, 64)
+
     @cached_property
     def model_slug(self) -> str:
         return str(self.ctx.params.get("model") or self.ctx.stage.model)
 
+    @cached_property
+    def model_slugs(self) -> list[str]:
+        """The stage's models: its ``models`` list where it has one (a stage that runs several
+        models in turn, e.g. ``features_references``), else its one model, if any."""
+        if "models" in self.ctx.params:
+            return [str(m) for m in self.ctx.params["models"]]
+        return [self.model_slug] if self.model_slug else []
+
     def plan(self) -> list[str]:
-        if not self.model_slug:
+        if not self.model_slugs:
             log.info("%s: no model in this profile (workflows/full.yaml sets one); nothing to do",
                      self.ctx.stage.name)
             return []
         return super().plan()
 
     def run_items(self, items: Sequence[str]) -> list[FeatureRow]:
-        return super().run_items(items) if items else []
+        if not items:
+            return []
+        if "models" not in self.ctx.params:
+            return super().run_items(items)
+        rows = []
+        for slug in self.model_slugs:
+            self.__dict__["encoder"] = load_model(slug)  # the cached encoder, model by model
+            rows += super().run_items(items)
+        return rows
 
     @cached_property
     def prep_hash(self) -> str:
@@ -111,16 +129,6 @@ class ModelFeatureStage(FeatureStage):
         emb = self._embed(mode, s, video)
         store.put_bytes(key, _dump(emb))
         return emb
-
-    def _frames(self, video: SampleRow) -> tuple[Frames, float]:
-        p = self.ctx.params
-        with self.ctx.tempdir() as tmp:
-            path = tmp / "video.mp4"
-            path.write_bytes(self.ctx.run.get_bytes(self.ctx.run.key_of(video.video_uri),
-                                                    video.video_sha256))
-            return sample_frames(path, fps=float(p.get("fps", 4.0)),
-                                 size=int(p.get("frame_size", 224)),
-                                 max_frames=int(p.get("max_frames", 64)))
 
     def _embed(self, mode: str, s: SampleRow, video: SampleRow) -> Embedding:
         kwargs: dict[str, Any] = {"mode": mode}

@@ -9,12 +9,10 @@ import numpy as np
 import pytest
 
 from madbench_common.audio import read_wav_bytes, rms_dbfs
-from madbench_common.faultsuite import demo_sources
 from madbench_common.manifest import read_manifest_bytes
 from madbench_common.mix import fit_track
 from madbench_common.mux import video_packets
 from madbench_common.pipeline.definition import build_graph
-from madbench_common.pipeline.local import LocalRunner, RunOptions
 from madbench_common.rows import (
     ComponentRow,
     PairRow,
@@ -25,27 +23,15 @@ from madbench_common.rows import (
     StemRow,
 )
 from madbench_common.status import collect_status
-from madbench_common.store import RunStore, open_store
+from madbench_common.store import RunStore
 from madbench_common.taxonomy import load_taxonomy
 
-pytestmark = pytest.mark.slow
-
-DEMO = Path(__file__).resolve().parents[2] / "data" / "demo"
-CLIPS = ("demo_002", "demo_004", "demo_007", "demo_010", "demo_013", "demo_027")
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(2400)]  # the fixture builds the graph
 
 
 @pytest.fixture(scope="module")
-def run(tmp_path_factory: pytest.TempPathFactory) -> RunStore:
-    if not (DEMO / "sources.csv").exists():
-        pytest.skip("data/demo not built")
-    tmp = tmp_path_factory.mktemp("build")
-    sources = demo_sources(tmp / "sources", CLIPS)
-    opts = RunOptions(store=str(tmp / "store"), run_id="b", workers=2, progress=False,
-                      params={"ingest": {"sources": str(sources)},
-                              # the demo's plan (make demo): 6 speech + 8 env per clip
-                              "plan_components": {"targets": 1, "mismatch_prompts": 1}})
-    LocalRunner(build_graph, opts).execute()
-    return RunStore(open_store(opts.store), "b")
+def run(demo_build: RunStore) -> RunStore:
+    return demo_build
 
 
 def _rows(run: RunStore, stage: str, cls: type) -> list:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 from scipy.stats import norm
-from sklearn.metrics import accuracy_score, f1_score, roc_auc_score
+from sklearn.metrics import accuracy_score, average_precision_score, f1_score, roc_auc_score
 
 from madbench_common.eval.bootstrap import (
     MetricPart,
@@ -17,6 +17,7 @@ from madbench_common.eval.bootstrap import (
     joint_metric_interval,
     weighted_accuracy,
     weighted_auc,
+    weighted_average_precision,
     weighted_macro_f1,
 )
 from madbench_common.eval.metrics import auc, eer_asvspoof
@@ -29,6 +30,17 @@ def test_weighted_auc_matches_sklearn_sample_weights() -> None:
     got = weighted_auc(y, s, w)
     for b in range(20):
         assert got[b] == pytest.approx(roc_auc_score(y, s, sample_weight=w[b]), abs=1e-12)
+
+
+def test_weighted_average_precision_matches_sklearn_sample_weights() -> None:
+    rng = np.random.default_rng(3)
+    y, s = rng.integers(0, 2, 400), np.round(rng.normal(size=400) + 0.5 * rng.integers(0, 2, 400),
+                                             1)
+    w = clip_weights(np.arange(400) // 4, 20, seed=2)
+    got = weighted_average_precision(y, s, w)
+    for b in range(20):
+        want = average_precision_score(y, s, sample_weight=w[b])
+        assert got[b] == pytest.approx(want, abs=1e-12)
 
 
 def test_clip_weights_keep_variants_together() -> None:

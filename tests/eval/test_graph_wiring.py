@@ -11,10 +11,13 @@ def test_evaluate_depends_on_every_model_stage() -> None:
     feeds = tuple(s.name for s in graph.stages.values()
                   if s.name != "evaluate" and s.outputs[:1] in (("features",), ("scores",)))
     assert "features" in feeds and "features_enc_tf5_pe_av_base" in feeds
-    assert graph.stages["evaluate"].inputs == ("assemble", *feeds)
+    assert {"features_references", "scores_references"} <= set(feeds)
+    # the clean samples, the robustness conditions' samples (issue 23), every model
+    assert graph.stages["evaluate"].inputs == ("assemble", "perturb", *feeds)
+    assert all("perturb" in graph.stages[f].inputs for f in feeds if f.startswith("features"))
     extra = [Stage("features_pe_av", "encoder", "x:Y", ("assemble",), ("features",)),
              Stage("omni_qwen", "omni", "x:Y", ("assemble",), ("scores",)),
              Stage("component_qc", "core", "x:Y", (), ("components",))]
     stages = _wire_evaluate([*graph.stages.values(), *extra])
     evaluate = next(s for s in stages if s.name == "evaluate")
-    assert evaluate.inputs == ("assemble", *feeds, "features_pe_av", "omni_qwen")
+    assert evaluate.inputs == ("assemble", "perturb", *feeds, "features_pe_av", "omni_qwen")

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 from scipy.interpolate import interp1d
 from scipy.optimize import brentq
-from sklearn.metrics import f1_score, roc_auc_score, roc_curve
+from sklearn.metrics import average_precision_score, f1_score, roc_auc_score, roc_curve
 
 from madbench_common.eval import metrics as M
 
@@ -23,6 +23,21 @@ def _data(seed: int, n: int = 300, ties: bool = False) -> tuple[np.ndarray, np.n
 def test_auc_matches_sklearn(seed: int, ties: bool) -> None:
     y, s = _data(seed, ties=ties)
     assert M.auc(y, s) == pytest.approx(roc_auc_score(y, s), abs=1e-12)
+
+
+@pytest.mark.parametrize("ties", [False, True])
+@pytest.mark.parametrize("seed", range(5))
+def test_average_precision_matches_sklearn(seed: int, ties: bool) -> None:
+    y, s = _data(seed, ties=ties)
+    assert M.average_precision(y, s) == pytest.approx(average_precision_score(y, s), abs=1e-12)
+
+
+def test_average_precision_hand_worked_with_tie() -> None:
+    # thresholds 3 (1 fake: P 1, R ½), 2 (tie: 1 fake + 1 real: P ⅔, R 1) → ½·1 + ½·⅔
+    assert M.average_precision([1, 1, 0, 0], [3, 2, 2, 1]) == pytest.approx(5 / 6)
+    # a perfect ranking has AP 1; the worst has AP = the positive share at each step
+    assert M.average_precision([0, 0, 1], [0.1, 0.2, 0.9]) == 1.0
+    assert M.average_precision([1, 0, 0], [0.1, 0.2, 0.9]) == pytest.approx(1 / 3)
 
 
 def test_auc_hand_worked_with_tie() -> None:

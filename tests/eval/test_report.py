@@ -64,8 +64,9 @@ def test_table2_first_with_mean_and_intervals(result: EvalResult) -> None:
     row = next(line for line in sections[1].splitlines() if line.startswith("| ref-av-stats †"))
     cells = row.strip("|").split("|")
     assert cells[1].strip() == "A-V"  # Tables 2–4 use the A-V input of an A-V model
-    # every protocol cell and the Mean: "AUC [lo, hi] / EER [lo, hi]"
-    assert all(re.fullmatch(r" \d\.\d{3} \[\d\.\d{3}, \d\.\d{3}\] / \d\.\d{3} \[\S+, \S+\] ", c)
+    # every protocol cell and the Mean: "AUC [lo, hi] / EER [lo, hi] / AP [lo, hi]"
+    assert all(re.fullmatch(r" \d\.\d{3} \[\d\.\d{3}, \d\.\d{3}\] / \d\.\d{3} \[\S+, \S+\]"
+                            r" / \d\.\d{3} \[\S+, \S+\] ", c)
                for c in cells[3:])
     assert "† CPU reference implementation" in sections[1]
     assert main_section(md).startswith("## Table 2") and "## Table 3" not in main_section(md)
@@ -108,6 +109,7 @@ def test_markdown_json_html(several: list[EvalResult], tmp_path: Path) -> None:
     assert "NaN" not in (tmp_path / "report.json").read_text()
     html = render_html(several)
     assert html.find("Table 2") < html.find("Table 3") < html.find("<svg")
+    assert "ROC and DET: Balanced" in html and "normal deviate" in html
     assert "<table class=paper>" in html and "true \\ pred" in html
     first_table = html[html.find("<table"):html.find("</table>")]
     assert "Mean" in first_table and "Balanced" in first_table
@@ -120,3 +122,28 @@ def test_report_command_prints_the_zero_shot_sections() -> None:
     assert zero_shot_sections(md) == ["## Zero-shot answers: parse rates\n\n| a |",
                                       "## Zero-shot prompts\n\n| p |"]
     assert zero_shot_sections(md.split("## Zero-shot")[0]) == []
+
+
+def test_average_precision_beside_auc_and_eer(result: EvalResult) -> None:
+    """Every binary record carries AP, equal to scikit-learn's on the same scored rows."""
+    from sklearn.metrics import average_precision_score
+
+    from madbench_common.eval.views import task_view
+
+    core = (g for g in result.groups
+            if g.pairing == "paired" and g.protocol != "scene_consistency")
+    for g in core:
+        for task in ("binary", "speech", "env"):
+            view = task_view(g, task)
+            assert view is not None
+            rec = next(r for r in result.tables["tasks"] if (r["protocol"], r["mode"], r["task"])
+                       == (g.protocol, g.mode, task) and r["pairing"] == "paired")
+            want = average_precision_score(view.binary_labels(), view.ranking())
+            assert rec["ap"] == pytest.approx(want, abs=1e-12)
+            assert rec["ap_lo"] <= rec["ap"] <= rec["ap_hi"]
+    assert all("ap" in r for r in result.tables["generators"])
+    assert all("ap_held_out" in r for r in result.tables["logo"])
+    assert all("ap_P" in r for r in result.tables["pairing"])
+    md = render_markdown([result])
+    ap = md[md.find("## Average precision"):]
+    assert re.search(r"\| ref-av-stats † \| A-V \| \d\.\d{3} \[", ap)

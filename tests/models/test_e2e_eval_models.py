@@ -57,8 +57,10 @@ def _venv(*args: str, env: dict[str, str]) -> str:
 def run(tmp_path_factory: pytest.TempPathFactory) -> RunStore:
     tmp = tmp_path_factory.mktemp("e2e")
     store = str(tmp / "store")
-    opts = RunOptions(store=store, run_id="e", workers=2, progress=False, until="assemble",
-                      params={"ingest": {"sources": str(_sources(tmp))}})
+    # the feature stages also read perturb (issue 23): run it, without conditions
+    opts = RunOptions(store=store, run_id="e", workers=2, progress=False, until="perturb",
+                      params={"ingest": {"sources": str(_sources(tmp))},
+                              "perturb": {"conditions": []}})
     LocalRunner(build_graph, opts).execute()
     env = {**os.environ, "PYTHONPATH": str(ROOT), "HF_HUB_OFFLINE": "1",
            "MADBENCH_WEIGHTS": str(tmp / "weights"), "TRANSFORMERS_OFFLINE": "1"}

@@ -34,6 +34,9 @@ def _graph() -> Graph:
                    ("test-flaky-detector", "test-unloadable-detector",
                     "test-moduleless-detector"))
     return Graph([Stage("assemble", "core", "tests.unused:Assemble", outputs=("samples",)),
+                  Stage("perturb", "core", "madbench_common.stages.perturb:PerturbStage",
+                        inputs=("assemble",), outputs=("perturbed",),
+                        params={"conditions": []}),  # no conditions: an empty manifest
                   *eval_model_stages((TOY, *others))])
 
 
@@ -60,6 +63,9 @@ def _toy_registered() -> Iterator[None]:
 def run(tmp_path_factory: pytest.TempPathFactory) -> RunStore:
     r = RunStore(FileStore(tmp_path_factory.mktemp("store")), "r1")
     _put_samples(r, tmp_path_factory.mktemp("media"))
+    ctx = make_context(r, _graph(), "perturb", {}, "reference-cpu", 0)
+    run_shard(ctx, 0, 1)
+    merge_stage(ctx, 1)
     return r
 
 

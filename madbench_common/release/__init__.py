@@ -1,0 +1,1 @@
+"""Releasing a built benchmark: ``madbench export`` (Parquet + media + dataset card)."""
