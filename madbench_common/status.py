@@ -20,6 +20,7 @@ from madbench_common.manifest import read_manifest_bytes
 from madbench_common.pipeline.graph import Graph, Stage
 from madbench_common.pipeline.repair import manifest_intact
 from madbench_common.pipeline.stage import load_impl, read_marker
+from madbench_common.rows import PerturbedRow
 from madbench_common.store import RunStore
 
 __all__ = ["QuarantineEntry", "RunStatus", "StageStatus", "collect_retries", "collect_status",
@@ -83,7 +84,7 @@ def _stage_counts(rows: list[Any]) -> dict[str, Any]:
         for r in rows:
             for reason in r.fail_reasons:
                 _bump(counts, f"fail_{reason}")
-    if rows and hasattr(rows[0], "condition"):
+    if rows and isinstance(rows[0], PerturbedRow):  # DEAF rows have a ``condition`` too
         return counts | _condition_counts(rows)
     if rows and hasattr(rows[0], "protocol"):
         return counts | _sample_counts(rows)
