@@ -25,6 +25,7 @@ from madbench_common.rows import (
     ComponentRow,
     FeatureRow,
     PairRow,
+    PerturbedRow,
     SampleRow,
     SceneRow,
     ScoreRow,
@@ -79,6 +80,9 @@ def paper_counts(graph: Graph) -> dict[str, int]:
         elif role in ("speech_generator", "env_generator"):
             total = _SPEECH_GENERATED if role == "speech_generator" else _ENV_GENERATED
             counts[stage.name] = total // 6
+        elif stage.name == "perturb":  # every condition of every protocol's test split
+            conditions = len(stage.params.get("conditions", []))
+            counts[stage.name] = round(PAPER_SAMPLE_ROWS * _TEST_SHARE) * conditions
         elif "features" in stage.outputs:
             counts[stage.name] = PAPER_SAMPLE_ROWS * _groups(stage)
         elif stage.name != "evaluate":  # scores_<slug>: the detector's feature rows
@@ -91,7 +95,8 @@ def paper_counts(graph: Graph) -> dict[str, int]:
 _ROWS: tuple[tuple[type[ManifestRow], str], ...] = (
     (SourceRow, "clip_id"), (StemRow, "clip_id"), (SourceQCRow, "clip_id"),
     (SplitRow, "clip_id"), (SceneRow, "clip_id"), (PairRow, "pair_id"),
-    (ComponentRow, "component_id"), (SampleRow, "sample_id"), (FeatureRow, "sample_id"),
+    (ComponentRow, "component_id"), (SampleRow, "sample_id"), (PerturbedRow, "sample_id"),
+    (FeatureRow, "sample_id"),
     (ScoreRow, "sample_id"),
 )
 

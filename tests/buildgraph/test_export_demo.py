@@ -46,8 +46,12 @@ def _front_matter(card: str) -> dict:
 
 
 def test_every_config_loads_with_the_datasets_audio_feature(exported: Path,
-                                                            demo_build: RunStore) -> None:
+                                                            demo_build: RunStore,
+                                                            tmp_path: Path) -> None:
     datasets = pytest.importorskip("datasets")
+    # a cache of this test's own: datasets' default (~/.cache) is keyed by the folder's
+    # name, so another session's cached Arrow files (naming its deleted FLACs) were reused
+    cache = str(tmp_path / "hf-datasets")
     meta = _front_matter((exported / "README.md").read_text())
     configs = {c["config_name"]: c for c in meta["configs"]}
     assert {"balanced", "scene_matched", "scene_mismatched", "scene_consistency"} <= set(configs)
@@ -56,11 +60,12 @@ def test_every_config_loads_with_the_datasets_audio_feature(exported: Path,
         SampleRow, demo_build.get_bytes("assemble/manifest.parquet")) if s.ok}
     for name in ("balanced", "robustness-noise_5db"):
         for entry in configs[name]["data_files"]:
-            ds = datasets.load_dataset(str(exported), name, split=entry["split"])
+            ds = datasets.load_dataset(str(exported), name, split=entry["split"],
+                                      cache_dir=cache)
             table = pq.read_table(exported / entry["path"][0]).to_pandas()
             assert len(ds) == len(table) > 0
             assert isinstance(ds.features["audio"], datasets.Audio)
-    ds = datasets.load_dataset(str(exported), "balanced", split="train")
+    ds = datasets.load_dataset(str(exported), "balanced", split="train", cache_dir=cache)
     row = ds[0]
     audio = row["audio"]
     assert audio["sampling_rate"] == 16000
