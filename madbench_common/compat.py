@@ -9,23 +9,26 @@ module must import and run on 3.9. Three 3.10 features are used through this mod
   only, and a missing required field raises ``TypeError`` as on 3.10;
 - :func:`zip_strict` — ``zip(..., strict=True)``;
 - :func:`type_hints` — ``typing.get_type_hints`` for classes whose (string) annotations
-  use ``X | None``; on 3.9 they are evaluated with ``eval_type_backport``.
+  use ``X | None``; on 3.9 they are evaluated with ``eval_type_backport``;
+- :func:`working_dir` — ``contextlib.chdir`` (3.11).
 
 ``tests/test_py39_compat.py`` rejects the 3.10+ spellings elsewhere in the package.
 """
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import functools
 import itertools
+import os
 import sys
 import types
 import typing
 from collections.abc import Iterable, Iterator
 from typing import TYPE_CHECKING, Any, TypeVar
 
-__all__ = ["UNION_TYPES", "row", "type_hints", "zip_strict"]
+__all__ = ["UNION_TYPES", "row", "type_hints", "working_dir", "zip_strict"]
 
 _T = TypeVar("_T")
 UNION_TYPES: tuple[Any, ...] = (typing.Union, *((types.UnionType,)
@@ -97,3 +100,14 @@ def type_hints(cls: type) -> dict[str, Any]:
             ref = typing.ForwardRef(ann, is_argument=False) if isinstance(ann, str) else ann
             hints[name] = eval_type_backport(ref, globalns, dict(vars(base)))
     return hints
+
+
+@contextlib.contextmanager
+def working_dir(path: str | os.PathLike[str]) -> Iterator[None]:
+    """``contextlib.chdir`` (Python 3.11+) for the Python 3.9 images' sake."""
+    old = os.getcwd()
+    os.chdir(path)
+    try:
+        yield
+    finally:
+        os.chdir(old)

@@ -14,15 +14,14 @@ What they compute is noise from a stand-in architecture, never the paper's model
 
 from __future__ import annotations
 
-import contextlib
 import json
 import os
 import shutil
 import tempfile
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+from madbench_common.compat import working_dir
 from madbench_common.weights import (
     STANDIN_MARKER,
     TINY_MARKER,
@@ -73,16 +72,6 @@ def _marker(dest: Path, release: str) -> None:
                  "offline; outputs are noise, not the paper's model"}, indent=1) + "\n")
 
 
-@contextlib.contextmanager
-def _cwd(path: Path) -> Iterator[None]:
-    old = os.getcwd()
-    os.chdir(path)
-    try:
-        yield
-    finally:
-        os.chdir(old)
-
-
 def _df_arena_model(stage: Path) -> Any:
     """The stand-in model, its XLS-R config found by name as the release's backbone finds it
     (here: a folder named like the repo id under the working directory)."""
@@ -97,7 +86,7 @@ def _df_arena_model(stage: Path) -> Any:
     local.mkdir(parents=True)
     Wav2Vec2Config(**XLSR_1B_TINY).save_pretrained(local)
     torch.manual_seed(0)
-    with _cwd(stage):
+    with working_dir(stage):
         from madbench_common.models.standins.df_arena.configuration_antispoofing import (
             DF_Arena_1B_Config,
         )

@@ -32,7 +32,6 @@ from __future__ import annotations
 
 import dataclasses
 import json
-import os
 import tempfile
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
@@ -42,6 +41,7 @@ from typing import Any
 import soundfile as sf
 
 from madbench_common.audio import resample
+from madbench_common.compat import working_dir
 from madbench_common.speech_prep import (
     GenerationFailed,
     GenerationReport,
@@ -91,17 +91,6 @@ def routed_hubert(device: Any, params: Mapping[str, Any] | None = None) -> Any:
     return hubert.eval().to(device)
 
 
-@contextmanager
-def _working_dir(path: Path) -> Iterator[None]:
-    """``contextlib.chdir`` (Python 3.11+) for the Python 3.9 images' sake."""
-    old = os.getcwd()
-    os.chdir(path)
-    try:
-        yield
-    finally:
-        os.chdir(old)
-
-
 def _hubert_file() -> str:
     import torchaudio
 
@@ -145,7 +134,7 @@ def sized_configs(arch: Mapping[str, Any], folder: Path) -> Iterator[dict[str, A
     """:func:`config_files` loaded with Amphion's ``load_config`` (tiny checkpoint writer)."""
     from utils.util import load_config
 
-    with _working_dir(amphion_root()):
+    with working_dir(amphion_root()):
         yield {k: load_config(str(v)) for k, v in config_files(arch, folder).items()}
 
 
@@ -185,7 +174,7 @@ class VevoTimbre(ReportingGenerator):
         arch = _arch(hf_path(REPO, image=IMAGE))
         vu.build_hubert_model = lambda dev: routed_hubert(dev, arch.get("hubert"))
         with tempfile.TemporaryDirectory(prefix="madbench-vevo-cfg-") as tmp, \
-                _working_dir(amphion_root()):
+                working_dir(amphion_root()):
             cfg = config_files(arch, Path(tmp))
             self._pipe = vu.VevoInferencePipeline(
                 content_style_tokenizer_ckpt_path=str(parts["tokenizer"]),
