@@ -3,11 +3,14 @@
 from __future__ import annotations
 
 import argparse
+import atexit
+import contextlib
 import importlib
 import logging
 import os
 import sys
 from collections.abc import Sequence
+from typing import NoReturn
 
 from rich.console import Console
 from rich.logging import RichHandler
@@ -15,7 +18,7 @@ from rich.text import Text
 
 from madbench_common.errors import EXIT_DETERMINISTIC, EXIT_TRANSIENT, MadbenchError
 
-__all__ = ["EXIT_DETERMINISTIC", "EXIT_TRANSIENT", "main"]
+__all__ = ["EXIT_DETERMINISTIC", "EXIT_TRANSIENT", "leave", "main", "run"]
 
 _EXTENSIONS = (
     "madbench_common.cli_pipeline",
@@ -61,13 +64,27 @@ def print_error(exc: BaseException) -> None:
     console.print(Text.assemble(("error:", "red"), " ", str(exc)))
 
 
+def run() -> None:
+    """The ``madbench`` console script and ``python -m madbench_common.cli``: :func:`main`,
+    then :func:`leave` with its code."""
+    leave(main())
+
+
+def leave(code: int) -> NoReturn:
+    """Exit with ``code`` without tearing the interpreter down.
+
+    pyarrow's thread pool can abort in a ``std::thread`` destructor during interpreter
+    finalisation (SIGABRT, "terminate called without an active exception"; apache/arrow#34314),
+    which turned a finished ``madbench status`` into exit -6. Everything that finalisation would
+    have done for us runs first: the ``atexit`` handlers (``logging.shutdown``, the media
+    decoder server's stop) and a flush of both streams. Only the native teardown is skipped.
+    """
+    atexit._run_exitfuncs()
+    for stream in (sys.stdout, sys.stderr):
+        with contextlib.suppress(OSError, ValueError):  # a closed pipe: nothing more to say
+            stream.flush()
+    os._exit(code)
+
+
 if __name__ == "__main__":
-    status = main()
-    if status:
-        # A failed stage exits at once with its code: tearing the interpreter down after an
-        # error can abort in a native library's thread destructor (SIGABRT, "terminate called
-        # without an active exception"), which would replace exit 3 with -6 for the caller.
-        sys.stdout.flush()
-        sys.stderr.flush()
-        os._exit(status)
-    sys.exit(status)
+    run()

@@ -7,7 +7,9 @@ image is data in ``image.yaml`` (``kind``, ``description``, ``licenses``, ``apt`
 upstream sources, before madbench_common, and ``images/<slug>/Dockerfile.post`` for steps
 that run madbench_common itself (placed after it). ``make dockerfiles`` (``python -m
 madbench_common.images render``) writes them; ``--check`` writes nothing and lists the
-stale ones, and a test fails on a stale Dockerfile, as for ``workflows/*.yaml``.
+stale ones, and a test fails on a stale Dockerfile, as for ``workflows/*.yaml``. The
+same command writes the image table of ``images/README.md`` (between its ``BEGIN``/``END``
+markers) from the same ``image.yaml`` files, so no image lacks its row.
 
 The conventions the template carries (``tests/test_images.py`` and hadolint check them):
 ``FROM`` an ARG (a registry base elsewhere, the debootstrap base here); the lock
@@ -21,12 +23,16 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
+from madbench_common.errors import ConfigError
 from madbench_common.imagelock import lock_entry
-from madbench_common.images import IMAGES, ImageInfo, all_images, lock_blocks
+from madbench_common.images import IMAGES, KINDS, ImageInfo, all_images, lock_blocks
 
-__all__ = ["TEMPLATE", "render", "render_all"]
+__all__ = ["README", "TEMPLATE", "image_table", "render", "render_all"]
 
 TEMPLATE = IMAGES / "Dockerfile.j2"
+README = IMAGES / "README.md"
+_BEGIN = "<!-- BEGIN image table: generated from images/*/image.yaml by `make dockerfiles` -->"
+_END = "<!-- END image table -->"
 _PYTHON_IMAGES = {"3.11": "python:3.11-slim-bookworm", "3.9": "python:3.9-slim-bullseye"}
 """The registry image each Python base stands on where a registry can be pulled from."""
 
@@ -72,14 +78,62 @@ def render(info: ImageInfo, lock_path: Path | None = None) -> str:
     return re.sub(r"\n{3,}", "\n\n", text)
 
 
+def _cell(text: str) -> str:
+    return " ".join(text.split()).replace("|", "\\|") or "—"
+
+
+def _served(slugs: list[str]) -> str:
+    refs = [s for s in slugs if s.startswith("ref-")]
+    named = ", ".join(f"`{s}`" for s in sorted(set(slugs) - set(refs)))
+    if refs:
+        named += f"{', ' if named else ''}{len(refs)} CPU references (`ref-…`)"
+    return named or "—"
+
+
+def image_table(images_dir: Path | None = None) -> str:
+    """The Markdown table of every image (Python runtimes, bases, torch bases, then model
+    images), one row each: the registry slugs it serves, the paper's name, upstream, licence,
+    Python and torch."""
+    from madbench_common.registry import REGISTRY
+
+    served: dict[str, list[str]] = {}
+    for spec in REGISTRY.values():
+        served.setdefault(spec.image, []).append(spec.slug)
+    rows = ["| slug | kind | serves (registry slugs) | paper name | upstream | licence | python "
+            "| torch |", "| --- | --- | --- | --- | --- | --- | --- | --- |"]
+    for info in sorted(all_images(images_dir), key=lambda i: (KINDS.index(i.kind), i.slug)):
+        model = info.kind == "model"
+        rows.append("| " + " | ".join([
+            f"`{info.slug}`", info.kind, _served(served.get(info.slug, [])),
+            _cell(info.paper_name if model else ""),
+            _cell(info.upstream if model else info.description),
+            _cell(info.licence if model else info.licenses), info.python,
+            info.torch or "—"]) + " |")
+    return "\n".join(rows) + "\n"
+
+
+def render_readme(text: str, images_dir: Path | None = None) -> str:
+    """``text`` (``images/README.md``) with the part between the markers regenerated."""
+    try:
+        head, rest = text.split(_BEGIN + "\n", 1)
+        _, tail = rest.split(_END, 1)
+    except ValueError:
+        raise ConfigError(f"{README}: the image table markers {_BEGIN!r} … {_END!r} are "
+                          "missing") from None
+    return f"{head}{_BEGIN}\n{image_table(images_dir)}{_END}{tail}"
+
+
 def render_all(check: bool = False, images_dir: Path | None = None,
                lock_path: Path | None = None) -> list[Path]:
-    """Write every image's Dockerfile (``check``: write nothing); return those that were
-    stale (with ``check``) or rewritten."""
+    """Write every image's Dockerfile and the README's image table (``check``: write
+    nothing); return those that were stale (with ``check``) or rewritten."""
     changed = []
-    for info in all_images(images_dir):
-        path = info.dir / "Dockerfile"
-        text = render(info, lock_path)
+    outputs = [(info.dir / "Dockerfile", render(info, lock_path))
+               for info in all_images(images_dir)]
+    readme = (images_dir or IMAGES) / README.name
+    if readme.exists():
+        outputs.append((readme, render_readme(readme.read_text(), images_dir)))
+    for path, text in outputs:
         if not path.exists() or path.read_text() != text:
             changed.append(path)
             if not check:

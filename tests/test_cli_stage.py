@@ -4,6 +4,8 @@ damaged shard found at merge time invalidated for the resubmission."""
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -81,3 +83,17 @@ def test_deaf_pods_share_the_pod_path(tmp_path: Path,
     assert sorted((r["verb"], r["shard"]) for r in logs) == [
         ("merge", None), ("run", 0), ("run", 1), ("run", 1)]
     assert all(r["peak_rss"] > 0 and r["stage"] == "deaf_sentences" for r in logs)
+
+
+def test_leave_runs_exit_handlers_flushes_and_keeps_the_code() -> None:
+    """``madbench`` leaves with ``os._exit`` (pyarrow's pool can abort in interpreter teardown,
+    apache/arrow#34314); what teardown would have done still happens: atexit handlers, logging
+    shutdown, buffered output."""
+    code = ("import atexit, logging, sys\n"
+            "from madbench_common.cli import leave\n"
+            "atexit.register(lambda: print('handler ran'))\n"
+            "sys.stdout.write('buffered, no newline')\n"
+            "leave(7)\n")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert done.returncode == 7, done.stderr
+    assert done.stdout == "buffered, no newlinehandler ran\n"

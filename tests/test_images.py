@@ -337,3 +337,28 @@ def test_paper_slots_are_locked() -> None:
         assert slug in LOCK["images"], (stage, slug)
     assert "separator-bsroformer" not in LOCK["images"]
     assert LOCK["images"]["env-tangoflux"].get("in_paper") is False
+
+
+def test_the_readme_image_table_is_generated_from_image_yaml(tmp_path: Path) -> None:
+    """Every image has its row (five had none while the table was hand-written); a new
+    image's row appears by regenerating, and a README without the markers is refused."""
+    from madbench_common.dockerfile import README, render_all
+
+    table = README.read_text()
+    for info in all_images():
+        assert f"| `{info.slug}` | {info.kind} |" in table, info.slug
+    assert "| `det-batfd` | model | `det-batfd` | BA-TFD+ |" in table
+    shutil.copytree(IMAGES / "qc", tmp_path / "qc", ignore=shutil.ignore_patterns(".upstream"))
+    (tmp_path / "README.md").write_text(
+        "intro\n<!-- BEGIN image table: generated from images/*/image.yaml by `make dockerfiles` "
+        "-->\n<!-- END image table -->\nafter\n")
+    assert render_all(check=True, images_dir=tmp_path) == [tmp_path / "README.md"]
+    render_all(images_dir=tmp_path)
+    text = (tmp_path / "README.md").read_text()
+    assert text.startswith("intro\n") and text.endswith("after\n")
+    assert "| `qc` | model | `qc-ast`, `qc-clap`, `qc-ecapa`, `qc-silero-vad`, `qc-whisper` |" \
+        in text
+    assert render_all(check=True, images_dir=tmp_path) == []
+    (tmp_path / "README.md").write_text("a README without the markers\n")
+    with pytest.raises(ConfigError, match="markers"):
+        render_all(check=True, images_dir=tmp_path)
