@@ -35,7 +35,7 @@ from madbench_common.faultsuite import (  # noqa: E402
     sweep_seed,
 )
 from madbench_common.pipeline.definition import build_graph  # noqa: E402
-from madbench_common.status import collect_retries  # noqa: E402
+from madbench_common.pipeline.status import collect_retries  # noqa: E402
 from madbench_common.store import RunStore, open_store  # noqa: E402
 from madbench_common.testing import S3FaultProxy, SeaweedS3  # noqa: E402
 

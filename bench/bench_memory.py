@@ -2,7 +2,7 @@
 
 Runs the whole graph on the demo corpus with ``isolate`` (one fresh process per shard
 and merge, as pods run), takes each stage's largest peak RSS from the run log
-(:func:`~madbench_common.measure.measure_run`), writes it into the throughput table's
+(:func:`~madbench_common.pipeline.measure.measure_run`), writes it into the throughput table's
 ``peak_rss_mb`` column (its other, timed columns are kept) and re-renders the
 workflows, whose memory requests derive from that column
 (:func:`~madbench_common.pipeline.argo.memory_request`). Commit the table and the
@@ -26,10 +26,10 @@ import yaml
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-from madbench_common.measure import measure_run, throughput_csv, update_peaks  # noqa: E402
 from madbench_common.pipeline.definition import build_graph  # noqa: E402
 from madbench_common.pipeline.local import LocalRunner, RunOptions  # noqa: E402
-from madbench_common.plan import load_throughput  # noqa: E402
+from madbench_common.pipeline.measure import measure_run, throughput_csv, update_peaks  # noqa: E402
+from madbench_common.pipeline.plan import load_throughput  # noqa: E402
 from madbench_common.store import RunStore, open_store  # noqa: E402
 
 TABLE = REPO / "madbench_common" / "data" / "throughput.csv"

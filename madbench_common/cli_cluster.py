@@ -76,7 +76,12 @@ def _render(args: argparse.Namespace) -> int:
 
 def _plan(args: argparse.Namespace) -> int:
     from madbench_common.pipeline.definition import build_graph
-    from madbench_common.plan import format_plan, image_pull_line, load_throughput, plan_run
+    from madbench_common.pipeline.plan import (
+        format_plan,
+        image_pull_line,
+        load_throughput,
+        plan_run,
+    )
 
     table = load_throughput(args.throughput)
     graph = build_graph().profiled(args.profile)
@@ -100,15 +105,15 @@ def _exit_summary(args: argparse.Namespace) -> int:
 def _measure(args: argparse.Namespace) -> int:
     from pathlib import Path
 
-    from madbench_common.measure import measure_run, throughput_csv
     from madbench_common.pipeline.definition import build_graph
+    from madbench_common.pipeline.measure import measure_run, throughput_csv
     from madbench_common.store import RunStore, open_store
 
     run = RunStore(open_store(args.store), args.run_id)
     rows = measure_run(run, build_graph(), args.where)
     if args.peaks_into:
-        from madbench_common.measure import update_peaks
-        from madbench_common.plan import load_throughput
+        from madbench_common.pipeline.measure import update_peaks
+        from madbench_common.pipeline.plan import load_throughput
 
         table = update_peaks(load_throughput(args.peaks_into), rows)
         Path(args.peaks_into).write_text(throughput_csv(table))

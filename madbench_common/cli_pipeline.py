@@ -29,9 +29,9 @@ from madbench_common.pipeline.stage import (
     run_shard,
     stage_params,
 )
+from madbench_common.pipeline.status import RunStatus, collect_status, table_one
 from madbench_common.pipeline.usage import peak_rss_bytes
 from madbench_common.s3client import retries_since, retry_stats
-from madbench_common.status import RunStatus, collect_status, table_one
 from madbench_common.store import RunStore, copy_run, open_store
 
 __all__ = ["add_commands", "add_stage_params_option", "stage_overrides"]

@@ -16,7 +16,7 @@ OMNI_WEIGHTS ?= $(STORE)/_tiny-weights
 ## demo-omni: make demo with a tiny-model omni stage turned on (see the comment above)
 demo-omni: setup
 	PYTHONPATH=$(CURDIR) PY=$(PY) bash images/adapter-test.sh $(OMNI_SLUG)
-	PYTHONPATH=$(CURDIR) HF_HUB_OFFLINE=1 $(OMNI_PY) -m madbench_common.models.tiny_omni \
+	PYTHONPATH=$(CURDIR) HF_HUB_OFFLINE=1 $(OMNI_PY) -m madbench_common.models.tiny.omni \
 	  qwen25omni $(OMNI_WEIGHTS)
 	MADBENCH_WEIGHTS=$(abspath $(OMNI_WEIGHTS)) $(VENV)/bin/madbench run \
 	  --sources data/demo/sources.csv --store $(STORE) --run-id $(RUN_ID) --workers $(WORKERS) \

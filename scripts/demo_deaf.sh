@@ -26,7 +26,7 @@ fi
 weights=$STORE/_tiny-weights
 mkdir -p "$weights"
 HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1 "$venv/bin/python" -c \
-  "import sys; from madbench_common.models.tiny_audio_lm import install_tiny_qwen2_audio as f; f(sys.argv[1])" \
+  "import sys; from madbench_common.models.tiny.audio_lm import install_tiny_qwen2_audio as f; f(sys.argv[1])" \
   "$weights"
 export MADBENCH_WEIGHTS=$(realpath "$weights") HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1
 "$(dirname "$PY")/madbench" deaf run --store "$STORE" --run-id "$RUN_ID" --workers "$WORKERS" \

@@ -238,7 +238,7 @@ def test_resolution_finds_what_it_must(tmp_path: Path) -> None:
     kind of miss is reported (so the checks below can fail)."""
     assert resolve_ref("madbench_common.models.tiny.qc:install_tiny_qc") is None
     assert resolve_ref("madbench_common.registry:REGISTRY") is None  # an assignment
-    assert resolve_ref("madbench_common.models:tiny_det") is None  # a submodule
+    assert resolve_ref("madbench_common.models.tiny:det") is None  # a submodule
     assert "defines no 'install_tiny_qc'" in str(resolve_ref(
         "madbench_common.models.tiny:install_tiny_qc"))  # the package, not a module
     assert "no module" in str(resolve_ref("madbench_common.models.nowhere:X"))

@@ -11,7 +11,7 @@ from madbench_common import cli_cluster
 from madbench_common.errors import ConfigError
 from madbench_common.pipeline.definition import build_graph
 from madbench_common.pipeline.graph import Graph, Stage
-from madbench_common.plan import (
+from madbench_common.pipeline.plan import (
     PAPER_CLIPS,
     PAPER_SAMPLES,
     Plan,
@@ -86,7 +86,7 @@ def test_cli_plan_prints_table_and_sources(capsys: pytest.CaptureFixture[str]) -
 
 def test_readme_shows_the_current_paper_scale_plan() -> None:
     """Golden: the README's plan is exactly what the current graph and table print."""
-    from madbench_common.plan import format_plan, plan_run
+    from madbench_common.pipeline.plan import format_plan, plan_run
 
     doc = (ROOT / "README.md").read_text()
     assert f"$ madbench plan --clips {PAPER_CLIPS}\n" in doc
@@ -95,7 +95,7 @@ def test_readme_shows_the_current_paper_scale_plan() -> None:
 
 
 def test_every_model_stage_has_gpu_figures_and_no_question_marks() -> None:
-    from madbench_common.gpuplan import load_gpu_models
+    from madbench_common.pipeline.gpuplan import load_gpu_models
 
     gpu = load_gpu_models()
     names = {s.name for s in build_graph()}
@@ -119,7 +119,7 @@ def _check_gpu_figures(plan: Plan) -> None:
 
 
 def test_gpu_estimate_follows_size_and_steps(tmp_path: Path) -> None:
-    from madbench_common.gpuplan import load_gpu_models
+    from madbench_common.pipeline.gpuplan import load_gpu_models
 
     csv = tmp_path / "g.csv"
     head = ("model,stages,params_m,step_params_m,bytes_per_param,steps,passes,frames,status,"
@@ -149,7 +149,7 @@ def test_gpu_estimate_follows_size_and_steps(tmp_path: Path) -> None:
 def test_gpu_stage_time_is_gpu_time_in_the_plan() -> None:
     graph = Graph([Stage(name="a", role="core", target="m:A"),
                    Stage(name="g", role="x", target="m:G", inputs=("a",), gpu=1, model="m1")])
-    from madbench_common.gpuplan import GpuModel
+    from madbench_common.pipeline.gpuplan import GpuModel
 
     gpu = {"g": GpuModel("M", ("g",), 100, 100, 2, 1, 1, 1, "measured", 2.0, 36.0, "run")}
     table = {"g": Throughput("g", "clip", "cpu", 3600.0, 10, "measured-cpu-ref", "s")}
@@ -160,7 +160,7 @@ def test_gpu_stage_time_is_gpu_time_in_the_plan() -> None:
 
 
 def test_stage_without_row_after_assemble_counts_samples() -> None:
-    from madbench_common.gpuplan import GpuModel
+    from madbench_common.pipeline.gpuplan import GpuModel
 
     graph = Graph([Stage(name="assemble", role="core", target="m:A"),
                    Stage(name="f", role="x", target="m:F", inputs=("assemble",)),

@@ -1015,7 +1015,7 @@ def _markers(s3: Any, run_id: str, graph: Any) -> dict[str, dict[str, Any]]:
 def _print_reports(s3: Any, name: str, run_id: str, graph: Any, banner: str) -> None:
     from madbench_common.cli_pipeline import main_section, print_status, zero_shot_sections
     from madbench_common.pipeline.stage import read_marker
-    from madbench_common.status import collect_status
+    from madbench_common.pipeline.status import collect_status
     from madbench_common.store import RunStore, S3Store
 
     run = RunStore(S3Store(_STORE, client=s3.client()), run_id)

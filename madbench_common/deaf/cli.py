@@ -17,7 +17,7 @@ from madbench_common.pipeline.graph import Graph
 from madbench_common.pipeline.local import RunOptions
 from madbench_common.pipeline.params import check_params
 from madbench_common.pipeline.stage import read_marker
-from madbench_common.status import collect_status
+from madbench_common.pipeline.status import collect_status
 from madbench_common.store import RunStore, open_store
 
 __all__ = ["add_commands", "run_params"]

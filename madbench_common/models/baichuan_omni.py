@@ -33,7 +33,7 @@ media (it asserts) — and ``<audiogen_start_baichuan>`` ends the reply, as the 
 ``stop_strings`` do (the spoken part of a reply is not asked for).
 
 The adapter tests run this loader, the processor, the forward and the first-token scoring
-on a tiny random model of the upstream classes (:mod:`madbench_common.models.tiny_baichuan`).
+on a tiny random model of the upstream classes (:mod:`madbench_common.models.tiny.baichuan`).
 """
 
 from __future__ import annotations

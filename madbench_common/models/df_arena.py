@@ -20,7 +20,7 @@ hook, since the remote model returns only logits: its ``forward`` returns the pl
 ``{"logits": …}`` (:func:`logits_of` reads it).
 
 The forward of the real architecture is not run offline (hub-only code); the adapter tests
-load a stand-in snapshot (:mod:`madbench_common.models.tiny_remote`) through this loader.
+load a stand-in snapshot (:mod:`madbench_common.models.tiny.remote`) through this loader.
 """
 
 from __future__ import annotations

@@ -22,8 +22,8 @@ task is then scored from the parsed answer as a hard decision, so its AUC has a 
 operating point and refusals/unparsed answers are excluded.
 
 Not run here: the architecture is hub remote code only, so its forward is skipped; the
-tests load a stand-in snapshot in the release layout (:mod:`madbench_common.models.
-tiny_remote`, whose ``chat()`` returns the answer string as the release's does) through
+tests load a stand-in snapshot in the release layout (:mod:`madbench_common.models.tiny.remote`,
+whose ``chat()`` returns the answer string as the release's does) through
 this loader and check the messages, the prefill-logit capture, the parsing and the stage's
 rows. ``trust_remote_code`` copies the snapshot's code into a writable modules cache
 (:func:`~madbench_common.models._remote.writable_modules_cache`), not the read-only weights.

@@ -218,7 +218,7 @@ def default_shards(graph: Graph, variant: Variant) -> dict[str, int]:
     measured) gives one shard more than half the stage's timeout: the estimate may be off
     by that much and a shard must still finish. Smoke runs keep the stage's count.
     """
-    from madbench_common.plan import PAPER_CLIPS, plan_run
+    from madbench_common.pipeline.plan import PAPER_CLIPS, plan_run
 
     counts = {s.name: s.shards for s in graph if s.sharded}
     if variant.cpu_only or not variant.planned:
@@ -316,7 +316,7 @@ def _container_security() -> m.SecurityContext:
 
 @functools.cache
 def _measured() -> dict[str, Any]:
-    from madbench_common.plan import load_throughput
+    from madbench_common.pipeline.plan import load_throughput
 
     return load_throughput()
 

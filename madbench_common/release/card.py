@@ -2,7 +2,7 @@
 
 Everything on the card is read from the run or from this project's own facts, never typed
 by hand: the configs and counts from the export, Table 1 from ``madbench status``
-(:func:`~madbench_common.status.table_one`), the generators from the components' rows
+(:func:`~madbench_common.pipeline.status.table_one`), the generators from the components' rows
 (model slug and version) with their image's weights (``images/<image>/weights.yaml``;
 resolved commits from the weights volume's lock where ``--weights`` names it), the QC
 thresholds from the stages' parameters — checked against the stages' fingerprints, so the
@@ -32,11 +32,11 @@ from madbench_common.errors import ConfigError
 from madbench_common.manifest import read_manifest_bytes
 from madbench_common.pipeline.graph import Graph
 from madbench_common.pipeline.stage import make_context, read_marker
+from madbench_common.pipeline.status import collect_status, table_one
 from madbench_common.registry import REGISTRY
 from madbench_common.release.export import SPLIT_NAMES
 from madbench_common.robustness.noise import load_noise_set
 from madbench_common.rows import ComponentRow, SampleRow, StemRow
-from madbench_common.status import collect_status, table_one
 from madbench_common.store import RunStore
 
 __all__ = ["NONCOMMERCIAL", "CardInputs", "Component", "components", "dataset_card"]

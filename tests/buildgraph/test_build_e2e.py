@@ -13,6 +13,7 @@ from madbench_common.manifest import read_manifest_bytes
 from madbench_common.mix import fit_track
 from madbench_common.mux import video_packets
 from madbench_common.pipeline.definition import build_graph
+from madbench_common.pipeline.status import collect_status
 from madbench_common.rows import (
     ComponentRow,
     PairRow,
@@ -22,7 +23,6 @@ from madbench_common.rows import (
     SplitRow,
     StemRow,
 )
-from madbench_common.status import collect_status
 from madbench_common.store import RunStore
 from madbench_common.taxonomy import load_taxonomy
 

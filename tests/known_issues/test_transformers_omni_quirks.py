@@ -28,7 +28,7 @@ if not hasattr(tf, "Gemma4ForConditionalGeneration"):
 
 
 def test_qwen_omni_needs_spk_dict_without_the_talker(tmp_path: Path) -> None:
-    from madbench_common.models.tiny_omni import install_tiny_qwen25omni
+    from madbench_common.models.tiny.omni import install_tiny_qwen25omni
 
     snap = install_tiny_qwen25omni(tmp_path)
     (snap / "spk_dict.pt").unlink()
@@ -37,7 +37,7 @@ def test_qwen_omni_needs_spk_dict_without_the_talker(tmp_path: Path) -> None:
 
 
 def test_gemma4_audio_tower_has_no_sdpa(tmp_path: Path) -> None:
-    from madbench_common.models.tiny_omni import install_tiny_gemma4
+    from madbench_common.models.tiny.omni import install_tiny_gemma4
 
     snap = install_tiny_gemma4(tmp_path)
     with pytest.raises(ValueError, match="Gemma4AudioModel does not support"):

@@ -26,7 +26,7 @@ def _install(root: Path, src: Path | None = None) -> None:
     if src is not None:
         shutil.copy(src, dest / WEIGHTS)
         return
-    from madbench_common.models.tiny_eval import audio_torch
+    from madbench_common.models.tiny.eval import audio_torch
 
     audio_torch(root)
 

@@ -15,7 +15,7 @@ pytest.importorskip("transformers", reason="run make adapter-test IMAGE=deaf-tf5
 
 from madbench_common.errors import ConfigError
 from madbench_common.models import audio_lm
-from madbench_common.models import tiny_audio_lm as tiny
+from madbench_common.models.tiny import audio_lm as tiny
 
 QUESTION = "What emotion does the speaker express in this recording?"
 CASES = [(audio_lm.Qwen2Audio, tiny.install_tiny_qwen2_audio),

@@ -17,7 +17,7 @@ if importlib.util.find_spec("avhubert") is None or importlib.util.find_spec("fai
 from madbench_common.errors import ConfigError
 from madbench_common.models.av_prep import at_fps
 from madbench_common.models.avh_align import FUSION, AvhAlignDetector, audio_features
-from madbench_common.models.tiny_det import avh_align
+from madbench_common.models.tiny.det import avh_align
 
 from .tiny import demo_audio, demo_frames
 

@@ -2,7 +2,7 @@
 model stack importing through the flash-attn/deepspeed shims, weights resolution, and the
 adapter's real loading, processor, forward and first-token scoring on a tiny random
 ``OmniForCausalLM`` (upstream classes, tiny config, a tokenizer trained here;
-:mod:`madbench_common.models.tiny_baichuan`) in the release layout.
+:mod:`madbench_common.models.tiny.baichuan`) in the release layout.
 
 Runs in ``.venvs/omni-baichuan15`` (``make adapter-test IMAGE=omni-baichuan15``), with the
 repository fetched to ``images/omni-baichuan15/.upstream/``.
@@ -94,7 +94,7 @@ def test_model_dir_takes_code_from_the_repository_and_data_from_the_snapshot(
 @pytest.fixture(scope="module")
 def tiny() -> Iterator[Path]:
     """The tiny release in the weights root the adapter reads (``$MADBENCH_WEIGHTS``)."""
-    from madbench_common.models.tiny_baichuan import baichuan_omni
+    from madbench_common.models.tiny.baichuan import baichuan_omni
 
     if not (CODE / "modeling_omni.py").exists():
         pytest.skip(f"{CODE} missing: make adapter-test fetches upstream_src")
@@ -116,7 +116,7 @@ def model(tiny: Path) -> Iterator[BaichuanOmni15]:
 
 @needs_repo
 def test_tiny_config_is_the_releases_shrunk(tmp_path: Path) -> None:
-    from madbench_common.models.tiny_baichuan import baichuan_omni
+    from madbench_common.models.tiny.baichuan import baichuan_omni
 
     with pytest.MonkeyPatch.context() as mp:
         mp.setenv(CODE_ENV, str(CODE))

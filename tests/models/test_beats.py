@@ -18,7 +18,7 @@ from .tiny import demo_audio
 
 
 def _write(root: Path, **cfg: object) -> None:
-    from madbench_common.models.tiny_eval import audio_torch
+    from madbench_common.models.tiny.eval import audio_torch
 
     audio_torch(root, **cfg)
 

@@ -21,7 +21,7 @@ from .tiny import demo_audio, demo_frames
 
 
 def _write(root: Path, keep: str = "") -> None:
-    from madbench_common.models.tiny_eval import cavmae_sync
+    from madbench_common.models.tiny.eval import cavmae_sync
 
     cavmae_sync(root, keep)
 

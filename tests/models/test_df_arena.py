@@ -7,7 +7,7 @@ backbone's ``Wav2Vec2Config.from_pretrained("facebook/wav2vec2-xls-r-1b")`` reso
 the Hugging Face cache under ``HF_HUB_OFFLINE=1``), its pre-processing, the parsing of the
 plain ``{"logits": …}`` dict the release's ``forward`` returns, and the
 ``features_det_df_arena`` / ``scores_det_df_arena`` rows run on a stand-in snapshot
-(:mod:`madbench_common.models.tiny_remote`) whose remote code returns exactly that.
+(:mod:`madbench_common.models.tiny.remote`) whose remote code returns exactly that.
 """
 
 from __future__ import annotations
@@ -89,7 +89,7 @@ def standin() -> Path:
     """The stand-in snapshot in the weights root the adapter reads (its HF cache is where
     the backbone's by-name config lookup goes)."""
     pytest.importorskip("transformers", reason="run make adapter-test IMAGE=det-df-arena")
-    from madbench_common.models.tiny_remote import df_arena
+    from madbench_common.models.tiny.remote import df_arena
 
     return df_arena(weights_root())
 
@@ -108,7 +108,7 @@ def detector(standin: Path) -> Iterator[object]:
 
 def test_standin_snapshot_names_the_release(tmp_path: Path) -> None:
     pytest.importorskip("transformers", reason="run make adapter-test IMAGE=det-df-arena")
-    from madbench_common.models.tiny_remote import STANDIN_MARKER, df_arena
+    from madbench_common.models.tiny.remote import STANDIN_MARKER, df_arena
 
     snap = df_arena(tmp_path)
     assert (snap / "pytorch_model.bin").exists() and (snap / "modeling_antispoofing.py").exists()

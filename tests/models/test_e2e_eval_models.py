@@ -64,7 +64,7 @@ def run(tmp_path_factory: pytest.TempPathFactory) -> RunStore:
     LocalRunner(build_graph, opts).execute()
     env = {**os.environ, "PYTHONPATH": str(ROOT), "HF_HUB_OFFLINE": "1",
            "MADBENCH_WEIGHTS": str(tmp / "weights"), "TRANSFORMERS_OFFLINE": "1"}
-    _venv("-c", f"from madbench_common.models.tiny_eval import tf5; tf5({str(tmp / 'weights')!r})",
+    _venv("-c", f"from madbench_common.models.tiny.eval import tf5; tf5({str(tmp / 'weights')!r})",
           env=env)
     for slug, stage in MODELS.items():
         common = ["--stage", stage, "--store", store, "--run-id", "e", "--image",

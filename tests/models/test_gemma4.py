@@ -3,7 +3,7 @@ and generate, A and A-V.
 
 Runs in ``.venvs/omni-qwen25omni`` (``make adapter-test IMAGE=omni-qwen25omni``: Gemma 4
 shares that image); the checkpoint is built by
-:func:`madbench_common.models.tiny_omni.install_tiny_gemma4`.
+:func:`madbench_common.models.tiny.omni.install_tiny_gemma4`.
 """
 
 from __future__ import annotations
@@ -21,7 +21,7 @@ if not hasattr(tf, "Gemma4ForConditionalGeneration"):
 
 from madbench_common.errors import ConfigError  # noqa: E402
 from madbench_common.models.gemma4 import Gemma4Omni  # noqa: E402
-from madbench_common.models.tiny_omni import install_tiny_gemma4  # noqa: E402
+from madbench_common.models.tiny.omni import install_tiny_gemma4  # noqa: E402
 
 from ._omni import (  # noqa: E402
     BIN,

@@ -26,7 +26,7 @@ from .tiny import demo_audio, demo_frames
 
 @pytest.fixture(scope="module")
 def encoder(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ImageBindEncoder]:
-    from madbench_common.models.tiny_eval import imagebind
+    from madbench_common.models.tiny.eval import imagebind
 
     root = imagebind(tmp_path_factory.mktemp("weights"))
     with pytest.MonkeyPatch.context() as mp:
@@ -35,7 +35,7 @@ def encoder(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ImageBindEncod
 
 
 def test_tiny_checkpoint_is_the_tiny_architecture(tmp_path: Path) -> None:
-    from madbench_common.models.tiny_eval import IMAGEBIND_TINY, imagebind
+    from madbench_common.models.tiny.eval import IMAGEBIND_TINY, imagebind
 
     imagebind(tmp_path)
     state = torch.load(tmp_path / "files" / "enc-imagebind" / WEIGHTS, weights_only=True)

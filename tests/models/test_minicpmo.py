@@ -6,7 +6,7 @@ The architecture's forward is skipped (the one skip): its modeling code is Huggi
 remote code (``openbmb/MiniCPM-o-4_5``), and the hub cannot be reached here. The adapter's
 real loading (``trust_remote_code`` from the snapshot, the remote-code copy off the
 read-only weights), its ``chat()`` call, the prefill-logit scores and the ``omni_minicpmo45``
-rows run on a stand-in snapshot (:mod:`madbench_common.models.tiny_remote`) whose
+rows run on a stand-in snapshot (:mod:`madbench_common.models.tiny.remote`) whose
 ``chat()`` returns the answer string as the release's does.
 """
 
@@ -27,7 +27,7 @@ from madbench_common.errors import ConfigError  # noqa: E402
 from madbench_common.models._omni_hf import option_logprobs  # noqa: E402
 from madbench_common.models._remote import first_step_logits  # noqa: E402
 from madbench_common.models.minicpmo import MiniCPMo45, messages  # noqa: E402
-from madbench_common.models.tiny_omni import _bpe, omni_texts  # noqa: E402
+from madbench_common.models.tiny.omni import _bpe, omni_texts  # noqa: E402
 from madbench_common.omni.parse import parse_answer  # noqa: E402
 from madbench_common.omni.scoring import label_probs  # noqa: E402
 from madbench_common.prompts import load_prompt  # noqa: E402
@@ -84,7 +84,7 @@ def test_forward_of_the_real_architecture() -> None:
 
 @pytest.fixture(scope="module")
 def standin() -> Path:
-    from madbench_common.models.tiny_remote import minicpmo
+    from madbench_common.models.tiny.remote import minicpmo
 
     return minicpmo(weights_root())
 
@@ -100,7 +100,7 @@ def model(standin: Path) -> Iterator[MiniCPMo45]:
 
 
 def test_standin_snapshot_names_the_release(tmp_path: Path) -> None:
-    from madbench_common.models.tiny_remote import STANDIN_MARKER, minicpmo
+    from madbench_common.models.tiny.remote import STANDIN_MARKER, minicpmo
 
     snap = minicpmo(tmp_path)
     assert json.loads((snap / "config.json").read_text())["auto_map"]["AutoModel"] == \

@@ -1,5 +1,5 @@
 """Microsoft CLAP adapter: msclap's own CLAP classes (real HTSAT size, tiny GPT-2 text tower),
-random weights saved in the real checkpoint layout (madbench_common.models.tiny_eval.msclap,
+random weights saved in the real checkpoint layout (madbench_common.models.tiny.eval.msclap,
 the image test's builder) and loaded through msclap's wrapper."""
 
 from __future__ import annotations
@@ -20,7 +20,7 @@ from .tiny import demo_audio
 
 @pytest.fixture(scope="module")
 def weights(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    from madbench_common.models.tiny_eval import msclap
+    from madbench_common.models.tiny.eval import msclap
 
     return msclap(tmp_path_factory.mktemp("weights"))
 
@@ -52,7 +52,7 @@ def test_clip_embedding_from_7s_windows(weights: Path, monkeypatch: pytest.Monke
 
 def test_a_checkpoint_without_the_audio_tower_is_refused(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    from madbench_common.models.tiny_eval import msclap
+    from madbench_common.models.tiny.eval import msclap
 
     monkeypatch.setenv("MADBENCH_WEIGHTS", str(msclap(tmp_path, audio_state=False)))
     with pytest.raises(ConfigError, match="not a CLAP 2023 checkpoint"):

@@ -1,7 +1,7 @@
 """Qwen2.5-Omni adapter on a tiny random thinker: real processor, forward and generate, A and A-V.
 
 Runs in ``.venvs/omni-qwen25omni`` (``make adapter-test IMAGE=omni-qwen25omni``); the
-checkpoint is built by :func:`madbench_common.models.tiny_omni.install_tiny_qwen25omni`.
+checkpoint is built by :func:`madbench_common.models.tiny.omni.install_tiny_qwen25omni`.
 """
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ if not hasattr(tf, "Qwen2_5OmniProcessor"):
 
 from madbench_common.errors import ConfigError  # noqa: E402
 from madbench_common.models.qwen25omni import QwenOmni  # noqa: E402
-from madbench_common.models.tiny_omni import install_tiny_qwen25omni  # noqa: E402
+from madbench_common.models.tiny.omni import install_tiny_qwen25omni  # noqa: E402
 
 from ._omni import (  # noqa: E402
     BIN,

@@ -17,7 +17,7 @@ from .tiny import demo_audio, demo_frames
 
 @pytest.fixture(scope="module")
 def weights(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    from madbench_common.models.tiny_eval import tf5
+    from madbench_common.models.tiny.eval import tf5
 
     return tf5(tmp_path_factory.mktemp("weights"))
 

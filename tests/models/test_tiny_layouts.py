@@ -45,7 +45,7 @@ IMAGES = ("separator-mossformer2", "qc", "scene-qwen25vl", "tts-f5", "tts-indext
           "omni-qwen25omni", "omni-minicpmo45", "omni-baichuan15", "deaf-tf5")
 """The generation and QC images, and the evaluation, omni and DEAF images (reference-cpu
 has no weights: its models ship in wheels)."""
-NO_IMAGE_TEST = {"deaf-tf5": "madbench_common.models.tiny_audio_lm:install_tiny_deaf_tf5"}
+NO_IMAGE_TEST = {"deaf-tf5": "madbench_common.models.tiny.audio_lm:install_tiny_deaf_tf5"}
 """Writers of images without an image test: deaf-tf5's stages are in the DEAF graph, which
 ``make image-test`` does not build (madbench_common.imagetest runs the main graph)."""
 

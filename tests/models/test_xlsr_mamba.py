@@ -16,7 +16,7 @@ pytest.importorskip("transformers", reason="run make adapter-test IMAGE=det-xlsr
 
 
 from madbench_common.errors import ConfigError
-from madbench_common.models.tiny_det import XLSR_MAMBA_TINY, hf_to_fairseq, xlsr_mamba
+from madbench_common.models.tiny.det import XLSR_MAMBA_TINY, hf_to_fairseq, xlsr_mamba
 from madbench_common.models.xlsr_mamba import (
     NB_SAMP,
     XlsrMambaDetector,

@@ -115,7 +115,7 @@ def _beats(path: Path) -> None:
     import torch
 
     from madbench_common.models.salmonn import upstream
-    from madbench_common.models.tiny_eval import BEATS_TINY
+    from madbench_common.models.tiny.eval import BEATS_TINY
 
     beats_module = upstream("beats.BEATs")
     BEATs, BEATsConfig = beats_module.BEATs, beats_module.BEATsConfig

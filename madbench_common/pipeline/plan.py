@@ -4,7 +4,7 @@ Estimates come from the committed throughput table ``madbench_common/data/throug
 (seconds and bytes per item, with the basis and source of every figure). Stages with
 no row are listed as unknown and left out of the totals, never guessed. GPU memory and
 GPU-seconds per item of every model stage come from ``madbench_common/data/gpu_models.csv``
-(:mod:`madbench_common.gpuplan`): estimated from model size and sampling steps, with the
+(:mod:`madbench_common.pipeline.gpuplan`): estimated from model size and sampling steps, with the
 source of each figure, until a GPU run measures them. GPU-hours of a stage that requests
 a GPU use its throughput row when that was measured on a GPU, else the GPU estimate.
 A stage without a throughput row counts samples when it runs after ``assemble`` (the
@@ -23,7 +23,7 @@ from importlib import resources
 from pathlib import Path
 
 from madbench_common.errors import ConfigError
-from madbench_common.gpuplan import REFERENCE_GPU, GpuFigure, GpuModel, load_gpu_models
+from madbench_common.pipeline.gpuplan import REFERENCE_GPU, GpuFigure, GpuModel, load_gpu_models
 from madbench_common.pipeline.graph import Graph, Stage
 
 __all__ = [

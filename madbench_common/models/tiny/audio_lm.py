@@ -6,7 +6,7 @@ and configs, its processor (Whisper feature extractor, a byte-level BPE tokenize
 model's special tokens, the chat template) and saves it as a cached Hugging Face snapshot
 at the revision the adapter reads, marked ``madbench_tiny_random.json``. The adapters'
 real offline loading, processor, forward and generation then run on it. Their outputs
-are noise. ``python -m madbench_common.models.tiny_audio_lm <weights root>`` installs all.
+are noise. ``python -m madbench_common.models.tiny.audio_lm <weights root>`` installs all.
 """
 
 from __future__ import annotations
@@ -80,7 +80,7 @@ def _staging(root: str | os.PathLike[str], repo: str, revision: str) -> Iterator
     with tempfile.TemporaryDirectory() as tmp:
         yield Path(tmp)
         (Path(tmp) / TINY_MARKER).write_text(json.dumps(
-            {"random": True, "made_by": "madbench_common.models.tiny_audio_lm",
+            {"random": True, "made_by": "madbench_common.models.tiny.audio_lm",
              "note": "tiny randomly initialised model: its outputs are noise"}) + "\n")
         # the hub cache's layout: a commit-named snapshot, the branch a ref to it
         pinned = re.fullmatch(r"[0-9a-f]{40}", revision) is not None

@@ -97,7 +97,7 @@ def _staging(root: str | os.PathLike[str], repo: str, revision: str) -> Iterator
     with tempfile.TemporaryDirectory() as tmp:
         yield Path(tmp)
         (Path(tmp) / TINY_MARKER).write_text(json.dumps(
-            {"random": True, "made_by": "madbench_common.models.tiny_omni",
+            {"random": True, "made_by": "madbench_common.models.tiny.omni",
              "note": "tiny randomly initialised model: its outputs are noise"}) + "\n")
         # the hub cache's layout: a commit-named snapshot, the branch a ref to it
         pinned = re.fullmatch(r"[0-9a-f]{40}", revision) is not None
@@ -276,10 +276,10 @@ _INSTALLERS = {"qwen25omni": install_tiny_qwen25omni, "gemma4": install_tiny_gem
 
 
 def main(argv: list[str] | None = None) -> int:
-    """``python -m madbench_common.models.tiny_omni <model> <weights root>``."""
+    """``python -m madbench_common.models.tiny.omni <model> <weights root>``."""
     args = sys.argv[1:] if argv is None else argv
     if len(args) != 2 or args[0] not in _INSTALLERS:
-        print(f"usage: python -m madbench_common.models.tiny_omni {{{','.join(_INSTALLERS)}}} "
+        print(f"usage: python -m madbench_common.models.tiny.omni {{{','.join(_INSTALLERS)}}} "
               "<weights root>", file=sys.stderr)
         return 2
     print(_INSTALLERS[args[0]](args[1]))

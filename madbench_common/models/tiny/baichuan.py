@@ -81,7 +81,7 @@ def _tokenizer(code: Path) -> tuple[Any, dict[str, int]]:
     from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
     from transformers import Qwen2TokenizerFast
 
-    from madbench_common.models.tiny_omni import omni_texts
+    from madbench_common.models.tiny.omni import omni_texts
 
     added: dict[str, int] = json.loads((code / "added_tokens.json").read_text())
     specials = sorted(added, key=added.__getitem__)
@@ -156,6 +156,6 @@ def baichuan_omni(root: str | os.PathLike[str], seed: int = 0) -> Path:
         (src / "added_tokens.json").write_text(json.dumps(
             {t: int(tok.convert_tokens_to_ids(t)) for t in added}, indent=2) + "\n")
         (src / TINY_MARKER).write_text(json.dumps(
-            {"random": True, "made_by": "madbench_common.models.tiny_baichuan",
+            {"random": True, "made_by": "madbench_common.models.tiny.baichuan",
              "note": "tiny randomly initialised model: its outputs are noise"}) + "\n")
         return install_local_snapshot(root, REPO, src)

@@ -1,6 +1,6 @@
 """Tiny randomly initialised checkpoints of the four detectors of issue 12, in the real layout.
 
-The companion of :mod:`madbench_common.models.tiny_eval` for XLSR-Mamba, AVH-Align,
+The companion of :mod:`madbench_common.models.tiny.eval` for XLSR-Mamba, AVH-Align,
 AV Anomaly and BA-TFD+: ``make image-test`` calls these inside a built image
 (``image_test.weights`` in ``image.yaml``) as ``function(weights_root)``, and the adapter
 tests call them too. Each builds the model from the upstream classes at a reduced size

@@ -63,11 +63,11 @@ _STANDINS = Path(__file__).resolve().parent / "standins"
 
 def _marker(dest: Path, release: str) -> None:
     (dest / TINY_MARKER).write_text(json.dumps(
-        {"random": True, "made_by": "madbench_common.models.tiny_remote",
+        {"random": True, "made_by": "madbench_common.models.tiny.remote",
          "note": "tiny randomly initialised stand-in: its outputs are noise"}) + "\n")
     (dest / STANDIN_MARKER).write_text(json.dumps(
         {"stand_in_for": release, "random": True,
-         "made_by": "madbench_common.models.tiny_remote",
+         "made_by": "madbench_common.models.tiny.remote",
          "note": "stand-in remote code with random weights: hub-only code cannot be read "
                  "offline; outputs are noise, not the paper's model"}, indent=1) + "\n")
 
@@ -127,7 +127,7 @@ def _minicpmo_tokenizer() -> Any:
     from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
     from transformers import Qwen2TokenizerFast
 
-    from madbench_common.models.tiny_omni import omni_texts
+    from madbench_common.models.tiny.omni import omni_texts
 
     specials = ["<|endoftext|>", "<|im_start|>", "<|im_end|>", "<unk>", "<|tts_bos|>",
                 "<|tts_eos|>", "<think>", "</think>"]
