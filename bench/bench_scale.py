@@ -34,7 +34,7 @@ sys.path.insert(0, str(REPO / "bench"))
 
 from synthstages import paper_counts, paper_graph  # noqa: E402
 
-from madbench_common.cli_pipeline import print_status  # noqa: E402
+from madbench_common.cli.pipeline import print_status  # noqa: E402
 from madbench_common.pipeline.definition import build_graph  # noqa: E402
 from madbench_common.pipeline.local import LocalRunner, RunOptions  # noqa: E402
 from madbench_common.pipeline.plan import PAPER_CLIPS, plan_run  # noqa: E402

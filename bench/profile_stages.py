@@ -25,7 +25,7 @@ import sys
 import time
 from pathlib import Path
 
-from madbench_common.cli_pipeline import parse_set
+from madbench_common.cli.pipeline import parse_set
 from madbench_common.pipeline.definition import build_graph
 from madbench_common.pipeline.local import LocalRunner, RunOptions
 

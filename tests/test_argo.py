@@ -67,7 +67,7 @@ def test_render_check_reports_stale_and_render_writes(tmp_path: Path) -> None:
 def test_cli_render_check_exit_code(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     import argparse
 
-    from madbench_common import cli_cluster
+    from madbench_common.cli import cluster as cli_cluster
 
     parser = argparse.ArgumentParser()
     cli_cluster.add_commands(parser.add_subparsers())

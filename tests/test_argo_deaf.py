@@ -136,7 +136,7 @@ def test_pods_run_the_deaf_commands_and_parse() -> None:
         assert tpl["container"]["command"] == ["madbench"] and args[0] == "deaf", tpl["name"]
         ns = parser.parse_args(args)
         if args[1] == "stage":  # MADBench's pod path (issue 22), on the DEAF graph
-            assert ns.func.__module__ == "madbench_common.cli_pipeline", tpl["name"]
+            assert ns.func.__module__ == "madbench_common.cli.pipeline", tpl["name"]
             assert ns.stage in ns.graph_of(ns).stages, tpl["name"]
         else:
             assert ns.func.__module__ == "madbench_common.deaf.cli", tpl["name"]
@@ -268,8 +268,8 @@ def test_deaf_workflow_fits_etcd() -> None:
 
 @pytest.mark.parametrize("verb", ["run", "merge"])
 def test_stage_command_takes_verbatim_params(verb: str) -> None:
-    from madbench_common import cli_pipeline
     from madbench_common.cli import build_parser
+    from madbench_common.cli import pipeline as cli_pipeline
 
     argv = ["deaf", "stage", verb, "--stage", "answer_qwen2_audio", "--store", "/x",
             "--run-id", "r", "--param", "model=a=b", "--params-json", '{"repeats": 1}']

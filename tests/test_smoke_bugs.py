@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 import yaml
 
-from madbench_common.cli_pipeline import parse_params
+from madbench_common.cli.pipeline import parse_params
 from madbench_common.manifest import params_json
 from madbench_common.pipeline.argo import MAX_BACKOFF_SECONDS, parse_failures, write_exit_summary
 from madbench_common.pipeline.definition import build_graph

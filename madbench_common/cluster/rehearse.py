@@ -1013,7 +1013,7 @@ def _markers(s3: Any, run_id: str, graph: Any) -> dict[str, dict[str, Any]]:
 
 
 def _print_reports(s3: Any, name: str, run_id: str, graph: Any, banner: str) -> None:
-    from madbench_common.cli_pipeline import main_section, print_status, zero_shot_sections
+    from madbench_common.cli.pipeline import main_section, print_status, zero_shot_sections
     from madbench_common.pipeline.stage import read_marker
     from madbench_common.pipeline.status import collect_status
     from madbench_common.store import RunStore, S3Store
@@ -1160,7 +1160,7 @@ def _overrides(opts: Options, flows: list[WorkflowProfile], workflows: Mapping[s
                ) -> tuple[dict[str, str], dict[str, dict[str, dict[str, Any]]]]:
     """``-p NAME=VALUE`` (some workflow must declare NAME) and ``--set STAGE.KEY=VALUE``
     (some workflow's graph must have STAGE) from the command line, per workflow."""
-    from madbench_common.cli_pipeline import parse_set
+    from madbench_common.cli.pipeline import parse_set
 
     params: dict[str, str] = {}
     for item in opts.params:

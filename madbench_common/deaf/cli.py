@@ -9,7 +9,7 @@ import functools
 import json
 from typing import Any
 
-from madbench_common.cli_pipeline import add_stage_commands, parse_set, print_status
+from madbench_common.cli.pipeline import add_stage_commands, parse_set, print_status
 from madbench_common.deaf.graph import build_deaf_graph
 from madbench_common.deaf.runner import DeafRunner, python_of, stub_apis
 from madbench_common.errors import ConfigError

@@ -15,7 +15,7 @@ from typing import Any
 
 import pytest
 
-from madbench_common.cli_pipeline import stage_overrides
+from madbench_common.cli.pipeline import stage_overrides
 from madbench_common.cluster.argo_local import Executor, Pod, PodResult, Workflow
 from madbench_common.cluster.lint import check_pods, check_target, image_slug
 from madbench_common.cluster.rehearse import (
@@ -201,7 +201,7 @@ def test_an_undeclared_key_is_passed_on_with_a_warning(capsys: pytest.CaptureFix
 
 def test_stage_params_change_the_stage_fingerprint(tmp_path: Path) -> None:
     from madbench_common.cli import build_parser
-    from madbench_common.cli_pipeline import _context
+    from madbench_common.cli.pipeline import _context
 
     sources = tmp_path / "sources.csv"  # ingest's fingerprint reads the listing's content
     sources.write_text("source_id,path\n")

@@ -10,7 +10,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from madbench_common.cli_pipeline import main_section, zero_shot_sections
+from madbench_common.cli.pipeline import main_section, zero_shot_sections
 from madbench_common.eval.report import main_table, render_html, render_markdown, write_report
 from madbench_common.eval.runner import FeatureSet
 from madbench_common.eval.suite import EvalConfig, EvalResult, ModelInfo, run_evaluation

@@ -6,7 +6,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from madbench_common.cli_pipeline import robustness_sections
+from madbench_common.cli.pipeline import robustness_sections
 from madbench_common.eval.report import render_markdown
 from madbench_common.eval.robust_tables import robust_mean
 from madbench_common.eval.runner import FeatureSet

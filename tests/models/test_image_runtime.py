@@ -14,7 +14,7 @@ from madbench_common.rows import ComponentRow
 
 
 @pytest.mark.parametrize("module", ["madbench_common.pipeline.local",
-                                    "madbench_common.cli_pipeline",
+                                    "madbench_common.cli.pipeline",
                                     *(f"madbench_common.stages.{m.name}" for m in
                                       pkgutil.iter_modules(madbench_common.stages.__path__))])
 def test_stage_runtime_imports(module: str) -> None:

@@ -73,7 +73,7 @@ def test_the_cli_prints_one_line_not_a_traceback(tmp_path: Path) -> None:
     env: dict[str, Any] = {**os.environ, "PYTHONPATH": str(Path(__file__).parents[1])}
     code = ("import sys; from madbench_common import cli; "
             "from pipeline.toystages import failing_graph; "
-            "import madbench_common.cli_pipeline as cp; cp.build_graph = failing_graph; "
+            "import madbench_common.cli.pipeline as cp; cp.build_graph = failing_graph; "
             "sys.exit(cli.main(sys.argv[1:]))")
     done = subprocess.run(
         [sys.executable, "-c", code, "stage", "run", "--stage", "whole", "--store",

@@ -21,13 +21,13 @@ from madbench_common.errors import EXIT_DETERMINISTIC, EXIT_TRANSIENT, MadbenchE
 __all__ = ["EXIT_DETERMINISTIC", "EXIT_TRANSIENT", "leave", "main", "run"]
 
 _EXTENSIONS = (
-    "madbench_common.cli_pipeline",
-    "madbench_common.cli_cluster",
-    "madbench_common.cli_eval",
-    "madbench_common.cli_export",
-    "madbench_common.cli_weights",
-    "madbench_common.cli_taxonomy",
-    "madbench_common.cli_omni",
+    "madbench_common.cli.pipeline",
+    "madbench_common.cli.cluster",
+    "madbench_common.cli.eval",
+    "madbench_common.cli.export",
+    "madbench_common.cli.weights",
+    "madbench_common.cli.taxonomy",
+    "madbench_common.cli.omni",
     "madbench_common.deaf.cli",
     "madbench_common.cluster.rehearse",
 )
@@ -85,6 +85,3 @@ def leave(code: int) -> NoReturn:
             stream.flush()
     os._exit(code)
 
-
-if __name__ == "__main__":
-    run()

@@ -130,7 +130,7 @@ def _add_compare(sub: argparse._SubParsersAction[Any]) -> None:
 def _compare(args: argparse.Namespace) -> int:
     from pathlib import Path
 
-    from madbench_common.cli_pipeline import main_section, robustness_sections
+    from madbench_common.cli.pipeline import main_section, robustness_sections
     from madbench_common.eval.compare import compare_runs
     from madbench_common.eval.report import render_markdown, write_report
 

@@ -14,7 +14,7 @@ from typing import Any
 from rich.console import Console
 from rich.table import Table
 
-from madbench_common.cli_weights import allow_unpinned_arg, allowed_unpinned
+from madbench_common.cli.weights import allow_unpinned_arg, allowed_unpinned
 from madbench_common.errors import ChecksumError, ConfigError, MadbenchError
 from madbench_common.pipeline.definition import build_graph
 from madbench_common.pipeline.graph import Graph

@@ -1,0 +1,5 @@
+"""``python -m madbench_common.cli``: the ``madbench`` command."""
+
+from madbench_common.cli import run
+
+run()
