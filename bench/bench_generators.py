@@ -17,7 +17,7 @@ from typing import Any
 import numpy as np
 import soundfile as sf
 
-from madbench_common.audio import resample
+from madbench_common.media.audio import resample
 from madbench_common.reference import env_gen as eg
 from madbench_common.reference import speech_gen as sg
 from madbench_common.taxonomy import build_prompt

@@ -20,9 +20,9 @@ from media import (  # noqa: E402
     many_streams_mp4,
 )
 
-from madbench_common.audio import decode_audio, probe  # noqa: E402
-from madbench_common.errors import InputRejected  # noqa: E402
-from madbench_common.media_guard import MediaLimits, decode_untrusted  # noqa: E402
+from madbench_common.core.errors import InputRejected  # noqa: E402
+from madbench_common.media.audio import decode_audio, probe  # noqa: E402
+from madbench_common.media.guard import MediaLimits, decode_untrusted  # noqa: E402
 
 LIMITS = MediaLimits()
 

@@ -35,12 +35,12 @@ sys.path.insert(0, str(REPO / "bench"))
 from synthstages import paper_counts, paper_graph  # noqa: E402
 
 from madbench_common.cli.pipeline import print_status  # noqa: E402
+from madbench_common.core.store import RunStore, open_store  # noqa: E402
 from madbench_common.pipeline.definition import build_graph  # noqa: E402
 from madbench_common.pipeline.local import LocalRunner, RunOptions  # noqa: E402
 from madbench_common.pipeline.plan import PAPER_CLIPS, plan_run  # noqa: E402
 from madbench_common.pipeline.status import collect_status  # noqa: E402
 from madbench_common.pipeline.usage import peak_rss_bytes, reset_peak_rss  # noqa: E402
-from madbench_common.store import RunStore, open_store  # noqa: E402
 from madbench_common.testing import SeaweedS3  # noqa: E402
 
 WORKERS = int(os.environ.get("MADBENCH_BENCH_WORKERS", "2"))

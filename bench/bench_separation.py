@@ -21,7 +21,7 @@ sys.path.insert(0, str(REPO))
 
 import numpy as np  # noqa: E402
 
-from madbench_common.audio import decode_audio  # noqa: E402
+from madbench_common.media.audio import decode_audio  # noqa: E402
 from madbench_common.reference.asr import PocketSphinxASR  # noqa: E402
 from madbench_common.reference.separator import DeepFilterSeparator  # noqa: E402
 from madbench_common.reference.vad import SileroVAD, coverage  # noqa: E402

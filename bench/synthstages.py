@@ -17,7 +17,7 @@ import typing
 from collections.abc import Sequence
 from typing import Any
 
-from madbench_common.manifest import ManifestRow, read_manifest_bytes
+from madbench_common.core.manifest import ManifestRow, read_manifest_bytes
 from madbench_common.pipeline.graph import Graph, Stage
 from madbench_common.pipeline.plan import PAPER_CLIPS, PAPER_SAMPLES
 from madbench_common.pipeline.stage import StageImpl, load_impl, read_marker

@@ -23,7 +23,7 @@ import sys
 from pathlib import Path
 
 from madbench_common.containers import ContainerFailed, Mount, run_in_image
-from madbench_common.errors import ConfigError, MadbenchError
+from madbench_common.core.errors import ConfigError, MadbenchError
 from madbench_common.imagebuild import BASES, host_ca, image_exists, local_ref
 from madbench_common.images import IMAGES, fetch_upstream, load_image
 

@@ -29,7 +29,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from madbench_common.errors import ConfigError, MadbenchError
+from madbench_common.core.errors import ConfigError, MadbenchError
 
 __all__ = ["ContainerFailed", "Mount", "run_engine", "run_in_image"]
 

@@ -23,7 +23,7 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-from madbench_common.errors import ConfigError
+from madbench_common.core.errors import ConfigError
 from madbench_common.imagelock import lock_entry
 from madbench_common.images import IMAGES, KINDS, ImageInfo, all_images, lock_blocks
 

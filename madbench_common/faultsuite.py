@@ -29,9 +29,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from madbench_common.core.store import RunStore, open_store
 from madbench_common.pipeline.graph import Graph
 from madbench_common.pipeline.stage import shard_key
-from madbench_common.store import RunStore, open_store
 
 __all__ = [
     "KillRecord",

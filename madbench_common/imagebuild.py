@@ -45,7 +45,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
-from madbench_common.errors import ConfigError, MadbenchError
+from madbench_common.core.errors import ConfigError, MadbenchError
 from madbench_common.imagelock import LOCK, lock_entry, record_build
 from madbench_common.images import IMAGES, ImageInfo, build_order, fetch_upstream, load_image
 

@@ -27,7 +27,7 @@ from typing import Any
 
 import yaml
 
-from madbench_common.errors import ConfigError
+from madbench_common.core.errors import ConfigError
 
 __all__ = ["LOCK", "STATUSES", "LayerTotals", "image_identity", "image_layers", "layer_totals",
            "lock_entry", "read_lock", "record_build", "record_image_test", "record_push",

@@ -29,7 +29,7 @@ import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
-from madbench_common.errors import ConfigError, MadbenchError
+from madbench_common.core.errors import ConfigError, MadbenchError
 
 __all__ = ["Pushed", "image_digest", "local_image_digest", "local_image_ref", "push_image",
            "registry_ref"]

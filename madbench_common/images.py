@@ -55,7 +55,7 @@ from typing import Any
 
 import yaml
 
-from madbench_common.errors import ConfigError
+from madbench_common.core.errors import ConfigError
 from madbench_common.upstream import UpstreamSource, fetch_source, record_tree_sha256
 
 __all__ = ["IMAGES", "KINDS", "ImageInfo", "ImageTest", "UpstreamSource", "all_images",

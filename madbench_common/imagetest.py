@@ -47,7 +47,7 @@ from pathlib import Path
 from typing import Any
 
 from madbench_common.containers import Mount, run_in_image
-from madbench_common.errors import ConfigError, MadbenchError
+from madbench_common.core.errors import ConfigError, MadbenchError
 from madbench_common.imagebuild import image_exists, local_ref
 from madbench_common.imagelock import record_image_test
 from madbench_common.images import IMAGES, ImageTest, load_image
@@ -128,9 +128,9 @@ def _host_stages(tested: Sequence[str]) -> list[str]:
 
 def _run_on_host(store: Path, stages: Sequence[str], params: dict[str, dict[str, Any]],
                  graph: Graph) -> None:
+    from madbench_common.core.store import RunStore, open_store
     from madbench_common.pipeline.local import EMBEDDED_IMAGE
     from madbench_common.pipeline.stage import make_context, merge_stage, run_shard, stage_done
-    from madbench_common.store import RunStore, open_store
 
     run = RunStore(open_store(str(store)), RUN_ID)
     for name in stages:

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from functools import cache
 from typing import Any
 
-from madbench_common.errors import ConfigError, EnvironmentMissing, MadbenchError
+from madbench_common.core.errors import ConfigError, EnvironmentMissing, MadbenchError
 
 __all__ = ["GROUPS", "REGISTRY", "ModelSpec", "load_model", "register", "specs_for_role"]
 

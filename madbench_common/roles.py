@@ -16,7 +16,7 @@ from typing import Protocol, runtime_checkable
 import numpy as np
 import numpy.typing as npt
 
-from madbench_common.types import Audio, Hertz, Seconds
+from madbench_common.core.types import Audio, Hertz, Seconds
 
 __all__ = [
     "ASR",

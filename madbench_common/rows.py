@@ -7,8 +7,8 @@ Bump a kind's version whenever a column changes meaning or is removed.
 
 from __future__ import annotations
 
-from madbench_common.compat import row
-from madbench_common.manifest import ManifestRow, manifest
+from madbench_common.core.compat import row
+from madbench_common.core.manifest import ManifestRow, manifest
 
 __all__ = [
     "ComponentRow",

@@ -6,7 +6,7 @@ bucket and prefix (or the prefix given). A path that leaves it (``../``, an abso
 path, ``file://``, a symbolic link pointing out, another bucket, or a local path in a
 CSV on S3) makes its row ``outside_sources`` unless the run allows it
 (``--allow-outside-sources``, ingest parameter ``allow_outside_sources``). Listings
-are read through the guarded child of :mod:`madbench_common.media_guard` (a CSV of at
+are read through the guarded child of :mod:`madbench_common.media.guard` (a CSV of at
 most ``max_listing_bytes``, a folder of at most ``max_sources`` entries); a row that
 cannot be used (bytes that are not UTF-8, a file name that is not, a clip id over
 :data:`MAX_CLIP_ID` characters, an unsupported location) is returned with a reason
@@ -31,10 +31,10 @@ from pathlib import Path, PurePosixPath
 from typing import Any
 from urllib.parse import unquote, urlparse
 
-from madbench_common.errors import ConfigError, InputRejected
-from madbench_common.listing import CsvRow, FolderEntry, printable
-from madbench_common.media_guard import MediaLimits, guarded_call
-from madbench_common.store import S3Store, check_uri
+from madbench_common.core.errors import ConfigError, InputRejected
+from madbench_common.core.store import S3Store, check_uri
+from madbench_common.media.guard import MediaLimits, guarded_call
+from madbench_common.media.listing import CsvRow, FolderEntry, printable
 
 __all__ = ["MAX_CLIP_ID", "VIDEO_EXTENSIONS", "SourceListing", "SourceSpec", "fetch_source",
            "list_sources", "listing_identity", "local_sha256", "read_listing", "source_size"]

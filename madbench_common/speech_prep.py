@@ -11,9 +11,9 @@ inputs and outputs the same way:
 * seeding of every random generator the models draw from (:func:`seed_all`);
 * the output fit: resampling from the model's rate to the pipeline's, leading and
   trailing silence trimmed, and the speech time-stretched (WSOLA,
-  :func:`madbench_common.dsp.time_stretch`) to exactly the requested duration. The
+  :func:`madbench_common.media.dsp.time_stretch`) to exactly the requested duration. The
   stage then places it in the source's speech regions
-  (:func:`madbench_common.dsp.place_in_regions`).
+  (:func:`madbench_common.media.dsp.place_in_regions`).
 
 Every fit is described by a :class:`GenerationReport`: how long the model's speech
 was, the time-stretch factor applied (the "length correction"), which duration
@@ -32,9 +32,9 @@ from typing import Any
 
 import numpy as np
 
-from madbench_common.audio import resample
-from madbench_common.dsp import n_samples, time_stretch, trim_silence
-from madbench_common.types import Audio, Hertz, Seconds
+from madbench_common.core.types import Audio, Hertz, Seconds
+from madbench_common.media.audio import resample
+from madbench_common.media.dsp import n_samples, time_stretch, trim_silence
 
 __all__ = [
     "GenerationFailed",

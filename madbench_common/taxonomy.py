@@ -32,8 +32,8 @@ from functools import cache
 from pathlib import Path
 from typing import Any
 
-from madbench_common.errors import ConfigError
-from madbench_common.types import Seconds
+from madbench_common.core.errors import ConfigError
+from madbench_common.core.types import Seconds
 
 __all__ = [
     "DEFAULT_TAXONOMY_PATH",

@@ -31,8 +31,8 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from madbench_common.compat import zip_strict
-from madbench_common.errors import ConfigError
+from madbench_common.core.compat import zip_strict
+from madbench_common.core.errors import ConfigError
 from madbench_common.taxonomy import Taxonomy, assign_label, find_sounds, load_taxonomy
 
 __all__ = ["DraftTaxonomy", "captions_for_taxonomy", "propose_taxonomy", "review_sheet",

@@ -36,7 +36,7 @@ from dataclasses import dataclass
 from fnmatch import fnmatchcase
 from pathlib import Path
 
-from madbench_common.errors import ConfigError
+from madbench_common.core.errors import ConfigError
 
 __all__ = ["STAMP", "UpstreamSource", "extract", "fetch_source", "github_reachable",
            "mirror_dir", "record_tree_sha256", "tree_sha256"]

@@ -54,7 +54,7 @@ from typing import Any
 
 import yaml
 
-from madbench_common.errors import ConfigError, EnvironmentMissing
+from madbench_common.core.errors import ConfigError, EnvironmentMissing
 
 __all__ = [
     "DEFAULT_ROOT",

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 from typing import Any, TypeVar
 
-from madbench_common.errors import ConfigError
+from madbench_common.core.errors import ConfigError
 
 __all__ = ["STANDIN_MARKER", "TINY_ARCH_FILE", "TINY_MARKER", "TinyLayout", "declared_layout",
            "install_local_snapshot", "layout_problems", "tiny_layout", "written_layout"]

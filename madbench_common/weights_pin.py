@@ -36,7 +36,7 @@ from typing import Any
 
 import yaml
 
-from madbench_common.errors import ConfigError
+from madbench_common.core.errors import ConfigError
 from madbench_common.weights import (
     HFItem,
     URLItem,

@@ -12,7 +12,7 @@ import jsonschema
 import pytest
 import yaml
 
-from madbench_common.errors import ConfigError
+from madbench_common.core.errors import ConfigError
 from madbench_common.pipeline.argo import (
     VARIANTS,
     ClusterProfile,

@@ -7,7 +7,7 @@ import time
 import numpy as np
 import pytest
 
-from madbench_common.audio import read_wav_bytes, resample, rms_dbfs, si_sdr, wav_bytes
+from madbench_common.media.audio import read_wav_bytes, resample, rms_dbfs, si_sdr, wav_bytes
 
 
 def test_wav_bytes_are_lossless_and_deterministic() -> None:

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from madbench_common.cli import main
-from madbench_common.store import FileStore, RunStore
+from madbench_common.core.store import FileStore, RunStore
 
 
 def _stage(verb: str, store: Path, sources: Path, *extra: str) -> int:

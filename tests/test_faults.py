@@ -21,6 +21,8 @@ from pathlib import Path
 
 import pytest
 
+from madbench_common.core.manifest import read_manifest_bytes
+from madbench_common.core.store import RunStore, Store, copy_run, open_store
 from madbench_common.faultsuite import (
     check_resume,
     count_markers,
@@ -32,10 +34,8 @@ from madbench_common.faultsuite import (
     run_cli,
     sweep_seed,
 )
-from madbench_common.manifest import read_manifest_bytes
 from madbench_common.pipeline.definition import build_graph
 from madbench_common.rows import SourceRow, SplitRow, StemRow
-from madbench_common.store import RunStore, Store, copy_run, open_store
 from madbench_common.testing import S3FaultProxy, SeaweedS3
 
 pytestmark = pytest.mark.slow

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from madbench_common import imagebuild
-from madbench_common.errors import ConfigError
+from madbench_common.core.errors import ConfigError
 from madbench_common.imagebuild import BuildRecord, NoEngine, build_lock
 from madbench_common.imagetest import _host_stages, demo_sources, pipeline_of
 
@@ -140,11 +140,11 @@ def test_image_test_of_deaf_stages_runs_the_deaf_graph() -> None:
 def test_deaf_image_test_host_part_gives_the_answer_stage_its_queries(tmp_path: Path) -> None:
     """The host half of `make image-test IMAGE=deaf-salmonn`: stimuli and trials from the
     committed four sentences, so the answer stage in the image has a few dozen queries."""
+    from madbench_common.core.store import RunStore, open_store
     from madbench_common.deaf.stages_eval import AnswerStage
     from madbench_common.images import load_image
     from madbench_common.imagetest import _run_on_host, image_test_params
     from madbench_common.pipeline.stage import make_context
-    from madbench_common.store import RunStore, open_store
 
     spec = load_image("deaf-salmonn").image_test
     assert spec is not None

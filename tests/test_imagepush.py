@@ -145,12 +145,12 @@ def test_push_pull_by_digest_and_run_a_stage(tmp_path: Path, registry: str,
     into a private store, and the ingest stage run in it (buildah engine)."""
     if os.environ.get("MADBENCH_IMAGE_TEST") != "1":
         pytest.skip("opt-in: set MADBENCH_IMAGE_TEST=1 (needs the built base-py311 image)")
+    from madbench_common.core.store import RunStore, open_store
     from madbench_common.imagebuild import image_exists
     from madbench_common.pipeline.container import ContainerEngine
     from madbench_common.pipeline.definition import build_graph
     from madbench_common.pipeline.local import LocalRunner, RunOptions
     from madbench_common.pipeline.stage import read_marker
-    from madbench_common.store import RunStore, open_store
 
     local = "localhost/madbench/base-py311:0.1.0"
     if not image_exists(local, "buildah"):

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from madbench_common.errors import ConfigError
+from madbench_common.core.errors import ConfigError
 from madbench_common.imagelock import STATUSES, record_build
 from madbench_common.images import (
     TORCH_FAMILY,

@@ -7,8 +7,8 @@ import dataclasses
 import pyarrow as pa
 import pytest
 
-from madbench_common.errors import ManifestError
-from madbench_common.manifest import (
+from madbench_common.core.errors import ManifestError
+from madbench_common.core.manifest import (
     Provenance,
     arrow_schema,
     read_manifest_bytes,

@@ -7,10 +7,10 @@ from pathlib import Path
 
 import pytest
 
+from madbench_common.core.store import FileStore, RunStore
 from madbench_common.pipeline.graph import Graph, Stage
 from madbench_common.pipeline.measure import measure_run, throughput_csv, update_peaks
 from madbench_common.pipeline.plan import load_throughput
-from madbench_common.store import FileStore, RunStore
 
 
 def _graph() -> Graph:

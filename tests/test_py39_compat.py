@@ -2,7 +2,7 @@
 
 This machine has no python3.9, so the rules are checked statically here (ruff's
 target-version py39 catches 3.10+ syntax; this catches 3.10+ runtime APIs), the 3.9
-branches of ``madbench_common.compat`` run under a patched ``sys.version_info``, and
+branches of ``madbench_common.core.compat`` run under a patched ``sys.version_info``, and
 ``make image-test IMAGE=base-py39`` proves it for real inside the 3.9 base image.
 """
 
@@ -15,9 +15,9 @@ from pathlib import Path
 
 import pytest
 
-from madbench_common import compat
+from madbench_common.core import compat
 
-PKG = Path(compat.__file__).resolve().parent
+PKG = Path(compat.__file__).resolve().parents[1]
 _BANNED_IMPORTS = {
     "tomllib": "3.11", "typing.Self": "3.11", "typing.TypeAlias": "3.10",
     "typing.ParamSpec": "3.10", "typing.Concatenate": "3.10", "typing.TypeGuard": "3.10",

@@ -11,12 +11,12 @@ sys.path.insert(0, str(ROOT / "bench"))
 
 from synthstages import PAPER_SAMPLE_ROWS, paper_counts, synthetic_graph  # noqa: E402
 
-from madbench_common.manifest import read_manifest_bytes  # noqa: E402
+from madbench_common.core.manifest import read_manifest_bytes  # noqa: E402
+from madbench_common.core.store import RunStore, open_store  # noqa: E402
 from madbench_common.pipeline.definition import build_graph  # noqa: E402
 from madbench_common.pipeline.graph import Graph  # noqa: E402
 from madbench_common.pipeline.local import LocalRunner, RunOptions  # noqa: E402
 from madbench_common.pipeline.stage import load_impl, read_marker  # noqa: E402
-from madbench_common.store import RunStore, open_store  # noqa: E402
 
 
 def test_counts_follow_the_paper_and_the_full_graph() -> None:

@@ -14,7 +14,7 @@ import pytest
 import yaml
 
 from madbench_common.cli.pipeline import parse_params
-from madbench_common.manifest import params_json
+from madbench_common.core.manifest import params_json
 from madbench_common.pipeline.argo import MAX_BACKOFF_SECONDS, parse_failures, write_exit_summary
 from madbench_common.pipeline.definition import build_graph
 from madbench_common.pipeline.stage import stage_params

@@ -27,8 +27,8 @@ from typing import Any
 import pytest
 import yaml
 
+from madbench_common.core.manifest import read_manifest_bytes
 from madbench_common.faultsuite import demo_sources
-from madbench_common.manifest import read_manifest_bytes
 from madbench_common.pipeline.definition import build_graph
 from madbench_common.pipeline.local import LocalRunner, RunOptions
 from madbench_common.pipeline.stage import load_impl
@@ -47,7 +47,7 @@ def _image() -> str:
     if os.environ.get("MADBENCH_IMAGE_TEST") != "1":
         pytest.skip("opt-in: set MADBENCH_IMAGE_TEST=1 (runs every smoke stage in the image)")
     from madbench_common.containers import run_engine
-    from madbench_common.errors import ConfigError
+    from madbench_common.core.errors import ConfigError
     from madbench_common.imagebuild import image_exists, local_ref
 
     ref = os.environ.get("MADBENCH_SMOKE_IMAGE") or local_ref("reference-cpu")

@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from madbench_common.errors import ChecksumError, ConfigError, StoreKeyError, StoreWriteError
-from madbench_common.store import (
+from madbench_common.core.errors import ChecksumError, ConfigError, StoreKeyError, StoreWriteError
+from madbench_common.core.store import (
     FileStore,
     RunStore,
     S3Store,

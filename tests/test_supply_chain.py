@@ -12,10 +12,10 @@ from pathlib import Path
 import pytest
 import yaml
 
+from madbench_common.core.store import RunStore, open_store
 from madbench_common.imagelock import read_lock
 from madbench_common.sbom import _licenses, make_sbom, parse_lock, sbom_problems
 from madbench_common.secrets_scan import INJECTED_KEYS, scan_bytes, scan_paths
-from madbench_common.store import RunStore, open_store
 from madbench_common.testing import SeaweedS3
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -5,8 +5,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from madbench_common.errors import ConfigError
-from madbench_common.transcode import CodecSpec, decode_encoded, encode_audio, probe_encoded
+from madbench_common.core.errors import ConfigError
+from madbench_common.media.transcode import CodecSpec, decode_encoded, encode_audio, probe_encoded
 
 SR = 16000
 # (codec, sample rate, bitrate, relative bitrate tolerance, expected decoder)

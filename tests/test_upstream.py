@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from madbench_common import upstream
-from madbench_common.errors import ConfigError
+from madbench_common.core.errors import ConfigError
 from madbench_common.images import list_images
 from madbench_common.upstream import (
     STAMP,

@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 
 from madbench_common import cli
-from madbench_common.errors import ConfigError
+from madbench_common.core.errors import ConfigError
 from madbench_common.weights import (
     WeightsMissing,
     check_weights,

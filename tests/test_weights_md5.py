@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from madbench_common.errors import ConfigError
+from madbench_common.core.errors import ConfigError
 from madbench_common.weights import fetch_weights, load_spec, url_file
 
 

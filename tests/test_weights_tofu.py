@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from madbench_common.errors import ConfigError
+from madbench_common.core.errors import ConfigError
 from madbench_common.weights import UnpinnedWeights, fetch_weights, load_spec, url_file
 
 

@@ -16,7 +16,7 @@ from rich.console import Console
 from rich.logging import RichHandler
 from rich.text import Text
 
-from madbench_common.errors import EXIT_DETERMINISTIC, EXIT_TRANSIENT, MadbenchError
+from madbench_common.core.errors import EXIT_DETERMINISTIC, EXIT_TRANSIENT, MadbenchError
 
 __all__ = ["EXIT_DETERMINISTIC", "EXIT_TRANSIENT", "leave", "main", "run"]
 

@@ -105,9 +105,9 @@ def _exit_summary(args: argparse.Namespace) -> int:
 def _measure(args: argparse.Namespace) -> int:
     from pathlib import Path
 
+    from madbench_common.core.store import RunStore, open_store
     from madbench_common.pipeline.definition import build_graph
     from madbench_common.pipeline.measure import measure_run, throughput_csv
-    from madbench_common.store import RunStore, open_store
 
     run = RunStore(open_store(args.store), args.run_id)
     rows = measure_run(run, build_graph(), args.where)

@@ -57,7 +57,7 @@ def add_commands(sub: argparse._SubParsersAction[Any]) -> None:
 def _eval(args: argparse.Namespace) -> int:
     if args.train or args.test:
         return _cross(args)
-    from madbench_common.errors import ConfigError
+    from madbench_common.core.errors import ConfigError
 
     if not args.samples or not (args.features or args.scores):
         raise ConfigError("madbench eval needs --samples with --features or --scores, or "
@@ -80,9 +80,9 @@ def _eval(args: argparse.Namespace) -> int:
 def _cross(args: argparse.Namespace) -> int:
     from pathlib import Path
 
+    from madbench_common.core.errors import ConfigError
     from madbench_common.corpora import load_corpus
     from madbench_common.corpora.cross import cross_evaluate
-    from madbench_common.errors import ConfigError
     from madbench_common.eval.report import main_table, write_report
     from madbench_common.eval.suite import EvalConfig
     from madbench_common.eval.tables import cross_table

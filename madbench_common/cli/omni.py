@@ -10,7 +10,7 @@ from typing import Any
 
 __all__ = ["add_commands"]
 
-_DEMO = Path(__file__).resolve().parents[1] / "data" / "demo" / "clips"
+_DEMO = Path(__file__).resolve().parents[2] / "data" / "demo" / "clips"
 
 
 def add_commands(sub: argparse._SubParsersAction[Any]) -> None:
@@ -34,8 +34,8 @@ def add_commands(sub: argparse._SubParsersAction[Any]) -> None:
 
 
 def _media(paths: list[str], n: int, fps: float, size: int, max_frames: int) -> list[Any]:
-    from madbench_common.audio import decode_audio
-    from madbench_common.mux import sample_frames
+    from madbench_common.media.audio import decode_audio
+    from madbench_common.media.mux import sample_frames
     from madbench_common.omni.ask import Media
 
     files = [Path(p) for p in paths] or sorted(_DEMO.glob("*.mp4"))[:n]

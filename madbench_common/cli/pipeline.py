@@ -15,7 +15,9 @@ from rich.console import Console
 from rich.table import Table
 
 from madbench_common.cli.weights import allow_unpinned_arg, allowed_unpinned
-from madbench_common.errors import ChecksumError, ConfigError, MadbenchError
+from madbench_common.core.errors import ChecksumError, ConfigError, MadbenchError
+from madbench_common.core.s3client import retries_since, retry_stats
+from madbench_common.core.store import RunStore, copy_run, open_store
 from madbench_common.pipeline.definition import build_graph
 from madbench_common.pipeline.graph import Graph
 from madbench_common.pipeline.local import LocalRunner, RunOptions
@@ -31,8 +33,6 @@ from madbench_common.pipeline.stage import (
 )
 from madbench_common.pipeline.status import RunStatus, collect_status, table_one
 from madbench_common.pipeline.usage import peak_rss_bytes
-from madbench_common.s3client import retries_since, retry_stats
-from madbench_common.store import RunStore, copy_run, open_store
 
 __all__ = ["add_commands", "add_stage_params_option", "stage_overrides"]
 

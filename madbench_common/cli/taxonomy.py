@@ -32,15 +32,15 @@ def _rows(args: argparse.Namespace) -> list[dict[str, Any]]:
         with open(args.captions, newline="", encoding="utf-8") as fh:
             rows = list(csv.DictReader(fh))
         return [{**r, "split": r.get("split") or "train"} for r in rows]
-    from madbench_common.manifest import read_manifest_bytes
+    from madbench_common.core.manifest import read_manifest_bytes
+    from madbench_common.core.store import RunStore, open_store
     from madbench_common.pipeline.stage import read_marker
     from madbench_common.rows import SceneRow
-    from madbench_common.store import RunStore, open_store
 
     run = RunStore(open_store(args.store), args.run_id)
     marker = read_marker(run, "scene")
     if marker is None:
-        from madbench_common.errors import ConfigError
+        from madbench_common.core.errors import ConfigError
 
         raise ConfigError(f"{run.uri('scene')}: the scene stage has not finished")
     data = run.get_bytes("scene/manifest.parquet", marker["manifest_sha256"])

@@ -58,7 +58,7 @@ from typing import Any, Protocol, Union
 
 import yaml
 
-from madbench_common.errors import ConfigError
+from madbench_common.core.errors import ConfigError
 
 __all__ = [
     "Executor",

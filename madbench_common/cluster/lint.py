@@ -28,7 +28,7 @@ from pathlib import Path
 from typing import Any
 
 from madbench_common.cluster.argo_local import Pod
-from madbench_common.errors import ConfigError
+from madbench_common.core.errors import ConfigError
 
 __all__ = ["check_pods", "check_target", "image_slug"]
 

@@ -110,7 +110,7 @@ def main() -> int:
         if request.get("netns"):
             enter_netns(request["netns"])
         from madbench_common.containers import ContainerFailed, Mount, run_in_image
-        from madbench_common.errors import MadbenchError
+        from madbench_common.core.errors import MadbenchError
 
         mounts = [Mount(Path(h), t, bool(ro)) for h, t, ro in request.get("mounts", [])]
         try:

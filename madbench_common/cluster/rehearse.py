@@ -80,7 +80,7 @@ from madbench_common.cluster.argo_local import (
     WorkflowResult,
 )
 from madbench_common.cluster.lint import check_pods, check_target, image_slug
-from madbench_common.errors import ConfigError, MadbenchError
+from madbench_common.core.errors import ConfigError, MadbenchError
 
 __all__ = ["BANNER", "ImageProvider", "PodRunner", "Profile", "State", "add_commands",
            "code_digest", "load_profile", "rehearse"]
@@ -1000,8 +1000,8 @@ def _graph_for(name: str) -> Any:
 
 
 def _markers(s3: Any, run_id: str, graph: Any) -> dict[str, dict[str, Any]]:
+    from madbench_common.core.store import RunStore, S3Store
     from madbench_common.pipeline.stage import read_marker
-    from madbench_common.store import RunStore, S3Store
 
     run = RunStore(S3Store(_STORE, client=s3.client()), run_id)
     out = {}
@@ -1014,9 +1014,9 @@ def _markers(s3: Any, run_id: str, graph: Any) -> dict[str, dict[str, Any]]:
 
 def _print_reports(s3: Any, name: str, run_id: str, graph: Any, banner: str) -> None:
     from madbench_common.cli.pipeline import main_section, print_status, zero_shot_sections
+    from madbench_common.core.store import RunStore, S3Store
     from madbench_common.pipeline.stage import read_marker
     from madbench_common.pipeline.status import collect_status
-    from madbench_common.store import RunStore, S3Store
 
     run = RunStore(S3Store(_STORE, client=s3.client()), run_id)
     print(f"\n{'=' * 100}\n{banner}\n{'=' * 100}")

@@ -31,7 +31,7 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from madbench_common.cluster.podexec import enter_netns
-from madbench_common.errors import ConfigError
+from madbench_common.core.errors import ConfigError
 from madbench_common.testing import SeaweedS3
 
 __all__ = ["S3_PORT", "STUB_PORT", "Namespace", "NamespacedS3", "pdeathsig", "start_stub"]

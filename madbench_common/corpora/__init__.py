@@ -12,11 +12,11 @@ import inspect
 from collections.abc import Callable
 from typing import Any
 
+from madbench_common.core.errors import ConfigError
 from madbench_common.corpora.asvspoof import load_asvspoof5, load_asvspoof2019_la
 from madbench_common.corpora.base import Corpus
 from madbench_common.corpora.madbench import load_madbench
 from madbench_common.corpora.wild import load_fakeavceleb, load_in_the_wild
-from madbench_common.errors import ConfigError
 
 __all__ = ["LOADERS", "Corpus", "load_corpus"]
 

@@ -33,8 +33,8 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from madbench_common.core.errors import ConfigError
 from madbench_common.corpora.base import Corpus, frame_of, rejected, require
-from madbench_common.errors import ConfigError
 
 __all__ = ["load_asvspoof5", "load_asvspoof2019_la"]
 

@@ -26,7 +26,7 @@ from typing import Any
 
 import pandas as pd
 
-from madbench_common.errors import ConfigError
+from madbench_common.core.errors import ConfigError
 
 __all__ = ["COLUMNS", "Corpus", "grouped_split", "rejected", "require"]
 

@@ -26,12 +26,12 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from madbench_common.audio import decode_audio
+from madbench_common.core.errors import ConfigError
 from madbench_common.corpora.base import Corpus
-from madbench_common.errors import ConfigError
 from madbench_common.eval.runner import FeatureSet
 from madbench_common.eval.suite import EvalConfig, EvalResult, ModelInfo, run_evaluation
-from madbench_common.mux import sample_frames
+from madbench_common.media.audio import decode_audio
+from madbench_common.media.mux import sample_frames
 from madbench_common.registry import load_model
 
 __all__ = ["ALL_TASKS", "corpus_features", "cross_evaluate", "direction_tasks"]

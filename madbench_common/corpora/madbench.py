@@ -12,11 +12,11 @@ from __future__ import annotations
 import dataclasses
 import json
 
+from madbench_common.core.errors import ConfigError
+from madbench_common.core.manifest import read_manifest_bytes
+from madbench_common.core.store import RunStore, open_store
 from madbench_common.corpora.base import Corpus, frame_of
-from madbench_common.errors import ConfigError
-from madbench_common.manifest import read_manifest_bytes
 from madbench_common.rows import SampleRow
-from madbench_common.store import RunStore, open_store
 
 __all__ = ["load_madbench"]
 

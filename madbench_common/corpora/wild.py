@@ -35,8 +35,8 @@ import csv
 from pathlib import Path
 from typing import Any
 
+from madbench_common.core.errors import ConfigError
 from madbench_common.corpora.base import Corpus, frame_of, grouped_split, rejected, require
-from madbench_common.errors import ConfigError
 
 __all__ = ["FAKEAVCELEB_TYPES", "load_fakeavceleb", "load_in_the_wild"]
 

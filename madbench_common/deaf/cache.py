@@ -14,7 +14,7 @@ import hashlib
 import json
 from typing import Any
 
-from madbench_common.store import Store, open_store
+from madbench_common.core.store import Store, open_store
 
 __all__ = ["ResponseCache", "cache_key", "open_cache"]
 

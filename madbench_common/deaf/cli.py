@@ -10,15 +10,15 @@ import json
 from typing import Any
 
 from madbench_common.cli.pipeline import add_stage_commands, parse_set, print_status
+from madbench_common.core.errors import ConfigError
+from madbench_common.core.store import RunStore, open_store
 from madbench_common.deaf.graph import build_deaf_graph
 from madbench_common.deaf.runner import DeafRunner, python_of, stub_apis
-from madbench_common.errors import ConfigError
 from madbench_common.pipeline.graph import Graph
 from madbench_common.pipeline.local import RunOptions
 from madbench_common.pipeline.params import check_params
 from madbench_common.pipeline.stage import read_marker
 from madbench_common.pipeline.status import collect_status
-from madbench_common.store import RunStore, open_store
 
 __all__ = ["add_commands", "run_params"]
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from madbench_common.errors import ConfigError
+from madbench_common.core.errors import ConfigError
 
 __all__ = ["has_file", "is_remote", "list_files", "read_file"]
 
@@ -22,7 +22,7 @@ def is_remote(root: str) -> bool:
 
 
 def _s3(root: str):  # type: ignore[no-untyped-def]
-    from madbench_common.store import S3Store
+    from madbench_common.core.store import S3Store
 
     return S3Store(root)
 

@@ -28,12 +28,12 @@ from pathlib import Path
 import numpy as np
 import soundfile as sf
 
-from madbench_common.audio import resample
+from madbench_common.core.errors import ConfigError
+from madbench_common.core.types import Audio, Hertz
 from madbench_common.deaf.datasets import has_file, is_remote, read_file
 from madbench_common.deaf.design import ENVIRONMENTS, Environment
-from madbench_common.dsp import normalise
-from madbench_common.errors import ConfigError
-from madbench_common.types import Audio, Hertz
+from madbench_common.media.audio import resample
+from madbench_common.media.dsp import normalise
 
 __all__ = ["DEFAULT_LIBRARY", "LibraryEntry", "library_entries", "load_background",
            "loop_to", "mix_at_snr"]

@@ -39,9 +39,9 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from madbench_common.core.errors import ConfigError
 from madbench_common.deaf.design import ELEVENLABS_VOICES
 from madbench_common.deaf.judge import DEFAULT_MODE, JUDGE_MAX_TOKENS, R1_BASE_URL, R1_MODEL
-from madbench_common.errors import ConfigError
 from madbench_common.pipeline.graph import Graph, Stage
 
 __all__ = ["CLIP_STAGES", "PAPER_MODELS", "AnswerModel", "build_deaf_graph", "resolve_models"]

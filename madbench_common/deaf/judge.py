@@ -37,11 +37,11 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
+from madbench_common.core.errors import ConfigError
 from madbench_common.deaf import lexicon
 from madbench_common.deaf.design import VOICE_PROFILES, environment
 from madbench_common.deaf.prompts import JudgePrompt
 from madbench_common.deaf.rows import TrialRow
-from madbench_common.errors import ConfigError
 from madbench_common.models.openai_compat import ChatClient
 
 __all__ = ["DEFAULT_MODE", "JUDGE_MAX_TOKENS", "MODES", "R1_BASE_URL", "R1_MODEL", "LLMJudge",

@@ -19,8 +19,8 @@ from typing import Any
 
 import yaml
 
+from madbench_common.core.errors import ConfigError
 from madbench_common.deaf.design import CONFLICTS, EMOTIONS, ENVIRONMENTS, VOICE_PROFILES
-from madbench_common.errors import ConfigError
 
 __all__ = ["JudgePrompt", "PromptSet", "content_version", "load_judge_prompt", "load_prompts"]
 

@@ -13,8 +13,8 @@ from __future__ import annotations
 
 from typing import Protocol
 
+from madbench_common.core.types import Audio, Hertz
 from madbench_common.roles import Model
-from madbench_common.types import Audio, Hertz
 
 __all__ = ["NARRATOR", "EmotionalTTS", "VoiceTTS"]
 

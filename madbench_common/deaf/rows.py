@@ -2,13 +2,13 @@
 
 Artifact columns follow the house pattern (``audio_uri`` / ``audio_sha256`` plus the
 row's ``duration`` and ``sample_rate``); provenance columns come from
-:class:`~madbench_common.manifest.ManifestRow`.
+:class:`~madbench_common.core.manifest.ManifestRow`.
 """
 
 from __future__ import annotations
 
-from madbench_common.compat import row
-from madbench_common.manifest import ManifestRow, manifest
+from madbench_common.core.compat import row
+from madbench_common.core.manifest import ManifestRow, manifest
 
 __all__ = [
     "AnswerRow",

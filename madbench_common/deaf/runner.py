@@ -22,7 +22,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-from madbench_common.errors import ConfigError
+from madbench_common.core.errors import ConfigError
 from madbench_common.models.api_stub import STUB_KEY, stub_process
 from madbench_common.pipeline.graph import Graph, Stage
 from madbench_common.pipeline.local import EMBEDDED_IMAGE, LocalRunner, RunOptions

@@ -35,9 +35,9 @@ from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
 
+from madbench_common.core.errors import ConfigError
 from madbench_common.deaf.datasets import list_files, read_file
 from madbench_common.deaf.design import CONFLICTS, EMOTIONS, category_of
-from madbench_common.errors import ConfigError
 
 __all__ = [
     "EMIS_NAME",

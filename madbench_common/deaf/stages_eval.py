@@ -25,6 +25,8 @@ from collections.abc import Sequence
 from functools import cached_property
 from typing import Any
 
+from madbench_common.core.store import open_store
+from madbench_common.core.types import Audio
 from madbench_common.deaf import metrics as mx
 from madbench_common.deaf.cache import ResponseCache, cache_key, open_cache
 from madbench_common.deaf.design import CONFLICTS, LEVELS
@@ -47,8 +49,6 @@ from madbench_common.omni.cache import ResponseCache as OmniCache
 from madbench_common.omni.cache import ResponseKey
 from madbench_common.pipeline.stage import StageImpl
 from madbench_common.roles import OmniAnswer
-from madbench_common.store import open_store
-from madbench_common.types import Audio
 
 __all__ = ["AnswerStage", "JudgeStage", "MetricsStage", "TrialsStage", "model_metrics"]
 

@@ -19,7 +19,8 @@ from functools import cached_property
 from pathlib import Path
 from typing import Any
 
-from madbench_common.audio import read_wav_bytes, resample
+from madbench_common.core.errors import ConfigError, InputRejected
+from madbench_common.core.types import Audio
 from madbench_common.deaf.datasets import is_remote
 from madbench_common.deaf.design import SNRS_DB, VOICE_PROFILES, environment
 from madbench_common.deaf.envlib import (
@@ -32,10 +33,9 @@ from madbench_common.deaf.plan import ClipSpec, plan_bsc, plan_esc, plan_sic
 from madbench_common.deaf.roles import NARRATOR
 from madbench_common.deaf.rows import EnvRow, SentenceRow, StimulusRow
 from madbench_common.deaf.sentences import EmisClip, load_sentences, read_emis_clips
-from madbench_common.errors import ConfigError, InputRejected
+from madbench_common.media.audio import read_wav_bytes, resample
 from madbench_common.pipeline.stage import MapStage
 from madbench_common.registry import REGISTRY
-from madbench_common.types import Audio
 
 __all__ = ["BscMixStage", "BscSpeechStage", "EnvLibStage", "EscStage", "SentencesStage",
            "SicStage", "instantiate", "model_args", "model_class", "parse_voices",

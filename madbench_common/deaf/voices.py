@@ -28,9 +28,11 @@ from pathlib import Path
 import numpy as np
 import soundfile as sf
 
-from madbench_common.audio import resample
+from madbench_common.core.errors import ConfigError
+from madbench_common.core.types import Audio, Hertz
 from madbench_common.deaf.roles import NARRATOR
-from madbench_common.dsp import (
+from madbench_common.media.audio import resample
+from madbench_common.media.dsp import (
     normalise,
     retime_world,
     trim_silence,
@@ -38,8 +40,6 @@ from madbench_common.dsp import (
     world_analyse,
     world_synthesise,
 )
-from madbench_common.errors import ConfigError
-from madbench_common.types import Audio, Hertz
 
 __all__ = ["AGE_TRANSFORMS", "BASE_VOICES", "AgeTransform", "ReferenceVoices", "apply_age", "speak"]
 

@@ -24,7 +24,7 @@ from functools import lru_cache
 import numpy as np
 import numpy.typing as npt
 
-from madbench_common.compat import zip_strict
+from madbench_common.core.compat import zip_strict
 
 __all__ = [
     "Interval",

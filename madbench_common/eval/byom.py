@@ -33,11 +33,11 @@ from urllib.parse import urlparse
 import numpy as np
 import pandas as pd
 
-from madbench_common.errors import ConfigError, ManifestError
+from madbench_common.core.errors import ConfigError, ManifestError
+from madbench_common.core.manifest import read_manifest_bytes, rows_to_frame
 from madbench_common.eval.runner import FeatureSet
 from madbench_common.eval.suite import EvalConfig, EvalResult, ModelInfo, run_evaluation
 from madbench_common.eval.tasks import TASKS, VARIANTS, core_rows
-from madbench_common.manifest import read_manifest_bytes, rows_to_frame
 from madbench_common.rows import SampleRow
 
 __all__ = ["ByomRun", "load_features", "load_samples", "load_scores", "run_byom"]
@@ -52,7 +52,7 @@ _PROB_COLUMNS = [f"prob_{v}" for v in VARIANTS]
 def _read_uri(uri: str) -> bytes:
     parsed = urlparse(uri)
     if parsed.scheme == "s3":
-        from madbench_common.store import S3Store
+        from madbench_common.core.store import S3Store
 
         return S3Store(f"s3://{parsed.netloc}").get_bytes(parsed.path.lstrip("/"))
     path = Path(parsed.path if parsed.scheme == "file" else uri)

@@ -19,9 +19,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from madbench_common.errors import ConfigError
+from madbench_common.core.errors import ConfigError
+from madbench_common.core.store import RunStore, open_store
 from madbench_common.eval.suite import EvalResult, ModelInfo
-from madbench_common.store import RunStore, open_store
 
 __all__ = ["CompareRun", "compare_runs", "load_report", "results_of"]
 

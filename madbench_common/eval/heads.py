@@ -25,7 +25,7 @@ from scipy.linalg import cho_factor, cho_solve
 from scipy.special import expit, log_softmax, softmax
 from threadpoolctl import threadpool_limits
 
-from madbench_common.compat import zip_strict
+from madbench_common.core.compat import zip_strict
 
 __all__ = ["Head", "HeadSpec", "Standardiser", "fit_heads"]
 

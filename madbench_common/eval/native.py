@@ -33,7 +33,7 @@ import numpy.typing as npt
 import pandas as pd
 from scipy.special import logit
 
-from madbench_common.compat import zip_strict
+from madbench_common.core.compat import zip_strict
 from madbench_common.eval.metrics import eer_threshold
 from madbench_common.eval.runner import GroupScores
 from madbench_common.eval.tasks import CORE_TASKS, TASKS, VARIANTS, task_labels

@@ -29,7 +29,7 @@ import numpy as np
 import numpy.typing as npt
 from scipy.stats import norm
 
-from madbench_common.errors import EnvironmentMissing
+from madbench_common.core.errors import EnvironmentMissing
 from madbench_common.eval.metrics import auc, eer_asvspoof, roc_points
 from madbench_common.eval.runner import GroupScores
 from madbench_common.eval.tasks import CORE_PROTOCOLS, SC_PROTOCOL, task_labels

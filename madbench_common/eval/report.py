@@ -22,7 +22,7 @@ from typing import Any
 
 import numpy as np
 
-from madbench_common.compat import zip_strict
+from madbench_common.core.compat import zip_strict
 from madbench_common.eval.prompt_table import prompt_table
 from madbench_common.eval.robust_tables import conditions_of, robustness_pivot, robustness_table
 from madbench_common.eval.suite import EvalResult

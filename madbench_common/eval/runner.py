@@ -31,7 +31,7 @@ import numpy as np
 import numpy.typing as npt
 import pandas as pd
 
-from madbench_common.compat import zip_strict
+from madbench_common.core.compat import zip_strict
 from madbench_common.eval.heads import Head, HeadSpec, Standardiser, fit_heads
 from madbench_common.eval.metrics import eer_threshold
 from madbench_common.eval.tasks import (

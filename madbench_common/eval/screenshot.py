@@ -16,7 +16,7 @@ import subprocess
 import tempfile
 from pathlib import Path
 
-from madbench_common.errors import EnvironmentMissing
+from madbench_common.core.errors import EnvironmentMissing
 
 __all__ = ["BROWSERS", "find_browser", "screenshot"]
 

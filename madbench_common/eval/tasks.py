@@ -23,7 +23,7 @@ import numpy as np
 import numpy.typing as npt
 import pandas as pd
 
-from madbench_common.compat import zip_strict
+from madbench_common.core.compat import zip_strict
 
 __all__ = [
     "CORE_PROTOCOLS",

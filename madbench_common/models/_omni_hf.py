@@ -29,7 +29,7 @@ def checkpoint_version(repo: str, snap: Any, package: str, tiny: bool | None = N
     checkpoint (marker present); ``tiny=True`` demands the marker, ``False`` only logs it."""
     from importlib.metadata import version
 
-    from madbench_common.errors import ConfigError
+    from madbench_common.core.errors import ConfigError
 
     marked = (snap / TINY_MARKER).exists()
     if tiny and not marked:
@@ -122,7 +122,7 @@ class HFOmniBase:
         """Mono float32 at 16 kHz, cut at :attr:`max_audio_seconds` (logged)."""
         import numpy as np
 
-        from madbench_common.audio import resample
+        from madbench_common.media.audio import resample
 
         x = resample(np.asarray(audio, np.float32), sample_rate, self.sample_rate)
         limit = int(self.max_audio_seconds * self.sample_rate)

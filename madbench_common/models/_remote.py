@@ -167,7 +167,7 @@ def writable_modules_cache() -> str:
         return current
     moved = os.path.join(tempfile.gettempdir(), "madbench-hf-modules")
     if not _can_write(moved):
-        from madbench_common.errors import EnvironmentMissing
+        from madbench_common.core.errors import EnvironmentMissing
 
         raise EnvironmentMissing(f"no writable folder for remote code: {current} and {moved} "
                                  "are read-only (set HF_MODULES_CACHE or TMPDIR to a writable "

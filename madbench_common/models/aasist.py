@@ -19,10 +19,10 @@ from typing import Any
 
 import numpy as np
 
+from madbench_common.core.types import Audio, Hertz
 from madbench_common.models.detector_base import EmbeddingDetector
 from madbench_common.models.prep import check_audio, resample, tile_to, torch_device
 from madbench_common.roles import Embedding, Frames, InputSpec
-from madbench_common.types import Audio, Hertz
 from madbench_common.weights import url_file
 
 __all__ = ["MODEL_CONFIG", "AasistDetector"]

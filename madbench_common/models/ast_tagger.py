@@ -14,10 +14,10 @@ from pathlib import Path
 
 import numpy as np
 
-from madbench_common.audio import resample
-from madbench_common.compat import zip_strict
+from madbench_common.core.compat import zip_strict
+from madbench_common.core.types import Audio, Hertz
+from madbench_common.media.audio import resample
 from madbench_common.models._hf import even_windows, model_version, snapshot, torch_device
-from madbench_common.types import Audio, Hertz
 
 __all__ = ["REPO", "REVISION", "ASTTagger"]
 

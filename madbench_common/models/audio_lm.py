@@ -36,10 +36,10 @@ from typing import Any, ClassVar
 
 import numpy as np
 
-from madbench_common.audio import resample
-from madbench_common.errors import ConfigError
+from madbench_common.core.errors import ConfigError
+from madbench_common.core.types import Audio, Hertz
+from madbench_common.media.audio import resample
 from madbench_common.roles import Frames, OmniAnswer, OptionLogprob
-from madbench_common.types import Audio, Hertz
 from madbench_common.weights import TINY_MARKER, hf_path
 
 __all__ = ["IMAGE", "TINY_MARKER", "AudioFlamingo3", "AudioLM", "Qwen2Audio", "Qwen2AudioTiny",

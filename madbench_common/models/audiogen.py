@@ -24,9 +24,9 @@ from typing import Any
 
 import numpy as np
 
+from madbench_common.core.types import Audio, Hertz, Seconds
 from madbench_common.models.env_common import fit_output, resolve_device, settings_record
 from madbench_common.roles import Frames
-from madbench_common.types import Audio, Hertz, Seconds
 from madbench_common.weights import hf_path
 
 __all__ = ["AudioGenTTA"]

@@ -37,8 +37,9 @@ from typing import Any
 
 import numpy as np
 
-from madbench_common.audio import resample
-from madbench_common.errors import ConfigError
+from madbench_common.core.errors import ConfigError
+from madbench_common.core.types import Audio, Hertz, Seconds
+from madbench_common.media.audio import resample
 from madbench_common.models.env_common import (
     fit_output,
     negative_prompt_for,
@@ -46,7 +47,6 @@ from madbench_common.models.env_common import (
     settings_record,
 )
 from madbench_common.roles import Frames
-from madbench_common.types import Audio, Hertz, Seconds
 from madbench_common.weights import hf_path
 
 __all__ = ["AudioLDM2ATA", "AudioLDM2TTA", "load_pipeline", "log_mel", "normalize_wav"]

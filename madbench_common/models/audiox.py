@@ -31,8 +31,9 @@ from typing import Any
 
 import numpy as np
 
-from madbench_common.audio import resample
-from madbench_common.errors import ConfigError
+from madbench_common.core.errors import ConfigError
+from madbench_common.core.types import Audio, Hertz, Seconds
+from madbench_common.media.audio import resample
 from madbench_common.models.env_common import (
     fit_output,
     negative_prompt_for,
@@ -42,7 +43,6 @@ from madbench_common.models.env_common import (
     window_starts,
 )
 from madbench_common.roles import Frames
-from madbench_common.types import Audio, Hertz, Seconds
 from madbench_common.weights import hf_path
 
 __all__ = ["AudioXA2A", "audio_prompt", "fix_cross_attn_masks"]

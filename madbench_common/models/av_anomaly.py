@@ -43,12 +43,12 @@ import numpy as np
 import numpy.typing as npt
 from scipy.special import expit
 
-from madbench_common.errors import ConfigError
+from madbench_common.core.errors import ConfigError
+from madbench_common.core.types import Audio, Hertz
 from madbench_common.models.av_prep import FPS, at_fps, face_track, int16_scale
 from madbench_common.models.detector_base import EmbeddingDetector
 from madbench_common.models.prep import check_audio, resample, torch_device
 from madbench_common.roles import Embedding, Frames, InputSpec
-from madbench_common.types import Audio, Hertz
 from madbench_common.weights import url_file
 
 __all__ = ["FILES", "MAX_LEN", "SHIFTS", "AvAnomalyDetector", "build_models", "pca_transform"]

@@ -22,8 +22,8 @@ from dataclasses import dataclass
 import numpy as np
 import numpy.typing as npt
 
+from madbench_common.core.types import Audio
 from madbench_common.roles import FaceCropper, Frames
-from madbench_common.types import Audio
 
 __all__ = ["FPS", "FaceTrack", "at_fps", "face_track", "int16_scale", "resize_frames"]
 

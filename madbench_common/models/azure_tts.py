@@ -33,11 +33,11 @@ from xml.sax.saxutils import escape, quoteattr
 import numpy as np
 import soundfile as sf
 
-from madbench_common.audio import resample
+from madbench_common.core.errors import ConfigError
+from madbench_common.core.types import Audio, Hertz
 from madbench_common.deaf.roles import NARRATOR
-from madbench_common.errors import ConfigError
+from madbench_common.media.audio import resample
 from madbench_common.models.http_api import JsonApi, SpendMeter, api_key
-from madbench_common.types import Audio, Hertz
 
 __all__ = ["DEFAULT_FORMAT", "DEFAULT_VOICE", "AzureNeuralTTS", "check_format", "decode_audio",
            "ssml"]

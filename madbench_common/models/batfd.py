@@ -35,12 +35,12 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from madbench_common.errors import ConfigError
+from madbench_common.core.errors import ConfigError
+from madbench_common.core.types import Audio, Hertz
 from madbench_common.models.av_prep import FPS, at_fps, face_track
 from madbench_common.models.detector_base import EmbeddingDetector
 from madbench_common.models.prep import check_audio, resample, torch_device
 from madbench_common.roles import Embedding, Frames, InputSpec
-from madbench_common.types import Audio, Hertz
 from madbench_common.weights import url_file
 
 __all__ = ["AUDIO_PAD", "FRAMES", "BatfdPlusDetector", "max_proposal", "upstream_class"]

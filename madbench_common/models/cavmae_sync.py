@@ -34,10 +34,10 @@ from typing import Any
 
 import numpy as np
 
-from madbench_common.errors import ConfigError
+from madbench_common.core.errors import ConfigError
+from madbench_common.core.types import Audio, Hertz
 from madbench_common.models.prep import check_audio, fuse_av, l2_normalise, resample, torch_device
 from madbench_common.roles import Embedding, Frames, InputSpec
-from madbench_common.types import Audio, Hertz
 from madbench_common.weights import TINY_ARCH_FILE, url_file
 
 __all__ = ["RELEASED", "CavMaeSyncEncoder", "segment"]

@@ -13,8 +13,8 @@ from abc import ABC, abstractmethod
 
 import numpy as np
 
+from madbench_common.core.types import Audio, Hertz
 from madbench_common.roles import Embedding, Frames
-from madbench_common.types import Audio, Hertz
 
 __all__ = ["EmbeddingDetector"]
 

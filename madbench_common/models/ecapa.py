@@ -15,9 +15,9 @@ from pathlib import Path
 import numpy as np
 import numpy.typing as npt
 
-from madbench_common.audio import resample
+from madbench_common.core.types import Audio, Hertz
+from madbench_common.media.audio import resample
 from madbench_common.models._hf import model_version, snapshot, torch_device
-from madbench_common.types import Audio, Hertz
 
 __all__ = ["REPO", "REVISION", "EcapaEmbedder"]
 

@@ -15,11 +15,11 @@ from __future__ import annotations
 
 import numpy as np
 
-from madbench_common.audio import resample
+from madbench_common.core.errors import ConfigError
+from madbench_common.core.types import Audio, Hertz
 from madbench_common.deaf.design import ELEVENLABS_VOICES
-from madbench_common.errors import ConfigError
+from madbench_common.media.audio import resample
 from madbench_common.models.http_api import JsonApi, SpendMeter, api_key
-from madbench_common.types import Audio, Hertz
 
 __all__ = ["ElevenLabsTTS"]
 

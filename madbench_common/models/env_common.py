@@ -8,7 +8,7 @@ clip's duration at the pipeline rate and names what it did, so the component row
 record it: ``exact`` (the model made the requested length), ``trim`` (longer, cut at
 the end), ``pad`` (at most 50 ms short, e.g. a codec frame: the tail is continued by its
 mirror image) or ``loop`` (shorter, repeated from the start with a 50 ms equal-power
-crossfade at each seam). Resampling is polyphase (:func:`madbench_common.audio.resample`).
+crossfade at each seam). Resampling is polyphase (:func:`madbench_common.media.audio.resample`).
 
 A generator with a fixed canvas shorter than the clip (FoleyCrafter and AudioX: 10 s;
 clips run to 12 s) does not loop its output: a repeated tail is out of sync with the
@@ -29,9 +29,9 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from madbench_common.audio import resample
-from madbench_common.compat import zip_strict
-from madbench_common.types import Audio, Hertz, Seconds
+from madbench_common.core.compat import zip_strict
+from madbench_common.core.types import Audio, Hertz, Seconds
+from madbench_common.media.audio import resample
 
 __all__ = [
     "ALWAYS_EXCLUDED",
@@ -63,7 +63,7 @@ class FrameRequest:
 
     fps: float
     size: int
-    """Shorter side in pixels (:func:`madbench_common.mux.sample_frames`)."""
+    """Shorter side in pixels (:func:`madbench_common.media.mux.sample_frames`)."""
     max_frames: int
 
     def __iter__(self) -> Any:

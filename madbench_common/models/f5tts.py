@@ -48,7 +48,8 @@ from typing import Any
 import numpy as np
 import soundfile as sf
 
-from madbench_common.audio import resample
+from madbench_common.core.types import Audio, Hertz, Seconds
+from madbench_common.media.audio import resample
 from madbench_common.speech_prep import (
     GenerationFailed,
     GenerationReport,
@@ -59,7 +60,6 @@ from madbench_common.speech_prep import (
     prepare_reference,
     seed_all,
 )
-from madbench_common.types import Audio, Hertz, Seconds
 from madbench_common.weights import TINY_ARCH_FILE, hf_path, tiny_layout
 
 __all__ = ["F5CrossTTS", "F5SameTTS", "F5TTSGenerator", "SerialExecutor",

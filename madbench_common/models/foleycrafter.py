@@ -33,7 +33,8 @@ from typing import Any
 
 import numpy as np
 
-from madbench_common.errors import ConfigError
+from madbench_common.core.errors import ConfigError
+from madbench_common.core.types import Audio, Hertz, Seconds
 from madbench_common.models.env_common import (
     FrameRequest,
     fit_output,
@@ -44,7 +45,6 @@ from madbench_common.models.env_common import (
     window_starts,
 )
 from madbench_common.roles import Frames
-from madbench_common.types import Audio, Hertz, Seconds
 from madbench_common.weights import hf_path
 
 __all__ = ["FoleyCrafterV2A", "onset_condition"]

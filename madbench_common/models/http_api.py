@@ -41,9 +41,9 @@ from typing import Any
 import numpy as np
 import soundfile as sf
 
-from madbench_common.audio import resample
-from madbench_common.errors import ConfigError, MadbenchError
-from madbench_common.types import Audio, Hertz
+from madbench_common.core.errors import ConfigError, MadbenchError
+from madbench_common.core.types import Audio, Hertz
+from madbench_common.media.audio import resample
 
 __all__ = ["ApiError", "JsonApi", "RateLimiter", "RetryPolicy", "SpendCapExceeded",
            "SpendMeter", "api_key", "resolve_base_url", "wav_base64", "wav_pcm16"]

@@ -29,9 +29,9 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
+from madbench_common.core.types import Audio, Hertz
 from madbench_common.models.prep import check_audio, fuse_av, l2_normalise, resample, torch_device
 from madbench_common.roles import Embedding, Frames, InputSpec
-from madbench_common.types import Audio, Hertz
 from madbench_common.weights import TINY_ARCH_FILE, url_file
 
 __all__ = ["ARCH_FILE", "HUGE", "ImageBindEncoder", "clip_starts"]
@@ -83,7 +83,7 @@ def import_model_module() -> Any:
     if "imagebind" not in sys.modules:
         spec = importlib.util.find_spec("imagebind")
         if spec is None or not spec.submodule_search_locations:
-            from madbench_common.errors import ConfigError
+            from madbench_common.core.errors import ConfigError
 
             raise ConfigError("imagebind is not installed (image enc-imagebind installs "
                               "facebookresearch/ImageBind at its pinned commit)")

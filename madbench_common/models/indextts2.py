@@ -36,7 +36,7 @@ no constructor argument moves that folder. Pods run as uid 10001 on a read-only 
 the image builds the grammars when it is made (``python -m madbench_common.models.indextts2
 build-normalizer`` in ``images/tts-indextts2/Dockerfile``), and the adapter checks them
 before loading: a missing grammar where it cannot be written is an
-:class:`~madbench_common.errors.EnvironmentMissing` (exit 3) naming the file.
+:class:`~madbench_common.core.errors.EnvironmentMissing` (exit 3) naming the file.
 """
 
 from __future__ import annotations
@@ -52,8 +52,9 @@ from typing import Any
 import numpy as np
 import soundfile as sf
 
-from madbench_common.compat import zip_strict
-from madbench_common.errors import EnvironmentMissing
+from madbench_common.core.compat import zip_strict
+from madbench_common.core.errors import EnvironmentMissing
+from madbench_common.core.types import Audio, Hertz, Seconds
 from madbench_common.speech_prep import (
     GenerationFailed,
     GenerationReport,
@@ -64,7 +65,6 @@ from madbench_common.speech_prep import (
     prepare_reference,
     seed_all,
 )
-from madbench_common.types import Audio, Hertz, Seconds
 from madbench_common.weights import hf_path
 
 __all__ = ["IndexTTS2CrossTTS", "IndexTTS2Generator", "IndexTTS2SameTTS", "LengthControl",

@@ -38,6 +38,7 @@ from typing import Any
 
 import numpy as np
 
+from madbench_common.core.types import Audio, Hertz
 from madbench_common.models._hf import torch_device
 from madbench_common.models._omni_hf import checkpoint_version, option_logprobs, torch_dtype
 from madbench_common.models._remote import (
@@ -46,7 +47,6 @@ from madbench_common.models._remote import (
     writable_modules_cache,
 )
 from madbench_common.roles import Frames, OmniAnswer
-from madbench_common.types import Audio, Hertz
 from madbench_common.weights import hf_path
 
 __all__ = ["IMAGE", "REPO", "REVISION", "MiniCPMo45", "messages"]
@@ -93,7 +93,7 @@ class MiniCPMo45:
         self.version = checkpoint_version(REPO, snap, "transformers")
 
     def _audio(self, audio: Audio, sample_rate: Hertz) -> np.ndarray:
-        from madbench_common.audio import resample
+        from madbench_common.media.audio import resample
 
         x = resample(np.asarray(audio, np.float32), sample_rate, SAMPLE_RATE)
         return x[:int(MAX_AUDIO_SECONDS * SAMPLE_RATE)]

@@ -41,7 +41,8 @@ from typing import Any
 
 import numpy as np
 
-from madbench_common.errors import ConfigError
+from madbench_common.core.errors import ConfigError
+from madbench_common.core.types import Audio, Hertz, Seconds
 from madbench_common.models.env_common import (
     FrameRequest,
     fit_output,
@@ -51,7 +52,6 @@ from madbench_common.models.env_common import (
     settings_record,
 )
 from madbench_common.roles import Frames
-from madbench_common.types import Audio, Hertz, Seconds
 from madbench_common.weights import TINY_ARCH_FILE, hf_path, url_file
 
 __all__ = ["VARIANTS", "MMAudioV2A", "upstream_sizes"]

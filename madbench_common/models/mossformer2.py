@@ -38,10 +38,10 @@ from typing import Any
 
 import numpy as np
 
-from madbench_common.audio import resample
-from madbench_common.errors import ConfigError
+from madbench_common.core.errors import ConfigError
+from madbench_common.core.types import Audio, Hertz
+from madbench_common.media.audio import resample
 from madbench_common.roles import SeparatedSpeech
-from madbench_common.types import Audio, Hertz
 from madbench_common.weights import hf_path
 
 __all__ = ["IMAGE", "REPO", "REVISION", "RULE", "MossFormer2Separator", "pick_speech",

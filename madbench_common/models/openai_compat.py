@@ -22,10 +22,10 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from madbench_common.core.types import Audio, Hertz
 from madbench_common.models.gemini import Prices
 from madbench_common.models.http_api import JsonApi, SpendMeter, api_key, wav_base64
 from madbench_common.roles import Frames, OmniAnswer
-from madbench_common.types import Audio, Hertz
 
 __all__ = ["ChatClient", "Gpt4oAudio", "strip_thinking"]
 

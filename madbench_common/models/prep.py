@@ -10,7 +10,7 @@ import numpy as np
 import numpy.typing as npt
 from scipy.signal import resample_poly
 
-from madbench_common.types import Audio, Hertz
+from madbench_common.core.types import Audio, Hertz
 
 __all__ = ["check_audio", "even_indices", "fuse_av", "l2_normalise", "resample", "tile_to",
            "torch_device"]

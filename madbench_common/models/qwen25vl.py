@@ -23,7 +23,7 @@ from typing import Any
 
 import numpy as np
 
-from madbench_common.errors import ConfigError
+from madbench_common.core.errors import ConfigError
 from madbench_common.models.env_common import resolve_device
 from madbench_common.roles import Frames
 from madbench_common.taxonomy import Taxonomy, assign_label, load_taxonomy

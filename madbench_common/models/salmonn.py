@@ -46,10 +46,10 @@ from typing import Any
 
 import numpy as np
 
-from madbench_common.audio import resample
-from madbench_common.errors import ConfigError, EnvironmentMissing
+from madbench_common.core.errors import ConfigError, EnvironmentMissing
+from madbench_common.core.types import Audio, Hertz
+from madbench_common.media.audio import resample
 from madbench_common.roles import Frames, OmniAnswer, OptionLogprob
-from madbench_common.types import Audio, Hertz
 from madbench_common.weights import hf_path, url_file, weights_root
 
 __all__ = ["BEATS_FILE", "BERT", "CKPT_FILE", "CKPT_REPO", "DECODE", "GENERATE", "IMAGE",

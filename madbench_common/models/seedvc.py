@@ -34,7 +34,8 @@ from typing import Any
 import numpy as np
 import yaml
 
-from madbench_common.audio import resample
+from madbench_common.core.types import Audio, Hertz, Seconds
+from madbench_common.media.audio import resample
 from madbench_common.speech_prep import (
     GenerationFailed,
     GenerationReport,
@@ -44,7 +45,6 @@ from madbench_common.speech_prep import (
     prepare_reference,
     seed_all,
 )
-from madbench_common.types import Audio, Hertz, Seconds
 from madbench_common.weights import hf_path, tiny_layout
 
 __all__ = ["SeedVC", "write_tiny_checkpoint"]

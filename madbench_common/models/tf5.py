@@ -27,9 +27,9 @@ from typing import Any
 
 import numpy as np
 
+from madbench_common.core.types import Audio, Hertz
 from madbench_common.models.prep import check_audio, fuse_av, l2_normalise, resample, torch_device
 from madbench_common.roles import Embedding, Frames, InputSpec
-from madbench_common.types import Audio, Hertz
 from madbench_common.weights import hf_path
 
 __all__ = ["PeAvEncoder", "WavLMEncoder"]

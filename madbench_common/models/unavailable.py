@@ -3,14 +3,14 @@
 The paper's Tables 2–5 list these models; their registry entries keep the rows (slug,
 ``paper_model``, group) so reports can show them as unavailable. They have no feature
 stage in the graph and are never replaced by a stand-in: instantiating one raises a
-:class:`~madbench_common.errors.ConfigError` (exit 3) that says what is missing.
+:class:`~madbench_common.core.errors.ConfigError` (exit 3) that says what is missing.
 """
 
 from __future__ import annotations
 
 from typing import ClassVar
 
-from madbench_common.errors import ConfigError
+from madbench_common.core.errors import ConfigError
 
 __all__ = ["AudioMosaicSlot", "UnavailableModel"]
 

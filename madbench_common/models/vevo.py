@@ -40,8 +40,9 @@ from typing import Any
 
 import soundfile as sf
 
-from madbench_common.audio import resample
-from madbench_common.compat import working_dir
+from madbench_common.core.compat import working_dir
+from madbench_common.core.types import Audio, Hertz, Seconds
+from madbench_common.media.audio import resample
 from madbench_common.speech_prep import (
     GenerationFailed,
     GenerationReport,
@@ -51,7 +52,6 @@ from madbench_common.speech_prep import (
     prepare_reference,
     seed_all,
 )
-from madbench_common.types import Audio, Hertz, Seconds
 from madbench_common.weights import (
     TINY_ARCH_FILE,
     WeightsMissing,

@@ -28,10 +28,10 @@ from typing import Any
 
 import numpy as np
 
-from madbench_common.audio import resample
+from madbench_common.core.types import Audio, Hertz
+from madbench_common.media.audio import resample
 from madbench_common.models._hf import model_version, snapshot, torch_device
 from madbench_common.roles import Transcript
-from madbench_common.types import Audio, Hertz
 
 __all__ = ["REPO", "REVISION", "WhisperASR", "no_speech_probability", "word_coverage"]
 

@@ -22,9 +22,9 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from madbench_common.errors import ChecksumError
+from madbench_common.core.errors import ChecksumError
+from madbench_common.core.store import Store
 from madbench_common.roles import OmniAnswer, OptionLogprob
-from madbench_common.store import Store
 
 __all__ = ["CACHE_PREFIX", "ResponseCache", "ResponseKey", "choices_setting"]
 

@@ -24,7 +24,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from madbench_common.errors import ConfigError
+from madbench_common.core.errors import ConfigError
 from madbench_common.prompts import Question
 from madbench_common.roles import OmniAnswer, OptionLogprob
 

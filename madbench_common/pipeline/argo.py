@@ -23,7 +23,7 @@ from typing import Any
 import yaml
 from hera.workflows import models as m
 
-from madbench_common.errors import EXIT_DETERMINISTIC, ConfigError
+from madbench_common.core.errors import EXIT_DETERMINISTIC, ConfigError
 from madbench_common.pipeline.graph import Graph, Stage
 from madbench_common.pipeline.summary import parse_failures, write_exit_summary
 

@@ -35,7 +35,7 @@ from pathlib import Path
 from typing import Any
 
 from madbench_common.containers import USER, Mount, run_engine, run_in_image
-from madbench_common.errors import ConfigError
+from madbench_common.core.errors import ConfigError
 from madbench_common.pipeline.graph import Stage
 from madbench_common.pipeline.stage import ShardResult
 

@@ -123,7 +123,7 @@ def build_graph() -> Graph:
                 timeout=1800,
                 params={"min_duration": 4.0, "max_duration": 12.0, "sample_rate": 16000,
                         "silence_dbfs": -70.0,
-                        # bounds on untrusted media (madbench_common.media_guard)
+                        # bounds on untrusted media (madbench_common.media.guard)
                         "max_streams": 8, "max_width": 4096, "max_height": 4096,
                         "max_fps": 240.0, "max_file_mb": 1024, "decode_timeout": 60.0,
                         "decode_memory_mb": 1024},

@@ -19,7 +19,7 @@ with it. :func:`row_failure` sorts an exception raised while handling one item:
   (``item_failed``: the message names the exception).
 
 :func:`stage_failure` turns what escapes a whole shard or merge into a
-:class:`~madbench_common.errors.MadbenchError` with one line naming stage, shard and
+:class:`~madbench_common.core.errors.MadbenchError` with one line naming stage, shard and
 cause (the traceback goes to the debug log), so no shard ends in a bare traceback.
 """
 
@@ -30,15 +30,15 @@ import errno
 import logging
 from typing import Any, TypeVar
 
-from madbench_common import compat
-from madbench_common.errors import (
+from madbench_common.core import compat
+from madbench_common.core.errors import (
     EnvironmentMissing,
     InputRejected,
     MadbenchError,
     StoreKeyError,
     StoreWriteError,
 )
-from madbench_common.manifest import ManifestRow
+from madbench_common.core.manifest import ManifestRow
 
 __all__ = ["StageFailed", "blank_row", "environment_cause", "row_failure", "stage_failure"]
 

@@ -27,7 +27,7 @@ from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
 
-from madbench_common.errors import ConfigError
+from madbench_common.core.errors import ConfigError
 
 __all__ = ["REFERENCE_GPU", "GpuFigure", "GpuModel", "load_gpu_models"]
 

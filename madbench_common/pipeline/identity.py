@@ -44,11 +44,11 @@ __all__ = ["accelerator", "adapter_sources", "cache_identity", "compute_dtype",
 
 _PACKAGE = "madbench_common"
 _NOT_HELPERS = frozenset({
-    "madbench_common", "madbench_common.errors", "madbench_common.types",
+    "madbench_common", "madbench_common.core.errors", "madbench_common.core.types",
     "madbench_common.roles", "madbench_common.registry", "madbench_common.weights",
     "madbench_common.weights_layout", "madbench_common.weights_pin",
-    "madbench_common.manifest", "madbench_common.rows", "madbench_common.store",
-    "madbench_common.s3client", "madbench_common.models", "madbench_common.reference",
+    "madbench_common.core.manifest", "madbench_common.rows", "madbench_common.core.store",
+    "madbench_common.core.s3client", "madbench_common.models", "madbench_common.reference",
     "madbench_common.models.tiny",
 })
 """Modules whose code does not shape a model's output: errors, type aliases, role

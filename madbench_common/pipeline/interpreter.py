@@ -25,7 +25,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from madbench_common.errors import ConfigError, MadbenchError
+from madbench_common.core.errors import ConfigError, MadbenchError
 from madbench_common.pipeline.graph import Stage
 from madbench_common.pipeline.stage import ShardResult
 

@@ -27,8 +27,8 @@ import uuid
 from dataclasses import dataclass
 from typing import Any
 
-from madbench_common.errors import RunLocked
-from madbench_common.store import RunStore
+from madbench_common.core.errors import RunLocked
+from madbench_common.core.store import RunStore
 
 __all__ = ["LEASE_SECONDS", "LOCK_KEY", "RunLease"]
 

@@ -7,7 +7,7 @@ stage's image instead, ``--workers`` containers at a time. Completed shards and 
 are skipped by their markers, so a killed run resumes where it stopped and produces
 the same manifests. One runner holds a run at a time
 (:class:`~madbench_common.pipeline.lease.RunLease`). A damaged object met on the way
-(:class:`~madbench_common.errors.ChecksumError`) has its shard recomputed
+(:class:`~madbench_common.core.errors.ChecksumError`) has its shard recomputed
 (:func:`~madbench_common.pipeline.repair.invalidate`) and the pass starts again; the
 run log (``_logs/run-*.json``) records per stage the shards executed, their peak
 RSS and the S3 retries.
@@ -32,7 +32,9 @@ from typing import TYPE_CHECKING, Any
 
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-from madbench_common.errors import ChecksumError, ConfigError
+from madbench_common.core.errors import ChecksumError, ConfigError
+from madbench_common.core.s3client import retries_since, retry_stats
+from madbench_common.core.store import RunStore, open_store
 from madbench_common.pipeline.graph import Graph, Stage
 from madbench_common.pipeline.lease import RunLease
 from madbench_common.pipeline.orphans import die_with_parent
@@ -48,8 +50,6 @@ from madbench_common.pipeline.stage import (
 )
 from madbench_common.pipeline.threads import pin_threads
 from madbench_common.pipeline.usage import peak_rss_bytes, reset_peak_rss
-from madbench_common.s3client import retries_since, retry_stats
-from madbench_common.store import RunStore, open_store
 
 if TYPE_CHECKING:
     from madbench_common.pipeline.container import ContainerEngine

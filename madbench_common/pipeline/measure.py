@@ -19,10 +19,10 @@ import json
 import platform
 from datetime import date
 
+from madbench_common.core.store import RunStore
 from madbench_common.pipeline.graph import Graph
 from madbench_common.pipeline.plan import Throughput
 from madbench_common.pipeline.stage import read_marker
-from madbench_common.store import RunStore
 
 __all__ = ["measure_run", "throughput_csv", "update_peaks"]
 

@@ -15,7 +15,7 @@ import difflib
 from collections.abc import Mapping
 from typing import Any
 
-from madbench_common.errors import ConfigError
+from madbench_common.core.errors import ConfigError
 from madbench_common.pipeline.graph import PROFILES, Graph, Stage
 
 __all__ = ["check_params", "check_stage_params", "valid_keys"]

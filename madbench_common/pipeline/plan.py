@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
 
-from madbench_common.errors import ConfigError
+from madbench_common.core.errors import ConfigError
 from madbench_common.pipeline.gpuplan import REFERENCE_GPU, GpuFigure, GpuModel, load_gpu_models
 from madbench_common.pipeline.graph import Graph, Stage
 

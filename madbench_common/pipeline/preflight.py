@@ -3,7 +3,7 @@
 ``madbench run`` and ``madbench deaf run`` call :func:`check_run` before any stage
 starts. For every stage that will run (not one already done with the same fingerprint)
 it collects what the stage's model(s) and the stage itself need, checks all of it, and
-raises one :class:`~madbench_common.errors.EnvironmentMissing` (exit 3) listing every
+raises one :class:`~madbench_common.core.errors.EnvironmentMissing` (exit 3) listing every
 missing thing — instead of stopping on the first, possibly hours into the run.
 
 What is checked, and where a stage runs decides how (:class:`Where`):
@@ -38,11 +38,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from madbench_common.errors import ConfigError, EnvironmentMissing, MadbenchError
+from madbench_common.core.errors import ConfigError, EnvironmentMissing, MadbenchError
+from madbench_common.core.store import RunStore
 from madbench_common.pipeline.graph import Graph, Stage
 from madbench_common.pipeline.stage import make_context, stage_done, stage_params
 from madbench_common.registry import REGISTRY
-from madbench_common.store import RunStore
 
 __all__ = ["Where", "check_run", "model_slugs", "pending_stages", "stage_problems"]
 

@@ -1,6 +1,6 @@
 """Recompute what a damaged object came from: the shard (or merge) that wrote it.
 
-A :class:`~madbench_common.errors.ChecksumError` names the key whose bytes no longer
+A :class:`~madbench_common.core.errors.ChecksumError` names the key whose bytes no longer
 match their sha256. :func:`invalidate` removes the markers that vouch for it, so the
 next pass of either backend recomputes exactly that shard (and re-merges its stage,
 which yields the same manifest bytes) instead of using the damaged object:
@@ -28,11 +28,11 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from madbench_common.errors import ChecksumError, ManifestError, StoreKeyError
+from madbench_common.core.errors import ChecksumError, ManifestError, StoreKeyError
+from madbench_common.core.store import RunStore
+from madbench_common.core.types import Key
 from madbench_common.pipeline.graph import Stage
 from madbench_common.pipeline.stage import load_impl, merged_manifest
-from madbench_common.store import RunStore
-from madbench_common.types import Key
 
 __all__ = ["invalidate", "manifest_intact"]
 

@@ -44,9 +44,8 @@ from typing import Any, ClassVar, Generic, TypeVar
 import numpy as np
 import pyarrow as pa
 
-from madbench_common.audio import read_wav_bytes, wav_bytes
-from madbench_common.errors import ChecksumError, ConfigError, InputRejected, ManifestError
-from madbench_common.manifest import (
+from madbench_common.core.errors import ChecksumError, ConfigError, InputRejected, ManifestError
+from madbench_common.core.manifest import (
     ManifestRow,
     Provenance,
     params_json,
@@ -55,14 +54,15 @@ from madbench_common.manifest import (
     write_manifest_bytes,
     write_table_bytes,
 )
+from madbench_common.core.s3client import retries_since, retry_stats
+from madbench_common.core.store import ObjectInfo, RunStore
+from madbench_common.core.types import Audio, Key
+from madbench_common.media.audio import read_wav_bytes, wav_bytes
 from madbench_common.pipeline.failures import blank_row, row_failure, stage_failure
 from madbench_common.pipeline.graph import Graph, Stage
 from madbench_common.pipeline.identity import stage_identity, unpinned_weights
 from madbench_common.pipeline.threads import math_threads, pin_threads
 from madbench_common.pipeline.usage import peak_rss_bytes, reset_peak_rss
-from madbench_common.s3client import retries_since, retry_stats
-from madbench_common.store import ObjectInfo, RunStore
-from madbench_common.types import Audio, Key
 
 __all__ = [
     "MapStage",
@@ -202,7 +202,7 @@ class MapStage(StageImpl[ROW]):
 
     What fails one item and what fails the stage is decided by
     :func:`~madbench_common.pipeline.failures.row_failure`: a missing tool, model or
-    weight (:class:`~madbench_common.errors.EnvironmentMissing`) is never quarantined,
+    weight (:class:`~madbench_common.core.errors.EnvironmentMissing`) is never quarantined,
     even when stage code wrapped it into :class:`InputRejected`: the shard fails and the
     CLI exits 3 with the reason, instead of "succeeding" with every row rejected.
     """
@@ -401,7 +401,7 @@ class ShardResult:
 def run_shard(ctx: StageContext, shard: int, num_shards: int) -> ShardResult:
     """Run one shard unless its marker exists; write rows, then the marker.
 
-    Whatever escapes is a :class:`~madbench_common.errors.MadbenchError` with the exit
+    Whatever escapes is a :class:`~madbench_common.core.errors.MadbenchError` with the exit
     code the README gives (:func:`~madbench_common.pipeline.failures.stage_failure`).
     """
     try:

@@ -15,13 +15,13 @@ from collections import Counter
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from madbench_common.errors import ChecksumError, MadbenchError
-from madbench_common.manifest import read_manifest_bytes
+from madbench_common.core.errors import ChecksumError, MadbenchError
+from madbench_common.core.manifest import read_manifest_bytes
+from madbench_common.core.store import RunStore
 from madbench_common.pipeline.graph import Graph, Stage
 from madbench_common.pipeline.repair import manifest_intact
 from madbench_common.pipeline.stage import load_impl, read_marker
 from madbench_common.rows import PerturbedRow
-from madbench_common.store import RunStore
 
 __all__ = ["QuarantineEntry", "RunStatus", "StageStatus", "collect_retries", "collect_status",
            "table_one"]

@@ -11,9 +11,9 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from madbench_common.core.store import RunStore, open_store
 from madbench_common.pipeline.graph import Graph, Stage
 from madbench_common.pipeline.stage import read_marker
-from madbench_common.store import RunStore, open_store
 
 __all__ = ["parse_failures", "write_exit_summary"]
 

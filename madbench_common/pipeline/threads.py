@@ -13,7 +13,7 @@ from __future__ import annotations
 import os
 import sys
 
-from madbench_common.errors import ConfigError
+from madbench_common.core.errors import ConfigError
 
 __all__ = ["math_threads", "pin_threads"]
 

@@ -30,7 +30,7 @@ from typing import Any
 
 import yaml
 
-from madbench_common.errors import ConfigError
+from madbench_common.core.errors import ConfigError
 
 __all__ = ["MADBENCH_PROMPTS", "PROMPT_DIR", "Option", "PromptFile", "Question",
            "load_prompt", "packaged_prompts", "prompts_markdown"]

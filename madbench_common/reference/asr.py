@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from madbench_common.audio import resample
+from madbench_common.core.types import Audio, Hertz
+from madbench_common.media.audio import resample
 from madbench_common.roles import Transcript
-from madbench_common.types import Audio, Hertz
 
 __all__ = ["PocketSphinxASR"]
 

@@ -41,6 +41,7 @@ import numpy as np
 import numpy.typing as npt
 from scipy.special import expit
 
+from madbench_common.core.types import Audio, Hertz
 from madbench_common.reference.encoders import (
     _HOP,
     _SR,
@@ -52,7 +53,6 @@ from madbench_common.reference.encoders import (
     _to_16k,
 )
 from madbench_common.roles import Embedding, Frames, InputSpec
-from madbench_common.types import Audio, Hertz
 
 __all__ = ["AVSyncDetector", "HFArtifactDetector", "ModulationDetector"]
 

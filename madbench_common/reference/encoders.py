@@ -30,8 +30,8 @@ import numpy.typing as npt
 from scipy.fft import dct
 from scipy.signal import resample_poly
 
+from madbench_common.core.types import Audio, Hertz
 from madbench_common.roles import Frames
-from madbench_common.types import Audio, Hertz
 
 __all__ = [
     "AVLfccEncoder",

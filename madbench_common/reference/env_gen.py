@@ -33,8 +33,10 @@ import numpy.typing as npt
 from scipy import fft as sp_fft
 from scipy.signal import butter, istft, sosfiltfilt, stft
 
-from madbench_common.audio import rms_dbfs
-from madbench_common.dsp import (
+from madbench_common.core.errors import ConfigError
+from madbench_common.core.types import Audio, Hertz, Seconds
+from madbench_common.media.audio import rms_dbfs
+from madbench_common.media.dsp import (
     analytic_subbands,
     band_noise,
     band_profile,
@@ -50,10 +52,8 @@ from madbench_common.dsp import (
     resonator_bank,
     smooth_random,
 )
-from madbench_common.errors import ConfigError
 from madbench_common.roles import Frames
 from madbench_common.taxonomy import assign_label, find_sounds, load_taxonomy
-from madbench_common.types import Audio, Hertz, Seconds
 
 __all__ = [
     "SOUND_RECIPES",

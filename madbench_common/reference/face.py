@@ -27,7 +27,7 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from madbench_common.compat import zip_strict
+from madbench_common.core.compat import zip_strict
 from madbench_common.roles import Frames
 
 __all__ = ["REGIONS", "HaarFaceCropper", "square_box"]
@@ -75,7 +75,7 @@ class HaarFaceCropper:
         path = f"{cv2.data.haarcascades}haarcascade_frontalface_default.xml"  # type: ignore[attr-defined]
         cascade = cv2.CascadeClassifier(path)
         if cascade.empty():
-            from madbench_common.errors import ConfigError
+            from madbench_common.core.errors import ConfigError
 
             raise ConfigError(f"{path}: Haar cascade missing (opencv-python-headless 4.x ships "
                               "it; 5.0 wheels dropped cv2/data)")

@@ -34,8 +34,8 @@ import numpy as np
 from scipy.ndimage import maximum_filter
 from scipy.signal import istft, stft
 
-from madbench_common.audio import resample
-from madbench_common.types import Audio, Hertz
+from madbench_common.core.types import Audio, Hertz
+from madbench_common.media.audio import resample
 
 __all__ = ["DeepFilterSeparator", "consistent_mask"]
 

@@ -16,8 +16,8 @@ from functools import cache
 import numpy as np
 import numpy.typing as npt
 
-from madbench_common.audio import resample
-from madbench_common.types import Audio, Hertz
+from madbench_common.core.types import Audio, Hertz
+from madbench_common.media.audio import resample
 
 __all__ = ["ResemblyzerEmbedder", "mel_power"]
 

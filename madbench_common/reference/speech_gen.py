@@ -48,8 +48,10 @@ from scipy.ndimage import uniform_filter1d
 from scipy.signal import istft, stft
 from scipy.signal.windows import hann
 
-from madbench_common.audio import resample, rms_dbfs
-from madbench_common.dsp import (
+from madbench_common.core.errors import ConfigError, EnvironmentMissing
+from madbench_common.core.types import Audio, Hertz, Seconds
+from madbench_common.media.audio import resample, rms_dbfs
+from madbench_common.media.dsp import (
     estimate_warp,
     f0_log_stats,
     f0_track,
@@ -64,9 +66,7 @@ from madbench_common.dsp import (
     world_analyse,
     world_synthesise,
 )
-from madbench_common.errors import ConfigError, EnvironmentMissing
 from madbench_common.speech_prep import GenerationReport
-from madbench_common.types import Audio, Hertz, Seconds
 
 __all__ = [
     "EspeakPsolaCrossTTS",

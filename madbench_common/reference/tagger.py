@@ -25,8 +25,8 @@ import numpy as np
 from scipy.ndimage import maximum_filter, median_filter, minimum_filter
 from scipy.signal import stft
 
-from madbench_common.audio import resample
-from madbench_common.types import Audio, Hertz
+from madbench_common.core.types import Audio, Hertz
+from madbench_common.media.audio import resample
 
 __all__ = ["TonalMusicTagger", "sustained_tone_share"]
 

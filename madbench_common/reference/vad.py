@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import numpy as np
 
-from madbench_common.audio import resample
-from madbench_common.compat import zip_strict
+from madbench_common.core.compat import zip_strict
+from madbench_common.core.types import Audio, Hertz
+from madbench_common.media.audio import resample
 from madbench_common.roles import Segment
-from madbench_common.types import Audio, Hertz
 
 __all__ = ["SileroVAD", "coverage"]
 

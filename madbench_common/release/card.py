@@ -28,8 +28,9 @@ from typing import Any
 
 import yaml
 
-from madbench_common.errors import ConfigError
-from madbench_common.manifest import read_manifest_bytes
+from madbench_common.core.errors import ConfigError
+from madbench_common.core.manifest import read_manifest_bytes
+from madbench_common.core.store import RunStore
 from madbench_common.pipeline.graph import Graph
 from madbench_common.pipeline.stage import make_context, read_marker
 from madbench_common.pipeline.status import collect_status, table_one
@@ -37,7 +38,6 @@ from madbench_common.registry import REGISTRY
 from madbench_common.release.export import SPLIT_NAMES
 from madbench_common.robustness.noise import load_noise_set
 from madbench_common.rows import ComponentRow, SampleRow, StemRow
-from madbench_common.store import RunStore
 
 __all__ = ["NONCOMMERCIAL", "CardInputs", "Component", "components", "dataset_card"]
 

@@ -36,14 +36,14 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import soundfile as sf
 
-from madbench_common.audio import read_wav_bytes
-from madbench_common.errors import ConfigError
-from madbench_common.manifest import read_manifest_bytes
+from madbench_common.core.errors import ConfigError
+from madbench_common.core.manifest import read_manifest_bytes
+from madbench_common.core.store import RunStore, Store, open_store
+from madbench_common.media.audio import read_wav_bytes
 from madbench_common.pipeline.definition import build_graph
 from madbench_common.pipeline.graph import Graph
 from madbench_common.pipeline.stage import read_marker
 from madbench_common.rows import PerturbedRow, SampleRow
-from madbench_common.store import RunStore, Store, open_store
 
 __all__ = ["SPLIT_NAMES", "ExportResult", "check_complete", "config_name", "export_run",
            "metadata_table"]

@@ -17,11 +17,11 @@ from typing import Any
 import numpy as np
 from scipy.signal import butter, sosfiltfilt
 
-from madbench_common.audio import resample
+from madbench_common.core.types import Audio, Hertz
+from madbench_common.media.audio import resample
+from madbench_common.media.transcode import decode_encoded, encode_audio
 from madbench_common.robustness.conditions import Condition, Step
 from madbench_common.robustness.noise import NoiseSet, mix_at_snr
-from madbench_common.transcode import decode_encoded, encode_audio
-from madbench_common.types import Audio, Hertz
 
 __all__ = ["apply_condition"]
 

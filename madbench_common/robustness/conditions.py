@@ -4,7 +4,7 @@ The packaged list (``madbench_common/data/robustness.yaml``) is the ``perturb`` 
 default; its header documents the steps. A user's list replaces it with
 ``--set perturb.conditions=@file.yaml`` (a YAML list, or a mapping with a ``conditions``
 list). Parsing refuses unknown steps and keys, duplicate names and bad values with a
-:class:`~madbench_common.errors.ConfigError` naming the condition, so a typo never runs
+:class:`~madbench_common.core.errors.ConfigError` naming the condition, so a typo never runs
 a different chain than the one written.
 """
 
@@ -17,8 +17,8 @@ from typing import Any
 
 import yaml
 
-from madbench_common.errors import ConfigError
-from madbench_common.transcode import CODECS, CodecSpec
+from madbench_common.core.errors import ConfigError
+from madbench_common.media.transcode import CODECS, CodecSpec
 
 __all__ = ["CLEAN", "Condition", "Step", "builtin_conditions", "parse_conditions"]
 

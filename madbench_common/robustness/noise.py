@@ -29,9 +29,9 @@ from pathlib import Path
 import numpy as np
 import soundfile as sf
 
-from madbench_common.audio import resample
-from madbench_common.errors import ConfigError
-from madbench_common.types import Audio, Hertz
+from madbench_common.core.errors import ConfigError
+from madbench_common.core.types import Audio, Hertz
+from madbench_common.media.audio import resample
 
 __all__ = ["BUILTIN", "NoiseFile", "NoiseSet", "load_noise_set", "mix_at_snr"]
 

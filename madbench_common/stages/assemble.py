@@ -1,7 +1,7 @@
 """Assembly stage: four variants per clip under three protocols, plus the scene-consistency set.
 
 Per clip (paper §3.5): R = ŝ + ê, S = s_fake + ê, E = ŝ + e_fake and Q = s_fake +
-e_fake, all through :func:`madbench_common.mix.mix_components` (source-relative
+e_fake, all through :func:`madbench_common.media.mix.mix_components` (source-relative
 levels; R is re-assembled through the same path, so codec and resampling traces are
 shared by every variant). S and Q share one fake speech component; E and Q share one
 fake environment. Protocols (§4.1):
@@ -56,15 +56,15 @@ from pathlib import Path
 
 import numpy as np
 
-from madbench_common.compat import zip_strict
-from madbench_common.mix import Mix, fit_track, mix_components
-from madbench_common.mux import MuxResult, remux_with_audio
+from madbench_common.core.compat import zip_strict
+from madbench_common.core.types import Audio
+from madbench_common.media.mix import Mix, fit_track, mix_components
+from madbench_common.media.mux import MuxResult, remux_with_audio
 from madbench_common.pipeline.stage import StageImpl
 from madbench_common.rows import ComponentRow, SampleRow
 from madbench_common.stages.clips import ClipInputs, fetch_video, load_clip_inputs
 from madbench_common.stages.swaps import SwapClip, pick_env_donors
 from madbench_common.taxonomy import load_taxonomy
-from madbench_common.types import Audio
 
 __all__ = ["PROTOCOLS", "SC_PROTOCOL", "AssembleStage", "Selection", "render_track",
            "select_components", "track_fit"]
@@ -181,7 +181,7 @@ def select_components(clips: dict[str, ClipInputs], components: Sequence[Compone
 
 
 def track_fit(length: int, n: int) -> str:
-    """How :func:`~madbench_common.mix.fit_track` brings ``length`` samples to ``n``."""
+    """How :func:`~madbench_common.media.mix.fit_track` brings ``length`` samples to ``n``."""
     return "exact" if length == n else ("trim" if length > n else "loop")
 
 

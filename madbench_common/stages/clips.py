@@ -21,9 +21,10 @@ from typing import Any
 
 import numpy as np
 
-from madbench_common.compat import zip_strict
-from madbench_common.dsp import n_samples
-from madbench_common.errors import ConfigError, InputRejected
+from madbench_common.core.compat import zip_strict
+from madbench_common.core.errors import ConfigError, InputRejected
+from madbench_common.core.types import Audio, Hertz
+from madbench_common.media.dsp import n_samples
 from madbench_common.pipeline.stage import MapStage, StageContext
 from madbench_common.registry import load_model
 from madbench_common.rows import (
@@ -34,7 +35,6 @@ from madbench_common.rows import (
     SplitRow,
     StemRow,
 )
-from madbench_common.types import Audio, Hertz
 
 __all__ = [
     "ClipInputs",

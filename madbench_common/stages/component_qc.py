@@ -58,11 +58,12 @@ from typing import Any
 
 import numpy as np
 
-from madbench_common.audio import rms_dbfs
-from madbench_common.compat import zip_strict
-from madbench_common.dsp import n_samples
-from madbench_common.errors import InputRejected
-from madbench_common.manifest import Provenance
+from madbench_common.core.compat import zip_strict
+from madbench_common.core.errors import InputRejected
+from madbench_common.core.manifest import Provenance
+from madbench_common.core.types import Audio
+from madbench_common.media.audio import rms_dbfs
+from madbench_common.media.dsp import n_samples
 from madbench_common.pipeline.stage import MapStage
 from madbench_common.reference.vad import coverage
 from madbench_common.registry import load_model
@@ -76,7 +77,6 @@ from madbench_common.stages.source_qc import (
     word_recall,
 )
 from madbench_common.taxonomy import load_taxonomy
-from madbench_common.types import Audio
 
 __all__ = ["ComponentQCStage", "english_like", "qc_verdict", "word_error_rate"]
 

@@ -14,11 +14,11 @@ from __future__ import annotations
 
 from typing import Any
 
-from madbench_common.dsp import fit_length
-from madbench_common.mux import sample_frames
+from madbench_common.core.types import Audio
+from madbench_common.media.dsp import fit_length
+from madbench_common.media.mux import sample_frames
 from madbench_common.rows import ComponentRow
 from madbench_common.stages.clips import PlannedComponentStage, component_seed, fetch_video
-from madbench_common.types import Audio
 
 __all__ = ["EnvGenStage"]
 

@@ -21,11 +21,11 @@ import numpy as np
 import pandas as pd
 from scipy.special import expit
 
-from madbench_common.compat import zip_strict
+from madbench_common.core.compat import zip_strict
+from madbench_common.core.manifest import rows_to_frame
 from madbench_common.eval.runner import FeatureSet, GroupScores
 from madbench_common.eval.suite import EvalConfig, EvalResult, ModelInfo, run_evaluation
 from madbench_common.eval.tables import GROUP_TITLES
-from madbench_common.manifest import rows_to_frame
 from madbench_common.pipeline.stage import StageImpl
 from madbench_common.rows import FeatureRow, PerturbedRow, SampleRow, ScoreRow
 

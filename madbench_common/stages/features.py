@@ -32,7 +32,7 @@ from typing import Any
 import numpy as np
 
 from madbench_common.eval.tasks import SC_PROTOCOL
-from madbench_common.mux import sample_frames, video_digest
+from madbench_common.media.mux import sample_frames, video_digest
 from madbench_common.pipeline.failures import row_failure
 from madbench_common.pipeline.stage import StageImpl
 from madbench_common.registry import load_model

@@ -3,7 +3,7 @@
 Rejects, with a reason per file: ``missing``, ``empty``, ``unreadable``,
 ``truncated``, ``no_audio``, ``no_video``, ``silent``, ``too_short``, ``too_long``,
 ``duplicate_clip_id``, the bounds of untrusted media
-(:mod:`madbench_common.media_guard`): ``file_too_large``, ``unsupported_container``,
+(:mod:`madbench_common.media.guard`): ``file_too_large``, ``unsupported_container``,
 ``too_many_streams``, ``resolution_too_high``, ``video_size_invalid``,
 ``too_many_frames``, ``decode_timeout``, ``decode_memory``, ``decode_crashed``,
 ``not_a_file``; what the listing found wrong with a row (:mod:`madbench_common.sources`):
@@ -36,9 +36,9 @@ from typing import Any
 import av
 import numpy as np
 
-from madbench_common.audio import MediaInfo, rms_dbfs
-from madbench_common.errors import ConfigError, InputRejected
-from madbench_common.media_guard import DecodedSource, MediaLimits, decode_stem, decode_untrusted
+from madbench_common.core.errors import ConfigError, InputRejected
+from madbench_common.media.audio import MediaInfo, rms_dbfs
+from madbench_common.media.guard import DecodedSource, MediaLimits, decode_stem, decode_untrusted
 from madbench_common.pipeline.stage import MapStage
 from madbench_common.rows import SourceRow
 from madbench_common.sources import (

@@ -40,7 +40,7 @@ from functools import cached_property
 from typing import Any
 
 from madbench_common.eval.tasks import CORE_TASKS, SC_PROTOCOL, VARIANTS
-from madbench_common.mux import sample_frames
+from madbench_common.media.mux import sample_frames
 from madbench_common.omni.ask import Media, Outcome, ask
 from madbench_common.omni.cache import ResponseCache
 from madbench_common.pipeline.failures import row_failure

@@ -27,8 +27,8 @@ from functools import cached_property
 
 import numpy as np
 
-from madbench_common.compat import zip_strict
-from madbench_common.dsp import f0_track
+from madbench_common.core.compat import zip_strict
+from madbench_common.media.dsp import f0_track
 from madbench_common.pipeline.stage import StageImpl
 from madbench_common.rows import PairRow
 from madbench_common.stages.clips import ClipInputs, load_clip_inputs

@@ -5,7 +5,7 @@ test clip of ``assemble``'s samples (all protocols, scene consistency included),
 distinct audio track (a clip's R track serves all of its protocols) is run through every
 condition of the ``conditions`` parameter (:mod:`madbench_common.robustness`; default the
 packaged ``madbench_common/data/robustness.yaml``) and muxed beside the clip's untouched
-video stream, as ``assemble`` muxes the clean track (:func:`~madbench_common.mux.
+video stream, as ``assemble`` muxes the clean track (:func:`~madbench_common.media.mux.
 remux_with_audio`: video packets copied byte for byte, AAC audio). Every sample of the
 track gets one :class:`~madbench_common.rows.PerturbedRow` per condition, with the clean
 sample's labels and split, ``sample_id = <clean id>@<condition>`` and the condition's
@@ -32,13 +32,13 @@ from functools import cached_property
 from pathlib import Path
 from typing import Any
 
-from madbench_common.mux import remux_with_audio
+from madbench_common.core.types import Audio
+from madbench_common.media.mux import remux_with_audio
 from madbench_common.pipeline.stage import StageImpl
 from madbench_common.robustness.chain import apply_condition
 from madbench_common.robustness.conditions import Condition, parse_conditions
 from madbench_common.robustness.noise import BUILTIN, NoiseSet, load_noise_set
 from madbench_common.rows import PerturbedRow, SampleRow
-from madbench_common.types import Audio
 
 __all__ = ["PerturbStage", "perturbed_row"]
 

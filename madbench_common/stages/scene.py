@@ -13,8 +13,8 @@ from __future__ import annotations
 
 from functools import cached_property
 
-from madbench_common.errors import ConfigError, InputRejected
-from madbench_common.mux import sample_frames
+from madbench_common.core.errors import ConfigError, InputRejected
+from madbench_common.media.mux import sample_frames
 from madbench_common.pipeline.stage import MapStage
 from madbench_common.registry import load_model
 from madbench_common.roles import SceneLabeller

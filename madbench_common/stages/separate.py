@@ -15,8 +15,8 @@ from typing import Any
 
 import numpy as np
 
-from madbench_common.audio import si_sdr
-from madbench_common.errors import InputRejected
+from madbench_common.core.errors import InputRejected
+from madbench_common.media.audio import si_sdr
 from madbench_common.pipeline.stage import MapStage
 from madbench_common.registry import load_model
 from madbench_common.roles import SeparatedSpeech, Separator

@@ -54,8 +54,8 @@ from typing import Any
 
 import numpy as np
 
-from madbench_common.audio import rms_dbfs
-from madbench_common.errors import InputRejected
+from madbench_common.core.errors import InputRejected
+from madbench_common.media.audio import rms_dbfs
 from madbench_common.pipeline.stage import MapStage
 from madbench_common.reference.vad import coverage
 from madbench_common.registry import load_model

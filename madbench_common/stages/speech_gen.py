@@ -4,19 +4,19 @@ Same-identity TTS re-speaks the source transcript in the source speaker's voice 
 as reference); cross-identity TTS speaks it in the paired target speaker's voice;
 voice conversion converts ŝ towards the target. The generator is asked for exactly
 the source's speech duration (the summed source speech regions) and the result is
-fitted into those regions (:func:`madbench_common.dsp.place_in_regions`): every
+fitted into those regions (:func:`madbench_common.media.dsp.place_in_regions`): every
 non-speech region of the fake track is digital silence, and the track is exactly
 as long as the source clip.
 """
 
 from __future__ import annotations
 
-from madbench_common.dsp import place_in_regions
-from madbench_common.errors import InputRejected
+from madbench_common.core.errors import InputRejected
+from madbench_common.core.types import Audio
+from madbench_common.media.dsp import place_in_regions
 from madbench_common.roles import SpeechGenerator
 from madbench_common.rows import ComponentRow
 from madbench_common.stages.clips import PlannedComponentStage, component_seed, speech_active
-from madbench_common.types import Audio
 
 __all__ = ["SpeechGenStage", "generate_speech", "reference_text"]
 

@@ -15,7 +15,7 @@ from functools import cached_property
 import numpy as np
 from sklearn.cluster import AgglomerativeClustering
 
-from madbench_common.compat import zip_strict
+from madbench_common.core.compat import zip_strict
 from madbench_common.pipeline.stage import StageImpl
 from madbench_common.registry import load_model
 from madbench_common.roles import SpeakerEmbedder

@@ -45,7 +45,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from madbench_common.compat import zip_strict
+from madbench_common.core.compat import zip_strict
 from madbench_common.taxonomy import Taxonomy
 
 __all__ = ["DONOR_RULES", "SC_CONDITIONS", "SwapClip", "donor_allowed", "pick_env_donors"]

@@ -6,11 +6,11 @@ from pathlib import Path
 
 import pytest
 
+from madbench_common.core.store import RunStore, open_store
 from madbench_common.faultsuite import demo_sources
 from madbench_common.pipeline.definition import build_graph
 from madbench_common.pipeline.eval_models import REFERENCE_MODELS
 from madbench_common.pipeline.local import LocalRunner, RunOptions
-from madbench_common.store import RunStore, open_store
 
 DEMO = Path(__file__).resolve().parents[2] / "data" / "demo"
 CLIPS = ("demo_002", "demo_003", "demo_004", "demo_007", "demo_011", "demo_027")

@@ -5,8 +5,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from madbench_common.audio import rms_dbfs
-from madbench_common.dsp import (
+from madbench_common.media.audio import rms_dbfs
+from madbench_common.media.dsp import (
     band_noise,
     erb_filterbank,
     estimate_warp,

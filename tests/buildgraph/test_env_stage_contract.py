@@ -9,13 +9,13 @@ from typing import Any
 
 import numpy as np
 
+from madbench_common.core.store import RunStore, open_store
 from madbench_common.models.env_common import FrameRequest
 from madbench_common.pipeline.definition import build_graph
 from madbench_common.pipeline.stage import StageContext
 from madbench_common.rows import ComponentRow
 from madbench_common.stages.clips import component_seed
 from madbench_common.stages.env_gen import EnvGenStage
-from madbench_common.store import RunStore, open_store
 from madbench_common.taxonomy import build_prompt
 
 

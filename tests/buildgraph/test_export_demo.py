@@ -11,15 +11,15 @@ import pyarrow.parquet as pq
 import pytest
 import yaml
 
-from madbench_common.audio import read_wav_bytes
 from madbench_common.cli import main
-from madbench_common.errors import ConfigError
-from madbench_common.manifest import read_manifest_bytes
-from madbench_common.mux import video_packets
+from madbench_common.core.errors import ConfigError
+from madbench_common.core.manifest import read_manifest_bytes
+from madbench_common.core.store import FileStore, RunStore
+from madbench_common.media.audio import read_wav_bytes
+from madbench_common.media.mux import video_packets
 from madbench_common.release.card import NONCOMMERCIAL, Component, _licence_section
 from madbench_common.release.export import export_run
 from madbench_common.rows import ComponentRow, SampleRow
-from madbench_common.store import FileStore, RunStore
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(2400)]  # the fixture builds the graph
 
@@ -140,7 +140,7 @@ def test_incomplete_runs_are_refused(demo_build: RunStore, tmp_path: Path) -> No
 
 @pytest.mark.s3
 def test_export_to_s3(demo_build: RunStore, s3_uri: str) -> None:
-    from madbench_common.store import open_store
+    from madbench_common.core.store import open_store
 
     store = _store(demo_build)
     result = export_run(store, demo_build.run_id, s3_uri, robustness=False)

@@ -5,8 +5,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from madbench_common.audio import rms_dbfs
-from madbench_common.mix import fit_track, level_gain_db, mix_components
+from madbench_common.media.audio import rms_dbfs
+from madbench_common.media.mix import fit_track, level_gain_db, mix_components
 
 
 def _noise(n: int, level_db: float, seed: int) -> np.ndarray:

@@ -8,8 +8,8 @@ import numpy as np
 import pytest
 from media import make_clip, speechlike
 
-from madbench_common.audio import decode_audio, probe
-from madbench_common.mux import remux_with_audio, sample_frames, video_packets
+from madbench_common.media.audio import decode_audio, probe
+from madbench_common.media.mux import remux_with_audio, sample_frames, video_packets
 
 DEMO = Path(__file__).resolve().parents[2] / "data" / "demo" / "clips"
 

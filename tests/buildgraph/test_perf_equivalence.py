@@ -13,16 +13,16 @@ import pytest
 from scipy.ndimage import median_filter
 from scipy.signal import hilbert
 
-from madbench_common.audio import decode_audio
-from madbench_common.compat import zip_strict
-from madbench_common.dsp import (
+from madbench_common.core.compat import zip_strict
+from madbench_common.media.audio import decode_audio
+from madbench_common.media.dsp import (
     _MOD_EDGES,
     analytic_subbands,
     erb_filterbank,
     impose_envelope_stats,
     modulation_power,
 )
-from madbench_common.mux import sample_frames, video_digest
+from madbench_common.media.mux import sample_frames, video_digest
 from madbench_common.reference import env_gen, tagger
 from madbench_common.reference.encoders import AVStatsEncoder, LogMelStatsEncoder, _motion
 

@@ -7,7 +7,7 @@ from types import SimpleNamespace
 
 import numpy as np
 
-from madbench_common.manifest import Provenance
+from madbench_common.core.manifest import Provenance
 from madbench_common.pipeline.definition import build_graph
 from madbench_common.rows import SceneRow, SourceQCRow, SourceRow, SplitRow, StemRow
 from madbench_common.stages.clips import ClipInputs

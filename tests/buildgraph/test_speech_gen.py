@@ -10,9 +10,9 @@ import numpy as np
 import pytest
 import soundfile as sf
 
-from madbench_common.audio import resample
-from madbench_common.dsp import f0_log_stats, f0_track, mean_log_envelope, world_analyse
-from madbench_common.errors import ConfigError
+from madbench_common.core.errors import ConfigError
+from madbench_common.media.audio import resample
+from madbench_common.media.dsp import f0_log_stats, f0_track, mean_log_envelope, world_analyse
 from madbench_common.reference import speech_gen as sg
 from madbench_common.roles import Model
 

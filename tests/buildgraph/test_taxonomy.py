@@ -8,7 +8,7 @@ import json
 import numpy as np
 import pytest
 
-from madbench_common.errors import ConfigError
+from madbench_common.core.errors import ConfigError
 from madbench_common.reference.scene import CaptionHintLabeller
 from madbench_common.roles import Model
 from madbench_common.taxonomy import (

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from madbench_common.cli import main
-from madbench_common.errors import ConfigError
+from madbench_common.core.errors import ConfigError
 from madbench_common.taxonomy import load_taxonomy
 from madbench_common.taxonomy_propose import captions_for_taxonomy, propose_taxonomy
 

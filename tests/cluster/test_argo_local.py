@@ -25,7 +25,7 @@ from madbench_common.cluster.argo_local import (
     parse_quantity,
     substitute,
 )
-from madbench_common.errors import ConfigError
+from madbench_common.core.errors import ConfigError
 from madbench_common.pipeline.argo import RUN_ID, parse_failures
 
 _SC = {"allowPrivilegeEscalation": False, "readOnlyRootFilesystem": True,

@@ -31,7 +31,7 @@ from madbench_common.cluster.rehearse import (
     workflow_params,
 )
 from madbench_common.cluster.sandbox import STUB_PORT
-from madbench_common.errors import ConfigError
+from madbench_common.core.errors import ConfigError
 from madbench_common.pipeline.definition import build_graph
 
 ROOT = Path(__file__).resolve().parents[2]

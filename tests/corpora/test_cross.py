@@ -9,10 +9,10 @@ import pytest
 from eval.test_feature_stage import _put_samples
 
 from madbench_common.cli import main
+from madbench_common.core.store import FileStore, RunStore
 from madbench_common.corpora import load_corpus
 from madbench_common.corpora.cross import cross_evaluate, direction_tasks
 from madbench_common.eval.suite import EvalConfig
-from madbench_common.store import FileStore, RunStore
 
 from . import layouts
 

@@ -6,8 +6,8 @@ from pathlib import Path
 
 import pytest
 
+from madbench_common.core.errors import ConfigError
 from madbench_common.corpora import load_corpus
-from madbench_common.errors import ConfigError
 
 from . import layouts
 

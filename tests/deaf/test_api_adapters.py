@@ -9,7 +9,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from madbench_common.errors import ConfigError
+from madbench_common.core.errors import ConfigError
 from madbench_common.models.api_stub import STUB_KEY, Fault, stub_server
 from madbench_common.models.elevenlabs import ElevenLabsTTS
 from madbench_common.models.gemini import Gemini3Flash, Gemini25Flash

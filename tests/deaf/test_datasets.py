@@ -10,10 +10,10 @@ import numpy as np
 import pytest
 import soundfile as sf
 
+from madbench_common.core.errors import ConfigError
+from madbench_common.core.store import S3Store
 from madbench_common.deaf.envlib import library_entries, load_background
 from madbench_common.deaf.sentences import read_emis_clips, read_emis_sentences
-from madbench_common.errors import ConfigError
-from madbench_common.store import S3Store
 
 
 def _wav(seconds: float, sr: int, f0: float) -> bytes:

@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pytest
 
+from madbench_common.core.errors import ConfigError
 from madbench_common.deaf.design import (
     CROSS_CATEGORY,
     ENVIRONMENTS,
@@ -24,7 +25,6 @@ from madbench_common.deaf.sentences import (
     select_subset,
 )
 from madbench_common.deaf.trials import build_trials, sic_conflict_attrs
-from madbench_common.errors import ConfigError
 
 SENTENCES = committed_sentences()
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 
+from madbench_common.core.errors import ConfigError
 from madbench_common.deaf.judge import (
     LLMJudge,
     RuleJudge,
@@ -14,7 +15,6 @@ from madbench_common.deaf.judge import (
 )
 from madbench_common.deaf.prompts import load_judge_prompt
 from madbench_common.deaf.rows import TrialRow
-from madbench_common.errors import ConfigError
 from madbench_common.models.api_stub import STUB_KEY, stub_server
 from madbench_common.models.openai_compat import ChatClient
 

@@ -10,6 +10,8 @@ from pathlib import Path
 import pytest
 
 from madbench_common.cli import main
+from madbench_common.core.manifest import read_manifest_bytes
+from madbench_common.core.store import RunStore, open_store
 from madbench_common.deaf.graph import PAPER_MODELS, build_deaf_graph
 from madbench_common.deaf.rows import (
     AnswerRow,
@@ -19,9 +21,7 @@ from madbench_common.deaf.rows import (
     TrialRow,
     VerdictRow,
 )
-from madbench_common.manifest import read_manifest_bytes
 from madbench_common.pipeline.stage import read_marker
-from madbench_common.store import RunStore, open_store
 
 SENTENCES = """sentence_id,conflict,subdim,condition,label,text
 e1,esc,,explicit,happy,I am so happy that you came to see me.

@@ -5,14 +5,14 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from madbench_common.audio import rms_dbfs
+from madbench_common.core.errors import ConfigError
 from madbench_common.deaf.design import ENVIRONMENTS
 from madbench_common.deaf.envlib import library_entries, load_background, loop_to, mix_at_snr
 from madbench_common.deaf.prosody import ReferenceEmotionTTSB
 from madbench_common.deaf.stages_stimuli import repo_library
 from madbench_common.deaf.voices import ReferenceVoices
-from madbench_common.dsp import f0_track
-from madbench_common.errors import ConfigError
+from madbench_common.media.audio import rms_dbfs
+from madbench_common.media.dsp import f0_track
 
 TEXT = "The meeting has been moved to the afternoon."
 

@@ -10,10 +10,10 @@ import pandas as pd
 import pytest
 
 from madbench_common.cli import main
-from madbench_common.errors import ConfigError
+from madbench_common.core.errors import ConfigError
+from madbench_common.core.manifest import write_manifest_bytes
 from madbench_common.eval.byom import run_byom
 from madbench_common.eval.suite import EvalConfig
-from madbench_common.manifest import write_manifest_bytes
 from madbench_common.rows import SampleRow
 
 from .eval_synth import make_samples

@@ -9,7 +9,7 @@ import pandas as pd
 import pytest
 
 from madbench_common.cli import main
-from madbench_common.errors import ConfigError
+from madbench_common.core.errors import ConfigError
 from madbench_common.eval.compare import compare_runs
 from madbench_common.eval.report import render_markdown, write_report
 from madbench_common.eval.runner import FeatureSet

@@ -11,8 +11,8 @@ from pathlib import Path
 import numpy as np
 import numpy.typing as npt
 
-from madbench_common.audio import resample
-from madbench_common.types import Audio
+from madbench_common.core.types import Audio
+from madbench_common.media.audio import resample
 
 DEMO = Path(__file__).resolve().parents[2] / "data" / "demo"
 
@@ -30,6 +30,6 @@ def demo_env(clip: str = "demo_001", seconds: float = 1.5, rate: int = 16000) ->
 def demo_frames(clip: str = "demo_001", fps: float = 8.0, size: int = 112,
                 max_frames: int = 16) -> tuple[npt.NDArray[np.uint8], float]:
     """Frames of a demo video as the pipeline samples them (:func:`sample_frames`)."""
-    from madbench_common.mux import sample_frames
+    from madbench_common.media.mux import sample_frames
 
     return sample_frames(DEMO / "clips" / f"{clip}.mp4", fps, size, max_frames)

@@ -14,9 +14,9 @@ from pathlib import Path
 import numpy as np
 import soundfile as sf
 
-from madbench_common.compat import zip_strict
-from madbench_common.dsp import n_samples, place_in_regions
-from madbench_common.types import Audio
+from madbench_common.core.compat import zip_strict
+from madbench_common.core.types import Audio
+from madbench_common.media.dsp import n_samples, place_in_regions
 
 __all__ = ["RATE", "SpeechCase", "assert_placed", "demo_case"]
 

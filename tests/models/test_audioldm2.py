@@ -73,7 +73,7 @@ def test_ata_sdedit_runs_the_partial_schedule_on_the_source(root: Path) -> None:
 
 
 def test_ata_refuses_without_source(root: Path) -> None:
-    from madbench_common.errors import ConfigError
+    from madbench_common.core.errors import ConfigError
 
     with pytest.raises(ConfigError, match="source env"):
         AudioLDM2ATA(root=str(root), device="cpu").generate(sample_rate=16000, duration=1.0,

@@ -15,7 +15,7 @@ if importlib.util.find_spec("transformer_component") is None:
 pytest.importorskip("librosa", reason="run make adapter-test IMAGE=det-av-anomaly")
 
 
-from madbench_common.errors import ConfigError
+from madbench_common.core.errors import ConfigError
 from madbench_common.models.av_anomaly import FILES, AvAnomalyDetector, build_models
 from madbench_common.models.tiny.det import av_anomaly
 from madbench_common.weights import load_spec

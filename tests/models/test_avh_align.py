@@ -14,7 +14,7 @@ if importlib.util.find_spec("avhubert") is None or importlib.util.find_spec("fai
     pytest.skip("run make adapter-test IMAGE=det-avh-align", allow_module_level=True)
 
 
-from madbench_common.errors import ConfigError
+from madbench_common.core.errors import ConfigError
 from madbench_common.models.av_prep import at_fps
 from madbench_common.models.avh_align import FUSION, AvhAlignDetector, audio_features
 from madbench_common.models.tiny.det import avh_align

@@ -24,7 +24,7 @@ if not tf.__version__.startswith("4.45"):
     pytest.skip("needs transformers 4.45: run make adapter-test IMAGE=omni-baichuan15",
                 allow_module_level=True)
 
-from madbench_common.errors import ConfigError  # noqa: E402
+from madbench_common.core.errors import ConfigError  # noqa: E402
 from madbench_common.models._omni_hf import TINY_MARKER  # noqa: E402
 from madbench_common.models._remote import install_remote_shims  # noqa: E402
 from madbench_common.models.baichuan_omni import (  # noqa: E402

@@ -16,7 +16,7 @@ if importlib.util.find_spec("model") is None:
                 allow_module_level=True)
 
 
-from madbench_common.errors import ConfigError
+from madbench_common.core.errors import ConfigError
 from madbench_common.models.batfd import AUDIO_PAD, FRAMES, BatfdPlusDetector
 from madbench_common.models.tiny.det import batfd
 

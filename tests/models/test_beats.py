@@ -11,7 +11,7 @@ import pytest
 pytest.importorskip("BEATs", reason="run make adapter-test IMAGE=audio-torch (unilm beats/)")
 
 
-from madbench_common.errors import ConfigError
+from madbench_common.core.errors import ConfigError
 from madbench_common.models.beats import BeatsEncoder
 
 from .tiny import demo_audio

@@ -11,7 +11,7 @@ import pytest
 pytest.importorskip("torchaudio", reason="run make adapter-test IMAGE=enc-cavmae-sync")
 
 
-from madbench_common.errors import ConfigError
+from madbench_common.core.errors import ConfigError
 from madbench_common.models.cavmae_sync import (
     CavMaeSyncEncoder,
     segment,

@@ -18,7 +18,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from madbench_common.errors import ConfigError
+from madbench_common.core.errors import ConfigError
 from madbench_common.models.df_arena import (
     NB_SAMP,
     REPO,

@@ -19,7 +19,7 @@ if not hasattr(tf, "Gemma4ForConditionalGeneration"):
     pytest.skip("transformers < 5.5 has no Gemma 4: run make adapter-test IMAGE=omni-qwen25omni",
                 allow_module_level=True)
 
-from madbench_common.errors import ConfigError  # noqa: E402
+from madbench_common.core.errors import ConfigError  # noqa: E402
 from madbench_common.models.gemma4 import Gemma4Omni  # noqa: E402
 from madbench_common.models.tiny.omni import install_tiny_gemma4  # noqa: E402
 

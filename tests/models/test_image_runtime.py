@@ -22,7 +22,7 @@ def test_stage_runtime_imports(module: str) -> None:
 
 
 def test_manifest_round_trip() -> None:
-    from madbench_common.manifest import read_manifest_bytes, write_manifest_bytes
+    from madbench_common.core.manifest import read_manifest_bytes, write_manifest_bytes
 
     rows = [ComponentRow(component_id="c.env_t2a_a", clip_id="c", component="env",
                          gen_seed=3, gen_settings='{"fit": "exact"}')]

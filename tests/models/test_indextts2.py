@@ -119,7 +119,7 @@ def test_normaliser_grammars_are_checked_before_loading(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """A grammar missing on a read-only root is exit 3 naming the file; where the folder is
     writable upstream builds it; the venv's grammars (built by the loads above) are whole."""
-    from madbench_common.errors import EnvironmentMissing
+    from madbench_common.core.errors import EnvironmentMissing
     from madbench_common.models.indextts2 import check_normalizer_cache, normalizer_grammars
 
     grammar = tmp_path / "indextts" / "utils" / "tagger_cache" / "zh_tn_tagger.fst"

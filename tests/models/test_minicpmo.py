@@ -23,7 +23,7 @@ torch = pytest.importorskip("torch", reason="run make adapter-test IMAGE=omni-mi
 tf = pytest.importorskip("transformers", reason="run make adapter-test IMAGE=omni-minicpmo45")
 pytest.importorskip("PIL", reason="run make adapter-test IMAGE=omni-minicpmo45")
 
-from madbench_common.errors import ConfigError  # noqa: E402
+from madbench_common.core.errors import ConfigError  # noqa: E402
 from madbench_common.models._omni_hf import option_logprobs  # noqa: E402
 from madbench_common.models._remote import first_step_logits  # noqa: E402
 from madbench_common.models.minicpmo import MiniCPMo45, messages  # noqa: E402

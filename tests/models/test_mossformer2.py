@@ -15,8 +15,8 @@ import pytest
 import soundfile as sf
 import yaml
 
-from madbench_common.audio import decode_audio, resample
-from madbench_common.errors import ConfigError
+from madbench_common.core.errors import ConfigError
+from madbench_common.media.audio import decode_audio, resample
 from madbench_common.models import mossformer2 as mf2
 from madbench_common.weights import WeightsMissing
 

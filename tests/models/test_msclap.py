@@ -12,7 +12,7 @@ import pytest
 pytest.importorskip("msclap", reason="run make adapter-test IMAGE=enc-msclap")
 
 
-from madbench_common.errors import ConfigError
+from madbench_common.core.errors import ConfigError
 from madbench_common.models.msclap import MsClapEncoder, windows
 
 from .tiny import demo_audio

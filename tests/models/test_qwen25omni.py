@@ -17,7 +17,7 @@ if not hasattr(tf, "Qwen2_5OmniProcessor"):
     pytest.skip("transformers without Qwen2.5-Omni: run make adapter-test IMAGE=omni-qwen25omni",
                 allow_module_level=True)
 
-from madbench_common.errors import ConfigError  # noqa: E402
+from madbench_common.core.errors import ConfigError  # noqa: E402
 from madbench_common.models.qwen25omni import QwenOmni  # noqa: E402
 from madbench_common.models.tiny.omni import install_tiny_qwen25omni  # noqa: E402
 

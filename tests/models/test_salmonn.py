@@ -17,7 +17,7 @@ import pytest
 
 pytest.importorskip("peft", reason="run make adapter-test IMAGE=deaf-salmonn")
 
-from madbench_common.errors import ConfigError
+from madbench_common.core.errors import ConfigError
 from madbench_common.models import salmonn
 from madbench_common.models.tiny import salmonn as tiny
 from madbench_common.registry import REGISTRY

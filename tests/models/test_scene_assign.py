@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from madbench_common.errors import ConfigError
+from madbench_common.core.errors import ConfigError
 from madbench_common.models.qwen25vl import Qwen25VLSceneLabeller, assign_prompt, parse_label
 from madbench_common.taxonomy import load_taxonomy
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from madbench_common.audio import resample
+from madbench_common.media.audio import resample
 from madbench_common.speech_prep import (
     GenerationFailed,
     check_text,

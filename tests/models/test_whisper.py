@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from madbench_common.audio import resample
+from madbench_common.media.audio import resample
 from madbench_common.models.whisper import REPO, REVISION, no_speech_probability, word_coverage
 from madbench_common.weights import WeightsMissing
 from tests.models._qc import VENV, demo_mixture

@@ -15,7 +15,7 @@ if importlib.util.find_spec("mamba_blocks") is None:  # importing it needs the r
 pytest.importorskip("transformers", reason="run make adapter-test IMAGE=det-xlsr-mamba")
 
 
-from madbench_common.errors import ConfigError
+from madbench_common.core.errors import ConfigError
 from madbench_common.models.tiny.det import XLSR_MAMBA_TINY, hf_to_fairseq, xlsr_mamba
 from madbench_common.models.xlsr_mamba import (
     NB_SAMP,

@@ -7,7 +7,7 @@ from pathlib import Path
 import numpy as np
 import soundfile as sf
 
-from madbench_common.mux import sample_frames
+from madbench_common.media.mux import sample_frames
 from madbench_common.roles import Frames
 from madbench_common.weights import install_local_snapshot
 

@@ -14,7 +14,7 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
-from madbench_common.errors import ConfigError  # noqa: E402
+from madbench_common.core.errors import ConfigError  # noqa: E402
 from madbench_common.models._remote import (  # noqa: E402
     first_step_logits,
     flash_attn_varlen_sdpa,

@@ -15,8 +15,8 @@ from collections.abc import Sequence
 
 import numpy as np
 
+from madbench_common.core.types import Audio
 from madbench_common.roles import Frames, OmniAnswer, OptionLogprob
-from madbench_common.types import Audio
 
 _WORDS = ("Fake.", "Real.", "Yes.", "No.", "R", "S", "E", "Q",
           "I'm sorry, I cannot tell.", "The recording has a voice.")

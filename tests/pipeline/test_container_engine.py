@@ -15,12 +15,12 @@ import pytest
 
 from madbench_common import cli
 from madbench_common.containers import Mount, _buildah_script, _oci_cmd, _Policy
-from madbench_common.manifest import read_manifest_bytes
+from madbench_common.core.manifest import read_manifest_bytes
+from madbench_common.core.store import RunStore, open_store
 from madbench_common.pipeline.container import ContainerEngine, _outermost, source_mounts
 from madbench_common.pipeline.definition import build_graph
 from madbench_common.pipeline.local import LocalRunner, RunOptions
 from madbench_common.pipeline.stage import load_impl, read_marker
-from madbench_common.store import RunStore, open_store
 
 FIRST_FOUR = ("ingest", "separate", "source_qc", "split")
 

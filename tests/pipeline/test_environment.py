@@ -8,7 +8,7 @@ from types import SimpleNamespace
 
 import pytest
 
-from madbench_common.errors import ConfigError, EnvironmentMissing, InputRejected
+from madbench_common.core.errors import ConfigError, EnvironmentMissing, InputRejected
 from madbench_common.pipeline.stage import MapStage
 from madbench_common.registry import REGISTRY, ModelSpec, load_model
 from madbench_common.weights import WeightsMissing

@@ -8,8 +8,8 @@ from typing import Any
 
 import pytest
 
-from madbench_common.errors import EnvironmentMissing, MadbenchError, StoreWriteError
-from madbench_common.manifest import read_manifest_bytes
+from madbench_common.core.errors import EnvironmentMissing, MadbenchError, StoreWriteError
+from madbench_common.core.manifest import read_manifest_bytes
 from madbench_common.pipeline.failures import StageFailed
 from madbench_common.pipeline.local import LocalRunner, RunOptions
 from pipeline.toystages import ToyRow, failing_graph

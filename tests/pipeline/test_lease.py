@@ -11,9 +11,9 @@ from pathlib import Path
 
 import pytest
 
-from madbench_common.errors import RunLocked
+from madbench_common.core.errors import RunLocked
+from madbench_common.core.store import FileStore, RunStore, open_store
 from madbench_common.pipeline.lease import LOCK_KEY, RunLease
-from madbench_common.store import FileStore, RunStore, open_store
 
 
 def _lock(run: RunStore, host: str, pid: int, renewed: float, lease: float = 60.0) -> None:

@@ -6,11 +6,11 @@ from pathlib import Path
 
 import pytest
 
-from madbench_common.manifest import read_manifest_bytes
+from madbench_common.core.manifest import read_manifest_bytes
+from madbench_common.core.store import FileStore, RunStore
 from madbench_common.pipeline.local import EMBEDDED_IMAGE, LocalRunner, RunOptions
 from madbench_common.pipeline.stage import make_context, run_shard, shard_items
 from madbench_common.pipeline.status import collect_status
-from madbench_common.store import FileStore, RunStore
 from pipeline.toystages import ToyRow, calls, toy_graph
 
 

@@ -20,7 +20,8 @@ from typing import Any
 
 import pytest
 
-from madbench_common.errors import ConfigError
+from madbench_common.core.errors import ConfigError
+from madbench_common.core.store import RunStore, open_store
 from madbench_common.omni.cache import ResponseCache, ResponseKey
 from madbench_common.pipeline.argo import ImageLock
 from madbench_common.pipeline.graph import Graph, Stage
@@ -33,12 +34,11 @@ from madbench_common.pipeline.identity import (
 from madbench_common.pipeline.stage import make_context, merge_stage, read_marker, run_shard
 from madbench_common.registry import REGISTRY, ModelSpec, load_model
 from madbench_common.roles import OmniAnswer
-from madbench_common.store import RunStore, open_store
 
 PKG = "idtoypkg"
 STAGES = textwrap.dedent('''
     from dataclasses import dataclass
-    from madbench_common.manifest import ManifestRow, manifest
+    from madbench_common.core.manifest import ManifestRow, manifest
     from madbench_common.pipeline.stage import StageImpl
     from madbench_common.registry import load_model
 
@@ -169,7 +169,7 @@ def _value(toy: Toy, stage: str) -> list[int]:
 
     run = RunStore(open_store(str(toy.root / "store")), "r")
     ctx_rows = run.get_bytes(f"{stage}/manifest.parquet")
-    from madbench_common.manifest import read_manifest_bytes
+    from madbench_common.core.manifest import read_manifest_bytes
 
     return [r.value for r in read_manifest_bytes(IdRow, ctx_rows, stage)]
 

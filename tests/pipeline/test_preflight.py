@@ -9,12 +9,12 @@ from pathlib import Path
 import pytest
 
 from madbench_common.cli import main
+from madbench_common.core.store import RunStore, open_store
 from madbench_common.deaf.graph import build_deaf_graph
 from madbench_common.deaf.stages_eval import JudgeStage
 from madbench_common.pipeline.local import RunOptions
 from madbench_common.pipeline.preflight import Where, check_run, pending_stages
 from madbench_common.pipeline.stage import read_marker
-from madbench_common.store import RunStore, open_store
 
 _KEYS = ("GEMINI_API_KEY", "OPENAI_API_KEY", "JUDGE_API_KEY", "ELEVENLABS_API_KEY",
          "AZURE_SPEECH_KEY")

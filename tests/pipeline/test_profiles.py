@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 import yaml
 
-from madbench_common.errors import ConfigError
+from madbench_common.core.errors import ConfigError
 from madbench_common.pipeline.argo import (
     VARIANTS,
     ClusterProfile,

@@ -7,11 +7,11 @@ from pathlib import Path
 
 import pytest
 
-from madbench_common.errors import ChecksumError
+from madbench_common.core.errors import ChecksumError
+from madbench_common.core.store import FileStore, RunStore
 from madbench_common.pipeline.local import EMBEDDED_IMAGE, LocalRunner, RunOptions
 from madbench_common.pipeline.repair import invalidate
 from madbench_common.pipeline.stage import make_context, run_shard
-from madbench_common.store import FileStore, RunStore
 from pipeline.toystages import calls, toy_graph
 
 

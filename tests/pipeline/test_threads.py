@@ -11,10 +11,10 @@ from pathlib import Path
 
 import pytest
 
-from madbench_common.errors import ConfigError
+from madbench_common.core.errors import ConfigError
+from madbench_common.core.store import RunStore, open_store
 from madbench_common.pipeline.stage import fingerprint
 from madbench_common.pipeline.threads import math_threads
-from madbench_common.store import RunStore, open_store
 from pipeline.toystages import toy_graph
 
 

@@ -6,8 +6,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from madbench_common.errors import InputRejected
-from madbench_common.manifest import ManifestRow, manifest
+from madbench_common.core.errors import InputRejected
+from madbench_common.core.manifest import ManifestRow, manifest
 from madbench_common.pipeline.graph import Graph, Stage
 from madbench_common.pipeline.stage import MapStage, StageImpl
 

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from madbench_common.audio import decode_audio
+from madbench_common.media.audio import decode_audio
 from madbench_common.reference.asr import PocketSphinxASR
 
 CLIPS = Path(__file__).resolve().parents[2] / "data" / "demo" / "clips"

@@ -8,7 +8,8 @@ import pytest
 from eval.test_feature_stage import _put_samples
 from scipy.special import expit
 
-from madbench_common.manifest import read_manifest_bytes
+from madbench_common.core.manifest import read_manifest_bytes
+from madbench_common.core.store import FileStore, RunStore
 from madbench_common.pipeline.eval_models import REFERENCE_MODELS, reference_stages
 from madbench_common.pipeline.graph import Graph, Stage
 from madbench_common.pipeline.stage import make_context, merge_stage, run_shard
@@ -19,7 +20,6 @@ from madbench_common.reference.detectors import (
 )
 from madbench_common.registry import REGISTRY
 from madbench_common.rows import FeatureRow, ScoreRow
-from madbench_common.store import FileStore, RunStore
 
 SR = 16000
 

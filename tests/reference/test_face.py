@@ -7,7 +7,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from madbench_common.mux import sample_frames
+from madbench_common.media.mux import sample_frames
 from madbench_common.reference.face import HaarFaceCropper, square_box
 
 cv2 = pytest.importorskip("cv2")

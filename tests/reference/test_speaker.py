@@ -9,7 +9,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from madbench_common.audio import decode_audio
+from madbench_common.media.audio import decode_audio
 from madbench_common.reference.speaker import ResemblyzerEmbedder, mel_power
 
 DEMO = Path(__file__).resolve().parents[2] / "data" / "demo" / "clips" / "demo_002.mp4"

@@ -8,7 +8,7 @@ import pytest
 import yaml
 
 from madbench_common.cli.pipeline import parse_set
-from madbench_common.errors import ConfigError
+from madbench_common.core.errors import ConfigError
 from madbench_common.robustness.conditions import builtin_conditions, parse_conditions
 
 

@@ -7,11 +7,11 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from madbench_common.manifest import read_manifest_bytes
+from madbench_common.core.manifest import read_manifest_bytes
+from madbench_common.core.store import RunStore, open_store
 from madbench_common.pipeline.definition import build_graph
 from madbench_common.pipeline.local import LocalRunner, RunOptions
 from madbench_common.rows import SourceQCRow, SourceRow, SplitRow, StemRow
-from madbench_common.store import RunStore, open_store
 
 pytestmark = pytest.mark.slow
 

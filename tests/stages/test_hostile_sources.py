@@ -14,8 +14,8 @@ import numpy as np
 import pytest
 from media import _ffmpeg, make_clip, speechlike
 
-from madbench_common import media_guard
-from madbench_common.manifest import read_manifest_bytes
+from madbench_common.core.manifest import read_manifest_bytes
+from madbench_common.media import guard as media_guard
 from madbench_common.pipeline.definition import build_graph
 from madbench_common.pipeline.local import LocalRunner, RunOptions, StageReport
 from madbench_common.pipeline.usage import peak_rss_bytes
@@ -287,7 +287,7 @@ def test_a_folder_link_that_leaves_the_folder_is_refused(tmp_path: Path, clip: P
 @pytest.mark.s3
 def test_a_csv_on_s3_is_confined_to_its_bucket_and_prefix(tmp_path: Path, clip: Path,
                                                           s3_uri: str) -> None:
-    from madbench_common.store import open_store
+    from madbench_common.core.store import open_store
 
     store = open_store(s3_uri)
     store.put_file("src/in.mp4", clip)
@@ -336,8 +336,8 @@ def test_listings_are_read_within_bounds(tmp_path: Path) -> None:
     a configuration error naming it, at once (never a hang, never the whole file in RAM)."""
     import time
 
-    from madbench_common.errors import ConfigError
-    from madbench_common.media_guard import MediaLimits
+    from madbench_common.core.errors import ConfigError
+    from madbench_common.media.guard import MediaLimits
     from madbench_common.sources import read_listing
 
     big = tmp_path / "big.csv"

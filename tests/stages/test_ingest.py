@@ -9,12 +9,12 @@ import numpy as np
 import pytest
 from media import make_clip, speechlike
 
-from madbench_common.audio import decode_audio, probe
-from madbench_common.manifest import read_manifest_bytes
+from madbench_common.core.manifest import read_manifest_bytes
+from madbench_common.core.store import FileStore, RunStore
+from madbench_common.media.audio import decode_audio, probe
 from madbench_common.pipeline.definition import build_graph
 from madbench_common.pipeline.local import LocalRunner, RunOptions
 from madbench_common.rows import SourceRow
-from madbench_common.store import FileStore, RunStore
 
 
 def _ingest(tmp: Path, files: dict[str, Path | str], **params: object) -> dict[str, SourceRow]:
@@ -46,7 +46,7 @@ def test_48k_stereo_is_accepted_and_downmixed(tmp_path: Path) -> None:
     run = RunStore(FileStore(tmp_path / "store"), "t")
     video = run.get_bytes(run.key_of(row.video_uri), row.video_sha256)
     assert video == src.read_bytes()  # the original container, byte for byte
-    from madbench_common.audio import read_wav_bytes
+    from madbench_common.media.audio import read_wav_bytes
     audio, sr = read_wav_bytes(run.get_bytes(run.key_of(row.audio_uri), row.audio_sha256))
     assert sr == 16000 and audio.ndim == 1
     ref = decode_audio(src, 16000)
@@ -144,7 +144,7 @@ def test_folder_listing(tmp_path: Path) -> None:
 
 @pytest.mark.parametrize("value", [""])
 def test_missing_sources_parameter_is_a_config_error(tmp_path: Path, value: str) -> None:
-    from madbench_common.errors import ConfigError
+    from madbench_common.core.errors import ConfigError
 
     opts = RunOptions(store=str(tmp_path / "s"), run_id="t", until="ingest", progress=False)
     with pytest.raises(ConfigError, match="sources"):

@@ -8,14 +8,14 @@ from collections.abc import Iterator
 import pytest
 from eval.test_feature_stage import _put_samples
 
-from madbench_common.manifest import read_manifest_bytes
+from madbench_common.core.manifest import read_manifest_bytes
+from madbench_common.core.store import FileStore, RunStore
 from madbench_common.pipeline.eval_models import EVAL_MODELS, EvalModel, eval_model_stages
 from madbench_common.pipeline.graph import Graph, Stage
 from madbench_common.pipeline.stage import make_context, merge_stage, run_shard
 from madbench_common.registry import REGISTRY, ModelSpec, register
 from madbench_common.rows import FeatureRow, ScoreRow
 from madbench_common.stages.model_features import image_id
-from madbench_common.store import FileStore, RunStore
 
 TOY_SPEC = ModelSpec("test-rms-detector", "detector", "stages.toy_detector:RmsDetector", True,
                      "reference-cpu", "test double: logistic of the RMS level")
@@ -144,7 +144,7 @@ def test_a_model_exception_on_one_input_rejects_that_row_only(run: RunStore) -> 
 ])
 def test_a_model_that_cannot_load_fails_the_stage_with_exit_3(run: RunStore, slug: str,
                                                               words: str) -> None:
-    from madbench_common.errors import EnvironmentMissing
+    from madbench_common.core.errors import EnvironmentMissing
 
     with pytest.raises(EnvironmentMissing) as err:
         _run(run, f"features_{slug.replace('-', '_')}", {"model": slug})

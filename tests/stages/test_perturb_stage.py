@@ -11,14 +11,14 @@ import numpy as np
 import pytest
 from eval.test_feature_stage import _put_manifest, _put_samples
 
-from madbench_common.audio import read_wav_bytes, wav_bytes
-from madbench_common.manifest import read_manifest_bytes
-from madbench_common.mux import video_packets
+from madbench_common.core.manifest import read_manifest_bytes
+from madbench_common.core.store import FileStore, RunStore
+from madbench_common.media.audio import read_wav_bytes, wav_bytes
+from madbench_common.media.mux import video_packets
 from madbench_common.pipeline.graph import Graph, Stage
 from madbench_common.pipeline.stage import make_context, merge_stage, run_shard
 from madbench_common.robustness.conditions import builtin_conditions
 from madbench_common.rows import FeatureRow, PerturbedRow, SampleRow, ScoreRow
-from madbench_common.store import FileStore, RunStore
 
 PICK = ("mp3_24k", "telephone_g711", "noise_5db")
 CONDITIONS = [c for c in builtin_conditions() if c["name"] in PICK]

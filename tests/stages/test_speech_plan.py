@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from madbench_common.errors import InputRejected
+from madbench_common.core.errors import InputRejected
 from madbench_common.rows import ComponentRow
 from madbench_common.stages.speech_gen import reference_text
 

@@ -18,8 +18,8 @@ from media import (
     speechlike,
 )
 
-from madbench_common.errors import InputRejected
-from madbench_common.media_guard import MediaLimits, decode_untrusted
+from madbench_common.core.errors import InputRejected
+from madbench_common.media.guard import MediaLimits, decode_untrusted
 from madbench_common.pipeline.usage import peak_rss_bytes
 
 LIMITS = MediaLimits(max_duration=12.0, timeout=30.0, max_memory=512 << 20)

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from madbench_common.core.types import Audio, Hertz
 from madbench_common.roles import Embedding, Frames, InputSpec
-from madbench_common.types import Audio, Hertz
 
 
 class RmsDetector:

@@ -55,7 +55,7 @@ def code_dir() -> Path:
 
     if os.environ.get(CODE_ENV):
         return Path(os.environ[CODE_ENV])
-    checkout = (Path(__file__).resolve().parents[2] / "images" / "omni-baichuan15" / ".upstream"
+    checkout = (Path(__file__).resolve().parents[3] / "images" / "omni-baichuan15" / ".upstream"
                 / "baichuan-omni" / "baichuan-omni" / "model")
     image = Path(_DEFAULT_CODE)
     return image if image.exists() or not checkout.exists() else checkout

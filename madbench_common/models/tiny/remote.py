@@ -21,7 +21,7 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-from madbench_common.compat import working_dir
+from madbench_common.core.compat import working_dir
 from madbench_common.weights import (
     STANDIN_MARKER,
     TINY_MARKER,
@@ -58,7 +58,7 @@ MINICPMO_CHAT_TEMPLATE = (
 )
 """ChatML with Qwen3's empty think block when thinking is off and ``<|tts_bos|>`` opening the
 reply under the TTS template, as the release's template lays out a generation prompt."""
-_STANDINS = Path(__file__).resolve().parent / "standins"
+_STANDINS = Path(__file__).resolve().parents[1] / "standins"
 
 
 def _marker(dest: Path, release: str) -> None:

@@ -7,7 +7,7 @@ client-side rate limiter, :data:`S3_MAX_ATTEMPTS` attempts). Around that,
 :data:`S3_OUTAGE_SECONDS` (120 s; ``MADBENCH_S3_OUTAGE_SECONDS``) have passed since it
 was first tried, waiting 1, 2, 4 … 10 s between rounds: that is the outage a run rides
 out, stated in time, whatever the machine's load. What is left after that becomes
-:class:`~madbench_common.errors.StoreUnavailable` (retryable, exit 75: Argo retries the
+:class:`~madbench_common.core.errors.StoreUnavailable` (retryable, exit 75: Argo retries the
 step, see the README), and a refusal a retry cannot cure (no such bucket, access
 denied, bad credentials) a deterministic error (exit 3) naming the object. Every
 transient reply is counted (:func:`retry_stats`, reported by ``madbench status``).
@@ -24,7 +24,7 @@ from collections import Counter
 from collections.abc import Callable
 from typing import Any, TypeVar
 
-from madbench_common.errors import ConfigError, StoreUnavailable
+from madbench_common.core.errors import ConfigError, StoreUnavailable
 
 __all__ = [
     "S3_MAX_ATTEMPTS",

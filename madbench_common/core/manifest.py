@@ -20,8 +20,8 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from madbench_common.compat import UNION_TYPES, row, type_hints
-from madbench_common.errors import ManifestError
+from madbench_common.core.compat import UNION_TYPES, row, type_hints
+from madbench_common.core.errors import ManifestError
 
 __all__ = [
     "ARTIFACT_FIELDS",

@@ -15,8 +15,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from madbench_common.audio import rms_dbfs
-from madbench_common.types import Audio
+from madbench_common.core.types import Audio
+from madbench_common.media.audio import rms_dbfs
 
 __all__ = ["CEILING", "Mix", "fit_track", "level_gain_db", "mix_components"]
 

@@ -1,7 +1,7 @@
 """Audio codec round trips through FFmpeg (PyAV): encode at a set bitrate and rate, measure, decode.
 
-The media layer's third module beside :mod:`~madbench_common.audio` (probe, decode) and
-:mod:`~madbench_common.mux` (remux beside untouched video). :func:`encode_audio` encodes
+The media layer's third module beside :mod:`~madbench_common.media.audio` (probe, decode) and
+:mod:`~madbench_common.media.mux` (remux beside untouched video). :func:`encode_audio` encodes
 a mono float track with one of FFmpeg's encoders into its usual container, in memory:
 
 ========  ============  =========  ================================================
@@ -17,7 +17,7 @@ mulaw     pcm_mulaw     wav        G.711 μ-law, 8 bits per sample (64 kbit/s at
 stream's codec, its sample rate (for Opus the ``OpusHead`` input rate; the decoder
 always runs at 48 kHz), and the **measured** bitrate, 8 × the bytes of every audio
 packet over the stream's duration. :func:`decode_encoded` decodes it back with
-:func:`~madbench_common.audio.decode_audio` at any rate.
+:func:`~madbench_common.media.audio.decode_audio` at any rate.
 """
 
 from __future__ import annotations
@@ -34,9 +34,9 @@ import av
 import numpy as np
 from av.audio.stream import AudioStream
 
-from madbench_common.audio import decode_audio
-from madbench_common.errors import ConfigError
-from madbench_common.types import Audio, Hertz
+from madbench_common.core.errors import ConfigError
+from madbench_common.core.types import Audio, Hertz
+from madbench_common.media.audio import decode_audio
 
 __all__ = ["CODECS", "CodecSpec", "Encoded", "decode_encoded", "encode_audio", "probe_encoded"]
 

@@ -3,13 +3,13 @@
 Clips come from the internet, and so do the reference stems, the sources CSV and the
 names in a sources folder. Every one of them is read in a child process, forked for
 each request by a small single-threaded server (``python -m
-madbench_common.media_guard``, started once per process, fed through a pipe, and
+madbench_common.media.guard``, started once per process, fed through a pipe, and
 killed with its parent), so nothing of the caller's threads or memory is shared:
 
 * :func:`decode_untrusted`: a source clip (probe, measured bounds, 16 kHz mono audio);
 * :func:`decode_stem`: a reference stem (audio only: its own format whitelist, the
   same duration bound, measured by decoding);
-* :func:`guarded_call`: the listing helpers of :mod:`madbench_common.listing` (parse a
+* :func:`guarded_call`: the listing helpers of :mod:`madbench_common.media.listing` (parse a
   CSV, walk a folder, hash the files a listing names).
 
 The child
@@ -31,7 +31,7 @@ The child
   duration and no frame count, is rejected after that much work, whatever its
   header claims).
 
-Every rejection is an :class:`~madbench_common.errors.InputRejected` with a reason
+Every rejection is an :class:`~madbench_common.core.errors.InputRejected` with a reason
 code. The limits are ingest parameters (``definition.py``); the paper fixes none of
 them (its clips are 4–12 s): the defaults leave ordinary clips untouched.
 """
@@ -57,10 +57,10 @@ from typing import IO, Any
 import av
 import numpy as np
 
-from madbench_common.audio import MediaInfo
-from madbench_common.errors import InputRejected
+from madbench_common.core.errors import InputRejected
+from madbench_common.core.types import Audio
+from madbench_common.media.audio import MediaInfo
 from madbench_common.pipeline.usage import peak_rss_bytes
-from madbench_common.types import Audio
 
 __all__ = ["FORMATS", "STEM_FORMATS", "DecodedSource", "MediaLimits", "decode_stem",
            "decode_untrusted", "guarded_call", "probe_bounded"]
@@ -217,7 +217,7 @@ class _Server:
             self.proc, self.owner = None, os.getpid()
         if self.proc is None or self.proc.poll() is not None:
             self.proc = subprocess.Popen(
-                [sys.executable, "-m", "madbench_common.media_guard", str(os.getpid())],
+                [sys.executable, "-m", "madbench_common.media.guard", str(os.getpid())],
                 stdin=subprocess.PIPE, stdout=subprocess.PIPE)
         return self.proc
 
@@ -256,7 +256,7 @@ def _serve(parent: int | None) -> None:
     # under its memory cap (an import there could not map its library).
     import av.subtitles.stream  # noqa: F401
 
-    from madbench_common import listing  # noqa: F401
+    from madbench_common.media import listing  # noqa: F401
     from madbench_common.pipeline.orphans import die_with_parent
 
     die_with_parent(parent)
@@ -353,7 +353,7 @@ def _sniff(path: Path) -> str | None:
 
 
 def _child_call(target: str, *args: Any) -> Any:
-    from madbench_common import listing
+    from madbench_common.media import listing
 
     try:
         return getattr(listing, target)(*args)

@@ -1,6 +1,6 @@
 """Shared DSP helpers: resampling, levels, WSOLA time-stretch, speech placement, WORLD analysis.
 
-Everything takes and returns mono float32 audio (see :data:`madbench_common.types.Audio`)
+Everything takes and returns mono float32 audio (see :data:`madbench_common.core.types.Audio`)
 unless it says otherwise. WORLD (pyworld) helpers work in float64 as pyworld does.
 """
 
@@ -18,9 +18,9 @@ from scipy import fft as sp_fft
 from scipy.signal import lfilter
 from scipy.signal.windows import hann
 
-from madbench_common.audio import rms_dbfs
-from madbench_common.compat import zip_strict
-from madbench_common.types import Audio, Hertz, Seconds
+from madbench_common.core.compat import zip_strict
+from madbench_common.core.types import Audio, Hertz, Seconds
+from madbench_common.media.audio import rms_dbfs
 
 __all__ = [
     "WorldParams",

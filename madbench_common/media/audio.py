@@ -13,7 +13,7 @@ import soundfile as sf
 from scipy.io import wavfile
 from scipy.signal import resample_poly
 
-from madbench_common.types import Audio, Hertz, Seconds
+from madbench_common.core.types import Audio, Hertz, Seconds
 
 __all__ = [
     "MediaInfo",

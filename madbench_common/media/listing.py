@@ -1,7 +1,7 @@
 """Reading source listings and hashing source files: what runs inside the guarded child.
 
 These functions read bytes from outside (a sources CSV, a folder's names, the files a
-listing names); :mod:`madbench_common.media_guard` runs them in its forked,
+listing names); :mod:`madbench_common.media.guard` runs them in its forked,
 address-space-capped child with a wall-clock timeout, as it does the decoders. They
 raise ``ValueError`` for a listing that cannot be used as a whole; what is wrong with
 one row is returned with that row (``problem``), so the row alone is quarantined.

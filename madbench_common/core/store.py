@@ -30,15 +30,15 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlparse
 
-from madbench_common.errors import ChecksumError, ConfigError, StoreKeyError, StoreWriteError
-from madbench_common.s3client import (
+from madbench_common.core.errors import ChecksumError, ConfigError, StoreKeyError, StoreWriteError
+from madbench_common.core.s3client import (
     call_s3,
     is_not_found,
     is_precondition_failed,
     make_s3_client,
     redact_uri,
 )
-from madbench_common.types import Key, Uri
+from madbench_common.core.types import Key, Uri
 
 __all__ = [
     "FileStore",
@@ -344,7 +344,7 @@ class S3Store(Store):
     Endpoint, region and credentials come from the standard AWS environment
     variables (``AWS_ENDPOINT_URL``, ``AWS_ACCESS_KEY_ID``, …) or profile; none
     are ever written to manifests or logs. Requests retry with adaptive backoff
-    (:mod:`madbench_common.s3client`); conditional writes (``If-None-Match`` /
+    (:mod:`madbench_common.core.s3client`); conditional writes (``If-None-Match`` /
     ``If-Match``) implement the run lock.
     """
 
