@@ -27,7 +27,10 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
 from madbench_common.core.store import RunStore, open_store  # noqa: E402
-from madbench_common.faultsuite import (  # noqa: E402
+from madbench_common.pipeline.definition import build_graph  # noqa: E402
+from madbench_common.pipeline.status import collect_retries  # noqa: E402
+from madbench_common.testing import S3FaultProxy, SeaweedS3  # noqa: E402
+from madbench_common.testing.faults import (  # noqa: E402
     KillRecord,
     count_markers,
     demo_sources,
@@ -35,9 +38,6 @@ from madbench_common.faultsuite import (  # noqa: E402
     run_cli,
     sweep_seed,
 )
-from madbench_common.pipeline.definition import build_graph  # noqa: E402
-from madbench_common.pipeline.status import collect_retries  # noqa: E402
-from madbench_common.testing import S3FaultProxy, SeaweedS3  # noqa: E402
 
 SEEDS = int(os.environ.get("MADBENCH_FAULT_SEEDS", "10"))
 WORKERS = int(os.environ.get("MADBENCH_FAULT_WORKERS", "2"))

@@ -94,7 +94,7 @@ def image_table(images_dir: Path | None = None) -> str:
     """The Markdown table of every image (Python runtimes, bases, torch bases, then model
     images), one row each: the registry slugs it serves, the paper's name, upstream, licence,
     Python and torch."""
-    from madbench_common.registry import REGISTRY
+    from madbench_common.models.registry import REGISTRY
 
     served: dict[str, list[str]] = {}
     for spec in REGISTRY.values():

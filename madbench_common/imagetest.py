@@ -155,7 +155,7 @@ def _key_placeholders() -> dict[str, str]:
 
 
 def _models_of(slug: str, extra: Sequence[str]) -> list[str]:
-    from madbench_common.registry import REGISTRY
+    from madbench_common.models.registry import REGISTRY
 
     return sorted({s.slug for s in REGISTRY.values() if s.image == slug} | set(extra))
 
@@ -292,7 +292,7 @@ def check_models(slugs: Sequence[str], load: bool) -> list[str]:
     """Import (and with ``load``, instantiate) each registered model; run inside the image."""
     import importlib
 
-    from madbench_common.registry import REGISTRY, load_model
+    from madbench_common.models.registry import REGISTRY, load_model
 
     done = []
     for slug in slugs:

@@ -366,7 +366,7 @@ class PairRow(ManifestRow):
 class FeatureRow(ManifestRow):
     """A frozen encoder's embedding of one sample; keyed by (model, sample sha256, mode).
 
-    v2 adds the exact input the model saw (:class:`madbench_common.roles.InputSpec`:
+    v2 adds the exact input the model saw (:class:`madbench_common.models.roles.InputSpec`:
     rate, seconds, frames, crop, pooling, fallback) and, for detectors, the native
     ``score`` (P(fake)) with its ``score_kind``. Reference encoders leave them empty.
     """

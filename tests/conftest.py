@@ -42,7 +42,7 @@ def s3_uri(s3_server: SeaweedS3, request: pytest.FixtureRequest) -> str:
 def demo_subset(dest: Path, n: int) -> Path:
     """A sources CSV with the first ``n`` demo clips, copied beside it (sources are
     confined to the CSV's folder)."""
-    from madbench_common.faultsuite import demo_sources
+    from madbench_common.testing.faults import demo_sources
 
     return demo_sources(dest / "demo-sources", n)
 

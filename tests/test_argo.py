@@ -269,7 +269,7 @@ def test_image_defaults_come_from_lock() -> None:
 def test_full_profile_runs_the_papers_speech_models_and_smoke_the_references() -> None:
     """full.yaml defaults the six speech stages to the paper's generators (issue 10);
     smoke.yaml and the embedded default (``Stage.model``) stay on the CPU references."""
-    from madbench_common.registry import REGISTRY
+    from madbench_common.models.registry import REGISTRY
 
     full, smoke = (_load(ROOT / "workflows" / f"{v}.yaml") for v in ("full", "smoke"))
     fp, sp = ({p["name"]: p["value"] for p in d["spec"]["arguments"]["parameters"]}
@@ -479,7 +479,7 @@ def test_only_weights_pods_may_reach_the_hub() -> None:
 
 def test_stage_pods_find_weights_where_the_volume_is() -> None:
     """Adapters resolve weights under $MADBENCH_WEIGHTS (default /weights): the mount."""
-    from madbench_common.weights import DEFAULT_ROOT
+    from madbench_common.models.weights import DEFAULT_ROOT
 
     doc = _compile(build_graph(), "full")
     for tpl in _container_templates(doc):

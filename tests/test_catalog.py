@@ -41,9 +41,9 @@ import pytest
 import yaml
 
 from madbench_common.deaf.graph import build_deaf_graph
+from madbench_common.models.registry import REGISTRY, ModelSpec
 from madbench_common.pipeline.definition import build_graph
 from madbench_common.pipeline.graph import Graph
-from madbench_common.registry import REGISTRY, ModelSpec
 
 ROOT = Path(__file__).resolve().parents[1]
 IMAGES = ROOT / "images"
@@ -237,12 +237,12 @@ def test_resolution_finds_what_it_must(tmp_path: Path) -> None:
     """The resolver itself: packages win over modules, names come from the ast, and each
     kind of miss is reported (so the checks below can fail)."""
     assert resolve_ref("madbench_common.models.tiny.qc:install_tiny_qc") is None
-    assert resolve_ref("madbench_common.registry:REGISTRY") is None  # an assignment
+    assert resolve_ref("madbench_common.models.registry:REGISTRY") is None  # an assignment
     assert resolve_ref("madbench_common.models.tiny:det") is None  # a submodule
     assert "defines no 'install_tiny_qc'" in str(resolve_ref(
         "madbench_common.models.tiny:install_tiny_qc"))  # the package, not a module
     assert "no module" in str(resolve_ref("madbench_common.models.nowhere:X"))
-    assert "not module:attr" in str(resolve_ref("madbench_common.registry"))
+    assert "not module:attr" in str(resolve_ref("madbench_common.models.registry"))
     mod = tmp_path / "m.py"
     mod.write_text("try:\n    import a as b\nexcept ImportError:\n    c = 1\n"
                    "if True:\n    def d(): ...\nclass E: ...\nf, (g, h) = 1, (2, 3)\n")
@@ -493,7 +493,7 @@ def test_paper_model_has_adapter_tests(slug: str) -> None:
 
 def test_the_catalog_imports_no_model_library() -> None:
     """What this test imports (the registry, both graphs) pulls in no model library."""
-    code = ("import sys, madbench_common.registry, madbench_common.pipeline.definition, "
+    code = ("import sys, madbench_common.models.registry, madbench_common.pipeline.definition, "
             "madbench_common.deaf.graph; "
             "print(sorted(m for m in ('torch', 'transformers', 'tensorflow') if m in sys.modules))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,

@@ -23,7 +23,10 @@ import pytest
 
 from madbench_common.core.manifest import read_manifest_bytes
 from madbench_common.core.store import RunStore, Store, copy_run, open_store
-from madbench_common.faultsuite import (
+from madbench_common.pipeline.definition import build_graph
+from madbench_common.rows import SourceRow, SplitRow, StemRow
+from madbench_common.testing import S3FaultProxy, SeaweedS3
+from madbench_common.testing.faults import (
     check_resume,
     count_markers,
     demo_sources,
@@ -34,9 +37,6 @@ from madbench_common.faultsuite import (
     run_cli,
     sweep_seed,
 )
-from madbench_common.pipeline.definition import build_graph
-from madbench_common.rows import SourceRow, SplitRow, StemRow
-from madbench_common.testing import S3FaultProxy, SeaweedS3
 
 pytestmark = pytest.mark.slow
 

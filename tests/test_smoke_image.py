@@ -28,10 +28,10 @@ import pytest
 import yaml
 
 from madbench_common.core.manifest import read_manifest_bytes
-from madbench_common.faultsuite import demo_sources
 from madbench_common.pipeline.definition import build_graph
 from madbench_common.pipeline.local import LocalRunner, RunOptions
 from madbench_common.pipeline.stage import load_impl
+from madbench_common.testing.faults import demo_sources
 
 pytestmark = pytest.mark.image
 

@@ -1,4 +1,4 @@
-"""Tests for madbench_common.weights and `madbench weights fetch|check`, offline.
+"""Tests for madbench_common.models.weights and `madbench weights fetch|check`, offline.
 
 URL items are fetched from a local HTTP server (sha256 checked); the Hugging Face path is
 exercised with `install_local_snapshot` (the hub cannot be reached from here).
@@ -18,7 +18,7 @@ import pytest
 
 from madbench_common import cli
 from madbench_common.core.errors import ConfigError
-from madbench_common.weights import (
+from madbench_common.models.weights import (
     WeightsMissing,
     check_weights,
     fetch_weights,

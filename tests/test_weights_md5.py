@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from madbench_common.core.errors import ConfigError
-from madbench_common.weights import fetch_weights, load_spec, url_file
+from madbench_common.models.weights import fetch_weights, load_spec, url_file
 
 
 def _spec(images: Path, item: str) -> None:

@@ -19,7 +19,7 @@ import pytest
 import yaml
 
 from madbench_common import cli
-from madbench_common.weights import (
+from madbench_common.models.weights import (
     UnpinnedWeights,
     WeightsMismatch,
     check_weights,
@@ -28,7 +28,7 @@ from madbench_common.weights import (
     load_spec,
     weights_images,
 )
-from madbench_common.weights_pin import pin_weights, weights_status, write_pins
+from madbench_common.models.weights_pin import pin_weights, weights_status, write_pins
 from tests.loopback_hub import LoopbackHub, loopback_hub
 
 REPO = "org/tiny-model"

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from madbench_common.core.errors import ConfigError
-from madbench_common.weights import UnpinnedWeights, fetch_weights, load_spec, url_file
+from madbench_common.models.weights import UnpinnedWeights, fetch_weights, load_spec, url_file
 
 
 def _images(tmp: Path, sha: str | None) -> Path:

@@ -8,7 +8,7 @@ from typing import Any
 
 from rich.console import Console
 
-from madbench_common.registry import GROUPS
+from madbench_common.models.registry import GROUPS
 
 __all__ = ["add_commands"]
 

@@ -48,9 +48,9 @@ def _media(paths: list[str], n: int, fps: float, size: int, max_frames: int) -> 
 
 
 def _sanity(args: argparse.Namespace) -> int:
+    from madbench_common.models.registry import load_model
     from madbench_common.omni.sanity import modality_sanity, sanity_json
     from madbench_common.prompts import load_prompt
-    from madbench_common.registry import load_model
 
     if args.weights:
         os.environ["MADBENCH_WEIGHTS"] = args.weights

@@ -52,13 +52,13 @@ def add_commands(sub: argparse._SubParsersAction[Any]) -> None:
 
 
 def _images(chosen: list[str] | None) -> list[str]:
-    from madbench_common.weights import weights_images
+    from madbench_common.models.weights import weights_images
 
     return chosen or weights_images()
 
 
 def _pin(args: argparse.Namespace) -> int:
-    from madbench_common.weights_pin import pin_weights
+    from madbench_common.models.weights_pin import pin_weights
 
     failed = 0
     for image in _images(args.image):
@@ -74,7 +74,7 @@ def _pin(args: argparse.Namespace) -> int:
 
 
 def _status(args: argparse.Namespace) -> int:
-    from madbench_common.weights_pin import pin_conflicts, weights_status
+    from madbench_common.models.weights_pin import pin_conflicts, weights_status
 
     images = _images(args.image)
     loose = weights_status(images)
@@ -88,7 +88,7 @@ def _status(args: argparse.Namespace) -> int:
 
 
 def _fetch(args: argparse.Namespace) -> int:
-    from madbench_common.weights import fetch_weights
+    from madbench_common.models.weights import fetch_weights
 
     allow = args.allow_unpinned == "true"
     for image in args.image:
@@ -97,7 +97,7 @@ def _fetch(args: argparse.Namespace) -> int:
 
 
 def _check(args: argparse.Namespace) -> int:
-    from madbench_common.weights import check_weights, weights_root
+    from madbench_common.models.weights import check_weights, weights_root
 
     bad = 0
     for image in args.image:

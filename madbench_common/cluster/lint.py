@@ -130,8 +130,8 @@ def check_pods(pods: Iterable[Pod], images_dir: Path | None = None) -> list[str]
 def _check_stage(where: str, args: argparse.Namespace, slug: str, warned: set[str]
                  ) -> list[str]:
     from madbench_common.cli.pipeline import parse_params, stage_overrides
+    from madbench_common.models.registry import REGISTRY
     from madbench_common.pipeline.stage import stage_params
-    from madbench_common.registry import REGISTRY
 
     out: list[str] = []
     try:

@@ -32,7 +32,7 @@ from madbench_common.eval.runner import FeatureSet
 from madbench_common.eval.suite import EvalConfig, EvalResult, ModelInfo, run_evaluation
 from madbench_common.media.audio import decode_audio
 from madbench_common.media.mux import sample_frames
-from madbench_common.registry import load_model
+from madbench_common.models.registry import load_model
 
 __all__ = ["ALL_TASKS", "corpus_features", "cross_evaluate", "direction_tasks"]
 

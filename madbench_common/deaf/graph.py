@@ -96,7 +96,7 @@ this thinker in bf16; the paper does not say how.)"""
 
 def resolve_models(names: Sequence[str]) -> list[AnswerModel]:
     """Answer models from names of :data:`PAPER_MODELS` or ``name=slug`` pairs."""
-    from madbench_common.registry import REGISTRY
+    from madbench_common.models.registry import REGISTRY
 
     known = {m.name: m for m in PAPER_MODELS}
     out = []

@@ -14,7 +14,7 @@ from __future__ import annotations
 from typing import Protocol
 
 from madbench_common.core.types import Audio, Hertz
-from madbench_common.roles import Model
+from madbench_common.models.roles import Model
 
 __all__ = ["NARRATOR", "EmotionalTTS", "VoiceTTS"]
 

@@ -18,8 +18,8 @@ from madbench_common.deaf.rows import (
     StimulusRow,
     VerdictRow,
 )
+from madbench_common.models.registry import REGISTRY
 from madbench_common.pipeline.stage import StageImpl
-from madbench_common.registry import REGISTRY
 
 __all__ = ["ABSENT", "ReportStage", "model_note"]
 

@@ -45,10 +45,10 @@ from madbench_common.deaf.stages_stimuli import instantiate
 from madbench_common.deaf.trials import build_trials
 from madbench_common.models.http_api import ApiError
 from madbench_common.models.openai_compat import ChatClient
+from madbench_common.models.roles import OmniAnswer
 from madbench_common.omni.cache import ResponseCache as OmniCache
 from madbench_common.omni.cache import ResponseKey
 from madbench_common.pipeline.stage import StageImpl
-from madbench_common.roles import OmniAnswer
 
 __all__ = ["AnswerStage", "JudgeStage", "MetricsStage", "TrialsStage", "model_metrics"]
 

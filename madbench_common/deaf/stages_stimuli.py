@@ -34,8 +34,8 @@ from madbench_common.deaf.roles import NARRATOR
 from madbench_common.deaf.rows import EnvRow, SentenceRow, StimulusRow
 from madbench_common.deaf.sentences import EmisClip, load_sentences, read_emis_clips
 from madbench_common.media.audio import read_wav_bytes, resample
+from madbench_common.models.registry import REGISTRY
 from madbench_common.pipeline.stage import MapStage
-from madbench_common.registry import REGISTRY
 
 __all__ = ["BscMixStage", "BscSpeechStage", "EnvLibStage", "EscStage", "SentencesStage",
            "SicStage", "instantiate", "model_args", "model_class", "parse_voices",

@@ -24,7 +24,7 @@ from madbench_common.eval.runner import (
     run_heads,
     score_conditions,
 )
-from madbench_common.registry import GROUPS, REGISTRY
+from madbench_common.models.registry import GROUPS, REGISTRY
 
 __all__ = ["EvalConfig", "EvalResult", "ModelInfo", "run_evaluation"]
 
@@ -50,7 +50,7 @@ class ModelInfo:
     slug: str
     name: str
     group: str = ""
-    """One of :data:`~madbench_common.registry.GROUPS`, or ``""`` (other models)."""
+    """One of :data:`~madbench_common.models.registry.GROUPS`, or ``""`` (other models)."""
     reference: bool = False
     stands_in_for: str = ""
     in_paper: bool = True

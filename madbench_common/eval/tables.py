@@ -1,7 +1,7 @@
 """The paper's Tables 2–5 built from the result records of several models.
 
 Layout (paper §5): rows are models, grouped in the order of
-:data:`~madbench_common.registry.GROUPS` (pretrained A-V detectors, frozen A-V
+:data:`~madbench_common.models.registry.GROUPS` (pretrained A-V detectors, frozen A-V
 encoders, frozen audio encoders, pretrained audio detectors, omni models), named by
 the paper's model name; CPU reference implementations are marked † and named by
 their slug. Every cell carries its clip-paired 95% bootstrap interval in brackets.
@@ -45,7 +45,7 @@ from typing import Any
 
 from madbench_common.eval.suite import EvalResult
 from madbench_common.eval.tasks import CORE_PROTOCOLS, SC_CONDITIONS, SC_PROTOCOL
-from madbench_common.registry import GROUPS
+from madbench_common.models.registry import GROUPS
 
 __all__ = ["GROUP_TITLES", "Table", "ap_table", "col", "cross_table", "fmt", "head_check",
            "long_table", "paper_tables", "parse_table", "protocols"]

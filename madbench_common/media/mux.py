@@ -21,7 +21,7 @@ import numpy as np
 from av.audio.stream import AudioStream
 
 from madbench_common.core.types import Audio, Hertz
-from madbench_common.roles import Frames
+from madbench_common.models.roles import Frames
 
 __all__ = ["MuxResult", "remux_with_audio", "sample_frames", "video_digest", "video_packets"]
 

@@ -8,7 +8,7 @@ from typing import Any
 
 import numpy as np
 
-from madbench_common.weights import hf_path
+from madbench_common.models.weights import hf_path
 
 __all__ = ["QC_IMAGE", "even_windows", "model_version", "snapshot", "torch_device"]
 

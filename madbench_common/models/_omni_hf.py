@@ -15,8 +15,8 @@ import time
 from collections.abc import Sequence
 from typing import Any, ClassVar
 
-from madbench_common.roles import OmniAnswer, OptionLogprob
-from madbench_common.weights import TINY_MARKER
+from madbench_common.models.roles import OmniAnswer, OptionLogprob
+from madbench_common.models.weights import TINY_MARKER
 
 __all__ = ["TINY_MARKER", "HFOmniBase", "checkpoint_version", "first_token_ids", "greedy_reply",
            "option_logprobs", "torch_dtype", "video_frames"]

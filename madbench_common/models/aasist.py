@@ -2,7 +2,7 @@
 
 The upstream code and its ASVspoof 2019 LA weights (``models/weights/AASIST.pth``) live
 in the repository, fetched at a pinned commit: ``AASIST.py`` on ``PYTHONPATH``, the
-weights through :func:`~madbench_common.weights.url_file`. The model config is
+weights through :func:`~madbench_common.models.weights.url_file`. The model config is
 upstream's ``config/AASIST.conf`` ``model_config``.
 
 Input, as upstream's evaluation (``data_utils.pad``): 16 kHz mono, repeated from its
@@ -22,8 +22,8 @@ import numpy as np
 from madbench_common.core.types import Audio, Hertz
 from madbench_common.models.detector_base import EmbeddingDetector
 from madbench_common.models.prep import check_audio, resample, tile_to, torch_device
-from madbench_common.roles import Embedding, Frames, InputSpec
-from madbench_common.weights import url_file
+from madbench_common.models.roles import Embedding, Frames, InputSpec
+from madbench_common.models.weights import url_file
 
 __all__ = ["MODEL_CONFIG", "AasistDetector"]
 

@@ -16,7 +16,7 @@ from the same generation's first-step logits (the omni issue's option scoring).
   ``enable_audio_output=False``: only the thinker is built (the talker and code2wav are
   never loaded), and it alone generates.
 
-Weights are read offline (:func:`madbench_common.weights.hf_path`); a snapshot marked by
+Weights are read offline (:func:`madbench_common.models.weights.hf_path`); a snapshot marked by
 the tiny installers (``madbench_tiny_random.json``) adds ``+tiny-random`` to the version,
 so reports never pass a random checkpoint off as the model. Audio longer than
 ``max_audio_seconds`` is cut (logged); DEAF clips are a few seconds.
@@ -39,8 +39,8 @@ import numpy as np
 from madbench_common.core.errors import ConfigError
 from madbench_common.core.types import Audio, Hertz
 from madbench_common.media.audio import resample
-from madbench_common.roles import Frames, OmniAnswer, OptionLogprob
-from madbench_common.weights import TINY_MARKER, hf_path
+from madbench_common.models.roles import Frames, OmniAnswer, OptionLogprob
+from madbench_common.models.weights import TINY_MARKER, hf_path
 
 __all__ = ["IMAGE", "TINY_MARKER", "AudioFlamingo3", "AudioLM", "Qwen2Audio", "Qwen2AudioTiny",
            "Qwen3Omni"]

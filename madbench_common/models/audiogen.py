@@ -26,8 +26,8 @@ import numpy as np
 
 from madbench_common.core.types import Audio, Hertz, Seconds
 from madbench_common.models.env_common import fit_output, resolve_device, settings_record
-from madbench_common.roles import Frames
-from madbench_common.weights import hf_path
+from madbench_common.models.roles import Frames
+from madbench_common.models.weights import hf_path
 
 __all__ = ["AudioGenTTA"]
 

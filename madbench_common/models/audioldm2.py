@@ -46,8 +46,8 @@ from madbench_common.models.env_common import (
     resolve_device,
     settings_record,
 )
-from madbench_common.roles import Frames
-from madbench_common.weights import hf_path
+from madbench_common.models.roles import Frames
+from madbench_common.models.weights import hf_path
 
 __all__ = ["AudioLDM2ATA", "AudioLDM2TTA", "load_pipeline", "log_mel", "normalize_wav"]
 

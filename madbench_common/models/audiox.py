@@ -42,8 +42,8 @@ from madbench_common.models.env_common import (
     stitch_windows,
     window_starts,
 )
-from madbench_common.roles import Frames
-from madbench_common.weights import hf_path
+from madbench_common.models.roles import Frames
+from madbench_common.models.weights import hf_path
 
 __all__ = ["AudioXA2A", "audio_prompt", "fix_cross_attn_masks"]
 

@@ -12,7 +12,7 @@ modules, in order:
 1. Video at 25 fps (``detect.py`` reads the file as is, expecting 25 fps), every frame
    resized to 224 × 224 (bicubic), values 0–255 unnormalised, as ``FakeAVceleb`` with
    ``resize=224``. Upstream was trained and tested on face-track videos; here the frame is
-   the face crop of the :class:`~madbench_common.roles.FaceCropper` (``region="face"``),
+   the face crop of the :class:`~madbench_common.models.roles.FaceCropper` (``region="face"``),
    and the whole frame where no face is found (recorded fallback).
 2. Audio at 16 kHz in int16 sample values (upstream reads a ``pcm_s16le`` WAV with
    ``scipy.io.wavfile``), truncated to whole video frames (640 samples each), then padded
@@ -48,8 +48,8 @@ from madbench_common.core.types import Audio, Hertz
 from madbench_common.models.av_prep import FPS, at_fps, face_track, int16_scale
 from madbench_common.models.detector_base import EmbeddingDetector
 from madbench_common.models.prep import check_audio, resample, torch_device
-from madbench_common.roles import Embedding, Frames, InputSpec
-from madbench_common.weights import url_file
+from madbench_common.models.roles import Embedding, Frames, InputSpec
+from madbench_common.models.weights import url_file
 
 __all__ = ["FILES", "MAX_LEN", "SHIFTS", "AvAnomalyDetector", "build_models", "pca_transform"]
 
@@ -135,7 +135,7 @@ class AvAnomalyDetector(EmbeddingDetector):
     def __init__(self, cropper: str = "ref-haar-face", max_len: int = MAX_LEN) -> None:
         import torch
 
-        from madbench_common.registry import load_model
+        from madbench_common.models.registry import load_model
 
         self.nets = build_models()
         sync = torch.load(url_file(FILES["sync"], image=IMAGE), map_location="cpu")

@@ -3,7 +3,7 @@
 All three upstream pipelines read 25 fps video of a face filling the frame (LRS3,
 VoxCeleb2, FakeAVCeleb, AV-Deepfake1M, LAV-DF are face-track crops) next to 16 kHz audio.
 The feature stage decodes frames at about the model's rate; these helpers bring them to
-exactly 25 fps and crop the face or mouth with a :class:`~madbench_common.roles.FaceCropper`
+exactly 25 fps and crop the face or mouth with a :class:`~madbench_common.models.roles.FaceCropper`
 (``ref-haar-face`` by default). Where the cropper finds no face in the whole clip, the
 model's documented fallback is applied and recorded on the row (``InputSpec.fallback``),
 never silently: ``whole_frame`` is the frame resized to the crop size, which is what
@@ -23,7 +23,7 @@ import numpy as np
 import numpy.typing as npt
 
 from madbench_common.core.types import Audio
-from madbench_common.roles import FaceCropper, Frames
+from madbench_common.models.roles import FaceCropper, Frames
 
 __all__ = ["FPS", "FaceTrack", "at_fps", "face_track", "int16_scale", "resize_frames"]
 

@@ -14,7 +14,8 @@ debugging switch); it is always imported as the package here.
 Steps (``deepfake_preprocess.py``, ``deepfake_feature_extraction.py``, ``eval.py``):
 
 1. Mouth ROI video at 25 fps: upstream crops a 96 × 96 mouth patch around dlib's 68
-   landmarks after aligning to a mean face; here the :class:`~madbench_common.roles.FaceCropper`
+   landmarks after aligning to a mean face; here the
+   :class:`~madbench_common.models.roles.FaceCropper`
    mouth crop at 96 × 96 (``region="mouth"``), or the whole frame resized where no face is
    found (upstream "passing whole video"; recorded fallback). Grey (``load_video``), then
    AV-HuBERT's transform: ÷ 255, centre crop 88 × 88, normalise with the task's image mean
@@ -49,8 +50,8 @@ from madbench_common.core.types import Audio, Hertz
 from madbench_common.models.av_prep import FPS, at_fps, face_track
 from madbench_common.models.detector_base import EmbeddingDetector
 from madbench_common.models.prep import check_audio, resample, torch_device
-from madbench_common.roles import Embedding, Frames, InputSpec
-from madbench_common.weights import url_file
+from madbench_common.models.roles import Embedding, Frames, InputSpec
+from madbench_common.models.weights import url_file
 
 __all__ = ["AVHUBERT", "FUSION", "AvhAlignDetector", "audio_features", "import_avhubert",
            "load_avhubert"]
@@ -146,7 +147,7 @@ class AvhAlignDetector(EmbeddingDetector):
     def __init__(self, cropper: str = "ref-haar-face") -> None:
         import torch
 
-        from madbench_common.registry import load_model
+        from madbench_common.models.registry import load_model
 
         self.avhubert, task = load_avhubert(str(url_file(AVHUBERT, image=IMAGE)))
         import_avhubert()

@@ -54,8 +54,8 @@ from madbench_common.media.audio import resample, wav_bytes
 from madbench_common.models._hf import torch_device
 from madbench_common.models._omni_hf import checkpoint_version, greedy_reply, torch_dtype
 from madbench_common.models._remote import install_remote_shims, writable_modules_cache
-from madbench_common.roles import Frames, OmniAnswer
-from madbench_common.weights import hf_path
+from madbench_common.models.roles import Frames, OmniAnswer
+from madbench_common.models.weights import hf_path
 
 __all__ = ["CODE_ENV", "IMAGE", "REPO", "REVISION", "SYSTEM_PROMPT", "BaichuanOmni15",
            "message", "model_dir", "sdpa_vision", "write_frames"]

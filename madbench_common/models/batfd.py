@@ -12,7 +12,7 @@ Input, as the ``Lavdf`` dataset (``frame_padding=512``):
 
 * video at 25 fps, every frame resized to 96 × 96 (values in [0, 1]), zero-padded (or cut)
   to 512 frames (20.48 s). LAV-DF clips are face-track crops of VoxCeleb2; here each
-  frame is the face crop of the :class:`~madbench_common.roles.FaceCropper`
+  frame is the face crop of the :class:`~madbench_common.models.roles.FaceCropper`
   (``region="face"``), or the whole frame resized where no face is found (what the data
   loader does with any video; recorded as the fallback);
 * audio at 16 kHz (first channel), zero-padded or cut to 327,680 samples, then
@@ -40,8 +40,8 @@ from madbench_common.core.types import Audio, Hertz
 from madbench_common.models.av_prep import FPS, at_fps, face_track
 from madbench_common.models.detector_base import EmbeddingDetector
 from madbench_common.models.prep import check_audio, resample, torch_device
-from madbench_common.roles import Embedding, Frames, InputSpec
-from madbench_common.weights import url_file
+from madbench_common.models.roles import Embedding, Frames, InputSpec
+from madbench_common.models.weights import url_file
 
 __all__ = ["AUDIO_PAD", "FRAMES", "BatfdPlusDetector", "max_proposal", "upstream_class"]
 
@@ -97,7 +97,7 @@ class BatfdPlusDetector(EmbeddingDetector):
         import torch
         import torchaudio
 
-        from madbench_common.registry import load_model
+        from madbench_common.models.registry import load_model
 
         path = url_file(WEIGHTS, image=IMAGE)
         try:

@@ -18,8 +18,8 @@ import numpy as np
 from madbench_common.core.errors import ConfigError
 from madbench_common.core.types import Audio, Hertz
 from madbench_common.models.prep import check_audio, resample, torch_device
-from madbench_common.roles import Embedding, Frames, InputSpec
-from madbench_common.weights import url_file
+from madbench_common.models.roles import Embedding, Frames, InputSpec
+from madbench_common.models.weights import url_file
 
 __all__ = ["BeatsEncoder"]
 

@@ -37,8 +37,8 @@ import numpy as np
 from madbench_common.core.errors import ConfigError
 from madbench_common.core.types import Audio, Hertz
 from madbench_common.models.prep import check_audio, fuse_av, l2_normalise, resample, torch_device
-from madbench_common.roles import Embedding, Frames, InputSpec
-from madbench_common.weights import TINY_ARCH_FILE, url_file
+from madbench_common.models.roles import Embedding, Frames, InputSpec
+from madbench_common.models.weights import TINY_ARCH_FILE, url_file
 
 __all__ = ["RELEASED", "CavMaeSyncEncoder", "segment"]
 

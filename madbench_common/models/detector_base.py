@@ -2,7 +2,8 @@
 
 AASIST, DF-Arena, XLSR-Mamba (mode A) and AV-Anomaly, AVH-Align, BA-TFD+ (mode AV) each
 compute, in one forward, the native score and the features of a clip as an
-:class:`~madbench_common.roles.Embedding`. Their :class:`~madbench_common.roles.Detector`
+:class:`~madbench_common.models.roles.Embedding`. Their
+:class:`~madbench_common.models.roles.Detector`
 methods ``score()`` and ``features()`` are that one ``embed()`` in the detector's mode:
 written once here, not six times.
 """
@@ -14,7 +15,7 @@ from abc import ABC, abstractmethod
 import numpy as np
 
 from madbench_common.core.types import Audio, Hertz
-from madbench_common.roles import Embedding, Frames
+from madbench_common.models.roles import Embedding, Frames
 
 __all__ = ["EmbeddingDetector"]
 

@@ -36,8 +36,8 @@ from madbench_common.core.types import Audio, Hertz
 from madbench_common.models._remote import writable_modules_cache
 from madbench_common.models.detector_base import EmbeddingDetector
 from madbench_common.models.prep import check_audio, resample, tile_to, torch_device
-from madbench_common.roles import Embedding, Frames, InputSpec
-from madbench_common.weights import hf_path
+from madbench_common.models.roles import Embedding, Frames, InputSpec
+from madbench_common.models.weights import hf_path
 
 __all__ = ["NB_SAMP", "REPO", "DfArenaDetector", "classifier_hook", "logits_of", "p_spoof",
            "prepare"]

@@ -50,6 +50,7 @@ import soundfile as sf
 
 from madbench_common.core.types import Audio, Hertz, Seconds
 from madbench_common.media.audio import resample
+from madbench_common.models.weights import TINY_ARCH_FILE, hf_path, tiny_layout
 from madbench_common.speech_prep import (
     GenerationFailed,
     GenerationReport,
@@ -60,7 +61,6 @@ from madbench_common.speech_prep import (
     prepare_reference,
     seed_all,
 )
-from madbench_common.weights import TINY_ARCH_FILE, hf_path, tiny_layout
 
 __all__ = ["F5CrossTTS", "F5SameTTS", "F5TTSGenerator", "SerialExecutor",
            "write_tiny_checkpoint"]
@@ -97,7 +97,8 @@ def _device(device: str | None) -> str:
 
 
 class F5TTSGenerator(ReportingGenerator):
-    """F5-TTS ``F5TTS_v1_Base`` behind the :class:`~madbench_common.roles.SpeechGenerator` role."""
+    """F5-TTS ``F5TTS_v1_Base`` behind the
+    :class:`~madbench_common.models.roles.SpeechGenerator` role."""
 
     slug = "tts-f5"
     branch = "tts_same"
@@ -255,7 +256,7 @@ def write_tiny_checkpoint(root: str | os.PathLike[str]) -> None:
     from safetensors.torch import save_file
     from vocos import Vocos
 
-    from madbench_common.weights import install_local_snapshot
+    from madbench_common.models.weights import install_local_snapshot
 
     torch.manual_seed(1234)
     vocab, size = get_tokenizer(str(files("f5_tts").joinpath("infer/examples/vocab.txt")),

@@ -35,7 +35,7 @@ from typing import Any, ClassVar
 
 from madbench_common.core.types import Audio, Hertz
 from madbench_common.models.http_api import JsonApi, SpendMeter, api_key, wav_base64
-from madbench_common.roles import Frames, OmniAnswer
+from madbench_common.models.roles import Frames, OmniAnswer
 
 __all__ = ["Gemini3Flash", "Gemini25Flash", "GeminiAudio", "Prices"]
 

@@ -28,7 +28,7 @@ from madbench_common.models._omni_hf import (
     torch_dtype,
     video_frames,
 )
-from madbench_common.weights import hf_path
+from madbench_common.models.weights import hf_path
 
 __all__ = ["IMAGE", "REPO", "REVISION", "Gemma4Omni"]
 

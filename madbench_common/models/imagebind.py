@@ -2,7 +2,7 @@
 
 ``imagebind`` is installed from ``facebookresearch/ImageBind`` at a pinned commit; the
 model is ``ImageBindModel`` with ``imagebind_huge``'s arguments, loaded from
-``imagebind_huge.pth`` through :func:`~madbench_common.weights.url_file`. Its
+``imagebind_huge.pth`` through :func:`~madbench_common.models.weights.url_file`. Its
 ``data.py`` loaders read files with pytorchvideo/decord; this adapter applies the same
 transforms to the arrays the feature stage decodes:
 
@@ -31,8 +31,8 @@ import numpy.typing as npt
 
 from madbench_common.core.types import Audio, Hertz
 from madbench_common.models.prep import check_audio, fuse_av, l2_normalise, resample, torch_device
-from madbench_common.roles import Embedding, Frames, InputSpec
-from madbench_common.weights import TINY_ARCH_FILE, url_file
+from madbench_common.models.roles import Embedding, Frames, InputSpec
+from madbench_common.models.weights import TINY_ARCH_FILE, url_file
 
 __all__ = ["ARCH_FILE", "HUGE", "ImageBindEncoder", "clip_starts"]
 

@@ -55,6 +55,7 @@ import soundfile as sf
 from madbench_common.core.compat import zip_strict
 from madbench_common.core.errors import EnvironmentMissing
 from madbench_common.core.types import Audio, Hertz, Seconds
+from madbench_common.models.weights import hf_path
 from madbench_common.speech_prep import (
     GenerationFailed,
     GenerationReport,
@@ -65,7 +66,6 @@ from madbench_common.speech_prep import (
     prepare_reference,
     seed_all,
 )
-from madbench_common.weights import hf_path
 
 __all__ = ["IndexTTS2CrossTTS", "IndexTTS2Generator", "IndexTTS2SameTTS", "LengthControl",
            "build_normalizer_cache", "check_normalizer_cache", "normalizer_grammars",
@@ -187,7 +187,7 @@ class LengthControl:
 
 
 class IndexTTS2Generator(ReportingGenerator):
-    """IndexTTS2 behind the :class:`~madbench_common.roles.SpeechGenerator` role."""
+    """IndexTTS2 behind the :class:`~madbench_common.models.roles.SpeechGenerator` role."""
 
     slug = "tts-indextts2"
     branch = "tts_same"

@@ -46,8 +46,8 @@ from madbench_common.models._remote import (
     one_second_chunks,
     writable_modules_cache,
 )
-from madbench_common.roles import Frames, OmniAnswer
-from madbench_common.weights import hf_path
+from madbench_common.models.roles import Frames, OmniAnswer
+from madbench_common.models.weights import hf_path
 
 __all__ = ["IMAGE", "REPO", "REVISION", "MiniCPMo45", "messages"]
 

@@ -51,8 +51,8 @@ from madbench_common.models.env_common import (
     resolve_device,
     settings_record,
 )
-from madbench_common.roles import Frames
-from madbench_common.weights import TINY_ARCH_FILE, hf_path, url_file
+from madbench_common.models.roles import Frames
+from madbench_common.models.weights import TINY_ARCH_FILE, hf_path, url_file
 
 __all__ = ["VARIANTS", "MMAudioV2A", "upstream_sizes"]
 

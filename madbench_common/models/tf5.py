@@ -29,8 +29,8 @@ import numpy as np
 
 from madbench_common.core.types import Audio, Hertz
 from madbench_common.models.prep import check_audio, fuse_av, l2_normalise, resample, torch_device
-from madbench_common.roles import Embedding, Frames, InputSpec
-from madbench_common.weights import hf_path
+from madbench_common.models.roles import Embedding, Frames, InputSpec
+from madbench_common.models.weights import hf_path
 
 __all__ = ["PeAvEncoder", "WavLMEncoder"]
 

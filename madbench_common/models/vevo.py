@@ -43,6 +43,13 @@ import soundfile as sf
 from madbench_common.core.compat import working_dir
 from madbench_common.core.types import Audio, Hertz, Seconds
 from madbench_common.media.audio import resample
+from madbench_common.models.weights import (
+    TINY_ARCH_FILE,
+    WeightsMissing,
+    hf_path,
+    url_file,
+    weights_root,
+)
 from madbench_common.speech_prep import (
     GenerationFailed,
     GenerationReport,
@@ -51,13 +58,6 @@ from madbench_common.speech_prep import (
     guard_oom,
     prepare_reference,
     seed_all,
-)
-from madbench_common.weights import (
-    TINY_ARCH_FILE,
-    WeightsMissing,
-    hf_path,
-    url_file,
-    weights_root,
 )
 
 __all__ = ["VevoTimbre", "amphion_root", "config_files", "routed_hubert", "sized_configs"]
@@ -154,7 +154,8 @@ def _snapshot_parts() -> dict[str, Path]:
 
 
 class VevoTimbre(ReportingGenerator):
-    """Vevo-Timbre behind the :class:`~madbench_common.roles.SpeechGenerator` role (``vc``)."""
+    """Vevo-Timbre behind the :class:`~madbench_common.models.roles.SpeechGenerator` role
+    (``vc``)."""
 
     slug = "vc-vevo"
     branch = "vc"

@@ -31,7 +31,7 @@ import numpy as np
 from madbench_common.core.types import Audio, Hertz
 from madbench_common.media.audio import resample
 from madbench_common.models._hf import model_version, snapshot, torch_device
-from madbench_common.roles import Transcript
+from madbench_common.models.roles import Transcript
 
 __all__ = ["REPO", "REVISION", "WhisperASR", "no_speech_probability", "word_coverage"]
 

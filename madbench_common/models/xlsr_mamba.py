@@ -44,8 +44,8 @@ from madbench_common.core.errors import ConfigError
 from madbench_common.core.types import Audio, Hertz
 from madbench_common.models.detector_base import EmbeddingDetector
 from madbench_common.models.prep import check_audio, resample, tile_to, torch_device
-from madbench_common.roles import Embedding, Frames, InputSpec
-from madbench_common.weights import TINY_ARCH_FILE, hf_path
+from madbench_common.models.roles import Embedding, Frames, InputSpec
+from madbench_common.models.weights import TINY_ARCH_FILE, hf_path
 
 __all__ = ["ARCH_FILE", "NB_SAMP", "RELEASED", "XlsrMambaDetector", "build_modules",
            "fairseq_to_hf", "merge_arch", "reference_mamba"]

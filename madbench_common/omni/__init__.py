@@ -9,5 +9,5 @@ The generic machinery behind every omni-model stage (MADBench §4.2, §5; DEAF r
 - :mod:`.sanity` — the modality check (silence / noise / shuffled video move the answers).
 
 Prompts live in :mod:`madbench_common.prompts`; models implement
-:class:`madbench_common.roles.OmniModel`.
+:class:`madbench_common.models.roles.OmniModel`.
 """

@@ -15,11 +15,11 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from madbench_common.core.types import Audio
+from madbench_common.models.roles import Frames, OmniAnswer, OmniModel
 from madbench_common.omni.cache import ResponseCache, ResponseKey, choices_setting
 from madbench_common.omni.parse import REFUSAL, UNPARSED, parse_answer
 from madbench_common.omni.scoring import LabelProbs, label_probs
 from madbench_common.prompts import Question
-from madbench_common.roles import Frames, OmniAnswer, OmniModel
 
 __all__ = ["Media", "Outcome", "ask"]
 

@@ -1,6 +1,6 @@
 """The omni response cache: one stored reply per (model, image, prompt, inputs, mode, pairing).
 
-A response is what an :class:`~madbench_common.roles.OmniModel` returned for one
+A response is what an :class:`~madbench_common.models.roles.OmniModel` returned for one
 question on one input: the generated text, the option log-probs (with their token
 ids) and the wall time of the call. It is keyed by :class:`ResponseKey` — model slug
 and version, the image it ran in (its reference, with the digest where pinned), the
@@ -24,7 +24,7 @@ from typing import Any
 
 from madbench_common.core.errors import ChecksumError
 from madbench_common.core.store import Store
-from madbench_common.roles import OmniAnswer, OptionLogprob
+from madbench_common.models.roles import OmniAnswer, OptionLogprob
 
 __all__ = ["CACHE_PREFIX", "ResponseCache", "ResponseKey", "choices_setting"]
 

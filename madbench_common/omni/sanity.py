@@ -26,9 +26,9 @@ from dataclasses import asdict, dataclass, replace
 
 import numpy as np
 
+from madbench_common.models.roles import OmniModel
 from madbench_common.omni.ask import Media, Outcome, ask
 from madbench_common.prompts import Question
-from madbench_common.roles import OmniModel
 
 __all__ = ["SanityCheck", "modality_sanity", "sanity_json"]
 

@@ -25,8 +25,8 @@ from dataclasses import dataclass
 import numpy as np
 
 from madbench_common.core.errors import ConfigError
+from madbench_common.models.roles import OmniAnswer, OptionLogprob
 from madbench_common.prompts import Question
-from madbench_common.roles import OmniAnswer, OptionLogprob
 
 __all__ = ["LabelProbs", "label_probs", "positive_score"]
 

@@ -61,7 +61,7 @@ _HEADER = (
 _DIGEST = re.compile(r"^sha256:[0-9a-f]{64}$")
 _SCRATCH = "/tmp"
 _WEIGHTS = "/weights"
-"""Where the weights volume is mounted: madbench_common.weights.DEFAULT_ROOT."""
+"""Where the weights volume is mounted: madbench_common.models.weights.DEFAULT_ROOT."""
 _UID = 10001
 _BACKOFF_SECONDS = 30
 _MEMORY_HEADROOM, _MEMORY_STEP_MI, _MEMORY_FLOOR_MI = 1.5, 256, 512
@@ -397,7 +397,7 @@ def _default_model(stage: Stage, variant: Variant) -> str:
 
 
 def _reference_model(role: str) -> str:
-    from madbench_common.registry import specs_for_role
+    from madbench_common.models.registry import specs_for_role
 
     refs = [s.slug for s in specs_for_role(role) if s.reference]
     return refs[0] if refs else ""

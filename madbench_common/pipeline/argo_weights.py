@@ -23,8 +23,8 @@ from pathlib import Path
 
 from hera.workflows import models as m
 
+from madbench_common.models.weights import weights_images
 from madbench_common.pipeline.argo import ClusterProfile, ImageLock, workflow_yaml
-from madbench_common.weights import weights_images
 
 __all__ = ["EGRESS_LABEL", "HF_SECRET", "compile_weights_workflow", "render_weights_workflow",
            "weights_images"]

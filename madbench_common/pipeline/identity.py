@@ -45,8 +45,9 @@ __all__ = ["accelerator", "adapter_sources", "cache_identity", "compute_dtype",
 _PACKAGE = "madbench_common"
 _NOT_HELPERS = frozenset({
     "madbench_common", "madbench_common.core.errors", "madbench_common.core.types",
-    "madbench_common.roles", "madbench_common.registry", "madbench_common.weights",
-    "madbench_common.weights_layout", "madbench_common.weights_pin",
+    "madbench_common.models.roles", "madbench_common.models.registry",
+    "madbench_common.models.weights",
+    "madbench_common.models.weights_layout", "madbench_common.models.weights_pin",
     "madbench_common.core.manifest", "madbench_common.rows", "madbench_common.core.store",
     "madbench_common.core.s3client", "madbench_common.models", "madbench_common.reference",
     "madbench_common.models.tiny",
@@ -62,7 +63,7 @@ manifests and storage, and bare packages."""
 def stage_models(model: str, params: Mapping[str, Any]) -> list[str]:
     """Registered slugs a stage runs: ``model`` (``+``-joined for compound stages, whose
     parameters then name the ones actually used) and every parameter value that is a slug."""
-    from madbench_common.registry import REGISTRY
+    from madbench_common.models.registry import REGISTRY
 
     named = [str(params.get("model") or model)] if "+" not in model else []
     named += [v for v in params.values() if isinstance(v, str)]
@@ -165,7 +166,7 @@ def _strings_of(modules: Iterable[str]) -> set[str]:
 
 
 def _model_strings(slug: str) -> set[str]:
-    from madbench_common.registry import REGISTRY
+    from madbench_common.models.registry import REGISTRY
 
     return _strings_of(adapter_sources(REGISTRY[slug].target.partition(":")[0]))
 
@@ -174,8 +175,8 @@ def _weights_pins(image: str, strings: set[str]) -> dict[str, Any]:
     """The pins of the entries of ``image``'s weights.yaml the adapter reads: those its
     sources name, and those no model of the image names (read through another library's
     default, e.g. torchaudio's HuBERT file name); every entry when it names none."""
-    from madbench_common.registry import REGISTRY
-    from madbench_common.weights import load_spec, spec_path
+    from madbench_common.models.registry import REGISTRY
+    from madbench_common.models.weights import load_spec, spec_path
 
     if not image or not spec_path(image).exists():
         return {}
@@ -228,7 +229,7 @@ def loaded_dtype(model: Any) -> str:
 def model_identity(slug: str, params: Mapping[str, Any] | None = None,
                    _seen: frozenset[str] = frozenset()) -> dict[str, Any]:
     """Adapter code, weights pins and dtype of a registered model (see the module doc)."""
-    from madbench_common.registry import REGISTRY
+    from madbench_common.models.registry import REGISTRY
 
     spec = REGISTRY[slug]
     module = spec.target.partition(":")[0]
@@ -292,7 +293,7 @@ def cache_identity(slug: str, image: str, params: Mapping[str, Any], model: Any,
                    omni: bool = False) -> str:
     """What a cache of a loaded model's outputs keys on: the image, the model's identity
     with the dtype it loaded, and for omni models the message layout (a hex digest)."""
-    from madbench_common.registry import REGISTRY
+    from madbench_common.models.registry import REGISTRY
 
     ident = dict(model_identity(slug, params)) if slug in REGISTRY else {"slug": slug}
     ident["dtype"] = loaded_dtype(model)

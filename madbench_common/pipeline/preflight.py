@@ -40,9 +40,9 @@ from typing import Any
 
 from madbench_common.core.errors import ConfigError, EnvironmentMissing, MadbenchError
 from madbench_common.core.store import RunStore
+from madbench_common.models.registry import REGISTRY
 from madbench_common.pipeline.graph import Graph, Stage
 from madbench_common.pipeline.stage import make_context, stage_done, stage_params
-from madbench_common.registry import REGISTRY
 
 __all__ = ["Where", "check_run", "model_slugs", "pending_stages", "stage_problems"]
 
@@ -168,7 +168,7 @@ def stage_problems(stage: Stage, params: dict[str, Any]) -> list[str]:
 
 
 def _check_weights(repo: str, image: str, revision: str, root: str | None) -> list[str]:
-    from madbench_common.weights import WeightsMissing, check_weights, hf_path
+    from madbench_common.models.weights import WeightsMissing, check_weights, hf_path
 
     if not repo:
         if not (_REPO / "images" / image / "weights.yaml").is_file():

@@ -31,7 +31,7 @@ from scipy.fft import dct
 from scipy.signal import resample_poly
 
 from madbench_common.core.types import Audio, Hertz
-from madbench_common.roles import Frames
+from madbench_common.models.roles import Frames
 
 __all__ = [
     "AVLfccEncoder",

@@ -52,7 +52,7 @@ from madbench_common.media.dsp import (
     resonator_bank,
     smooth_random,
 )
-from madbench_common.roles import Frames
+from madbench_common.models.roles import Frames
 from madbench_common.taxonomy import assign_label, find_sounds, load_taxonomy
 
 __all__ = [

@@ -28,7 +28,7 @@ import numpy as np
 import numpy.typing as npt
 
 from madbench_common.core.compat import zip_strict
-from madbench_common.roles import Frames
+from madbench_common.models.roles import Frames
 
 __all__ = ["REGIONS", "HaarFaceCropper", "square_box"]
 

@@ -10,7 +10,7 @@ caption → fine-label step that every describer shares
 from __future__ import annotations
 
 from madbench_common.core.errors import ConfigError
-from madbench_common.roles import Frames
+from madbench_common.models.roles import Frames
 from madbench_common.taxonomy import assign_label
 
 __all__ = ["CaptionHintLabeller"]

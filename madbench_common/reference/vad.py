@@ -7,7 +7,7 @@ import numpy as np
 from madbench_common.core.compat import zip_strict
 from madbench_common.core.types import Audio, Hertz
 from madbench_common.media.audio import resample
-from madbench_common.roles import Segment
+from madbench_common.models.roles import Segment
 
 __all__ = ["SileroVAD", "coverage"]
 

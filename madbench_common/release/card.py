@@ -31,10 +31,10 @@ import yaml
 from madbench_common.core.errors import ConfigError
 from madbench_common.core.manifest import read_manifest_bytes
 from madbench_common.core.store import RunStore
+from madbench_common.models.registry import REGISTRY
 from madbench_common.pipeline.graph import Graph
 from madbench_common.pipeline.stage import make_context, read_marker
 from madbench_common.pipeline.status import collect_status, table_one
-from madbench_common.registry import REGISTRY
 from madbench_common.release.export import SPLIT_NAMES
 from madbench_common.robustness.noise import load_noise_set
 from madbench_common.rows import ComponentRow, SampleRow, StemRow
@@ -99,7 +99,7 @@ def _model_licence(slug: str) -> tuple[str, str]:
 
 
 def _weights(image: str, weights_root: str | None) -> str:
-    from madbench_common.weights import load_spec
+    from madbench_common.models.weights import load_spec
 
     try:
         spec = load_spec(image)

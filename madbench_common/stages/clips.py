@@ -25,8 +25,8 @@ from madbench_common.core.compat import zip_strict
 from madbench_common.core.errors import ConfigError, InputRejected
 from madbench_common.core.types import Audio, Hertz
 from madbench_common.media.dsp import n_samples
+from madbench_common.models.registry import load_model
 from madbench_common.pipeline.stage import MapStage, StageContext
-from madbench_common.registry import load_model
 from madbench_common.rows import (
     ComponentRow,
     SceneRow,

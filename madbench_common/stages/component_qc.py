@@ -64,10 +64,10 @@ from madbench_common.core.manifest import Provenance
 from madbench_common.core.types import Audio
 from madbench_common.media.audio import rms_dbfs
 from madbench_common.media.dsp import n_samples
+from madbench_common.models.registry import load_model
+from madbench_common.models.roles import ASR, VAD, AudioTagger, AudioTextScorer, SpeakerEmbedder
 from madbench_common.pipeline.stage import MapStage
 from madbench_common.reference.vad import coverage
-from madbench_common.registry import load_model
-from madbench_common.roles import ASR, VAD, AudioTagger, AudioTextScorer, SpeakerEmbedder
 from madbench_common.rows import ComponentRow
 from madbench_common.stages.clips import ClipInputs, load_clip_inputs, speech_active
 from madbench_common.stages.source_qc import (

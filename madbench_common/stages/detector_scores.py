@@ -15,8 +15,8 @@ from collections.abc import Sequence
 from functools import cached_property
 from typing import Any
 
+from madbench_common.models.registry import REGISTRY
 from madbench_common.pipeline.stage import StageImpl
-from madbench_common.registry import REGISTRY
 from madbench_common.rows import FeatureRow, ScoreRow
 
 __all__ = ["DetectorScoreStage", "score_row"]

@@ -33,10 +33,10 @@ import numpy as np
 
 from madbench_common.eval.tasks import SC_PROTOCOL
 from madbench_common.media.mux import sample_frames, video_digest
+from madbench_common.models.registry import load_model
+from madbench_common.models.roles import Frames
 from madbench_common.pipeline.failures import row_failure
 from madbench_common.pipeline.stage import StageImpl
-from madbench_common.registry import load_model
-from madbench_common.roles import Frames
 from madbench_common.rows import FeatureRow, PerturbedRow, SampleRow
 
 __all__ = ["FeatureStage", "input_sha256", "shuffle_partners", "shuffle_rng", "shuffled_input"]

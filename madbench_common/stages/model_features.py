@@ -33,9 +33,9 @@ from typing import Any
 
 import numpy as np
 
+from madbench_common.models.registry import load_model
+from madbench_common.models.roles import Embedding, InputSpec
 from madbench_common.pipeline.failures import row_failure
-from madbench_common.registry import load_model
-from madbench_common.roles import Embedding, InputSpec
 from madbench_common.rows import FeatureRow, SampleRow
 from madbench_common.stages.features import FeatureStage, input_sha256
 

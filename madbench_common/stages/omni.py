@@ -41,12 +41,12 @@ from typing import Any
 
 from madbench_common.eval.tasks import CORE_TASKS, SC_PROTOCOL, VARIANTS
 from madbench_common.media.mux import sample_frames
+from madbench_common.models.registry import load_model
 from madbench_common.omni.ask import Media, Outcome, ask
 from madbench_common.omni.cache import ResponseCache
 from madbench_common.pipeline.failures import row_failure
 from madbench_common.pipeline.stage import StageImpl
 from madbench_common.prompts import MADBENCH_PROMPTS, Question, load_prompt
-from madbench_common.registry import load_model
 from madbench_common.rows import SampleRow, ScoreRow
 from madbench_common.stages.features import (
     input_sha256,

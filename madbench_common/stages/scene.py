@@ -15,9 +15,9 @@ from functools import cached_property
 
 from madbench_common.core.errors import ConfigError, InputRejected
 from madbench_common.media.mux import sample_frames
+from madbench_common.models.registry import load_model
+from madbench_common.models.roles import SceneLabeller
 from madbench_common.pipeline.stage import MapStage
-from madbench_common.registry import load_model
-from madbench_common.roles import SceneLabeller
 from madbench_common.rows import SceneRow
 from madbench_common.stages.clips import ClipInputs, fetch_video, load_clip_inputs
 from madbench_common.taxonomy import build_prompt, load_taxonomy, pick_mismatch

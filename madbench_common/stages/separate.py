@@ -17,9 +17,9 @@ import numpy as np
 
 from madbench_common.core.errors import InputRejected
 from madbench_common.media.audio import si_sdr
+from madbench_common.models.registry import load_model
+from madbench_common.models.roles import SeparatedSpeech, Separator
 from madbench_common.pipeline.stage import MapStage
-from madbench_common.registry import load_model
-from madbench_common.roles import SeparatedSpeech, Separator
 from madbench_common.rows import SourceRow, StemRow
 
 __all__ = ["SeparateStage", "separate_clip"]

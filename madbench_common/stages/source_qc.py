@@ -56,10 +56,10 @@ import numpy as np
 
 from madbench_common.core.errors import InputRejected
 from madbench_common.media.audio import rms_dbfs
+from madbench_common.models.registry import load_model
+from madbench_common.models.roles import ASR, VAD, AudioTagger, Segment, Transcript
 from madbench_common.pipeline.stage import MapStage
 from madbench_common.reference.vad import coverage
-from madbench_common.registry import load_model
-from madbench_common.roles import ASR, VAD, AudioTagger, Segment, Transcript
 from madbench_common.rows import SourceQCRow, SourceRow, StemRow
 from madbench_common.stages.clips import speech_active
 

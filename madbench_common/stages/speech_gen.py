@@ -14,7 +14,7 @@ from __future__ import annotations
 from madbench_common.core.errors import InputRejected
 from madbench_common.core.types import Audio
 from madbench_common.media.dsp import place_in_regions
-from madbench_common.roles import SpeechGenerator
+from madbench_common.models.roles import SpeechGenerator
 from madbench_common.rows import ComponentRow
 from madbench_common.stages.clips import PlannedComponentStage, component_seed, speech_active
 

@@ -16,9 +16,9 @@ import numpy as np
 from sklearn.cluster import AgglomerativeClustering
 
 from madbench_common.core.compat import zip_strict
+from madbench_common.models.registry import load_model
+from madbench_common.models.roles import SpeakerEmbedder
 from madbench_common.pipeline.stage import StageImpl
-from madbench_common.registry import load_model
-from madbench_common.roles import SpeakerEmbedder
 from madbench_common.rows import SourceQCRow, SourceRow, SplitRow, StemRow
 
 __all__ = ["SPLITS", "SplitStage", "assign_splits", "cluster_speakers", "link_groups"]

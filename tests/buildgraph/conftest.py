@@ -7,10 +7,10 @@ from pathlib import Path
 import pytest
 
 from madbench_common.core.store import RunStore, open_store
-from madbench_common.faultsuite import demo_sources
 from madbench_common.pipeline.definition import build_graph
 from madbench_common.pipeline.eval_models import REFERENCE_MODELS
 from madbench_common.pipeline.local import LocalRunner, RunOptions
+from madbench_common.testing.faults import demo_sources
 
 DEMO = Path(__file__).resolve().parents[2] / "data" / "demo"
 CLIPS = ("demo_002", "demo_003", "demo_004", "demo_007", "demo_011", "demo_027")

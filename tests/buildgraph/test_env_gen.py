@@ -8,8 +8,8 @@ import pytest
 from madbench_common.core.errors import ConfigError
 from madbench_common.media.audio import rms_dbfs
 from madbench_common.media.dsp import erb_filterbank
+from madbench_common.models.roles import Model
 from madbench_common.reference import env_gen as eg
-from madbench_common.roles import Model
 from madbench_common.taxonomy import build_prompt, load_taxonomy
 
 SR = 16000

@@ -13,8 +13,8 @@ import soundfile as sf
 from madbench_common.core.errors import ConfigError
 from madbench_common.media.audio import resample
 from madbench_common.media.dsp import f0_log_stats, f0_track, mean_log_envelope, world_analyse
+from madbench_common.models.roles import Model
 from madbench_common.reference import speech_gen as sg
-from madbench_common.roles import Model
 
 pytestmark = pytest.mark.skipif(
     shutil.which("flite") is None or shutil.which("espeak-ng") is None,

@@ -9,8 +9,8 @@ import numpy as np
 import pytest
 
 from madbench_common.core.errors import ConfigError
+from madbench_common.models.roles import Model
 from madbench_common.reference.scene import CaptionHintLabeller
-from madbench_common.roles import Model
 from madbench_common.taxonomy import (
     DEFAULT_TAXONOMY_PATH,
     assign_label,

@@ -6,6 +6,7 @@ import numpy as np
 import pytest
 from scipy.signal import resample_poly
 
+from madbench_common.models.roles import Model
 from madbench_common.reference.encoders import (
     AVStatsEncoder,
     DNSMOSEncoder,
@@ -14,7 +15,6 @@ from madbench_common.reference.encoders import (
     LogMelStatsEncoder,
     ResemblyzerEncoder,
 )
-from madbench_common.roles import Model
 
 SR = 16000
 

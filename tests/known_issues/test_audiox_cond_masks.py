@@ -14,7 +14,7 @@ pytest.importorskip("stable_audio_tools", reason="run make adapter-test IMAGE=a2
 
 from madbench_common.models.audiox import AudioXA2A, fix_cross_attn_masks
 from madbench_common.models.tiny.audiox import install_tiny
-from madbench_common.weights import weights_root
+from madbench_common.models.weights import weights_root
 
 
 @pytest.fixture(scope="module")

@@ -13,7 +13,7 @@ pytest.importorskip("AASIST", reason="run make adapter-test IMAGE=audio-torch (c
 
 
 from madbench_common.models.aasist import WEIGHTS, AasistDetector
-from madbench_common.weights import load_spec
+from madbench_common.models.weights import load_spec
 
 from .tiny import ROOT, demo_audio
 

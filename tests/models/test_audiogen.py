@@ -13,7 +13,7 @@ pytest.importorskip("audiocraft", reason="run make adapter-test IMAGE=env-audiog
 
 from madbench_common.models.audiogen import AudioGenTTA
 from madbench_common.models.tiny.audiogen import install_tiny
-from madbench_common.weights import WeightsMissing, weights_root
+from madbench_common.models.weights import WeightsMissing, weights_root
 
 
 @pytest.fixture(scope="module")

@@ -15,7 +15,7 @@ pytest.importorskip("diffusers", reason="run make adapter-test IMAGE=env-audiold
 from madbench_common.models.audioldm2 import AudioLDM2ATA, AudioLDM2TTA, log_mel, normalize_wav
 from madbench_common.models.env_common import ALWAYS_EXCLUDED
 from madbench_common.models.tiny.audioldm2 import install_tiny
-from madbench_common.weights import WeightsMissing
+from madbench_common.models.weights import WeightsMissing
 from models.envdata import demo_env
 
 

@@ -15,7 +15,7 @@ pytest.importorskip("stable_audio_tools", reason="run make adapter-test IMAGE=a2
 from madbench_common.core.errors import ConfigError
 from madbench_common.models.audiox import AudioXA2A, audio_prompt
 from madbench_common.models.tiny.audiox import install_tiny
-from madbench_common.weights import WeightsMissing, weights_root
+from madbench_common.models.weights import WeightsMissing, weights_root
 from models.envdata import demo_env
 
 

@@ -18,7 +18,7 @@ pytest.importorskip("librosa", reason="run make adapter-test IMAGE=det-av-anomal
 from madbench_common.core.errors import ConfigError
 from madbench_common.models.av_anomaly import FILES, AvAnomalyDetector, build_models
 from madbench_common.models.tiny.det import av_anomaly
-from madbench_common.weights import load_spec
+from madbench_common.models.weights import load_spec
 
 from .tiny import ROOT, demo_audio, demo_frames
 

@@ -34,7 +34,7 @@ from madbench_common.models.baichuan_omni import (  # noqa: E402
     model_dir,
     sdpa_vision,
 )
-from madbench_common.weights import weights_root  # noqa: E402
+from madbench_common.models.weights import weights_root  # noqa: E402
 
 from .tiny import demo_audio, demo_frames  # noqa: E402
 
@@ -172,7 +172,7 @@ def test_missing_weights_name_the_fix(tmp_path: Path) -> None:
 
 @needs_repo
 def test_omni_stage_writes_score_rows(tiny: Path, tmp_path: Path) -> None:
-    from madbench_common.registry import load_model
+    from madbench_common.models.registry import load_model
     from madbench_common.rows import ScoreRow
 
     from .stage_rows import assembled_run, run_stage

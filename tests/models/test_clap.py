@@ -8,7 +8,7 @@ from typing import Any
 import numpy as np
 import pytest
 
-from madbench_common.weights import WeightsMissing
+from madbench_common.models.weights import WeightsMissing
 from tests.models._qc import VENV, demo_stem
 
 

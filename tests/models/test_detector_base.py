@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 from madbench_common.models.detector_base import EmbeddingDetector
-from madbench_common.roles import Embedding, InputSpec
+from madbench_common.models.roles import Embedding, InputSpec
 
 ADAPTERS = {
     "aasist": ("AasistDetector", "A"), "df_arena": ("DfArenaDetector", "A"),

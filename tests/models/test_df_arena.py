@@ -27,7 +27,7 @@ from madbench_common.models.df_arena import (
     p_spoof,
     prepare,
 )
-from madbench_common.weights import WeightsMissing, weights_root
+from madbench_common.models.weights import WeightsMissing, weights_root
 
 from .tiny import demo_audio
 

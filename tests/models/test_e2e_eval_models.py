@@ -20,13 +20,13 @@ import pytest
 
 from madbench_common.core.manifest import read_manifest_bytes
 from madbench_common.core.store import RunStore, open_store
-from madbench_common.faultsuite import demo_sources
+from madbench_common.models.registry import REGISTRY
 from madbench_common.pipeline.definition import build_graph
 from madbench_common.pipeline.graph import Graph
 from madbench_common.pipeline.local import LocalRunner, RunOptions
 from madbench_common.pipeline.stage import make_context, merge_stage, run_shard
-from madbench_common.registry import REGISTRY
 from madbench_common.rows import FeatureRow, SampleRow
+from madbench_common.testing.faults import demo_sources
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(3000)]
 

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from madbench_common.media.audio import resample
-from madbench_common.weights import WeightsMissing
+from madbench_common.models.weights import WeightsMissing
 from tests.models._qc import VENV, demo_stem
 
 

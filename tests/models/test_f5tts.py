@@ -4,7 +4,7 @@ Runs in ``.venvs/tts-f5`` (``make adapter-test IMAGE=tts-f5``). The checkpoint a
 are built from upstream's own classes with random weights by
 :func:`madbench_common.models.f5tts.write_tiny_checkpoint` (also the image test's), written
 where the real ones go in a temporary weights root, and loaded by the adapter through
-:func:`madbench_common.weights.hf_path` and upstream's loaders; sampling is upstream's
+:func:`madbench_common.models.weights.hf_path` and upstream's loaders; sampling is upstream's
 ``infer_process`` (2 Euler steps).
 """
 
@@ -19,9 +19,9 @@ import pytest
 pytest.importorskip("f5_tts", reason="run make adapter-test IMAGE=tts-f5")
 
 
+from madbench_common.models.weights import WeightsMissing
 from madbench_common.speech_prep import GenerationFailed
 from madbench_common.stages.speech_gen import generate_speech
-from madbench_common.weights import WeightsMissing
 
 from .speech_cases import RATE, assert_placed, demo_case
 

@@ -7,8 +7,8 @@ import importlib
 import pytest
 
 from madbench_common.images import load_image
-from madbench_common.registry import REGISTRY
-from madbench_common.weights import load_spec
+from madbench_common.models.registry import REGISTRY
+from madbench_common.models.weights import load_spec
 
 _PINS = {
     "separator-mossformer2": ["madbench_common.models.mossformer2"],

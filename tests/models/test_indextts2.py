@@ -25,8 +25,8 @@ pytest.importorskip("indextts.infer_v2", reason="run make adapter-test IMAGE=tts
 import torch
 
 from madbench_common.models.indextts2 import LengthControl, plan_frames
+from madbench_common.models.weights import WeightsMissing
 from madbench_common.speech_prep import GenerationFailed
-from madbench_common.weights import WeightsMissing
 
 from .speech_cases import RATE, demo_case
 

@@ -22,7 +22,7 @@ pytest.importorskip("mmaudio", reason="run make adapter-test IMAGE=v2a-mmaudio")
 import torch
 
 from madbench_common.models.mmaudio import MMAudioV2A
-from madbench_common.weights import WeightsMissing, hf_path, url_file
+from madbench_common.models.weights import WeightsMissing, hf_path, url_file
 from models.envdata import demo_frames
 
 

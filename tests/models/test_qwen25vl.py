@@ -13,9 +13,9 @@ pytest.importorskip("transformers", reason="run make adapter-test IMAGE=scene-qw
 
 from madbench_common.models.qwen25vl import Qwen25VLSceneLabeller
 from madbench_common.models.tiny.qwen25vl import install_tiny
+from madbench_common.models.weights import WeightsMissing
 from madbench_common.stages.scene import label_scene
 from madbench_common.taxonomy import assign_label, load_taxonomy
-from madbench_common.weights import WeightsMissing
 from models.envdata import demo_frames
 
 

@@ -19,9 +19,9 @@ pytest.importorskip("peft", reason="run make adapter-test IMAGE=deaf-salmonn")
 
 from madbench_common.core.errors import ConfigError
 from madbench_common.models import salmonn
+from madbench_common.models.registry import REGISTRY
 from madbench_common.models.tiny import salmonn as tiny
-from madbench_common.registry import REGISTRY
-from madbench_common.weights import check_weights, weights_root
+from madbench_common.models.weights import check_weights, weights_root
 
 QUESTION = "What are the gender and the approximate age of the speaker?"
 
@@ -149,7 +149,7 @@ def test_checkpoint_of_another_model_is_refused(root: Path, model: salmonn.Salmo
 
 
 def test_missing_weights_name_the_fetch(tmp_path: Path) -> None:
-    from madbench_common.weights import WeightsMissing
+    from madbench_common.models.weights import WeightsMissing
 
     with pytest.raises(WeightsMissing, match="madbench weights fetch --image deaf-salmonn"):
         salmonn.Salmonn(device="cpu", root=tmp_path)

@@ -10,7 +10,7 @@ import pytest
 pytest.importorskip("transformers", reason="run make adapter-test IMAGE=enc-tf5")
 pytest.importorskip("timm", reason="run make adapter-test IMAGE=enc-tf5")
 
-from madbench_common.weights import WeightsMissing
+from madbench_common.models.weights import WeightsMissing
 
 from .tiny import demo_audio, demo_frames
 

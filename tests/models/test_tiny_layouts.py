@@ -3,7 +3,7 @@
 Each image's ``image_test.weights`` writer (image.yaml) puts a tiny random checkpoint of
 every model the image registers where the released files go, so the adapters' own
 loading code reads it offline. Writers declare what they write
-(:func:`madbench_common.weights.tiny_layout`).
+(:func:`madbench_common.models.weights.tiny_layout`).
 
 * Main suite (no model libraries): each declaration against ``weights.yaml``, by name —
   every declared file is one ``weights.yaml`` fetches, every pattern and URL item of
@@ -11,7 +11,7 @@ loading code reads it offline. Writers declare what they write
 * In the image's own venv (``make adapter-test IMAGE=<slug>`` sets
   ``MADBENCH_ADAPTER_IMAGE``; each image lists this file in ``adapter_tests``): the writer
   runs into a fresh weights root; what it wrote must be exactly its declaration, and
-  :func:`~madbench_common.weights.check_weights` (every repo found offline at its
+  :func:`~madbench_common.models.weights.check_weights` (every repo found offline at its
   ``weights.yaml`` revision, every URL file present) must find nothing missing.
 """
 
@@ -28,7 +28,7 @@ from typing import Any
 import pytest
 
 from madbench_common.images import load_image
-from madbench_common.weights import (
+from madbench_common.models.weights import (
     TINY_ARCH_FILE,
     TinyLayout,
     check_weights,
@@ -86,7 +86,7 @@ def test_layout_problems_name_each_difference(tmp_path: Path) -> None:
 
 
 def test_written_layout_reads_the_hub_cache_and_url_files(tmp_path: Path) -> None:
-    from madbench_common.weights import install_local_snapshot
+    from madbench_common.models.weights import install_local_snapshot
 
     src = tmp_path / "src"
     (src / "sub").mkdir(parents=True)

@@ -37,9 +37,9 @@ finally:
 
 import torch  # noqa: E402
 
+from madbench_common.models.weights import WeightsMissing  # noqa: E402
 from madbench_common.speech_prep import GenerationFailed  # noqa: E402
 from madbench_common.stages.speech_gen import generate_speech  # noqa: E402
-from madbench_common.weights import WeightsMissing  # noqa: E402
 
 
 @pytest.fixture(scope="module")
@@ -60,7 +60,7 @@ def test_tiny_widths_come_from_the_checkpoint_and_weights_from_its_files(vc) -> 
     from safetensors.torch import load_file
 
     from madbench_common.models.tiny.vevo import ARCH
-    from madbench_common.weights import hf_path, url_file
+    from madbench_common.models.weights import hf_path, url_file
 
     snap = hf_path("amphion/Vevo", image="vc-vevo")
     saved = load_file(str(snap / "acoustic_modeling/Vq8192ToMels/model.safetensors"))

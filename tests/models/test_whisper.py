@@ -8,8 +8,8 @@ from typing import Any
 import pytest
 
 from madbench_common.media.audio import resample
+from madbench_common.models.weights import WeightsMissing
 from madbench_common.models.whisper import REPO, REVISION, no_speech_probability, word_coverage
-from madbench_common.weights import WeightsMissing
 from tests.models._qc import VENV, demo_mixture
 
 

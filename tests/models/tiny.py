@@ -8,8 +8,8 @@ import numpy as np
 import soundfile as sf
 
 from madbench_common.media.mux import sample_frames
-from madbench_common.roles import Frames
-from madbench_common.weights import install_local_snapshot
+from madbench_common.models.roles import Frames
+from madbench_common.models.weights import install_local_snapshot
 
 ROOT = Path(__file__).resolve().parents[2]
 DEMO = ROOT / "data" / "demo"

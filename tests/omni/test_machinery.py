@@ -11,6 +11,7 @@ import pytest
 
 from madbench_common.core.errors import ConfigError
 from madbench_common.core.store import FileStore
+from madbench_common.models.roles import OmniAnswer, OptionLogprob
 from madbench_common.omni.ask import Media, ask
 from madbench_common.omni.cache import ResponseCache, ResponseKey
 from madbench_common.omni.parse import REFUSAL, UNPARSED
@@ -21,7 +22,6 @@ from madbench_common.prompts import (
     packaged_prompts,
     prompts_markdown,
 )
-from madbench_common.roles import OmniAnswer, OptionLogprob
 
 from .toy import ToyOmni
 

@@ -13,11 +13,11 @@ from media import make_clip
 from madbench_common.core.manifest import read_manifest_bytes, write_manifest_bytes
 from madbench_common.core.store import FileStore, RunStore
 from madbench_common.media.audio import wav_bytes
+from madbench_common.models.registry import REGISTRY, ModelSpec
 from madbench_common.pipeline.graph import Graph, Stage
 from madbench_common.pipeline.omni_models import omni_model_stages
 from madbench_common.pipeline.stage import make_context, merge_stage, run_shard
 from madbench_common.prompts import MADBENCH_PROMPTS, PROMPT_DIR, load_prompt
-from madbench_common.registry import REGISTRY, ModelSpec
 from madbench_common.rows import SampleRow, ScoreRow
 from madbench_common.stages import omni as omni_stage
 

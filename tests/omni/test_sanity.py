@@ -6,10 +6,10 @@ import json
 
 import numpy as np
 
+from madbench_common.models.roles import OmniAnswer
 from madbench_common.omni.ask import Media
 from madbench_common.omni.sanity import modality_sanity, sanity_json
 from madbench_common.prompts import load_prompt
-from madbench_common.roles import OmniAnswer
 
 from .toy import ToyOmni
 

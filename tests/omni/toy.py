@@ -16,7 +16,7 @@ from collections.abc import Sequence
 import numpy as np
 
 from madbench_common.core.types import Audio
-from madbench_common.roles import Frames, OmniAnswer, OptionLogprob
+from madbench_common.models.roles import Frames, OmniAnswer, OptionLogprob
 
 _WORDS = ("Fake.", "Real.", "Yes.", "No.", "R", "S", "E", "Q",
           "I'm sorry, I cannot tell.", "The recording has a voice.")

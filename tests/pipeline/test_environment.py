@@ -9,9 +9,9 @@ from types import SimpleNamespace
 import pytest
 
 from madbench_common.core.errors import ConfigError, EnvironmentMissing, InputRejected
+from madbench_common.models.registry import REGISTRY, ModelSpec, load_model
+from madbench_common.models.weights import WeightsMissing
 from madbench_common.pipeline.stage import MapStage
-from madbench_common.registry import REGISTRY, ModelSpec, load_model
-from madbench_common.weights import WeightsMissing
 from pipeline.toystages import ToyRow
 
 

@@ -4,7 +4,7 @@ A toy graph — ``source`` → ``feat_a`` (model A, image img-a) → ``combine_a
 ``source`` → ``feat_b`` (model B, image img-b) — runs as the Argo pods do: each stage's
 context made with its image reference from an images lock, skipped when its ``_SUCCESS``
 marker carries the same fingerprint. The models are real registry entries whose adapters
-read a pinned weights file through :func:`madbench_common.weights.url_file`. A weights
+read a pinned weights file through :func:`madbench_common.models.weights.url_file`. A weights
 update, an image rebuild and an adapter (helper) change each recompute exactly the
 stages that depend on them; an unchanged rerun recomputes nothing.
 """
@@ -22,6 +22,8 @@ import pytest
 
 from madbench_common.core.errors import ConfigError
 from madbench_common.core.store import RunStore, open_store
+from madbench_common.models.registry import REGISTRY, ModelSpec, load_model
+from madbench_common.models.roles import OmniAnswer
 from madbench_common.omni.cache import ResponseCache, ResponseKey
 from madbench_common.pipeline.argo import ImageLock
 from madbench_common.pipeline.graph import Graph, Stage
@@ -32,15 +34,13 @@ from madbench_common.pipeline.identity import (
     stage_models,
 )
 from madbench_common.pipeline.stage import make_context, merge_stage, read_marker, run_shard
-from madbench_common.registry import REGISTRY, ModelSpec, load_model
-from madbench_common.roles import OmniAnswer
 
 PKG = "idtoypkg"
 STAGES = textwrap.dedent('''
     from dataclasses import dataclass
     from madbench_common.core.manifest import ManifestRow, manifest
     from madbench_common.pipeline.stage import StageImpl
-    from madbench_common.registry import load_model
+    from madbench_common.models.registry import load_model
 
     @manifest("idtoy", 1)
     @dataclass(frozen=True, kw_only=True)
@@ -71,7 +71,7 @@ STAGES = textwrap.dedent('''
             return [IdRow(item_id="all", value=sum(r.value for r in rows))]
 ''')
 ADAPTER = textwrap.dedent('''
-    from madbench_common.weights import url_file
+    from madbench_common.models.weights import url_file
     from {pkg}.{helper} import scale
 
     class Model:

@@ -10,6 +10,7 @@ from scipy.special import expit
 
 from madbench_common.core.manifest import read_manifest_bytes
 from madbench_common.core.store import FileStore, RunStore
+from madbench_common.models.registry import REGISTRY
 from madbench_common.pipeline.eval_models import REFERENCE_MODELS, reference_stages
 from madbench_common.pipeline.graph import Graph, Stage
 from madbench_common.pipeline.stage import make_context, merge_stage, run_shard
@@ -18,7 +19,6 @@ from madbench_common.reference.detectors import (
     HFArtifactDetector,
     ModulationDetector,
 )
-from madbench_common.registry import REGISTRY
 from madbench_common.rows import FeatureRow, ScoreRow
 
 SR = 16000

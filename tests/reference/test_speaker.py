@@ -18,7 +18,7 @@ DEMO = Path(__file__).resolve().parents[2] / "data" / "demo" / "clips" / "demo_0
 def test_embedding_runs_no_numba_code(tmp_path: Path) -> None:
     """Each pod used to spend ~20 s compiling librosa's numba kernels (issue 15)."""
     code = ("import sys, numpy as np\n"
-            "from madbench_common.registry import load_model\n"
+            "from madbench_common.models.registry import load_model\n"
             "m = load_model('ref-resemblyzer')\n"
             "x = np.random.default_rng(0).standard_normal(32000).astype('float32') * 0.1\n"
             "e = m.embed(x, 16000)\n"

@@ -10,10 +10,10 @@ from eval.test_feature_stage import _put_samples
 
 from madbench_common.core.manifest import read_manifest_bytes
 from madbench_common.core.store import FileStore, RunStore
+from madbench_common.models.registry import REGISTRY, ModelSpec, register
 from madbench_common.pipeline.eval_models import EVAL_MODELS, EvalModel, eval_model_stages
 from madbench_common.pipeline.graph import Graph, Stage
 from madbench_common.pipeline.stage import make_context, merge_stage, run_shard
-from madbench_common.registry import REGISTRY, ModelSpec, register
 from madbench_common.rows import FeatureRow, ScoreRow
 from madbench_common.stages.model_features import image_id
 
@@ -94,8 +94,8 @@ def test_rows_carry_the_input_and_the_native_score(run: RunStore) -> None:
 
 
 def test_cache_is_keyed_by_image_and_frame_parameters(run: RunStore) -> None:
+    from madbench_common.models.registry import load_model
     from madbench_common.pipeline.identity import cache_identity
-    from madbench_common.registry import load_model
 
     def identity(image: str) -> str:  # the image with the model's adapter, weights, dtype
         return cache_identity("test-rms-detector", image_id(image), {},

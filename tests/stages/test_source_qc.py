@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import numpy as np
 
+from madbench_common.models.roles import Transcript
 from madbench_common.pipeline.definition import build_graph
 from madbench_common.reference.separator import consistent_mask
 from madbench_common.reference.tagger import TonalMusicTagger, sustained_tone_share
-from madbench_common.roles import Transcript
 from madbench_common.stages.source_qc import (
     asr_detects_speech,
     content_words,

@@ -6,7 +6,7 @@ from __future__ import annotations
 import numpy as np
 
 from madbench_common.core.types import Audio, Hertz
-from madbench_common.roles import Embedding, Frames, InputSpec
+from madbench_common.models.roles import Embedding, Frames, InputSpec
 
 
 class RmsDetector:

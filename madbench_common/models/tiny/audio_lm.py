@@ -21,7 +21,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-from madbench_common.weights import TINY_MARKER, install_local_snapshot, tiny_layout
+from madbench_common.models.weights import TINY_MARKER, install_local_snapshot, tiny_layout
 
 _SAVED = ("config.json", "generation_config.json", "model.safetensors", "chat_template.jinja",
           "processor_config.json", "tokenizer.json", "tokenizer_config.json", TINY_MARKER)

@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from madbench_common.models.tiny.vocab import T5_TOKENIZER_FILES, write_t5_tokenizer
-from madbench_common.weights import install_local_snapshot, tiny_layout
+from madbench_common.models.weights import install_local_snapshot, tiny_layout
 
 __all__ = ["REPO", "T5_REPO", "install_tiny", "tiny_config"]
 

@@ -19,7 +19,7 @@ from madbench_common.models.tiny.vocab import (
     unigram_pieces,
     write_bpe_files,
 )
-from madbench_common.weights import install_local_snapshot, tiny_layout
+from madbench_common.models.weights import install_local_snapshot, tiny_layout
 
 __all__ = ["build_pipeline", "install_tiny"]
 

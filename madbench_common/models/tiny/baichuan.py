@@ -25,7 +25,7 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-from madbench_common.weights import TINY_MARKER, install_local_snapshot, tiny_layout
+from madbench_common.models.weights import TINY_MARKER, install_local_snapshot, tiny_layout
 
 __all__ = ["TINY_LLM", "baichuan_omni", "code_dir", "tiny_config", "upstream_modeling"]
 

@@ -16,7 +16,7 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-from madbench_common.weights import TINY_ARCH_FILE, install_local_snapshot, tiny_layout
+from madbench_common.models.weights import TINY_ARCH_FILE, install_local_snapshot, tiny_layout
 
 __all__ = ["AVHUBERT_TINY", "BATFD_TINY", "XLSR_MAMBA_TINY", "av_anomaly", "avh_align", "batfd",
            "hf_to_fairseq", "xlsr_mamba"]

@@ -4,7 +4,7 @@
 ``image.yaml``) as ``function(weights_root)``; the adapter tests call them too. Each builds
 the model from the upstream package's own classes and configs at a reduced size, with
 random weights, and writes it where the adapter's real loading code looks
-(:func:`~madbench_common.weights.install_local_snapshot` for hub repos, ``files/<image>/``
+(:func:`~madbench_common.models.weights.install_local_snapshot` for hub repos, ``files/<image>/``
 for URL files). Nothing here is a trained model; nothing is downloaded.
 """
 
@@ -15,7 +15,7 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-from madbench_common.weights import TINY_ARCH_FILE, install_local_snapshot, tiny_layout
+from madbench_common.models.weights import TINY_ARCH_FILE, install_local_snapshot, tiny_layout
 
 __all__ = ["IMAGEBIND_TINY", "audio_torch", "cavmae_sync", "imagebind", "msclap", "tf5"]
 

@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from madbench_common.models.tiny.vocab import bpe_vocab, write_bpe_files
-from madbench_common.weights import install_local_snapshot, tiny_layout
+from madbench_common.models.weights import install_local_snapshot, tiny_layout
 
 __all__ = ["AUFFUSION", "FOLEYCRAFTER", "IP_ADAPTER", "install_tiny"]
 

@@ -29,7 +29,7 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-from madbench_common.weights import tiny_layout
+from madbench_common.models.weights import tiny_layout
 
 __all__ = ["CONFIG", "RELEASE_FILES", "install_tiny", "train_bpe"]
 
@@ -159,7 +159,7 @@ def _install(root: Path, work: Path, seed: int) -> dict[str, Path]:
         Wav2Vec2BertModel,
     )
 
-    from madbench_common.weights import install_local_snapshot
+    from madbench_common.models.weights import install_local_snapshot
 
     torch.manual_seed(seed)
     main = work / "IndexTTS-2"

@@ -15,7 +15,7 @@ loaders (``MMAudio.load_weights``, ``FeaturesUtils`` → open_clip ``hf-hub:``,
 
 Upstream fixes three sizes in code (the named network, ``get_my_vae('44k')``, the
 Synchformer's MotionFormer YAML), so the network's folder also holds
-``madbench_arch.json`` (:data:`~madbench_common.weights.TINY_ARCH_FILE`, never in a
+``madbench_arch.json`` (:data:`~madbench_common.models.weights.TINY_ARCH_FILE`, never in a
 release) with the tiny widths, which the adapter hands to those constructors. Outputs are
 noise.
 """
@@ -28,7 +28,7 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-from madbench_common.weights import TINY_ARCH_FILE, install_local_snapshot, tiny_layout
+from madbench_common.models.weights import TINY_ARCH_FILE, install_local_snapshot, tiny_layout
 
 __all__ = ["ARCH", "install_tiny"]
 

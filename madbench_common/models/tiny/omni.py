@@ -23,7 +23,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-from madbench_common.weights import TINY_MARKER, install_local_snapshot, tiny_layout
+from madbench_common.models.weights import TINY_MARKER, install_local_snapshot, tiny_layout
 
 __all__ = ["GEMMA_CHAT_TEMPLATE", "QWEN_CHAT_TEMPLATE", "install_tiny_gemma4",
            "install_tiny_qwen25omni", "install_tiny_tf5_omni", "main", "omni_texts"]
@@ -93,7 +93,7 @@ def _bpe(texts: list[str], specials: list[str], vocab_size: int = 600) -> Any:
 @contextmanager
 def _staging(root: str | os.PathLike[str], repo: str, revision: str) -> Iterator[Path]:
     """A folder that becomes ``repo``'s snapshot, marked as tiny and random
-    (:data:`~madbench_common.weights.TINY_MARKER`) so adapters can say so."""
+    (:data:`~madbench_common.models.weights.TINY_MARKER`) so adapters can say so."""
     with tempfile.TemporaryDirectory() as tmp:
         yield Path(tmp)
         (Path(tmp) / TINY_MARKER).write_text(json.dumps(

@@ -19,7 +19,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-from madbench_common.weights import install_local_snapshot, tiny_layout
+from madbench_common.models.weights import install_local_snapshot, tiny_layout
 
 __all__ = ["install_tiny_ast", "install_tiny_clap", "install_tiny_ecapa",
            "install_tiny_mossformer2", "install_tiny_qc", "install_tiny_whisper"]

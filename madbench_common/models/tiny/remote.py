@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from madbench_common.core.compat import working_dir
-from madbench_common.weights import (
+from madbench_common.models.weights import (
     STANDIN_MARKER,
     TINY_MARKER,
     install_local_snapshot,

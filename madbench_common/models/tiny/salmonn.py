@@ -30,7 +30,7 @@ from pathlib import Path
 from typing import Any
 
 from madbench_common.models.salmonn import TINY_REVISION as REVISION
-from madbench_common.weights import install_local_snapshot
+from madbench_common.models.weights import install_local_snapshot
 
 __all__ = ["REVISION", "install_tiny", "llama_sentencepiece"]
 

@@ -10,7 +10,7 @@ saved as ``files/vc-vevo/hubert_fairseq_large_ll60k.pth``.
 
 Upstream takes the widths from configs in its source tree and from torchaudio's bundle,
 not from the weights, so the snapshot also holds ``madbench_arch.json``
-(:data:`~madbench_common.weights.TINY_ARCH_FILE`, never in a release): the config
+(:data:`~madbench_common.models.weights.TINY_ARCH_FILE`, never in a release): the config
 overrides, the HuBERT parameters and the HuBERT feature statistics, which
 :class:`~madbench_common.models.vevo.VevoTimbre` applies when it finds the file. Outputs
 are noise.
@@ -24,7 +24,7 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-from madbench_common.weights import TINY_ARCH_FILE, install_local_snapshot, tiny_layout
+from madbench_common.models.weights import TINY_ARCH_FILE, install_local_snapshot, tiny_layout
 
 __all__ = ["ARCH", "install_tiny"]
 

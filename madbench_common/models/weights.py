@@ -18,7 +18,7 @@ Every model image lists its weights in ``images/<slug>/weights.yaml``::
 
 The pins live in the entries themselves (one fact, one place): ``madbench weights pin``
 resolves each entry where the hub is reachable and writes ``commit``/``sha256`` in place
-(:mod:`madbench_common.weights_pin`); ``madbench weights status`` lists every entry that
+(:mod:`madbench_common.models.weights_pin`); ``madbench weights status`` lists every entry that
 is still unpinned. ``madbench weights fetch`` downloads exactly the pinned commit's
 pinned files and refuses a file whose sha256 differs; it refuses an unpinned entry
 unless ``allow_unpinned`` is given, and records that choice in the weights lock.
@@ -91,7 +91,7 @@ __all__ = [
 DEFAULT_ROOT = "/weights"
 UNPINNED = "unpinned"
 """The value of a URL item's ``sha256`` until ``madbench weights pin`` records it."""
-_IMAGES = Path(__file__).resolve().parents[1] / "images"
+_IMAGES = Path(__file__).resolve().parents[2] / "images"
 """The repository's images/ folder; inside an image ``$MADBENCH_IMAGES_DIR`` names the copy
 of every ``weights.yaml`` the base image ships (``/opt/madbench/images``)."""
 _HF_KEYS = frozenset({"repo", "revision", "files", "repo_type", "commit", "sha256"})
@@ -522,7 +522,7 @@ def check_weights(image: str, root: str | os.PathLike[str] | None = None,
                        for msg in _check_url(item, image, base, checksums)]
 
 
-from madbench_common.weights_layout import (  # noqa: E402 (re-exported; it reads load_spec)
+from madbench_common.models.weights_layout import (  # noqa: E402 (re-exported; it reads load_spec)
     STANDIN_MARKER,
     TINY_ARCH_FILE,
     TINY_MARKER,

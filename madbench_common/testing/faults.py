@@ -46,7 +46,7 @@ __all__ = [
     "sweep_seed",
 ]
 
-_DEMO = Path(__file__).resolve().parents[1] / "data" / "demo"
+_DEMO = Path(__file__).resolve().parents[2] / "data" / "demo"
 _SHARD_MARKER = re.compile(r"^[^/]+/[^/]+/shards/\d+-of-\d+\._SUCCESS$")
 FAULT_CLIPS = ("demo_002", "demo_004", "demo_007")
 """Three demo clips that reach every stage (two eligible, samples assembled)."""

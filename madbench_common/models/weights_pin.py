@@ -37,7 +37,7 @@ from typing import Any
 import yaml
 
 from madbench_common.core.errors import ConfigError
-from madbench_common.weights import (
+from madbench_common.models.weights import (
     HFItem,
     URLItem,
     hub_endpoint,

@@ -1,6 +1,6 @@
 """Tiny checkpoints in the release layout: lay them out as hub snapshots and compare what a
 writer writes with ``images/<image>/weights.yaml`` by name (re-exported by
-:mod:`madbench_common.weights`)."""
+:mod:`madbench_common.models.weights`)."""
 
 from __future__ import annotations
 
@@ -90,7 +90,7 @@ def declared_layout(writer: Callable[..., Any]) -> TinyLayout:
     layout = getattr(writer, "__madbench_tiny_layout__", None)
     if not isinstance(layout, TinyLayout):
         raise ConfigError(f"{getattr(writer, '__qualname__', writer)} declares no tiny layout "
-                          "(madbench_common.weights.tiny_layout)")
+                          "(madbench_common.models.weights.tiny_layout)")
     return layout
 
 
@@ -114,7 +114,7 @@ def layout_problems(image: str, layout: TinyLayout, images_dir: Path | None = No
     every file is one the spec fetches (a whole-repo item takes any; ``TINY_ARCH_FILE``
     and the tiny/stand-in markers are allowed anywhere), every pattern has a file, every
     URL item is there."""
-    from madbench_common.weights import load_spec
+    from madbench_common.models.weights import load_spec
 
     spec = load_spec(image, images_dir)
     items = {i.repo: i for i in spec.hf}
