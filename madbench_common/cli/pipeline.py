@@ -174,6 +174,8 @@ def cmd_run(args: argparse.Namespace) -> int:
                       shards=_parse_shards(args.shards), progress=not args.no_progress)
     graph = build_graph()
     check_params(graph, params)  # unknown stages and keys fail before any work
+    for stage in opts.shards:
+        graph[stage]  # --shards names a stage of the graph
     opts.lock_wait = max(0.0, args.lock_wait)
     opts.isolate = args.isolate_shards
     engine = None

@@ -41,6 +41,16 @@ def test_set_typo_names_stage_key_suggestion_and_valid_keys(
     assert not (tmp_path / "s" / "t" / "ingest").exists()  # nothing ran
 
 
+def test_shards_for_an_unknown_stage_is_refused(tmp_path: Path,
+                                               capsys: pytest.CaptureFixture[str]) -> None:
+    """``--shards separat=4`` used to run with one shard per stage, the typo unread."""
+    code = main(["run", "--store", str(tmp_path / "s"), "--run-id", "t", "--no-progress",
+                 "--shards", "separat=4"])
+    assert code == 3
+    assert "unknown stage 'separat'" in capsys.readouterr().err
+    assert not (tmp_path / "s" / "t" / "ingest").exists()  # nothing ran
+
+
 def test_set_unknown_stage_suggests_the_closest(tmp_path: Path,
                                                 capsys: pytest.CaptureFixture[str]) -> None:
     code = main(["run", "--store", str(tmp_path / "s"), "--run-id", "t", "--no-progress",
