@@ -27,6 +27,7 @@ from madbench_common.pipeline.definition import build_graph
 from madbench_common.rows import SourceRow, SplitRow, StemRow
 from madbench_common.testing import S3FaultProxy, SeaweedS3
 from madbench_common.testing.faults import (
+    LIGHT_EVALUATION,
     check_resume,
     count_markers,
     demo_sources,
@@ -112,9 +113,13 @@ def test_sigkill_before_the_first_marker_then_rerun(clean: Clean, tmp_path: Path
     assert kill_run(store, "early", clean.sources, markers=0, jitter=0.0)
     run = RunStore(open_store(store), "early")
     assert count_markers(run) == 0 and run.exists("_LOCK")  # killed holding the lease
-    done = run_cli(store, "early", clean.sources)
+    # the rerun takes the dead runner's lease over; up to split is enough to show it
+    # (the kill-and-resume tests above run the whole graph)
+    done = run_cli(store, "early", clean.sources, extra=["--until", "split"])
     assert done.returncode == 0, done.stderr[-2000:]
-    assert check_resume(run, build_graph(), clean.manifests, set()) == []
+    got = manifests(run, build_graph())
+    assert set(got) == {"ingest", "separate", "source_qc", "split"}
+    assert check_resume(run, build_graph(), {s: clean.manifests[s] for s in got}, set()) == []
 
 
 def test_rerun_with_another_worker_count_is_byte_identical(clean: Clean,
@@ -379,9 +384,10 @@ def test_disk_full_without_a_mount(clean: Clean, tmp_path: Path) -> None:
     """RLIMIT_FSIZE makes every write past 300 kB fail with EFBIG, as a full disk fails
     with ENOSPC: exit 75 naming it, no partial file, and a rerun gives the clean bytes."""
     store = str(tmp_path / "store")
+    until = ["--until", "split"]  # the writes fail in ingest; up to split shows the rerun
     argv = [sys.executable, "-m", "madbench_common.cli", "run", "--sources",
             str(clean.sources), "--store", store, "--run-id", "full", "--workers", "2",
-            "--no-progress"]
+            "--no-progress", *LIGHT_EVALUATION, *until]
     full = subprocess.run(argv, capture_output=True, text=True, timeout=1800,
                           preexec_fn=lambda: _fsize_limit(300_000))
     assert full.returncode == 75, full.stderr[-2000:]
@@ -390,9 +396,12 @@ def test_disk_full_without_a_mount(clean: Clean, tmp_path: Path) -> None:
     assert leftovers == []
     run = RunStore(open_store(store), "full")
     before = finished_markers(run)
-    done = run_cli(store, "full", clean.sources)
+    done = run_cli(store, "full", clean.sources, extra=until)
     assert done.returncode == 0, done.stderr[-2000:]
-    assert check_resume(run, build_graph(), clean.manifests, before) == []
+    got = manifests(run, build_graph())
+    assert set(got) == {"ingest", "separate", "source_qc", "split"}
+    assert check_resume(run, build_graph(), {s: clean.manifests[s] for s in got},
+                        before) == []
 
 
 def _descendants(pid: int) -> set[int]:

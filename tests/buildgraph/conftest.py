@@ -10,7 +10,7 @@ from madbench_common.core.store import RunStore, open_store
 from madbench_common.pipeline.definition import build_graph
 from madbench_common.pipeline.eval_models import REFERENCE_MODELS
 from madbench_common.pipeline.local import LocalRunner, RunOptions
-from madbench_common.testing.faults import demo_sources
+from madbench_common.testing.faults import ONE_CONDITION, demo_sources
 
 DEMO = Path(__file__).resolve().parents[2] / "data" / "demo"
 CLIPS = ("demo_002", "demo_003", "demo_004", "demo_007", "demo_011", "demo_027")
@@ -35,6 +35,9 @@ def demo_build(demo_sources_csv: Path) -> RunStore:
                               # the demo's plan (make demo): 6 speech + 8 env per clip
                               "plan_components": {"targets": 1, "mismatch_prompts": 1},
                               # and its models (make demo leaves out ref-dnsmos: slow)
-                              "features_references": {"models": DEMO_MODELS}})
+                              "features_references": {"models": DEMO_MODELS},
+                              # one robustness condition of 14 (the tests here check the
+                              # build; tests/stages/test_perturb_stage.py checks all 14)
+                              "perturb": {"conditions": ONE_CONDITION}})
     LocalRunner(build_graph, opts).execute()
     return RunStore(open_store(opts.store), "b")
