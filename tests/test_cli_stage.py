@@ -97,3 +97,17 @@ def test_leave_runs_exit_handlers_flushes_and_keeps_the_code() -> None:
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
     assert done.returncode == 7, done.stderr
     assert done.stdout == "buffered, no newlinehandler ran\n"
+
+
+def test_importing_every_module_runs_no_command() -> None:
+    """``make image-test`` imports every madbench_common module in the image
+    (``imagetest.check_imports``); ``cli/__main__`` ran the CLI on import, so the check
+    exited 2 with madbench's usage for the image test's own argv."""
+    code = ("import sys\n"
+            "sys.argv = ['imagetest', 'check-models']\n"
+            "from madbench_common.imagetest import check_imports\n"
+            "missing = check_imports()\n"
+            "print('imported; missing packages only:', all('(needs ' in m for m in missing))\n")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert "imported; missing packages only: True" in done.stdout
