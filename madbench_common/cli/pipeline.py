@@ -169,13 +169,11 @@ def cmd_run(args: argparse.Namespace) -> int:
         params.setdefault("ingest", {})["sources"] = args.sources
     if args.allow_outside_sources:
         params.setdefault("ingest", {})["allow_outside_sources"] = True
-    opts = RunOptions(store=args.store, run_id=args.run_id, until=args.until,
-                      workers=max(1, args.workers), seed=args.seed, params=params,
-                      shards=_parse_shards(args.shards), progress=not args.no_progress)
     graph = build_graph()
     check_params(graph, params)  # unknown stages and keys fail before any work
-    for stage in opts.shards:
-        graph[stage]  # --shards names a stage of the graph
+    opts = RunOptions(store=args.store, run_id=args.run_id, until=args.until,
+                      workers=max(1, args.workers), seed=args.seed, params=params,
+                      shards=parse_shards(args.shards, graph), progress=not args.no_progress)
     opts.lock_wait = max(0.0, args.lock_wait)
     opts.isolate = args.isolate_shards
     engine = None
@@ -211,12 +209,15 @@ def _interpreters(args: argparse.Namespace, graph: Any, opts: RunOptions) -> dic
             for stage, python in chosen.items()}
 
 
-def _parse_shards(values: list[str]) -> dict[str, int]:
+def parse_shards(values: list[str], graph: Any) -> dict[str, int]:
+    """``--shards STAGE=N`` of ``madbench run`` and ``madbench deaf run``: N ≥ 1, and STAGE a
+    stage of ``graph`` (a typo fails before any work instead of leaving one shard)."""
     out = {}
     for item in values:
         name, _, count = item.partition("=")
         if not count.isdigit() or int(count) < 1:
             raise ConfigError(f"--shards {item!r}: expected STAGE=N with N ≥ 1")
+        graph[name]  # unknown stage names fail with the list of stages
         out[name] = int(count)
     return out
 

@@ -9,7 +9,12 @@ import functools
 import json
 from typing import Any
 
-from madbench_common.cli.pipeline import add_stage_commands, parse_set, print_status
+from madbench_common.cli.pipeline import (
+    add_stage_commands,
+    parse_set,
+    parse_shards,
+    print_status,
+)
 from madbench_common.core.errors import ConfigError
 from madbench_common.core.store import RunStore, open_store
 from madbench_common.deaf.graph import build_deaf_graph
@@ -124,16 +129,6 @@ def run_params(args: argparse.Namespace, stages: list[str]) -> dict[str, dict[st
     return params
 
 
-def _shards(values: list[str]) -> dict[str, int]:
-    out = {}
-    for item in values:
-        name, _, count = item.partition("=")
-        if not count.isdigit() or int(count) < 1:
-            raise ConfigError(f"--shards {item!r}: expected STAGE=N with N ≥ 1")
-        out[name] = int(count)
-    return out
-
-
 def cmd_run(args: argparse.Namespace) -> int:
     models = _models(args)
     factory = functools.partial(build_deaf_graph, tuple(models))
@@ -148,7 +143,8 @@ def cmd_run(args: argparse.Namespace) -> int:
         venvs[stage] = python_of(venv)
     opts = RunOptions(store=args.store, run_id=args.run_id, until=args.until,
                       workers=max(1, args.workers), seed=args.seed, params=params,
-                      shards=_shards(args.shards), progress=not args.no_progress)
+                      shards=parse_shards(args.shards, graph),
+                      progress=not args.no_progress)
     stub = stub_apis(graph, params) if args.stub_apis else contextlib.nullcontext()
     with stub:
         runner = DeafRunner(factory, opts, venvs, models)

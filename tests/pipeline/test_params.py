@@ -51,6 +51,16 @@ def test_shards_for_an_unknown_stage_is_refused(tmp_path: Path,
     assert not (tmp_path / "s" / "t" / "ingest").exists()  # nothing ran
 
 
+def test_deaf_shards_for_an_unknown_stage_is_refused(tmp_path: Path,
+                                                    capsys: pytest.CaptureFixture[str]) -> None:
+    """DEAF's run parses ``--shards`` with MADBench's parser (it had a copy without the check)."""
+    code = main(["deaf", "run", "--store", str(tmp_path / "s"), "--run-id", "t", "--no-progress",
+                 "--shards", "deaf_judg=2"])
+    assert code == 3
+    assert "unknown stage 'deaf_judg'" in capsys.readouterr().err
+    assert not (tmp_path / "s" / "t").exists()  # nothing ran
+
+
 def test_set_unknown_stage_suggests_the_closest(tmp_path: Path,
                                                 capsys: pytest.CaptureFixture[str]) -> None:
     code = main(["run", "--store", str(tmp_path / "s"), "--run-id", "t", "--no-progress",
