@@ -32,6 +32,7 @@ from typing import Any
 from madbench_common.core.store import RunStore, open_store
 from madbench_common.pipeline.graph import Graph
 from madbench_common.pipeline.stage import shard_key
+from madbench_common.robustness.conditions import builtin_conditions
 
 __all__ = [
     "KillRecord",
@@ -74,11 +75,10 @@ def demo_sources(dest: Path, clips: Sequence[str] | int = FAULT_CLIPS) -> Path:
     return out
 
 
-ONE_CONDITION = [{"name": "mp3_24k", "family": "codec",
-                  "chain": [{"op": "codec", "codec": "mp3", "bitrate": 24000,
-                             "sample_rate": 16000}]}]
-"""One robustness condition of the 14 (``perturb.conditions``): what whole-graph test runs
-perturb with, so the perturb stage runs without multiplying the evaluation by 14."""
+ONE_CONDITION = [c for c in builtin_conditions() if c["name"] == "mp3_24k"]
+"""One robustness condition of the packaged 14 (``perturb.conditions``), taken from them:
+what whole-graph test runs perturb with, so the perturb stage runs without multiplying the
+evaluation by 14."""
 
 LIGHT_EVALUATION = (
     "--set", "plan_components.targets=1", "--set", "plan_components.mismatch_prompts=1",
