@@ -209,7 +209,7 @@ def _interpreters(args: argparse.Namespace, graph: Any, opts: RunOptions) -> dic
             for stage, python in chosen.items()}
 
 
-def parse_shards(values: list[str], graph: Any) -> dict[str, int]:
+def parse_shards(values: list[str], graph: Graph) -> dict[str, int]:
     """``--shards STAGE=N`` of ``madbench run`` and ``madbench deaf run``: N ≥ 1, and STAGE a
     stage of ``graph`` (a typo fails before any work instead of leaving one shard)."""
     out = {}
