@@ -21,10 +21,11 @@ the image ending as uid 10001; OCI labels.
 from __future__ import annotations
 
 import re
+import tempfile
 from pathlib import Path
 
 from madbench_common.core.errors import ConfigError
-from madbench_common.imagelock import lock_entry
+from madbench_common.imagelock import LOCK, lock_entry, with_new_entries
 from madbench_common.images import IMAGES, KINDS, ImageInfo, all_images, lock_blocks
 
 __all__ = ["README", "TEMPLATE", "image_table", "render", "render_all"]
@@ -125,11 +126,22 @@ def render_readme(text: str, images_dir: Path | None = None) -> str:
 
 def render_all(check: bool = False, images_dir: Path | None = None,
                lock_path: Path | None = None) -> list[Path]:
-    """Write every image's Dockerfile and the README's image table (``check``: write
-    nothing); return those that were stale (with ``check``) or rewritten."""
+    """Write every image's Dockerfile, the README's image table and a ``tagged`` lock entry
+    for every image the lock lacks (``check``: write nothing); return those that were stale
+    (with ``check``) or rewritten."""
     changed = []
-    outputs = [(info.dir / "Dockerfile", render(info, lock_path))
-               for info in all_images(images_dir)]
+    infos = all_images(images_dir)
+    lock = lock_path or LOCK
+    text = with_new_entries(lock.read_text(), [(i.slug, i.description) for i in infos])
+    with tempfile.TemporaryDirectory() as tmp:
+        if text != lock.read_text():
+            changed.append(lock)
+            if not check:
+                lock.write_text(text)
+            else:  # render against the entries the lock would get
+                lock = Path(tmp) / lock.name
+                lock.write_text(text)
+        outputs = [(info.dir / "Dockerfile", render(info, lock)) for info in infos]
     readme = (images_dir or IMAGES) / README.name
     if readme.exists():
         outputs.append((readme, render_readme(readme.read_text(), images_dir)))

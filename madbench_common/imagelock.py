@@ -31,7 +31,7 @@ from madbench_common.core.errors import ConfigError
 
 __all__ = ["LOCK", "STATUSES", "LayerTotals", "image_identity", "image_layers", "layer_totals",
            "lock_entry", "read_lock", "record_build", "record_image_test", "record_push",
-           "update_entry", "write_entry"]
+           "update_entry", "with_new_entries", "write_entry"]
 
 LOCK = Path(__file__).resolve().parents[1] / "images" / "images.lock.yaml"
 STATUSES = ("planned", "tagged", "built", "pinned")
@@ -97,6 +97,17 @@ def _record_build(slug: str, build: dict[str, Any], path: Path) -> None:
     if found is None:
         raise ConfigError(f"{path}: cannot find the block of {slug!r}")
     path.write_text(text[:found.start()] + _block(slug, entry) + text[found.end():])
+
+
+def with_new_entries(text: str, images: Iterable[tuple[str, str]]) -> str:
+    """``text`` (the lock file) with a ``tagged`` entry appended for every ``(slug,
+    description)`` it lacks: a new image's entry is generated (``make dockerfiles``), not
+    hand-written; ``make image`` and ``make push`` then fill its build and digest."""
+    have = set((yaml.safe_load(text) or {}).get("images") or {})
+    blocks = [_block(slug, {"status": "tagged", "ref": f"ghcr.io/madbench/{slug}:0.1.0",
+                            "digest": None, "description": description})
+              for slug, description in images if slug not in have]
+    return text if not blocks else text.rstrip("\n") + "\n" + "".join(blocks)
 
 
 def write_entry(slug: str, entry: dict[str, Any], path: Path | None = None) -> None:

@@ -102,6 +102,29 @@ def test_a_stale_dockerfile_is_caught_and_the_extra_fragment_lands(tmp_path: Pat
     assert render_all(check=True, images_dir=tmp_path) == []
 
 
+def test_a_new_image_gets_its_lock_entry_generated(tmp_path: Path) -> None:
+    """Adding an image folder is enough: ``make dockerfiles`` appends its ``tagged`` entry
+    to images.lock.yaml (``CHECK=1`` reports the lock stale until then)."""
+    from madbench_common.dockerfile import render_all
+    from madbench_common.imagelock import LOCK, read_lock
+
+    images = tmp_path / "images"
+    shutil.copytree(IMAGES / "qc", images / "qc-new", ignore=shutil.ignore_patterns(".upstream"))
+    card = images / "qc-new" / "image.yaml"
+    card.write_text(card.read_text().replace("slug: qc\n", "slug: qc-new\n"))
+    lock = tmp_path / "images.lock.yaml"
+    shutil.copy(LOCK, lock)
+    assert "qc-new" not in read_lock(lock)
+    assert lock in render_all(check=True, images_dir=images, lock_path=lock)
+    assert "qc-new" not in read_lock(lock)
+    render_all(images_dir=images, lock_path=lock)
+    entry = read_lock(lock)["qc-new"]
+    assert entry == {"status": "tagged", "ref": "ghcr.io/madbench/qc-new:0.1.0", "digest": None,
+                     "description": load_image("qc-new", images).description}
+    assert read_lock(lock)["qc"] == read_lock(LOCK)["qc"]
+    assert render_all(check=True, images_dir=images, lock_path=lock) == []
+
+
 @pytest.mark.parametrize("info", list_images(), ids=lambda i: i.slug)
 def test_model_images_stand_on_the_torch_base_of_their_pair(info: ImageInfo) -> None:
     parent = load_image(info.parent)

@@ -69,16 +69,16 @@ class AnswerModel:
         return f"answer_{self.name}"
 
 
-PAPER_MODELS = (
-    AnswerModel("gemini_25_flash", "deaf-gemini-2.5-flash", secrets=("GEMINI_API_KEY",)),
-    AnswerModel("gemini_3_flash", "deaf-gemini-3-flash", secrets=("GEMINI_API_KEY",)),
-    AnswerModel("gpt_4o_audio", "deaf-gpt-4o-audio", secrets=("OPENAI_API_KEY",)),
-    AnswerModel("audio_flamingo3", "deaf-audio-flamingo3", "deaf-tf5", 1),
-    AnswerModel("qwen2_audio", "deaf-qwen2-audio", "deaf-tf5", 1),
-    AnswerModel("qwen3_omni", "deaf-qwen3-omni", "deaf-tf5", 1, memory="80Gi",
-                gpu_memory_gib=70),
-    AnswerModel("salmonn", "deaf-salmonn", "deaf-salmonn", 1),
-)
+def _from_cards() -> tuple[AnswerModel, ...]:
+    """Every catalog card with an ``answer_<name>`` slot, in the paper's order."""
+    from madbench_common.models.catalog import slot_cards
+
+    return tuple(AnswerModel(stage.removeprefix("answer_"), c.slug, c.image, c.slot.gpu,
+                             c.slot.secrets, c.slot.memory or "48Gi", c.slot.gpu_memory_gib)
+                 for c in slot_cards("answer_") if c.slot for stage in c.slot.stages)
+
+
+PAPER_MODELS = _from_cards()
 """The seven models of §3.1, in the paper's order.
 
 Qwen3-Omni-30B-A3B's thinker (the only part built: ``enable_audio_output=False``) has

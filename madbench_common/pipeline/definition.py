@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from dataclasses import replace
 
+from madbench_common.core.errors import ConfigError
+from madbench_common.models.catalog import Card, card_for_stage, slot_cards
 from madbench_common.pipeline.eval_models import eval_model_stages, reference_stages
 from madbench_common.pipeline.graph import Graph, Stage
 from madbench_common.pipeline.omni_models import omni_model_stages
@@ -22,15 +24,21 @@ SPEECH_SETTINGS = (
     ("vc", "b", "ref-psola-cepstral-vc"),
 )
 """(branch, slot, default model): one generator stage ``speech_<branch>_<slot>`` each."""
-SPEECH_FULL = {
-    ("tts_same", "a"): ("tts-f5-same", "tts-f5"),
-    ("tts_same", "b"): ("tts-indextts2-same", "tts-indextts2"),
-    ("tts_cross", "a"): ("tts-f5-cross", "tts-f5"),
-    ("tts_cross", "b"): ("tts-indextts2-cross", "tts-indextts2"),
-    ("vc", "a"): ("vc-seedvc", "vc-seedvc"),
-    ("vc", "b"): ("vc-vevo", "vc-vevo"),
-}
-"""(branch, slot) → (the paper's model, its image) in the ``full`` profile (paper §3.3)."""
+
+
+def _slot_models(component: str) -> dict[tuple[str, str], Card]:
+    """(branch, slot) → the catalog card that fills ``<component>_<branch>_<slot>``."""
+    out: dict[tuple[str, str], Card] = {}
+    for card in slot_cards(f"{component}_"):
+        for stage in card.slot.stages if card.slot else ():
+            branch, _, slot = stage.removeprefix(f"{component}_").rpartition("_")
+            out[(branch, slot)] = card
+    return out
+
+
+SPEECH_FULL = {key: (c.slug, c.image) for key, c in _slot_models("speech").items()}
+"""(branch, slot) → (the paper's model, its image) in the ``full`` profile (paper §3.3):
+the catalog cards whose slot names ``speech_<branch>_<slot>``."""
 ENV_SETTINGS = (
     ("t2a", "a", "ref-layered-t2a"),
     ("t2a", "b", "ref-spectral-t2a"),
@@ -39,48 +47,58 @@ ENV_SETTINGS = (
     ("a2a", "a", "ref-texture-a2a"),
     ("a2a", "b", "ref-stft-morph-a2a"),
 )
-PAPER_SLOTS = {
-    "separate": ("MossFormer2", "separator-mossformer2"),
+def _stage_card(stage: str) -> Card:
+    card = card_for_stage(stage)
+    if card is None:
+        raise ConfigError(f"no catalog card has stage {stage!r} in its slot "
+                          f"(madbench_common/models/catalog)")
+    return card
+
+
+_QC_SLOTS = {
     "source_qc": ("ASR + VAD + AST", "qc"),
     "split": ("ECAPA-TDNN", "qc"),
-    "scene": ("Qwen2.5-VL-32B", "scene-qwen25vl"),
-    "speech_tts_same_a": ("F5-TTS", "tts-f5"),
-    "speech_tts_same_b": ("IndexTTS2", "tts-indextts2"),
-    "speech_tts_cross_a": ("F5-TTS", "tts-f5"),
-    "speech_tts_cross_b": ("IndexTTS2", "tts-indextts2"),
-    "speech_vc_a": ("SeedVC", "vc-seedvc"),
-    "speech_vc_b": ("Vevo-Timbre", "vc-vevo"),
-    "env_t2a_a": ("AudioLDM2-TTA", "env-audioldm2"),
-    "env_t2a_b": ("AudioGen", "env-audiogen"),
-    "env_v2a_a": ("MMAudio", "v2a-mmaudio"),
-    "env_v2a_b": ("FoleyCrafter", "v2a-foleycrafter"),
-    "env_a2a_a": ("AudioX", "a2a-audiox"),
-    "env_a2a_b": ("AudioLDM2-ATA", "env-audioldm2"),
     "component_qc": ("ASR + VAD + ECAPA-TDNN + AST + CLAP", "qc"),
 }
-"""Stage → (the paper's model, its image slot in ``images/images.lock.yaml``), paper §3.2–3.4.
+"""The QC stages, which run several models of the ``qc`` image at once (paper §3.2, §3.4)."""
+_CARD_SLOTS = ("separate", "scene", "speech_tts_same_a", "speech_tts_same_b",
+               "speech_tts_cross_a", "speech_tts_cross_b", "speech_vc_a", "speech_vc_b",
+               "env_t2a_a", "env_t2a_b", "env_v2a_a", "env_v2a_b", "env_a2a_a", "env_a2a_b")
+PAPER_SLOTS = {**{stage: (_stage_card(stage).paper, _stage_card(stage).image)
+                  for stage in _CARD_SLOTS}, **_QC_SLOTS}
+"""Stage → (the paper's model, its image slot in ``images/images.lock.yaml``), paper §3.2–3.4:
+from the catalog card whose slot names the stage, or, for the QC stages, ``_QC_SLOTS``.
 
 The defaults above are CPU references standing in for these models (each reference's
 ``paper_model`` names the model of its slot). ``workflows/full.yaml`` (each stage's
 ``full`` profile) runs the slots' models on their images; any one stage can also be switched
 with ``-p <stage>_image=... -p <stage>_model=...``."""
 _FRAMES = {"frame_fps": 2.0, "frame_size": 112, "max_frames": 64}
-ENV_FULL = {
-    ("t2a", "a"): ("env-audioldm2", "env-audioldm2", "16Gi"),
-    ("t2a", "b"): ("env-audiogen", "env-audiogen", "16Gi"),
-    ("v2a", "a"): ("v2a-mmaudio", "v2a-mmaudio", "24Gi"),
-    ("v2a", "b"): ("v2a-foleycrafter", "v2a-foleycrafter", "16Gi"),
-    ("a2a", "a"): ("a2a-audiox", "a2a-audiox", "16Gi"),
-    ("a2a", "b"): ("env-audioldm2-ata", "env-audioldm2", "16Gi"),
-}
+ENV_FULL = {key: (c.slug, c.image, c.slot.memory if c.slot else "")
+            for key, c in _slot_models("env").items()}
 """(paradigm, slot) → (the paper's model, its image, pod memory) in the ``full`` profile
 (paper §3.4: TTA AudioLDM2 / AudioGen, VTA MMAudio / FoleyCrafter, ATA AudioX /
-AudioLDM2-ATA). Video models take frames at their own rate and size (``frame_request``).
-A diffusion generator spends tens of seconds per component, so a full-profile shard may
-run 6 h (raise ``<stage>_shards`` at the paper's scale; ``madbench plan`` compares)."""
-SCENE_FULL = {"model": "scene-qwen25vl", "image": "scene-qwen25vl", "gpu": 1,
-              "memory": "32Gi", "timeout": 7200}
-"""The scene stage in the ``full`` profile: Qwen2.5-VL-32B (paper §3.4) on one 80 GB GPU."""
+AudioLDM2-ATA), from the catalog cards. Video models take frames at their own rate and
+size (``frame_request``). A diffusion generator spends tens of seconds per component, so a
+full-profile shard may run 6 h (raise ``<stage>_shards`` at the paper's scale;
+``madbench plan`` compares)."""
+
+
+def _card_profile(stage: str) -> dict[str, object]:
+    """A one-model stage's ``full`` profile from its catalog card: model, image, pod."""
+    card = _stage_card(stage)
+    slot = card.slot
+    assert slot is not None  # _stage_card found the stage in it
+    profile: dict[str, object] = {"model": card.slug, "image": card.image, "gpu": slot.gpu,
+                                  "memory": slot.memory}
+    if slot.timeout:
+        profile["timeout"] = slot.timeout
+    return profile
+
+
+SCENE_FULL = _card_profile("scene")
+"""The scene stage in the ``full`` profile: Qwen2.5-VL-32B (paper §3.4) on one 80 GB GPU
+(``models/catalog/scene-qwen25vl.yaml``)."""
 _QC_IMAGE = {"image": "qc", "gpu": 1, "memory": "16Gi"}
 """The ``full`` profile's QC models (Whisper large-v3, ECAPA, AST, CLAP, Silero) share one
 image; Whisper wants a GPU (fp16, about 3 GB)."""
@@ -138,8 +156,7 @@ def build_graph() -> Graph:
                 shards=4,
                 gpu=0,
                 memory="4Gi",
-                full={"model": "separator-mossformer2", "image": "separator-mossformer2",
-                      "gpu": 1, "memory": "8Gi"},
+                full=_card_profile("separate"),
             ),
             Stage(
                 name="source_qc",

@@ -36,36 +36,23 @@ class EvalModel:
     frames: dict[str, Any] = field(default_factory=dict)
 
 
-_AV = ("A", "AV")
-_AVD = ("AV",)
-"""A-V detectors take audio and video together: no audio-only input (paper §5.4 ablates
-encoders only)."""
-EVAL_MODELS: tuple[EvalModel, ...] = (
-    EvalModel("det-avh-align", "det-avh-align", _AVD, detector=True,
-              frames={"fps": 25.0, "frame_size": 360, "max_frames": 512}),
-    EvalModel("det-av-anomaly", "det-av-anomaly", _AVD, detector=True,
-              frames={"fps": 25.0, "frame_size": 360, "max_frames": 72}),
-    EvalModel("det-batfd", "det-batfd", _AVD, detector=True,
-              frames={"fps": 25.0, "frame_size": 360, "max_frames": 512}),
-    # PE-AV Base takes "all frames" of a variable-length video (facebook/pe-av-base model
-    # card; only the -16-frame variants subsample) and aligns them to the audio itself:
-    # 30 fps keeps every frame of a <= 30 fps source (AVSpeech), 360 = 12 s at 30 fps.
-    EvalModel("enc-tf5-pe-av-base", "enc-tf5", _AV,
-              frames={"fps": 30.0, "frame_size": 336, "max_frames": 360}),
-    EvalModel("enc-tf5-wavlm", "enc-tf5"),
-    EvalModel("enc-msclap", "enc-msclap"),
-    EvalModel("audio-torch-beats", "audio-torch"),
-    EvalModel("audio-torch-aasist", "audio-torch", detector=True, memory="8Gi"),
-    EvalModel("enc-imagebind", "enc-imagebind", _AV,
-              frames={"fps": 5.0, "frame_size": 224, "max_frames": 64}),
-    EvalModel("enc-cavmae-sync", "enc-cavmae-sync", _AV,
-              frames={"fps": 4.0, "frame_size": 224, "max_frames": 64}),
-    EvalModel("det-xlsr-mamba", "det-xlsr-mamba", detector=True),
-    EvalModel("det-df-arena", "det-df-arena", detector=True, memory="24Gi"),
-)
-"""In the order of the paper's tables within each group (A-V detectors, A-V encoders, audio
-encoders, audio detectors). Models without a runnable adapter yet are not listed (see the
-registry's unavailable slots)."""
+def _from_cards() -> tuple[EvalModel, ...]:
+    """Every catalog card with a ``features_<slug>`` slot, in its table order."""
+    from madbench_common.models.catalog import slot_cards
+
+    return tuple(EvalModel(c.slug, c.image, c.slot.modes or ("A",), c.role == "detector",
+                           c.slot.memory or "16Gi", dict(c.slot.frames))
+                 for c in slot_cards("features_") if c.slot)
+
+
+EVAL_MODELS: tuple[EvalModel, ...] = _from_cards()
+"""In the order of the paper's tables (each card's ``slot.order``): A-V detectors, A-V
+encoders, audio encoders, audio detectors. Models without a runnable adapter yet are not
+listed (see the registry's unavailable slots). A-V detectors take audio and video together
+(modes ``[AV]``: paper §5.4 ablates encoders only). PE-AV Base takes "all frames" of a
+variable-length video (facebook/pe-av-base model card; only the -16-frame variants
+subsample) and aligns them to the audio itself: its 30 fps keeps every frame of a ≤ 30 fps
+source (AVSpeech), 360 = 12 s at 30 fps."""
 
 
 REFERENCE_MODELS = ("ref-av-lfcc", "ref-logmel-stats", "ref-lfcc-stats", "ref-resemblyzer-enc",

@@ -1,7 +1,8 @@
 """GPU memory and GPU-seconds per item of every model stage, for ``madbench plan``.
 
-Figures come from ``madbench_common/data/gpu_models.csv``, one row per model the paper
-runs (``stages`` names the stages it runs in; model families extend it). A row is
+Figures come from each model's catalog card (``models/catalog/<slug>.yaml``, ``gpu:``,
+applied to its slot's stages) and, for the stages that run several models at once (the QC
+stages), from ``madbench_common/data/gpu_models.csv`` (``stages`` names them). A row is
 ``measured`` (``gpu_mem_gb`` and ``gpu_s_per_item`` filled from a GPU run) or
 ``estimated`` from the model's size and sampling steps on the reference GPU below:
 
@@ -105,18 +106,38 @@ def _row(raw: dict[str, str], where: str) -> GpuModel:
     return row
 
 
+def _card_rows() -> list[tuple[dict[str, str], str]]:
+    """The GPU figures of every catalog card that has them, as table rows of its slot's
+    stages (``models/catalog/<slug>.yaml``, ``gpu:``)."""
+    from madbench_common.models.catalog import cards
+
+    rows = []
+    for card in cards().values():
+        if card.gpu and card.slot:
+            raw = {k: "" if v is None else str(v) for k, v in card.gpu.items()}
+            raw.setdefault("gpu_mem_gb", "")
+            raw.setdefault("gpu_s_per_item", "")
+            raw["stages"] = ";".join(card.slot.stages)
+            rows.append((raw, f"madbench_common/models/catalog/{card.slug}.yaml"))
+    return rows
+
+
 def load_gpu_models(path: str | Path | None = None) -> dict[str, GpuModel]:
-    """stage name → the GPU row of the model that runs in it (packaged table by default)."""
+    """stage name → the GPU row of the model that runs in it: the catalog cards' ``gpu``
+    figures plus the packaged table's rows for stages that run several models (the QC
+    stages); with ``path``, that table alone."""
     if path is None:
         text = resources.files("madbench_common").joinpath("data/gpu_models.csv").read_text()
         where = "madbench_common/data/gpu_models.csv"
+        rows = [(raw, where) for raw in csv.DictReader(io.StringIO(text))] + _card_rows()
     else:
         text, where = Path(path).read_text(), str(path)
+        rows = [(raw, where) for raw in csv.DictReader(io.StringIO(text))]
     out: dict[str, GpuModel] = {}
-    for raw in csv.DictReader(io.StringIO(text)):
-        row = _row(raw, where)
+    for raw, source in rows:
+        row = _row(raw, source)
         for stage in row.stages:
             if stage in out:
-                raise ConfigError(f"{where}: stage {stage!r} has two models")
+                raise ConfigError(f"{source}: stage {stage!r} has two models")
             out[stage] = row
     return out

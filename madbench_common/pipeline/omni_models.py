@@ -35,14 +35,17 @@ class OmniSlot:
     timeout: int = 6 * 3600
 
 
-OMNI_MODELS: tuple[OmniSlot, ...] = (
-    OmniSlot("omni-minicpmo45", {"fps": 1.0, "frame_size": 448, "max_frames": 32}),
-    OmniSlot("omni-qwen25omni", {"fps": 2.0, "frame_size": 336, "max_frames": 32}),
-    OmniSlot("omni-gemma4", {"fps": 1.0, "frame_size": 336, "max_frames": 32},
-             image="omni-qwen25omni"),
-    OmniSlot("omni-baichuan15", {"fps": 1.0, "frame_size": 336, "max_frames": 32}),
-)
-"""In the order of the paper's Table 2."""
+def _from_cards() -> tuple[OmniSlot, ...]:
+    """Every catalog card with an ``omni_<name>`` slot, in its table order."""
+    from madbench_common.models.catalog import slot_cards
+
+    return tuple(OmniSlot(c.slug, dict(c.slot.frames), "" if c.image == c.slug else c.image,
+                          c.slot.memory or "48Gi", c.slot.timeout or 6 * 3600)
+                 for c in slot_cards("omni_") if c.slot)
+
+
+OMNI_MODELS: tuple[OmniSlot, ...] = _from_cards()
+"""In the order of the paper's Table 2 (each card's ``slot.order``)."""
 
 
 def omni_stage_name(slug: str) -> str:

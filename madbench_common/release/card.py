@@ -9,7 +9,7 @@ thresholds from the stages' parameters — checked against the stages' fingerpri
 card says whether they are the values the run actually used — and a licence per
 component: every source clip's licence (the sources CSV's ``license`` column), every
 generator's and the separator's (the paper's models: their image's ``licence``; CPU
-references: ``madbench_common/data/reference_licences.yaml``), and the noise set of the
+references: their catalog cards, ``models/catalog/<slug>.yaml``), and the noise set of the
 robustness conditions. A component under a non-commercial licence makes the dataset
 non-commercial, and the card says so and names it.
 """
@@ -22,7 +22,6 @@ import json
 import re
 from collections import Counter
 from dataclasses import dataclass, field
-from importlib import resources
 from pathlib import Path
 from typing import Any
 
@@ -78,15 +77,12 @@ class Component:
         return bool(NONCOMMERCIAL.search(self.licence))
 
 
-def _reference_licences() -> dict[str, dict[str, str]]:
-    text = resources.files("madbench_common").joinpath("data/reference_licences.yaml")
-    return dict(yaml.safe_load(text.read_text(encoding="utf-8")))
-
-
 def _model_licence(slug: str) -> tuple[str, str]:
-    refs = _reference_licences()
-    if slug in refs:
-        return refs[slug]["licence"], refs[slug]["source"]
+    from madbench_common.models.catalog import cards
+
+    card = cards().get(slug)
+    if card is not None and card.licence:
+        return card.licence["spdx"], card.licence["source"]
     spec = REGISTRY.get(slug)
     if spec is None:
         return "unknown", f"{slug} is not in the registry"
