@@ -21,7 +21,7 @@ from madbench_common.core.store import RunStore, copy_run, open_store
 from madbench_common.pipeline.definition import build_graph
 from madbench_common.pipeline.graph import Graph
 from madbench_common.pipeline.local import LocalRunner, RunOptions
-from madbench_common.pipeline.params import check_params, check_stage_params
+from madbench_common.pipeline.params import check_params, check_stage_params, check_stage_values
 from madbench_common.pipeline.repair import invalidate
 from madbench_common.pipeline.stage import (
     StageContext,
@@ -370,6 +370,7 @@ def stage_overrides(graph: Graph, stage: str, text: str) -> dict[str, Any]:
             print(f"warning: --stage-params {name}: {', '.join(unknown)} not among the "
                   f"stage's declared parameters ({', '.join(sorted(declared)) or 'none'}); "
                   "passed on as given", file=sys.stderr)
+        check_stage_values(target, values, "--stage-params")
     return dict(doc.get(stage, {}))
 
 
@@ -377,6 +378,9 @@ def _context(args: argparse.Namespace) -> StageContext:
     params = parse_params(args.params_json, args.param)
     graph = args.graph_of(args)
     check_stage_params(graph[args.stage], params, "--params-json/--param")
+    verbatim = {pair.partition("=")[0] for pair in args.param}  # strings by design
+    check_stage_values(graph[args.stage], {k: v for k, v in params.items() if k not in verbatim},
+                       "--params-json")
     params.update(stage_overrides(graph, args.stage, args.stage_params))
     run = RunStore(open_store(args.store), args.run_id)
     return make_context(run, graph, args.stage, params, args.image, args.seed,

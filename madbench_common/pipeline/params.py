@@ -7,6 +7,14 @@ model), plus the keys its implementation reads with a default of its own
 (:attr:`~madbench_common.pipeline.stage.StageImpl.optional_params`, e.g. ingest's
 ``sources``). Any other key is a typo: it would change the fingerprint and nothing
 else, so it is refused (exit 3) with the valid keys and the closest match.
+
+Values are typed by their declared defaults: a value given as JSON (``--set``,
+``--params-json``, ``--stage-params``) must have the type of the key's default in some
+profile (a number where the default is a number, a list of strings where it is one, …),
+so ``--set source_qc.min_speech_coverage=0,3`` fails before any work instead of deep in a
+shard. A key whose default is ``None``, or that only the implementation reads
+(``optional_params``), takes any value. ``--param KEY=VALUE`` pod arguments are strings by
+design (the workflows' own parameters) and are not typed here.
 """
 
 from __future__ import annotations
@@ -18,7 +26,8 @@ from typing import Any
 from madbench_common.core.errors import ConfigError
 from madbench_common.pipeline.graph import PROFILES, Graph, Stage
 
-__all__ = ["check_params", "check_stage_params", "valid_keys"]
+__all__ = ["check_params", "check_stage_params", "check_stage_values", "declared_defaults",
+           "valid_keys"]
 
 
 def valid_keys(stage: Stage) -> frozenset[str]:
@@ -32,6 +41,68 @@ def valid_keys(stage: Stage) -> frozenset[str]:
         if variant.swappable:
             keys.add("model")
     return frozenset(keys)
+
+
+def declared_defaults(stage: Stage) -> dict[str, list[Any]]:
+    """key → its default in each profile that declares one (``model``: the stage's model)."""
+    out: dict[str, list[Any]] = {}
+    for profile in PROFILES:
+        variant = stage.in_profile(profile)
+        for key, value in variant.params.items():
+            out.setdefault(key, []).append(value)
+        if variant.swappable and variant.model:
+            out.setdefault("model", []).append(variant.model)
+    return out
+
+
+def _kind(value: Any) -> str:
+    """The type name a default asks for: bool, integer, number, string, list, mapping."""
+    if isinstance(value, bool):
+        return "bool"
+    if isinstance(value, int):
+        return "integer"
+    if isinstance(value, float):
+        return "number"
+    if isinstance(value, str):
+        return "string"
+    if isinstance(value, (list, tuple)):
+        return "list"
+    if isinstance(value, dict):
+        return "mapping"
+    return ""
+
+
+def _fits(value: Any, default: Any) -> bool:
+    kind = _kind(default)
+    if default is None or not kind:
+        return True
+    if kind == "number":
+        return _kind(value) in ("integer", "number")
+    if kind != _kind(value):
+        return False
+    if kind == "list" and default:
+        return all(any(_fits(v, d) for d in default) for v in value)
+    return True
+
+
+def _describe(default: Any) -> str:
+    kind = _kind(default)
+    if kind == "list" and default:
+        inner = sorted({_kind(d) for d in default})
+        return f"a list of {' or '.join(k + 's' for k in inner)}"
+    return {"integer": "an integer", "mapping": "a mapping"}.get(kind, f"a {kind}")
+
+
+def check_stage_values(stage: Stage, params: Mapping[str, Any], flag: str) -> None:
+    """Refuse a value whose type is not its key's declared default's (JSON-given values)."""
+    defaults = declared_defaults(stage)
+    for key, value in params.items():
+        options = defaults.get(key)
+        if not options or any(_fits(value, d) for d in options):
+            continue
+        wants = " or ".join(sorted({_describe(d) for d in options}))
+        raise ConfigError(f"{flag}: {stage.name}.{key} must be {wants} (default "
+                          f"{options[0]!r}), got {value!r} ({type(value).__name__})")
 
 
 def _suggest(word: str, choices: list[str]) -> str:
@@ -61,3 +132,4 @@ def check_params(graph: Graph, params: Mapping[str, Mapping[str, Any]],
             raise ConfigError(f"{flag}: no stage {name!r} in this graph"
                               f"{_suggest(name, names)} (stages: {', '.join(graph.order)})")
         check_stage_params(graph.stages[name], values, flag)
+        check_stage_values(graph.stages[name], values, flag)

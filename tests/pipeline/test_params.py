@@ -21,7 +21,12 @@ from madbench_common.core.errors import ConfigError
 from madbench_common.deaf.graph import build_deaf_graph
 from madbench_common.pipeline.definition import build_graph
 from madbench_common.pipeline.graph import Graph
-from madbench_common.pipeline.params import check_params, check_stage_params, valid_keys
+from madbench_common.pipeline.params import (
+    check_params,
+    check_stage_params,
+    check_stage_values,
+    valid_keys,
+)
 from madbench_common.pipeline.stage import load_impl
 
 _REPO = Path(__file__).resolve().parents[2]
@@ -89,6 +94,46 @@ def test_pod_parameter_typo_exits_3(tmp_path: Path, command: list[str],
         capsys.readouterr().err
 
 
+@pytest.mark.parametrize(("given", "message"), [
+    ("source_qc.min_speech_coverage=abc",
+     "source_qc.min_speech_coverage must be a number (default 0.3), got 'abc' (str)"),
+    ("source_qc.languages=[1]", "source_qc.languages must be a list of strings"),
+    ("ingest.max_file_mb=1.5", "ingest.max_file_mb must be an integer (default 1024)"),
+    ("split.ratios={\"a\":1}", "split.ratios must be a list of numbers"),
+])
+def test_set_value_of_the_wrong_type_is_refused_before_any_work(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str], given: str, message: str) -> None:
+    """Values are typed by their declared defaults: a string where a number is declared
+    fails at once, naming the key, the expected type and the default."""
+    code = main(["run", "--store", str(tmp_path / "s"), "--run-id", "t", "--no-progress",
+                 "--set", given])
+    assert code == 3
+    assert message in capsys.readouterr().err
+    assert not (tmp_path / "s" / "t" / "ingest").exists()  # nothing ran
+
+
+def test_values_of_the_declared_type_pass() -> None:
+    """A number for a float (an integer too), a mapping where one profile declares a
+    mapping and the other a string (DEAF's ``voices``), any value for a ``None`` default."""
+    graph = build_graph()
+    check_params(graph, {"source_qc": {"min_speech_coverage": 1, "languages": ["en", "de"],
+                                      "max_env_leakage": 0.05},
+                         "split": {"ratios": [0.8, 0.1, 0.1]}})
+    deaf = build_deaf_graph()
+    check_params(deaf, {"sic_tts": {"voices": {"young_male": "abc"}}})
+    check_params(deaf, {"sic_tts": {"voices": '{"young_male": "abc"}'}})
+    with pytest.raises(ConfigError, match="sic_tts.voices must be a mapping or a string"):
+        check_params(deaf, {"sic_tts": {"voices": ["abc"]}})
+
+
+def test_pod_params_json_of_the_wrong_type_exits_3(tmp_path: Path,
+                                                    capsys: pytest.CaptureFixture[str]) -> None:
+    code = main(["stage", "run", "--stage", "evaluate", "--store", str(tmp_path / "s"),
+                 "--run-id", "t", "--params-json", json.dumps({"n_boot": "many"})])
+    assert code == 3
+    assert "--params-json: evaluate.n_boot must be an integer" in capsys.readouterr().err
+
+
 def test_valid_keys_span_profiles_and_implementation() -> None:
     graph = build_graph()
     assert "model" in valid_keys(graph["features_det_batfd"])  # only ``full`` runs a model
@@ -113,6 +158,15 @@ def _pod_params(args: list[str]) -> tuple[str, dict[str, object]]:
     return stage, params
 
 
+def _json_params(args: list[str]) -> dict[str, object]:
+    """The typed part of a pod's parameters: its ``--params-json`` object."""
+    out: dict[str, object] = {}
+    for flag, value in zip(args, args[1:]):
+        if flag == "--params-json":
+            out.update(json.loads(value))
+    return out
+
+
 @pytest.mark.parametrize("workflow", ["full", "smoke", "deaf"])
 def test_every_rendered_pod_passes_only_valid_parameters(workflow: str) -> None:
     """The workflow's ``--param`` / ``--params-json`` (sources, model, workflow parameters,
@@ -125,6 +179,7 @@ def test_every_rendered_pod_passes_only_valid_parameters(workflow: str) -> None:
         if "stage" in args and "--stage" in args:
             stage, params = _pod_params(args)
             check_stage_params(graph[stage], params, f"{workflow}.yaml")
+            check_stage_values(graph[stage], _json_params(args), f"{workflow}.yaml")
             seen.add(stage)
     assert seen == set(graph.stages)
 
