@@ -21,9 +21,9 @@ import dataclasses
 import hashlib
 import logging
 import os
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from functools import cached_property
-from typing import Any
+from typing import Any, ClassVar
 
 from madbench_common.core.store import open_store
 from madbench_common.core.types import Audio
@@ -59,6 +59,8 @@ _SR = 16000
 class TrialsStage(StageImpl[TrialRow]):
     """Trials over the ok clips of every input stage, with the prompt file's version."""
 
+    defaults: ClassVar[Mapping[str, Any]] = {"prompts": ""}
+
     row_type = TrialRow
     id_field = "trial_id"
 
@@ -66,7 +68,7 @@ class TrialsStage(StageImpl[TrialRow]):
     def trials(self) -> dict[str, TrialRow]:
         clips = [r for dep in self.ctx.stage.inputs
                  for r in self.ctx.read_input(dep, StimulusRow) if r.ok]
-        prompts = load_prompts(self.ctx.params.get("prompts", ""))
+        prompts = load_prompts(self.ctx.params["prompts"])
         return {t.trial_id: t for t in build_trials(clips, prompts)}
 
     def plan(self) -> list[str]:
@@ -89,6 +91,8 @@ class AnswerStage(StageImpl[AnswerRow]):
     by the model and its version, this stage's image, the prompt's hash, the clip's
     sha256 and the repeat, so a rerun asks only what changed.
     """
+
+    defaults: ClassVar[Mapping[str, Any]] = {"cache": "", "repeats": 3}
 
     row_type = AnswerRow
     id_field = "answer_id"
@@ -115,13 +119,13 @@ class AnswerStage(StageImpl[AnswerRow]):
 
     @cached_property
     def cache(self) -> OmniCache | None:
-        setting = str(self.ctx.params.get("cache", ""))
+        setting = str(self.ctx.params["cache"])
         if setting == "off":
             return None
         return OmniCache(open_store(setting) if setting else self.ctx.run.store)
 
     def plan(self) -> list[str]:
-        repeats = int(self.ctx.params.get("repeats", 3))
+        repeats = int(self.ctx.params["repeats"])
         return [f"{q}#{r}" for q in sorted(self.queries) for r in range(repeats)]
 
     def run_items(self, items: Sequence[str]) -> list[AnswerRow]:
@@ -182,6 +186,15 @@ class JudgeStage(StageImpl[VerdictRow]):
     ``judge_base_url``, ``judge_model_id``, ``judge_key_env``, ``judge_max_tokens``,
     ``judge_prompt``, ``cache``)."""
 
+    defaults: ClassVar[Mapping[str, Any]] = {
+        "mode": DEFAULT_MODE,
+        "judge_base_url": "",
+        "judge_key_env": "JUDGE_API_KEY",
+        "judge_model_id": "",
+        "judge_prompt": "",
+        "cache": "",
+    }
+
     row_type = VerdictRow
     id_field = "verdict_id"
     optional_params = ("rpm", "spend_cap_usd")
@@ -190,21 +203,21 @@ class JudgeStage(StageImpl[VerdictRow]):
     def preflight(params: dict[str, Any]) -> list[str]:
         """What the judge needs before the run starts: an endpoint and its key (the LLM
         modes), checked by :mod:`madbench_common.pipeline.preflight`."""
-        mode = str(params.get("mode", DEFAULT_MODE))
+        mode = str(params["mode"])
         if mode not in MODES:
             return [f"judge mode {mode!r} not in {MODES}"]
         if mode == "rule":
             return []
-        url = str(params.get("judge_base_url", ""))
+        url = str(params["judge_base_url"])
         if not url:
             return [] if mode == "rule+llm" else [
                 "judge mode 'llm' needs judge_base_url (or --judge-mode rule, offline)"]
         out = []
         if url.startswith("env:") and not os.environ.get(url[4:].partition("/")[0]):
             out.append(f"judge_base_url {url!r}: ${url[4:].partition('/')[0]} is not set")
-        key = str(params.get("judge_key_env", "JUDGE_API_KEY"))
+        key = str(params["judge_key_env"])
         if key and not os.environ.get(key):
-            out.append(f"API key ${key} of the LLM judge ({params.get('judge_model_id', '')} "
+            out.append(f"API key ${key} of the LLM judge ({params['judge_model_id']} "
                        f"at {url}) is not set; or run the offline keyword rules: "
                        "--judge-mode rule")
         return out
@@ -242,11 +255,11 @@ class JudgeStage(StageImpl[VerdictRow]):
 
     @cached_property
     def prompt(self) -> Any:
-        return load_judge_prompt(self.ctx.params.get("judge_prompt", ""))
+        return load_judge_prompt(self.ctx.params["judge_prompt"])
 
     @cached_property
     def cache(self) -> ResponseCache | None:
-        return open_cache(str(self.ctx.params.get("cache", "")), self.ctx.run.store)
+        return open_cache(str(self.ctx.params["cache"]), self.ctx.run.store)
 
     def plan(self) -> list[str]:
         return [f"{stage}|{t}" for stage in sorted(self.answers) for t in sorted(self.trials)]
@@ -279,7 +292,7 @@ class JudgeStage(StageImpl[VerdictRow]):
         return [v.with_provenance(prov) for v in out]
 
     def _judge(self, trial: TrialRow, text: str) -> Verdict:
-        mode = str(self.ctx.params.get("mode", DEFAULT_MODE))
+        mode = str(self.ctx.params["mode"])
         rule = RuleJudge()
         if self.llm is None or self.cache is None:
             return judge_answer(trial, text, mode, rule, self.llm)
@@ -353,6 +366,8 @@ def model_metrics(model: str, trials: list[TrialRow], verdicts: list[VerdictRow]
 class MetricsStage(StageImpl[MetricRow]):
     """Metric rows per answer stage (params: ``n_boot``)."""
 
+    defaults: ClassVar[Mapping[str, Any]] = {"n_boot": 10_000}
+
     row_type = MetricRow
     id_field = "metric_id"
 
@@ -369,6 +384,6 @@ class MetricsStage(StageImpl[MetricRow]):
     def run_items(self, items: Sequence[str]) -> list[MetricRow]:
         trials = _read_trials(self.ctx)
         prov = self.ctx.provenance()
-        n_boot = int(self.ctx.params.get("n_boot", 10_000))
+        n_boot = int(self.ctx.params["n_boot"])
         return [r.with_provenance(prov) for m in items
                 for r in model_metrics(m, trials, self.verdicts[m], n_boot, self.ctx.seed)]

@@ -14,10 +14,10 @@ import inspect
 import json
 import logging
 import subprocess
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from functools import cached_property
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 from madbench_common.core.errors import ConfigError, InputRejected
 from madbench_common.core.types import Audio
@@ -121,6 +121,8 @@ class SentencesStage(MapStage[SentenceRow]):
 class EnvLibStage(MapStage[EnvRow]):
     """The run's BSC backgrounds: DEMAND (``demand``) or the offline library (``library``)."""
 
+    defaults: ClassVar[Mapping[str, Any]] = {"seconds": 20.0}
+
     row_type = EnvRow
     id_field = "code"
 
@@ -158,7 +160,7 @@ class EnvLibStage(MapStage[EnvRow]):
         if not e.path:
             raise InputRejected(item, "environment_missing",
                                 f"no {e.env.name} recording in the {e.source} library")
-        audio = load_background(e, _SR, float(self.ctx.params.get("seconds", 20.0)))
+        audio = load_background(e, _SR, float(self.ctx.params["seconds"]))
         info = self.ctx.save_audio(f"envlib/{item}.wav", audio, _SR)
         return self._row(e, audio_uri=info.uri, audio_sha256=info.sha256,
                          duration=len(audio) / _SR, sample_rate=_SR).with_provenance(
@@ -231,6 +233,8 @@ class EscStage(_ClipStage):
     ``model_args``; workflow parameters ``esc_tts_<s>_model``, ``_image``,
     ``_model_args``)."""
 
+    defaults: ClassVar[Mapping[str, Any]] = {"setting": "a", "model": ""}
+
     @staticmethod
     def preflight(params: dict[str, Any]) -> list[str]:
         return _emis_problem(params)
@@ -238,11 +242,11 @@ class EscStage(_ClipStage):
     @staticmethod
     def preflight_models(params: dict[str, Any]) -> list[str]:
         """EMIS clips need no model; otherwise the stage's model synthesises."""
-        return [] if params.get("emis") else [str(params.get("model", ""))]
+        return [] if params.get("emis") else [str(params["model"])]
 
     @property
     def setting(self) -> str:
-        return str(self.ctx.params.get("setting", "a"))
+        return str(self.ctx.params["setting"])
 
     @cached_property
     def emis(self) -> dict[tuple[str, str], EmisClip]:
@@ -329,11 +333,13 @@ class SicStage(_ClipStage):
     picks its own voices (the CPU reference) ignores it, with a log line.
     """
 
+    defaults: ClassVar[Mapping[str, Any]] = {"voices": ""}
+
     @cached_property
     def model(self) -> Any:
         slug = self.ctx.params.get("model") or self.ctx.stage.model
         kwargs = model_args(self.ctx.params.get("model_args"))
-        voices = parse_voices(self.ctx.params.get("voices", ""))
+        voices = parse_voices(self.ctx.params["voices"])
         if voices and "voices" not in kwargs:
             if "voices" in inspect.signature(model_class(slug)).parameters:
                 kwargs["voices"] = voices
@@ -356,6 +362,8 @@ class SicStage(_ClipStage):
 class BscMixStage(_ClipStage):
     """BSC clips: narrator speech over its Matched / Within / Cross backgrounds at each SNR."""
 
+    defaults: ClassVar[Mapping[str, Any]] = {"snrs": SNRS_DB, "pairing_seed": 0}
+
     @cached_property
     def speech(self) -> dict[str, StimulusRow]:
         return {r.sentence_id: r for r in self.ctx.read_input("bsc_speech", StimulusRow) if r.ok}
@@ -369,8 +377,8 @@ class BscMixStage(_ClipStage):
         return {}
 
     def plan_specs(self, sentences: Sequence[Any]) -> list[ClipSpec]:
-        snrs = [int(s) for s in self.ctx.params.get("snrs", SNRS_DB)]
-        return plan_bsc(sentences, snrs, int(self.ctx.params.get("pairing_seed", 0)))
+        snrs = [int(s) for s in self.ctx.params["snrs"]]
+        return plan_bsc(sentences, snrs, int(self.ctx.params["pairing_seed"]))
 
     def provenance_model(self) -> tuple[str, str]:
         return "mix", "1"

@@ -75,7 +75,7 @@ def reference_stages(models: tuple[str, ...] = REFERENCE_MODELS) -> list[Stage]:
             shards=4,
             memory="4Gi",
             params={"models": list(models), "modes": ["A", "AV"],
-                    "pairings": ["paired", "shuffled"], "fps": 4.0, "frame_size": 112,
+                    "fps": 4.0, "frame_size": 112,
                     "max_frames": 64},
             full={"params": {"models": []}},
         ),
@@ -96,7 +96,7 @@ def stage_name(prefix: str, slug: str) -> str:
 
 
 def _features(m: EvalModel) -> Stage:
-    params: dict[str, Any] = {"modes": list(m.modes), "pairings": ["paired", "shuffled"],
+    params: dict[str, Any] = {"modes": list(m.modes),
                               **m.frames}
     return Stage(
         name=stage_name("features", m.slug),

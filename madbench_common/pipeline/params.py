@@ -1,9 +1,10 @@
 """Which parameters a stage takes, and the check of user-given ones (``--set``, pods).
 
-A stage's parameters are declared in one place each: its defaults in the graph
-definition (:attr:`Stage.params`, the ``full`` profile's ``params``, its
+A stage's parameters are declared in one place each: the implementation's defaults
+(:attr:`~madbench_common.pipeline.stage.StageImpl.defaults`), what the graph definition
+sets for that stage (:attr:`Stage.params`, the ``full`` profile's ``params``, its
 :attr:`Stage.workflow_params`, and ``model`` where some profile runs one swappable
-model), plus the keys its implementation reads with a default of its own
+model), plus the keys its implementation reads only when given
 (:attr:`~madbench_common.pipeline.stage.StageImpl.optional_params`, e.g. ingest's
 ``sources``). Any other key is a typo: it would change the fingerprint and nothing
 else, so it is refused (exit 3) with the valid keys and the closest match.
@@ -34,7 +35,8 @@ def valid_keys(stage: Stage) -> frozenset[str]:
     """Every parameter ``stage`` accepts, in any profile."""
     from madbench_common.pipeline.stage import load_impl
 
-    keys = set(stage.workflow_params) | set(load_impl(stage.target).optional_params)
+    impl = load_impl(stage.target)
+    keys = set(stage.workflow_params) | set(impl.optional_params) | set(impl.defaults)
     for profile in PROFILES:
         variant = stage.in_profile(profile)
         keys |= set(variant.params)
@@ -44,8 +46,11 @@ def valid_keys(stage: Stage) -> frozenset[str]:
 
 
 def declared_defaults(stage: Stage) -> dict[str, list[Any]]:
-    """key → its default in each profile that declares one (``model``: the stage's model)."""
-    out: dict[str, list[Any]] = {}
+    """key → its default in the implementation and in each profile that declares one
+    (``model``: the stage's model)."""
+    from madbench_common.pipeline.stage import load_impl
+
+    out: dict[str, list[Any]] = {k: [v] for k, v in load_impl(stage.target).defaults.items()}
     for profile in PROFILES:
         variant = stage.in_profile(profile)
         for key, value in variant.params.items():

@@ -35,7 +35,7 @@ import logging
 import tempfile
 import time
 from abc import ABC, abstractmethod
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -164,6 +164,10 @@ class StageImpl(ABC, Generic[ROW]):
     """Whether an item's rows depend on that item alone, not on the others of its shard.
     Then an item whose handling raises is quarantined alone (:meth:`quarantine_row`) and
     the shard's other items are computed one by one; otherwise the shard fails."""
+    defaults: ClassVar[Mapping[str, Any]] = {}
+    """The one default of each parameter the implementation declares itself: a stage's
+    parameters are these, then its graph declaration's (only what differs for that stage),
+    then the user's (:func:`stage_params`). Values type the user's (``--set``)."""
     optional_params: ClassVar[tuple[str, ...]] = ()
     """Parameters the implementation reads with a default of its own (none in the graph);
     with the graph's declared ones they are every key ``--set`` accepts
@@ -343,14 +347,15 @@ def make_context(
 
 
 def stage_params(stage: Stage, params: dict[str, Any]) -> dict[str, Any]:
-    """The parameters a stage runs with: defaults, then ``params``.
+    """The parameters a stage runs with: its implementation's defaults, its model, the
+    graph's declaration, then ``params``.
 
     A stage that runs one model always has ``model`` (its default slug unless
     overridden): Argo passes it explicitly, so both backends hash the same
     parameters and give the same ``params_hash``.
     """
     model = {"model": stage.model} if stage.swappable else {}
-    return {**model, **stage.params, **params}
+    return {**load_impl(stage.target).defaults, **model, **stage.params, **params}
 
 
 def stage_done(ctx: StageContext) -> bool:

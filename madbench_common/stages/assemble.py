@@ -49,10 +49,11 @@ from __future__ import annotations
 
 import dataclasses
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import cached_property
 from pathlib import Path
+from typing import Any, ClassVar
 
 import numpy as np
 
@@ -214,6 +215,8 @@ class _Track:
 class AssembleStage(StageImpl[SampleRow]):
     """QC'd ``components`` → ``samples`` (sharded by clip; selection is recomputed per shard)."""
 
+    defaults: ClassVar[Mapping[str, Any]] = {"sc_donor_rule": "coarse"}
+
     row_type = SampleRow
     id_field = "sample_id"
 
@@ -241,7 +244,7 @@ class AssembleStage(StageImpl[SampleRow]):
                      if not s.missing]
         pool = [swap(c) for _, c in sorted(self.clips.items())]
         cap, tax = int(self.ctx.params["sc_reuse_cap"]), load_taxonomy()
-        rule = str(self.ctx.params.get("sc_donor_rule", "coarse"))
+        rule = str(self.ctx.params["sc_donor_rule"])
         return {cond: pick_env_donors(receivers, pool, cond, tax, cap, self.ctx.rng(cond), rule)
                 for cond in _SWAPS}
 

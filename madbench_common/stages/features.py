@@ -25,9 +25,9 @@ from __future__ import annotations
 import hashlib
 import io
 import logging
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from functools import cached_property
-from typing import Any
+from typing import Any, ClassVar
 
 import numpy as np
 
@@ -87,6 +87,9 @@ def shuffle_partners(samples: Sequence[SampleRow],
 class FeatureStage(StageImpl[FeatureRow]):
     """``samples`` → ``features`` for one encoder (params: model, modes, pairings, fps)."""
 
+    defaults: ClassVar[Mapping[str, Any]] = {"modes": ["A", "AV"],
+                                             "pairings": ["paired", "shuffled"]}
+
     row_type = FeatureRow
     id_field = "sample_id"
     separable = True
@@ -116,8 +119,8 @@ class FeatureStage(StageImpl[FeatureRow]):
 
     def _jobs(self, s: SampleRow) -> list[tuple[str, str]]:
         """(mode, pairing) inputs of one sample: paired always, shuffled video where due."""
-        modes = [m for m in self.ctx.params.get("modes", ["A", "AV"]) if m in self.encoder.modes]
-        pairings = self.ctx.params.get("pairings", ["paired", "shuffled"])
+        modes = [m for m in self.ctx.params["modes"] if m in self.encoder.modes]
+        pairings = self.ctx.params["pairings"]
         return [(m, p) for m in modes for p in pairings
                 if p == "paired" or (m != "A" and shuffled_input(s))]
 

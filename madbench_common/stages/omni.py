@@ -35,9 +35,9 @@ model (the embedded default and ``smoke.yaml``) the stage plans nothing.
 from __future__ import annotations
 
 import logging
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from functools import cached_property
-from typing import Any
+from typing import Any, ClassVar
 
 from madbench_common.eval.tasks import CORE_TASKS, SC_PROTOCOL, VARIANTS
 from madbench_common.media.mux import sample_frames
@@ -77,6 +77,16 @@ def omni_jobs(s: SampleRow, modes: Sequence[str], scene_modes: Sequence[str],
 
 class OmniStage(StageImpl[ScoreRow]):
     """``samples`` → ``scores`` for one omni model (params: model, modes, splits, prompts)."""
+
+    defaults: ClassVar[Mapping[str, Any]] = {
+        "modes": ["A", "AV"],
+        "scene_modes": ["AV"],
+        "splits": ["val", "test"],
+        "max_new_tokens": 8,
+        "fps": 2.0,
+        "frame_size": 336,
+        "max_frames": 32,
+    }
 
     row_type = ScoreRow
     id_field = "sample_id"
@@ -124,12 +134,12 @@ class OmniStage(StageImpl[ScoreRow]):
             log.info("%s: no model in this profile (workflows/full.yaml sets one); nothing to do",
                      self.ctx.stage.name)
             return []
-        splits = set(self.ctx.params.get("splits", ["val", "test"]))
+        splits = set(self.ctx.params["splits"])
         return sorted(k for k, s in self.samples.items() if s.split in splits)
 
     def _modes(self) -> tuple[list[str], list[str]]:
-        modes = [m for m in self.ctx.params.get("modes", ["A", "AV"]) if m in self.model.modes]
-        return modes, list(self.ctx.params.get("scene_modes", ["AV"]))
+        modes = [m for m in self.ctx.params["modes"] if m in self.model.modes]
+        return modes, list(self.ctx.params["scene_modes"])
 
     def run_items(self, items: Sequence[str]) -> list[ScoreRow]:
         if not items:
@@ -160,7 +170,7 @@ class OmniStage(StageImpl[ScoreRow]):
             out = ask(self.model, self.questions[task], inputs=inputs, mode=mode,
                       load=lambda: media.load(mode, video), cache=self.cache,
                       image=self.ctx.image, pairing=pairing,
-                      max_new_tokens=int(self.ctx.params.get("max_new_tokens", 8)),
+                      max_new_tokens=int(self.ctx.params["max_new_tokens"]),
                       settings=self._settings(mode), identity=self.identity)
         except Exception as exc:  # quarantines this row, unless the whole stage must fail
             failed = row_failure(exc, f"{s.sample_id} {task} {mode}/{pairing}")
@@ -213,6 +223,6 @@ class _MediaLoader:
             path = tmp / "video.mp4"
             path.write_bytes(ctx.run.get_bytes(ctx.run.key_of(video.video_uri),
                                                video.video_sha256))
-            return sample_frames(path, fps=float(ctx.params.get("fps", 2.0)),
-                                 size=int(ctx.params.get("frame_size", 336)),
-                                 max_frames=int(ctx.params.get("max_frames", 32)))
+            return sample_frames(path, fps=float(ctx.params["fps"]),
+                                 size=int(ctx.params["frame_size"]),
+                                 max_frames=int(ctx.params["max_frames"]))

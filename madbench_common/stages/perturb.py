@@ -27,10 +27,10 @@ from __future__ import annotations
 import dataclasses
 import json
 import logging
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from functools import cached_property
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 from madbench_common.core.types import Audio
 from madbench_common.media.mux import remux_with_audio
@@ -59,21 +59,28 @@ def perturbed_row(clean: SampleRow, condition: Condition, index: int,
 class PerturbStage(StageImpl[PerturbedRow]):
     """``samples`` → ``perturbed`` (one item per test clip)."""
 
+    defaults: ClassVar[Mapping[str, Any]] = {
+        "conditions": [],
+        "splits": ["test"],
+        "noise": BUILTIN,
+        "aac_coder": "fast",
+    }
+
     row_type = PerturbedRow
     id_field = "sample_id"
 
     @cached_property
     def conditions(self) -> list[Condition]:
-        return parse_conditions(self.ctx.params.get("conditions", []))
+        return parse_conditions(self.ctx.params["conditions"])
 
     @cached_property
     def noise(self) -> NoiseSet | None:
         needs = any(s.op == "noise" for c in self.conditions for s in c.chain)
-        return load_noise_set(str(self.ctx.params.get("noise", BUILTIN))) if needs else None
+        return load_noise_set(str(self.ctx.params["noise"])) if needs else None
 
     @cached_property
     def by_clip(self) -> dict[str, list[SampleRow]]:
-        splits = set(self.ctx.params.get("splits", ["test"]))
+        splits = set(self.ctx.params["splits"])
         out: dict[str, list[SampleRow]] = {}
         for s in self.ctx.read_input("assemble", SampleRow):
             if s.ok and s.split in splits:
@@ -124,7 +131,7 @@ class PerturbStage(StageImpl[PerturbedRow]):
         wav = self.ctx.save_audio(f"audio/{tag}.wav", audio, rate)
         mp4 = tmp / f"{tag}.mp4"
         mux = remux_with_audio(video, audio, rate, mp4,
-                               aac_coder=str(self.ctx.params.get("aac_coder", "fast")),
+                               aac_coder=str(self.ctx.params["aac_coder"]),
                                channels=1)
         info = self.ctx.run.put_file(self.ctx.key("video", mp4.name), mp4)
         return {"audio_uri": wav.uri, "audio_sha256": wav.sha256, "video_uri": info.uri,

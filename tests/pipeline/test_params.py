@@ -122,7 +122,7 @@ def test_values_of_the_declared_type_pass() -> None:
     deaf = build_deaf_graph()
     check_params(deaf, {"sic_tts": {"voices": {"young_male": "abc"}}})
     check_params(deaf, {"sic_tts": {"voices": '{"young_male": "abc"}'}})
-    with pytest.raises(ConfigError, match="sic_tts.voices must be a mapping or a string"):
+    with pytest.raises(ConfigError, match=r"sic_tts\.voices must be a mapping or a string"):
         check_params(deaf, {"sic_tts": {"voices": ["abc"]}})
 
 
@@ -232,3 +232,49 @@ def test_compound_qc_models_are_derived_from_their_parameters(profile: str) -> N
         stage = graph[name]
         roles = [k for k in ("vad", "asr", "speaker", "tagger") if k in stage.params]
         assert stage.model == "+".join(stage.params[k] for k in roles), name
+
+
+def _own_defaults(tree: ast.AST) -> set[str]:
+    """Keys read with a default of the reader's own: ``….params.get(k, default)``."""
+    out = set()
+    for node in ast.walk(tree):
+        if (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)
+                and node.func.attr == "get" and len(node.args) == 2
+                and "params" in ast.unparse(node.func.value)
+                and isinstance(node.args[0], ast.Constant)):
+            out.add(str(node.args[0].value))
+    return out
+
+
+@pytest.mark.parametrize("graph", [build_graph(), build_deaf_graph()],
+                         ids=["madbench", "deaf"])
+def test_a_declared_parameter_has_one_default(graph: Graph) -> None:
+    """One default per parameter (issue 22 item 3): the graph's declaration, typed by its
+    value. A stage class reads a declared key as ``params[key]``, never with a default of
+    its own that could drift from it, and every key its class body subscripts (unguarded by
+    ``"key" in params``) is declared for every stage that runs the class, in every profile
+    (or is in ``optional_params``)."""
+    bad = []
+    for stage in graph:
+        impl = load_impl(stage.target)
+        declared = set(impl.optional_params) | set(impl.defaults)
+        for profile in ("embedded", "full"):
+            variant = stage.in_profile(profile)
+            keys = set(variant.params) | ({"model"} if variant.model else set())
+            for cls in impl.__mro__:
+                if not cls.__module__.startswith("madbench_common.") or cls.__module__ == _ENGINE:
+                    continue
+                tree = ast.parse(inspect.getsource(cls))
+                subscripted = {str(n.slice.value) for n in ast.walk(tree)
+                               if isinstance(n, ast.Subscript) and isinstance(n.slice, ast.Constant)
+                               and "params" in ast.unparse(n.value)
+                               and ast.unparse(n.value) != "stage.params"}
+                guarded = {str(n.left.value) for n in ast.walk(tree)
+                           if isinstance(n, ast.Compare) and isinstance(n.left, ast.Constant)
+                           and "params" in ast.unparse(n.comparators[0])}  # "k" in params
+                if missing := (subscripted - guarded - keys - declared
+                               - set(stage.workflow_params)):
+                    bad.append(f"{stage.name} ({profile}): {cls.__name__} reads {sorted(missing)}")
+                if twice := _own_defaults(tree) & (keys | set(impl.defaults)):
+                    bad.append(f"{stage.name}: {cls.__name__} defaults {sorted(twice)} again")
+    assert not bad, sorted(set(bad))

@@ -14,7 +14,7 @@ from madbench_common.deaf.graph import build_deaf_graph
 from madbench_common.deaf.stages_eval import JudgeStage
 from madbench_common.pipeline.local import RunOptions
 from madbench_common.pipeline.preflight import Where, check_run, pending_stages
-from madbench_common.pipeline.stage import read_marker
+from madbench_common.pipeline.stage import read_marker, stage_params
 
 _KEYS = ("GEMINI_API_KEY", "OPENAI_API_KEY", "JUDGE_API_KEY", "ELEVENLABS_API_KEY",
          "AZURE_SPEECH_KEY")
@@ -92,14 +92,14 @@ def test_done_stages_are_not_checked_again(tmp_path: Path,
 
 
 def test_judge_needs_its_key_unless_offline(monkeypatch: pytest.MonkeyPatch) -> None:
-    default = build_deaf_graph(("qwen2_audio",))["deaf_judge"].params
+    default = stage_params(build_deaf_graph(("qwen2_audio",))["deaf_judge"], {})
     monkeypatch.delenv("JUDGE_API_KEY", raising=False)
     assert len(JudgeStage.preflight(default)) == 1
     assert JudgeStage.preflight({**default, "mode": "rule"}) == []  # offline keyword rules
     monkeypatch.setenv("JUDGE_API_KEY", "k")
     assert JudgeStage.preflight(default) == []
-    assert JudgeStage.preflight({"mode": "llm", "judge_base_url": ""})
-    assert JudgeStage.preflight({"mode": "llm", "judge_base_url": "http://h/v1",
+    assert JudgeStage.preflight({**default, "mode": "llm", "judge_base_url": ""})
+    assert JudgeStage.preflight({**default, "mode": "llm", "judge_base_url": "http://h/v1",
                                  "judge_key_env": ""}) == []  # a local vLLM, no key
 
 
