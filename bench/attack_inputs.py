@@ -1,7 +1,7 @@
 """Issue 19's closing table: hostile and careless inputs made here, run against one tree.
 
 None of these inputs was used while fixing issue 19 (its regression tests are in
-``tests/stages/test_hostile_sources.py``, ``tests/test_faults.py`` and others); they are
+``tests/stages/test_hostile_sources.py``, ``tests/pipeline/test_faults.py`` and others); they are
 variations an attacker or a careless user would try next. Each attack builds a fresh
 sources folder (a good clip beside the hostile row, so "the run goes on" is visible),
 runs ``madbench run --until ingest`` of the tree under test in a child process with a

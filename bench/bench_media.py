@@ -13,16 +13,15 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 sys.path.insert(0, str(REPO / "tests"))
 
-from media import (  # noqa: E402
+from madbench_common.core.errors import InputRejected  # noqa: E402
+from madbench_common.media.audio import decode_audio, probe  # noqa: E402
+from madbench_common.media.guard import MediaLimits, decode_untrusted  # noqa: E402
+from tests.media.clips import (  # noqa: E402
     bomb_mkv,
     huge_duration_mp4,
     huge_frame_mp4,
     many_streams_mp4,
 )
-
-from madbench_common.core.errors import InputRejected  # noqa: E402
-from madbench_common.media.audio import decode_audio, probe  # noqa: E402
-from madbench_common.media.guard import MediaLimits, decode_untrusted  # noqa: E402
 
 LIMITS = MediaLimits()
 

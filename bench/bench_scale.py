@@ -30,10 +30,8 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
-sys.path.insert(0, str(REPO / "bench"))
 
-from synthstages import paper_counts, paper_graph  # noqa: E402
-
+from bench.synthstages import paper_counts, paper_graph  # noqa: E402
 from madbench_common.cli.pipeline import print_status  # noqa: E402
 from madbench_common.core.store import RunStore, open_store  # noqa: E402
 from madbench_common.pipeline.definition import build_graph  # noqa: E402

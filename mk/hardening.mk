@@ -5,7 +5,7 @@ PY ?= .venv/bin/python
 
 ## faults: SIGKILL sweep over the whole demo graph (MADBENCH_FAULT_SEEDS per store, default 10;
 ## odd seeds resume with one worker), S3 outage and throttling; results in .bench/faults.json
-## (also part of make bench). CI's `make test` runs tests/test_faults.py: a few seeds, a kill
+## (also part of make bench). CI's `make test` runs tests/pipeline/test_faults.py: a few seeds, a kill
 ## before the first marker, a resume with another worker count, a damaged merged manifest, an
 ## edited sources file, a full disk (RLIMIT_FSIZE), a runner killed alone.
 faults: setup

@@ -3,20 +3,17 @@
 from __future__ import annotations
 
 import functools
-import sys
 from pathlib import Path
 
+from bench.synthstages import PAPER_SAMPLE_ROWS, paper_counts, synthetic_graph
+from madbench_common.core.manifest import read_manifest_bytes
+from madbench_common.core.store import RunStore, open_store
+from madbench_common.pipeline.definition import build_graph
+from madbench_common.pipeline.graph import Graph
+from madbench_common.pipeline.local import LocalRunner, RunOptions
+from madbench_common.pipeline.stage import load_impl, read_marker
+
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT / "bench"))
-
-from synthstages import PAPER_SAMPLE_ROWS, paper_counts, synthetic_graph  # noqa: E402
-
-from madbench_common.core.manifest import read_manifest_bytes  # noqa: E402
-from madbench_common.core.store import RunStore, open_store  # noqa: E402
-from madbench_common.pipeline.definition import build_graph  # noqa: E402
-from madbench_common.pipeline.graph import Graph  # noqa: E402
-from madbench_common.pipeline.local import LocalRunner, RunOptions  # noqa: E402
-from madbench_common.pipeline.stage import load_impl, read_marker  # noqa: E402
 
 
 def test_counts_follow_the_paper_and_the_full_graph() -> None:

@@ -21,7 +21,6 @@ from madbench_common.core.store import RunStore
 from madbench_common.pipeline.graph import Graph, Stage
 from madbench_common.pipeline.repair import manifest_intact
 from madbench_common.pipeline.stage import load_impl, read_marker
-from madbench_common.rows import PerturbedRow
 
 __all__ = ["QuarantineEntry", "RunStatus", "StageStatus", "collect_retries", "collect_status",
            "table_one"]
@@ -84,7 +83,7 @@ def _stage_counts(rows: list[Any]) -> dict[str, Any]:
         for r in rows:
             for reason in r.fail_reasons:
                 _bump(counts, f"fail_{reason}")
-    if rows and isinstance(rows[0], PerturbedRow):  # DEAF rows have a ``condition`` too
+    if rows and hasattr(rows[0], "condition_family"):  # DEAF rows have a ``condition`` only
         return counts | _condition_counts(rows)
     if rows and hasattr(rows[0], "protocol"):
         return counts | _sample_counts(rows)

@@ -7,7 +7,8 @@ from pathlib import Path
 
 import numpy as np
 import soundfile as sf
-from media import make_clip
+
+from tests.media.clips import make_clip
 
 SR = 16000
 

@@ -6,13 +6,13 @@ import json
 from pathlib import Path
 
 import pytest
-from eval.test_feature_stage import _put_samples
 
 from madbench_common.cli import main
 from madbench_common.core.store import FileStore, RunStore
 from madbench_common.corpora import load_corpus
 from madbench_common.corpora.cross import cross_evaluate, direction_tasks
 from madbench_common.eval.suite import EvalConfig
+from tests.eval.test_feature_stage import _put_samples
 
 from . import layouts
 

@@ -114,7 +114,7 @@ def test_graph_declares_the_paper_models_and_secrets() -> None:
 def test_a_failed_answer_stage_leaves_judge_metrics_and_report_running(tmp_path: Path) -> None:
     """What the pods of workflows/deaf.yaml do when one model's answer stage fails (exit 3:
     no API key): the judge, metrics and report run on the other model, and the report
-    names the absent one. (tests/test_argo_deaf.py checks that Argo schedules them.)"""
+    names the absent one. (tests/pipeline/test_argo_deaf.py checks that Argo schedules them.)"""
     from madbench_common.deaf.runner import stub_apis
     from madbench_common.deaf.stage_report import ABSENT
 

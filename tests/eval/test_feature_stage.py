@@ -9,7 +9,6 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from media import make_clip
 
 from madbench_common.core.manifest import read_manifest_bytes, write_manifest_bytes
 from madbench_common.core.store import FileStore, RunStore
@@ -19,6 +18,7 @@ from madbench_common.pipeline.stage import make_context, merge_stage, run_shard
 from madbench_common.reference.encoders import AVStatsEncoder
 from madbench_common.rows import FeatureRow, SampleRow, ScoreRow
 from madbench_common.stages.features import shuffle_partners, shuffle_rng
+from tests.media.clips import make_clip
 
 SR, N_CLIPS = 16000, 20
 SPLITS = ["train"] * 7 + ["val"] + ["test"] * 2

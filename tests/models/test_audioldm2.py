@@ -16,7 +16,7 @@ from madbench_common.models.audioldm2 import AudioLDM2ATA, AudioLDM2TTA, log_mel
 from madbench_common.models.env_common import ALWAYS_EXCLUDED
 from madbench_common.models.tiny.audioldm2 import install_tiny
 from madbench_common.models.weights import WeightsMissing
-from models.envdata import demo_env
+from tests.models.envdata import demo_env
 
 
 @pytest.fixture(scope="module")

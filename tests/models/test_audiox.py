@@ -16,7 +16,7 @@ from madbench_common.core.errors import ConfigError
 from madbench_common.models.audiox import AudioXA2A, audio_prompt
 from madbench_common.models.tiny.audiox import install_tiny
 from madbench_common.models.weights import WeightsMissing, weights_root
-from models.envdata import demo_env
+from tests.models.envdata import demo_env
 
 
 @pytest.fixture(scope="module")

@@ -16,7 +16,7 @@ from madbench_common.models.env_common import (
     to_mono,
     window_starts,
 )
-from models.envdata import demo_env, demo_frames
+from tests.models.envdata import demo_env, demo_frames
 
 
 def test_negative_prompt_always_carries_the_paper_exclusions() -> None:

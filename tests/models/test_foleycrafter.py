@@ -15,7 +15,7 @@ pytest.importorskip("foleycrafter", reason="run make adapter-test IMAGE=v2a-fole
 from madbench_common.models.foleycrafter import FoleyCrafterV2A, onset_condition
 from madbench_common.models.tiny.foleycrafter import install_tiny
 from madbench_common.models.weights import WeightsMissing
-from models.envdata import demo_frames
+from tests.models.envdata import demo_frames
 
 
 @pytest.fixture(scope="module")

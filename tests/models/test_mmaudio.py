@@ -23,7 +23,7 @@ import torch
 
 from madbench_common.models.mmaudio import MMAudioV2A
 from madbench_common.models.weights import WeightsMissing, hf_path, url_file
-from models.envdata import demo_frames
+from tests.models.envdata import demo_frames
 
 
 @pytest.fixture(scope="module")

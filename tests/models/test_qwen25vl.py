@@ -16,7 +16,7 @@ from madbench_common.models.tiny.qwen25vl import install_tiny
 from madbench_common.models.weights import WeightsMissing
 from madbench_common.stages.scene import label_scene
 from madbench_common.taxonomy import assign_label, load_taxonomy
-from models.envdata import demo_frames
+from tests.models.envdata import demo_frames
 
 
 @pytest.fixture(scope="module")

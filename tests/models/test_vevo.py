@@ -20,9 +20,9 @@ import pytest
 
 from .speech_cases import RATE, assert_placed, demo_case
 
-# tests/conftest.py puts tests/ first on sys.path, so the package name `models` is this
-# test package; Amphion's top-level `models` needs the name while it is imported. Take it
-# over for the import, then give it back (Amphion's submodules stay cached by full name).
+# Amphion's code imports itself as the top-level package `models`. Should another `models`
+# be imported already, take the name over for the import, then give it back (Amphion's
+# submodules stay cached by full name).
 _AMPHION = [p for p in sys.path if (Path(p) / "models/vc/vevo/vevo_utils.py").exists()]
 _OURS = sys.modules.get("models")
 if _AMPHION:

@@ -8,7 +8,6 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from media import make_clip
 
 from madbench_common.core.manifest import read_manifest_bytes, write_manifest_bytes
 from madbench_common.core.store import FileStore, RunStore
@@ -20,6 +19,7 @@ from madbench_common.pipeline.stage import make_context, merge_stage, run_shard
 from madbench_common.prompts import MADBENCH_PROMPTS, PROMPT_DIR, load_prompt
 from madbench_common.rows import SampleRow, ScoreRow
 from madbench_common.stages import omni as omni_stage
+from tests.media.clips import make_clip
 
 from .toy import ToyOmni
 

@@ -12,7 +12,7 @@ from madbench_common.core.errors import ConfigError, EnvironmentMissing, InputRe
 from madbench_common.models.registry import REGISTRY, ModelSpec, load_model
 from madbench_common.models.weights import WeightsMissing
 from madbench_common.pipeline.stage import MapStage
-from pipeline.toystages import ToyRow
+from tests.pipeline.toystages import ToyRow
 
 
 class _Wrapping(MapStage[ToyRow]):

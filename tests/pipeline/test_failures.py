@@ -12,7 +12,7 @@ from madbench_common.core.errors import EnvironmentMissing, MadbenchError, Store
 from madbench_common.core.manifest import read_manifest_bytes
 from madbench_common.pipeline.failures import StageFailed
 from madbench_common.pipeline.local import LocalRunner, RunOptions
-from pipeline.toystages import ToyRow, failing_graph
+from tests.pipeline.toystages import ToyRow, failing_graph
 
 
 def _run(tmp: Path, stage: str, fail: dict[str, str], workers: int = 1) -> dict[str, ToyRow]:
@@ -70,9 +70,9 @@ def test_the_cli_prints_one_line_not_a_traceback(tmp_path: Path) -> None:
     import subprocess
     import sys
 
-    env: dict[str, Any] = {**os.environ, "PYTHONPATH": str(Path(__file__).parents[1])}
+    env: dict[str, Any] = {**os.environ, "PYTHONPATH": str(Path(__file__).parents[2])}
     code = ("import sys; from madbench_common import cli; "
-            "from pipeline.toystages import failing_graph; "
+            "from tests.pipeline.toystages import failing_graph; "
             "import madbench_common.cli.pipeline as cp; cp.build_graph = failing_graph; "
             "sys.exit(cli.main(sys.argv[1:]))")
     done = subprocess.run(

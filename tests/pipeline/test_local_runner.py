@@ -11,7 +11,7 @@ from madbench_common.core.store import FileStore, RunStore
 from madbench_common.pipeline.local import EMBEDDED_IMAGE, LocalRunner, RunOptions
 from madbench_common.pipeline.stage import make_context, run_shard, shard_items
 from madbench_common.pipeline.status import collect_status
-from pipeline.toystages import ToyRow, calls, toy_graph
+from tests.pipeline.toystages import ToyRow, calls, toy_graph
 
 
 def _opts(tmp: Path, counter: Path, run_id: str = "r", **kw: object) -> RunOptions:

@@ -12,7 +12,7 @@ from madbench_common.core.store import FileStore, RunStore
 from madbench_common.pipeline.local import EMBEDDED_IMAGE, LocalRunner, RunOptions
 from madbench_common.pipeline.repair import invalidate
 from madbench_common.pipeline.stage import make_context, run_shard
-from pipeline.toystages import calls, toy_graph
+from tests.pipeline.toystages import calls, toy_graph
 
 
 def _opts(tmp: Path, counter: Path, factor: int = 1) -> RunOptions:

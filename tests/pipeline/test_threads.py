@@ -15,7 +15,7 @@ from madbench_common.core.errors import ConfigError
 from madbench_common.core.store import RunStore, open_store
 from madbench_common.pipeline.stage import fingerprint
 from madbench_common.pipeline.threads import math_threads
-from pipeline.toystages import toy_graph
+from tests.pipeline.toystages import toy_graph
 
 
 def test_math_threads_default_and_bad_values(monkeypatch: pytest.MonkeyPatch) -> None:

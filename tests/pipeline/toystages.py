@@ -61,9 +61,9 @@ class Total(StageImpl[ToyRow]):
 
 def toy_graph() -> Graph:
     return Graph([
-        Stage(name="numbers", role="core", target="pipeline.toystages:Numbers", shards=4,
+        Stage(name="numbers", role="core", target="tests.pipeline.toystages:Numbers", shards=4,
               params={"n": 10}),
-        Stage(name="total", role="core", target="pipeline.toystages:Total",
+        Stage(name="total", role="core", target="tests.pipeline.toystages:Total",
               inputs=("numbers",)),
     ])
 
@@ -136,10 +136,10 @@ class Whole(Batch):
 
 def failing_graph() -> Graph:
     return Graph([
-        Stage(name="flaky", role="core", target="pipeline.toystages:Flaky", shards=2,
+        Stage(name="flaky", role="core", target="tests.pipeline.toystages:Flaky", shards=2,
               params={"n": 6}),
-        Stage(name="batch", role="core", target="pipeline.toystages:Batch", shards=2,
+        Stage(name="batch", role="core", target="tests.pipeline.toystages:Batch", shards=2,
               params={"n": 6}),
-        Stage(name="whole", role="core", target="pipeline.toystages:Whole",
+        Stage(name="whole", role="core", target="tests.pipeline.toystages:Whole",
               params={"n": 4}),
     ])

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from eval.test_feature_stage import _put_samples
 from scipy.special import expit
 
 from madbench_common.core.manifest import read_manifest_bytes
@@ -20,6 +19,7 @@ from madbench_common.reference.detectors import (
     ModulationDetector,
 )
 from madbench_common.rows import FeatureRow, ScoreRow
+from tests.eval.test_feature_stage import _put_samples
 
 SR = 16000
 

@@ -12,7 +12,6 @@ from typing import Any
 
 import numpy as np
 import pytest
-from media import _ffmpeg, make_clip, speechlike
 
 from madbench_common.core.manifest import read_manifest_bytes
 from madbench_common.media import guard as media_guard
@@ -20,6 +19,7 @@ from madbench_common.pipeline.definition import build_graph
 from madbench_common.pipeline.local import LocalRunner, RunOptions, StageReport
 from madbench_common.pipeline.usage import peak_rss_bytes
 from madbench_common.rows import SourceRow
+from tests.media.clips import _ffmpeg, make_clip, speechlike
 
 COLUMNS = ["clip_id", "path", "transcript", "speech_stem", "env_stem"]
 

@@ -7,7 +7,6 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from media import make_clip, speechlike
 
 from madbench_common.core.manifest import read_manifest_bytes
 from madbench_common.core.store import FileStore, RunStore
@@ -15,6 +14,7 @@ from madbench_common.media.audio import decode_audio, probe
 from madbench_common.pipeline.definition import build_graph
 from madbench_common.pipeline.local import LocalRunner, RunOptions
 from madbench_common.rows import SourceRow
+from tests.media.clips import make_clip, speechlike
 
 
 def _ingest(tmp: Path, files: dict[str, Path | str], **params: object) -> dict[str, SourceRow]:

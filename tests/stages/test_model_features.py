@@ -6,7 +6,6 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 import pytest
-from eval.test_feature_stage import _put_samples
 
 from madbench_common.core.manifest import read_manifest_bytes
 from madbench_common.core.store import FileStore, RunStore
@@ -16,10 +15,11 @@ from madbench_common.pipeline.graph import Graph, Stage
 from madbench_common.pipeline.stage import make_context, merge_stage, run_shard
 from madbench_common.rows import FeatureRow, ScoreRow
 from madbench_common.stages.model_features import image_id
+from tests.eval.test_feature_stage import _put_samples
 
-TOY_SPEC = ModelSpec("test-rms-detector", "detector", "stages.toy_detector:RmsDetector", True,
+TOY_SPEC = ModelSpec("test-rms-detector", "detector", "tests.stages.toy_detector:RmsDetector", True,
                      "reference-cpu", "test double: logistic of the RMS level")
-TEST_SPECS = (TOY_SPEC, *(ModelSpec(slug, "detector", f"stages.toy_detector:{cls}", True,
+TEST_SPECS = (TOY_SPEC, *(ModelSpec(slug, "detector", f"tests.stages.toy_detector:{cls}", True,
                                     "reference-cpu", "test double (issue 19)")
                           for slug, cls in (("test-flaky-detector", "FlakyDetector"),
                                             ("test-unloadable-detector", "UnloadableDetector"),

@@ -9,7 +9,6 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from eval.test_feature_stage import _put_manifest, _put_samples
 
 from madbench_common.core.manifest import read_manifest_bytes
 from madbench_common.core.store import FileStore, RunStore
@@ -19,6 +18,7 @@ from madbench_common.pipeline.graph import Graph, Stage
 from madbench_common.pipeline.stage import make_context, merge_stage, run_shard
 from madbench_common.robustness.conditions import builtin_conditions
 from madbench_common.rows import FeatureRow, PerturbedRow, SampleRow, ScoreRow
+from tests.eval.test_feature_stage import _put_manifest, _put_samples
 
 PICK = ("mp3_24k", "telephone_g711", "noise_5db")
 CONDITIONS = [c for c in builtin_conditions() if c["name"] in PICK]

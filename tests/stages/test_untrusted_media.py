@@ -9,7 +9,11 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from media import (
+
+from madbench_common.core.errors import InputRejected
+from madbench_common.media.guard import MediaLimits, decode_untrusted
+from madbench_common.pipeline.usage import peak_rss_bytes
+from tests.media.clips import (
     bomb_mkv,
     huge_duration_mp4,
     huge_frame_mp4,
@@ -17,10 +21,6 @@ from media import (
     many_streams_mp4,
     speechlike,
 )
-
-from madbench_common.core.errors import InputRejected
-from madbench_common.media.guard import MediaLimits, decode_untrusted
-from madbench_common.pipeline.usage import peak_rss_bytes
 
 LIMITS = MediaLimits(max_duration=12.0, timeout=30.0, max_memory=512 << 20)
 BOUND_S = 10.0

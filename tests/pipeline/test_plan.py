@@ -22,7 +22,7 @@ from madbench_common.pipeline.plan import (
     plan_run,
 )
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def test_paper_scale_defaults_samples() -> None:

@@ -1,6 +1,6 @@
 """workflows/deaf.yaml (issue 14): current, the DEAF graph's DAG, GPU requests, API keys only
 by secretKeyRef, pods that run the ``madbench deaf`` commands. The strict schema, reference,
-parameter, lock-down and S3-secret checks of tests/test_argo.py run over it too (they glob
+parameter, lock-down and S3-secret checks of tests/pipeline/test_argo.py run over it too (they glob
 ``workflows/*.yaml``)."""
 
 from __future__ import annotations
@@ -13,14 +13,14 @@ from typing import Any
 
 import pytest
 import yaml
-from test_argo import task_deps, task_runs
 
 from madbench_common.deaf.graph import PAPER_MODELS, build_deaf_graph
 from madbench_common.deaf.workflow import deaf_lock, render_deaf_workflow
 from madbench_common.pipeline.argo import API_EGRESS_LABEL, ClusterProfile, ImageLock
 from madbench_common.pipeline.argo_limits import ETCD_LIMIT_BYTES, workflow_limits
+from tests.pipeline.test_argo import task_deps, task_runs
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 LOCK = ROOT / "images" / "images.lock.yaml"
 PROFILE = ROOT / "k8s" / "overlays" / "gpu-nodepool" / "cluster-profile.yaml"
 DEAF = ROOT / "workflows" / "deaf.yaml"

@@ -41,7 +41,7 @@ from madbench_common.testing.faults import (
 
 pytestmark = pytest.mark.slow
 
-DEMO = Path(__file__).resolve().parents[1] / "data" / "demo"
+DEMO = Path(__file__).resolve().parents[2] / "data" / "demo"
 
 
 @dataclass(frozen=True)

@@ -25,7 +25,7 @@ from madbench_common.pipeline.argo import (
 from madbench_common.pipeline.definition import build_graph
 from madbench_common.pipeline.graph import Graph, Stage
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 SCHEMA = ROOT.parent / "shared" / "schemas" / "argo-workflows.schema.json"
 LOCK = ROOT / "images" / "images.lock.yaml"
 PROFILE = ROOT / "k8s" / "overlays" / "gpu-nodepool" / "cluster-profile.yaml"

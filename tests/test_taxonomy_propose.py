@@ -13,7 +13,7 @@ from madbench_common.core.errors import ConfigError
 from madbench_common.taxonomy import load_taxonomy
 from madbench_common.taxonomy_propose import captions_for_taxonomy, propose_taxonomy
 
-DEMO = Path(__file__).resolve().parents[2] / "data" / "demo" / "sources.csv"
+DEMO = Path(__file__).resolve().parents[1] / "data" / "demo" / "sources.csv"
 
 
 def _captions() -> list[str]:

@@ -14,7 +14,7 @@ from madbench_common.pipeline.definition import build_graph
 from madbench_common.pipeline.graph import Stage
 from madbench_common.pipeline.plan import PAPER_CLIPS, Throughput, plan_run
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def _full() -> dict[str, Any]:

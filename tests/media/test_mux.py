@@ -6,10 +6,10 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from media import make_clip, speechlike
 
 from madbench_common.media.audio import decode_audio, probe
 from madbench_common.media.mux import remux_with_audio, sample_frames, video_packets
+from tests.media.clips import make_clip, speechlike
 
 DEMO = Path(__file__).resolve().parents[2] / "data" / "demo" / "clips"
 

@@ -231,7 +231,7 @@ def test_repository_weights_have_no_placeholder_and_status_lists_the_unpinned() 
     """Here the hub cannot be reached: no entry is pinned with a made-up value, and every
     entry without a pin is listed by `weights status`."""
     images = weights_images()
-    root = Path(__file__).resolve().parents[1] / "images"
+    root = Path(__file__).resolve().parents[2] / "images"
     assert not any("0" * 64 in (root / i / "weights.yaml").read_text() for i in images)
     listed = {(u.image, u.entry) for u in weights_status(images)}
     for image in images:

@@ -1,0 +1,1 @@
+"""Benchmarks (`make bench`); a package so the tests import its synthetic graph."""

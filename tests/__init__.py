@@ -1,0 +1,1 @@
+"""MADBench tests: each folder mirrors a folder of madbench_common."""
