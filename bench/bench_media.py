@@ -11,7 +11,6 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
-sys.path.insert(0, str(REPO / "tests"))
 
 from madbench_common.core.errors import InputRejected  # noqa: E402
 from madbench_common.media.audio import decode_audio, probe  # noqa: E402

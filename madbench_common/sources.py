@@ -36,8 +36,19 @@ from madbench_common.core.store import S3Store, check_uri
 from madbench_common.media.guard import MediaLimits, guarded_call
 from madbench_common.media.listing import CsvRow, FolderEntry, printable
 
-__all__ = ["MAX_CLIP_ID", "VIDEO_EXTENSIONS", "SourceListing", "SourceSpec", "fetch_source",
-           "list_sources", "listing_identity", "local_sha256", "read_listing", "source_size"]
+__all__ = [
+    "MAX_CLIP_ID",
+    "VIDEO_EXTENSIONS",
+    "SourceListing",
+    "SourceSpec",
+    "fetch_source",
+    "list_sources",
+    "listing_identity",
+    "local_sha256",
+    "read_listing",
+    "source_files",
+    "source_size",
+]
 
 VIDEO_EXTENSIONS = (".mp4", ".mov", ".mkv", ".webm", ".avi", ".m4v")
 MAX_CLIP_ID = 128
@@ -370,3 +381,15 @@ def fetch_source(path: str, dest_dir: Path, max_bytes: int | None = None) -> Pat
         raise InputRejected(path, "missing", "no such object") from None
     except ValueError as exc:
         raise InputRejected(path, "file_too_large", str(exc)) from None
+
+
+def source_files(sources: str | None) -> list[str]:
+    """What a stage in a container must read of a local sources listing: its root (CSV or
+    folder) and every file its rows name (those outside the root included; ingest itself
+    refuses them unless allowed). ``s3://`` or no sources: nothing to mount."""
+    if not sources or sources.startswith("s3://"):
+        return []
+    root = str(Path(sources.removeprefix("file://")).resolve())
+    files = [f for s in list_sources(root, allow_outside=True)
+             for f in (s.path, s.speech_stem, s.env_stem)]
+    return [root, *(f for f in files if f)]

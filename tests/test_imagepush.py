@@ -25,6 +25,7 @@ from madbench_common.imagelock import lock_entry
 from madbench_common.imagepush import _main, image_digest, push_image, registry_ref
 from madbench_common.pipeline.argo import VARIANTS, ClusterProfile, ImageLock, compile_workflow
 from madbench_common.pipeline.graph import Graph, Stage
+from madbench_common.sources import source_files
 from tests.loopback_registry import have_registry_tools, local_registry, private_storage
 
 needs_tools = pytest.mark.skipif(not have_registry_tools(),
@@ -170,7 +171,7 @@ def test_push_pull_by_digest_and_run_a_stage(tmp_path: Path, registry: str,
         assert not image_exists(local, "buildah")  # the private store has only the pull
         store = tmp_path / "store"
         engine = ContainerEngine.create("buildah", str(store), "r1", image=by_digest,
-                                        sources=str(demo_sources))
+                                        reads=source_files(str(demo_sources)))
         assert engine.image_ref(build_graph()["ingest"]) == by_digest
         opts = RunOptions(store=str(store), run_id="r1", until="ingest", progress=False,
                           params={"ingest": {"sources": str(demo_sources)}})

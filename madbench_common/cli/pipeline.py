@@ -179,9 +179,10 @@ def cmd_run(args: argparse.Namespace) -> int:
     engine = None
     if args.engine != "inprocess":
         from madbench_common.pipeline.container import ContainerEngine
+        from madbench_common.sources import source_files
 
         engine = ContainerEngine.create(args.engine, args.store, args.run_id, args.image,
-                                        args.weights, args.sources, opts.workers)
+                                        args.weights, source_files(args.sources), opts.workers)
     elif args.image or args.weights:
         raise ConfigError("--image and --weights need --engine podman|docker|buildah")
     runner = LocalRunner(build_graph, opts, engine, _interpreters(args, graph, opts))

@@ -169,10 +169,8 @@ def _check_stage(where: str, args: argparse.Namespace, slug: str, warned: set[st
 
 @functools.cache
 def _graph(deaf: bool, models: str) -> Any:
+    from madbench_common.pipeline.pipelines import build_pipeline
+
     if deaf:
-        from madbench_common.deaf.graph import build_deaf_graph
-
-        return build_deaf_graph(tuple(m.strip() for m in models.split(",") if m.strip()))
-    from madbench_common.pipeline.definition import build_graph
-
-    return build_graph()
+        return build_pipeline("deaf", tuple(m.strip() for m in models.split(",") if m.strip()))
+    return build_pipeline("madbench")

@@ -990,13 +990,9 @@ def _upload_sources(s3: Any, csv_path: Path, every: int) -> int:
 
 
 def _graph_for(name: str) -> Any:
-    if name == "deaf":
-        from madbench_common.deaf.graph import build_deaf_graph
+    from madbench_common.pipeline.pipelines import build_pipeline
 
-        return build_deaf_graph()
-    from madbench_common.pipeline.definition import build_graph
-
-    return build_graph()
+    return build_pipeline("deaf" if name == "deaf" else "madbench")
 
 
 def _markers(s3: Any, run_id: str, graph: Any) -> dict[str, dict[str, Any]]:

@@ -28,7 +28,7 @@ from __future__ import annotations
 
 import json
 import os
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -39,7 +39,7 @@ from madbench_common.core.errors import ConfigError
 from madbench_common.pipeline.graph import Stage
 from madbench_common.pipeline.stage import ShardResult
 
-__all__ = ["ContainerEngine", "source_mounts"]
+__all__ = ["ContainerEngine", "read_only_mounts"]
 
 _AWS = ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN", "AWS_ENDPOINT_URL",
         "AWS_REGION", "AWS_DEFAULT_REGION", "AWS_CA_BUNDLE")
@@ -54,18 +54,16 @@ def _outermost(paths: Sequence[Path]) -> list[Path]:
     return out
 
 
-def source_mounts(sources: str | None) -> list[Mount]:
-    """Read-only mounts (at their own paths) that make a local sources CSV/folder readable."""
-    if not sources or sources.startswith("s3://"):
-        return []
-    from madbench_common.sources import list_sources
-
-    root = Path(sources.removeprefix("file://")).resolve()
-    folders = [root if root.is_dir() else root.parent]
-    # every file the listing names (ingest itself refuses those outside the sources root)
-    files = [f for s in list_sources(str(root), allow_outside=True)
-             for f in (s.path, s.speech_stem, s.env_stem)]
-    folders += [Path(f).resolve().parent for f in files if f and not f.startswith("s3://")]
+def read_only_mounts(paths: Iterable[str | Path]) -> list[Mount]:
+    """Read-only mounts (at their own paths) of the folders that hold ``paths``: a folder
+    itself, a file's folder; ``s3://`` paths need none. The caller says which paths a
+    stage reads (the CLI: a local sources listing's files, ``sources.source_files``)."""
+    folders = []
+    for given in map(str, paths):
+        if not given or given.startswith("s3://"):
+            continue
+        path = Path(given.removeprefix("file://")).resolve()
+        folders.append(path if path.is_dir() else path.parent)
     return [Mount(p, str(p)) for p in _outermost(folders)]
 
 
@@ -85,12 +83,12 @@ class ContainerEngine:
 
     @classmethod
     def create(cls, engine: str, store: str, run_id: str, image: str | None = None,
-               weights: str | None = None, sources: str | None = None,
+               weights: str | None = None, reads: Iterable[str | Path] = (),
                workers: int = 1) -> ContainerEngine:
         eng = run_engine(engine)
         root = weights or os.environ.get("MADBENCH_WEIGHTS")
         return cls(eng, store, run_id, image, Path(root).resolve() if root else None,
-                   source_mounts(sources), max(1, workers))
+                   read_only_mounts(reads), max(1, workers))
 
     def image_ref(self, stage: Stage) -> str:
         """The local image a stage runs in (checked to exist), by an immutable name: the

@@ -17,7 +17,7 @@ from madbench_common import cli
 from madbench_common.containers import Mount, _buildah_script, _oci_cmd, _Policy
 from madbench_common.core.manifest import read_manifest_bytes
 from madbench_common.core.store import RunStore, open_store
-from madbench_common.pipeline.container import ContainerEngine, _outermost, source_mounts
+from madbench_common.pipeline.container import ContainerEngine, _outermost, read_only_mounts
 from madbench_common.pipeline.definition import build_graph
 from madbench_common.pipeline.local import LocalRunner, RunOptions
 from madbench_common.pipeline.stage import load_impl, read_marker
@@ -33,9 +33,9 @@ def test_outermost_folders() -> None:
 def test_source_mounts_cover_csv_rows(demo_sources: Path) -> None:
     """Every file the CSV names (clips and both stems) is under a read-only mount at its
     own path; the CSV's folder too."""
-    from madbench_common.sources import list_sources
+    from madbench_common.sources import list_sources, source_files
 
-    mounts = source_mounts(str(demo_sources))
+    mounts = read_only_mounts(source_files(str(demo_sources)))
     assert all(m.read_only and m.target == str(m.host) for m in mounts)
 
     def covered(path: Path) -> bool:
