@@ -1,4 +1,4 @@
-"""PE-AV Base and WavLM through transformers 5 (image ``enc-tf5``): frozen encoders, §4.2.
+"""PE-AV Base, WavLM and XLS-R through transformers 5 (image ``enc-tf5``): frozen encoders, §4.2.
 
 **PE-AV Base** (``enc-tf5-pe-av-base``, Vyas et al. 2025; ``facebook/pe-av-base``,
 ``PeAudioVideoModel``). Audio is resampled to the feature extractor's rate (48 kHz)
@@ -19,6 +19,14 @@ encoder's pooler output); ``tests/known_issues`` tracks it.
 ``microsoft/wavlm-base-plus`` (95 M parameters, a Base model like the others here).
 16 kHz input through the checkpoint's ``Wav2Vec2FeatureExtractor``; the feature is
 the mean over time of the last hidden state (768-d). The paper fixes neither choice.
+
+**XLS-R 300M** (``enc-tf5-xlsr``, Babu et al. 2022; ``facebook/wav2vec2-xls-r-300m``,
+``Wav2Vec2Model``): not a model of the paper (its card says ``in_paper: false`` and reports
+mark its rows). It is the self-supervised front end of most recent audio anti-spoofing
+detectors (XLSR-Mamba's and DF-Arena's among them), so a logistic-regression head on its
+frozen features separates what the front end already hears from what those detectors'
+trained heads add. The same recipe as WavLM: 16 kHz, mean of the last hidden state
+(1,024-d). It was added by following ``models/catalog/README.md`` (issue 22).
 """
 
 from __future__ import annotations
@@ -32,7 +40,7 @@ from madbench_common.models.prep import check_audio, fuse_av, l2_normalise, resa
 from madbench_common.models.roles import Embedding, Frames, InputSpec
 from madbench_common.models.weights import hf_path
 
-__all__ = ["PeAvEncoder", "WavLMEncoder"]
+__all__ = ["PeAvEncoder", "WavLMEncoder", "XlsrEncoder"]
 
 IMAGE = "enc-tf5"
 
@@ -113,22 +121,27 @@ class PeAvEncoder:
                           fps=fps).vector
 
 
-class WavLMEncoder:
-    """WavLM Base+ mean-pooled last hidden state (mode A)."""
+class _SpeechSSLEncoder:
+    """A frozen speech SSL model through transformers, mean-pooled (mode A): the checkpoint's
+    feature extractor at its rate, the mean over time of the last hidden state."""
 
-    slug, version = "enc-tf5-wavlm", "1"
+    slug, version = "", "1"
     reference = False
     modes: tuple[str, ...] = ("A",)
-    repo = "microsoft/wavlm-base-plus"
+    repo = ""
+    model_class = ""
+    """The transformers class that loads :attr:`repo` (``WavLMModel``, ``Wav2Vec2Model``)."""
 
     def __init__(self, revision: str | None = None) -> None:
         import torch
-        from transformers import AutoFeatureExtractor, WavLMModel
+        import transformers
+        from transformers import AutoFeatureExtractor
 
         path = hf_path(self.repo, image=IMAGE, revision=revision)
         self.extractor: Any = AutoFeatureExtractor.from_pretrained(path)
         self.device = torch_device()
-        self.model: Any = WavLMModel.from_pretrained(path).eval().to(self.device)
+        model = getattr(transformers, self.model_class)
+        self.model: Any = model.from_pretrained(path).eval().to(self.device)
         self._torch = torch
 
     def embed(self, *, mode: str, audio: Audio | None = None, sample_rate: Hertz = 16000,
@@ -148,3 +161,19 @@ class WavLMEncoder:
     def encode(self, *, mode: str, audio: Audio | None = None, sample_rate: Hertz = 16000,
                frames: Frames | None = None, fps: float = 0.0) -> np.ndarray:
         return self.embed(mode=mode, audio=audio, sample_rate=sample_rate).vector
+
+
+class WavLMEncoder(_SpeechSSLEncoder):
+    """WavLM Base+ mean-pooled last hidden state (mode A)."""
+
+    slug = "enc-tf5-wavlm"
+    repo = "microsoft/wavlm-base-plus"
+    model_class = "WavLMModel"
+
+
+class XlsrEncoder(_SpeechSSLEncoder):
+    """wav2vec 2.0 XLS-R 300M mean-pooled last hidden state (mode A); not a paper model."""
+
+    slug = "enc-tf5-xlsr"
+    repo = "facebook/wav2vec2-xls-r-300m"
+    model_class = "Wav2Vec2Model"

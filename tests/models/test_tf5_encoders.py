@@ -1,4 +1,4 @@
-"""PE-AV and WavLM adapters on tiny random models built from transformers' own configs."""
+"""PE-AV, WavLM and XLS-R adapters on tiny random models built from transformers' own configs."""
 
 from __future__ import annotations
 
@@ -78,6 +78,27 @@ def test_wavlm_mean_pools_16k(env: Path) -> None:
     resampled = enc.embed(mode="A", audio=at_48k.astype(np.float32), sample_rate=48000)
     assert resampled.spec.audio_seconds == pytest.approx(out.spec.audio_seconds, abs=1e-3)
     assert np.corrcoef(out.vector, resampled.vector)[0, 1] > 0.9  # same speech, resampled
+    with pytest.raises(ValueError, match="audio only"):
+        enc.embed(mode="AV", audio=audio, sample_rate=rate)
+
+
+def test_xlsr_mean_pools_16k_from_its_own_checkpoint(env: Path) -> None:
+    """The model added by following models/catalog/README.md: Wav2Vec2Model's real forward
+    on the tiny checkpoint, 16 kHz, mean-pooled; a different network from WavLM's."""
+    from madbench_common.models.tf5 import WavLMEncoder, XlsrEncoder
+
+    enc = XlsrEncoder()
+    assert type(enc.model).__name__ == "Wav2Vec2Model" and enc.modes == ("A",)
+    audio, rate = demo_audio(3, 1.5)
+    out = enc.embed(mode="A", audio=audio, sample_rate=rate)
+    assert out.vector.shape == (32,) and np.isfinite(out.vector).all()
+    assert out.spec.audio_rate == 16000 and out.spec.audio_seconds == pytest.approx(1.5, abs=1e-3)
+    assert "mean over 74 frames" in out.spec.pooling  # 1.5 s through the 320-sample conv stack
+    assert out.score is None
+    wavlm = WavLMEncoder().embed(mode="A", audio=audio, sample_rate=rate)
+    assert not np.allclose(out.vector, wavlm.vector)
+    again = XlsrEncoder().embed(mode="A", audio=audio, sample_rate=rate)
+    assert np.array_equal(out.vector, again.vector)  # eval mode: deterministic
     with pytest.raises(ValueError, match="audio only"):
         enc.embed(mode="AV", audio=audio, sample_rate=rate)
 

@@ -81,16 +81,39 @@ def _wavlm(dest: Path) -> None:
     Wav2Vec2FeatureExtractor(sampling_rate=16000, do_normalize=True).save_pretrained(dest)
 
 
+def _xlsr(dest: Path) -> None:
+    import torch
+    from transformers import Wav2Vec2Config, Wav2Vec2FeatureExtractor, Wav2Vec2Model
+
+    torch.manual_seed(0)
+    # XLS-R's architecture at toy width: layer-norm conv feature encoder, pre-LN transformer
+    # ("stable-layer-norm"), total conv stride 320 (20 ms frames) as the release
+    cfg = Wav2Vec2Config(hidden_size=32, num_hidden_layers=2, num_attention_heads=2,
+                         intermediate_size=64, conv_dim=(32, 32, 32), conv_stride=(5, 8, 8),
+                         conv_kernel=(10, 8, 8), num_conv_pos_embeddings=16,
+                         num_conv_pos_embedding_groups=2, feat_extract_norm="layer",
+                         do_stable_layer_norm=True, conv_bias=True)
+    model = Wav2Vec2Model(cfg)
+    model.config.save_pretrained(dest)
+    torch.save(model.state_dict(), dest / "pytorch_model.bin")  # the release's file name
+    Wav2Vec2FeatureExtractor(sampling_rate=16000, do_normalize=True,
+                             return_attention_mask=True).save_pretrained(dest)
+
+
 @tiny_layout({"facebook/pe-av-base": ("config.json", "model.safetensors",
                                       "processor_config.json", "tokenizer.json",
                                       "tokenizer_config.json"),
               "microsoft/wavlm-base-plus": ("config.json", "preprocessor_config.json",
-                                            "pytorch_model.bin")})
+                                            "pytorch_model.bin"),
+              "facebook/wav2vec2-xls-r-300m": ("config.json", "preprocessor_config.json",
+                                               "pytorch_model.bin")})
 def tf5(root: str | Path) -> Path:
-    """Tiny PE-AV (``facebook/pe-av-base``) and WavLM (``microsoft/wavlm-base-plus``)."""
+    """Tiny PE-AV (``facebook/pe-av-base``), WavLM (``microsoft/wavlm-base-plus``) and XLS-R
+    (``facebook/wav2vec2-xls-r-300m``)."""
     with tempfile.TemporaryDirectory() as tmp:
         for repo, build in (("facebook/pe-av-base", _peav),
-                            ("microsoft/wavlm-base-plus", _wavlm)):
+                            ("microsoft/wavlm-base-plus", _wavlm),
+                            ("facebook/wav2vec2-xls-r-300m", _xlsr)):
             src = Path(tmp) / repo.split("/")[1]
             src.mkdir()
             build(src)
