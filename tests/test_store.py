@@ -16,6 +16,7 @@ from madbench_common.core.errors import (
     ChecksumError,
     ConfigError,
     StoreKeyError,
+    StoreUnavailable,
     StoreWriteError,
 )
 from madbench_common.core.store import (
@@ -153,6 +154,36 @@ def test_s3_store_used_across_fork_opens_its_own_connections(
         ports = {port for port, _, _ in proxy.connections[before:]}
         assert ports and not ports & parents, proxy.connections
         assert store.get_bytes("a") == b"parent"  # the parent's own connection still works
+
+
+class _StalledBody:
+    def read(self) -> bytes:
+        from botocore.exceptions import ReadTimeoutError
+
+        raise ReadTimeoutError(endpoint_url="None")
+
+
+class _StallingClient:
+    """get_object answers, then the body times out (a server that stalls mid-reply)."""
+
+    class meta:
+        endpoint_url = "http://127.0.0.1:9"
+
+    def get_object(self, **kw: object) -> dict[str, object]:
+        return {"Body": _StalledBody(), "Metadata": {}, "ETag": '"x"'}
+
+
+def test_a_body_read_that_times_out_is_a_store_error_naming_the_object(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """Reading the reply's body is part of the request: retried through the outage window,
+    then a :class:`StoreUnavailable` (exit 75) naming the object, never a raw botocore
+    ``ReadTimeoutError`` (which ended a resume in a traceback)."""
+    monkeypatch.setenv("MADBENCH_S3_OUTAGE_SECONDS", "0")
+    run = RunStore(S3Store("s3://madbench/p", client=_StallingClient()), "r")
+    for read in (lambda: run.get_bytes("ingest/_SUCCESS"),
+                 lambda: run.read_versioned("ingest/_SUCCESS")):
+        with pytest.raises(StoreUnavailable, match=r"s3://madbench/p/r/ingest/_SUCCESS"):
+            read()
 
 
 # ------------------------------------------------------------------ relocatable references

@@ -396,19 +396,26 @@ class S3Store(Store):
                 Bucket=self.bucket, Key=self._key(key), ExtraArgs={"Metadata": {"sha256": digest}})
         return ObjectInfo(self.uri(key), digest, size)
 
-    def _get(self, key: Key) -> dict[str, Any]:
+    def _get(self, key: Key) -> tuple[bytes, dict[str, Any]]:
+        """The object's bytes and its ``get_object`` reply. Reading the body is part of the
+        request: a reply that stalls or breaks off mid-body is retried like any other
+        transient failure, then a :class:`StoreUnavailable` naming the object."""
+        client = self.client
+
+        def fetch() -> tuple[bytes, dict[str, Any]]:
+            obj: dict[str, Any] = client.get_object(Bucket=self.bucket, Key=self._key(key))
+            return obj["Body"].read(), obj
+
         try:
-            obj: dict[str, Any] = call_s3(self.client, self.uri(key), self.client.get_object,
-                                          Bucket=self.bucket, Key=self._key(key))
+            return call_s3(client, self.uri(key), fetch)
         except Exception as exc:
             if is_not_found(exc):
                 raise FileNotFoundError(f"{self.uri(key)}: no such object") from None
             raise
-        return obj
 
     def _read(self, key: Key) -> tuple[bytes, str | None]:
-        obj = self._get(key)
-        return obj["Body"].read(), obj.get("Metadata", {}).get("sha256")
+        data, obj = self._get(key)
+        return data, obj.get("Metadata", {}).get("sha256")
 
     def size(self, key: Key) -> int | None:
         """Bytes of ``key`` from its metadata (``None`` when absent)."""
