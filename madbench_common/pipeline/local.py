@@ -45,6 +45,7 @@ from madbench_common.pipeline.stage import (
     StageContext,
     make_context,
     merge_stage,
+    read_marker,
     run_shard,
     stage_done,
 )
@@ -274,8 +275,8 @@ class LocalRunner:
         engine = self.stage_engines.get(stage.name, self.engine)
         image = EMBEDDED_IMAGE if engine is None else engine.image_ref(stage)
         ctx = make_context(self.run, self.graph, stage.name, params, image, self.opts.seed)
-        if stage_done(ctx):
-            marker = json.loads(self.run.get_bytes(f"{stage.name}/_SUCCESS"))
+        marker = read_marker(self.run, stage.name) if stage_done(ctx) else None
+        if marker is not None:
             log.info("%s: done already (fingerprint %s), skipped", stage.name, ctx.fingerprint[:12])
             progress.add_task(f"{stage.name} ✓", total=1, completed=1)
             return StageReport(stage.name, True, 0, 0, marker["rows"], marker["rejected"], 0.0)
