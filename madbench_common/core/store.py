@@ -346,6 +346,13 @@ class S3Store(Store):
     are ever written to manifests or logs. Requests retry with adaptive backoff
     (:mod:`madbench_common.core.s3client`); conditional writes (``If-None-Match`` /
     ``If-Match``) implement the run lock.
+
+    A store used across ``fork()`` (``madbench run``'s shard workers are forked from the
+    runner, and inherit the stores it has opened) makes a new client in the child: a
+    boto3 client keeps its connections open, and a child using the parent's sockets
+    writes its requests on the same connection as its siblings and reads their replies
+    (a 404 for an object that exists, a read that times out). A client passed in is
+    used as it is.
     """
 
     def __init__(self, uri: Uri, client: Any = None) -> None:
@@ -355,7 +362,17 @@ class S3Store(Store):
         self.bucket = parsed.netloc
         self.prefix = parsed.path.strip("/")
         self.root = f"s3://{self.bucket}/{self.prefix}".rstrip("/")
-        self.client = client or make_s3_client()
+        self._own_client = client is None
+        self._client = client or make_s3_client()
+        self._pid = os.getpid()
+
+    @property
+    def client(self) -> Any:
+        """This process's boto3 client (a new one after ``fork()``, see the class doc)."""
+        if self._own_client and self._pid != os.getpid():
+            self._client = make_s3_client()
+            self._pid = os.getpid()
+        return self._client
 
     def _key(self, key: Key) -> str:
         key = check_key(key)
@@ -379,19 +396,26 @@ class S3Store(Store):
                 Bucket=self.bucket, Key=self._key(key), ExtraArgs={"Metadata": {"sha256": digest}})
         return ObjectInfo(self.uri(key), digest, size)
 
-    def _get(self, key: Key) -> dict[str, Any]:
+    def _get(self, key: Key) -> tuple[bytes, dict[str, Any]]:
+        """The object's bytes and its ``get_object`` reply. Reading the body is part of the
+        request: a reply that stalls or breaks off mid-body is retried like any other
+        transient failure, then a :class:`StoreUnavailable` naming the object."""
+        client = self.client
+
+        def fetch() -> tuple[bytes, dict[str, Any]]:
+            obj: dict[str, Any] = client.get_object(Bucket=self.bucket, Key=self._key(key))
+            return obj["Body"].read(), obj
+
         try:
-            obj: dict[str, Any] = call_s3(self.client, self.uri(key), self.client.get_object,
-                                          Bucket=self.bucket, Key=self._key(key))
+            return call_s3(client, self.uri(key), fetch)
         except Exception as exc:
             if is_not_found(exc):
                 raise FileNotFoundError(f"{self.uri(key)}: no such object") from None
             raise
-        return obj
 
     def _read(self, key: Key) -> tuple[bytes, str | None]:
-        obj = self._get(key)
-        return obj["Body"].read(), obj.get("Metadata", {}).get("sha256")
+        data, obj = self._get(key)
+        return data, obj.get("Metadata", {}).get("sha256")
 
     def size(self, key: Key) -> int | None:
         """Bytes of ``key`` from its metadata (``None`` when absent)."""
@@ -473,10 +497,10 @@ class S3Store(Store):
 
     def read_versioned(self, key: Key) -> tuple[bytes, str] | None:
         try:
-            obj = self._get(key)
+            data, obj = self._get(key)
         except FileNotFoundError:
             return None
-        return obj["Body"].read(), str(obj["ETag"])
+        return data, str(obj["ETag"])
 
     def _conditional(self, key: Key, data: bytes, **cond: str) -> str | None:
         try:

@@ -35,6 +35,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from madbench_common.core.errors import ChecksumError, ConfigError
 from madbench_common.core.s3client import retries_since, retry_stats
 from madbench_common.core.store import RunStore, open_store
+from madbench_common.pipeline.failures import stage_failure
 from madbench_common.pipeline.graph import Graph, Stage
 from madbench_common.pipeline.lease import RunLease
 from madbench_common.pipeline.orphans import die_with_parent
@@ -45,6 +46,7 @@ from madbench_common.pipeline.stage import (
     StageContext,
     make_context,
     merge_stage,
+    read_marker,
     run_shard,
     stage_done,
 )
@@ -124,8 +126,14 @@ def _shard_job(
     params: dict[str, Any], seed: int, shard: int, num_shards: int,
 ) -> ShardResult:
     before = retry_stats()
-    run = _open_run(store_uri, run_id, os.environ.get("AWS_ENDPOINT_URL", ""))
-    ctx = make_context(run, graph_factory(), stage, params, EMBEDDED_IMAGE, seed)
+    try:  # what escapes a worker is one line with its exit code, as from run_shard
+        run = _open_run(store_uri, run_id, os.environ.get("AWS_ENDPOINT_URL", ""))
+        ctx = make_context(run, graph_factory(), stage, params, EMBEDDED_IMAGE, seed)
+    except Exception as exc:
+        failure = stage_failure(exc, f"stage {stage} shard {shard + 1}/{num_shards}")
+        if failure is exc:
+            raise
+        raise failure from exc
     result = run_shard(ctx, shard, num_shards)
     return dataclasses.replace(result, retries=retries_since(before))  # context reads too
 
@@ -241,7 +249,7 @@ class LocalRunner:
         while True:
             try:
                 for stage in self.graph.until(self.opts.until):
-                    self._record(self._run_stage(stage, pool, progress, lease))
+                    self._record(self._stage(stage, pool, progress, lease))
                 return
             except ChecksumError as exc:
                 if exc.key in repaired or len(repaired) >= MAX_REPAIRS or not exc.key:
@@ -249,6 +257,19 @@ class LocalRunner:
                 repaired.add(exc.key)
                 what = invalidate(self.run, exc.key)
                 log.warning("%s; recomputing %s", exc, what)
+
+    def _stage(self, stage: Stage, pool: ProcessPoolExecutor | None, progress: Progress,
+               lease: RunLease) -> StageReport:
+        """:meth:`_run_stage`; anything but a madbench error (a store reply nobody expected,
+        a worker that died) becomes one, one line naming stage and cause, never a
+        traceback (:func:`~madbench_common.pipeline.failures.stage_failure`)."""
+        try:
+            return self._run_stage(stage, pool, progress, lease)
+        except Exception as exc:
+            failure = stage_failure(exc, f"stage {stage.name}")
+            if failure is exc:
+                raise
+            raise failure from exc
 
     def _record(self, report: StageReport) -> None:
         """Keep one report per stage; a repair pass's skip does not hide the work done."""
@@ -274,8 +295,8 @@ class LocalRunner:
         engine = self.stage_engines.get(stage.name, self.engine)
         image = EMBEDDED_IMAGE if engine is None else engine.image_ref(stage)
         ctx = make_context(self.run, self.graph, stage.name, params, image, self.opts.seed)
-        if stage_done(ctx):
-            marker = json.loads(self.run.get_bytes(f"{stage.name}/_SUCCESS"))
+        marker = read_marker(self.run, stage.name) if stage_done(ctx) else None
+        if marker is not None:
             log.info("%s: done already (fingerprint %s), skipped", stage.name, ctx.fingerprint[:12])
             progress.add_task(f"{stage.name} ✓", total=1, completed=1)
             return StageReport(stage.name, True, 0, 0, marker["rows"], marker["rejected"], 0.0)

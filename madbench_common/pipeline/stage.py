@@ -252,11 +252,15 @@ def load_impl(target: str) -> type[StageImpl[Any]]:
 
 
 def read_marker(run: RunStore, stage_name: str) -> dict[str, Any] | None:
-    """The stage's ``_SUCCESS`` marker, or ``None`` if the stage has not finished."""
+    """The stage's ``_SUCCESS`` marker, or ``None`` if the stage has not finished.
+
+    One read, no existence check first: a marker removed between the two (a repair
+    invalidating the stage) is a stage not done, never a ``FileNotFoundError``."""
     key = f"{stage_name}/_SUCCESS"
-    if not run.exists(key):
+    try:
+        return _read_json(run, key)
+    except FileNotFoundError:
         return None
-    return _read_json(run, key)
 
 
 def _read_json(run: RunStore, key: Key) -> dict[str, Any]:

@@ -172,6 +172,9 @@ class S3FaultProxy:
         self.requests = 0
         self.log: list[tuple[str, str, str | None]] = []
         """(method, path, fault or None) of every request, in arrival order."""
+        self.connections: list[tuple[int, str, str]] = []
+        """(client port, method, path) of every request, in arrival order: which requests
+        shared one keep-alive connection."""
         self._lock = threading.Lock()
         self.port = free_port()
         self._server = ThreadingHTTPServer(("127.0.0.1", self.port), _handler(self))
@@ -182,10 +185,11 @@ class S3FaultProxy:
     def endpoint(self) -> str:
         return f"http://127.0.0.1:{self.port}"
 
-    def next_fault(self, method: str = "", path: str = "") -> str | None:
-        """The fault for the next request, or ``None`` to forward it."""
+    def next_fault(self, method: str = "", path: str = "", port: int = 0) -> str | None:
+        """The fault for the next request (from client ``port``), or ``None`` to forward it."""
         with self._lock:
             self.requests += 1
+            self.connections.append((port, method, path))
             n = self.requests - self.offset
             fault = None
             if self.every > 0 and n >= 0 and n % self.every == 0:
@@ -251,7 +255,7 @@ def _handler(proxy: S3FaultProxy) -> type[BaseHTTPRequestHandler]:
 
         def _handle(self) -> None:
             body = self._body()
-            fault = proxy.next_fault(self.command, self.path)
+            fault = proxy.next_fault(self.command, self.path, int(self.client_address[1]))
             if fault is not None:
                 status, code, message = _FAULTS[fault]
                 payload = (f'<?xml version="1.0" encoding="UTF-8"?><Error><Code>{code}</Code>'

@@ -4,6 +4,7 @@ conditional writes, and the S3 path on a real server."""
 from __future__ import annotations
 
 import errno
+import multiprocessing
 import os
 import subprocess
 from collections.abc import Iterator
@@ -11,7 +12,13 @@ from pathlib import Path
 
 import pytest
 
-from madbench_common.core.errors import ChecksumError, ConfigError, StoreKeyError, StoreWriteError
+from madbench_common.core.errors import (
+    ChecksumError,
+    ConfigError,
+    StoreKeyError,
+    StoreUnavailable,
+    StoreWriteError,
+)
 from madbench_common.core.store import (
     FileStore,
     RunStore,
@@ -22,7 +29,7 @@ from madbench_common.core.store import (
     open_store,
     sha256_bytes,
 )
-from madbench_common.testing import free_port
+from madbench_common.testing import S3FaultProxy, SeaweedS3, free_port
 
 
 @pytest.mark.parametrize("key", ["", "/abs", "a/../b", "a//b", "./a", "a\\b", "..", "a/b/",
@@ -118,6 +125,65 @@ def test_s3_checksum_metadata_is_verified(s3_uri: str, tmp_path: Path) -> None:
     big.write_bytes(b"z" * 1000)
     info = store.put_file("big", big)
     assert store.get_file("big", tmp_path / "back.bin", info.sha256).read_bytes() == b"z" * 1000
+
+
+def _read_in_child(store: Store) -> None:
+    """A forked child (as a runner's shard worker is): read what the parent wrote."""
+    os._exit(0 if store.get_bytes("a") == b"parent" else 1)
+
+
+@pytest.mark.s3
+def test_s3_store_used_across_fork_opens_its_own_connections(
+        s3_server: SeaweedS3, s3_uri: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A child forked from a process that used the store (``madbench run``'s shard workers)
+    must not reuse the parent's keep-alive connections: two processes writing requests on
+    one socket read each other's replies (a 404 for a marker that exists: a resume on S3
+    died with ``FileNotFoundError: …/ingest/_SUCCESS: no such object``; or a read timeout)."""
+    with S3FaultProxy(s3_server.endpoint, every=0) as proxy:
+        monkeypatch.setenv("AWS_ENDPOINT_URL", proxy.endpoint)
+        store = open_store(s3_uri)
+        store.put_bytes("a", b"parent")
+        assert store.get_bytes("a") == b"parent"  # the connection stays open, idle
+        before = len(proxy.connections)
+        parents = {port for port, _, _ in proxy.connections}
+        child = multiprocessing.get_context("fork").Process(target=_read_in_child,
+                                                              args=(store,))
+        child.start()
+        child.join(60)
+        assert child.exitcode == 0
+        ports = {port for port, _, _ in proxy.connections[before:]}
+        assert ports and not ports & parents, proxy.connections
+        assert store.get_bytes("a") == b"parent"  # the parent's own connection still works
+
+
+class _StalledBody:
+    def read(self) -> bytes:
+        from botocore.exceptions import ReadTimeoutError
+
+        raise ReadTimeoutError(endpoint_url="None")
+
+
+class _StallingClient:
+    """get_object answers, then the body times out (a server that stalls mid-reply)."""
+
+    class meta:
+        endpoint_url = "http://127.0.0.1:9"
+
+    def get_object(self, **kw: object) -> dict[str, object]:
+        return {"Body": _StalledBody(), "Metadata": {}, "ETag": '"x"'}
+
+
+def test_a_body_read_that_times_out_is_a_store_error_naming_the_object(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """Reading the reply's body is part of the request: retried through the outage window,
+    then a :class:`StoreUnavailable` (exit 75) naming the object, never a raw botocore
+    ``ReadTimeoutError`` (which ended a resume in a traceback)."""
+    monkeypatch.setenv("MADBENCH_S3_OUTAGE_SECONDS", "0")
+    run = RunStore(S3Store("s3://madbench/p", client=_StallingClient()), "r")
+    for read in (lambda: run.get_bytes("ingest/_SUCCESS"),
+                 lambda: run.read_versioned("ingest/_SUCCESS")):
+        with pytest.raises(StoreUnavailable, match=r"s3://madbench/p/r/ingest/_SUCCESS"):
+            read()
 
 
 # ------------------------------------------------------------------ relocatable references

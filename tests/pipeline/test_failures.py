@@ -83,3 +83,44 @@ def test_the_cli_prints_one_line_not_a_traceback(tmp_path: Path) -> None:
     assert done.returncode == 3, done.stderr[-2000:]
     assert "Traceback" not in done.stderr
     assert "stage whole shard 1/1 failed: RuntimeError: model blew up on c01" in done.stderr
+
+
+_MARKER_GONE = """
+import os, sys
+from madbench_common import cli
+import madbench_common.cli.pipeline as cp
+import madbench_common.pipeline.local as local
+from tests.pipeline.toystages import failing_graph
+cp.build_graph = failing_graph
+runner, real = os.getpid(), local.make_context
+def make_context(run, graph, stage, *args, **kwargs):
+    if os.getpid() != runner:  # a shard worker, reading an upstream marker the store lost
+        raise FileNotFoundError(run.uri("ingest/_SUCCESS") + ": no such object")
+    return real(run, graph, stage, *args, **kwargs)
+local.make_context = make_context
+sys.exit(cli.main(sys.argv[1:]))
+"""
+
+
+def test_a_store_error_in_a_worker_is_one_line_naming_the_object(tmp_path: Path) -> None:
+    """A store reply nobody expected, met by a shard worker before its shard runs (while
+    it reads the upstream markers): ``madbench run`` says which stage, shard and object, in
+    one line, exit 3, as for a shard that failed as a whole; it ended in a traceback from
+    the worker's future (exit 1) on a resume on S3."""
+    import os
+    import subprocess
+    import sys
+
+    env = {**os.environ, "PYTHONPATH": str(Path(__file__).parents[2])}
+    store = tmp_path / "s"
+    done = subprocess.run(
+        [sys.executable, "-c", _MARKER_GONE, "run", "--store", str(store), "--run-id", "r",
+         "--until", "flaky", "--workers", "2", "--no-progress"],
+        capture_output=True, text=True, env=env, timeout=300)
+    assert done.returncode == 3, done.stderr[-2000:]
+    assert "Traceback" not in done.stderr
+    lines = [line for line in done.stderr.splitlines() if line.startswith("error:")]
+    assert len(lines) == 1, done.stderr[-2000:]
+    assert lines[0].startswith("error: stage flaky shard ")
+    assert f"FileNotFoundError: {store.resolve().as_uri()}/r/ingest/_SUCCESS: no such object" \
+        in lines[0]

@@ -2,15 +2,18 @@
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import pytest
 
 from madbench_common.core.manifest import read_manifest_bytes
-from madbench_common.core.store import FileStore, RunStore
+from madbench_common.core.store import FileStore, RunStore, open_store
+from madbench_common.pipeline.graph import Graph, Stage
 from madbench_common.pipeline.local import EMBEDDED_IMAGE, LocalRunner, RunOptions
 from madbench_common.pipeline.stage import make_context, run_shard, shard_items
 from madbench_common.pipeline.status import collect_status
+from madbench_common.testing import S3FaultProxy, SeaweedS3
 from tests.pipeline.toystages import ToyRow, calls, toy_graph
 
 
@@ -119,3 +122,43 @@ def test_isolated_shards_give_the_same_rows_and_their_own_peak_memory(tmp_path: 
     assert _manifest(tmp_path, "a", "total") == _manifest(tmp_path, "b", "total")
     assert all(0 < r.peak_rss < 2 << 30 for r in reports)
     assert sorted(reports[0].executed) == [0, 1, 2, 3]
+
+
+def _inline_then_sharded() -> Graph:
+    """A one-shard stage (run in the runner's own process), then a sharded one (run by the
+    workers): as a resume meets the demo graph's split, then scene."""
+    return Graph([
+        Stage(name="first", role="core", target="tests.pipeline.toystages:Numbers",
+              params={"n": 2}),
+        Stage(name="second", role="core", target="tests.pipeline.toystages:Numbers", shards=4,
+              inputs=("first",), params={"n": 8}),
+    ])
+
+
+@pytest.mark.s3
+def test_shard_workers_on_s3_do_not_share_the_runners_connections(
+        s3_server: SeaweedS3, s3_uri: str, tmp_path: Path,
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """Workers are forked once a stage is sharded; the runner had run a one-shard stage
+    itself before (the demo's split, on a resume after a kill), with the store client it
+    keeps per process. The workers inherited that client and its open connection, wrote
+    their requests on it together and read each other's replies: the resume died with
+    ``FileNotFoundError: …/ingest/_SUCCESS: no such object`` from a worker (or a 60 s read
+    timeout). Every worker request must come on a connection of its own."""
+    with S3FaultProxy(s3_server.endpoint, every=0) as proxy:
+        monkeypatch.setenv("AWS_ENDPOINT_URL", proxy.endpoint)
+        counter = tmp_path / "calls.txt"
+        params = {"first": {"counter": str(counter)}, "second": {"counter": str(counter)}}
+        opts = RunOptions(store=s3_uri, run_id="r", params=params, progress=False, workers=2)
+        reports = LocalRunner(_inline_then_sharded, opts).execute()
+        assert [(r.stage, r.shards) for r in reports] == [("first", 1), ("second", 4)]
+        seen = proxy.connections
+        inline = re.compile(r"/r/first/[0-9a-f]{16}/shards/00000-of-00001\._SUCCESS$")
+        last = max(i for i, (_, method, path) in enumerate(seen)
+                   if method == "PUT" and inline.search(path))  # the inline shard's end
+        port = seen[last][0]  # the connection of the runner's per-process client
+        # nothing in the runner uses that client again: a request on its connection
+        # after this comes from a worker that inherited it
+        assert [c for c in seen[last + 1:] if c[0] == port] == []
+        run = RunStore(open_store(s3_uri), "r")
+        assert len(read_manifest_bytes(ToyRow, run.get_bytes("second/manifest.parquet"))) == 8

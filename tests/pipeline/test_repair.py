@@ -113,3 +113,22 @@ def test_damaged_merged_manifest_is_rebuilt_by_run_until_and_status(tmp_path: Pa
     assert [s.stage for s in status.stages if not s.done] == ["numbers"]
     LocalRunner(toy_graph, opts).execute()
     assert path.read_bytes() == good
+
+
+def test_a_marker_removed_while_it_is_read_is_a_stage_not_done(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A marker that a repair (or a rerun of its stage) removes between a check that it
+    exists and its read: the stage is not done (its inputs' readers say so, and the runner
+    computes it), never a ``FileNotFoundError`` out of a shard worker."""
+    from madbench_common.core.errors import ManifestError
+    from madbench_common.pipeline.stage import read_marker
+
+    counter = tmp_path / "calls.txt"
+    LocalRunner(toy_graph, _opts(tmp_path, counter)).execute()
+    run = RunStore(FileStore(tmp_path / "store"), "r")
+    assert read_marker(run, "numbers") is not None
+    run.delete("numbers/_SUCCESS")
+    monkeypatch.setattr(RunStore, "exists", lambda self, key: True)  # it was there a moment ago
+    assert read_marker(run, "numbers") is None
+    with pytest.raises(ManifestError, match="needs 'numbers', which has not finished"):
+        make_context(run, toy_graph(), "total", {"counter": str(counter)}, EMBEDDED_IMAGE, 0)
