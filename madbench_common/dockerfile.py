@@ -132,9 +132,10 @@ def render_all(check: bool = False, images_dir: Path | None = None,
     changed = []
     infos = all_images(images_dir)
     lock = lock_path or LOCK
-    text = with_new_entries(lock.read_text(), [(i.slug, i.description) for i in infos])
+    current = lock.read_text()
+    text = with_new_entries(current, [(i.slug, i.description) for i in infos])
     with tempfile.TemporaryDirectory() as tmp:
-        if text != lock.read_text():
+        if text != current:
             changed.append(lock)
             if not check:
                 lock.write_text(text)

@@ -47,6 +47,8 @@ ENV_SETTINGS = (
     ("a2a", "a", "ref-texture-a2a"),
     ("a2a", "b", "ref-stft-morph-a2a"),
 )
+
+
 def _stage_card(stage: str) -> Card:
     card = card_for_stage(stage)
     if card is None:
@@ -61,11 +63,12 @@ _QC_SLOTS = {
     "component_qc": ("ASR + VAD + ECAPA-TDNN + AST + CLAP", "qc"),
 }
 """The QC stages, which run several models of the ``qc`` image at once (paper §3.2, §3.4)."""
-_CARD_SLOTS = ("separate", "scene", "speech_tts_same_a", "speech_tts_same_b",
-               "speech_tts_cross_a", "speech_tts_cross_b", "speech_vc_a", "speech_vc_b",
-               "env_t2a_a", "env_t2a_b", "env_v2a_a", "env_v2a_b", "env_a2a_a", "env_a2a_b")
-PAPER_SLOTS = {**{stage: (_stage_card(stage).paper, _stage_card(stage).image)
-                  for stage in _CARD_SLOTS}, **_QC_SLOTS}
+_CARD_SLOTS = ("separate", "scene", *(f"speech_{b}_{s}" for b, s, _ in SPEECH_SETTINGS),
+               *(f"env_{b}_{s}" for b, s, _ in ENV_SETTINGS))
+"""The one-model stages of the paper's graph, each filled by a catalog card's slot."""
+PAPER_SLOTS = {**{stage: (card.paper, card.image)
+                  for stage, card in zip(_CARD_SLOTS, map(_stage_card, _CARD_SLOTS))},
+               **_QC_SLOTS}
 """Stage → (the paper's model, its image slot in ``images/images.lock.yaml``), paper §3.2–3.4:
 from the catalog card whose slot names the stage, or, for the QC stages, ``_QC_SLOTS``.
 
