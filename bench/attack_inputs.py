@@ -1,7 +1,8 @@
 """Issue 19's closing table: hostile and careless inputs made here, run against one tree.
 
 None of these inputs was used while fixing issue 19 (its regression tests are in
-``tests/stages/test_hostile_sources.py``, ``tests/pipeline/test_faults.py`` and others); they are
+``tests/benchmarks/madbench/stages/test_hostile_sources.py``, ``tests/pipeline/test_faults.py`` and
+others); they are
 variations an attacker or a careless user would try next. Each attack builds a fresh
 sources folder (a good clip beside the hostile row, so "the run goes on" is visible),
 runs ``madbench run --until ingest`` of the tree under test in a child process with a
@@ -585,7 +586,7 @@ def store_uri_dotdot(ctx: Ctx, w: Path) -> Result:
 
 def _scan(ctx: Ctx, w: Path) -> dict[str, list[str]]:
     code = ("import json,sys; from pathlib import Path; "
-            "from madbench_common.secrets_scan import scan_paths; "
+            "from madbench_common.build.secrets_scan import scan_paths; "
             "print(json.dumps([[f.where, f.kind] for f in scan_paths([Path(sys.argv[1])])]))")
     done = subprocess.run([ctx.python, "-c", code, str(w)], capture_output=True, text=True,
                           env=ctx.env, cwd=w, timeout=LIMIT_S)

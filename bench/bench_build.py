@@ -28,9 +28,9 @@ sys.path.insert(0, str(REPO))
 
 import numpy as np  # noqa: E402
 
+from madbench_common.benchmarks.madbench.stages.assemble import render_track  # noqa: E402
 from madbench_common.core.store import RunStore  # noqa: E402
 from madbench_common.media.audio import decode_audio, wav_bytes  # noqa: E402
-from madbench_common.stages.assemble import render_track  # noqa: E402
 
 DEMO = REPO / "data" / "demo"
 WORKERS = int(os.environ.get("MADBENCH_BENCH_WORKERS", "2"))
@@ -91,9 +91,9 @@ def _item_seconds(run: RunStore, stage: str) -> dict[str, float]:
 def bench_generators(spec: str) -> dict[str, dict[str, float]]:
     """Per-setting generator throughput of a finished run: the component_qc manifest's
     retained components, timed by their generator stage's shard markers (the model call)."""
+    from madbench_common.benchmarks.madbench.rows import ComponentRow
     from madbench_common.core.manifest import read_manifest_bytes
     from madbench_common.core.store import open_store
-    from madbench_common.rows import ComponentRow
 
     store, _, run_id = spec.rpartition(":")
     run = RunStore(open_store(store), run_id)

@@ -6,7 +6,8 @@ consistent/inconsistent; the pooled head H_SC^FM per mode, and its shuffled-vide
 scoring of the test rows), with 1,024-d features (a clip effect, low-rank shared
 structure and small variant/scene signals); each protocol re-splits the clips
 70/10/20. The batched
-solver (madbench_common.eval.heads) is timed end to end (standardise, fit, calibrate
+solver (madbench_common.benchmarks.madbench.eval.heads) is timed end to end (standardise, fit,
+calibrate
 on val, score test), then every head is fitted separately with scikit-learn
 defaults (StandardScaler + LogisticRegression()) in the same run. BLAS is limited
 to ``--threads`` (default 2) for both. Writes ``.bench/eval.json``.
@@ -26,8 +27,8 @@ import numpy as np
 import pandas as pd
 from threadpoolctl import threadpool_limits
 
-from madbench_common.eval.runner import FeatureSet, run_heads, union_rows
-from madbench_common.eval.tasks import TASKS, task_labels
+from madbench_common.benchmarks.madbench.eval.runner import FeatureSet, run_heads, union_rows
+from madbench_common.benchmarks.madbench.eval.tasks import TASKS, task_labels
 
 __all__ = ["main"]
 

@@ -26,8 +26,8 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
+from madbench_common.benchmarks.madbench.graph import build_graph  # noqa: E402
 from madbench_common.core.store import RunStore, open_store  # noqa: E402
-from madbench_common.pipeline.definition import build_graph  # noqa: E402
 from madbench_common.pipeline.status import collect_retries  # noqa: E402
 from madbench_common.testing import S3FaultProxy, SeaweedS3  # noqa: E402
 from madbench_common.testing.faults import (  # noqa: E402

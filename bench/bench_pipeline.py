@@ -20,8 +20,8 @@ sys.path.insert(0, str(REPO / "bench"))
 
 from corpus import replicated_sources  # noqa: E402
 
+from madbench_common.benchmarks.madbench.graph import build_graph  # noqa: E402
 from madbench_common.media.audio import probe  # noqa: E402
-from madbench_common.pipeline.definition import build_graph  # noqa: E402
 from madbench_common.pipeline.local import LocalRunner, RunOptions  # noqa: E402
 from madbench_common.testing import SeaweedS3  # noqa: E402
 

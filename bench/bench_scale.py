@@ -32,9 +32,9 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
 from bench.synthstages import paper_counts, paper_graph  # noqa: E402
+from madbench_common.benchmarks.madbench.graph import build_graph  # noqa: E402
 from madbench_common.cli.pipeline import print_status  # noqa: E402
 from madbench_common.core.store import RunStore, open_store  # noqa: E402
-from madbench_common.pipeline.definition import build_graph  # noqa: E402
 from madbench_common.pipeline.local import LocalRunner, RunOptions  # noqa: E402
 from madbench_common.pipeline.plan import PAPER_CLIPS, plan_run  # noqa: E402
 from madbench_common.pipeline.status import collect_status  # noqa: E402

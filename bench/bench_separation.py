@@ -5,7 +5,7 @@ Issue 8 item 6: on clean speech over natural ambience (the 28 demo clips), at le
 and by the ASR (the share of ASR(ŝ)'s words recovered from ASR(ê) over the speech
 regions under 0.5, as source QC checks it). Prints JSON and writes
 ``.bench/separation.json``. (DFN3's output alone left speech in 16 of the 28 residuals
-by VAD; see ``madbench_common/reference/separator.py``.)
+by VAD; see ``madbench_common/models/reference/separator.py``.)
 """
 
 from __future__ import annotations
@@ -21,12 +21,12 @@ sys.path.insert(0, str(REPO))
 
 import numpy as np  # noqa: E402
 
+from madbench_common.benchmarks.madbench.stages.clips import speech_active  # noqa: E402
+from madbench_common.benchmarks.madbench.stages.source_qc import word_recall  # noqa: E402
 from madbench_common.media.audio import decode_audio  # noqa: E402
-from madbench_common.reference.asr import PocketSphinxASR  # noqa: E402
-from madbench_common.reference.separator import DeepFilterSeparator  # noqa: E402
-from madbench_common.reference.vad import SileroVAD, coverage  # noqa: E402
-from madbench_common.stages.clips import speech_active  # noqa: E402
-from madbench_common.stages.source_qc import word_recall  # noqa: E402
+from madbench_common.models.reference.asr import PocketSphinxASR  # noqa: E402
+from madbench_common.models.reference.separator import DeepFilterSeparator  # noqa: E402
+from madbench_common.models.reference.vad import SileroVAD, coverage  # noqa: E402
 
 DEMO = REPO / "data" / "demo"
 RATE = 16000

@@ -25,8 +25,8 @@ import sys
 import time
 from pathlib import Path
 
+from madbench_common.benchmarks.madbench.graph import build_graph
 from madbench_common.cli.pipeline import parse_set
-from madbench_common.pipeline.definition import build_graph
 from madbench_common.pipeline.local import LocalRunner, RunOptions
 
 __all__ = ["main"]

@@ -17,11 +17,7 @@ import typing
 from collections.abc import Sequence
 from typing import Any
 
-from madbench_common.core.manifest import ManifestRow, read_manifest_bytes
-from madbench_common.pipeline.graph import Graph, Stage
-from madbench_common.pipeline.plan import PAPER_CLIPS, PAPER_SAMPLES
-from madbench_common.pipeline.stage import StageImpl, load_impl, read_marker
-from madbench_common.rows import (
+from madbench_common.benchmarks.madbench.rows import (
     ComponentRow,
     FeatureRow,
     PairRow,
@@ -34,6 +30,10 @@ from madbench_common.rows import (
     SplitRow,
     StemRow,
 )
+from madbench_common.core.manifest import ManifestRow, read_manifest_bytes
+from madbench_common.pipeline.graph import Graph, Stage
+from madbench_common.pipeline.plan import PAPER_CLIPS, PAPER_SAMPLES
+from madbench_common.pipeline.stage import StageImpl, load_impl, read_marker
 
 __all__ = ["PAPER_SAMPLE_ROWS", "paper_counts", "paper_graph", "synthetic_graph"]
 
@@ -168,6 +168,6 @@ def synthetic_graph(real: Graph, shards: dict[str, int] | None = None,
 def paper_graph() -> Graph:
     """The synthetic graph of ``workflows/full.yaml`` (every paper model) at the paper's
     scale (a picklable factory for the runner)."""
-    from madbench_common.pipeline.definition import build_graph
+    from madbench_common.benchmarks.madbench.graph import build_graph
 
     return synthetic_graph(build_graph().profiled("full"))

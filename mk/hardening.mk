@@ -17,7 +17,7 @@ scale: setup
 
 ## sbom [IMAGE=<slug>]: CycloneDX SBOMs of the image locks, recorded in images/images.lock.yaml
 sbom: setup
-	$(PY) -m madbench_common.sbom $(IMAGE)
+	$(PY) -m madbench_common.build.sbom $(IMAGE)
 
 ## measure-memory: the demo with every shard in a fresh process (as pods run), then its
 ## per-stage peak RSS into madbench_common/data/throughput.csv (other columns kept) and the

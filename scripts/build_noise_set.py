@@ -9,7 +9,8 @@ families of ``lincity-ng-data`` recordings, none of those. For each family the l
 recordings are decoded, resampled to 16 kHz mono, joined end to end (50 ms crossfades,
 repeated in order) into a ``SECONDS``-long bed, levelled to −30 dBFS RMS and written as
 ``<name>.flac``; ``noise.csv`` names each bed's sources, licence and sha256 and
-``ATTRIBUTION.md`` carries the credits. ``tests/robustness`` checks that the set stays
+``ATTRIBUTION.md`` carries the credits. ``tests/benchmarks/madbench/robustness`` checks that the
+set stays
 disjoint from the demo corpus and DEAF's library.
 
 Packages are fetched with ``apt-get download`` into a temporary folder and unpacked there

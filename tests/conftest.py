@@ -8,9 +8,9 @@ from pathlib import Path
 
 import pytest
 
+from madbench_common.benchmarks.madbench.eval_models import REFERENCE_MODELS
+from madbench_common.benchmarks.madbench.graph import build_graph
 from madbench_common.core.store import RunStore, open_store
-from madbench_common.pipeline.definition import build_graph
-from madbench_common.pipeline.eval_models import REFERENCE_MODELS
 from madbench_common.pipeline.local import LocalRunner, RunOptions
 from madbench_common.testing import SeaweedS3, faults
 
@@ -56,7 +56,7 @@ def demo_sources(tmp_path: Path) -> Path:
 
 
 # The whole build graph on six demo clips, once per session (tests/pipeline/test_build_e2e.py,
-# tests/release/test_export_demo.py).
+# tests/benchmarks/madbench/release/test_export_demo.py).
 CLIPS = ("demo_002", "demo_003", "demo_004", "demo_007", "demo_011", "demo_027")
 DEMO_MODELS = [m for m in REFERENCE_MODELS if m != "ref-dnsmos"]
 
@@ -81,7 +81,8 @@ def demo_build(demo_sources_csv: Path) -> RunStore:
                               # and its models (make demo leaves out ref-dnsmos: slow)
                               "features_references": {"models": DEMO_MODELS},
                               # one robustness condition of 14 (the tests here check the
-                              # build; tests/stages/test_perturb_stage.py checks all 14)
+                              # build; tests/benchmarks/madbench/stages/test_perturb_stage.py
+                              # checks all 14)
                               "perturb": {"conditions": faults.ONE_CONDITION}})
     LocalRunner(build_graph, opts).execute()
     return RunStore(open_store(opts.store), "b")

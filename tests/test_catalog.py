@@ -40,9 +40,9 @@ from typing import Any
 import pytest
 import yaml
 
-from madbench_common.deaf.graph import build_deaf_graph
+from madbench_common.benchmarks.deaf.graph import build_deaf_graph
+from madbench_common.benchmarks.madbench.graph import build_graph
 from madbench_common.models.registry import REGISTRY, ModelSpec
-from madbench_common.pipeline.definition import build_graph
 from madbench_common.pipeline.graph import Graph
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -189,7 +189,7 @@ def graphs() -> dict[str, Graph]:
 
 def graph_of(stages: list[str]) -> str | None:
     """``madbench`` or ``deaf``: the graph that has all ``stages`` (the rule of
-    ``madbench_common.imagetest.pipeline_of``, which ``make image-test`` follows)."""
+    ``madbench_common.build.imagetest.pipeline_of``, which ``make image-test`` follows)."""
     for name in ("madbench", "deaf"):
         if set(stages) <= set(graphs()[name].stages):
             return name
@@ -493,8 +493,9 @@ def test_paper_model_has_adapter_tests(slug: str) -> None:
 
 def test_the_catalog_imports_no_model_library() -> None:
     """What this test imports (the registry, both graphs) pulls in no model library."""
-    code = ("import sys, madbench_common.models.registry, madbench_common.pipeline.definition, "
-            "madbench_common.deaf.graph; "
+    code = ("import sys, madbench_common.models.registry, "
+            "madbench_common.benchmarks.madbench.graph, "
+            "madbench_common.benchmarks.deaf.graph; "
             "print(sorted(m for m in ('torch', 'transformers', 'tensorflow') if m in sys.modules))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                          cwd=ROOT, timeout=120, check=True)

@@ -141,6 +141,6 @@ def test_zip_strict_on_39(py39: None) -> None:
 def test_zip_strict_and_hints_on_this_python() -> None:
     with pytest.raises(ValueError):
         list(compat.zip_strict([1], []))
-    from madbench_common.rows import StemRow
+    from madbench_common.benchmarks.madbench.rows import StemRow
 
     assert compat.type_hints(StemRow)["si_sdr_speech"] == (float | None)

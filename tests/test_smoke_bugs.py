@@ -13,10 +13,10 @@ from typing import Any
 import pytest
 import yaml
 
+from madbench_common.benchmarks.madbench.graph import build_graph
 from madbench_common.cli.pipeline import parse_params
 from madbench_common.core.manifest import params_json
 from madbench_common.pipeline.argo import MAX_BACKOFF_SECONDS, parse_failures, write_exit_summary
-from madbench_common.pipeline.definition import build_graph
 from madbench_common.pipeline.stage import stage_params
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -55,10 +55,10 @@ def add_commands(sub: argparse._SubParsersAction[Any]) -> None:
 
 
 def _render(args: argparse.Namespace) -> int:
-    from madbench_common.deaf.workflow import render_deaf_workflow
+    from madbench_common.benchmarks.deaf.workflow import render_deaf_workflow
+    from madbench_common.benchmarks.madbench.graph import build_graph
     from madbench_common.pipeline.argo import ClusterProfile, ImageLock, render_workflows
     from madbench_common.pipeline.argo_weights import render_weights_workflow
-    from madbench_common.pipeline.definition import build_graph
 
     lock, profile = ImageLock.load(args.lock), ClusterProfile.load(args.profile)
     lock = lock.with_registry(args.registry)
@@ -75,7 +75,7 @@ def _render(args: argparse.Namespace) -> int:
 
 
 def _plan(args: argparse.Namespace) -> int:
-    from madbench_common.pipeline.definition import build_graph
+    from madbench_common.benchmarks.madbench.graph import build_graph
     from madbench_common.pipeline.plan import (
         format_plan,
         image_pull_line,
@@ -93,7 +93,7 @@ def _plan(args: argparse.Namespace) -> int:
 def _exit_summary(args: argparse.Namespace) -> int:
     import json
 
-    from madbench_common.pipeline.definition import build_graph
+    from madbench_common.benchmarks.madbench.graph import build_graph
     from madbench_common.pipeline.summary import write_exit_summary
 
     summary = write_exit_summary(build_graph(), args.store, args.run_id, args.workflow,
@@ -105,8 +105,8 @@ def _exit_summary(args: argparse.Namespace) -> int:
 def _measure(args: argparse.Namespace) -> int:
     from pathlib import Path
 
+    from madbench_common.benchmarks.madbench.graph import build_graph
     from madbench_common.core.store import RunStore, open_store
-    from madbench_common.pipeline.definition import build_graph
     from madbench_common.pipeline.measure import measure_run, throughput_csv
 
     run = RunStore(open_store(args.store), args.run_id)

@@ -62,9 +62,9 @@ def _eval(args: argparse.Namespace) -> int:
     if not args.samples or not (args.features or args.scores):
         raise ConfigError("madbench eval needs --samples with --features or --scores, or "
                           "--train CORPUS:PATH --test CORPUS:PATH")
-    from madbench_common.eval.byom import run_byom
-    from madbench_common.eval.report import main_table
-    from madbench_common.eval.suite import EvalConfig
+    from madbench_common.benchmarks.madbench.eval.byom import run_byom
+    from madbench_common.benchmarks.madbench.eval.report import main_table
+    from madbench_common.benchmarks.madbench.eval.suite import EvalConfig
 
     config = EvalConfig(n_boot=args.n_boot, seed=args.seed, logo=not args.no_logo,
                         score_kind=args.score_kind)
@@ -80,12 +80,12 @@ def _eval(args: argparse.Namespace) -> int:
 def _cross(args: argparse.Namespace) -> int:
     from pathlib import Path
 
+    from madbench_common.benchmarks.madbench.corpora import load_corpus
+    from madbench_common.benchmarks.madbench.corpora.cross import cross_evaluate
+    from madbench_common.benchmarks.madbench.eval.report import main_table, write_report
+    from madbench_common.benchmarks.madbench.eval.suite import EvalConfig
+    from madbench_common.benchmarks.madbench.eval.tables import cross_table
     from madbench_common.core.errors import ConfigError
-    from madbench_common.corpora import load_corpus
-    from madbench_common.corpora.cross import cross_evaluate
-    from madbench_common.eval.report import main_table, write_report
-    from madbench_common.eval.suite import EvalConfig
-    from madbench_common.eval.tables import cross_table
 
     if not (args.train and args.test):
         raise ConfigError("cross-dataset evaluation needs both --train and --test")
@@ -130,9 +130,9 @@ def _add_compare(sub: argparse._SubParsersAction[Any]) -> None:
 def _compare(args: argparse.Namespace) -> int:
     from pathlib import Path
 
+    from madbench_common.benchmarks.madbench.eval.compare import compare_runs
+    from madbench_common.benchmarks.madbench.eval.report import render_markdown, write_report
     from madbench_common.cli.pipeline import main_section, robustness_sections
-    from madbench_common.eval.compare import compare_runs
-    from madbench_common.eval.report import render_markdown, write_report
 
     labels = [x.strip() for x in args.labels.split(",")] if args.labels else None
     results = compare_runs(list(args.runs), labels)

@@ -28,8 +28,8 @@ def add_commands(sub: argparse._SubParsersAction[Any]) -> None:
 
 
 def _export(args: argparse.Namespace) -> int:
+    from madbench_common.benchmarks.madbench.release.export import export_run
     from madbench_common.cli.pipeline import parse_set
-    from madbench_common.release.export import export_run
 
     result = export_run(args.store, args.run_id, args.to, sources=args.sources,
                         robustness=not args.no_robustness, weights=args.weights,

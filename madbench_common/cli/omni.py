@@ -34,9 +34,9 @@ def add_commands(sub: argparse._SubParsersAction[Any]) -> None:
 
 
 def _media(paths: list[str], n: int, fps: float, size: int, max_frames: int) -> list[Any]:
+    from madbench_common.benchmarks.madbench.omni.ask import Media
     from madbench_common.media.audio import decode_audio
     from madbench_common.media.mux import sample_frames
-    from madbench_common.omni.ask import Media
 
     files = [Path(p) for p in paths] or sorted(_DEMO.glob("*.mp4"))[:n]
     out = []
@@ -48,9 +48,9 @@ def _media(paths: list[str], n: int, fps: float, size: int, max_frames: int) -> 
 
 
 def _sanity(args: argparse.Namespace) -> int:
+    from madbench_common.benchmarks.madbench.omni.sanity import modality_sanity, sanity_json
+    from madbench_common.benchmarks.madbench.prompts import load_prompt
     from madbench_common.models.registry import load_model
-    from madbench_common.omni.sanity import modality_sanity, sanity_json
-    from madbench_common.prompts import load_prompt
 
     if args.weights:
         os.environ["MADBENCH_WEIGHTS"] = args.weights
@@ -69,7 +69,7 @@ def _sanity(args: argparse.Namespace) -> int:
 
 
 def _prompts(args: argparse.Namespace) -> int:
-    from madbench_common.prompts import packaged_prompts, prompts_markdown
+    from madbench_common.benchmarks.madbench.prompts import packaged_prompts, prompts_markdown
 
     print(prompts_markdown([q for f in packaged_prompts() for q in f.questions]), end="")
     return 0

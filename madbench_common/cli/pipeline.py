@@ -14,11 +14,11 @@ from typing import Any
 from rich.console import Console
 from rich.table import Table
 
+from madbench_common.benchmarks.madbench.graph import build_graph
 from madbench_common.cli.weights import allow_unpinned_arg, allowed_unpinned
 from madbench_common.core.errors import ChecksumError, ConfigError, MadbenchError
 from madbench_common.core.s3client import retries_since, retry_stats
 from madbench_common.core.store import RunStore, copy_run, open_store
-from madbench_common.pipeline.definition import build_graph
 from madbench_common.pipeline.graph import Graph
 from madbench_common.pipeline.local import LocalRunner, RunOptions
 from madbench_common.pipeline.params import check_params, check_stage_params, check_stage_values
@@ -178,8 +178,8 @@ def cmd_run(args: argparse.Namespace) -> int:
     opts.isolate = args.isolate_shards
     engine = None
     if args.engine != "inprocess":
+        from madbench_common.benchmarks.madbench.sources import source_files
         from madbench_common.pipeline.container import ContainerEngine
-        from madbench_common.sources import source_files
 
         engine = ContainerEngine.create(args.engine, args.store, args.run_id, args.image,
                                         args.weights, source_files(args.sources), opts.workers)

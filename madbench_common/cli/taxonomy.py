@@ -32,10 +32,10 @@ def _rows(args: argparse.Namespace) -> list[dict[str, Any]]:
         with open(args.captions, newline="", encoding="utf-8") as fh:
             rows = list(csv.DictReader(fh))
         return [{**r, "split": r.get("split") or "train"} for r in rows]
+    from madbench_common.benchmarks.madbench.rows import SceneRow
     from madbench_common.core.manifest import read_manifest_bytes
     from madbench_common.core.store import RunStore, open_store
     from madbench_common.pipeline.stage import read_marker
-    from madbench_common.rows import SceneRow
 
     run = RunStore(open_store(args.store), args.run_id)
     marker = read_marker(run, "scene")
@@ -49,7 +49,7 @@ def _rows(args: argparse.Namespace) -> list[dict[str, Any]]:
 
 
 def _propose(args: argparse.Namespace) -> int:
-    from madbench_common.taxonomy_propose import (
+    from madbench_common.benchmarks.madbench.taxonomy_propose import (
         captions_for_taxonomy,
         propose_taxonomy,
         write_draft,

@@ -432,7 +432,7 @@ _RETRY_KEYS = {"limit", "retryPolicy", "expression", "backoff"}
 _POLICIES = {"Always", "OnFailure", "OnError"}
 _RESULTS = {"Succeeded", "Failed", "Errored", "Skipped", "Omitted", "Completed"}
 POD_UID = 10001
-"""The one user the local engine runs pods as (madbench_common.containers.USER)."""
+"""The one user the local engine runs pods as (madbench_common.build.containers.USER)."""
 
 
 def _check_keys(obj: Any, allowed: set[str], where: str) -> dict[str, Any]:

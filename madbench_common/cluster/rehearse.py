@@ -27,7 +27,7 @@ would run them on a cluster:
 4. **Images** (:class:`ImageProvider`): ``ghcr.io/madbench/<slug>:<tag>`` maps to the
    factory's local build ``localhost/madbench/<slug>:<tag>``; a missing one, or one whose
    ``madbench_common`` differs from this checkout's (the pods run the image's copy), is
-   built with the factory's public entry point (``python -m madbench_common.imagebuild``,
+   built with the factory's public entry point (``python -m madbench_common.build.imagebuild``,
    bases first). Then the image's ``image_test.weights`` callable writes its tiny
    checkpoints, in the release layout, into ``<work>/weights/<slug>`` (mounted writable
    for that step only, as ``make image-test`` does); the stages get it read-only at
@@ -308,7 +308,7 @@ def _tree_digest(root: Path) -> tuple[str, int, int]:
 def upstream_problems(slugs: Iterable[str]) -> list[str]:
     """Upstream sources (``upstream_src``) that neither are fetched already nor reachable
     through ``$MADBENCH_UPSTREAM_GIT`` mirrors; empty when every build can get its code."""
-    from madbench_common.images import load_image
+    from madbench_common.build.images import load_image
 
     template = os.environ.get("MADBENCH_UPSTREAM_GIT", "")
     missing = []
@@ -337,7 +337,7 @@ def upstream_problems(slugs: Iterable[str]) -> list[str]:
 def weights_problems(slugs: Iterable[str]) -> list[str]:
     """Images whose ``image_test.weights`` callable does not exist in this checkout, or
     that fetch weights (``weights.yaml``) but have no callable to write tiny ones."""
-    from madbench_common.images import load_image
+    from madbench_common.build.images import load_image
 
     out = []
     for slug in sorted(set(slugs)):
@@ -477,7 +477,7 @@ class ImageProvider:
         entry = self.state.image(slug)
         if entry.get("image_id") == image_id and entry.get("code_digest") == self.digest:
             return True
-        from madbench_common.containers import run_in_image
+        from madbench_common.build.containers import run_in_image
 
         try:
             inside = run_in_image(image_id, ["python", "-c", _DIGEST_CODE], capture=True,
@@ -495,7 +495,7 @@ class ImageProvider:
 
     def _build(self, slug: str) -> float:
         """Build the image (its base first); returns the image's own build seconds."""
-        from madbench_common.imagebuild import BASES
+        from madbench_common.build.imagebuild import BASES
 
         missing = upstream_problems([slug])
         if missing:
@@ -504,8 +504,8 @@ class ImageProvider:
         logs.mkdir(parents=True, exist_ok=True)
         env = {**os.environ, "PYTHONPATH": str(ROOT)}
         if (ROOT / "images" / slug / "image.yaml").is_file():  # bases first
-            from madbench_common.imagebuild import local_ref
-            from madbench_common.images import load_image
+            from madbench_common.build.imagebuild import local_ref
+            from madbench_common.build.images import load_image
 
             python = load_image(slug).python
             base = BASES[python][0]
@@ -530,10 +530,10 @@ class ImageProvider:
 
         if self.cancel.is_set():
             raise BuildCancelled(f"building {what}: cancelled")
-        self.log(f"building {what} (python -m madbench_common.imagebuild {' '.join(args)}; "
+        self.log(f"building {what} (python -m madbench_common.build.imagebuild {' '.join(args)}; "
                  f"log {log})")
         with open(log, "w") as fh:
-            proc = subprocess.Popen([self.python, "-m", "madbench_common.imagebuild", *args],
+            proc = subprocess.Popen([self.python, "-m", "madbench_common.build.imagebuild", *args],
                                     stdout=fh, stderr=subprocess.STDOUT, cwd=ROOT, env=env)
             while proc.poll() is None:
                 if self.cancel.wait(1.0):
@@ -553,7 +553,7 @@ class ImageProvider:
         entry = self.state.image(slug)
         if entry.get("described") == image_id:
             return
-        from madbench_common.containers import run_in_image
+        from madbench_common.build.containers import run_in_image
 
         code = ("import importlib.util as u\nif u.find_spec('torch'):\n import torch\n"
                 " print(torch.__version__, torch.version.cuda or '')")
@@ -577,8 +577,8 @@ class ImageProvider:
                                 build_s=build_s, built_by_rehearsal=built_here)
 
     def _weights(self, slug: str, image_id: str) -> None:
-        from madbench_common.containers import Mount, run_in_image
-        from madbench_common.images import load_image
+        from madbench_common.build.containers import Mount, run_in_image
+        from madbench_common.build.images import load_image
 
         folder = self.weights_dir(slug)
         callable_ = ""
@@ -639,7 +639,7 @@ class ImageProvider:
 
 def _lock_build(slug: str) -> dict[str, Any]:
     try:
-        from madbench_common.imagelock import lock_entry
+        from madbench_common.build.imagelock import lock_entry
 
         return dict(lock_entry(slug).get("build") or {})
     except (ConfigError, OSError):
@@ -1038,8 +1038,8 @@ def _print_reports(s3: Any, name: str, run_id: str, graph: Any, banner: str) -> 
 
 def rehearse(opts: Options) -> int:
     """Run the rehearsal; returns 0 when every workflow succeeded."""
+    from madbench_common.build.containers import run_engine
     from madbench_common.cluster.sandbox import STUB_PORT, Namespace, NamespacedS3, start_stub
-    from madbench_common.containers import run_engine
     from madbench_common.models.api_stub import STUB_KEY
 
     t0 = time.monotonic()

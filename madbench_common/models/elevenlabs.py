@@ -5,7 +5,7 @@ in four voice profiles, exported as 16 kHz 16-bit mono PCM. This adapter calls
 ``POST /v1/text-to-speech/{voice_id}?output_format=pcm_16000`` with the key from
 ``$ELEVENLABS_API_KEY`` only. The paper's voice ids (its Table 8) are not in the text
 we have, so ``voices`` maps each profile to a voice id, by default the documented premade
-set :data:`madbench_common.deaf.design.ELEVENLABS_VOICES` (the ``sic_tts_voices`` workflow
+set :data:`madbench_common.benchmarks.deaf.design.ELEVENLABS_VOICES` (the ``sic_tts_voices`` workflow
 parameter); a mapping given replaces it, and a profile it lacks is a configuration error.
 Costs are per character (``usd_per_1k_chars``, unverified list price) against the spend
 cap.
@@ -17,7 +17,7 @@ import numpy as np
 
 from madbench_common.core.errors import ConfigError
 from madbench_common.core.types import Audio, Hertz
-from madbench_common.deaf.design import ELEVENLABS_VOICES
+from madbench_common.benchmarks.deaf.design import ELEVENLABS_VOICES
 from madbench_common.media.audio import resample
 from madbench_common.models.http_api import JsonApi, SpendMeter, api_key
 

@@ -67,7 +67,7 @@ class MossFormer2Separator:
 
         import torch
 
-        from madbench_common.reference.vad import SileroVAD
+        from madbench_common.models.reference.vad import SileroVAD
 
         snapshot = hf_path(REPO, image=IMAGE, revision=REVISION, root=root)
         self.device = torch.device(device or ("cuda" if torch.cuda.is_available() else "cpu"))

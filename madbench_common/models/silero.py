@@ -7,7 +7,7 @@ model of the ``qc`` image in provenance (not a CPU stand-in).
 
 from __future__ import annotations
 
-from madbench_common.reference.vad import SileroVAD
+from madbench_common.models.reference.vad import SileroVAD
 
 __all__ = ["QCSileroVAD"]
 

@@ -18,7 +18,7 @@ leakage). The paper names no ASR model; this adapter runs ``openai/whisper-large
   ``<|nocaptions|>`` in the older vocabularies); it comes from the same decoder step as
   the language detection. QC reads it to tell speech from Whisper's hallucinations on
   noise (paper §3.2 "ASR checks detect no speech in any environmental residual";
-  :func:`madbench_common.stages.source_qc.asr_detects_speech`).
+  :func:`madbench_common.benchmarks.madbench.stages.source_qc.asr_detects_speech`).
 """
 
 from __future__ import annotations

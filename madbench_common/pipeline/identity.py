@@ -33,12 +33,14 @@ import hashlib
 import importlib.util
 import json
 import os
+import re
 from collections.abc import Iterable, Mapping
 from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
-__all__ = ["accelerator", "adapter_sources", "cache_identity", "compute_dtype",
+__all__ = ["LEGACY_MODULES", "accelerator", "adapter_sources", "cache_identity",
+           "canonical_name", "canonical_source", "compute_dtype",
            "identity_digest", "loaded_dtype", "message_layout", "model_identity",
            "stage_identity", "stage_models", "unpinned_weights"]
 
@@ -48,13 +50,72 @@ _NOT_HELPERS = frozenset({
     "madbench_common.models.roles", "madbench_common.models.registry",
     "madbench_common.models.weights",
     "madbench_common.models.weights_layout", "madbench_common.models.weights_pin",
-    "madbench_common.core.manifest", "madbench_common.rows", "madbench_common.core.store",
-    "madbench_common.core.s3client", "madbench_common.models", "madbench_common.reference",
+    "madbench_common.core.manifest", "madbench_common.benchmarks.madbench.rows",
+    "madbench_common.core.store",
+    "madbench_common.core.s3client", "madbench_common.models", "madbench_common.models.reference",
     "madbench_common.models.tiny",
 })
 """Modules whose code does not shape a model's output: errors, type aliases, role
 protocols, the registry and weights lookups (the weights' own pins are in the identity),
 manifests and storage, and bare packages."""
+
+LEGACY_MODULES: dict[str, str] = {
+    f"{_PACKAGE}.{new}": f"{_PACKAGE}.{old}" for new, old in (
+        ("benchmarks.madbench.stages", "stages"), ("benchmarks.madbench.rows", "rows"),
+        ("benchmarks.madbench.sources", "sources"),
+        ("benchmarks.madbench.speech_prep", "speech_prep"),
+        ("benchmarks.madbench.taxonomy_propose", "taxonomy_propose"),
+        ("benchmarks.madbench.taxonomy", "taxonomy"),
+        ("benchmarks.madbench.data", "data"),  # MADBench's data files: taxonomy.json
+        ("benchmarks.madbench.corpora", "corpora"), ("benchmarks.madbench.eval", "eval"),
+        ("benchmarks.madbench.omni_models", "pipeline.omni_models"),
+        ("benchmarks.madbench.omni", "omni"), ("models.answer_cache", "omni.cache"),
+        ("benchmarks.madbench.release", "release"),
+        ("benchmarks.madbench.robustness", "robustness"),
+        ("benchmarks.madbench.prompts", "prompts"),
+        ("benchmarks.madbench.graph", "pipeline.definition"),
+        ("benchmarks.madbench.eval_models", "pipeline.eval_models"),
+        ("benchmarks.deaf", "deaf"), ("models.reference", "reference"),
+        ("build.images", "images"), ("build.imagebuild", "imagebuild"),
+        ("build.imagelock", "imagelock"), ("build.imagepush", "imagepush"),
+        ("build.imagetest", "imagetest"), ("build.adaptertest", "adaptertest"),
+        ("build.sbom", "sbom"), ("build.containers", "containers"),
+        ("build.secrets_scan", "secrets_scan"), ("build.dockerfile", "dockerfile"),
+        ("build.upstream", "upstream"))}
+"""Where modules lived before the package was laid out by concern (issue 22): new → old.
+
+Fingerprints and model identities name code by this older, canonical name
+(:func:`canonical_name`, :func:`canonical_source`), so that the move alone changes no
+stage's fingerprint: a run started before it resumes after it without recomputing a
+stage, and a cache keeps its hits. An edit to a module's code still changes them."""
+
+_LEGACY_RX = [(re.compile(rf"(?<![\w.]){re.escape(new)}(?![\w])"), old)
+              for new, old in sorted(LEGACY_MODULES.items(), key=lambda kv: -len(kv[0]))]
+_LEGACY_PATHS = [(re.compile(rf"(?<![\w/]){re.escape(new.replace('.', '/'))}(?![\w])"),
+                  old.replace(".", "/"))
+                 for new, old in sorted(LEGACY_MODULES.items(), key=lambda kv: -len(kv[0]))]
+_LEGACY_TESTS = [(re.compile(rf"(?<![\w/]){re.escape(new)}(?![\w])"), old) for new, old in (
+    ("tests/benchmarks/madbench/", "tests/"), ("tests/benchmarks/deaf", "tests/deaf"),
+    ("tests/models/reference", "tests/reference"), ("tests/build/", "tests/"))]
+
+
+def canonical_name(name: str) -> str:
+    """A module name or ``module:attr`` target under its canonical (pre-move) module name."""
+    module, sep, attr = name.partition(":")
+    for new, old in sorted(LEGACY_MODULES.items(), key=lambda kv: -len(kv[0])):
+        if module == new or module.startswith(f"{new}."):
+            return f"{old}{module[len(new):]}{sep}{attr}"
+    return name
+
+
+def canonical_source(text: str) -> str:
+    """A module's source with every moved module named as it was before the move (dotted
+    names, ``madbench_common/…`` paths and the tests' paths)."""
+    for rx, old in _LEGACY_RX:
+        text = rx.sub(old, text)
+    for rx, old in _LEGACY_PATHS + _LEGACY_TESTS:
+        text = rx.sub(old, text)
+    return text
 
 
 # ---------------------------------------------------------------- which models a stage runs
@@ -122,7 +183,8 @@ def _parse(path: str, module: str, mtime_ns: int,
     del mtime_ns, size  # the cache key: a changed file is read again
     text = Path(path).read_bytes()
     tree = ast.parse(text)
-    return (hashlib.sha256(text).hexdigest(), frozenset(_imports(tree, module)),
+    canonical = canonical_source(text.decode()).encode()
+    return (hashlib.sha256(canonical).hexdigest(), frozenset(_imports(tree, module)),
             frozenset(_strings(tree)))
 
 
@@ -134,9 +196,10 @@ def _read(name: str) -> tuple[str, frozenset[str], frozenset[str]] | None:
     return _parse(str(path), name, st.st_mtime_ns, st.st_size)
 
 
-def adapter_sources(module: str) -> dict[str, str]:
-    """module → sha256 of its source: the adapter module and its helpers — the modules of
-    ``madbench_common`` and of the adapter's own package it imports — transitively."""
+def _helper_modules(module: str) -> dict[str, str]:
+    """module → sha256 of its canonical source (:func:`canonical_source`): the adapter
+    module and its helpers — the modules of ``madbench_common`` and of the adapter's own
+    package it imports — transitively."""
     roots = (_PACKAGE, module.split(".")[0])
     out: dict[str, str] = {}
     todo = [module]
@@ -150,7 +213,13 @@ def adapter_sources(module: str) -> dict[str, str]:
         out[name] = parsed[0]
         todo += [m for m in parsed[1] if m not in _NOT_HELPERS and m not in out
                  and any(m == r or m.startswith(f"{r}.") for r in roots)]
-    return dict(sorted(out.items()))
+    return out
+
+
+def adapter_sources(module: str) -> dict[str, str]:
+    """Canonical module name (:func:`canonical_name`) → sha256 of its canonical source, for
+    the adapter module and its helpers (see :func:`_helper_modules`)."""
+    return dict(sorted((canonical_name(k), v) for k, v in _helper_modules(module).items()))
 
 
 def _strings_of(modules: Iterable[str]) -> set[str]:
@@ -168,7 +237,7 @@ def _strings_of(modules: Iterable[str]) -> set[str]:
 def _model_strings(slug: str) -> set[str]:
     from madbench_common.models.registry import REGISTRY
 
-    return _strings_of(adapter_sources(REGISTRY[slug].target.partition(":")[0]))
+    return _strings_of(_helper_modules(REGISTRY[slug].target.partition(":")[0]))
 
 
 def _weights_pins(image: str, strings: set[str]) -> dict[str, Any]:
@@ -234,9 +303,9 @@ def model_identity(slug: str, params: Mapping[str, Any] | None = None,
     spec = REGISTRY[slug]
     module = spec.target.partition(":")[0]
     sources = adapter_sources(module)
-    strings = _strings_of(sources)
+    strings = _strings_of(_helper_modules(module))
     uses = sorted(s for s in strings if s in REGISTRY and s != slug and s not in _seen)
-    adapter = {"target": spec.target, "sources": sources,
+    adapter = {"target": canonical_name(spec.target), "sources": sources,
                "uses": {u: model_identity(u, None, _seen | {slug})["adapter"] for u in uses}}
     return {"adapter": identity_digest(adapter),
             "weights": _weights_pins(spec.image, strings),

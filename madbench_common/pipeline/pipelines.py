@@ -31,9 +31,9 @@ class Pipeline:
 
 
 PIPELINES: dict[str, Pipeline] = {p.name: p for p in (
-    Pipeline("madbench", "madbench_common.pipeline.definition:build_graph",
+    Pipeline("madbench", "madbench_common.benchmarks.madbench.graph:build_graph",
              "MADBench (2026): component-level audio deepfakes of real clips, R/S/E/Q"),
-    Pipeline("deaf", "madbench_common.deaf.graph:build_deaf_graph",
+    Pipeline("deaf", "madbench_common.benchmarks.deaf.graph:build_deaf_graph",
              "DEAF: do audio language models hear the audio or read its words",
              takes_models=True),
 )}

@@ -60,7 +60,7 @@ from madbench_common.core.types import Audio, Key
 from madbench_common.media.audio import read_wav_bytes, wav_bytes
 from madbench_common.pipeline.failures import blank_row, row_failure, stage_failure
 from madbench_common.pipeline.graph import Graph, Stage
-from madbench_common.pipeline.identity import stage_identity, unpinned_weights
+from madbench_common.pipeline.identity import canonical_name, stage_identity, unpinned_weights
 from madbench_common.pipeline.threads import math_threads, pin_threads
 from madbench_common.pipeline.usage import peak_rss_bytes, reset_peak_rss
 
@@ -311,7 +311,9 @@ def _fingerprint(run: RunStore, stage: Stage, hashed: dict[str, Any], image: str
     rows = getattr(load_impl(stage.target), "row_type", None)
     schema = f"{rows.SCHEMA_NAME}/{rows.SCHEMA_VERSION}" if rows is not None else ""
     threads = math_threads()
-    fields: dict[str, Any] = {"stage": stage.name, "target": stage.target, "image": image,
+    # The target under its canonical module name: a move of the code changes no fingerprint.
+    fields: dict[str, Any] = {"stage": stage.name, "target": canonical_name(stage.target),
+                              "image": image,
                               "params": hashed, "seed": seed, "inputs": upstream,
                               "schema": schema,
                               **({"math_threads": threads} if threads != 1 else {})}

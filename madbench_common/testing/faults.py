@@ -29,10 +29,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from madbench_common.benchmarks.madbench.robustness.conditions import builtin_conditions
 from madbench_common.core.store import RunStore, open_store
 from madbench_common.pipeline.graph import Graph
 from madbench_common.pipeline.stage import shard_key
-from madbench_common.robustness.conditions import builtin_conditions
 
 __all__ = [
     "KillRecord",

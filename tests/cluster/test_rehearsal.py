@@ -15,6 +15,7 @@ from typing import Any
 
 import pytest
 
+from madbench_common.benchmarks.madbench.graph import build_graph
 from madbench_common.cli.pipeline import stage_overrides
 from madbench_common.cluster.argo_local import Executor, Pod, PodResult, Workflow
 from madbench_common.cluster.lint import check_pods, check_target, image_slug
@@ -32,7 +33,6 @@ from madbench_common.cluster.rehearse import (
 )
 from madbench_common.cluster.sandbox import STUB_PORT
 from madbench_common.core.errors import ConfigError
-from madbench_common.pipeline.definition import build_graph
 
 ROOT = Path(__file__).resolve().parents[2]
 WORKFLOWS = ROOT / "workflows"
@@ -135,9 +135,10 @@ def test_the_dry_run_names_what_does_not_exist() -> None:
 
 
 def test_check_target_reads_modules_without_importing_them() -> None:
-    assert check_target("madbench_common.stages.ingest:IngestStage") is None
+    assert check_target("madbench_common.benchmarks.madbench.stages.ingest:IngestStage") is None
     assert "does not exist" in str(check_target("madbench_common.models.no_such:X"))
-    assert "defines no Nope" in str(check_target("madbench_common.stages.ingest:Nope"))
+    assert "defines no Nope" in str(
+        check_target("madbench_common.benchmarks.madbench.stages.ingest:Nope"))
     # a package shadows a module of the same name (models/tiny/ over models/tiny.py)
     tiny = ROOT / "madbench_common" / "models" / "tiny"
     if (tiny / "__init__.py").is_file() and tiny.with_suffix(".py").is_file():
@@ -299,7 +300,7 @@ def test_only_images_the_rehearsal_built_are_removed(monkeypatch: pytest.MonkeyP
 
 def test_a_missing_upstream_mirror_is_named(monkeypatch: pytest.MonkeyPatch,
                                             tmp_path: Path) -> None:
-    from madbench_common.images import list_images
+    from madbench_common.build.images import list_images
 
     with_src = [i for i in list_images() if i.upstream_src]
     assert with_src
@@ -457,7 +458,7 @@ def test_command_line_overrides_reach_only_the_workflows_that_have_them(tmp_path
 
 
 def test_a_key_with_its_own_workflow_parameter_is_refused_in_stage_params() -> None:
-    from madbench_common.deaf.graph import build_deaf_graph
+    from madbench_common.benchmarks.deaf.graph import build_deaf_graph
 
     graph = build_deaf_graph()
     assert "voices" in graph["sic_tts"].workflow_params
@@ -465,7 +466,8 @@ def test_a_key_with_its_own_workflow_parameter_is_refused_in_stage_params() -> N
         stage_overrides(graph, "deaf_judge", '{"sic_tts": {"voices": {"young_male": "v"}}}')
 
 
-# keys stages read without declaring a default (madbench_common/deaf/stages_eval.py, judge)
+# keys stages read without declaring a default (madbench_common/benchmarks/deaf/stages_eval.py,
+# judge)
 _OPTIONAL_KEYS = {"max_new_tokens", "rpm", "model_args"}
 
 

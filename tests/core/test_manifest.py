@@ -7,6 +7,7 @@ import dataclasses
 import pyarrow as pa
 import pytest
 
+from madbench_common.benchmarks.madbench.rows import SourceQCRow, SourceRow, StemRow
 from madbench_common.core.errors import ManifestError
 from madbench_common.core.manifest import (
     Provenance,
@@ -16,7 +17,6 @@ from madbench_common.core.manifest import (
     write_manifest_bytes,
     write_table_bytes,
 )
-from madbench_common.rows import SourceQCRow, SourceRow, StemRow
 
 
 def _rows() -> list[SourceQCRow]:

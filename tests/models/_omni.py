@@ -8,13 +8,13 @@ from typing import Any
 import numpy as np
 import pytest
 
+from madbench_common.benchmarks.madbench.omni.ask import Media, ask
+from madbench_common.benchmarks.madbench.omni.parse import REFUSAL, UNPARSED
+from madbench_common.benchmarks.madbench.omni.sanity import modality_sanity
+from madbench_common.benchmarks.madbench.omni.scoring import label_probs
+from madbench_common.benchmarks.madbench.prompts import load_prompt
 from madbench_common.core.store import FileStore
-from madbench_common.omni.ask import Media, ask
-from madbench_common.omni.cache import ResponseCache
-from madbench_common.omni.parse import REFUSAL, UNPARSED
-from madbench_common.omni.sanity import modality_sanity
-from madbench_common.omni.scoring import label_probs
-from madbench_common.prompts import load_prompt
+from madbench_common.models.answer_cache import ResponseCache
 
 BIN = load_prompt("P_bin").question("binary")
 FOUR = load_prompt("P_4way").question("fourway")

@@ -18,12 +18,12 @@ from typing import Any
 import numpy as np
 import soundfile as sf
 
+from madbench_common.benchmarks.madbench.graph import build_graph
+from madbench_common.benchmarks.madbench.rows import SampleRow
 from madbench_common.core.manifest import write_manifest_bytes
 from madbench_common.core.store import RunStore, open_store
 from madbench_common.media.audio import wav_bytes
-from madbench_common.pipeline.definition import build_graph
 from madbench_common.pipeline.stage import make_context, merge_stage, run_shard
-from madbench_common.rows import SampleRow
 
 from .tiny import DEMO
 

@@ -8,7 +8,7 @@ import pytest
 
 from madbench_common.models.av_prep import at_fps, face_track, int16_scale, resize_frames
 from madbench_common.models.batfd import max_proposal
-from madbench_common.reference.face import HaarFaceCropper
+from madbench_common.models.reference.face import HaarFaceCropper
 
 from .tiny import demo_frames
 

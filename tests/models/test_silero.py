@@ -19,7 +19,7 @@ def vad() -> Any:
 
 
 def test_same_segments_as_the_reference_and_labelled_as_qc(vad: Any) -> None:
-    from madbench_common.reference.vad import SileroVAD
+    from madbench_common.models.reference.vad import SileroVAD
 
     x = demo_mixture()
     assert vad.slug == "qc-silero-vad" and vad.reference is False

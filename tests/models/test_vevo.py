@@ -37,9 +37,9 @@ finally:
 
 import torch  # noqa: E402
 
+from madbench_common.benchmarks.madbench.speech_prep import GenerationFailed  # noqa: E402
+from madbench_common.benchmarks.madbench.stages.speech_gen import generate_speech  # noqa: E402
 from madbench_common.models.weights import WeightsMissing  # noqa: E402
-from madbench_common.speech_prep import GenerationFailed  # noqa: E402
-from madbench_common.stages.speech_gen import generate_speech  # noqa: E402
 
 
 @pytest.fixture(scope="module")

@@ -12,6 +12,7 @@ import jsonschema
 import pytest
 import yaml
 
+from madbench_common.benchmarks.madbench.graph import build_graph
 from madbench_common.core.errors import ConfigError
 from madbench_common.pipeline.argo import (
     VARIANTS,
@@ -22,7 +23,6 @@ from madbench_common.pipeline.argo import (
     workflow_yaml,
     write_exit_summary,
 )
-from madbench_common.pipeline.definition import build_graph
 from madbench_common.pipeline.graph import Graph, Stage
 
 ROOT = Path(__file__).resolve().parents[2]

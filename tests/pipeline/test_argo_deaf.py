@@ -14,8 +14,8 @@ from typing import Any
 import pytest
 import yaml
 
-from madbench_common.deaf.graph import PAPER_MODELS, build_deaf_graph
-from madbench_common.deaf.workflow import deaf_lock, render_deaf_workflow
+from madbench_common.benchmarks.deaf.graph import PAPER_MODELS, build_deaf_graph
+from madbench_common.benchmarks.deaf.workflow import deaf_lock, render_deaf_workflow
 from madbench_common.pipeline.argo import API_EGRESS_LABEL, ClusterProfile, ImageLock
 from madbench_common.pipeline.argo_limits import ETCD_LIMIT_BYTES, workflow_limits
 from tests.pipeline.test_argo import task_deps, task_runs
@@ -83,7 +83,8 @@ def _outcome(tasks: dict[str, dict[str, Any]], failed: set[str]) -> dict[str, st
 
 def test_a_failed_answer_stage_blocks_neither_judge_nor_report() -> None:
     """One model's answer shards fail: every other stage still runs, through the report
-    (which names the absent model: tests/deaf/test_pipeline.py); the workflow ends Failed.
+    (which names the absent model: tests/benchmarks/deaf/test_pipeline.py); the workflow ends
+    Failed.
     A failed stimulus stage still stops what needs it."""
     dag = _templates()["madbench"]["dag"]
     assert dag["failFast"] is False
@@ -103,8 +104,8 @@ def test_a_failed_answer_stage_blocks_neither_judge_nor_report() -> None:
 def test_sic_voices_are_a_workflow_parameter() -> None:
     """ElevenLabs voices per SIC profile: a parameter with the documented default set,
     passed verbatim to sic_tts's pods (and parsed there)."""
-    from madbench_common.deaf.design import ELEVENLABS_VOICES, VOICE_PROFILES
-    from madbench_common.deaf.stages_stimuli import parse_voices
+    from madbench_common.benchmarks.deaf.design import ELEVENLABS_VOICES, VOICE_PROFILES
+    from madbench_common.benchmarks.deaf.stages_stimuli import parse_voices
 
     value = _params()["sic_tts_voices"]
     assert parse_voices(value) == dict(ELEVENLABS_VOICES)
@@ -139,7 +140,7 @@ def test_pods_run_the_deaf_commands_and_parse() -> None:
             assert ns.func.__module__ == "madbench_common.cli.pipeline", tpl["name"]
             assert ns.stage in ns.graph_of(ns).stages, tpl["name"]
         else:
-            assert ns.func.__module__ == "madbench_common.deaf.cli", tpl["name"]
+            assert ns.func.__module__ == "madbench_common.benchmarks.deaf.cli", tpl["name"]
     assert "sources" not in _params()
     assert not any(a.startswith("sources=") for a in _shard("deaf_sentences")["container"]["args"])
 
@@ -165,7 +166,7 @@ def test_full_profile_runs_the_papers_models_on_gpu_images() -> None:
 def test_judge_is_r1_for_every_answer_and_its_endpoint_a_parameter() -> None:
     """§2.4/§3.1: DeepSeek-R1 labels every answer. Mode, endpoint and model are workflow
     parameters (deepseek-reasoner no longer serves R1), passed verbatim to the judge pods."""
-    from madbench_common.deaf.judge import R1_BASE_URL, R1_MODEL
+    from madbench_common.benchmarks.deaf.judge import R1_BASE_URL, R1_MODEL
 
     params = _params()
     assert (params["deaf_judge_mode"], params["deaf_judge_judge_base_url"],

@@ -8,9 +8,9 @@ from typing import Any
 import pytest
 import yaml
 
+from madbench_common.benchmarks.madbench.graph import build_graph
 from madbench_common.pipeline import argo
 from madbench_common.pipeline.argo_limits import ETCD_LIMIT_BYTES, node_bytes, workflow_limits
-from madbench_common.pipeline.definition import build_graph
 from madbench_common.pipeline.graph import Stage
 from madbench_common.pipeline.plan import PAPER_CLIPS, Throughput, plan_run
 

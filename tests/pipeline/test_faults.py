@@ -21,10 +21,10 @@ from pathlib import Path
 
 import pytest
 
+from madbench_common.benchmarks.madbench.graph import build_graph
+from madbench_common.benchmarks.madbench.rows import SourceRow, SplitRow, StemRow
 from madbench_common.core.manifest import read_manifest_bytes
 from madbench_common.core.store import RunStore, Store, copy_run, open_store
-from madbench_common.pipeline.definition import build_graph
-from madbench_common.rows import SourceRow, SplitRow, StemRow
 from madbench_common.testing import S3FaultProxy, SeaweedS3
 from madbench_common.testing.faults import (
     LIGHT_EVALUATION,

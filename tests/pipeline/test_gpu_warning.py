@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from madbench_common.pipeline.definition import build_graph
+from madbench_common.benchmarks.madbench.graph import build_graph
 from madbench_common.pipeline.local import LocalRunner, RunOptions
 from madbench_common.pipeline.preflight import gpu_models
 

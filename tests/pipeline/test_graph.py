@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
+from madbench_common.benchmarks.madbench.graph import build_graph
 from madbench_common.core.errors import ConfigError
-from madbench_common.pipeline.definition import build_graph
 from madbench_common.pipeline.graph import Graph, Stage
 
 

@@ -8,14 +8,14 @@ from pathlib import Path
 
 import pytest
 
+from madbench_common.benchmarks.madbench.graph import build_graph
+from madbench_common.benchmarks.madbench.rows import SampleRow
 from madbench_common.cli import main
 from madbench_common.core.errors import ConfigError
 from madbench_common.core.manifest import write_manifest_bytes
 from madbench_common.core.store import FileStore, RunStore
-from madbench_common.pipeline.definition import build_graph
 from madbench_common.pipeline.interpreter import InterpreterEngine, parse_interpreters
 from madbench_common.pipeline.stage import make_context, stage_done
-from madbench_common.rows import SampleRow
 
 STAGE = "omni_qwen25omni"
 

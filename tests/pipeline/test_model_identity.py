@@ -22,9 +22,9 @@ import pytest
 
 from madbench_common.core.errors import ConfigError
 from madbench_common.core.store import RunStore, open_store
+from madbench_common.models.answer_cache import ResponseCache, ResponseKey
 from madbench_common.models.registry import REGISTRY, ModelSpec, load_model
 from madbench_common.models.roles import OmniAnswer
-from madbench_common.omni.cache import ResponseCache, ResponseKey
 from madbench_common.pipeline.argo import ImageLock
 from madbench_common.pipeline.graph import Graph, Stage
 from madbench_common.pipeline.identity import (
@@ -240,7 +240,7 @@ def test_an_av_detector_identity_covers_its_helpers_and_face_cropper(
 
     def edited(name: str) -> Any:
         got = real(name)
-        if name == "madbench_common.reference.face" and got is not None:
+        if name == "madbench_common.models.reference.face" and got is not None:
             return ("0" * 64, got[1], got[2])
         return got
 

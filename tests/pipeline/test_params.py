@@ -16,10 +16,10 @@ from pathlib import Path
 import pytest
 import yaml
 
+from madbench_common.benchmarks.deaf.graph import build_deaf_graph
+from madbench_common.benchmarks.madbench.graph import build_graph
 from madbench_common.cli import main
 from madbench_common.core.errors import ConfigError
-from madbench_common.deaf.graph import build_deaf_graph
-from madbench_common.pipeline.definition import build_graph
 from madbench_common.pipeline.graph import Graph
 from madbench_common.pipeline.params import (
     check_params,

@@ -8,9 +8,9 @@ from pathlib import Path
 
 import pytest
 
+from madbench_common.benchmarks.deaf.graph import build_deaf_graph
+from madbench_common.benchmarks.madbench.graph import build_graph
 from madbench_common.core.errors import ConfigError
-from madbench_common.deaf.graph import build_deaf_graph
-from madbench_common.pipeline.definition import build_graph
 from madbench_common.pipeline.pipelines import PIPELINES, build_pipeline
 
 PACKAGE = Path(__file__).resolve().parents[2] / "madbench_common"

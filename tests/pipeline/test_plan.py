@@ -7,9 +7,9 @@ from pathlib import Path
 
 import pytest
 
+from madbench_common.benchmarks.madbench.graph import build_graph
 from madbench_common.cli import cluster as cli_cluster
 from madbench_common.core.errors import ConfigError
-from madbench_common.pipeline.definition import build_graph
 from madbench_common.pipeline.graph import Graph, Stage
 from madbench_common.pipeline.plan import (
     PAPER_CLIPS,

@@ -8,10 +8,10 @@ from pathlib import Path
 
 import pytest
 
+from madbench_common.benchmarks.deaf.graph import build_deaf_graph
+from madbench_common.benchmarks.deaf.stages_eval import JudgeStage
 from madbench_common.cli import main
 from madbench_common.core.store import RunStore, open_store
-from madbench_common.deaf.graph import build_deaf_graph
-from madbench_common.deaf.stages_eval import JudgeStage
 from madbench_common.pipeline.local import RunOptions
 from madbench_common.pipeline.preflight import Where, check_run, pending_stages
 from madbench_common.pipeline.stage import read_marker, stage_params

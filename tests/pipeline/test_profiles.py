@@ -86,8 +86,8 @@ def test_full_workflow_runs_the_profile_and_smoke_the_references() -> None:
 
 
 def test_madbench_full_profile_runs_registered_models_on_their_images() -> None:
+    from madbench_common.benchmarks.madbench.graph import build_graph
     from madbench_common.models.registry import REGISTRY
-    from madbench_common.pipeline.definition import build_graph
 
     embedded, full = build_graph(), build_graph().profiled("full")
     assert full["separate"].model == "separator-mossformer2"

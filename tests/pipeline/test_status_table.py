@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
+from madbench_common.benchmarks.madbench.rows import ComponentRow, PairRow, SampleRow
 from madbench_common.pipeline.status import RunStatus, StageStatus, _stage_counts, table_one
-from madbench_common.rows import ComponentRow, PairRow, SampleRow
 
 
 def _samples() -> list[SampleRow]:

@@ -68,7 +68,7 @@ _QWEN_SPECIALS = {"audio_token": "<|AUDIO|>", "audio_bos_token": "<|audio_bos|>"
 
 def omni_texts() -> list[str]:
     """Texts the tiny tokenizers are trained on: every packaged question and answer form."""
-    from madbench_common.prompts import packaged_prompts
+    from madbench_common.benchmarks.madbench.prompts import packaged_prompts
 
     out = ["You are a helpful assistant.", "system user assistant"]
     for prompt in packaged_prompts():

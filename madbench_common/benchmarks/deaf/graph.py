@@ -1,0 +1,197 @@
+"""The DEAF graph, declared once: ``madbench deaf run`` runs it, ``madbench render`` compiles it.
+
+Stimuli (sentences, background library, three ESC TTS settings, BSC speech and mixing,
+SIC voices) → trials → one ``answer_<model>`` stage per model → judge → metrics →
+report. Stimulus stages default to the CPU references, so a laptop makes every clip;
+each stage's ``full`` profile names what ``workflows/deaf.yaml`` runs: the paper's
+models on their images and ElevenLabs for SIC. The judge is the paper's in both
+profiles: DeepSeek-R1 labels every answer (§2.4, §3.1; :mod:`.judge`), so a run needs
+``$JUDGE_API_KEY`` (or another endpoint: workflow parameters ``deaf_judge_judge_base_url``
+and ``deaf_judge_judge_model_id``); ``mode=rule`` is the offline keyword option.
+
+One model's failed answer stage does not stop the others: the judge and the report take
+the answer stages as optional inputs (``Stage.optional_inputs``). On Argo they wait for
+every answer stage to finish, succeeded or failed (``depends``, ``failFast: false``); the
+judge judges the models that answered, metrics cover them, and the report lists each
+absent model as such (no answers: its stage failed or did not run). The workflow still
+ends Failed, naming the failed stage. A local ``madbench deaf run`` stops at the first
+failed stage instead (rerun it, or ``--models`` without that model, to finish).
+
+SIC voices (``sic_tts``'s ``voices``: profile → ElevenLabs voice id) are the workflow
+parameter ``sic_tts_voices`` (JSON), by default :data:`~.design.ELEVENLABS_VOICES`.
+
+The paper's stimuli on a cluster (§2.1, Appendix A.2): ``deaf_sentences_emis`` and
+``esc_tts_{a,b,c}_emis`` (one ``s3://`` EMIS copy: its sentences and its three TTS
+systems' clips), ``deaf_envlib_demand`` (an ``s3://`` DEMAND copy), and BSC speech from
+Microsoft neural TTS (``bsc_speech``: ``deaf-azure-tts``, en-US-GuyNeural, key
+``AZURE_SPEECH_KEY``, region in ``bsc_speech_model_args``). Each ESC setting is also a
+model slot: ``esc_tts_<s>_model``/``_image``/``_model_args`` take any registered
+``emotional_tts`` model (``synthesise(text, emotion, sample_rate, seed)``) in place of
+the CPU reference when no EMIS copy is given.
+
+Answer stages: the paper's seven models by default (§3.1), or any list of
+:data:`PAPER_MODELS` names and ``name=slug`` pairs naming any registered ``OmniModel``
+(the MADBench omni adapters included), e.g. ``qwen2_audio,qwen25_omni=omni-qwen25omni``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from madbench_common.benchmarks.deaf.design import ELEVENLABS_VOICES
+from madbench_common.benchmarks.deaf.judge import (
+    DEFAULT_MODE,
+    JUDGE_MAX_TOKENS,
+    R1_BASE_URL,
+    R1_MODEL,
+)
+from madbench_common.core.errors import ConfigError
+from madbench_common.pipeline.graph import Graph, Stage
+
+__all__ = ["CLIP_STAGES", "PAPER_MODELS", "AnswerModel", "build_deaf_graph", "resolve_models"]
+
+_PKG = "madbench_common.benchmarks.deaf"
+CLIP_STAGES = ("esc_tts_a", "esc_tts_b", "esc_tts_c", "bsc_mix", "sic_tts")
+"""The stages whose clips are asked about (``bsc_speech`` is mixed first)."""
+
+
+@dataclass(frozen=True)
+class AnswerModel:
+    """One answer stage: ``answer_<name>`` runs ``slug`` on ``image``; a GPU model's pod
+    asks for ``memory`` and, where set, a GPU of more than ``gpu_memory_gib``."""
+
+    name: str
+    slug: str
+    image: str = "reference-cpu"
+    gpu: int = 0
+    secrets: tuple[str, ...] = ()
+    memory: str = "48Gi"
+    gpu_memory_gib: int = 0
+
+    @property
+    def stage(self) -> str:
+        return f"answer_{self.name}"
+
+
+def _from_cards() -> tuple[AnswerModel, ...]:
+    """Every catalog card with an ``answer_<name>`` slot, in the paper's order."""
+    from madbench_common.models.catalog import slot_cards
+
+    return tuple(AnswerModel(stage.removeprefix("answer_"), c.slug, c.image, c.slot.gpu,
+                             c.slot.secrets, c.slot.memory or "48Gi", c.slot.gpu_memory_gib)
+                 for c in slot_cards("answer_") if c.slot for stage in c.slot.stages)
+
+
+PAPER_MODELS = _from_cards()
+"""The seven models of §3.1, in the paper's order.
+
+Qwen3-Omni-30B-A3B's thinker (the only part built: ``enable_audio_output=False``) has
+31.3 B parameters (counted on the meta device from transformers 5.24's
+``Qwen3OmniMoeThinkerConfig`` with the release's 48 text layers and 152,064-token
+vocabulary; the release's 32 query heads add ~0.45 B): ~59 GiB in bf16. Its adapter
+loads with ``from_pretrained`` (no ``device_map``) into host memory and then moves to
+the GPU, so the pod holds the whole thinker in RAM once: 80 GiB covers it plus the
+interpreter, torch and CUDA context (the other models keep 48 GiB). On the GPU it
+needs the 59 GiB plus activations for a few seconds of audio: an 80 GB-class card
+(A100/H100 80 GB, H200), hence ``gpu_memory_gib=70`` — more than a 48 GB L40S or
+A6000 offers. (§3.1 ran every open model on one RTX 4090, 24 GB, which cannot hold
+this thinker in bf16; the paper does not say how.)"""
+
+
+def resolve_models(names: Sequence[str]) -> list[AnswerModel]:
+    """Answer models from names of :data:`PAPER_MODELS` or ``name=slug`` pairs."""
+    from madbench_common.models.registry import REGISTRY
+
+    known = {m.name: m for m in PAPER_MODELS}
+    out = []
+    for item in names:
+        name, eq, slug = item.partition("=")
+        if not eq:
+            if name not in known:
+                raise ConfigError(f"unknown DEAF model {name!r}; known: {', '.join(known)} "
+                                  "(or name=<registry slug>)")
+            out.append(known[name])
+            continue
+        spec = REGISTRY.get(slug)
+        if spec is None:
+            raise ConfigError(f"--models {item!r}: no registered model {slug!r}")
+        gpu = 0 if spec.image == "reference-cpu" else 1
+        out.append(AnswerModel(name, slug, spec.image, gpu))
+    if len({m.name for m in out}) != len(out):
+        raise ConfigError("DEAF model names must be unique")
+    return out
+
+
+def _stimulus_stages() -> list[Stage]:
+    esc = [Stage(name=f"esc_tts_{s}", role="emotional_tts",
+                 target=f"{_PKG}.stages_stimuli:EscStage",
+                 inputs=("deaf_sentences",), outputs=("deaf_stimuli",),
+                 model=f"ref-deaf-emotion-{s}", shards=4,
+                 params={"setting": s, "emis": "", "model_args": {}},
+                 workflow_params=("emis", "model_args"))
+           for s in "abc"]
+    return [
+        Stage(name="deaf_sentences", role="core", target=f"{_PKG}.stages_stimuli:SentencesStage",
+              outputs=("deaf_sentences",), timeout=600,
+              params={"sentences": "", "emis": "", "per_stratum": 0},
+              workflow_params=("emis",)),
+        Stage(name="deaf_envlib", role="core", target=f"{_PKG}.stages_stimuli:EnvLibStage",
+              outputs=("deaf_envlib",), timeout=600,
+              params={"library": "", "demand": ""},
+              workflow_params=("demand",)),
+        *esc,
+        Stage(name="bsc_speech", role="voice_tts", target=f"{_PKG}.stages_stimuli:BscSpeechStage",
+              inputs=("deaf_sentences",), outputs=("deaf_stimuli",), model="ref-deaf-voices",
+              shards=2, params={"model_args": {}},
+              full={"model": "deaf-azure-tts",
+                    "params": {"model_args": {"region": "eastus",
+                                              "voices": {"narrator": "en-US-GuyNeural"}}}},
+              secrets=("AZURE_SPEECH_KEY",), workflow_params=("model_args",)),
+        Stage(name="bsc_mix", role="core", target=f"{_PKG}.stages_stimuli:BscMixStage",
+              inputs=("deaf_sentences", "bsc_speech", "deaf_envlib"), outputs=("deaf_stimuli",),
+              shards=4, params={"snrs": [-10, -5, 0, 5, 10]}),
+        Stage(name="sic_tts", role="voice_tts", target=f"{_PKG}.stages_stimuli:SicStage",
+              inputs=("deaf_sentences",), outputs=("deaf_stimuli",), model="ref-deaf-voices",
+              shards=2, params={"model_args": {}, "voices": ""},
+              full={"model": "deaf-elevenlabs", "params": {"voices": dict(ELEVENLABS_VOICES)}},
+              secrets=("ELEVENLABS_API_KEY",), workflow_params=("voices",)),
+    ]
+
+
+def _answer_stage(m: AnswerModel) -> Stage:
+    return Stage(
+        name=m.stage, role="omni", target=f"{_PKG}.stages_eval:AnswerStage",
+        inputs=("deaf_trials", *CLIP_STAGES), outputs=("deaf_answers",), model=m.slug,
+        memory="4Gi", shards=4, timeout=6 * 3600, secrets=m.secrets,
+        params={"model_args": {}},
+        full={"image": m.image, "gpu": m.gpu, "memory": m.memory,
+              **({"gpu_memory_gib": m.gpu_memory_gib} if m.gpu_memory_gib else {})}
+        if m.gpu else {},
+    )
+
+
+def build_deaf_graph(models: Sequence[str] = ()) -> Graph:
+    """The DEAF graph with answer stages for ``models`` (default: the paper's seven)."""
+    answer = resolve_models(models) if models else list(PAPER_MODELS)
+    answer_stages = [_answer_stage(m) for m in answer]
+    names = tuple(s.name for s in answer_stages)
+    return Graph([
+        *_stimulus_stages(),
+        Stage(name="deaf_trials", role="core", target=f"{_PKG}.stages_eval:TrialsStage",
+              inputs=CLIP_STAGES, outputs=("deaf_trials",)),
+        *answer_stages,
+        Stage(name="deaf_judge", role="judge", target=f"{_PKG}.stages_eval:JudgeStage",
+              inputs=("deaf_trials", *names), optional_inputs=names,
+              outputs=("deaf_verdicts",), shards=4,
+              timeout=6 * 3600, secrets=("JUDGE_API_KEY",),
+              params={"mode": DEFAULT_MODE, "judge_base_url": R1_BASE_URL,
+                      "judge_model_id": R1_MODEL, "judge_max_tokens": JUDGE_MAX_TOKENS},
+              workflow_params=("mode", "judge_base_url", "judge_model_id")),
+        Stage(name="deaf_metrics", role="core", target=f"{_PKG}.stages_eval:MetricsStage",
+              inputs=("deaf_trials", "deaf_judge"), outputs=("deaf_metrics",),
+              memory="4Gi"),
+        Stage(name="deaf_report", role="core", target=f"{_PKG}.stage_report:ReportStage",
+              inputs=("deaf_metrics", "deaf_judge", "deaf_envlib", *CLIP_STAGES, *names),
+              optional_inputs=names, outputs=("deaf_report",)),
+    ])

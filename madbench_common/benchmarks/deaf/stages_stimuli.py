@@ -1,0 +1,410 @@
+"""DEAF stimulus stages: sentences, the background library, and the ESC, BSC and SIC clips.
+
+Every clip row says whether a CPU reference made it (``reference``) or the paper's own
+material did (EMIS audio, DEMAND backgrounds, the ElevenLabs voices), so reports can
+label them. A clip that cannot be made (a background missing from the library, a TTS
+failure) is quarantined with a reason; a missing tool or key stops the run (exit 3).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import importlib
+import inspect
+import json
+import logging
+import subprocess
+from collections.abc import Mapping, Sequence
+from functools import cached_property
+from pathlib import Path
+from typing import Any, ClassVar
+
+from madbench_common.benchmarks.deaf.datasets import is_remote
+from madbench_common.benchmarks.deaf.design import SNRS_DB, VOICE_PROFILES, environment
+from madbench_common.benchmarks.deaf.envlib import (
+    LibraryEntry,
+    library_entries,
+    load_background,
+    mix_at_snr,
+)
+from madbench_common.benchmarks.deaf.plan import ClipSpec, plan_bsc, plan_esc, plan_sic
+from madbench_common.benchmarks.deaf.roles import NARRATOR
+from madbench_common.benchmarks.deaf.rows import EnvRow, SentenceRow, StimulusRow
+from madbench_common.benchmarks.deaf.sentences import EmisClip, load_sentences, read_emis_clips
+from madbench_common.core.errors import ConfigError, InputRejected
+from madbench_common.core.types import Audio
+from madbench_common.media.audio import read_wav_bytes, resample
+from madbench_common.models.registry import REGISTRY
+from madbench_common.pipeline.stage import MapStage
+
+__all__ = ["BscMixStage", "BscSpeechStage", "EnvLibStage", "EscStage", "SentencesStage",
+           "SicStage", "instantiate", "model_args", "model_class", "parse_voices",
+           "repo_library"]
+
+log = logging.getLogger("madbench")
+_SR = 16000
+
+
+def model_class(slug: str) -> Any:
+    """The class registered as ``slug`` (imported)."""
+    try:
+        spec = REGISTRY[slug]
+    except KeyError:
+        raise ConfigError(f"unknown model slug {slug!r}") from None
+    module, _, name = spec.target.partition(":")
+    return getattr(importlib.import_module(module), name)
+
+
+def instantiate(slug: str, kwargs: dict[str, Any] | str | None = None) -> Any:
+    """A fresh instance of the registered model ``slug`` with constructor ``kwargs`` (a
+    mapping, or its JSON text as a workflow parameter passes it)."""
+    return model_class(slug)(**model_args(kwargs))
+
+
+def model_args(value: dict[str, Any] | str | None) -> dict[str, Any]:
+    """Constructor arguments from a mapping or its JSON text (``""``: none)."""
+    if isinstance(value, str):
+        try:
+            value = json.loads(value) if value.strip() else {}
+        except json.JSONDecodeError as exc:
+            raise ConfigError(f"model_args: not JSON ({exc})") from None
+    if value is None:
+        return {}
+    if not isinstance(value, dict):
+        raise ConfigError(f"model_args: expected a JSON object, got {value!r}")
+    return dict(value)
+
+
+def repo_library() -> str:
+    """The committed offline library when running from a checkout, else ``""``."""
+    path = Path(__file__).resolve().parents[3] / "data" / "deaf" / "envlib"
+    return str(path) if path.is_dir() else ""
+
+
+class SentencesStage(MapStage[SentenceRow]):
+    """The run's sentence set: committed, EMIS (``emis``) or a user CSV (``sentences``)."""
+
+    row_type = SentenceRow
+    id_field = "sentence_id"
+
+    @staticmethod
+    def preflight(params: dict[str, Any]) -> list[str]:
+        """The sentence CSV and the EMIS copy named exist (a local one; s3:// is read later)."""
+        out = []
+        if params.get("sentences") and not Path(str(params["sentences"])).is_file():
+            out.append(f"sentences CSV {params['sentences']}: no such file")
+        return out + _emis_problem(params)
+
+    @cached_property
+    def sentences(self) -> dict[str, SentenceRow]:
+        p = self.ctx.params
+        loaded = load_sentences(p.get("sentences", ""), p.get("emis", ""),
+                                int(p.get("per_stratum", 0)))
+        source = {"esc": "emis" if p.get("emis") else "committed"}
+        user = {s.conflict for s in load_sentences(p["sentences"])} if p.get("sentences") \
+            else set()
+        return {s.sentence_id: SentenceRow(
+            **dataclasses.asdict(s),
+            source="user" if s.conflict in user else source.get(s.conflict, "committed"))
+            for s in loaded}
+
+    def plan(self) -> list[str]:
+        return sorted(self.sentences)
+
+    def run_item(self, item: str) -> SentenceRow:
+        return self.sentences[item].with_provenance(self.ctx.provenance())
+
+    def rejected_row(self, item: str, exc: InputRejected) -> SentenceRow:
+        raise AssertionError("sentences are validated when loaded")
+
+
+class EnvLibStage(MapStage[EnvRow]):
+    """The run's BSC backgrounds: DEMAND (``demand``) or the offline library (``library``)."""
+
+    defaults: ClassVar[Mapping[str, Any]] = {"seconds": 20.0}
+
+    row_type = EnvRow
+    id_field = "code"
+
+    @staticmethod
+    def preflight(params: dict[str, Any]) -> list[str]:
+        """A background library exists: the DEMAND folder named, or the offline library."""
+        demand, library = str(params.get("demand") or ""), params.get("library") or \
+            repo_library()
+        if demand and not is_remote(demand) and not Path(demand).is_dir():
+            return [f"DEMAND folder {demand}: not found"]
+        if not demand and not library:
+            return ["no background library: pass library=<folder with envlib.csv> or "
+                    "demand=<DEMAND folder or s3:// prefix>"]
+        return []
+
+    @cached_property
+    def entries(self) -> dict[str, LibraryEntry]:
+        p = self.ctx.params
+        library = p.get("library") or repo_library()
+        if not library and not p.get("demand"):
+            raise ConfigError("no background library: pass library=<folder with envlib.csv> "
+                              "(data/deaf/envlib in a checkout) or demand=<DEMAND folder>")
+        return {e.env.code: e for e in library_entries(library, p.get("demand", ""))}
+
+    def plan(self) -> list[str]:
+        return sorted(self.entries)
+
+    def _row(self, e: LibraryEntry, **kw: Any) -> EnvRow:
+        return EnvRow(code=e.env.code, category=e.env.category, name=e.env.name,
+                      source=e.source, quality=e.quality, files=e.files, licence=e.licence,
+                      attribution=e.attribution, **kw)
+
+    def run_item(self, item: str) -> EnvRow:
+        e = self.entries[item]
+        if not e.path:
+            raise InputRejected(item, "environment_missing",
+                                f"no {e.env.name} recording in the {e.source} library")
+        audio = load_background(e, _SR, float(self.ctx.params["seconds"]))
+        info = self.ctx.save_audio(f"envlib/{item}.wav", audio, _SR)
+        return self._row(e, audio_uri=info.uri, audio_sha256=info.sha256,
+                         duration=len(audio) / _SR, sample_rate=_SR).with_provenance(
+            self.ctx.provenance())
+
+    def rejected_row(self, item: str, exc: InputRejected) -> EnvRow:
+        return self._row(self.entries[item], status="rejected", reason=exc.reason,
+                         detail=exc.detail).with_provenance(self.ctx.provenance())
+
+
+class _ClipStage(MapStage[StimulusRow]):
+    """Shared plumbing: planned clips of this stage, a model, audio saving, quarantine."""
+
+    row_type = StimulusRow
+    id_field = "stimulus_id"
+    reference = True
+
+    @cached_property
+    def sentence_rows(self) -> list[SentenceRow]:
+        return [r for r in self.ctx.read_input("deaf_sentences", SentenceRow) if r.ok]
+
+    @cached_property
+    def specs(self) -> dict[str, ClipSpec]:
+        return {c.stimulus_id: c for c in self.plan_specs(self.sentence_rows)}
+
+    @cached_property
+    def model(self) -> Any:
+        slug = self.ctx.params.get("model") or self.ctx.stage.model
+        return instantiate(slug, self.ctx.params.get("model_args") or {})
+
+    def plan_specs(self, sentences: Sequence[Any]) -> list[ClipSpec]:
+        raise NotImplementedError
+
+    def render(self, spec: ClipSpec) -> Audio:
+        raise NotImplementedError
+
+    def plan(self) -> list[str]:
+        return sorted(self.specs)
+
+    def _base(self, spec: ClipSpec) -> dict[str, Any]:
+        return {k: getattr(spec, k) for k in (
+            "stimulus_id", "conflict", "sentence_id", "subdim", "condition", "text", "semantic",
+            "acoustic", "matched", "setting", "pairing", "snr_db")}
+
+    def run_item(self, item: str) -> StimulusRow:
+        spec = self.specs[item]
+        try:
+            audio = self.render(spec)
+        except (ValueError, RuntimeError, subprocess.SubprocessError) as exc:
+            raise InputRejected(item, "generation_failed", f"{type(exc).__name__}: {exc}") \
+                from None
+        info = self.ctx.save_audio(f"{spec.conflict}/{item}.wav", audio, _SR)
+        slug, version = self.provenance_model()
+        return StimulusRow(**self._base(spec), reference=self.reference, audio_uri=info.uri,
+                           audio_sha256=info.sha256, duration=len(audio) / _SR,
+                           sample_rate=_SR).with_provenance(self.ctx.provenance(slug, version))
+
+    def provenance_model(self) -> tuple[str, str]:
+        return str(self.model.slug), str(self.model.version)
+
+    def rejected_row(self, item: str, exc: InputRejected) -> StimulusRow:
+        return StimulusRow(**self._base(self.specs[item]), status="rejected", reason=exc.reason,
+                           detail=exc.detail).with_provenance(self.ctx.provenance())
+
+
+class EscStage(_ClipStage):
+    """ESC clips of one TTS setting: EMIS's own clips when ``emis`` is set (a folder or an
+    ``s3://`` prefix), else synthesised by the stage's ``emotional_tts`` model — the CPU
+    reference by default, or any registered model put in the slot (``model``,
+    ``model_args``; workflow parameters ``esc_tts_<s>_model``, ``_image``,
+    ``_model_args``)."""
+
+    defaults: ClassVar[Mapping[str, Any]] = {"setting": "a", "model": ""}
+
+    @staticmethod
+    def preflight(params: dict[str, Any]) -> list[str]:
+        return _emis_problem(params)
+
+    @staticmethod
+    def preflight_models(params: dict[str, Any]) -> list[str]:
+        """EMIS clips need no model; otherwise the stage's model synthesises."""
+        return [] if params.get("emis") else [str(params["model"])]
+
+    @property
+    def setting(self) -> str:
+        return str(self.ctx.params["setting"])
+
+    @cached_property
+    def emis(self) -> dict[tuple[str, str], EmisClip]:
+        """EMIS clips of this setting: TTS systems in sorted order are settings a, b, c."""
+        clips = read_emis_clips(self.ctx.params["emis"])
+        systems = sorted({c.tts for c in clips})
+        index = "abc".index(self.setting)
+        if index >= len(systems):
+            raise ConfigError(f"EMIS copy has TTS systems {systems}; none for setting "
+                              f"{self.setting!r}")
+        return {(c.sentence_id, c.audio_emotion): c for c in clips if c.tts == systems[index]}
+
+    @property
+    def reference(self) -> bool:  # type: ignore[override]
+        """EMIS clips are the paper's; a model in the slot says whether it is a reference."""
+        return not self.ctx.params.get("emis") and bool(getattr(self.model, "reference", True))
+
+    def plan_specs(self, sentences: Sequence[Any]) -> list[ClipSpec]:
+        return plan_esc(sentences, self.setting)
+
+    def provenance_model(self) -> tuple[str, str]:
+        return ("emis", "zenodo-19207001") if self.ctx.params.get("emis") \
+            else super().provenance_model()
+
+    def render(self, spec: ClipSpec) -> Audio:
+        if self.ctx.params.get("emis"):
+            clip = self.emis.get((spec.sentence_id, spec.acoustic))
+            if clip is None:
+                raise InputRejected(spec.stimulus_id, "emis_clip_missing",
+                                    f"{spec.sentence_id} {spec.acoustic}")
+            audio, sr = read_wav_bytes(clip.read())
+            return resample(audio, sr, _SR)
+        return self.model.synthesise(spec.text, spec.acoustic, _SR,
+                                     seed=int(self.ctx.rng(spec.stimulus_id).integers(2**31)))
+
+
+class BscSpeechStage(_ClipStage):
+    """BSC speech before mixing: every BSC sentence in the one narrator voice."""
+
+    def plan_specs(self, sentences: Sequence[Any]) -> list[ClipSpec]:
+        return [ClipSpec(f"bscsp-{s.sentence_id}", "bsc", s.sentence_id, "", s.condition, s.text,
+                         s.label, NARRATOR, False) for s in sentences if s.conflict == "bsc"]
+
+    @property
+    def reference(self) -> bool:  # type: ignore[override]
+        return bool(self.model.reference)
+
+    def render(self, spec: ClipSpec) -> Audio:
+        return self.model.synthesise(spec.text, NARRATOR, _SR)
+
+
+def _emis_problem(params: dict[str, Any]) -> list[str]:
+    emis = str(params.get("emis") or "")
+    if emis and not is_remote(emis) and not Path(emis).is_dir():
+        return [f"EMIS copy {emis}: no such folder"]
+    return []
+
+
+def parse_voices(value: Any) -> dict[str, str]:
+    """``voices`` (profile → voice id) from a mapping or its JSON text (``""``: none)."""
+    if isinstance(value, str):
+        if not value.strip():
+            return {}
+        try:
+            value = json.loads(value)
+        except json.JSONDecodeError as exc:
+            raise ConfigError(f"voices: not JSON ({exc}); expected "
+                              '{"young_male": "<voice id>", ...}') from None
+    if not isinstance(value, dict) or not all(
+            isinstance(k, str) and isinstance(v, str) and v for k, v in value.items()):
+        raise ConfigError(f"voices: expected a JSON object of profile → voice id, got {value!r}")
+    unknown = set(value) - {p.name for p in VOICE_PROFILES}
+    if unknown:
+        raise ConfigError(f"voices: unknown profiles {sorted(unknown)}; profiles: "
+                          f"{', '.join(p.name for p in VOICE_PROFILES)}")
+    return dict(value)
+
+
+class SicStage(_ClipStage):
+    """SIC clips: each sentence in the voice profiles its sub-dimension calls for.
+
+    ``voices`` (a JSON object, profile → voice id: the workflow parameter
+    ``sic_tts_voices``) reaches a model that takes ``voices`` (ElevenLabs); a model that
+    picks its own voices (the CPU reference) ignores it, with a log line.
+    """
+
+    defaults: ClassVar[Mapping[str, Any]] = {"voices": ""}
+
+    @cached_property
+    def model(self) -> Any:
+        slug = self.ctx.params.get("model") or self.ctx.stage.model
+        kwargs = model_args(self.ctx.params.get("model_args"))
+        voices = parse_voices(self.ctx.params["voices"])
+        if voices and "voices" not in kwargs:
+            if "voices" in inspect.signature(model_class(slug)).parameters:
+                kwargs["voices"] = voices
+            else:
+                log.info("sic_tts: %s chooses its own voices; voices= is not used", slug)
+        return instantiate(slug, kwargs)
+
+    def plan_specs(self, sentences: Sequence[Any]) -> list[ClipSpec]:
+        return plan_sic(sentences)
+
+    @property
+    def reference(self) -> bool:  # type: ignore[override]
+        return bool(self.model.reference)
+
+    def render(self, spec: ClipSpec) -> Audio:
+        return self.model.synthesise(spec.text, spec.acoustic, _SR,
+                                     seed=int(self.ctx.rng(spec.stimulus_id).integers(2**31)))
+
+
+class BscMixStage(_ClipStage):
+    """BSC clips: narrator speech over its Matched / Within / Cross backgrounds at each SNR."""
+
+    defaults: ClassVar[Mapping[str, Any]] = {"snrs": SNRS_DB, "pairing_seed": 0}
+
+    @cached_property
+    def speech(self) -> dict[str, StimulusRow]:
+        return {r.sentence_id: r for r in self.ctx.read_input("bsc_speech", StimulusRow) if r.ok}
+
+    @cached_property
+    def backgrounds(self) -> dict[str, EnvRow]:
+        return {r.code: r for r in self.ctx.read_input("deaf_envlib", EnvRow)}
+
+    @cached_property
+    def bg_audio(self) -> dict[str, Audio]:
+        return {}
+
+    def plan_specs(self, sentences: Sequence[Any]) -> list[ClipSpec]:
+        snrs = [int(s) for s in self.ctx.params["snrs"]]
+        return plan_bsc(sentences, snrs, int(self.ctx.params["pairing_seed"]))
+
+    def provenance_model(self) -> tuple[str, str]:
+        return "mix", "1"
+
+    @property
+    def reference(self) -> bool:  # type: ignore[override]
+        demand = all(r.source == "demand" for r in self.backgrounds.values() if r.ok)
+        speech = all(not r.reference for r in self.speech.values())
+        return not (demand and speech)
+
+    def _background(self, code: str) -> Audio:
+        row = self.backgrounds.get(code)
+        if row is None or not row.ok:
+            raise InputRejected(code, "environment_missing",
+                                f"{environment(code).name}: not in the background library")
+        if code not in self.bg_audio:
+            self.bg_audio[code] = self.ctx.load_audio(row.audio_uri, row.audio_sha256)[0]
+        return self.bg_audio[code]
+
+    def render(self, spec: ClipSpec) -> Audio:
+        speech_row = self.speech.get(spec.sentence_id)
+        if speech_row is None:
+            raise InputRejected(spec.stimulus_id, "speech_missing", spec.sentence_id)
+        try:
+            background = self._background(spec.acoustic)
+        except InputRejected as exc:
+            raise InputRejected(spec.stimulus_id, exc.reason, exc.detail) from None
+        speech, _ = self.ctx.load_audio(speech_row.audio_uri, speech_row.audio_sha256)
+        return mix_at_snr(speech, background, spec.snr_db, _SR, self.ctx.rng(spec.stimulus_id))

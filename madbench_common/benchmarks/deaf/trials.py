@@ -1,0 +1,205 @@
+"""DEAF trials: the test query, its matched-audio control query and the answer key, per level.
+
+A *query* is one model input: a clip, a question (Q1 acoustic, Q2 semantic) and an
+optional misleading claim prepended to it (§2.3). A *trial* is what gets scored: a test
+query on mismatched audio, and — for ASS (§2.5: "the same text and question under two
+conditions: matched audio and mismatched audio") — the control query with the same text,
+prompt and question on matched audio. Both answers are judged against the test's key, so
+a model that answers from the words gets the same label twice (ASS 0) and one that
+follows the sound changes label.
+
+* **L1**: mismatched clips, no prompt; Q1 with its control, and Q2 (the semantic check)
+  without one. Mismatched means the audio's class differs from a class the words imply;
+  ESC's neutral sentences count (neutral is an ESC class, as in the paper's 936
+  mismatched clips), BSC's and SIC's neutral sentences do not (they imply no
+  environment or voice) and serve Level 2.
+* **L2**: neutral sentences with a misleading claim. ESC: each non-neutral prosody with
+  the Appendix A.3 claim (happy → sad, sad → happy, angry → calm). SIC: each voice
+  twice, once claiming the other gender and once the other age group. BSC: each neutral
+  clip twice, with a claim chosen by its background as A.3's claims are ("Background is
+  office → … a forest with birds"): a **Within** claim (another environment of the
+  background's category, A.2.2's rotation) and a **Cross** claim
+  (:func:`~.design.level2_cross_claim`: A.3's environment where it names one, else A.2.2's
+  category pairing), so Table 4's EDI exists at L2 (the paper reports it; it does not
+  say how its L2 Within/Cross trials were built, so this is the choice here). The
+  control is the clip whose audio has the claimed property: for ESC and SIC the same
+  sentence's; for BSC a neutral sentence's clip over the claimed background at the same
+  SNR — the same sentence's where it has one, else the first other neutral sentence's
+  (neutral words carry no environment, and the prompt and question are the same). An L2
+  BSC trial with no such clip keeps its Acc and has no ASS pair.
+* **L3**: L1's mismatched clips with the claim of the words' own class; the control is
+  the matched clip under the same claim.
+
+A trial whose control clip is missing from the run (quarantined upstream) is kept as a
+``rejected`` row (``control_missing``) and scored nowhere.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Iterable, Sequence
+from typing import Protocol
+
+from madbench_common.benchmarks.deaf.design import (
+    VOICE_PROFILES,
+    level2_cross_claim,
+    within_mismatch,
+)
+from madbench_common.benchmarks.deaf.prompts import PromptSet
+from madbench_common.benchmarks.deaf.rows import TrialRow
+
+__all__ = ["Clip", "build_trials", "query_id", "sic_conflict_attrs"]
+
+
+class Clip(Protocol):
+    """What trials need of a stimulus (a :class:`StimulusRow` or a :class:`ClipSpec`)."""
+
+    @property
+    def stimulus_id(self) -> str: ...
+    @property
+    def conflict(self) -> str: ...
+    @property
+    def sentence_id(self) -> str: ...
+    @property
+    def subdim(self) -> str: ...
+    @property
+    def condition(self) -> str: ...
+    @property
+    def text(self) -> str: ...
+    @property
+    def semantic(self) -> str: ...
+    @property
+    def acoustic(self) -> str: ...
+    @property
+    def matched(self) -> bool: ...
+    @property
+    def setting(self) -> str: ...
+    @property
+    def pairing(self) -> str: ...
+    @property
+    def snr_db(self) -> int: ...
+
+
+def query_id(stimulus_id: str, question: str, claim: str = "") -> str:
+    """``<stimulus>|<question>|<claim or ->``: one model input."""
+    return f"{stimulus_id}|{question}|{claim or '-'}"
+
+
+def sic_conflict_attrs(voice: str, claim: str) -> tuple[str, ...]:
+    """The attributes (``gender``, ``age``) on which a SIC claim contradicts the voice."""
+    profile = next(p for p in VOICE_PROFILES if p.name == voice)
+    parts = claim.split("_")
+    attrs = []
+    if any(g in parts for g in ("female", "male")) and profile.gender not in parts:
+        attrs.append("gender")
+    if any(a in parts for a in ("young", "elderly")) and profile.age not in parts:
+        attrs.append("age")
+    return tuple(attrs)
+
+
+class _Index:
+    """Clips by the keys that find a trial's control clip."""
+
+    def __init__(self, clips: Iterable[Clip]) -> None:
+        self.by_key: dict[tuple[str, str, str, int], Clip] = {}
+        self.neutral_bsc: dict[tuple[str, int], list[Clip]] = {}
+        for c in clips:
+            self.by_key[(c.sentence_id, c.setting, c.acoustic, c.snr_db)] = c
+            if c.conflict == "bsc" and c.semantic == "neutral":
+                self.neutral_bsc.setdefault((c.acoustic, c.snr_db), []).append(c)
+
+    def find(self, like: Clip, acoustic: str) -> Clip | None:
+        return self.by_key.get((like.sentence_id, like.setting, acoustic, like.snr_db))
+
+    def neutral_over(self, like: Clip, background: str) -> Clip | None:
+        """A neutral BSC clip over ``background`` at ``like``'s SNR: ``like``'s own
+        sentence's if it has one, else the first by sentence id."""
+        found = sorted(self.neutral_bsc.get((background, like.snr_db), []),
+                       key=lambda c: (c.sentence_id != like.sentence_id, c.sentence_id))
+        return found[0] if found else None
+
+
+def _is_conflict(c: Clip) -> bool:
+    return not c.matched and (c.conflict == "esc" or c.semantic != "neutral")
+
+
+def _subdim(c: Clip) -> str:
+    return c.pairing if c.conflict == "bsc" else c.subdim
+
+
+def _trial(c: Clip, control: Clip | None, level: str, question: str, claim: str,
+           trap: str, prompts: PromptSet, subdim: str = "") -> TrialRow:
+    attrs = sic_conflict_attrs(c.acoustic, trap) if c.conflict == "sic" and trap else ()
+    test_q = query_id(c.stimulus_id, question, claim)
+    return TrialRow(
+        trial_id=f"{level}|{test_q}", conflict=c.conflict, level=level, question=question,
+        subdim=subdim or _subdim(c), condition=c.condition, setting=c.setting, snr_db=c.snr_db,
+        sentence_id=c.sentence_id, sentence=c.text, claim=claim,
+        prompt=prompts.text(c.conflict, question, claim), prompt_version=prompts.version,
+        test_query=test_q, test_stimulus=c.stimulus_id,
+        control_query=query_id(control.stimulus_id, question, claim) if control else "",
+        control_stimulus=control.stimulus_id if control else "",
+        correct=c.acoustic if question == "q1" else c.text,
+        trap=trap if question == "q1" else "", attrs=attrs)
+
+
+def _level1_3(c: Clip, index: _Index, prompts: PromptSet) -> list[TrialRow]:
+    control = index.find(c, _matched_acoustic(c, index))
+    q1 = [_trial(c, control, "L1", "q1", "", c.semantic, prompts),
+          _trial(c, control, "L3", "q1", c.semantic, c.semantic, prompts)]
+    if control is None:  # its matched clip was quarantined (e.g. a missing background)
+        q1 = [dataclasses.replace(t, status="rejected", reason="control_missing",
+                                  detail=f"no matched clip of {c.sentence_id}") for t in q1]
+    return [*q1, _trial(c, None, "L1", "q2", "", "", prompts)]
+
+
+def _matched_acoustic(c: Clip, index: _Index) -> str:
+    if c.conflict == "sic":
+        for p in VOICE_PROFILES:
+            m = index.find(c, p.name)
+            if m is not None and m.matched:
+                return p.name
+        return ""
+    return c.semantic
+
+
+def _level2_claims(c: Clip, prompts: PromptSet) -> list[tuple[str, str, str]]:
+    """(claim, acoustic label of the control clip, subdim) for a neutral-sentence clip."""
+    if c.conflict == "esc":
+        if c.acoustic == "neutral":
+            return []
+        claim = prompts.esc_level2[c.acoustic]
+        return [(claim, claim, "")]
+    if c.conflict == "bsc":
+        within, cross = within_mismatch(c.acoustic), level2_cross_claim(c.acoustic)
+        return [(within, within, "within"), (cross, cross, "cross")]
+    voice = next(p for p in VOICE_PROFILES if p.name == c.acoustic)
+    gender = "female" if voice.gender == "male" else "male"
+    age = "young" if voice.age == "elderly" else "elderly"
+    return [(gender, f"{voice.age}_{gender}", ""), (age, f"{age}_{voice.gender}", "")]
+
+
+def _level2(c: Clip, index: _Index, prompts: PromptSet) -> list[TrialRow]:
+    out = []
+    for claim, control_label, subdim in _level2_claims(c, prompts):
+        if c.conflict == "bsc":
+            control = index.neutral_over(c, control_label)
+            out.append(_trial(c, control, "L2", "q1", claim, claim, prompts, subdim))
+            continue
+        control = index.find(c, control_label)
+        if control is not None:  # a subset run may lack it; the full set never does
+            out.append(_trial(c, control, "L2", "q1", claim, claim, prompts))
+    return out
+
+
+def build_trials(clips: Sequence[Clip], prompts: PromptSet) -> list[TrialRow]:
+    """Every trial of levels L1–L3 over ``clips`` (the ok stimuli of one run), sorted by id."""
+    index = _Index(clips)
+    out: list[TrialRow] = []
+    for c in clips:
+        if (c.semantic == "neutral" and c.conflict in ("bsc", "sic")) or (
+                c.conflict == "esc" and c.semantic == "neutral" and not c.matched):
+            out += _level2(c, index, prompts)
+        if _is_conflict(c):
+            out += _level1_3(c, index, prompts)
+    return sorted(out, key=lambda t: t.trial_id)

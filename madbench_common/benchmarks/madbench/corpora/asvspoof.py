@@ -1,0 +1,129 @@
+"""ASVspoof 2019 LA and ASVspoof 5 in their release layouts: CM protocol files, FLAC folders.
+
+**ASVspoof 2019 LA** (``LA/`` of the Edinburgh DataShare release, or its parent)::
+
+    ASVspoof2019_LA_cm_protocols/ASVspoof2019.LA.cm.train.trn.txt   train → train
+    ASVspoof2019_LA_cm_protocols/ASVspoof2019.LA.cm.dev.trl.txt     dev   → val
+    ASVspoof2019_LA_cm_protocols/ASVspoof2019.LA.cm.eval.trl.txt    eval  → test
+    ASVspoof2019_LA_{train,dev,eval}/flac/<AUDIO_FILE_NAME>.flac
+
+One trial per line, five space-separated fields: ``SPEAKER_ID AUDIO_FILE_NAME - SYSTEM_ID
+KEY`` (``LA_0079 LA_T_1138215 - - bonafide``; ``SYSTEM_ID`` A01–A19 for spoofs).
+
+**ASVspoof 5** (the Zenodo release, protocols unpacked anywhere under the root)::
+
+    ASVspoof5.train.tsv            train → train    audio flac_T/
+    ASVspoof5.dev.track_1.tsv      dev   → val      audio flac_D/
+    ASVspoof5.eval.track_1.tsv     eval  → test     audio flac_E_eval/ (or flac_E/)
+
+whitespace-separated despite ``.tsv``, ten fields: ``SPEAKER_ID FLAC_FILE_NAME
+SPEAKER_GENDER CODEC CODEC_Q CODEC_SEED ATTACK_TAG ATTACK_LABEL KEY TMP``
+(``T_4850 T_0000000000 F - - - AC3 A05 spoof -``).
+
+Both are **binary-only**: the datasets define bona fide vs spoof, not which component
+was manipulated, so only the binary task is evaluated on them (a spoof is carried as
+variant ``S`` for the machinery). The attack (``SYSTEM_ID`` / ``ATTACK_LABEL``) becomes
+the generator of the per-generator breakdown; ASVspoof 5's codec condition is kept in
+columns of its own (``codec``, ``codec_q``, ``attack_tag``, ``gender``). Every utterance
+is its own bootstrap unit.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from madbench_common.benchmarks.madbench.corpora.base import Corpus, frame_of, rejected, require
+from madbench_common.core.errors import ConfigError
+
+__all__ = ["load_asvspoof5", "load_asvspoof2019_la"]
+
+_LA_FILES = (("train", "train.trn", "train"), ("val", "dev.trl", "dev"),
+             ("test", "eval.trl", "eval"))
+_AS5_FILES = (("train", "ASVspoof5.train.tsv", ("flac_T",)),
+              ("val", "ASVspoof5.dev.track_1.tsv", ("flac_D",)),
+              ("test", "ASVspoof5.eval.track_1.tsv", ("flac_E_eval", "flac_E")))
+_KEYS = {"bonafide": "R", "spoof": "S"}
+
+
+def _la_root(root: Path) -> Path:
+    if not (root / "ASVspoof2019_LA_cm_protocols").is_dir() and (root / "LA").is_dir():
+        return root / "LA"
+    return root
+
+
+def _trial(split: str, speaker: str, name: str, attack: str, key: str, audio: Path,
+           where: str, **extra: Any) -> dict[str, Any]:
+    if key not in _KEYS:
+        return rejected(name, "bad_label", f"{where}: key {key!r} is not bonafide/spoof")
+    if not audio.is_file():
+        return rejected(name, "missing", f"{where}: {audio} does not exist", split=split)
+    return {"sample_id": name, "clip_id": name, "variant": _KEYS[key], "split": split,
+            "audio_path": str(audio), "speaker": speaker, "label_source": key,
+            "speech_generator": attack if key == "spoof" and attack != "-" else "", **extra}
+
+
+def load_asvspoof2019_la(root: str | Path) -> Corpus:
+    """ASVspoof 2019 LA from its CM protocols (see the module notes)."""
+    base = _la_root(Path(root))
+    protocols = require(base / "ASVspoof2019_LA_cm_protocols",
+                        "the ASVspoof 2019 LA CM protocol folder")
+    rows = []
+    for split, suffix, part in _LA_FILES:
+        path = protocols / f"ASVspoof2019.LA.cm.{suffix}.txt"
+        if not path.is_file():
+            continue
+        for no, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
+            fields = line.split()
+            if not fields:
+                continue
+            where = f"{path}:{no}"
+            if len(fields) != 5:
+                rows.append(rejected(f"{path.name}:{no}", "bad_protocol_line",
+                                     f"{where}: expected 5 fields, got {len(fields)}"))
+                continue
+            speaker, name, _, system, key = fields
+            audio = base / f"ASVspoof2019_LA_{part}" / "flac" / f"{name}.flac"
+            rows.append(_trial(split, speaker, name, system, key, audio, where))
+    if not rows:
+        raise ConfigError(f"{protocols}: no ASVspoof2019.LA.cm.*.txt protocol file")
+    return Corpus("asvspoof2019_la", str(base), frame_of(rows, "asvspoof2019_la"), ("binary",),
+                  notes=["ASVspoof 2019 LA: bona fide vs spoof only (binary task); train/dev/"
+                         "eval CM protocols → train/val/test; attack A01–A19 as generator."])
+
+
+def _find(root: Path, name: str) -> Path | None:
+    direct = [root / name, root / "ASVspoof5_protocols" / name]
+    found = next((p for p in direct if p.is_file()), None)
+    return found or next(iter(sorted(root.rglob(name))), None)
+
+
+def load_asvspoof5(root: str | Path) -> Corpus:
+    """ASVspoof 5 (track 1) from its protocol files (see the module notes)."""
+    base = Path(root)
+    require(base, "the ASVspoof 5 release folder")
+    rows = []
+    for split, name, folders in _AS5_FILES:
+        path = _find(base, name)
+        if path is None:
+            continue
+        audio_dir = next((base / f for f in folders if (base / f).is_dir()), base / folders[0])
+        for no, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
+            fields = line.split()
+            if not fields:
+                continue
+            where = f"{path}:{no}"
+            if len(fields) != 10:
+                rows.append(rejected(f"{name}:{no}", "bad_protocol_line",
+                                     f"{where}: expected 10 fields, got {len(fields)}"))
+                continue
+            speaker, file, gender, codec, codec_q, _, tag, attack, key, _ = fields
+            rows.append(_trial(split, speaker, file, attack, key, audio_dir / f"{file}.flac",
+                               where, gender=gender, codec=codec, codec_q=codec_q,
+                               attack_tag=tag))
+    if not rows:
+        raise ConfigError(f"{base}: no ASVspoof5.*.tsv protocol file under it")
+    return Corpus("asvspoof5", str(base), frame_of(rows, "asvspoof5"), ("binary",),
+                  notes=["ASVspoof 5 track 1: bona fide vs spoof only (binary task); train/"
+                         "dev/eval protocols → train/val/test; attack label as generator; "
+                         "codec conditions (eval) recorded per row."])

@@ -1,0 +1,463 @@
+"""The paper's Tables 2–5 built from the result records of several models.
+
+Layout (paper §5): rows are models, grouped in the order of
+:data:`~madbench_common.models.registry.GROUPS` (pretrained A-V detectors, frozen A-V
+encoders, frozen audio encoders, pretrained audio detectors, omni models), named by
+the paper's model name; CPU reference implementations are marked † and named by
+their slug. Every cell carries its clip-paired 95% bootstrap interval in brackets.
+
+* Table 2 (§5.1): (a) binary AUC / EER (and average precision, AP, which the paper does
+  not report) and (b) four-way accuracy / macro-F1 per core protocol, plus Mean (the
+  average over protocols);
+* Table 3 (§5.2): per model an S and an E row — the speech task's AUC (H_S) and the
+  environment task's AUC (H_E) per protocol and Mean, Δ_E−S (S row) and G_S / G_E;
+* Table 4 (§5.3): AUC with paired (P) and shuffled (Sh) video and Δ_pair for D-R,
+  S-R and D-S (models with an A-V input);
+* Table 5 (§5.4): A vs A-V, averaged over protocols: binary AUC, four-way macro-F1,
+  speech AUC, environment AUC; a row pair for every model with an A-V input. A model
+  with native scores (a detector's binary P(fake), an omni model's answers) has cells
+  from them and cells from heads in one row, so every cell is marked: ``ⁿ`` the
+  model's own scores, ``ʰ`` a logistic-regression head on its frozen features;
+* the §5.1 check (:func:`head_check`): for every model with native binary scores and
+  a binary head on its frozen features, the mean AUC of each and the head's gain
+  ("we train a benchmark-specific binary classification head on their frozen
+  features. Performance remains essentially unchanged, with only a 0.012 AUC gain for
+  BA-TFD+"), a table of its own;
+* AP (not in the paper): the average precision of every binary task — binary, speech,
+  environment (means over the protocols) and scene consistency with paired video.
+
+Table 4's notes also give the share of inconsistent D-R / S-R test samples whose donor
+ê was shorter than the clip and looped (``SampleRow.env_fit``, §5.3): a repeat is an
+audio-only cue the shuffled-video control cannot remove.
+
+Tables 2–4 use a model's A-V input where it has one, else its audio input. A cell
+with no result is ``—`` and a note says why (the task has no rows for that model);
+it is never filled from another task. Scores from a model's own outputs (direct
+transfer, zero-shot answers) print the share of excluded test rows beside the value.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from madbench_common.benchmarks.madbench.eval.suite import EvalResult
+from madbench_common.benchmarks.madbench.eval.tasks import (
+    CORE_PROTOCOLS,
+    SC_CONDITIONS,
+    SC_PROTOCOL,
+)
+from madbench_common.models.registry import GROUPS
+
+__all__ = ["GROUP_TITLES", "Table", "ap_table", "col", "cross_table", "fmt", "head_check",
+           "long_table", "paper_tables", "parse_table", "protocols"]
+
+Record = dict[str, Any]
+GROUP_TITLES = {
+    "av_detector": "Pretrained A-V detectors",
+    "av_encoder": "Frozen A-V encoders",
+    "audio_encoder": "Frozen audio encoders",
+    "audio_detector": "Pretrained audio detectors",
+    "omni": "Omni models (zero-shot)",
+    "": "Other models",
+}
+_PROTOCOL_TITLES = {"balanced": "Balanced", "scene_matched": "Matched",
+                    "scene_mismatched": "Mismatched"}
+_MODE = {"AV": "A-V", "A": "A", "V": "V"}
+_HEAD = {"binary": "H_bin", "fourway": "H_4way", "speech": "H_S", "env": "H_E",
+         "scene": "H_SC^FM"}
+_PROMPT = {"binary": "P_bin", "fourway": "P_4way", "speech": "P_comp", "env": "P_comp",
+           "scene": "P_SC"}
+DASH = "—"
+
+
+@dataclass
+class Table:
+    """A rendered-agnostic table: header, rows in titled groups, notes."""
+
+    key: str
+    title: str
+    headers: list[str]
+    sections: list[tuple[str, list[list[str]]]] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+
+    def note(self, text: str) -> None:
+        if text not in self.notes:
+            self.notes.append(text)
+
+
+def fmt(x: Any, digits: int = 3) -> str:
+    """A number with ``digits`` decimals; ``—`` for missing values."""
+    if x is None or (isinstance(x, float) and math.isnan(x)):
+        return DASH
+    return f"{x:.{digits}f}" if isinstance(x, float) else str(x)
+
+
+def _ci(r: Record | None, name: str) -> str:
+    if not r or r.get(name) is None or (isinstance(r[name], float) and math.isnan(r[name])):
+        return DASH
+    lo, hi = r.get(f"{name}_lo"), r.get(f"{name}_hi")
+    text = fmt(r[name])
+    if lo is not None and hi is not None and not (math.isnan(lo) or math.isnan(hi)):
+        text += f" [{fmt(lo)}, {fmt(hi)}]"
+    rate = r.get("excluded_rate")
+    if r.get("source") == "native" and rate and not math.isnan(rate):
+        text += f" (excl. {100 * rate:.1f}%)"
+    return text
+
+
+def _by_group(results: list[EvalResult]) -> list[tuple[str, list[EvalResult]]]:
+    out = []
+    for group in (*GROUPS, ""):
+        members = [r for r in results if (r.model.group if r.model.group in GROUPS else "")
+                   == group]
+        if members:
+            out.append((GROUP_TITLES[group], members))
+    return out
+
+
+def _label(r: EvalResult, t: Table) -> str:
+    m = r.model
+    if m.reference:
+        t.note("† CPU reference implementation, not the paper's model"
+               + (f" ({m.slug} stands in for {m.stands_in_for})" if m.stands_in_for else ""))
+        return f"{m.name} †"
+    if not m.in_paper:
+        t.note("‡ optional extra model, not evaluated in the paper")
+        return f"{m.name} ‡"
+    return m.name
+
+
+def _via(r: EvalResult, task: str) -> str:
+    if not r.has_task(task):
+        return DASH
+    if r.source_for(task) == "head":
+        return _HEAD[task]
+    zero_shot = r.model.group == "omni" or bool(r.tables.get("parse"))
+    return f"{_PROMPT[task]} (zero-shot)" if zero_shot else "native (direct)"
+
+
+def _primary_mode(r: EvalResult) -> str:
+    modes = r.modes()
+    return modes[0] if modes else "A"
+
+
+def _task_rec(r: EvalResult, task: str, mode: str, protocol: str) -> Record | None:
+    src = r.source_for(task)
+    return next((x for x in r.tables.get("tasks", []) if x["source"] == src
+                 and x["task"] == task and x["mode"] == mode and x["protocol"] == protocol
+                 and x["pairing"] == "paired"), None)
+
+
+def _mean_rec(r: EvalResult, task: str, metric: str, mode: str,
+              source: str | None = None) -> Record | None:
+    src = source or r.source_for(task)
+    rec = next((x for x in r.tables.get("means", []) if x["source"] == src and x["task"] == task
+                and x["metric"] == metric and x["mode"] == mode), None)
+    if rec is None:
+        return None
+    return {"source": src, metric: rec["value"], f"{metric}_lo": rec["value_lo"],
+            f"{metric}_hi": rec["value_hi"], "excluded_rate": rec["excluded_rate"],
+            "protocols": rec["protocols"]}
+
+
+def protocols(results: list[EvalResult]) -> list[str]:
+    """Core protocols present in any result, in the paper's order (others after)."""
+    found = {x["protocol"] for r in results for x in r.tables.get("tasks", [])
+             if x.get("task") != "scene"}
+    return [p for p in CORE_PROTOCOLS if p in found] + sorted(found - set(CORE_PROTOCOLS))
+
+
+def _absent(t: Table, r: EvalResult, what: str) -> None:
+    t.note(f"{DASH} {r.model.name}: no {what} (no scored samples of that task for this "
+           "model; absent, not filled from another task)")
+
+
+def _pair(*cells: str) -> str:
+    return DASH if all(c == DASH for c in cells) else " / ".join(cells)
+
+
+def _table2_part(results: list[EvalResult], key: str, title: str, task: str,
+                 metrics: tuple[str, ...]) -> Table:
+    protos = protocols(results)
+    t = Table(key, title, ["Model", "Input", "via", *[_PROTOCOL_TITLES.get(p, p) for p in protos],
+                           "Mean"])
+    for group_title, members in _by_group(results):
+        rows = []
+        for r in members:
+            mode = _primary_mode(r)
+            cells = [_pair(*(_ci(rec, m) for m in metrics))
+                     for rec in (_task_rec(r, task, mode, p) for p in protos)]
+            means = [_mean_rec(r, task, m, mode) for m in metrics]
+            cells.append(_pair(*(_ci(rec, m) for rec, m in zip(means, metrics))))
+            m0 = means[0]
+            if all(c == DASH for c in cells):
+                _absent(t, r, f"{task} results")
+            elif m0 and len(m0["protocols"]) < len(protos):
+                t.note(f"Mean of {r.model.name} averages the protocols it has: "
+                       + ", ".join(m0["protocols"]))
+            rows.append([_label(r, t), _MODE.get(mode, mode), _via(r, task), *cells])
+        t.sections.append((group_title, rows))
+    return t
+
+
+def table2(results: list[EvalResult]) -> list[Table]:
+    """Table 2 (a) binary AUC / EER and (b) four-way Acc / macro-F1, per protocol and Mean."""
+    a = _table2_part(results, "table2a",
+                     "(a) Binary any-fake detection (AUC ↑ / EER ↓ / AP ↑)",
+                     "binary", ("auc", "eer", "ap"))
+    a.note("AP: average precision with fake as the positive class (not reported in the "
+           "paper; it depends on the fake share of the test split).")
+    b = _table2_part(results, "table2b",
+                     "(b) Four-way manipulation classification (Acc. ↑ / Macro-F1 ↑)",
+                     "fourway", ("acc", "macro_f1"))
+    return [a, b]
+
+
+def _component(r: EvalResult, mode: str, protocol: str) -> Record | None:
+    src = r.source_for("speech")
+    return next((x for x in r.tables.get("components", []) if x["source"] == src
+                 and x["mode"] == mode and x["protocol"] == protocol), None)
+
+
+def table3(results: list[EvalResult]) -> Table:
+    """Table 3: component AUC per protocol and Mean; Δ_E−S; G_S (S row) and G_E (E row)."""
+    protos = protocols(results)
+    short = {"balanced": "Bal.", "scene_matched": "Mat.", "scene_mismatched": "Mis."}
+    t = Table("table3", "Component-level detection: speech (S) and environment (E) AUC",
+              ["Model", "Comp.", "Input", "via", *[short.get(p, p) for p in protos], "Mean",
+               "Δ_E−S", "G_S / G_E"])
+    for group_title, members in _by_group(results):
+        rows = []
+        for r in members:
+            mode = _primary_mode(r)
+            mean = _component(r, mode, "mean")
+            for comp, task, gap in (("S", "speech", "G_S"), ("E", "env", "G_E")):
+                cells = [_ci(_task_rec(r, task, mode, p), "auc") for p in protos]
+                cells.append(_ci(_mean_rec(r, task, "auc", mode), "auc"))
+                if all(c == DASH for c in cells):
+                    _absent(t, r, f"{task} results")
+                delta = _ci(mean, "delta_E_S") if comp == "S" else ""
+                rows.append([_label(r, t) if comp == "S" else "", comp, _MODE.get(mode, mode),
+                             _via(r, task), *cells, delta, _ci(mean, gap)])
+        t.sections.append((group_title, rows))
+    t.note("Δ_E−S = mean AUC_E − mean AUC_S over the protocols (§5.2); G_S = AUC(S vs R) − "
+           "AUC(Q vs E) with the speech scores, G_E = AUC(E vs R) − AUC(Q vs S) with the "
+           "environment scores, averaged over the protocols.")
+    return t
+
+
+def _pair_rec(r: EvalResult, mode: str, cond: str) -> Record | None:
+    src = r.source_for("scene")
+    return next((x for x in r.tables.get("pairing", []) if x["source"] == src
+                 and x["mode"] == mode and x["condition"] == cond), None)
+
+
+def table4(results: list[EvalResult]) -> Table:
+    """Table 4: scene consistency AUC with paired (P) and shuffled (Sh) video, Δ_pair."""
+    heads = [f"{c} {m}" for c in SC_CONDITIONS for m in ("P", "Sh", "Δ_pair")]
+    t = Table("table4", "Audio-visual scene consistency (AUC) with paired (P) and shuffled (Sh) "
+              "video; Δ_pair = AUC_P − AUC_Sh", ["Model", "Input", "via", *heads])
+    for group_title, members in _by_group(results):
+        rows = []
+        for r in (r for r in members if "AV" in r.modes()):
+            cells = []
+            for cond in SC_CONDITIONS:
+                rec = _pair_rec(r, "AV", cond)
+                cells += [_ci(rec, "auc_P"), _ci(rec, "auc_Sh"), _ci(rec, "delta_pair")]
+            if all(c == DASH for c in cells):
+                _absent(t, r, "scene-consistency results")
+            elif any(c == DASH for c in cells[1::3]):
+                t.note(f"{DASH} Sh of {r.model.name}: no shuffled-video scores")
+            rows.append([_label(r, t), "A-V", _via(r, "scene"), *cells])
+        if rows:
+            t.sections.append((group_title, rows))
+    if not t.sections:
+        t.note("No model has scene-consistency results with an A-V input (no "
+               "scene_consistency samples in the run, or no A-V features or P_SC answers).")
+    t.note("One pooled head H_SC^FM per model, trained on paired D-R ∪ S-R ∪ D-S training "
+           "samples; Sh scores the same head on the test rows with another test clip's video.")
+    looped = _loop_share(results)
+    if looped:
+        t.note("Donor ê shorter than the clip and looped (inconsistent test samples): "
+               + "; ".join(f"{c} {k} / {n}" for c, (k, n) in looped.items())
+               + " (a repeat is an audio-only cue; long-enough donors are preferred).")
+    return t
+
+
+def _loop_share(results: list[EvalResult]) -> dict[str, tuple[int, int]]:
+    """Condition → (looped, all) inconsistent D-R / S-R test samples (``env_fit``)."""
+    for r in results:
+        for g in r.groups:
+            df = g.test
+            if g.protocol != SC_PROTOCOL or g.pairing != "paired" or "env_fit" not in df:
+                continue
+            out = {}
+            for cond in ("D-R", "S-R"):
+                rows = df[(df["sc_condition"] == cond) & ~df["scene_consistent"].astype(bool)]
+                if len(rows):
+                    out[cond] = (int((rows["env_fit"] == "loop").sum()), len(rows))
+            return out
+    return {}
+
+
+_T5 = (("binary", "auc"), ("fourway", "macro_f1"), ("speech", "auc"), ("env", "auc"))
+
+
+def table5(results: list[EvalResult]) -> Table:
+    """Table 5: A vs A-V, each metric averaged over the core protocols."""
+    t = Table("table5", "Input-modality ablation (mean over protocols)",
+              ["Model", "Input", "Binary AUC ↑", "4-way Macro-F1 ↑", "Speech AUC ↑",
+               "Env. AUC ↑"])
+    for group_title, members in _by_group(results):
+        rows = []
+        for r in members:
+            modes = ["A", "AV"] if "AV" in r.modes() else [_primary_mode(r)]
+            for i, mode in enumerate(modes):
+                cells = [_marked(r, task, _ci(_mean_rec(r, task, metric, mode), metric))
+                         for task, metric in _T5]
+                if all(c == DASH for c in cells):
+                    _absent(t, r, f"results with input {_MODE.get(mode, mode)}")
+                rows.append([_label(r, t) if i == 0 else "", _MODE.get(mode, mode), *cells])
+        t.sections.append((group_title, rows))
+    t.note("ⁿ the model's own scores (direct transfer, zero-shot answers); ʰ a "
+           "logistic-regression head on its frozen features (§4.2).")
+    return t
+
+
+def ap_table(results: list[EvalResult]) -> Table:
+    """Average precision of every binary task: the protocol means and scene consistency (P)."""
+    t = Table("ap", "Average precision (AP ↑) of every binary task",
+              ["Model", "Input", "Binary", "Speech", "Env.", *[f"{c} P" for c in SC_CONDITIONS]])
+    for group_title, members in _by_group(results):
+        rows = []
+        for r in members:
+            mode = _primary_mode(r)
+            cells = [_ci(_mean_rec(r, task, "ap", mode), "ap")
+                     for task in ("binary", "speech", "env")]
+            cells += [_ci(_pair_rec(r, mode, cond), "ap_P") for cond in SC_CONDITIONS]
+            if all(c == DASH for c in cells):
+                _absent(t, r, "binary-task results")
+            rows.append([_label(r, t), _MODE.get(mode, mode), *cells])
+        t.sections.append((group_title, rows))
+    t.note("Binary, Speech and Env.: mean over the core protocols of the AP of H_bin, H_S and "
+           "H_E (or the model's own scores); scene consistency: H_SC^FM with paired video, "
+           "scene-inconsistent as the positive class.")
+    return t
+
+
+def cross_table(results: list[EvalResult]) -> Table:
+    """Cross-dataset directions (issue 23): which tasks each direction supports, and sizes."""
+    t = Table("cross", "Cross-dataset protocol: tasks each direction supports",
+              ["Model", "Train on", "Test on", "Input", "Tasks evaluated", "Not evaluated",
+               "N train / val / test"])
+    for group_title, members in _by_group(results):
+        rows = []
+        for r in members:
+            for x in r.tables.get("cross", []):
+                missing = "; ".join(f"{k}: {v}" for k, v in x["unsupported"].items()) or DASH
+                rows.append([_label(r, t), x["train"], x["test"], _MODE.get(x["mode"], x["mode"]),
+                             ", ".join(x["tasks"]) or DASH, missing,
+                             f"{x['n_train']} / {x['n_val']} / {x['n_test']}"])
+                for n in x.get("notes", []):
+                    t.note(n)
+        if rows:
+            t.sections.append((group_title, rows))
+    t.note("Heads are fitted on the training corpus's train split, thresholds on its val "
+           "split, and scored on the other corpus's test split; a task is evaluated only "
+           "where both corpora define its labels. The column 'cross' of Tables 2–5 is this "
+           "direction.")
+    return t
+
+
+def _marked(r: EvalResult, task: str, cell: str) -> str:
+    """``cell`` with its source mark (ⁿ native, ʰ head), ``—`` unmarked."""
+    if cell == DASH:
+        return cell
+    return cell + (" ⁿ" if r.source_for(task) == "native" else " ʰ")
+
+
+def head_check(results: list[EvalResult]) -> Table:
+    """§5.1: native binary scores vs a binary head on the same model's frozen features.
+
+    Mean binary AUC over the core protocols of each source (the same bootstrap means as
+    Table 2) and the head's gain, for every model that has both.
+    """
+    t = Table("head_check", "§5.1 check: native binary scores vs a binary head H_bin on the "
+              "frozen features (AUC, mean over protocols)",
+              ["Model", "Input", "Native AUC", "H_bin AUC", "Gain (H_bin − native)"])
+    for group_title, members in _by_group(results):
+        rows = []
+        for r in members:
+            native = _source_mean(r, "native")
+            head = _source_mean(r, "head")
+            if native is None or head is None:
+                continue
+            gain = head[1]["auc"] - native[1]["auc"]
+            rows.append([_label(r, t), _MODE.get(head[0], head[0]), _ci(native[1], "auc"),
+                         _ci(head[1], "auc"), f"{gain:+.3f}"])
+        if rows:
+            t.sections.append((group_title, rows))
+    if not t.sections:
+        t.note("No model has both native binary scores and a binary head in this run.")
+    t.note("The paper: the pretrained A-V detectors stay near chance either way (a 0.012 "
+           "AUC gain for BA-TFD+ at most), so the frozen features, not the decision "
+           "heads, lack the cues.")
+    return t
+
+
+def _source_mean(r: EvalResult, source: str) -> tuple[str, Record] | None:
+    """(mode, mean binary AUC record) of ``source`` in the model's primary mode where it
+    has one, else in any mode it has."""
+    modes = [_primary_mode(r), *[m for m in ("AV", "A") if m != _primary_mode(r)]]
+    for mode in modes:
+        rec = _mean_rec(r, "binary", "auc", mode, source)
+        if rec is not None and rec.get("auc") is not None:
+            return mode, rec
+    return None
+
+
+def paper_tables(results: list[EvalResult]) -> list[Table]:
+    """Tables 2(a), 2(b), 3, 4 and 5 in the paper's layout, then the §5.1 head check."""
+    return [*table2(results), table3(results), table4(results), table5(results),
+            head_check(results)]
+
+
+def _parse_cells(p: Record) -> list[str]:
+    shares = " · ".join(f"{k} {100 * v:.1f}%" for k, v in p["shares"].items())
+    prompts = ", ".join(h[:12] for h in p.get("prompt_hashes", [])) or DASH
+    return [p["task"], _MODE.get(p["mode"], p["mode"]), p["pairing"], prompts, str(p["n"]),
+            shares, f"{100 * p['excluded_rate']:.1f}%"]
+
+
+def parse_table(results: list[EvalResult]) -> Table:
+    """Answer parse rates of models with parsed answers (omni models), per task and input."""
+    t = Table("parse", "Zero-shot answers: parse rates on the test split",
+              ["Model", "Task", "Input", "Pairing", "Prompt", "N", "Parsed answers", "Excluded"])
+    for group_title, members in _by_group(results):
+        rows = [[_label(r, t), *_parse_cells(p)] for r in members
+                for p in r.tables.get("parse", [])]
+        if rows:
+            t.sections.append((group_title, rows))
+    t.note("Refusals and unparsed answers are scored from the model's score or "
+           "probabilities where present, else excluded (never guessed).")
+    return t
+
+
+def long_table(results: list[EvalResult], key: str, title: str,
+               cols: list[tuple[str, str, Callable[[Record], str]]]) -> Table:
+    """One row per record of ``key`` in every result (per-generator, LOGO, …)."""
+    t = Table(key, title, ["Model", *[c[1] for c in cols]])
+    for group_title, members in _by_group(results):
+        rows = [[_label(r, t), *[fn(x) for _, _, fn in cols]]
+                for r in members for x in r.tables.get(key, [])]
+        if rows:
+            t.sections.append((group_title, rows))
+    return t
+
+
+def col(name: str, title: str = "", ci: bool = False) -> tuple[str, str, Callable[[Record], str]]:
+    """A column of :func:`long_table`: a record field, with its interval if ``ci``."""
+    return (name, title or name, (lambda r: _ci(r, name)) if ci else (lambda r: fmt(r.get(name))))

@@ -1,0 +1,351 @@
+"""The MADBench pipeline, declared once: both the local runner and Argo read this graph."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+from madbench_common.benchmarks.madbench.eval_models import eval_model_stages, reference_stages
+from madbench_common.benchmarks.madbench.omni_models import omni_model_stages
+from madbench_common.benchmarks.madbench.robustness.conditions import builtin_conditions
+from madbench_common.core.errors import ConfigError
+from madbench_common.models.catalog import Card, card_for_stage, slot_cards
+from madbench_common.pipeline.graph import Graph, Stage
+
+__all__ = ["ENV_FULL", "ENV_SETTINGS", "PAPER_SLOTS", "SCENE_FULL", "SPEECH_FULL",
+           "SPEECH_SETTINGS", "build_graph"]
+
+_CLIP_INPUTS = ("ingest", "separate", "source_qc", "split")
+SPEECH_SETTINGS = (
+    ("tts_same", "a", "ref-flite-world-tts-same"),
+    ("tts_same", "b", "ref-espeak-psola-tts-same"),
+    ("tts_cross", "a", "ref-flite-world-tts-cross"),
+    ("tts_cross", "b", "ref-espeak-psola-tts-cross"),
+    ("vc", "a", "ref-world-vc"),
+    ("vc", "b", "ref-psola-cepstral-vc"),
+)
+"""(branch, slot, default model): one generator stage ``speech_<branch>_<slot>`` each."""
+
+
+def _slot_models(component: str) -> dict[tuple[str, str], Card]:
+    """(branch, slot) → the catalog card that fills ``<component>_<branch>_<slot>``."""
+    out: dict[tuple[str, str], Card] = {}
+    for card in slot_cards(f"{component}_"):
+        for stage in card.slot.stages if card.slot else ():
+            branch, _, slot = stage.removeprefix(f"{component}_").rpartition("_")
+            out[(branch, slot)] = card
+    return out
+
+
+SPEECH_FULL = {key: (c.slug, c.image) for key, c in _slot_models("speech").items()}
+"""(branch, slot) → (the paper's model, its image) in the ``full`` profile (paper §3.3):
+the catalog cards whose slot names ``speech_<branch>_<slot>``."""
+ENV_SETTINGS = (
+    ("t2a", "a", "ref-layered-t2a"),
+    ("t2a", "b", "ref-spectral-t2a"),
+    ("v2a", "a", "ref-layered-v2a"),
+    ("v2a", "b", "ref-spectral-v2a"),
+    ("a2a", "a", "ref-texture-a2a"),
+    ("a2a", "b", "ref-stft-morph-a2a"),
+)
+
+
+def _stage_card(stage: str) -> Card:
+    card = card_for_stage(stage)
+    if card is None:
+        raise ConfigError(f"no catalog card has stage {stage!r} in its slot "
+                          f"(madbench_common/models/catalog)")
+    return card
+
+
+_QC_SLOTS = {
+    "source_qc": ("ASR + VAD + AST", "qc"),
+    "split": ("ECAPA-TDNN", "qc"),
+    "component_qc": ("ASR + VAD + ECAPA-TDNN + AST + CLAP", "qc"),
+}
+"""The QC stages, which run several models of the ``qc`` image at once (paper §3.2, §3.4)."""
+_CARD_SLOTS = ("separate", "scene", *(f"speech_{b}_{s}" for b, s, _ in SPEECH_SETTINGS),
+               *(f"env_{b}_{s}" for b, s, _ in ENV_SETTINGS))
+"""The one-model stages of the paper's graph, each filled by a catalog card's slot."""
+PAPER_SLOTS = {**{stage: (card.paper, card.image)
+                  for stage, card in zip(_CARD_SLOTS, map(_stage_card, _CARD_SLOTS))},
+               **_QC_SLOTS}
+"""Stage → (the paper's model, its image slot in ``images/images.lock.yaml``), paper §3.2–3.4:
+from the catalog card whose slot names the stage, or, for the QC stages, ``_QC_SLOTS``.
+
+The defaults above are CPU references standing in for these models (each reference's
+``paper_model`` names the model of its slot). ``workflows/full.yaml`` (each stage's
+``full`` profile) runs the slots' models on their images; any one stage can also be switched
+with ``-p <stage>_image=... -p <stage>_model=...``."""
+_FRAMES = {"frame_fps": 2.0, "frame_size": 112, "max_frames": 64}
+ENV_FULL = {key: (c.slug, c.image, c.slot.memory if c.slot else "")
+            for key, c in _slot_models("env").items()}
+"""(paradigm, slot) → (the paper's model, its image, pod memory) in the ``full`` profile
+(paper §3.4: TTA AudioLDM2 / AudioGen, VTA MMAudio / FoleyCrafter, ATA AudioX /
+AudioLDM2-ATA), from the catalog cards. Video models take frames at their own rate and
+size (``frame_request``). A diffusion generator spends tens of seconds per component, so a
+full-profile shard may run 6 h (raise ``<stage>_shards`` at the paper's scale;
+``madbench plan`` compares)."""
+
+
+def _card_profile(stage: str) -> dict[str, object]:
+    """A one-model stage's ``full`` profile from its catalog card: model, image, pod."""
+    card = _stage_card(stage)
+    slot = card.slot
+    assert slot is not None  # _stage_card found the stage in it
+    profile: dict[str, object] = {"model": card.slug, "image": card.image, "gpu": slot.gpu,
+                                  "memory": slot.memory}
+    if slot.timeout:
+        profile["timeout"] = slot.timeout
+    return profile
+
+
+SCENE_FULL = _card_profile("scene")
+"""The scene stage in the ``full`` profile: Qwen2.5-VL-32B (paper §3.4) on one 80 GB GPU
+(``models/catalog/scene-qwen25vl.yaml``)."""
+_QC_IMAGE = {"image": "qc", "gpu": 1, "memory": "16Gi"}
+"""The ``full`` profile's QC models (Whisper large-v3, ECAPA, AST, CLAP, Silero) share one
+image; Whisper wants a GPU (fp16, about 3 GB)."""
+_ECAPA_SAME_SPEAKER = 0.25
+"""ECAPA cosine at or above which two utterances count as one speaker: the decision
+threshold of speechbrain's ``SpeakerRecognition`` for spkrec-ecapa-voxceleb (the paper
+gives none). The references' 0.6 / 0.2 were tuned for Resemblyzer, whose cosines run higher."""
+_ECAPA_CLUSTER_DISTANCE = 1.0 - _ECAPA_SAME_SPEAKER
+_QC_REFS = {"vad": "ref-silero-vad", "asr": "ref-pocketsphinx", "speaker": "ref-resemblyzer",
+            "tagger": "ref-tonal-music"}
+"""The QC stages' CPU reference models, by parameter (one slug each)."""
+_QC_FULL = {"vad": "qc-silero-vad", "asr": "qc-whisper", "speaker": "qc-ecapa",
+            "tagger": "qc-ast"}
+"""The same parameters in the ``full`` profile (paper §3.3–3.4)."""
+_MUSIC_LABELS = ["Music", "Musical instrument", "Singing", "Television", "Radio"]
+"""AudioSet labels that count as music or broadcast sound (both QC stages)."""
+
+
+def _qc_models(roles: tuple[str, ...], full_params: dict[str, object] | None = None
+               ) -> tuple[dict[str, str], str, dict[str, object]]:
+    """A QC stage's model parameters, its compound ``model`` (``vad+asr+…``, derived from
+    them, never typed twice) and its ``full`` overrides (model, image, params)."""
+    refs = {k: _QC_REFS[k] for k in roles}
+    full = {**{k: _QC_FULL[k] for k in roles}, **(full_params or {})}
+    compound = "+".join(str(full[k]) for k in roles)
+    return refs, "+".join(refs.values()), {"model": compound, **_QC_IMAGE, "params": full}
+
+
+def build_graph() -> Graph:
+    """The MADBench build graph (paper §3.2 onwards), in declaration order."""
+    source_qc_refs, source_qc_model, source_qc_full = _qc_models(("vad", "asr", "tagger"))
+    return Graph(_wire_evaluate(
+        [
+            Stage(
+                name="ingest",
+                role="core",
+                target="madbench_common.benchmarks.madbench.stages.ingest:IngestStage",
+                outputs=("sources",),
+                shards=4,
+                timeout=1800,
+                params={"min_duration": 4.0, "max_duration": 12.0, "sample_rate": 16000,
+                        "silence_dbfs": -70.0,
+                        # bounds on untrusted media (madbench_common.media.guard)
+                        "max_streams": 8, "max_width": 4096, "max_height": 4096,
+                        "max_fps": 240.0, "max_file_mb": 1024, "decode_timeout": 60.0,
+                        "decode_memory_mb": 1024},
+            ),
+            Stage(
+                name="separate",
+                role="separator",
+                target="madbench_common.benchmarks.madbench.stages.separate:SeparateStage",
+                inputs=("ingest",),
+                outputs=("stems",),
+                model="ref-deepfilternet3",
+                shards=4,
+                gpu=0,
+                memory="4Gi",
+                full=_card_profile("separate"),
+            ),
+            Stage(
+                name="source_qc",
+                role="vad+asr",
+                target="madbench_common.benchmarks.madbench.stages.source_qc:SourceQCStage",
+                inputs=("ingest", "separate"),
+                outputs=("source_qc",),
+                model=source_qc_model,
+                shards=4,
+                memory="4Gi",
+                params={**source_qc_refs,
+                        "min_speech_coverage": 0.3, "min_asr_coverage": 0.3,
+                        "max_env_leakage": 0.0, "no_speech_threshold": 0.6,
+                        "min_content_words": 2,
+                        "languages": ["en"], "min_language_prob": 0.0,
+                        "music_labels": list(_MUSIC_LABELS),
+                        "max_music_prob": 0.5, "min_env_dbfs": -60.0,
+                        "max_clip_fraction": 0.001},
+                full=source_qc_full,
+            ),
+            Stage(
+                name="split",
+                role="speaker_embedder",
+                target="madbench_common.benchmarks.madbench.stages.split:SplitStage",
+                inputs=("ingest", "separate", "source_qc"),
+                outputs=("splits",),
+                model="ref-resemblyzer",
+                params={"ratios": [0.7, 0.1, 0.2], "cluster_threshold": 0.2},
+                full={"model": "qc-ecapa", "image": "qc", "memory": "8Gi",
+                      "params": {"cluster_threshold": _ECAPA_CLUSTER_DISTANCE}},
+            ),
+            *_build_stages(),
+        ]
+    ))
+
+
+def _wire_evaluate(stages: list[Stage]) -> list[Stage]:
+    """``evaluate`` reads the clean and perturbed samples and every stage that writes
+    features or scores (one per model)."""
+    feeds = tuple(s.name for s in stages if s.name != "evaluate"
+                  and s.outputs[:1] in (("features",), ("scores",)))
+    return [replace(s, inputs=("assemble", "perturb", *feeds)) if s.name == "evaluate" else s
+            for s in stages]
+
+
+def _generator(component: str, branch: str, slot: str, model: str) -> Stage:
+    role = "speech_generator" if component == "speech" else "env_generator"
+    module = "speech_gen:SpeechGenStage" if component == "speech" else "env_gen:EnvGenStage"
+    params: dict[str, object] = {"branch": branch}
+    if branch == "v2a":
+        params.update(_FRAMES)
+    full: dict[str, object] = {}
+    if component == "speech" and (branch, slot) in SPEECH_FULL:
+        full_model, full_image = SPEECH_FULL[(branch, slot)]
+        full = {"model": full_model, "image": full_image}
+    elif component == "env" and (branch, slot) in ENV_FULL:
+        env_model, env_image, env_memory = ENV_FULL[(branch, slot)]
+        full = {"model": env_model, "image": env_image, "memory": env_memory,
+                "timeout": 21600}
+    return Stage(
+        name=f"{component}_{branch}_{slot}",
+        role=role,
+        target=f"madbench_common.benchmarks.madbench.stages.{module}",
+        inputs=(*_CLIP_INPUTS, "scene", "plan_components"),
+        outputs=("components",),
+        model=model,
+        full=full,
+        gpu=1,
+        memory="8Gi",
+        shards=4,
+        params=params,
+    )
+
+
+def _build_stages() -> list[Stage]:
+    """Scene labelling, pairing, component plan, 12 generator settings, QC, assembly."""
+    generators = [_generator("speech", *s) for s in SPEECH_SETTINGS]
+    generators += [_generator("env", *s) for s in ENV_SETTINGS]
+    qc_refs, qc_model, qc_full = _qc_models(
+        ("vad", "asr", "speaker", "tagger"),
+        {"prompt_model": "qc-clap", "asr_all": True, "min_same_similarity": _ECAPA_SAME_SPEAKER})
+    return [
+        Stage(
+            name="scene",
+            role="scene_labeller",
+            target="madbench_common.benchmarks.madbench.stages.scene:SceneStage",
+            inputs=_CLIP_INPUTS,
+            outputs=("scenes",),
+            model="ref-caption-hint",
+            full=SCENE_FULL,
+            shards=2,
+            params={"frame_fps": 1.0, "frame_size": 336, "max_frames": 16},
+        ),
+        Stage(
+            name="pairing",
+            role="core",
+            target="madbench_common.benchmarks.madbench.stages.pairing:PairingStage",
+            inputs=_CLIP_INPUTS,
+            outputs=("pairs",),
+            params={"targets": 4, "max_similarity": 0.85, "relax": []},
+        ),
+        Stage(
+            name="plan_components",
+            role="core",
+            target="madbench_common.benchmarks.madbench.stages.plan_components:PlanComponentsStage",
+            inputs=(*_CLIP_INPUTS, "scene", "pairing"),
+            outputs=("components",),
+            params={"targets": 4, "mismatch_prompts": 3},
+        ),
+        *generators,
+        Stage(
+            name="component_qc",
+            role="vad+asr+speaker_embedder",
+            target="madbench_common.benchmarks.madbench.stages.component_qc:ComponentQCStage",
+            inputs=(*_CLIP_INPUTS, "scene", *(g.name for g in generators)),
+            outputs=("components",),
+            model=qc_model,
+            shards=4,
+            memory="4Gi",
+            params={**qc_refs,
+                    "prompt_model": "", "top_events": 5,
+                    "env_asr_branches": ["t2a", "v2a", "a2a"],
+                    "music_labels": list(_MUSIC_LABELS), "music_filter": False,
+                    "max_music_prob": 0.5, "no_speech_threshold": 0.6,
+                    "min_content_words": 2, "max_length_correction": 0.15,
+                    "max_duration_error": 0.001, "min_rms_dbfs": -60.0,
+                    "max_clip_fraction": 0.001, "max_outside_db": -30.0,
+                    "max_env_leakage": 0.0, "max_wer": 0.8,
+                    "wer_gate": ["transcript", "asr_source"], "asr_all": False,
+                    "min_same_similarity": 0.6, "min_identity_shift": 0.0},
+            full=qc_full,
+        ),
+        Stage(
+            name="assemble",
+            role="core",
+            target="madbench_common.benchmarks.madbench.stages.assemble:AssembleStage",
+            inputs=(*_CLIP_INPUTS, "scene", "component_qc"),
+            outputs=("samples",),
+            shards=4,
+            params={"reuse_cap": 2, "sc_reuse_cap": 2, "ceiling": 0.99, "aac_coder": "fast",
+                    "channels": 1},
+        ),
+        Stage(
+            name="perturb",
+            role="core",
+            target="madbench_common.benchmarks.madbench.stages.perturb:PerturbStage",
+            inputs=("assemble",),
+            outputs=("perturbed",),
+            shards=4,
+            memory="4Gi",
+            params={"conditions": builtin_conditions()},
+        ),
+        *_eval_stages(),
+    ]
+
+
+def _eval_stages() -> list[Stage]:
+    """Frozen-encoder features (cached by sample sha256), then heads, metrics and reports.
+
+    ``features`` runs the CPU reference encoder; one ``features_<slug>`` (and, for
+    detectors, ``scores_<slug>``) per paper model follows (:mod:`.eval_models`), then
+    ``features_references`` / ``scores_references`` with the other CPU references.
+    """
+    models = eval_model_stages() + reference_stages()
+    return [
+        Stage(
+            name="features",
+            role="encoder",
+            target="madbench_common.benchmarks.madbench.stages.features:FeatureStage",
+            inputs=("assemble", "perturb"),
+            outputs=("features",),
+            model="ref-av-stats",
+            shards=4,
+            memory="4Gi",
+            params={"modes": ["A", "AV"], "fps": 4.0,
+                    "frame_size": 112},
+        ),
+        *models,
+        *omni_model_stages(),
+        Stage(
+            name="evaluate",
+            role="core",
+            target="madbench_common.benchmarks.madbench.stages.evaluate:EvaluateStage",
+            inputs=("assemble", "features", *(m.name for m in models)),
+            outputs=("scores",),
+            memory="8Gi",
+            params={"n_boot": 1000, "logo": True, "c": 1.0},
+        ),
+    ]

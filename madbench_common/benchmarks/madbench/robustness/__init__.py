@@ -1,0 +1,6 @@
+"""Robustness protocols: named, seeded perturbations of the test split (issue 23).
+
+``conditions`` parses the user-extensible condition list, ``noise`` the noise set,
+``chain`` applies one condition to one track; the ``perturb`` stage
+(:mod:`madbench_common.benchmarks.madbench.stages.perturb`) runs them over a run's test samples.
+"""

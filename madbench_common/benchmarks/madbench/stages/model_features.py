@@ -1,0 +1,166 @@
+"""Feature stage of one paper model (``features_<slug>``): frozen features, exact inputs, scores.
+
+One such stage per frozen encoder or pretrained detector of paper §4.2 runs on the
+model's own image in ``workflows/full.yaml`` (the stage's ``full`` profile sets
+``model``). Without a model (the embedded default and ``smoke.yaml``, which keep the
+CPU reference ``features`` stage) it plans nothing and writes an empty manifest.
+
+Per sample it writes one :class:`~madbench_common.benchmarks.madbench.rows.FeatureRow` per input
+mode and
+pairing, as :class:`~madbench_common.benchmarks.madbench.stages.features.FeatureStage` does (A-V
+models: A,
+A-V paired and A-V shuffled, paper §5.3–5.4), and adds what the adapter's ``embed``
+reports: the exact input (rate, seconds, frames, crop, pooling, fallback) and, for
+detectors, the native score (P(fake)) that ``scores_<slug>`` turns into ScoreRows.
+
+Cache: ``<store root>/_cache/features/<slug>-<version>/<identity>/<prep>/<mode>/<sha>.npz``
+keyed by model slug and version; the identity (:attr:`FeatureStage.identity`) of the
+image (its digest when the reference pins one, else a hash of the reference;
+``embedded`` in-process), the adapter's code and the helpers it imports (the face
+cropper included), the weights pins of what it reads and the dtype it loaded; a hash of
+the stage's frame parameters, the input mode and the input's sha256 (audio, or audio +
+video). A weights update, an image rebuild or an adapter change misses the cache.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import io
+import json
+import logging
+from collections.abc import Sequence
+from dataclasses import asdict, fields
+from functools import cached_property
+from typing import Any
+
+import numpy as np
+
+from madbench_common.benchmarks.madbench.rows import FeatureRow, SampleRow
+from madbench_common.benchmarks.madbench.stages.features import FeatureStage, input_sha256
+from madbench_common.models.registry import load_model
+from madbench_common.models.roles import Embedding, InputSpec
+from madbench_common.pipeline.failures import row_failure
+
+__all__ = ["ModelFeatureStage", "image_id"]
+
+log = logging.getLogger("madbench")
+_FRAME_PARAMS = ("fps", "frame_size", "max_frames")
+
+
+def image_id(image: str) -> str:
+    """A short, path-safe identity of the image a stage ran in."""
+    if "@sha256:" in image:
+        return image.rsplit("@sha256:", 1)[1][:16]
+    if image in ("", "embedded"):
+        return "embedded"
+    return hashlib.sha256(image.encode()).hexdigest()[:16]
+
+
+def _spec_columns(spec: InputSpec) -> dict[str, Any]:
+    return {f.name: getattr(spec, f.name) for f in fields(InputSpec)}
+
+
+class ModelFeatureStage(FeatureStage):
+    """``samples`` → ``features`` for one paper model (params: model, modes, pairings, frames)."""
+
+    frame_defaults = (4.0, 224, 64)
+
+    @cached_property
+    def model_slug(self) -> str:
+        return str(self.ctx.params.get("model") or self.ctx.stage.model)
+
+    @cached_property
+    def model_slugs(self) -> list[str]:
+        """The stage's models: its ``models`` list where it has one (a stage that runs several
+        models in turn, e.g. ``features_references``), else its one model, if any."""
+        if "models" in self.ctx.params:
+            return [str(m) for m in self.ctx.params["models"]]
+        return [self.model_slug] if self.model_slug else []
+
+    def plan(self) -> list[str]:
+        if not self.model_slugs:
+            log.info("%s: no model in this profile (workflows/full.yaml sets one); nothing to do",
+                     self.ctx.stage.name)
+            return []
+        return super().plan()
+
+    def run_items(self, items: Sequence[str]) -> list[FeatureRow]:
+        if not items:
+            return []
+        if "models" not in self.ctx.params:
+            return super().run_items(items)
+        rows = []
+        for slug in self.model_slugs:
+            self.__dict__["encoder"] = load_model(slug)  # the cached encoder, model by model
+            rows += super().run_items(items)
+        return rows
+
+    @cached_property
+    def prep_hash(self) -> str:
+        params = {k: self.ctx.params.get(k) for k in _FRAME_PARAMS}
+        return hashlib.sha256(json.dumps(params, sort_keys=True).encode()).hexdigest()[:12]
+
+    def cache_key(self, mode: str, sha: str) -> str:
+        return (f"_cache/features/{self.encoder.slug}-{self.encoder.version}/"
+                f"{self.identity}/{self.prep_hash}/{mode}/{sha}.npz")
+
+    def _row(self, s: SampleRow, mode: str, pairing: str) -> FeatureRow:
+        video = s if pairing == "paired" else self.partners.get(s.sample_id)
+        if video is None:
+            return FeatureRow(sample_id=s.sample_id, sample_sha256="", mode=mode,
+                              pairing=pairing, status="rejected", reason="no_shuffle_partner")
+        sha = input_sha256(mode, s.audio_sha256, video.video_sha256)
+        try:
+            emb = self._embedding(sha, mode, s, video)
+        except Exception as exc:  # one input's failure quarantines its row (a missing
+            # module, weight or writable path, or a full disk, fails the stage instead)
+            failed = row_failure(exc, f"{s.sample_id} {mode}/{pairing}")
+            log.warning("%s: %s %s/%s failed: %s", self.ctx.stage.name, s.sample_id, mode,
+                        pairing, failed)
+            return FeatureRow(sample_id=s.sample_id, sample_sha256=sha, mode=mode,
+                              pairing=pairing, status="rejected", reason="encode_failed",
+                              detail=f"{s.sample_id} {mode}/{pairing}: {failed.detail}"[:500])
+        return FeatureRow(sample_id=s.sample_id, sample_sha256=sha, mode=mode, pairing=pairing,
+                          features=tuple(float(v) for v in emb.vector), score=emb.score,
+                          score_kind=emb.score_kind, **_spec_columns(emb.spec))
+
+    def _embedding(self, sha: str, mode: str, s: SampleRow, video: SampleRow) -> Embedding:
+        store, key = self.ctx.run.store, self.cache_key(mode, sha)
+        if store.exists(key):
+            return _load(store.get_bytes(key))
+        emb = self._embed(mode, s, video)
+        store.put_bytes(key, _dump(emb))
+        return emb
+
+    def _embed(self, mode: str, s: SampleRow, video: SampleRow) -> Embedding:
+        kwargs: dict[str, Any] = {"mode": mode}
+        if mode in ("A", "AV"):
+            audio, rate = self.ctx.load_audio(s.audio_uri, s.audio_sha256)
+            kwargs["audio"], kwargs["sample_rate"] = audio, rate
+        if mode in ("V", "AV"):
+            kwargs["frames"], kwargs["fps"] = self._frames(video)
+        embed = getattr(self.encoder, "embed", None)
+        if embed is not None:
+            emb: Embedding = embed(**kwargs)
+        else:  # a reference encoder: features only
+            emb = Embedding(np.asarray(self.encoder.encode(**kwargs)), InputSpec())
+        vec = np.asarray(emb.vector, dtype=np.float32).reshape(-1)
+        if vec.size == 0 or not np.isfinite(vec).all():
+            raise ValueError("model returned an empty, NaN or inf feature vector")
+        if emb.score is not None and not np.isfinite(emb.score):
+            raise ValueError("model returned a NaN or inf score")
+        return Embedding(vec, emb.spec, emb.score, emb.score_kind)
+
+
+def _dump(emb: Embedding) -> bytes:
+    meta = {"spec": asdict(emb.spec), "score": emb.score, "score_kind": emb.score_kind}
+    buf = io.BytesIO()
+    np.savez(buf, vector=emb.vector, meta=np.array(json.dumps(meta)))
+    return buf.getvalue()
+
+
+def _load(data: bytes) -> Embedding:
+    with np.load(io.BytesIO(data)) as z:
+        meta = json.loads(str(z["meta"]))
+        return Embedding(z["vector"].astype(np.float32), InputSpec(**meta["spec"]),
+                         meta["score"], meta["score_kind"])

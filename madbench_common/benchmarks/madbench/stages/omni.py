@@ -1,0 +1,230 @@
+"""Omni stage (``omni_<model>``): a zero-shot omni model's answers and scores per sample and task.
+
+Paper §4.2 and §5.1–5.4: omni models answer fixed task prompts without training —
+P_bin (task ``binary``), P_4way (``fourway``), P_comp (``speech`` and ``env``, one call
+each) and P_SC (``scene``) — with audio only (A) and with audio and the clip's video
+(A-V), and for scene consistency also with another clip's video (§5.3, Table 4).
+
+Per sample (reading ``samples`` from ``assemble``):
+
+- core-protocol samples: ``binary``, ``fourway``, ``speech``, ``env`` × (A, A-V paired);
+- scene-consistency samples (``protocol == "scene_consistency"``): ``scene`` × A-V paired,
+  and A-V shuffled where
+  :func:`~madbench_common.benchmarks.madbench.stages.features.shuffled_input` says so
+  (test samples; partners from the run seed, the same for every model's stage).
+
+One :class:`~madbench_common.benchmarks.madbench.rows.ScoreRow` per (sample, task, mode, pairing):
+``score``
+= P(positive) from the first-token logits (P(fake), or P(inconsistent) for scene),
+``probs`` the four-way R, S, E, Q distribution, ``answer`` the greedy text, ``parsed``
+its label (``refusal``/``unparsed`` included), ``prompt_hash`` the question's hash and
+``excluded`` when there is neither a score nor a parsed label. ``sample_sha256`` is the
+input's content hash (audio, or audio + video as in the feature stages).
+
+Defaults the paper does not fix: only the ``val`` and ``test`` splits are asked
+(zero-shot models use no training data; ``val`` gives the accuracy threshold, ``test``
+the metrics); scene consistency is asked with video only (A-V), since the question is
+about the scene shown; ``max_new_tokens`` 8 (the answer is one word or letter); frame
+rate and size per model (:mod:`madbench_common.benchmarks.madbench.omni_models`).
+
+Responses go through :class:`~madbench_common.models.answer_cache.ResponseCache` at the store
+root, keyed by model, image, prompt hash, input sha256s, mode, pairing, frame
+parameters and the model's identity (adapter code, weights pins, dtype, message layout):
+a rerun, or a new version of one prompt, asks only what changed. Without a
+model (the embedded default and ``smoke.yaml``) the stage plans nothing.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Mapping, Sequence
+from functools import cached_property
+from typing import Any, ClassVar
+
+from madbench_common.benchmarks.madbench.eval.tasks import CORE_TASKS, SC_PROTOCOL, VARIANTS
+from madbench_common.benchmarks.madbench.omni.ask import Media, Outcome, ask
+from madbench_common.benchmarks.madbench.prompts import MADBENCH_PROMPTS, Question, load_prompt
+from madbench_common.benchmarks.madbench.rows import SampleRow, ScoreRow
+from madbench_common.benchmarks.madbench.stages.features import (
+    input_sha256,
+    shuffle_partners,
+    shuffle_rng,
+    shuffled_input,
+)
+from madbench_common.media.mux import sample_frames
+from madbench_common.models.answer_cache import ResponseCache
+from madbench_common.models.registry import load_model
+from madbench_common.pipeline.failures import row_failure
+from madbench_common.pipeline.stage import StageImpl
+
+__all__ = ["POSITIVE", "OmniStage", "omni_jobs"]
+
+log = logging.getLogger("madbench")
+POSITIVE = {"binary": "fake", "speech": "fake", "env": "fake", "scene": "inconsistent"}
+"""The label whose probability is a row's ``score`` (paper: P(fake); scene: inconsistent)."""
+_FRAME_PARAMS = ("fps", "frame_size", "max_frames")
+_TASKS = (*CORE_TASKS, "scene")
+
+
+def omni_jobs(s: SampleRow, modes: Sequence[str], scene_modes: Sequence[str],
+              shuffled: bool) -> list[tuple[str, str, str]]:
+    """(task, mode, pairing) questions for one sample."""
+    if s.protocol == SC_PROTOCOL:
+        jobs = [("scene", m, "paired") for m in scene_modes if m in modes]
+        if shuffled and "AV" in scene_modes and "AV" in modes:
+            jobs.append(("scene", "AV", "shuffled"))
+        return jobs
+    return [(task, m, "paired") for task in CORE_TASKS for m in modes]
+
+
+class OmniStage(StageImpl[ScoreRow]):
+    """``samples`` → ``scores`` for one omni model (params: model, modes, splits, prompts)."""
+
+    defaults: ClassVar[Mapping[str, Any]] = {
+        "modes": ["A", "AV"],
+        "scene_modes": ["AV"],
+        "splits": ["val", "test"],
+        "max_new_tokens": 8,
+        "fps": 2.0,
+        "frame_size": 336,
+        "max_frames": 32,
+    }
+
+    row_type = ScoreRow
+    id_field = "sample_id"
+    separable = True
+    optional_params = ("samples_stage", "cache", "prompts")
+
+    @cached_property
+    def model_slug(self) -> str:
+        return str(self.ctx.params.get("model") or self.ctx.stage.model)
+
+    @cached_property
+    def samples(self) -> dict[str, SampleRow]:
+        source = str(self.ctx.params.get("samples_stage", "assemble"))
+        return {s.sample_id: s for s in self.ctx.read_input(source, SampleRow) if s.ok}
+
+    @cached_property
+    def model(self) -> Any:
+        return load_model(self.model_slug)
+
+    @cached_property
+    def identity(self) -> str:
+        """The loaded model's identity for the response cache (adapter code, weights pins,
+        dtype, message layout with the system prompt)."""
+        from madbench_common.pipeline.identity import cache_identity
+
+        return cache_identity(self.model_slug, self.ctx.image, self.ctx.params, self.model,
+                              omni=True)
+
+    @cached_property
+    def questions(self) -> dict[str, Question]:
+        names = {**MADBENCH_PROMPTS, **self.ctx.params.get("prompts", {})}
+        return {task: load_prompt(names[task]).question(task) for task in _TASKS}
+
+    @cached_property
+    def partners(self) -> dict[str, SampleRow]:
+        return shuffle_partners(sorted(self.samples.values(), key=lambda s: s.sample_id),
+                                shuffle_rng(self.ctx.seed))
+
+    @cached_property
+    def cache(self) -> ResponseCache | None:
+        return ResponseCache(self.ctx.run.store) if self.ctx.params.get("cache", True) else None
+
+    def plan(self) -> list[str]:
+        if not self.model_slug:
+            log.info("%s: no model in this profile (workflows/full.yaml sets one); nothing to do",
+                     self.ctx.stage.name)
+            return []
+        splits = set(self.ctx.params["splits"])
+        return sorted(k for k, s in self.samples.items() if s.split in splits)
+
+    def _modes(self) -> tuple[list[str], list[str]]:
+        modes = [m for m in self.ctx.params["modes"] if m in self.model.modes]
+        return modes, list(self.ctx.params["scene_modes"])
+
+    def run_items(self, items: Sequence[str]) -> list[ScoreRow]:
+        if not items:
+            return []
+        prov = self.ctx.provenance(self.model.slug, self.model.version)
+        modes, scene_modes = self._modes()
+        rows = []
+        for item in items:
+            s = self.samples[item]
+            media = _MediaLoader(self, s)
+            for task, mode, pairing in omni_jobs(s, modes, scene_modes, shuffled_input(s)):
+                rows.append(self._row(s, task, mode, pairing, media).with_provenance(prov))
+        if self.cache is not None:
+            log.info("%s: %d replies from the cache, %d asked", self.ctx.stage.name,
+                     self.cache.hits, self.cache.misses)
+        return rows
+
+    def _row(self, s: SampleRow, task: str, mode: str, pairing: str,
+             media: _MediaLoader) -> ScoreRow:
+        video = s if pairing == "paired" else self.partners.get(s.sample_id)
+        base = {"sample_id": s.sample_id, "mode": mode, "pairing": pairing, "task": task,
+                "model": self.model.slug, "prompt_hash": self.questions[task].hash}
+        if video is None:
+            return ScoreRow(**base, status="rejected", reason="no_shuffle_partner")
+        sha = input_sha256(mode, s.audio_sha256, video.video_sha256)
+        inputs = (s.audio_sha256,) if mode == "A" else (s.audio_sha256, video.video_sha256)
+        try:
+            out = ask(self.model, self.questions[task], inputs=inputs, mode=mode,
+                      load=lambda: media.load(mode, video), cache=self.cache,
+                      image=self.ctx.image, pairing=pairing,
+                      max_new_tokens=int(self.ctx.params["max_new_tokens"]),
+                      settings=self._settings(mode), identity=self.identity)
+        except Exception as exc:  # quarantines this row, unless the whole stage must fail
+            failed = row_failure(exc, f"{s.sample_id} {task} {mode}/{pairing}")
+            log.warning("%s: %s %s %s/%s failed: %s", self.ctx.stage.name, s.sample_id, task,
+                        mode, pairing, failed)
+            return ScoreRow(**base, sample_sha256=sha, status="rejected", reason="omni_failed",
+                            detail=f"{s.sample_id} {task} {mode}/{pairing}: {failed.detail}"[:500])
+        return ScoreRow(**base, sample_sha256=sha, **_outcome_columns(task, out))
+
+    def _settings(self, mode: str) -> dict[str, Any]:
+        return {k: self.ctx.params.get(k) for k in _FRAME_PARAMS} if mode == "AV" else {}
+
+
+def _outcome_columns(task: str, out: Outcome) -> dict[str, Any]:
+    cols: dict[str, Any] = {"answer": out.answer.text[:500], "parsed": out.parsed,
+                            "excluded": out.excluded}
+    if out.probs is not None:
+        if task == "fourway":
+            cols["probs"] = out.probs.ordered(VARIANTS)
+        else:
+            cols["score"] = out.probs.probs[POSITIVE[task]]
+    return cols
+
+
+class _MediaLoader:
+    """Decodes a sample's audio and a video's frames once per item, on first need."""
+
+    def __init__(self, stage: OmniStage, sample: SampleRow) -> None:
+        self.stage, self.sample = stage, sample
+        self._audio: tuple[Any, int] | None = None
+        self._frames: dict[str, tuple[Any, float]] = {}
+
+    def load(self, mode: str, video: SampleRow) -> Media:
+        ctx = self.stage.ctx
+        if self._audio is None:
+            self._audio = ctx.load_audio(self.sample.audio_uri, self.sample.audio_sha256)
+        audio, rate = self._audio
+        if mode == "A":
+            return Media(audio, rate)
+        if video.video_sha256 not in self._frames:
+            self._frames[video.video_sha256] = self._decode(video)
+        frames, fps = self._frames[video.video_sha256]
+        if not len(frames):
+            raise ValueError(f"{video.video_uri}: no video frames decoded")
+        return Media(audio, rate, frames, fps)
+
+    def _decode(self, video: SampleRow) -> tuple[Any, float]:
+        ctx = self.stage.ctx
+        with ctx.tempdir() as tmp:
+            path = tmp / "video.mp4"
+            path.write_bytes(ctx.run.get_bytes(ctx.run.key_of(video.video_uri),
+                                               video.video_sha256))
+            return sample_frames(path, fps=float(ctx.params["fps"]),
+                                 size=int(ctx.params["frame_size"]),
+                                 max_frames=int(ctx.params["max_frames"]))
