@@ -103,11 +103,10 @@ class Pipeline:
 
 def pipeline_of(stages: Sequence[str]) -> Pipeline:
     """MADBench's graph when it has all ``stages``, else DEAF's (``madbench deaf stage``)."""
-    from madbench_common.benchmarks.deaf.graph import build_deaf_graph
-    from madbench_common.benchmarks.madbench.graph import build_graph
+    from madbench_common.pipeline.pipelines import build_pipeline
 
-    for graph, command, sources in ((build_graph(), ("madbench",), True),
-                                    (build_deaf_graph(), ("madbench", "deaf"), False)):
+    for graph, command, sources in ((build_pipeline("madbench"), ("madbench",), True),
+                                    (build_pipeline("deaf"), ("madbench", "deaf"), False)):
         if set(stages) <= set(graph.stages):
             return Pipeline(graph, command, sources)
     raise ConfigError(f"image_test stages {sorted(stages)} are not all stages of the MADBench "
@@ -147,10 +146,9 @@ def _key_placeholders() -> dict[str, str]:
     check: an API model (ElevenLabs, Gemini, GPT-4o audio, the judge) is constructed with
     its client but calls nothing, and the container has no network. Real keys come only
     from the cluster's Secret, never from here."""
-    from madbench_common.benchmarks.deaf.graph import build_deaf_graph
-    from madbench_common.benchmarks.madbench.graph import build_graph
+    from madbench_common.pipeline.pipelines import PIPELINES, build_pipeline
 
-    names = {k for graph in (build_graph(), build_deaf_graph()) for st in graph
+    names = {k for graph in map(build_pipeline, PIPELINES) for st in graph
              for k in st.secrets}
     return {name: "image-test-placeholder" for name in sorted(names)}
 

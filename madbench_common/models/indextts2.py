@@ -56,7 +56,7 @@ from madbench_common.core.compat import zip_strict
 from madbench_common.core.errors import EnvironmentMissing
 from madbench_common.core.types import Audio, Hertz, Seconds
 from madbench_common.models.weights import hf_path
-from madbench_common.benchmarks.madbench.speech_prep import (
+from madbench_common.models.speech_prep import (
     GenerationFailed,
     GenerationReport,
     ReportingGenerator,

@@ -37,7 +37,7 @@ import yaml
 from madbench_common.core.types import Audio, Hertz, Seconds
 from madbench_common.media.audio import resample
 from madbench_common.models.weights import hf_path, tiny_layout
-from madbench_common.benchmarks.madbench.speech_prep import (
+from madbench_common.models.speech_prep import (
     GenerationFailed,
     GenerationReport,
     ReportingGenerator,

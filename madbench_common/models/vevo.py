@@ -50,7 +50,7 @@ from madbench_common.models.weights import (
     url_file,
     weights_root,
 )
-from madbench_common.benchmarks.madbench.speech_prep import (
+from madbench_common.models.speech_prep import (
     GenerationFailed,
     GenerationReport,
     ReportingGenerator,

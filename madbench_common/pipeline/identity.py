@@ -63,7 +63,7 @@ LEGACY_MODULES: dict[str, str] = {
     f"{_PACKAGE}.{new}": f"{_PACKAGE}.{old}" for new, old in (
         ("benchmarks.madbench.stages", "stages"), ("benchmarks.madbench.rows", "rows"),
         ("benchmarks.madbench.sources", "sources"),
-        ("benchmarks.madbench.speech_prep", "speech_prep"),
+        ("models.speech_prep", "speech_prep"),
         ("benchmarks.madbench.taxonomy_propose", "taxonomy_propose"),
         ("benchmarks.madbench.taxonomy", "taxonomy"),
         ("benchmarks.madbench.data", "data"),  # MADBench's data files: taxonomy.json

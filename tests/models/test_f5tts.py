@@ -19,8 +19,8 @@ import pytest
 pytest.importorskip("f5_tts", reason="run make adapter-test IMAGE=tts-f5")
 
 
-from madbench_common.benchmarks.madbench.speech_prep import GenerationFailed
 from madbench_common.benchmarks.madbench.stages.speech_gen import generate_speech
+from madbench_common.models.speech_prep import GenerationFailed
 from madbench_common.models.weights import WeightsMissing
 
 from .speech_cases import RATE, assert_placed, demo_case

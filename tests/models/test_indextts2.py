@@ -24,8 +24,8 @@ pytest.importorskip("indextts.infer_v2", reason="run make adapter-test IMAGE=tts
 
 import torch
 
-from madbench_common.benchmarks.madbench.speech_prep import GenerationFailed
 from madbench_common.models.indextts2 import LengthControl, plan_frames
+from madbench_common.models.speech_prep import GenerationFailed
 from madbench_common.models.weights import WeightsMissing
 
 from .speech_cases import RATE, demo_case

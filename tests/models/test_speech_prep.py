@@ -5,7 +5,9 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from madbench_common.benchmarks.madbench.speech_prep import (
+from madbench_common.benchmarks.madbench.stages.clips import length_fields
+from madbench_common.media.audio import resample
+from madbench_common.models.speech_prep import (
     GenerationFailed,
     check_text,
     fit_speech,
@@ -13,8 +15,6 @@ from madbench_common.benchmarks.madbench.speech_prep import (
     prepare_reference,
     seed_all,
 )
-from madbench_common.benchmarks.madbench.stages.clips import length_fields
-from madbench_common.media.audio import resample
 
 from .speech_cases import RATE, assert_placed, demo_case, place
 
@@ -84,7 +84,7 @@ def test_guard_oom_turns_cuda_oom_into_a_component_failure() -> None:
 
 
 def test_stage_copies_the_generator_report_onto_the_row() -> None:
-    from madbench_common.benchmarks.madbench.speech_prep import ReportingGenerator
+    from madbench_common.models.speech_prep import ReportingGenerator
 
     case = demo_case("demo_002")
     gen = ReportingGenerator()

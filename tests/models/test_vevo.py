@@ -37,8 +37,8 @@ finally:
 
 import torch  # noqa: E402
 
-from madbench_common.benchmarks.madbench.speech_prep import GenerationFailed  # noqa: E402
 from madbench_common.benchmarks.madbench.stages.speech_gen import generate_speech  # noqa: E402
+from madbench_common.models.speech_prep import GenerationFailed  # noqa: E402
 from madbench_common.models.weights import WeightsMissing  # noqa: E402
 
 

@@ -20,7 +20,7 @@ technique:
   - PSOLA + cepstral: as the espeak-ng branch above, applied to the source speech.
 
 Output is exactly ``round(duration * sample_rate)`` samples, at the reference
-speaker's active speech level. Like the real adapters (:mod:`madbench_common.benchmarks.madbench.speech_prep`),
+speaker's active speech level. Like the real adapters (:mod:`madbench_common.models.speech_prep`),
 each call reports in ``last_settings`` how long the synthesiser's own speech was and the
 time-scale factor the final retiming applied (``length_correction`` = target / synthesised
 length), which component QC bounds (paper §3.3 "generation duration"): TTS first asks the
@@ -66,7 +66,7 @@ from madbench_common.media.dsp import (
     world_analyse,
     world_synthesise,
 )
-from madbench_common.benchmarks.madbench.speech_prep import GenerationReport
+from madbench_common.models.speech_prep import GenerationReport
 
 __all__ = [
     "EspeakPsolaCrossTTS",
