@@ -35,10 +35,10 @@ from bench.synthstages import paper_counts, paper_graph  # noqa: E402
 from madbench_common.benchmarks.madbench.graph import build_graph  # noqa: E402
 from madbench_common.cli.pipeline import print_status  # noqa: E402
 from madbench_common.core.store import RunStore, open_store  # noqa: E402
+from madbench_common.core.usage import peak_rss_bytes, reset_peak_rss  # noqa: E402
 from madbench_common.pipeline.local import LocalRunner, RunOptions  # noqa: E402
 from madbench_common.pipeline.plan import PAPER_CLIPS, plan_run  # noqa: E402
 from madbench_common.pipeline.status import collect_status  # noqa: E402
-from madbench_common.pipeline.usage import peak_rss_bytes, reset_peak_rss  # noqa: E402
 from madbench_common.testing import SeaweedS3  # noqa: E402
 
 WORKERS = int(os.environ.get("MADBENCH_BENCH_WORKERS", "2"))

@@ -75,7 +75,7 @@ images: base-images
 ## image-test IMAGE=<slug>: run the slug's image_test stage shards inside its built image
 image-test: setup
 	@test -n "$(IMAGE)" || { echo "usage: make image-test IMAGE=<slug>" >&2; exit 2; }
-	$(IMAGE_PY) -m madbench_common.build.imagetest test $(IMAGE)
+	$(IMAGE_PY) -m madbench_common.testing.imagetest test $(IMAGE)
 
 ## test-images: the `image`-marked tests: bases + reference-cpu built, its image test, and
 ## `madbench run --engine` giving the in-process manifests (tens of minutes cold; not in make test)

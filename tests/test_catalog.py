@@ -189,7 +189,7 @@ def graphs() -> dict[str, Graph]:
 
 def graph_of(stages: list[str]) -> str | None:
     """``madbench`` or ``deaf``: the graph that has all ``stages`` (the rule of
-    ``madbench_common.build.imagetest.pipeline_of``, which ``make image-test`` follows)."""
+    ``madbench_common.testing.imagetest.pipeline_of``, which ``make image-test`` follows)."""
     for name in ("madbench", "deaf"):
         if set(stages) <= set(graphs()[name].stages):
             return name

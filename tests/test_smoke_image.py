@@ -135,7 +135,7 @@ def test_every_smoke_stage_runs_in_the_image() -> None:
 
 def _run_all(ref: str, work: Path) -> None:
     from madbench_common.build.containers import ContainerFailed, Mount
-    from madbench_common.build.imagetest import _writable
+    from madbench_common.testing.imagetest import _writable
 
     store, sources = _writable(work / "store"), _sources(work)
     templates, values = _templates()

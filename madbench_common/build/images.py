@@ -35,7 +35,7 @@ Code that is not on PyPI is listed under ``upstream_src`` at a pinned commit wit
 sha256 of its unpacked tree (:mod:`madbench_common.build.upstream`).
 
 An optional ``image_test:`` block says how ``make image-test IMAGE=<slug>`` proves the
-built image (see :class:`ImageTest` and ``madbench_common.build.imagetest``).
+built image (see :class:`ImageTest` and ``madbench_common.testing.imagetest``).
 
 ``python -m madbench_common.build.images <command> <slug>`` is what the Makefile calls.
 """

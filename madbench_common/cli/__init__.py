@@ -28,7 +28,7 @@ _EXTENSIONS = (
     "madbench_common.cli.weights",
     "madbench_common.cli.taxonomy",
     "madbench_common.cli.omni",
-    "madbench_common.benchmarks.deaf.cli",
+    "madbench_common.cli.deaf",
     "madbench_common.cluster.rehearse",
 )
 

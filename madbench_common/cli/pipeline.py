@@ -19,6 +19,7 @@ from madbench_common.cli.weights import allow_unpinned_arg, allowed_unpinned
 from madbench_common.core.errors import ChecksumError, ConfigError, MadbenchError
 from madbench_common.core.s3client import retries_since, retry_stats
 from madbench_common.core.store import RunStore, copy_run, open_store
+from madbench_common.core.usage import peak_rss_bytes
 from madbench_common.pipeline.graph import Graph
 from madbench_common.pipeline.local import LocalRunner, RunOptions
 from madbench_common.pipeline.params import check_params, check_stage_params, check_stage_values
@@ -32,7 +33,6 @@ from madbench_common.pipeline.stage import (
     stage_params,
 )
 from madbench_common.pipeline.status import RunStatus, collect_status, table_one
-from madbench_common.pipeline.usage import peak_rss_bytes
 
 __all__ = ["add_commands", "add_stage_params_option", "stage_overrides"]
 

@@ -10,7 +10,7 @@ import numpy.typing as npt
 if TYPE_CHECKING:  # typing.TypeAlias is 3.10+; the annotations below are never evaluated
     from typing import TypeAlias
 
-__all__ = ["Audio", "ClipId", "Hertz", "Key", "Seconds", "Uri"]
+__all__ = ["Audio", "ClipId", "Frames", "Hertz", "Key", "Seconds", "Uri"]
 
 Seconds: TypeAlias = float
 Hertz: TypeAlias = int
@@ -21,3 +21,5 @@ Key: TypeAlias = str
 ClipId: TypeAlias = str
 Audio: TypeAlias = npt.NDArray[np.float32]
 """Mono float32 samples in [-1, 1]."""
+Frames: TypeAlias = npt.NDArray[np.uint8]
+"""Video frames, shape (T, H, W, 3), RGB."""

@@ -32,7 +32,7 @@ The child
   header claims).
 
 Every rejection is an :class:`~madbench_common.core.errors.InputRejected` with a reason
-code. The limits are ingest parameters (``definition.py``); the paper fixes none of
+code. The limits are ingest parameters (``benchmarks/madbench/graph.py``); the paper fixes none of
 them (its clips are 4–12 s): the defaults leave ordinary clips untouched.
 """
 
@@ -59,8 +59,8 @@ import numpy as np
 
 from madbench_common.core.errors import InputRejected
 from madbench_common.core.types import Audio
+from madbench_common.core.usage import peak_rss_bytes
 from madbench_common.media.audio import MediaInfo
-from madbench_common.pipeline.usage import peak_rss_bytes
 
 __all__ = ["FORMATS", "STEM_FORMATS", "DecodedSource", "MediaLimits", "decode_stem",
            "decode_untrusted", "guarded_call", "probe_bounded"]
@@ -256,8 +256,8 @@ def _serve(parent: int | None) -> None:
     # under its memory cap (an import there could not map its library).
     import av.subtitles.stream  # noqa: F401
 
+    from madbench_common.core.orphans import die_with_parent
     from madbench_common.media import listing  # noqa: F401
-    from madbench_common.pipeline.orphans import die_with_parent
 
     die_with_parent(parent)
     stdin, stdout = sys.stdin.buffer, sys.stdout.buffer
@@ -274,7 +274,7 @@ def _forked(kind: str, args: tuple[Any, ...], memory: int, timeout: float) -> by
     if pid == 0:  # the child: never returns
         os.close(read_fd)
         try:
-            from madbench_common.pipeline.orphans import die_with_parent
+            from madbench_common.core.orphans import die_with_parent
 
             die_with_parent(server)
             with os.fdopen(write_fd, "wb") as out:

@@ -20,8 +20,7 @@ import av
 import numpy as np
 from av.audio.stream import AudioStream
 
-from madbench_common.core.types import Audio, Hertz
-from madbench_common.models.roles import Frames
+from madbench_common.core.types import Audio, Frames, Hertz
 
 __all__ = ["MuxResult", "remux_with_audio", "sample_frames", "video_digest", "video_packets"]
 

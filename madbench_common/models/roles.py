@@ -16,7 +16,7 @@ from typing import Protocol, runtime_checkable
 import numpy as np
 import numpy.typing as npt
 
-from madbench_common.core.types import Audio, Hertz, Seconds
+from madbench_common.core.types import Audio, Frames, Hertz, Seconds
 
 __all__ = [
     "ASR",
@@ -44,8 +44,6 @@ __all__ = [
     "Transcript",
 ]
 
-Frames = npt.NDArray[np.uint8]
-"""Video frames, shape (T, H, W, 3), RGB."""
 
 
 @dataclass(frozen=True)

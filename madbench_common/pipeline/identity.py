@@ -78,10 +78,11 @@ LEGACY_MODULES: dict[str, str] = {
         ("benchmarks.deaf", "deaf"), ("models.reference", "reference"),
         ("build.images", "images"), ("build.imagebuild", "imagebuild"),
         ("build.imagelock", "imagelock"), ("build.imagepush", "imagepush"),
-        ("build.imagetest", "imagetest"), ("build.adaptertest", "adaptertest"),
+        ("testing.imagetest", "imagetest"), ("build.adaptertest", "adaptertest"),
         ("build.sbom", "sbom"), ("build.containers", "containers"),
         ("build.secrets_scan", "secrets_scan"), ("build.dockerfile", "dockerfile"),
-        ("build.upstream", "upstream"))}
+        ("build.upstream", "upstream"), ("core.usage", "pipeline.usage"),
+        ("core.orphans", "pipeline.orphans"), ("cli.deaf", "deaf.cli"))}
 """Where modules lived before the package was laid out by concern (issue 22): new → old.
 
 Fingerprints and model identities name code by this older, canonical name

@@ -33,12 +33,13 @@ from typing import TYPE_CHECKING, Any
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
 from madbench_common.core.errors import ChecksumError, ConfigError
+from madbench_common.core.orphans import die_with_parent
 from madbench_common.core.s3client import retries_since, retry_stats
 from madbench_common.core.store import RunStore, open_store
+from madbench_common.core.usage import peak_rss_bytes, reset_peak_rss
 from madbench_common.pipeline.failures import stage_failure
 from madbench_common.pipeline.graph import Graph, Stage
 from madbench_common.pipeline.lease import RunLease
-from madbench_common.pipeline.orphans import die_with_parent
 from madbench_common.pipeline.preflight import Where, check_run, gpu_models, pending_stages
 from madbench_common.pipeline.repair import invalidate
 from madbench_common.pipeline.stage import (
@@ -51,7 +52,6 @@ from madbench_common.pipeline.stage import (
     stage_done,
 )
 from madbench_common.pipeline.threads import pin_threads
-from madbench_common.pipeline.usage import peak_rss_bytes, reset_peak_rss
 
 if TYPE_CHECKING:
     from madbench_common.pipeline.container import ContainerEngine

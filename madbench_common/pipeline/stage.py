@@ -57,12 +57,12 @@ from madbench_common.core.manifest import (
 from madbench_common.core.s3client import retries_since, retry_stats
 from madbench_common.core.store import ObjectInfo, RunStore
 from madbench_common.core.types import Audio, Key
+from madbench_common.core.usage import peak_rss_bytes, reset_peak_rss
 from madbench_common.media.audio import read_wav_bytes, wav_bytes
 from madbench_common.pipeline.failures import blank_row, row_failure, stage_failure
 from madbench_common.pipeline.graph import Graph, Stage
 from madbench_common.pipeline.identity import canonical_name, stage_identity, unpinned_weights
 from madbench_common.pipeline.threads import math_threads, pin_threads
-from madbench_common.pipeline.usage import peak_rss_bytes, reset_peak_rss
 
 __all__ = [
     "MapStage",
@@ -404,7 +404,7 @@ class ShardResult:
     skipped: bool
     seconds: float
     peak_rss: int = 0
-    """Peak resident bytes while the shard ran (see :mod:`~madbench_common.pipeline.usage`)."""
+    """Peak resident bytes while the shard ran (see :mod:`~madbench_common.core.usage`)."""
     retries: dict[str, int] = field(default_factory=dict)
     """Transient S3 replies retried while the shard ran, by code."""
 

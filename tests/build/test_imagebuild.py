@@ -12,8 +12,8 @@ import pytest
 
 from madbench_common.build import imagebuild
 from madbench_common.build.imagebuild import BuildRecord, NoEngine, build_lock
-from madbench_common.build.imagetest import _host_stages, demo_sources, pipeline_of
 from madbench_common.core.errors import ConfigError
+from madbench_common.testing.imagetest import _host_stages, demo_sources, pipeline_of
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -142,9 +142,9 @@ def test_deaf_image_test_host_part_gives_the_answer_stage_its_queries(tmp_path: 
     committed four sentences, so the answer stage in the image has a few dozen queries."""
     from madbench_common.benchmarks.deaf.stages_eval import AnswerStage
     from madbench_common.build.images import load_image
-    from madbench_common.build.imagetest import _run_on_host, image_test_params
     from madbench_common.core.store import RunStore, open_store
     from madbench_common.pipeline.stage import make_context
+    from madbench_common.testing.imagetest import _run_on_host, image_test_params
 
     spec = load_image("deaf-salmonn").image_test
     assert spec is not None

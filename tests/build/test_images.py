@@ -339,7 +339,7 @@ def test_image_builds_and_runs_its_stages(slug: str) -> None:
     if os.environ.get("MADBENCH_IMAGE_TEST") != "1":
         pytest.skip("opt-in: set MADBENCH_IMAGE_TEST=1 (builds images: minutes, GBs)")
     from madbench_common.build.imagebuild import NoEngine, build_bases, build_image
-    from madbench_common.build.imagetest import run_image_test
+    from madbench_common.testing.imagetest import run_image_test
 
     try:
         build_bases([load_image(slug).python])

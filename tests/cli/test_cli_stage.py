@@ -105,7 +105,7 @@ def test_importing_every_module_runs_no_command() -> None:
     exited 2 with madbench's usage for the image test's own argv."""
     code = ("import sys\n"
             "sys.argv = ['imagetest', 'check-models']\n"
-            "from madbench_common.build.imagetest import check_imports\n"
+            "from madbench_common.testing.imagetest import check_imports\n"
             "missing = check_imports()\n"
             "print('imported; missing packages only:', all('(needs ' in m for m in missing))\n")
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)

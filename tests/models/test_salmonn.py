@@ -160,10 +160,10 @@ def test_the_stage_runtime_runs_in_this_environment() -> None:
     pyarrow, the DEAF stages) works with these pins: every madbench_common module imports,
     or lacks only another image's library (torch 2.0.1 keeps NumPy 1, and pyarrow 26
     refuses NumPy 1 at import: the lock holds pyarrow < 26)."""
-    from madbench_common.build.imagetest import check_imports
+    from madbench_common.testing.imagetest import check_imports
 
     lacking = {m.split(" ")[0] for m in check_imports()}  # other failures raise
-    pods = {"madbench_common.cli", "madbench_common.benchmarks.deaf.cli",
+    pods = {"madbench_common.cli", "madbench_common.cli.deaf",
             "madbench_common.benchmarks.deaf.stages_eval",
             "madbench_common.benchmarks.deaf.stage_report", "madbench_common.pipeline.stage",
             "madbench_common.models.salmonn", "madbench_common.models.tiny.salmonn"}

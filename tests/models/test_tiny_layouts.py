@@ -47,7 +47,7 @@ IMAGES = ("separator-mossformer2", "qc", "scene-qwen25vl", "tts-f5", "tts-indext
 has no weights: its models ship in wheels)."""
 NO_IMAGE_TEST = {"deaf-tf5": "madbench_common.models.tiny.audio_lm:install_tiny_deaf_tf5"}
 """Writers of images without an image test: deaf-tf5's stages are in the DEAF graph, which
-``make image-test`` does not build (madbench_common.build.imagetest runs the main graph)."""
+``make image-test`` does not build (madbench_common.testing.imagetest runs the main graph)."""
 
 
 def _writer(slug: str) -> Callable[..., Any]:

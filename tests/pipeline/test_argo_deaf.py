@@ -140,7 +140,7 @@ def test_pods_run_the_deaf_commands_and_parse() -> None:
             assert ns.func.__module__ == "madbench_common.cli.pipeline", tpl["name"]
             assert ns.stage in ns.graph_of(ns).stages, tpl["name"]
         else:
-            assert ns.func.__module__ == "madbench_common.benchmarks.deaf.cli", tpl["name"]
+            assert ns.func.__module__ == "madbench_common.cli.deaf", tpl["name"]
     assert "sources" not in _params()
     assert not any(a.startswith("sources=") for a in _shard("deaf_sentences")["container"]["args"])
 

@@ -7,12 +7,13 @@ resources, frame sampling, order in the paper's tables) and its GPU figures. Eve
 else is derived from the cards:
 
 - the registry (:data:`madbench_common.models.registry.REGISTRY`);
-- the role rows of the graphs: the evaluation models (``pipeline/eval_models``), the omni
-  models (``pipeline/omni_models``), the generator, separator and scene models of the
-  ``full`` profile (``pipeline/definition``) and DEAF's answer models (``deaf/graph``);
+- the role rows of the graphs: the evaluation models (``benchmarks/madbench/eval_models``),
+  the omni models (``benchmarks/madbench/omni_models``), the generator, separator and scene
+  models of the ``full`` profile (``benchmarks/madbench/graph``) and DEAF's answer models
+  (``benchmarks/deaf/graph``);
 - the GPU table that ``madbench plan`` reads (``pipeline/gpuplan``; only stages that run
   several models, the QC stages, keep a row in ``data/gpu_models.csv``);
-- the reference models' licences in an exported dataset card (``release/card``);
+- the reference models' licences in an exported dataset card (``benchmarks/madbench/release/card``);
 - the README's image table (``make dockerfiles``).
 
 ``tests/test_catalog.py`` checks the cards against the images (``image.yaml``'s

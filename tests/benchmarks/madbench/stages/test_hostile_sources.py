@@ -16,9 +16,9 @@ import pytest
 from madbench_common.benchmarks.madbench.graph import build_graph
 from madbench_common.benchmarks.madbench.rows import SourceRow
 from madbench_common.core.manifest import read_manifest_bytes
+from madbench_common.core.usage import peak_rss_bytes
 from madbench_common.media import guard as media_guard
 from madbench_common.pipeline.local import LocalRunner, RunOptions, StageReport
-from madbench_common.pipeline.usage import peak_rss_bytes
 from tests.media.clips import _ffmpeg, make_clip, speechlike
 
 COLUMNS = ["clip_id", "path", "transcript", "speech_stem", "env_stem"]

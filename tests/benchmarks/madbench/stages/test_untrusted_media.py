@@ -11,8 +11,8 @@ from pathlib import Path
 import pytest
 
 from madbench_common.core.errors import InputRejected
+from madbench_common.core.usage import peak_rss_bytes
 from madbench_common.media.guard import MediaLimits, decode_untrusted
-from madbench_common.pipeline.usage import peak_rss_bytes
 from tests.media.clips import (
     bomb_mkv,
     huge_duration_mp4,

@@ -260,7 +260,7 @@ def _run(ref: str, slug: str, spec: ImageTest, models: Sequence[str],
         run_in_image(ref, ["python", "-c", code],
                      mounts=[Mount(weights, "/weights", read_only=False)])
     mounts = [*data, Mount(weights, "/weights")]
-    check = ["python", "-m", "madbench_common.build.imagetest", "check-models",
+    check = ["python", "-m", "madbench_common.testing.imagetest", "check-models",
              *_models_of(slug, models), *(["--load"] if spec.load_models else [])]
     print(run_in_image(ref, check, mounts=mounts, capture=True, env=_key_placeholders()),
           end="", flush=True)
@@ -307,7 +307,7 @@ def check_models(slugs: Sequence[str], load: bool) -> list[str]:
 
 
 def _main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m madbench_common.build.imagetest")
+    parser = argparse.ArgumentParser(prog="python -m madbench_common.testing.imagetest")
     sub = parser.add_subparsers(dest="command", required=True)
     test = sub.add_parser("test", help="run the image test of a built image (on the host)")
     test.add_argument("slug")
