@@ -16,9 +16,15 @@ from rich.console import Console
 from rich.logging import RichHandler
 from rich.text import Text
 
-from madbench_common.core.errors import EXIT_DETERMINISTIC, EXIT_TRANSIENT, MadbenchError
+from madbench_common.core.errors import (
+    EXIT_DETERMINISTIC,
+    EXIT_TRANSIENT,
+    ConfigError,
+    MadbenchError,
+)
 
-__all__ = ["EXIT_DETERMINISTIC", "EXIT_TRANSIENT", "leave", "main", "run"]
+__all__ = ["EXIT_DETERMINISTIC", "EXIT_TRANSIENT", "PIPELINE_COMMANDS", "leave", "main",
+           "pipeline_argv", "run"]
 
 _EXTENSIONS = (
     "madbench_common.cli.pipeline",
@@ -44,8 +50,41 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+PIPELINE_COMMANDS = ("run", "status", "report", "stage")
+"""The commands every pipeline has: ``madbench <command> --pipeline NAME`` runs NAME's."""
+
+
+def pipeline_argv(argv: Sequence[str]) -> list[str]:
+    """``argv`` with ``--pipeline NAME`` (or ``--pipeline=NAME``) of a pipeline command
+    resolved: MADBench's commands are the top-level ones (the option is dropped), another
+    pipeline's are its own subcommands (``madbench status --pipeline deaf …`` is
+    ``madbench deaf status …``). An unknown name is a :class:`ConfigError` naming the
+    known ones (:data:`~madbench_common.pipeline.pipelines.PIPELINES`)."""
+    from madbench_common.pipeline.pipelines import PIPELINES
+
+    args = list(argv)
+    flags = [i for i, a in enumerate(args) if a == "--pipeline" or a.startswith("--pipeline=")]
+    if not args or args[0] not in PIPELINE_COMMANDS or not flags:
+        return args
+    i = flags[-1]
+    if args[i] == "--pipeline":
+        if i + 1 >= len(args):
+            raise ConfigError(f"--pipeline needs a name: {', '.join(PIPELINES)}")
+        name, rest = args[i + 1], args[:i] + args[i + 2:]
+    else:
+        name, rest = args[i].partition("=")[2], args[:i] + args[i + 1:]
+    if name not in PIPELINES:
+        raise ConfigError(f"unknown pipeline {name!r}; known: {', '.join(PIPELINES)}")
+    return rest if name == "madbench" else [name, *rest]
+
+
 def main(argv: Sequence[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
+    try:
+        resolved = pipeline_argv(sys.argv[1:] if argv is None else argv)
+    except MadbenchError as exc:
+        print_error(exc)
+        return exc.exit_code
+    args = build_parser().parse_args(resolved)
     level = logging.DEBUG if args.verbose > 1 else logging.INFO if args.verbose else logging.WARNING
     logging.basicConfig(level=level, format="%(message)s", datefmt="[%X]",
                         handlers=[RichHandler(console=Console(stderr=True), show_path=False)])

@@ -40,6 +40,9 @@ __all__ = ["add_commands", "add_stage_params_option", "stage_overrides"]
 def _common(p: argparse.ArgumentParser) -> None:
     p.add_argument("--store", required=True, help="file:// path, plain path, or s3://bucket/prefix")
     p.add_argument("--run-id", required=True)
+    p.add_argument("--pipeline", default="madbench", metavar="NAME",
+                   help="the benchmark: madbench (default) or deaf, whose options are "
+                        "`madbench deaf <command> --help`'s")
 
 
 def add_commands(sub: argparse._SubParsersAction[Any]) -> None:
