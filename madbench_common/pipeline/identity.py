@@ -95,7 +95,9 @@ _LEGACY_RX = [(re.compile(rf"(?<![\w.]){re.escape(new)}(?![\w])"), old)
 _LEGACY_PATHS = [(re.compile(rf"(?<![\w/]){re.escape(new.replace('.', '/'))}(?![\w])"),
                   old.replace(".", "/"))
                  for new, old in sorted(LEGACY_MODULES.items(), key=lambda kv: -len(kv[0]))]
-_LEGACY_TESTS = [(re.compile(rf"(?<![\w/]){re.escape(new)}(?![\w])"), old) for new, old in (
+_LEGACY_TESTS = [(re.compile(rf"(?<![\w/]){re.escape(new)}" + ("" if new.endswith("/") else
+                                                              r"(?![\w])")), old)
+                 for new, old in (
     ("tests/benchmarks/madbench/", "tests/"), ("tests/benchmarks/deaf", "tests/deaf"),
     ("tests/models/reference", "tests/reference"), ("tests/build/", "tests/"))]
 
