@@ -17,10 +17,10 @@ from typing import Any
 import numpy as np
 import soundfile as sf
 
-from madbench_common.benchmarks.madbench.taxonomy import build_prompt
 from madbench_common.media.audio import resample
 from madbench_common.models.reference import env_gen as eg
 from madbench_common.models.reference import speech_gen as sg
+from madbench_common.models.taxonomy import build_prompt
 
 __all__ = ["bench_env", "bench_speech", "main"]
 

@@ -5,23 +5,46 @@ in four voice profiles, exported as 16 kHz 16-bit mono PCM. This adapter calls
 ``POST /v1/text-to-speech/{voice_id}?output_format=pcm_16000`` with the key from
 ``$ELEVENLABS_API_KEY`` only. The paper's voice ids (its Table 8) are not in the text
 we have, so ``voices`` maps each profile to a voice id, by default the documented premade
-set :data:`madbench_common.benchmarks.deaf.design.ELEVENLABS_VOICES` (the ``sic_tts_voices`` workflow
-parameter); a mapping given replaces it, and a profile it lacks is a configuration error.
+set :data:`ELEVENLABS_VOICES` (the ``sic_tts_voices`` workflow parameter; DEAF's design
+re-exports it); a mapping given replaces it, and a profile it lacks is a configuration
+error.
 Costs are per character (``usd_per_1k_chars``, unverified list price) against the spend
 cap.
 """
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+from types import MappingProxyType
+
 import numpy as np
 
 from madbench_common.core.errors import ConfigError
 from madbench_common.core.types import Audio, Hertz
-from madbench_common.benchmarks.deaf.design import ELEVENLABS_VOICES
 from madbench_common.media.audio import resample
 from madbench_common.models.http_api import JsonApi, SpendMeter, api_key
 
-__all__ = ["ElevenLabsTTS"]
+__all__ = ["ELEVENLABS_VOICES", "ElevenLabsTTS"]
+
+ELEVENLABS_VOICES: Mapping[str, str] = MappingProxyType({
+    "young_male": "TX3LPaxmHKxFdv7VOQHJ",      # "Liam": male, young, American
+    "young_female": "EXAVITQu4vr4xnSDxMaL",    # "Sarah" (formerly "Bella"): female, young
+    "elderly_male": "pqHfZKP75CvOlQylNhV4",    # "Bill": male, old, American
+    "elderly_female": "pFZP5JQG7iQjIQuC4Bku",  # "Lily": female, middle-aged, British, raspy
+})
+"""The default SIC voices: ElevenLabs *premade* (default) voices, one per profile.
+
+DEAF's own voice ids (its Table 8) are not in the text we have, so these are a documented
+choice, not the paper's voices. Premade voices are public: every ElevenLabs account can
+use them, and ``GET https://api.elevenlabs.io/v1/voices`` lists them with
+``category: premade`` and ``labels`` (gender, age, accent); ElevenLabs' "default voices"
+documentation page shows the same set. The ages above are those labels as several public
+copies of that list show them (not re-checked against the API from this machine, which
+reaches no network). The premade set has no voice labelled old and female: Lily
+(middle-aged, raspy) is the closest, so for a faithful elderly-female profile pass a
+Voice Library voice id. Override the whole set with the workflow parameter
+``sic_tts_voices`` (``argo submit -p 'sic_tts_voices={"young_male": "…", …}'``) or
+``--set sic_tts.voices=…`` locally. Voice ids are not secrets."""
 
 DEFAULT_BASE = "https://api.elevenlabs.io"
 _RATE = 16000

@@ -65,8 +65,8 @@ LEGACY_MODULES: dict[str, str] = {
         ("benchmarks.madbench.sources", "sources"),
         ("models.speech_prep", "speech_prep"),
         ("benchmarks.madbench.taxonomy_propose", "taxonomy_propose"),
-        ("benchmarks.madbench.taxonomy", "taxonomy"),
-        ("benchmarks.madbench.data", "data"),  # MADBench's data files: taxonomy.json
+        ("models.taxonomy", "taxonomy"),
+        ("models.data", "data"),  # the models' data files: taxonomy.json
         ("benchmarks.madbench.corpora", "corpora"), ("benchmarks.madbench.eval", "eval"),
         ("benchmarks.madbench.omni_models", "pipeline.omni_models"),
         ("benchmarks.madbench.omni", "omni"), ("models.answer_cache", "omni.cache"),
@@ -75,7 +75,8 @@ LEGACY_MODULES: dict[str, str] = {
         ("benchmarks.madbench.prompts", "prompts"),
         ("benchmarks.madbench.graph", "pipeline.definition"),
         ("benchmarks.madbench.eval_models", "pipeline.eval_models"),
-        ("benchmarks.deaf", "deaf"), ("models.reference", "reference"),
+        ("benchmarks.deaf", "deaf"), ("models.deaf_roles", "deaf.roles"),
+        ("models.reference", "reference"),
         ("build.images", "images"), ("build.imagebuild", "imagebuild"),
         ("build.imagelock", "imagelock"), ("build.imagepush", "imagepush"),
         ("testing.imagetest", "imagetest"), ("build.adaptertest", "adaptertest"),

@@ -18,12 +18,12 @@ from madbench_common.benchmarks.madbench.rows import (
     SplitRow,
     StemRow,
 )
-from madbench_common.benchmarks.madbench.taxonomy import load_taxonomy
 from madbench_common.core.manifest import read_manifest_bytes
 from madbench_common.core.store import RunStore
 from madbench_common.media.audio import read_wav_bytes, rms_dbfs
 from madbench_common.media.mix import fit_track
 from madbench_common.media.mux import video_packets
+from madbench_common.models.taxonomy import load_taxonomy
 from madbench_common.pipeline.status import collect_status
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(2400)]  # the fixture builds the graph

@@ -40,7 +40,7 @@ def test_a_moved_target_keeps_its_old_name_and_others_are_unchanged() -> None:
 
 
 def test_sources_are_hashed_with_the_old_names() -> None:
-    text = ("from madbench_common.benchmarks.madbench.taxonomy import assign_label\n"
+    text = ("from madbench_common.models.taxonomy import assign_label\n"
             "import madbench_common.build.images\n"
             "# see madbench_common/benchmarks/deaf/voices.py and tests/build/test_images.py\n"
             "from madbench_common.models.roles import Frames\n")

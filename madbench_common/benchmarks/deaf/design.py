@@ -6,11 +6,11 @@ the paper is silent and names the choice made.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from dataclasses import dataclass
 from types import MappingProxyType
 
 from madbench_common.core.errors import ConfigError
+from madbench_common.models.elevenlabs import ELEVENLABS_VOICES
 
 __all__ = [
     "CATEGORIES",
@@ -161,27 +161,6 @@ VOICE_PROFILES = (
     VoiceProfile("elderly_male", "male", "elderly"),
     VoiceProfile("elderly_female", "female", "elderly"),
 )
-
-
-ELEVENLABS_VOICES: Mapping[str, str] = MappingProxyType({
-    "young_male": "TX3LPaxmHKxFdv7VOQHJ",      # "Liam": male, young, American
-    "young_female": "EXAVITQu4vr4xnSDxMaL",    # "Sarah" (formerly "Bella"): female, young
-    "elderly_male": "pqHfZKP75CvOlQylNhV4",    # "Bill": male, old, American
-    "elderly_female": "pFZP5JQG7iQjIQuC4Bku",  # "Lily": female, middle-aged, British, raspy
-})
-"""The default SIC voices: ElevenLabs *premade* (default) voices, one per profile.
-
-DEAF's own voice ids (its Table 8) are not in the text we have, so these are a documented
-choice, not the paper's voices. Premade voices are public: every ElevenLabs account can
-use them, and ``GET https://api.elevenlabs.io/v1/voices`` lists them with
-``category: premade`` and ``labels`` (gender, age, accent); ElevenLabs' "default voices"
-documentation page shows the same set. The ages above are those labels as several public
-copies of that list show them (not re-checked against the API from this machine, which
-reaches no network). The premade set has no voice labelled old and female: Lily
-(middle-aged, raspy) is the closest, so for a faithful elderly-female profile pass a
-Voice Library voice id. Override the whole set with the workflow parameter
-``sic_tts_voices`` (``argo submit -p 'sic_tts_voices={"young_male": "…", …}'``) or
-``--set sic_tts.voices=…`` locally. Voice ids are not secrets."""
 
 
 def voice_profile(gender: str, age: str) -> VoiceProfile:

@@ -28,12 +28,12 @@ from madbench_common.benchmarks.deaf.envlib import (
     mix_at_snr,
 )
 from madbench_common.benchmarks.deaf.plan import ClipSpec, plan_bsc, plan_esc, plan_sic
-from madbench_common.benchmarks.deaf.roles import NARRATOR
 from madbench_common.benchmarks.deaf.rows import EnvRow, SentenceRow, StimulusRow
 from madbench_common.benchmarks.deaf.sentences import EmisClip, load_sentences, read_emis_clips
 from madbench_common.core.errors import ConfigError, InputRejected
 from madbench_common.core.types import Audio
 from madbench_common.media.audio import read_wav_bytes, resample
+from madbench_common.models.deaf_roles import NARRATOR
 from madbench_common.models.registry import REGISTRY
 from madbench_common.pipeline.stage import MapStage
 

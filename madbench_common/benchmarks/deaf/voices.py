@@ -30,7 +30,7 @@ import soundfile as sf
 
 from madbench_common.core.errors import ConfigError
 from madbench_common.core.types import Audio, Hertz
-from madbench_common.benchmarks.deaf.roles import NARRATOR
+from madbench_common.models.deaf_roles import NARRATOR
 from madbench_common.media.audio import resample
 from madbench_common.media.dsp import (
     normalise,

@@ -4,7 +4,7 @@ The paper built its taxonomy from Qwen2.5-VL descriptions of the **training and
 validation** clips only, then refined it by LLM-assisted review and manual
 verification. This module does the automatic first step: it clusters captions into
 fine scenes and the fine scenes into coarse ones, and writes a draft in the format of
-``madbench_common/benchmarks/madbench/data/taxonomy.json`` plus a Markdown review sheet.
+``madbench_common/models/data/taxonomy.json`` plus a Markdown review sheet.
 The committed taxonomy stays the default; a reviewed draft is used only when a person commits it.
 
 Method (defaults the paper does not fix): TF-IDF of each caption (English stop words
@@ -31,14 +31,14 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from madbench_common.benchmarks.madbench.taxonomy import (
+from madbench_common.core.compat import zip_strict
+from madbench_common.core.errors import ConfigError
+from madbench_common.models.taxonomy import (
     Taxonomy,
     assign_label,
     find_sounds,
     load_taxonomy,
 )
-from madbench_common.core.compat import zip_strict
-from madbench_common.core.errors import ConfigError
 
 __all__ = ["DraftTaxonomy", "captions_for_taxonomy", "propose_taxonomy", "review_sheet",
            "write_draft"]

@@ -53,7 +53,7 @@ from madbench_common.media.dsp import (
     smooth_random,
 )
 from madbench_common.models.roles import Frames
-from madbench_common.benchmarks.madbench.taxonomy import assign_label, find_sounds, load_taxonomy
+from madbench_common.models.taxonomy import assign_label, find_sounds, load_taxonomy
 
 __all__ = [
     "SOUND_RECIPES",

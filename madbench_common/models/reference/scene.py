@@ -4,14 +4,14 @@
 as Qwen2.5-VL): it returns the ``scene_caption`` hint that the source manifest
 provides and refuses to guess when there is none. ``assign`` is the deterministic
 caption → fine-label step that every describer shares
-(:func:`madbench_common.benchmarks.madbench.taxonomy.assign_label`).
+(:func:`madbench_common.models.taxonomy.assign_label`).
 """
 
 from __future__ import annotations
 
 from madbench_common.core.errors import ConfigError
 from madbench_common.models.roles import Frames
-from madbench_common.benchmarks.madbench.taxonomy import assign_label
+from madbench_common.models.taxonomy import assign_label
 
 __all__ = ["CaptionHintLabeller"]
 

@@ -253,8 +253,8 @@ def test_azure_tts_sends_ssml_and_decodes_the_mp3(monkeypatch: pytest.MonkeyPatc
     characters survives; 429s are retried; a wrong key is a configuration error."""
     import xml.etree.ElementTree as ET
 
-    from madbench_common.benchmarks.deaf.roles import NARRATOR
     from madbench_common.models.azure_tts import AzureNeuralTTS
+    from madbench_common.models.deaf_roles import NARRATOR
 
     monkeypatch.setenv("AZURE_SPEECH_KEY", STUB_KEY)
     text = "Fish & chips <tonight>, said \"Guy\"."

@@ -8,7 +8,10 @@ import json
 import numpy as np
 import pytest
 
-from madbench_common.benchmarks.madbench.taxonomy import (
+from madbench_common.core.errors import ConfigError
+from madbench_common.models.reference.scene import CaptionHintLabeller
+from madbench_common.models.roles import Model
+from madbench_common.models.taxonomy import (
     DEFAULT_TAXONOMY_PATH,
     assign_label,
     build_prompt,
@@ -18,9 +21,6 @@ from madbench_common.benchmarks.madbench.taxonomy import (
     score_labels,
     taxonomy_problems,
 )
-from madbench_common.core.errors import ConfigError
-from madbench_common.models.reference.scene import CaptionHintLabeller
-from madbench_common.models.roles import Model
 
 ALWAYS = {"speech", "singing", "music", "media playback"}
 

@@ -8,13 +8,13 @@ from pathlib import Path
 
 import pytest
 
-from madbench_common.benchmarks.madbench.taxonomy import load_taxonomy
 from madbench_common.benchmarks.madbench.taxonomy_propose import (
     captions_for_taxonomy,
     propose_taxonomy,
 )
 from madbench_common.cli import main
 from madbench_common.core.errors import ConfigError
+from madbench_common.models.taxonomy import load_taxonomy
 
 DEMO = Path(__file__).resolve().parents[3] / "data" / "demo" / "sources.csv"
 

@@ -65,11 +65,11 @@ from madbench_common.benchmarks.madbench.stages.clips import (
     load_clip_inputs,
 )
 from madbench_common.benchmarks.madbench.stages.swaps import SwapClip, pick_env_donors
-from madbench_common.benchmarks.madbench.taxonomy import load_taxonomy
 from madbench_common.core.compat import zip_strict
 from madbench_common.core.types import Audio
 from madbench_common.media.mix import Mix, fit_track, mix_components
 from madbench_common.media.mux import MuxResult, remux_with_audio
+from madbench_common.models.taxonomy import load_taxonomy
 from madbench_common.pipeline.stage import StageImpl
 
 __all__ = ["PROTOCOLS", "SC_PROTOCOL", "AssembleStage", "Selection", "render_track",

@@ -70,7 +70,6 @@ from madbench_common.benchmarks.madbench.stages.source_qc import (
     clip_fraction,
     word_recall,
 )
-from madbench_common.benchmarks.madbench.taxonomy import load_taxonomy
 from madbench_common.core.compat import zip_strict
 from madbench_common.core.errors import InputRejected
 from madbench_common.core.manifest import Provenance
@@ -80,6 +79,7 @@ from madbench_common.media.dsp import n_samples
 from madbench_common.models.reference.vad import coverage
 from madbench_common.models.registry import load_model
 from madbench_common.models.roles import ASR, VAD, AudioTagger, AudioTextScorer, SpeakerEmbedder
+from madbench_common.models.taxonomy import load_taxonomy
 from madbench_common.pipeline.stage import MapStage
 
 __all__ = ["ComponentQCStage", "english_like", "qc_verdict", "word_error_rate"]

@@ -33,7 +33,7 @@ from functools import cached_property
 
 from madbench_common.benchmarks.madbench.rows import ComponentRow, PairRow
 from madbench_common.benchmarks.madbench.stages.clips import ClipInputs, load_clip_inputs
-from madbench_common.benchmarks.madbench.taxonomy import build_prompt, load_taxonomy
+from madbench_common.models.taxonomy import build_prompt, load_taxonomy
 from madbench_common.pipeline.graph import Stage
 from madbench_common.pipeline.stage import StageImpl
 

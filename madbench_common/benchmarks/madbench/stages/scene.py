@@ -19,11 +19,11 @@ from madbench_common.benchmarks.madbench.stages.clips import (
     fetch_video,
     load_clip_inputs,
 )
-from madbench_common.benchmarks.madbench.taxonomy import build_prompt, load_taxonomy, pick_mismatch
 from madbench_common.core.errors import ConfigError, InputRejected
 from madbench_common.media.mux import sample_frames
 from madbench_common.models.registry import load_model
 from madbench_common.models.roles import SceneLabeller
+from madbench_common.models.taxonomy import build_prompt, load_taxonomy, pick_mismatch
 from madbench_common.pipeline.stage import MapStage
 
 __all__ = ["SceneStage", "label_scene"]

@@ -45,8 +45,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from madbench_common.benchmarks.madbench.taxonomy import Taxonomy
 from madbench_common.core.compat import zip_strict
+from madbench_common.models.taxonomy import Taxonomy
 
 __all__ = ["DONOR_RULES", "SC_CONDITIONS", "SwapClip", "donor_allowed", "pick_env_donors"]
 

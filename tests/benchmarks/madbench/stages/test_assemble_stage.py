@@ -16,7 +16,7 @@ from madbench_common.benchmarks.madbench.rows import (
 )
 from madbench_common.benchmarks.madbench.stages.assemble import select_components
 from madbench_common.benchmarks.madbench.stages.clips import ClipInputs
-from madbench_common.benchmarks.madbench.taxonomy import load_taxonomy, pick_mismatch
+from madbench_common.models.taxonomy import load_taxonomy, pick_mismatch
 
 SCENES = ["forest", "cafe", "forest", "cafe", "beach", "boat", "forest", "cafe"] * 3
 

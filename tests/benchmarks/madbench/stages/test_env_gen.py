@@ -5,12 +5,12 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from madbench_common.benchmarks.madbench.taxonomy import build_prompt, load_taxonomy
 from madbench_common.core.errors import ConfigError
 from madbench_common.media.audio import rms_dbfs
 from madbench_common.media.dsp import erb_filterbank
 from madbench_common.models.reference import env_gen as eg
 from madbench_common.models.roles import Model
+from madbench_common.models.taxonomy import build_prompt, load_taxonomy
 
 SR = 16000
 ALL = [eg.LayeredT2A, eg.SpectralT2A, eg.LayeredV2A, eg.SpectralV2A, eg.TextureA2A,

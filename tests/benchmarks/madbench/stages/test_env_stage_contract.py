@@ -13,9 +13,9 @@ from madbench_common.benchmarks.madbench.graph import build_graph
 from madbench_common.benchmarks.madbench.rows import ComponentRow
 from madbench_common.benchmarks.madbench.stages.clips import component_seed
 from madbench_common.benchmarks.madbench.stages.env_gen import EnvGenStage
-from madbench_common.benchmarks.madbench.taxonomy import build_prompt
 from madbench_common.core.store import RunStore, open_store
 from madbench_common.models.env_common import FrameRequest
+from madbench_common.models.taxonomy import build_prompt
 from madbench_common.pipeline.stage import StageContext
 
 

@@ -20,8 +20,8 @@ from madbench_common.benchmarks.madbench.stages.plan_components import (
     PlanComponentsStage,
     generator_stages,
 )
-from madbench_common.benchmarks.madbench.taxonomy import build_prompt
 from madbench_common.core.manifest import Provenance
+from madbench_common.models.taxonomy import build_prompt
 
 
 def test_six_speech_and_six_env_settings_two_per_branch() -> None:

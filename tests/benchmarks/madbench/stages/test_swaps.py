@@ -10,7 +10,7 @@ from madbench_common.benchmarks.madbench.stages.swaps import (
     donor_allowed,
     pick_env_donors,
 )
-from madbench_common.benchmarks.madbench.taxonomy import load_taxonomy
+from madbench_common.models.taxonomy import load_taxonomy
 
 POOL = [
     SwapClip("a", "train", "g1", "forest", 10.0),

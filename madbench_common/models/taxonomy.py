@@ -1,6 +1,6 @@
 """Scene taxonomy: load and validate the coarse/fine scene labels, assign labels, build prompts.
 
-The taxonomy is data (``madbench_common/benchmarks/madbench/data/taxonomy.json``): 10 coarse and 63 fine
+The taxonomy is data (``madbench_common/models/data/taxonomy.json``): 10 coarse and 63 fine
 scene categories. Each fine label lists its keywords, expected environmental sounds
 (from a controlled sound vocabulary), excluded categories (speech, singing, music and
 media playback always) and two incompatibility relations (paper §3.4: each label
