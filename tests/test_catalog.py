@@ -51,7 +51,7 @@ WORKFLOWS = sorted((ROOT / "workflows").glob("*.yaml"))
 BASES = ("base-py311", "base-py39")
 HOSTED = "reference-cpu"
 """The image of the CPU references and of the hosted-API adapters (no weights)."""
-UNAVAILABLE = "madbench_common.models.unavailable"
+UNAVAILABLE = "madbench_common.models.adapters.unavailable"
 """Registry slots of paper models with no public code or weights (never run)."""
 MODEL_KEYS = ("model", "vad", "asr", "speaker", "tagger", "prompt_model")
 """Stage parameters whose value is a registry slug (``model`` may join several with ``+``)."""

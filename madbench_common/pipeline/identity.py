@@ -76,7 +76,7 @@ LEGACY_MODULES: dict[str, str] = {
         ("benchmarks.madbench.graph", "pipeline.definition"),
         ("benchmarks.madbench.eval_models", "pipeline.eval_models"),
         ("benchmarks.deaf", "deaf"), ("models.deaf_roles", "deaf.roles"),
-        ("models.reference", "reference"),
+        ("models.reference", "reference"), ("models.adapters", "models"),
         ("build.images", "images"), ("build.imagebuild", "imagebuild"),
         ("build.imagelock", "imagelock"), ("build.imagepush", "imagepush"),
         ("testing.imagetest", "imagetest"), ("build.adaptertest", "adaptertest"),

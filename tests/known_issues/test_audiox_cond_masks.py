@@ -1,7 +1,7 @@
 """AudioX @ ca179cc: the video and audio conditioners return masks whose length is not
 their token count ((B, 1) for 128 video tokens; (B, 768) for 215 audio tokens), which
 breaks the negative-prompt path of ``DiffusionTransformer``. The adapter repairs the
-masks (:func:`madbench_common.models.audiox.fix_cross_attn_masks`). When an upstream
+masks (:func:`madbench_common.models.adapters.audiox.fix_cross_attn_masks`). When an upstream
 bump fixes the conditioners, the first test fails: drop the repair then."""
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ import pytest
 
 pytest.importorskip("stable_audio_tools", reason="run make adapter-test IMAGE=a2a-audiox")
 
-from madbench_common.models.audiox import AudioXA2A, fix_cross_attn_masks
+from madbench_common.models.adapters.audiox import AudioXA2A, fix_cross_attn_masks
 from madbench_common.models.tiny.audiox import install_tiny
 from madbench_common.models.weights import weights_root
 

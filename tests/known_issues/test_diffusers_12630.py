@@ -1,7 +1,7 @@
 """diffusers#12630: AudioLDM2 with a plain ``GPT2Model`` language model breaks on recent
 transformers (no ``_update_model_kwargs_for_generation``); loading it as ``GPT2LMHeadModel``
 works. When a diffusers/transformers bump fixes the bug, the first test fails: then drop
-the workaround in :func:`madbench_common.models.audioldm2.load_pipeline`."""
+the workaround in :func:`madbench_common.models.adapters.audioldm2.load_pipeline`."""
 
 from __future__ import annotations
 

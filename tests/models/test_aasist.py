@@ -12,7 +12,7 @@ import pytest
 pytest.importorskip("AASIST", reason="run make adapter-test IMAGE=audio-torch (clovaai/aasist)")
 
 
-from madbench_common.models.aasist import WEIGHTS, AasistDetector
+from madbench_common.models.adapters.aasist import WEIGHTS, AasistDetector
 from madbench_common.models.weights import load_spec
 
 from .tiny import ROOT, demo_audio

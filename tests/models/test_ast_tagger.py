@@ -16,7 +16,7 @@ from tests.models._qc import VENV, demo_mixture
 @pytest.fixture(scope="module")
 def tagger(tmp_path_factory: pytest.TempPathFactory) -> Any:
     pytest.importorskip("transformers", reason=VENV)
-    from madbench_common.models.ast_tagger import ASTTagger
+    from madbench_common.models.adapters.ast_tagger import ASTTagger
     from madbench_common.models.tiny.qc import install_tiny_ast
 
     root = tmp_path_factory.mktemp("weights")
@@ -49,7 +49,7 @@ def test_long_clips_average_evenly_spaced_windows(tagger: Any) -> None:
 
 def test_missing_weights_name_the_fetch_command(tmp_path: Path) -> None:
     pytest.importorskip("transformers", reason=VENV)
-    from madbench_common.models.ast_tagger import ASTTagger
+    from madbench_common.models.adapters.ast_tagger import ASTTagger
 
     with pytest.raises(WeightsMissing, match="madbench weights fetch --image qc"):
         ASTTagger(device="cpu", root=tmp_path)

@@ -14,7 +14,7 @@ import pytest
 pytest.importorskip("transformers", reason="run make adapter-test IMAGE=deaf-tf5")
 
 from madbench_common.core.errors import ConfigError
-from madbench_common.models import audio_lm
+from madbench_common.models.adapters import audio_lm
 from madbench_common.models.tiny import audio_lm as tiny
 
 QUESTION = "What emotion does the speaker express in this recording?"

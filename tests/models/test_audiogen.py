@@ -11,7 +11,7 @@ import pytest
 
 pytest.importorskip("audiocraft", reason="run make adapter-test IMAGE=env-audiogen")
 
-from madbench_common.models.audiogen import AudioGenTTA
+from madbench_common.models.adapters.audiogen import AudioGenTTA
 from madbench_common.models.tiny.audiogen import install_tiny
 from madbench_common.models.weights import WeightsMissing, weights_root
 

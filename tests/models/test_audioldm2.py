@@ -12,7 +12,12 @@ import pytest
 
 pytest.importorskip("diffusers", reason="run make adapter-test IMAGE=env-audioldm2")
 
-from madbench_common.models.audioldm2 import AudioLDM2ATA, AudioLDM2TTA, log_mel, normalize_wav
+from madbench_common.models.adapters.audioldm2 import (
+    AudioLDM2ATA,
+    AudioLDM2TTA,
+    log_mel,
+    normalize_wav,
+)
 from madbench_common.models.env_common import ALWAYS_EXCLUDED
 from madbench_common.models.tiny.audioldm2 import install_tiny
 from madbench_common.models.weights import WeightsMissing

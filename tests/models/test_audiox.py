@@ -13,7 +13,7 @@ import pytest
 pytest.importorskip("stable_audio_tools", reason="run make adapter-test IMAGE=a2a-audiox")
 
 from madbench_common.core.errors import ConfigError
-from madbench_common.models.audiox import AudioXA2A, audio_prompt
+from madbench_common.models.adapters.audiox import AudioXA2A, audio_prompt
 from madbench_common.models.tiny.audiox import install_tiny
 from madbench_common.models.weights import WeightsMissing, weights_root
 from tests.models.envdata import demo_env

@@ -16,7 +16,7 @@ pytest.importorskip("librosa", reason="run make adapter-test IMAGE=det-av-anomal
 
 
 from madbench_common.core.errors import ConfigError
-from madbench_common.models.av_anomaly import FILES, AvAnomalyDetector, build_models
+from madbench_common.models.adapters.av_anomaly import FILES, AvAnomalyDetector, build_models
 from madbench_common.models.tiny.det import av_anomaly
 from madbench_common.models.weights import load_spec
 
@@ -90,7 +90,7 @@ def test_the_repository_ar_weights_and_pca_load() -> None:
 
     import torch
 
-    from madbench_common.models.av_anomaly import pca_transform
+    from madbench_common.models.adapters.av_anomaly import pca_transform
 
     urls = {u.name: u.sha256 for u in load_spec("det-av-anomaly").urls}
     nets = build_models()
@@ -107,7 +107,7 @@ def test_the_repository_ar_weights_and_pca_load() -> None:
 def test_pca_transform_matches_scikit_learn(tmp_path: Path) -> None:
     import pickle
 
-    from madbench_common.models.av_anomaly import pca_transform
+    from madbench_common.models.adapters.av_anomaly import pca_transform
 
     av_anomaly(tmp_path)
     pca = pickle.loads((tmp_path / "files" / "det-av-anomaly" / FILES["pca"]).read_bytes())

@@ -6,8 +6,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from madbench_common.models.adapters.batfd import max_proposal
 from madbench_common.models.av_prep import at_fps, face_track, int16_scale, resize_frames
-from madbench_common.models.batfd import max_proposal
 from madbench_common.models.reference.face import HaarFaceCropper
 
 from .tiny import demo_frames

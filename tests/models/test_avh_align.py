@@ -15,8 +15,8 @@ if importlib.util.find_spec("avhubert") is None or importlib.util.find_spec("fai
 
 
 from madbench_common.core.errors import ConfigError
+from madbench_common.models.adapters.avh_align import FUSION, AvhAlignDetector, audio_features
 from madbench_common.models.av_prep import at_fps
-from madbench_common.models.avh_align import FUSION, AvhAlignDetector, audio_features
 from madbench_common.models.tiny.det import avh_align
 
 from .tiny import demo_audio, demo_frames

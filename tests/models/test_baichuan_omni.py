@@ -27,7 +27,7 @@ if not tf.__version__.startswith("4.45"):
 from madbench_common.core.errors import ConfigError  # noqa: E402
 from madbench_common.models._omni_hf import TINY_MARKER  # noqa: E402
 from madbench_common.models._remote import install_remote_shims  # noqa: E402
-from madbench_common.models.baichuan_omni import (  # noqa: E402
+from madbench_common.models.adapters.baichuan_omni import (  # noqa: E402
     CODE_ENV,
     BaichuanOmni15,
     message,

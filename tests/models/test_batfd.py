@@ -17,7 +17,7 @@ if importlib.util.find_spec("model") is None:
 
 
 from madbench_common.core.errors import ConfigError
-from madbench_common.models.batfd import AUDIO_PAD, FRAMES, BatfdPlusDetector
+from madbench_common.models.adapters.batfd import AUDIO_PAD, FRAMES, BatfdPlusDetector
 from madbench_common.models.tiny.det import batfd
 
 from .tiny import demo_audio, demo_frames

@@ -12,7 +12,7 @@ pytest.importorskip("BEATs", reason="run make adapter-test IMAGE=audio-torch (un
 
 
 from madbench_common.core.errors import ConfigError
-from madbench_common.models.beats import BeatsEncoder
+from madbench_common.models.adapters.beats import BeatsEncoder
 
 from .tiny import demo_audio
 

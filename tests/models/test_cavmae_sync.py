@@ -12,7 +12,7 @@ pytest.importorskip("torchaudio", reason="run make adapter-test IMAGE=enc-cavmae
 
 
 from madbench_common.core.errors import ConfigError
-from madbench_common.models.cavmae_sync import (
+from madbench_common.models.adapters.cavmae_sync import (
     CavMaeSyncEncoder,
     segment,
 )

@@ -15,7 +15,7 @@ from tests.models._qc import VENV, demo_stem
 @pytest.fixture(scope="module")
 def scorer(tmp_path_factory: pytest.TempPathFactory) -> Any:
     pytest.importorskip("transformers", reason=VENV)
-    from madbench_common.models.clap import ClapScorer
+    from madbench_common.models.adapters.clap import ClapScorer
     from madbench_common.models.tiny.qc import install_tiny_clap
 
     root = tmp_path_factory.mktemp("weights")
@@ -43,7 +43,7 @@ def test_long_clips_are_scored_deterministically(scorer: Any) -> None:
 
 def test_missing_weights_name_the_fetch_command(tmp_path: Path) -> None:
     pytest.importorskip("transformers", reason=VENV)
-    from madbench_common.models.clap import ClapScorer
+    from madbench_common.models.adapters.clap import ClapScorer
 
     with pytest.raises(WeightsMissing, match="madbench weights fetch --image qc"):
         ClapScorer(device="cpu", root=tmp_path)

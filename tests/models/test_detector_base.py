@@ -23,7 +23,7 @@ ADAPTERS = {
 @pytest.mark.parametrize("module", sorted(ADAPTERS))
 def test_adapters_use_the_shared_tail(module: str) -> None:
     name, mode = ADAPTERS[module]
-    cls = getattr(importlib.import_module(f"madbench_common.models.{module}"), name)
+    cls = getattr(importlib.import_module(f"madbench_common.models.adapters.{module}"), name)
     assert issubclass(cls, EmbeddingDetector) and cls.modes == (mode,)
     assert "score" not in vars(cls) and "features" not in vars(cls)
 

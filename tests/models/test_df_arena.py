@@ -19,7 +19,7 @@ import numpy as np
 import pytest
 
 from madbench_common.core.errors import ConfigError
-from madbench_common.models.df_arena import (
+from madbench_common.models.adapters.df_arena import (
     NB_SAMP,
     REPO,
     classifier_hook,
@@ -98,7 +98,7 @@ def standin() -> Path:
 def detector(standin: Path) -> Iterator[object]:
     import transformers.dynamic_module_utils as dmu
 
-    from madbench_common.models.df_arena import DfArenaDetector
+    from madbench_common.models.adapters.df_arena import DfArenaDetector
 
     with pytest.MonkeyPatch.context() as mp:
         # as on the pod's read-only weights volume: no remote-code cache can be made there
@@ -165,7 +165,7 @@ def test_feature_and_score_stages_write_rows(detector: object, tmp_path: Path) -
 
 def test_missing_xlsr_config_names_the_fetch(tmp_path: Path) -> None:
     pytest.importorskip("transformers", reason="run make adapter-test IMAGE=det-df-arena")
-    from madbench_common.models.df_arena import DfArenaDetector
+    from madbench_common.models.adapters.df_arena import DfArenaDetector
 
     with pytest.MonkeyPatch.context() as mp:
         mp.setenv("MADBENCH_WEIGHTS", str(tmp_path))

@@ -16,7 +16,7 @@ from tests.models._qc import VENV, demo_stem
 @pytest.fixture(scope="module")
 def embedder(tmp_path_factory: pytest.TempPathFactory) -> Any:
     pytest.importorskip("speechbrain", reason=VENV)
-    from madbench_common.models.ecapa import EcapaEmbedder
+    from madbench_common.models.adapters.ecapa import EcapaEmbedder
     from madbench_common.models.tiny.qc import install_tiny_ecapa
 
     root = tmp_path_factory.mktemp("weights")
@@ -46,7 +46,7 @@ def test_rates_and_very_short_inputs(embedder: Any) -> None:
 
 def test_missing_weights_name_the_fetch_command(tmp_path: Path) -> None:
     pytest.importorskip("speechbrain", reason=VENV)
-    from madbench_common.models.ecapa import EcapaEmbedder
+    from madbench_common.models.adapters.ecapa import EcapaEmbedder
 
     with pytest.raises(WeightsMissing, match="madbench weights fetch --image qc"):
         EcapaEmbedder(device="cpu", root=tmp_path)

@@ -2,7 +2,7 @@
 
 Runs in ``.venvs/tts-f5`` (``make adapter-test IMAGE=tts-f5``). The checkpoint and vocoder
 are built from upstream's own classes with random weights by
-:func:`madbench_common.models.f5tts.write_tiny_checkpoint` (also the image test's), written
+:func:`madbench_common.models.adapters.f5tts.write_tiny_checkpoint` (also the image test's), written
 where the real ones go in a temporary weights root, and loaded by the adapter through
 :func:`madbench_common.models.weights.hf_path` and upstream's loaders; sampling is upstream's
 ``infer_process`` (2 Euler steps).
@@ -28,7 +28,7 @@ from .speech_cases import RATE, assert_placed, demo_case
 
 @pytest.fixture(scope="module")
 def weights(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
-    from madbench_common.models.f5tts import write_tiny_checkpoint
+    from madbench_common.models.adapters.f5tts import write_tiny_checkpoint
 
     root = tmp_path_factory.mktemp("weights")
     write_tiny_checkpoint(root)
@@ -39,13 +39,13 @@ def weights(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
 
 @pytest.fixture(scope="module")
 def same(weights: Path):
-    from madbench_common.models.f5tts import F5SameTTS
+    from madbench_common.models.adapters.f5tts import F5SameTTS
 
     return F5SameTTS(device="cpu", nfe_step=2)
 
 
 def test_missing_weights_name_the_fix(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    from madbench_common.models.f5tts import F5SameTTS
+    from madbench_common.models.adapters.f5tts import F5SameTTS
 
     monkeypatch.setenv("MADBENCH_WEIGHTS", str(tmp_path))
     with pytest.raises(WeightsMissing, match="madbench weights fetch --image tts-f5"):
@@ -72,7 +72,7 @@ def test_duration_rate_and_determinism(same) -> None:
 
 
 def test_placed_in_speech_regions_same_and_cross(same, weights: Path) -> None:
-    from madbench_common.models.f5tts import F5CrossTTS
+    from madbench_common.models.adapters.f5tts import F5CrossTTS
 
     case, target = demo_case("demo_002"), demo_case("demo_010")
     track = generate_speech(same, source=case.speech, reference=case.speech, rate=RATE,
@@ -136,7 +136,7 @@ def test_text_that_splits_into_chunks_is_deterministic(same) -> None:
 
 
 def test_serial_executor_runs_in_order_and_keeps_errors() -> None:
-    from madbench_common.models.f5tts import SerialExecutor
+    from madbench_common.models.adapters.f5tts import SerialExecutor
 
     order: list[int] = []
     with SerialExecutor() as pool:

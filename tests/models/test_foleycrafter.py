@@ -12,7 +12,7 @@ import pytest
 
 pytest.importorskip("foleycrafter", reason="run make adapter-test IMAGE=v2a-foleycrafter")
 
-from madbench_common.models.foleycrafter import FoleyCrafterV2A, onset_condition
+from madbench_common.models.adapters.foleycrafter import FoleyCrafterV2A, onset_condition
 from madbench_common.models.tiny.foleycrafter import install_tiny
 from madbench_common.models.weights import WeightsMissing
 from tests.models.envdata import demo_frames

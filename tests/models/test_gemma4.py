@@ -20,7 +20,7 @@ if not hasattr(tf, "Gemma4ForConditionalGeneration"):
                 allow_module_level=True)
 
 from madbench_common.core.errors import ConfigError  # noqa: E402
-from madbench_common.models.gemma4 import Gemma4Omni  # noqa: E402
+from madbench_common.models.adapters.gemma4 import Gemma4Omni  # noqa: E402
 from madbench_common.models.tiny.omni import install_tiny_gemma4  # noqa: E402
 
 from ._omni import (  # noqa: E402

@@ -14,7 +14,7 @@ if importlib.util.find_spec("imagebind") is None:
 
 import torch
 
-from madbench_common.models.imagebind import (
+from madbench_common.models.adapters.imagebind import (
     WEIGHTS,
     ImageBindEncoder,
     clip_starts,

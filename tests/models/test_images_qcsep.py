@@ -11,9 +11,9 @@ from madbench_common.models.registry import REGISTRY
 from madbench_common.models.weights import load_spec
 
 _PINS = {
-    "separator-mossformer2": ["madbench_common.models.mossformer2"],
-    "qc": ["madbench_common.models.whisper", "madbench_common.models.ecapa",
-           "madbench_common.models.ast_tagger", "madbench_common.models.clap"],
+    "separator-mossformer2": ["madbench_common.models.adapters.mossformer2"],
+    "qc": ["madbench_common.models.adapters.whisper", "madbench_common.models.adapters.ecapa",
+           "madbench_common.models.adapters.ast_tagger", "madbench_common.models.adapters.clap"],
 }
 
 

@@ -24,7 +24,7 @@ pytest.importorskip("indextts.infer_v2", reason="run make adapter-test IMAGE=tts
 
 import torch
 
-from madbench_common.models.indextts2 import LengthControl, plan_frames
+from madbench_common.models.adapters.indextts2 import LengthControl, plan_frames
 from madbench_common.models.speech_prep import GenerationFailed
 from madbench_common.models.weights import WeightsMissing
 
@@ -65,7 +65,7 @@ def test_length_control_sets_the_target_only_after_a_gpt_call() -> None:
 def test_missing_weights_name_the_fix(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
                                       cls: str) -> None:
     """Both registered settings (same- and cross-identity) load through one constructor."""
-    from madbench_common.models import indextts2
+    from madbench_common.models.adapters import indextts2
 
     monkeypatch.setenv("MADBENCH_WEIGHTS", str(tmp_path))
     with pytest.raises(WeightsMissing, match="madbench weights fetch --image tts-indextts2"):
@@ -77,7 +77,7 @@ def test_missing_weights_name_the_fix(tmp_path: Path, monkeypatch: pytest.Monkey
 @pytest.fixture(scope="module")
 def tts(tmp_path_factory: pytest.TempPathFactory) -> Iterator[object]:
     """The real constructor on the tiny release-layout checkpoint."""
-    from madbench_common.models.indextts2 import IndexTTS2SameTTS
+    from madbench_common.models.adapters.indextts2 import IndexTTS2SameTTS
     from madbench_common.models.tiny.indextts2 import install_tiny
 
     root = tmp_path_factory.mktemp("weights")
@@ -120,7 +120,10 @@ def test_normaliser_grammars_are_checked_before_loading(
     """A grammar missing on a read-only root is exit 3 naming the file; where the folder is
     writable upstream builds it; the venv's grammars (built by the loads above) are whole."""
     from madbench_common.core.errors import EnvironmentMissing
-    from madbench_common.models.indextts2 import check_normalizer_cache, normalizer_grammars
+    from madbench_common.models.adapters.indextts2 import (
+        check_normalizer_cache,
+        normalizer_grammars,
+    )
 
     grammar = tmp_path / "indextts" / "utils" / "tagger_cache" / "zh_tn_tagger.fst"
     check_normalizer_cache([grammar])  # tmp_path is writable: upstream would build it
@@ -133,6 +136,6 @@ def test_normaliser_grammars_are_checked_before_loading(
 
 
 def test_build_normalizer_writes_every_grammar() -> None:
-    from madbench_common.models.indextts2 import _main
+    from madbench_common.models.adapters.indextts2 import _main
 
     assert _main(["build-normalizer"]) == 0 and _main([]) == 2

@@ -29,7 +29,7 @@ from madbench_common.benchmarks.madbench.prompts import load_prompt  # noqa: E40
 from madbench_common.core.errors import ConfigError  # noqa: E402
 from madbench_common.models._omni_hf import option_logprobs  # noqa: E402
 from madbench_common.models._remote import first_step_logits  # noqa: E402
-from madbench_common.models.minicpmo import MiniCPMo45, messages  # noqa: E402
+from madbench_common.models.adapters.minicpmo import MiniCPMo45, messages  # noqa: E402
 from madbench_common.models.roles import OmniAnswer  # noqa: E402
 from madbench_common.models.tiny.omni import _bpe, omni_texts  # noqa: E402
 from madbench_common.models.weights import weights_root  # noqa: E402

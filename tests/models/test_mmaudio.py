@@ -21,7 +21,7 @@ pytest.importorskip("mmaudio", reason="run make adapter-test IMAGE=v2a-mmaudio")
 
 import torch
 
-from madbench_common.models.mmaudio import MMAudioV2A
+from madbench_common.models.adapters.mmaudio import MMAudioV2A
 from madbench_common.models.weights import WeightsMissing, hf_path, url_file
 from tests.models.envdata import demo_frames
 

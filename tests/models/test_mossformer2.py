@@ -17,7 +17,7 @@ import yaml
 
 from madbench_common.core.errors import ConfigError
 from madbench_common.media.audio import decode_audio, resample
-from madbench_common.models import mossformer2 as mf2
+from madbench_common.models.adapters import mossformer2 as mf2
 from madbench_common.models.weights import WeightsMissing
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -13,7 +13,7 @@ pytest.importorskip("msclap", reason="run make adapter-test IMAGE=enc-msclap")
 
 
 from madbench_common.core.errors import ConfigError
-from madbench_common.models.msclap import MsClapEncoder, windows
+from madbench_common.models.adapters.msclap import MsClapEncoder, windows
 
 from .tiny import demo_audio
 

@@ -18,7 +18,7 @@ if not hasattr(tf, "Qwen2_5OmniProcessor"):
                 allow_module_level=True)
 
 from madbench_common.core.errors import ConfigError  # noqa: E402
-from madbench_common.models.qwen25omni import QwenOmni  # noqa: E402
+from madbench_common.models.adapters.qwen25omni import QwenOmni  # noqa: E402
 from madbench_common.models.tiny.omni import install_tiny_qwen25omni  # noqa: E402
 
 from ._omni import (  # noqa: E402
@@ -96,7 +96,7 @@ def test_missing_weights_name_the_fix(tmp_path: Path) -> None:
 
 
 def test_a_tiny_checkpoint_is_labelled_as_such(model: QwenOmni, tmp_path: Path) -> None:
-    from madbench_common.models.qwen25omni import TinyQwenOmni
+    from madbench_common.models.adapters.qwen25omni import TinyQwenOmni
 
     assert model.version.endswith("+tiny-random")
     assert TinyQwenOmni.reference and TinyQwenOmni.slug == "omni-qwen25omni-tiny"

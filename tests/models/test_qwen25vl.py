@@ -12,7 +12,7 @@ pytest.importorskip("torchvision", reason="run make adapter-test IMAGE=scene-qwe
 pytest.importorskip("transformers", reason="run make adapter-test IMAGE=scene-qwen25vl")
 
 from madbench_common.benchmarks.madbench.stages.scene import label_scene
-from madbench_common.models.qwen25vl import Qwen25VLSceneLabeller
+from madbench_common.models.adapters.qwen25vl import Qwen25VLSceneLabeller
 from madbench_common.models.taxonomy import assign_label, load_taxonomy
 from madbench_common.models.tiny.qwen25vl import install_tiny
 from madbench_common.models.weights import WeightsMissing

@@ -18,7 +18,7 @@ import pytest
 pytest.importorskip("peft", reason="run make adapter-test IMAGE=deaf-salmonn")
 
 from madbench_common.core.errors import ConfigError
-from madbench_common.models import salmonn
+from madbench_common.models.adapters import salmonn
 from madbench_common.models.registry import REGISTRY
 from madbench_common.models.tiny import salmonn as tiny
 from madbench_common.models.weights import check_weights, weights_root
@@ -119,7 +119,7 @@ def test_generation_follows_salmonn_generate(model: salmonn.Salmonn) -> None:
         embeds, attns = model._embeds(samples, text)
     assert embeds.shape == (1, 1 + n_text + 88, model.model.llama_model.config.hidden_size)
     assert attns.shape == embeds.shape[:2] and bool(attns.all())
-    assert REGISTRY["deaf-salmonn"].target == "madbench_common.models.salmonn:Salmonn"
+    assert REGISTRY["deaf-salmonn"].target == "madbench_common.models.adapters.salmonn:Salmonn"
 
 
 def test_sample_is_prepare_one_sample() -> None:
@@ -166,5 +166,5 @@ def test_the_stage_runtime_runs_in_this_environment() -> None:
     pods = {"madbench_common.cli", "madbench_common.cli.deaf",
             "madbench_common.benchmarks.deaf.stages_eval",
             "madbench_common.benchmarks.deaf.stage_report", "madbench_common.pipeline.stage",
-            "madbench_common.models.salmonn", "madbench_common.models.tiny.salmonn"}
+            "madbench_common.models.adapters.salmonn", "madbench_common.models.tiny.salmonn"}
     assert not lacking & pods, lacking

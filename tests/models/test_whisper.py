@@ -8,16 +8,21 @@ from typing import Any
 import pytest
 
 from madbench_common.media.audio import resample
+from madbench_common.models.adapters.whisper import (
+    REPO,
+    REVISION,
+    no_speech_probability,
+    word_coverage,
+)
 from madbench_common.models.weights import WeightsMissing
-from madbench_common.models.whisper import REPO, REVISION, no_speech_probability, word_coverage
 from tests.models._qc import VENV, demo_mixture
 
 
 @pytest.fixture(scope="module")
 def asr(tmp_path_factory: pytest.TempPathFactory) -> Any:
     pytest.importorskip("transformers", reason=VENV)
+    from madbench_common.models.adapters.whisper import WhisperASR
     from madbench_common.models.tiny.qc import install_tiny_whisper
-    from madbench_common.models.whisper import WhisperASR
 
     root = tmp_path_factory.mktemp("weights")
     install_tiny_whisper(root)
@@ -80,7 +85,7 @@ def test_other_rates_are_resampled(asr: Any) -> None:
 
 def test_missing_weights_name_the_fetch_command(tmp_path: Path) -> None:
     pytest.importorskip("transformers", reason=VENV)
-    from madbench_common.models.whisper import WhisperASR
+    from madbench_common.models.adapters.whisper import WhisperASR
 
     with pytest.raises(WeightsMissing, match="madbench weights fetch --image qc"):
         WhisperASR(device="cpu", root=tmp_path)

@@ -16,14 +16,14 @@ pytest.importorskip("transformers", reason="run make adapter-test IMAGE=det-xlsr
 
 
 from madbench_common.core.errors import ConfigError
-from madbench_common.models.tiny.det import XLSR_MAMBA_TINY, hf_to_fairseq, xlsr_mamba
-from madbench_common.models.xlsr_mamba import (
+from madbench_common.models.adapters.xlsr_mamba import (
     NB_SAMP,
     XlsrMambaDetector,
     build_modules,
     fairseq_to_hf,
     merge_arch,
 )
+from madbench_common.models.tiny.det import XLSR_MAMBA_TINY, hf_to_fairseq, xlsr_mamba
 
 from .tiny import demo_audio
 

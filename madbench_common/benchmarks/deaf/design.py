@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from types import MappingProxyType
 
 from madbench_common.core.errors import ConfigError
-from madbench_common.models.elevenlabs import ELEVENLABS_VOICES
+from madbench_common.models.adapters.elevenlabs import ELEVENLABS_VOICES
 
 __all__ = [
     "CATEGORIES",

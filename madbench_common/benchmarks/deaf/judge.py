@@ -42,7 +42,7 @@ from madbench_common.benchmarks.deaf.design import VOICE_PROFILES, environment
 from madbench_common.benchmarks.deaf.prompts import JudgePrompt
 from madbench_common.benchmarks.deaf.rows import TrialRow
 from madbench_common.core.errors import ConfigError
-from madbench_common.models.openai_compat import ChatClient
+from madbench_common.models.adapters.openai_compat import ChatClient
 
 __all__ = ["DEFAULT_MODE", "JUDGE_MAX_TOKENS", "MODES", "R1_BASE_URL", "R1_MODEL", "LLMJudge",
            "RuleJudge", "Verdict", "describe", "judge_answer", "parse_label"]

@@ -49,10 +49,10 @@ from madbench_common.benchmarks.deaf.stages_stimuli import instantiate
 from madbench_common.benchmarks.deaf.trials import build_trials
 from madbench_common.core.store import open_store
 from madbench_common.core.types import Audio
+from madbench_common.models.adapters.openai_compat import ChatClient
 from madbench_common.models.answer_cache import ResponseCache as OmniCache
 from madbench_common.models.answer_cache import ResponseKey
 from madbench_common.models.http_api import ApiError
-from madbench_common.models.openai_compat import ChatClient
 from madbench_common.models.roles import OmniAnswer
 from madbench_common.pipeline.stage import StageImpl
 

@@ -104,7 +104,7 @@ def install_tiny_qwen2_audio(root: str | os.PathLike[str], seed: int = 0) -> Non
         WhisperFeatureExtractor,
     )
 
-    from madbench_common.models.audio_lm import Qwen2Audio
+    from madbench_common.models.adapters.audio_lm import Qwen2Audio
 
     specials = {"audio_token": "<|AUDIO|>", "audio_bos_token": "<|audio_bos|>",
                 "audio_eos_token": "<|audio_eos|>"}
@@ -133,7 +133,7 @@ def install_tiny_af3(root: str | os.PathLike[str], seed: int = 0) -> None:
         WhisperFeatureExtractor,
     )
 
-    from madbench_common.models.audio_lm import AudioFlamingo3
+    from madbench_common.models.adapters.audio_lm import AudioFlamingo3
 
     tok = _tokenizer({"audio_token": "<sound>"})
     config = AudioFlamingo3Config(
@@ -161,7 +161,7 @@ def install_tiny_qwen3_omni(root: str | os.PathLike[str], seed: int = 0) -> None
         WhisperFeatureExtractor,
     )
 
-    from madbench_common.models.audio_lm import Qwen3Omni
+    from madbench_common.models.adapters.audio_lm import Qwen3Omni
 
     specials = {"audio_token": "<|audio_pad|>", "audio_bos_token": "<|audio_start|>",
                 "audio_eos_token": "<|audio_end|>", "image_token": "<|image_pad|>",

@@ -1,7 +1,8 @@
 """A tiny random Baichuan-Omni-1.5 in the release layout, from the upstream classes.
 
 The model code is the git repository's ``baichuan-omni/model`` folder at the commit the image
-pins (``image.yaml`` ``upstream_src``; :data:`~madbench_common.models.baichuan_omni.CODE_ENV`).
+pins (``image.yaml`` ``upstream_src``;
+:data:`~madbench_common.models.adapters.baichuan_omni.CODE_ENV`).
 The tiny config is the release's ``config.json`` with every width and depth shrunk (LLM,
 Whisper-style audio encoder and VQ bridge, audio decoder, vocoder, flow-matching decoder,
 NaViT visual encoder) and the pre-processing settings (mel bins, hop, pixels, patch and merge
@@ -51,7 +52,7 @@ _SHARD = "1MB"
 def code_dir() -> Path:
     """The git repository's model folder: ``$MADBENCH_BAICHUAN_CODE``, else the image's copy,
     else (a checkout) the copy ``make adapter-test`` unpacks under ``images/``."""
-    from madbench_common.models.baichuan_omni import _DEFAULT_CODE, CODE_ENV
+    from madbench_common.models.adapters.baichuan_omni import _DEFAULT_CODE, CODE_ENV
 
     if os.environ.get(CODE_ENV):
         return Path(os.environ[CODE_ENV])
@@ -138,7 +139,7 @@ def baichuan_omni(root: str | os.PathLike[str], seed: int = 0) -> Path:
     """The tiny ``baichuan-inc/Baichuan-Omni-1d5`` snapshot under ``root``'s hub cache."""
     import torch
 
-    from madbench_common.models.baichuan_omni import REPO, sdpa_vision
+    from madbench_common.models.adapters.baichuan_omni import REPO, sdpa_vision
 
     code = code_dir()
     modeling = upstream_modeling(code)

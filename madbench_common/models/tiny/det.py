@@ -76,7 +76,7 @@ def xlsr_mamba(root: str | Path, keep: str = "") -> Path:
     import torch
     from safetensors.torch import save_file
 
-    from madbench_common.models.xlsr_mamba import (
+    from madbench_common.models.adapters.xlsr_mamba import (
         ARCH_FILE,
         REPO,
         WEIGHTS,
@@ -119,7 +119,7 @@ def av_anomaly(root: str | Path) -> Path:
     from sklearn.pipeline import make_pipeline
     from sklearn.preprocessing import StandardScaler
 
-    from madbench_common.models.av_anomaly import FILES, IMAGE, SHIFTS, build_models
+    from madbench_common.models.adapters.av_anomaly import FILES, IMAGE, SHIFTS, build_models
 
     torch.manual_seed(0)
     nets = build_models()
@@ -155,7 +155,7 @@ def batfd(root: str | Path, **overrides: Any) -> Path:
     import pytorch_lightning
     import torch
 
-    from madbench_common.models.batfd import IMAGE, WEIGHTS, upstream_class
+    from madbench_common.models.adapters.batfd import IMAGE, WEIGHTS, upstream_class
 
     torch.manual_seed(0)
     model = upstream_class()(**{**BATFD_TINY, **overrides})
@@ -190,13 +190,13 @@ def avh_align(root: str | Path, task_state: bool = True) -> Path:
     import torch
     from omegaconf import OmegaConf
 
-    from madbench_common.models.avh_align import AVHUBERT, FUSION, IMAGE, import_avhubert
+    from madbench_common.models.adapters.avh_align import AVHUBERT, FUSION, IMAGE, import_avhubert
 
     avhubert = import_avhubert()
     from fairseq import tasks
     from fairseq.data import Dictionary
 
-    from madbench_common.models.avh_align import _fusion_class
+    from madbench_common.models.adapters.avh_align import _fusion_class
 
     torch.manual_seed(0)
     task_cfg = OmegaConf.structured(avhubert.hubert_pretraining.AVHubertPretrainingConfig(

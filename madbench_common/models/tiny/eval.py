@@ -142,8 +142,8 @@ def audio_torch(root: str | Path, **beats_cfg: Any) -> Path:
     from AASIST import Model
     from BEATs import BEATs, BEATsConfig
 
-    from madbench_common.models.aasist import MODEL_CONFIG, WEIGHTS
-    from madbench_common.models.beats import CHECKPOINT
+    from madbench_common.models.adapters.aasist import MODEL_CONFIG, WEIGHTS
+    from madbench_common.models.adapters.beats import CHECKPOINT
 
     dest = _files(root, "audio-torch")
     torch.manual_seed(0)
@@ -162,7 +162,12 @@ def cavmae_sync(root: str | Path, keep: str = "") -> Path:
     """A tiny CAVMAESync saved as the release is (``module.`` keys) plus its arch sidecar."""
     import torch
 
-    from madbench_common.models.cavmae_sync import ARCH_FILE, RELEASED, WEIGHTS, upstream_models
+    from madbench_common.models.adapters.cavmae_sync import (
+        ARCH_FILE,
+        RELEASED,
+        WEIGHTS,
+        upstream_models,
+    )
 
     torch.manual_seed(0)
     state = upstream_models().CAVMAESync(**{**RELEASED, **CAVMAE_TINY}).state_dict()
@@ -204,7 +209,7 @@ def msclap(root: str | Path, audio_state: bool = True) -> Path:
     import yaml
     from msclap.models.clap import CLAP
 
-    from madbench_common.models.msclap import TEXT_REPO, WEIGHTS_FILE, WEIGHTS_REPO
+    from madbench_common.models.adapters.msclap import TEXT_REPO, WEIGHTS_FILE, WEIGHTS_REPO
 
     with tempfile.TemporaryDirectory() as tmp:
         gpt, ckpt = Path(tmp) / "gpt2", Path(tmp) / "msclap"
@@ -241,7 +246,12 @@ def imagebind(root: str | Path) -> Path:
     ``imagebind_huge(pretrained=True)`` loads) plus the tiny architecture's sidecar."""
     import torch
 
-    from madbench_common.models.imagebind import ARCH_FILE, IMAGE, WEIGHTS, import_model_module
+    from madbench_common.models.adapters.imagebind import (
+        ARCH_FILE,
+        IMAGE,
+        WEIGHTS,
+        import_model_module,
+    )
 
     torch.manual_seed(0)
     model = import_model_module().ImageBindModel(**IMAGEBIND_TINY)

@@ -1,6 +1,6 @@
 """A tiny random MMAudio ``large_44k_v2`` in the release layout (v2a-mmaudio weights.yaml).
 
-Every file :class:`~madbench_common.models.mmaudio.MMAudioV2A` loads, at its released name,
+Every file :class:`~madbench_common.models.adapters.mmaudio.MMAudioV2A` loads, at its released name,
 built from upstream's classes with random weights and read back by upstream's own
 loaders (``MMAudio.load_weights``, ``FeaturesUtils`` → open_clip ``hf-hub:``,
 ``Synchformer.load_state_dict``, ``AutoEncoderModule`` → ``BigVGAN.from_pretrained``):
@@ -82,7 +82,7 @@ def _install(root: Path, work: Path, seed: int) -> None:
     from mmaudio.ext.synchformer import Synchformer
     from mmaudio.model.networks import MMAudio
 
-    from madbench_common.models.mmaudio import upstream_sizes
+    from madbench_common.models.adapters.mmaudio import upstream_sizes
 
     torch.manual_seed(seed)
     net = MMAudio(**ARCH["net"], latent_mean=torch.zeros(_LATENT),

@@ -168,7 +168,7 @@ def install_tiny_qwen25omni(root: str | os.PathLike[str], seed: int = 0) -> Path
         WhisperFeatureExtractor,
     )
 
-    from madbench_common.models.qwen25omni import REPO, REVISION
+    from madbench_common.models.adapters.qwen25omni import REPO, REVISION
 
     tok = _qwen_tokenizer()
     torch.manual_seed(seed)
@@ -250,7 +250,7 @@ def install_tiny_gemma4(root: str | os.PathLike[str], seed: int = 0) -> Path:
         Gemma4VideoProcessor,
     )
 
-    from madbench_common.models.gemma4 import REPO, REVISION
+    from madbench_common.models.adapters.gemma4 import REPO, REVISION
 
     tok = _gemma_tokenizer()
     torch.manual_seed(seed)

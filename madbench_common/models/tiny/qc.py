@@ -35,7 +35,7 @@ def install_tiny_mossformer2(root: str | os.PathLike[str], seed: int = 0) -> Pat
     import torch
     from clearvoice.models.mossformer2_ss.mossformer2 import MossFormer2_SS_16K
 
-    from madbench_common.models.mossformer2 import REPO, REVISION
+    from madbench_common.models.adapters.mossformer2 import REPO, REVISION
 
     torch.manual_seed(seed)
     model = MossFormer2_SS_16K(argparse.Namespace(**_MOSSFORMER2_TINY)).model
@@ -128,7 +128,7 @@ def install_tiny_whisper(root: str | os.PathLike[str], seed: int = 0) -> Path:
     )
     from transformers.models.whisper.tokenization_whisper import LANGUAGES
 
-    from madbench_common.models.whisper import REPO, REVISION
+    from madbench_common.models.adapters.whisper import REPO, REVISION
 
     vocab, merges = _byte_bpe(_TEXTS, [])
     tok = WhisperTokenizer(vocab=vocab, merges=merges)
@@ -175,7 +175,7 @@ def install_tiny_ast(root: str | os.PathLike[str], seed: int = 0) -> Path:
     import torch
     from transformers import ASTConfig, ASTFeatureExtractor, ASTForAudioClassification
 
-    from madbench_common.models.ast_tagger import REPO, REVISION
+    from madbench_common.models.adapters.ast_tagger import REPO, REVISION
 
     torch.manual_seed(seed)
     labels = dict(enumerate(_AUDIOSET_SOME))
@@ -205,7 +205,7 @@ def install_tiny_clap(root: str | os.PathLike[str], seed: int = 0) -> Path:
         RobertaTokenizer,
     )
 
-    from madbench_common.models.clap import REPO, REVISION
+    from madbench_common.models.adapters.clap import REPO, REVISION
 
     vocab, merges = _byte_bpe(_TEXTS, ["<s>", "<pad>", "</s>", "<unk>", "<mask>"])
     tok = RobertaTokenizer(vocab=vocab, merges=merges)
@@ -283,7 +283,7 @@ def install_tiny_ecapa(root: str | os.PathLike[str], seed: int = 0) -> Path:
     import torch
     from hyperpyyaml import load_hyperpyyaml
 
-    from madbench_common.models.ecapa import REPO, REVISION
+    from madbench_common.models.adapters.ecapa import REPO, REVISION
 
     torch.manual_seed(seed)
     hp: dict[str, Any] = load_hyperpyyaml(_ECAPA_HPARAMS)

@@ -101,7 +101,7 @@ def df_arena(root: str | os.PathLike[str]) -> Path:
     """DF-Arena-1B's snapshot (stand-in remote code, ``pytorch_model.bin``, ``config.json``
     with the release's ``auto_map`` and labels) and the ``facebook/wav2vec2-xls-r-1b``
     config its backbone loads by name, both as cached hub snapshots."""
-    from madbench_common.models.df_arena import REPO
+    from madbench_common.models.adapters.df_arena import REPO
 
     with tempfile.TemporaryDirectory() as tmp:
         stage, src = Path(tmp) / "stage", Path(tmp) / "snapshot"
@@ -152,7 +152,7 @@ def minicpmo(root: str | os.PathLike[str], seed: int = 0) -> Path:
     ``auto_map``, a byte-level BPE tokenizer trained on the packaged prompts."""
     import torch
 
-    from madbench_common.models.minicpmo import REPO
+    from madbench_common.models.adapters.minicpmo import REPO
     from madbench_common.models.standins.minicpmo.configuration_minicpmo import MiniCPMOConfig
     from madbench_common.models.standins.minicpmo.modeling_minicpmo import MiniCPMO
 

@@ -29,7 +29,7 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-from madbench_common.models.salmonn import TINY_REVISION as REVISION
+from madbench_common.models.adapters.salmonn import TINY_REVISION as REVISION
 from madbench_common.models.weights import install_local_snapshot
 
 __all__ = ["REVISION", "install_tiny", "llama_sentencepiece"]
@@ -89,7 +89,7 @@ def llama_sentencepiece(path: Path) -> Path:
 def _vicuna(dest: Path) -> None:
     from transformers import LlamaConfig, LlamaTokenizer
 
-    from madbench_common.models.salmonn import upstream
+    from madbench_common.models.adapters.salmonn import upstream
 
     LlamaForCausalLM = upstream("modeling_llama").LlamaForCausalLM  # the repository's copy
     tok = LlamaTokenizer(str(llama_sentencepiece(dest / "tokenizer.model")))
@@ -114,7 +114,7 @@ def _bert(dest: Path) -> None:
 def _beats(path: Path) -> None:
     import torch
 
-    from madbench_common.models.salmonn import upstream
+    from madbench_common.models.adapters.salmonn import upstream
     from madbench_common.models.tiny.eval import BEATS_TINY
 
     beats_module = upstream("beats.BEATs")
@@ -135,7 +135,7 @@ def install_tiny(root: str | os.PathLike[str], seed: int = 0) -> Path:
     """Write the tiny SALMONN's files under the weights ``root``; returns ``root``."""
     import torch
 
-    from madbench_common.models import salmonn as adapter
+    from madbench_common.models.adapters import salmonn as adapter
 
     base = Path(root)
     adapter.check_hub_cache(base)

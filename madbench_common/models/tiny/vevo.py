@@ -12,7 +12,7 @@ Upstream takes the widths from configs in its source tree and from torchaudio's 
 not from the weights, so the snapshot also holds ``madbench_arch.json``
 (:data:`~madbench_common.models.weights.TINY_ARCH_FILE`, never in a release): the config
 overrides, the HuBERT parameters and the HuBERT feature statistics, which
-:class:`~madbench_common.models.vevo.VevoTimbre` applies when it finds the file. Outputs
+:class:`~madbench_common.models.adapters.vevo.VevoTimbre` applies when it finds the file. Outputs
 are noise.
 """
 
@@ -67,7 +67,7 @@ def _install(root: Path, work: Path, arch: dict[str, Any], seed: int) -> None:
     import torchaudio
     from safetensors.torch import save_file
 
-    from madbench_common.models.vevo import sized_configs
+    from madbench_common.models.adapters.vevo import sized_configs
 
     torch.manual_seed(seed)
     with sized_configs(arch, work / "configs") as cfg:

@@ -10,9 +10,10 @@ import numpy as np
 import pytest
 
 from madbench_common.core.errors import ConfigError
+from madbench_common.models.adapters.elevenlabs import ElevenLabsTTS
+from madbench_common.models.adapters.gemini import Gemini3Flash, Gemini25Flash
+from madbench_common.models.adapters.openai_compat import ChatClient, Gpt4oAudio, strip_thinking
 from madbench_common.models.api_stub import STUB_KEY, Fault, stub_server
-from madbench_common.models.elevenlabs import ElevenLabsTTS
-from madbench_common.models.gemini import Gemini3Flash, Gemini25Flash
 from madbench_common.models.http_api import (
     ApiError,
     JsonApi,
@@ -20,7 +21,6 @@ from madbench_common.models.http_api import (
     RetryPolicy,
     SpendCapExceeded,
 )
-from madbench_common.models.openai_compat import ChatClient, Gpt4oAudio, strip_thinking
 
 SR = 16000
 CLAIM = "The speaker sounds very sad and melancholic in this recording."
@@ -68,8 +68,8 @@ def test_gemini_thinking_does_not_eat_the_answer_cap(monkeypatch: pytest.MonkeyP
     With the bare 256-token cap, 2.5 Flash's default thinking leaves the reply empty;
     with thinking at its default (dynamic, -1) and the 24,576-token allowance on top of
     the cap, the answer comes back. thinking_budget=0 switches thinking off."""
+    from madbench_common.models.adapters.gemini import MAX_THINKING_BUDGET
     from madbench_common.models.api_stub import STUB_THOUGHT_TOKENS
-    from madbench_common.models.gemini import MAX_THINKING_BUDGET
 
     monkeypatch.setenv("GEMINI_API_KEY", STUB_KEY)
     prompt = f"{CLAIM} {QUESTION}"
@@ -253,7 +253,7 @@ def test_azure_tts_sends_ssml_and_decodes_the_mp3(monkeypatch: pytest.MonkeyPatc
     characters survives; 429s are retried; a wrong key is a configuration error."""
     import xml.etree.ElementTree as ET
 
-    from madbench_common.models.azure_tts import AzureNeuralTTS
+    from madbench_common.models.adapters.azure_tts import AzureNeuralTTS
     from madbench_common.models.deaf_roles import NARRATOR
 
     monkeypatch.setenv("AZURE_SPEECH_KEY", STUB_KEY)

@@ -15,8 +15,8 @@ from madbench_common.benchmarks.deaf.judge import (
 from madbench_common.benchmarks.deaf.prompts import load_judge_prompt
 from madbench_common.benchmarks.deaf.rows import TrialRow
 from madbench_common.core.errors import ConfigError
+from madbench_common.models.adapters.openai_compat import ChatClient
 from madbench_common.models.api_stub import STUB_KEY, stub_server
-from madbench_common.models.openai_compat import ChatClient
 
 ESC = TrialRow(trial_id="t-esc", conflict="esc", level="L1", question="q1", correct="angry",
                trap="happy", prompt="What emotion does the speaker express in this recording?")

@@ -21,8 +21,8 @@ from madbench_common.models._remote import (  # noqa: E402
     install_remote_shims,
     one_second_chunks,
 )
-from madbench_common.models.baichuan_omni import message, model_dir, write_frames  # noqa: E402
-from madbench_common.models.minicpmo import messages  # noqa: E402
+from madbench_common.models.adapters.baichuan_omni import message, model_dir, write_frames  # noqa: E402
+from madbench_common.models.adapters.minicpmo import messages  # noqa: E402
 
 
 class TinyLM(torch.nn.Module):

@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from madbench_common.core.types import Audio, Hertz
-from madbench_common.models.gemini import Prices
+from madbench_common.models.adapters.gemini import Prices
 from madbench_common.models.http_api import JsonApi, SpendMeter, api_key, wav_base64
 from madbench_common.models.roles import Frames, OmniAnswer
 

@@ -33,7 +33,7 @@ Output 22.05 kHz (BigVGAN v2).
 keeps its Chinese grammar FSTs in ``indextts/utils/tagger_cache`` beside the module and
 builds them there on first load (the English ones ship in the ``WeTextProcessing`` wheel);
 no constructor argument moves that folder. Pods run as uid 10001 on a read-only root, so
-the image builds the grammars when it is made (``python -m madbench_common.models.indextts2
+the image builds the grammars when it is made (``python -m madbench_common.models.adapters.indextts2
 build-normalizer`` in ``images/tts-indextts2/Dockerfile``), and the adapter checks them
 before loading: a missing grammar where it cannot be written is an
 :class:`~madbench_common.core.errors.EnvironmentMissing` (exit 3) naming the file.
@@ -113,7 +113,7 @@ def check_normalizer_cache(grammars: list[Path] | None = None) -> None:
             raise EnvironmentMissing(
                 f"IndexTTS2 text normaliser grammar {path} is missing and {folder} is not "
                 "writable (upstream builds it there on first load); build it into the image "
-                "with: python -m madbench_common.models.indextts2 build-normalizer")
+                "with: python -m madbench_common.models.adapters.indextts2 build-normalizer")
 
 
 def build_normalizer_cache() -> list[Path]:
@@ -284,7 +284,7 @@ class IndexTTS2CrossTTS(IndexTTS2Generator):
 
 def _main(argv: list[str]) -> int:
     if argv != ["build-normalizer"]:
-        print("usage: python -m madbench_common.models.indextts2 build-normalizer",
+        print("usage: python -m madbench_common.models.adapters.indextts2 build-normalizer",
               file=sys.stderr)
         return 2
     for path in build_normalizer_cache():
