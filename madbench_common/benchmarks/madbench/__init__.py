@@ -4,7 +4,8 @@
   evaluation and omni model rows (:mod:`.eval_models`, :mod:`.omni_models`);
 - :mod:`.stages`: ingest and source QC, separation, scene, component planning, speech and
   environment generation, component QC, assembly, perturbation, features and scoring;
-- :mod:`.rows`, :mod:`.sources`, :mod:`.taxonomy` (with its data in ``data/``);
+- :mod:`.rows`, :mod:`.sources`, :mod:`.taxonomy_propose` (a draft scene taxonomy for
+  review; the taxonomy itself is the scene models' vocabulary, ``models/taxonomy.py``);
 - :mod:`.eval` (the paper's tasks, heads, metrics, tables and report), :mod:`.omni`,
   :mod:`.corpora` (cross-dataset loaders), :mod:`.robustness`, :mod:`.prompts` and
   :mod:`.release` (the dataset export and its card)."""
