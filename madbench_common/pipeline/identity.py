@@ -91,11 +91,12 @@ Fingerprints and model identities name code by this older, canonical name
 stage's fingerprint: a run started before it resumes after it without recomputing a
 stage, and a cache keeps its hits. An edit to a module's code still changes them."""
 
+_LEGACY_LONGEST_FIRST = sorted(LEGACY_MODULES.items(), key=lambda kv: -len(kv[0]))
+"""The entries, the longest new name first, so a nested move wins over its parent's."""
 _LEGACY_RX = [(re.compile(rf"(?<![\w.]){re.escape(new)}(?![\w])"), old)
-              for new, old in sorted(LEGACY_MODULES.items(), key=lambda kv: -len(kv[0]))]
+              for new, old in _LEGACY_LONGEST_FIRST]
 _LEGACY_PATHS = [(re.compile(rf"(?<![\w/]){re.escape(new.replace('.', '/'))}(?![\w])"),
-                  old.replace(".", "/"))
-                 for new, old in sorted(LEGACY_MODULES.items(), key=lambda kv: -len(kv[0]))]
+                  old.replace(".", "/")) for new, old in _LEGACY_LONGEST_FIRST]
 _LEGACY_TESTS = [(re.compile(rf"(?<![\w/]){re.escape(new)}" + ("" if new.endswith("/") else
                                                               r"(?![\w])")), old)
                  for new, old in (
@@ -106,7 +107,7 @@ _LEGACY_TESTS = [(re.compile(rf"(?<![\w/]){re.escape(new)}" + ("" if new.endswit
 def canonical_name(name: str) -> str:
     """A module name or ``module:attr`` target under its canonical (pre-move) module name."""
     module, sep, attr = name.partition(":")
-    for new, old in sorted(LEGACY_MODULES.items(), key=lambda kv: -len(kv[0])):
+    for new, old in _LEGACY_LONGEST_FIRST:
         if module == new or module.startswith(f"{new}."):
             return f"{old}{module[len(new):]}{sep}{attr}"
     return name
