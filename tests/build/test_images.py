@@ -102,6 +102,22 @@ def test_a_stale_dockerfile_is_caught_and_the_extra_fragment_lands(tmp_path: Pat
     assert render_all(check=True, images_dir=tmp_path) == []
 
 
+def test_a_lock_that_pins_pip_installs_that_pip_first() -> None:
+    """det-avh-align pins pip 24.0 (omegaconf 2.0.6 / hydra-core 1.0.7 declare
+    ``PyYAML>=5.1.*``, which pip 24.1 and later refuse): its Dockerfile installs that pip,
+    hash-checked, before the rest of its lock; an image whose lock leaves pip to its parents
+    does not touch pip."""
+    from madbench_common.build.dockerfile import render
+
+    text = render(load_image("det-avh-align"))
+    lock_line = "pip install --no-cache-dir --require-hashes --no-deps -r /tmp/pip.lock"
+    whole = "--no-deps -r /opt/madbench/locks/det-avh-align.lock"
+    assert lock_line in text and text.index(lock_line) < text.index(whole)
+    assert "pip==24.0" in (IMAGES / "det-avh-align" / "requirements.lock").read_text()
+    for slug in ("qc", "det-batfd", "python-py39"):
+        assert "/tmp/pip.lock" not in render(load_image(slug)), slug
+
+
 def test_a_new_image_gets_its_lock_entry_generated(tmp_path: Path) -> None:
     """Adding an image folder is enough: ``make dockerfiles`` appends its ``tagged`` entry
     to images.lock.yaml (``CHECK=1`` reports the lock stale until then)."""
