@@ -49,6 +49,15 @@ def _locks_packages(info: ImageInfo) -> bool:
     return lock.exists() and bool(lock_blocks(lock.read_text()))
 
 
+def _own_pip(info: ImageInfo) -> bool:
+    """Whether a model image's own lock pins pip. That pip is installed before the rest
+    of the lock: det-avh-align's omegaconf 2.0.6 and hydra-core 1.0.7 declare
+    ``PyYAML>=5.1.*``, metadata that pip 24.1 and later refuse, so its lock pins pip 24.0."""
+    lock = info.dir / "requirements.lock"
+    return (info.kind != "python" and lock.exists()
+            and "pip" in lock_blocks(lock.read_text()))
+
+
 def render(info: ImageInfo, lock_path: Path | None = None) -> str:
     """The Dockerfile of ``info``."""
     import jinja2
@@ -69,7 +78,7 @@ def render(info: ImageInfo, lock_path: Path | None = None) -> str:
         slug=info.slug, kind=info.kind, leaf=info.leaf, description=info.description,
         licenses=info.licenses, apt=info.apt, sdists=info.sdists,
         sdist_names=[re.sub(r"[-_.]+", "-", n).lower() for n in info.sdists],
-        lock=_locks_packages(info), extra=extra, post=post,
+        lock=_locks_packages(info), own_pip=_own_pip(info), extra=extra, post=post,
         python_image=_PYTHON_IMAGES[info.python],
         parent_ref=_ref(info.parent, lock_path) if info.parent else "",
         version=_ref(info.slug, lock_path).rsplit(":", 1)[1],

@@ -84,6 +84,16 @@ model image's resolution is constrained to its base's pins of these, and its loc
 not pin them again."""
 _TORCH_OWN = ("torch", "torchvision", "torchaudio", "triton")
 
+RUNTIME_CONFLICTS: tuple[tuple[str, str, str, str, str], ...] = (
+    ("numpy", "<2", "pyarrow", ">=26",
+     "pyarrow 26 refuses NumPy 1 at import (\"pyarrow requires NumPy 2.0 or newer\") "
+     "though its metadata does not say so, and uv cannot see it: add `pyarrow<26` to "
+     "the requirements.in of an image on numpy<2 (numpy 1.26.4 + pyarrow 25.0.1 imports)"),
+)
+"""Pairs of pins that install together but fail at import, which no resolver sees
+(the metadata is silent): (package, specifier, other package, specifier, why).
+:func:`lock_problems` reports an image whose installed set has both."""
+
 
 @dataclass(frozen=True)
 class ImageTest:
@@ -424,7 +434,22 @@ def lock_problems(info: ImageInfo) -> list[str]:
         problems += [f"{info.slug} repeats its parent chain's pin {_pin(b)}"
                      for n, b in sorted(own.items())
                      if n in inherited and _pin(inherited[n]) == _pin(b)]
-    return problems
+    return problems + runtime_conflicts(info)
+
+
+def runtime_conflicts(info: ImageInfo) -> list[str]:
+    """:data:`RUNTIME_CONFLICTS` in the image's whole installed set (parents included), for
+    a runnable image: a python or torch base runs no Python of ours, and each image on it
+    is checked with its own pins."""
+    from packaging.specifiers import SpecifierSet
+
+    if not info.leaf:
+        return []
+    pins = effective_pins(info)
+    return [f"{info.slug} installs {a}=={pins[a]} with {b}=={pins[b]}: {why}"
+            for a, spec_a, b, spec_b, why in RUNTIME_CONFLICTS
+            if a in pins and b in pins and pins[a] in SpecifierSet(spec_a)
+            and pins[b] in SpecifierSet(spec_b)]
 
 
 def write_lock(info: ImageInfo, uv: str = "uv") -> Path:

@@ -137,6 +137,11 @@ def wheel_metadata(lock_text: str, python: str, where: str = "lock") -> dict[str
             raise ConfigError(f"{where}: pip could not read the locked wheels' metadata: "
                               f"{done.stderr.strip()[-1000:]}")
         native = _interpreter(python) if later else None
+        if later and native is None:
+            raise ConfigError(f"{where}: pip could not read the metadata of {', '.join(later)} "
+                              f"for Python {python} (an sdist, or no wheel for this Python): "
+                              f"put python{python} with pip on PATH (pyenv: "
+                              f"PATH=$(pyenv root)/versions/{python}.*/bin:$PATH) and rerun")
         if native is not None:
             extra, more = _dry_run(native, None, later, Path(tmp))
             if extra.returncode != 0:
@@ -266,7 +271,11 @@ def _main(argv: Sequence[str] | None = None) -> int:
 
     slugs = list(argv if argv is not None else sys.argv[1:]) or [i.slug for i in all_images()]
     for slug in slugs:
-        out = write_sbom(slug)
+        try:
+            out = write_sbom(slug)
+        except ConfigError as exc:
+            print(f"error: {exc}", file=sys.stderr)
+            return 2
         print(f"{slug}: {out.relative_to(IMAGES.parent)}")
         for problem in sbom_problems(slug):
             print(f"  warning: {problem}")

@@ -102,6 +102,46 @@ def test_a_stale_dockerfile_is_caught_and_the_extra_fragment_lands(tmp_path: Pat
     assert render_all(check=True, images_dir=tmp_path) == []
 
 
+def test_a_lock_that_pins_pip_installs_that_pip_first() -> None:
+    """det-avh-align pins pip 24.0 (omegaconf 2.0.6 / hydra-core 1.0.7 declare
+    ``PyYAML>=5.1.*``, which pip 24.1 and later refuse): its Dockerfile installs that pip,
+    hash-checked, before the rest of its lock; an image whose lock leaves pip to its parents
+    does not touch pip."""
+    from madbench_common.build.dockerfile import render
+
+    text = render(load_image("det-avh-align"))
+    lock_line = "pip install --no-cache-dir --require-hashes --no-deps -r /tmp/pip.lock"
+    whole = "--no-deps -r /opt/madbench/locks/det-avh-align.lock"
+    assert lock_line in text and text.index(lock_line) < text.index(whole)
+    assert "pip==24.0" in (IMAGES / "det-avh-align" / "requirements.lock").read_text()
+    for slug in ("qc", "det-batfd", "python-py39"):
+        assert "/tmp/pip.lock" not in render(load_image(slug)), slug
+
+
+@pytest.mark.parametrize("info", [i for i in all_images() if i.leaf], ids=lambda i: i.slug)
+def test_no_runnable_image_installs_a_pair_that_fails_at_import(info: ImageInfo) -> None:
+    """numpy<2 with pyarrow 26 resolves (pyarrow's metadata is silent) and then fails at
+    import; enc-msclap and det-xlsr-mamba had it, found by make image-test."""
+    from madbench_common.build.images import runtime_conflicts
+
+    assert runtime_conflicts(info) == []
+
+
+def test_the_numpy1_pyarrow26_pair_is_caught(tmp_path: Path) -> None:
+    from madbench_common.build.images import runtime_conflicts
+
+    for slug in ("python-py311", "torch-2.2.0-py311", "v2a-foleycrafter"):
+        shutil.copytree(IMAGES / slug, tmp_path / slug, ignore=shutil.ignore_patterns(".upstream"))
+    (tmp_path / "common.in").write_text((IMAGES / "common.in").read_text())
+    lock = tmp_path / "v2a-foleycrafter" / "requirements.lock"
+    assert runtime_conflicts(load_image("v2a-foleycrafter", tmp_path)) == []
+    lock.write_text(re.sub(r"^pyarrow==25\.0\.1 \\\n(    --hash=\S+ \\\n)*    --hash=\S+\n", "",
+                           lock.read_text(), flags=re.M))
+    found = runtime_conflicts(load_image("v2a-foleycrafter", tmp_path))
+    assert len(found) == 1 and "numpy==1.26.4 with pyarrow==26.0.1" in found[0], found
+    assert runtime_conflicts(load_image("torch-2.2.0-py311", tmp_path)) == []
+
+
 def test_a_new_image_gets_its_lock_entry_generated(tmp_path: Path) -> None:
     """Adding an image folder is enough: ``make dockerfiles`` appends its ``tagged`` entry
     to images.lock.yaml (``CHECK=1`` reports the lock stale until then)."""
