@@ -103,18 +103,20 @@ def test_a_stale_dockerfile_is_caught_and_the_extra_fragment_lands(tmp_path: Pat
 
 
 def test_a_lock_that_pins_pip_installs_that_pip_first() -> None:
-    """det-avh-align pins pip 24.0 (omegaconf 2.0.6 / hydra-core 1.0.7 declare
-    ``PyYAML>=5.1.*``, which pip 24.1 and later refuse): its Dockerfile installs that pip,
+    """det-avh-align and det-batfd pin pip 24.0 (omegaconf 2.0.6 / hydra-core 1.0.7 declare
+    ``PyYAML>=5.1.*``, pytorch_lightning 1.7.7 ``torch (>=1.9.*)``, which pip 24.1 and
+    later refuse): each Dockerfile installs that pip,
     hash-checked, before the rest of its lock; an image whose lock leaves pip to its parents
     does not touch pip."""
     from madbench_common.build.dockerfile import render
 
-    text = render(load_image("det-avh-align"))
     lock_line = "pip install --no-cache-dir --require-hashes --no-deps -r /tmp/pip.lock"
-    whole = "--no-deps -r /opt/madbench/locks/det-avh-align.lock"
-    assert lock_line in text and text.index(lock_line) < text.index(whole)
-    assert "pip==24.0" in (IMAGES / "det-avh-align" / "requirements.lock").read_text()
-    for slug in ("qc", "det-batfd", "python-py39"):
+    for slug in ("det-avh-align", "det-batfd"):
+        text = render(load_image(slug))
+        whole = f"--no-deps -r /opt/madbench/locks/{slug}.lock"
+        assert lock_line in text and text.index(lock_line) < text.index(whole), slug
+        assert "pip==24.0" in (IMAGES / slug / "requirements.lock").read_text(), slug
+    for slug in ("qc", "det-av-anomaly", "python-py39"):
         assert "/tmp/pip.lock" not in render(load_image(slug)), slug
 
 
