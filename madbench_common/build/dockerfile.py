@@ -51,8 +51,9 @@ def _locks_packages(info: ImageInfo) -> bool:
 
 def _own_pip(info: ImageInfo) -> bool:
     """Whether a model image's own lock pins pip. That pip is installed before the rest
-    of the lock: det-avh-align's omegaconf 2.0.6 and hydra-core 1.0.7 declare
-    ``PyYAML>=5.1.*``, metadata that pip 24.1 and later refuse, so its lock pins pip 24.0."""
+    of the lock: det-avh-align (omegaconf 2.0.6, hydra-core 1.0.7: ``PyYAML>=5.1.*``) and
+    det-batfd (pytorch_lightning 1.7.7: ``torch (>=1.9.*)``) lock packages whose metadata
+    pip 24.1 and later refuse, so their locks pin pip 24.0."""
     lock = info.dir / "requirements.lock"
     return (info.kind != "python" and lock.exists()
             and "pip" in lock_blocks(lock.read_text()))

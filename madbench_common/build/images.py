@@ -412,8 +412,8 @@ def _family_pins(base: ImageInfo) -> dict[str, str]:
 def lock_problems(info: ImageInfo) -> list[str]:
     """Why the image's lock is not consistent with its parent chain: a pin of torch, a
     companion or a CUDA wheel that its torch base locks (the base's pins are the only
-    ones), torch or a companion its base lacks, or a pin equal to its parent chain's
-    (``make lock`` leaves those out)."""
+    ones), torch or a companion its base lacks, a pin equal to its parent chain's
+    (``make lock`` leaves those out), or a pair of :data:`RUNTIME_CONFLICTS`."""
     lock = info.dir / "requirements.lock"
     if not lock.exists():
         return []
