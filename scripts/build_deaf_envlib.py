@@ -1,4 +1,4 @@
-"""Build DEAF's offline BSC background library under data/deaf/envlib/ from Debian packages.
+"""Build DEAF's offline BSC background library (package data) from Debian packages.
 
 DEAF mixes speech with DEMAND's 18 environments (paper Appendix A.2.2, Table 6). DEMAND
 cannot be downloaded here, so this builds a stand-in from freely licensed real
@@ -16,7 +16,7 @@ there with ``dpkg-deb``; nothing is installed. Deterministic output.
 
 Usage::
 
-    python scripts/build_deaf_envlib.py [--out data/deaf/envlib] [--workdir DIR]
+    python scripts/build_deaf_envlib.py [--out madbench_common/data/deaf_envlib] [--workdir DIR]
 """
 
 from __future__ import annotations
@@ -211,7 +211,7 @@ def write_attribution(out: Path, rows: list[dict[str, str]]) -> None:
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--out", default="data/deaf/envlib")
+    ap.add_argument("--out", default="madbench_common/data/deaf_envlib")
     ap.add_argument("--workdir", default=None)
     args = ap.parse_args()
     if args.workdir:

@@ -187,7 +187,7 @@ def _graph(args: argparse.Namespace) -> Graph:
 
 
 def cmd_exit_summary(args: argparse.Namespace) -> int:
-    from madbench_common.pipeline.argo import write_exit_summary
+    from madbench_common.pipeline.summary import write_exit_summary
 
     summary = write_exit_summary(build_deaf_graph(), args.store, args.run_id, args.workflow,
                                  args.status, args.duration, args.failures)

@@ -99,6 +99,7 @@ _SOURCES = f"s3://{_BUCKET}/sources"
 _WEIGHTS_CLAIM = "madbench-weights"
 _S3_SECRET = "madbench-s3"
 _API_SECRET = "madbench-api-keys"
+_S3_KEYS = ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_ENDPOINT_URL", "AWS_REGION")
 _KILL_GRACE = 30.0
 _DIGEST_CODE = r"""
 import hashlib, pathlib, madbench_common as m
@@ -157,6 +158,16 @@ class Profile:
     api_keys: tuple[str, ...]
 
 
+def _param_text(value: Any) -> str:
+    """A workflow parameter's text as ``argo submit -p`` takes it: a mapping or list as JSON,
+    a YAML boolean as ``true``/``false`` (the workflows' enums), anything else as is."""
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, (dict, list)):
+        return json.dumps(value, sort_keys=True)
+    return str(value)
+
+
 def load_profile(path: Path | None = None) -> Profile:
     """Read ``madbench_common/data/rehearsal.yaml`` (or ``path``)."""
     path = path or PROFILE
@@ -172,7 +183,8 @@ def load_profile(path: Path | None = None) -> Profile:
         if extra:
             raise ConfigError(f"{path}: workflow {w.get('name')}: unknown keys {sorted(extra)}")
         flows.append(WorkflowProfile(str(w["name"]), str(w["file"]), str(w["run_id"]),
-                                     {str(k): str(v) for k, v in (w.get("params") or {}).items()},
+                                     {str(k): _param_text(v)
+                                      for k, v in (w.get("params") or {}).items()},
                                      dict(w.get("stage_params") or {}),
                                      bool(w.get("random_weights", True))))
     src = doc.get("sources") or {}
@@ -182,9 +194,11 @@ def load_profile(path: Path | None = None) -> Profile:
 
 
 def _fill(value: Any, fields: Mapping[str, Any]) -> Any:
-    """``{stub_port}``-style fields in the profile's strings."""
+    """``{stub_port}``-style fields in the profile's strings (only the names in ``fields``:
+    other braces, as in a JSON parameter value, are left as they are)."""
     if isinstance(value, str):
-        return value.format(**fields)
+        return re.sub(r"\{(\w+)\}",
+                      lambda m: str(fields[m[1]]) if m[1] in fields else m[0], value)
     if isinstance(value, list):
         return [_fill(v, fields) for v in value]
     if isinstance(value, dict):
@@ -965,6 +979,21 @@ def workflow_params(wf: Workflow, flow: WorkflowProfile, profile: Profile,
     return params
 
 
+def secret_problems(pods: Iterable[Pod], available: Mapping[str, Iterable[str]]) -> list[str]:
+    """Each required ``secretKeyRef`` no local secret holds, as ``pod: secret/key`` (on a
+    cluster such a pod never starts: CreateContainerConfigError). The deaf rehearsal found
+    ``bsc_speech``'s ``AZURE_SPEECH_KEY`` so, two minutes into the run; now the preflight
+    names it before anything is built."""
+    keys = {name: set(values) for name, values in available.items()}
+    out: list[str] = []
+    for pod in pods:
+        for _, value in pod.env:
+            if isinstance(value, SecretRef) and not value.optional \
+                    and value.key not in keys.get(value.secret, set()):
+                out.append(f"{pod.node}: secret {value.secret!r} has no key {value.key!r}")
+    return sorted(set(out))
+
+
 def _upload_sources(s3: Any, csv_path: Path, every: int) -> int:
     """Every ``every``-th row of the CSV and its files into ``s3://madbench/sources/``."""
     import csv
@@ -1079,6 +1108,11 @@ def rehearse(opts: Options) -> int:
         problems += [f"{flow.file}: {p}" for p in check_pods(pods)
                      if not p.startswith("warning:")]
         images[flow.name] = {image_slug(p.image)[0] for p in pods}
+        if missing_keys := secret_problems(pods, {_S3_SECRET: _S3_KEYS,
+                                                  _API_SECRET: profile.api_keys}):
+            raise ConfigError(f"{flow.file}: " + "; ".join(missing_keys) + " (add the key to "
+                              "api_keys in the rehearsal profile, madbench_common/data/"
+                              "rehearsal.yaml)")
     needed = sorted(set().union(*images.values()))
     if missing := upstream_problems(needed):
         raise ConfigError(_upstream_message(missing))
@@ -1104,9 +1138,7 @@ def rehearse(opts: Options) -> int:
         clips = ns.call(_upload_sources, s3, ROOT / profile.sources_csv, profile.every)
         _say(f"sandbox: namespace {isolation}; object store and API stub inside; "
              f"{clips} source clips uploaded to {_SOURCES}/")
-        secrets = {_S3_SECRET: {**{k: v for k, v in s3.env().items()
-                                   if k in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY",
-                                            "AWS_ENDPOINT_URL", "AWS_REGION")}},
+        secrets = {_S3_SECRET: {k: v for k, v in s3.env().items() if k in _S3_KEYS},
                    _API_SECRET: {k: STUB_KEY for k in profile.api_keys}}
         runner = PodRunner(provider, secrets, work, ns.path, engine)
         for i, flow in enumerate(flows):

@@ -17,9 +17,12 @@ import pytest
 
 from madbench_common.benchmarks.madbench.graph import build_graph
 from madbench_common.cli.pipeline import stage_overrides
-from madbench_common.cluster.argo_local import Executor, Pod, PodResult, Workflow
+from madbench_common.cluster.argo_local import Executor, Pod, PodResult, SecretRef, Workflow
 from madbench_common.cluster.lint import check_pods, check_target, image_slug
 from madbench_common.cluster.rehearse import (
+    _API_SECRET,
+    _S3_KEYS,
+    _S3_SECRET,
     BANNER,
     ImageProvider,
     Options,
@@ -28,6 +31,7 @@ from madbench_common.cluster.rehearse import (
     build_records,
     load_profile,
     records_markdown,
+    secret_problems,
     upstream_problems,
     workflow_params,
 )
@@ -160,7 +164,26 @@ def test_the_rehearsal_profile_resolves_and_passes_every_pods_check(flow: str) -
     assert all(params[k] == str(profile.shards) for k in sharded)
     problems = [p for p in check_pods(pods) if not p.startswith("warning:")]
     assert all("salmonn" in p for p in problems), problems
+    # every secretKeyRef a pod needs is in the local secret set (the deaf rehearsal's
+    # bsc_speech could not start for want of AZURE_SPEECH_KEY)
+    available = {_S3_SECRET: _S3_KEYS, _API_SECRET: profile.api_keys}
+    assert secret_problems(pods, available) == []
+    if flow != "smoke":
+        # the rehearsal's weights are its own tiny ones: no hub pin to check
+        stages = [p for p in pods if "stage" in p.argv and "run" in p.argv]
+        assert stages and all("--allow-unpinned=true" in p.argv for p in stages)
     if flow == "deaf":
+        needy = [p for p in pods if any(isinstance(v, SecretRef) and v.key == "AZURE_SPEECH_KEY"
+                                        for _, v in p.env)]
+        assert needy
+        less = {**available, _API_SECRET: [k for k in profile.api_keys
+                                           if k != "AZURE_SPEECH_KEY"]}
+        assert any("AZURE_SPEECH_KEY" in line and "bsc" in line
+                   for line in secret_problems(pods, less))
+        bsc = next(p for p in needy if "run" in p.argv)
+        model_args = next(a for a in bsc.argv if a.startswith("model_args="))
+        assert json.loads(model_args.split("=", 1)[1])["base_url"] == \
+            f"http://127.0.0.1:{STUB_PORT}"
         judge = next(p for p in pods if "deaf_judge" in p.argv)
         # the judge's endpoint is a workflow parameter of its own (deaf_judge_judge_base_url)
         assert f"judge_base_url=http://127.0.0.1:{STUB_PORT}/v1" in judge.argv
@@ -413,15 +436,18 @@ def test_a_pod_over_its_memory_limit_is_killed_and_reported(tmp_path: Path) -> N
     assert not cgroup.path.exists()
 
 
-def test_the_exit_handler_runs_without_hera(tmp_path: Path) -> None:
-    """reference-cpu has no Hera: ``madbench exit-summary`` must not import the compiler
-    (the smoke rehearsal found the onExit pod failing on ``import hera``)."""
+@pytest.mark.parametrize("group", [[], ["deaf"]], ids=["madbench", "deaf"])
+def test_the_exit_handler_runs_without_hera(tmp_path: Path, group: list[str]) -> None:
+    """reference-cpu has no Hera: ``madbench exit-summary`` and ``madbench deaf
+    exit-summary`` must not import the compiler (the smoke rehearsal found the first onExit
+    pod failing on ``import hera``, the deaf rehearsal the second)."""
     import subprocess
     import sys
 
     code = ("import sys; sys.modules['hera'] = None\n"
             "from madbench_common.cli import main\n"
-            f"sys.exit(main(['exit-summary', '--store', {str(tmp_path)!r}, '--run-id', 'r1', "
+            f"sys.exit(main([*{group!r}, 'exit-summary', '--store', {str(tmp_path)!r}, "
+            "'--run-id', 'r1', "
             "'--workflow', 'w', '--status', 'Failed', '--failures', '\"null\"']))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
     assert out.returncode == 0, out.stderr
@@ -508,3 +534,13 @@ def test_an_interrupt_while_the_store_starts_leaves_no_server(tmp_path: Path) ->
     with pytest.raises(KeyboardInterrupt):
         s3.start()
     assert ns.proc is not None and ns.proc.poll() is not None  # killed and reaped
+
+
+def test_profile_fields_leave_json_braces_alone() -> None:
+    from madbench_common.cluster.rehearse import _fill, _param_text
+
+    text = _param_text({"base_url": "http://127.0.0.1:{stub_port}", "rpm": 0})
+    assert json.loads(_fill(text, {"stub_port": 7})) == {"base_url": "http://127.0.0.1:7",
+                                                         "rpm": 0}
+    assert _fill("{other}", {"stub_port": 7}) == "{other}"
+    assert _param_text(True) == "true" and _param_text(False) == "false"

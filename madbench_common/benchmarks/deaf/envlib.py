@@ -4,7 +4,7 @@ The paper mixes speech with DEMAND (Thiemann et al. 2013; Table 6), 18 environme
 16-channel recordings. With ``demand=<folder or s3:// prefix>`` the library reads channel
 1 of each ``<CODE>/ch01.wav`` (the layout of DEMAND's per-environment zips;
 :mod:`.datasets`). Without it, the
-offline library committed under ``data/deaf/envlib/`` is used: freely licensed real
+offline library committed under ``madbench_common/data/deaf_envlib/`` is used: freely licensed real
 recordings from Debian packages (``scripts/build_deaf_envlib.py``), one FLAC per
 environment that has one, with ``envlib.csv`` naming each file's sources, licence and
 whether it records that environment (``recording``) or a related scene (``proxy``).
@@ -38,8 +38,10 @@ from madbench_common.media.dsp import normalise
 __all__ = ["DEFAULT_LIBRARY", "LibraryEntry", "library_entries", "load_background",
            "loop_to", "mix_at_snr"]
 
-DEFAULT_LIBRARY = "data/deaf/envlib"
-"""The committed offline library, relative to the repository root."""
+DEFAULT_LIBRARY = str(Path(__file__).resolve().parents[2] / "data" / "deaf_envlib")
+"""The committed offline library, shipped in the package (``madbench_common/data/deaf_envlib``)
+so that every image carries it: a pod has no checkout (the deaf rehearsal found
+``deaf_envlib`` failing in its image when the library lived under the repository's ``data/``)."""
 _PAD_S = 0.5
 _FADE_S = 0.05
 

@@ -22,6 +22,7 @@ from typing import Any, ClassVar
 from madbench_common.benchmarks.deaf.datasets import is_remote
 from madbench_common.benchmarks.deaf.design import SNRS_DB, VOICE_PROFILES, environment
 from madbench_common.benchmarks.deaf.envlib import (
+    DEFAULT_LIBRARY,
     LibraryEntry,
     library_entries,
     load_background,
@@ -76,9 +77,8 @@ def model_args(value: dict[str, Any] | str | None) -> dict[str, Any]:
 
 
 def repo_library() -> str:
-    """The committed offline library when running from a checkout, else ``""``."""
-    path = Path(__file__).resolve().parents[3] / "data" / "deaf" / "envlib"
-    return str(path) if path.is_dir() else ""
+    """The committed offline library (package data, so images carry it), else ``""``."""
+    return DEFAULT_LIBRARY if Path(DEFAULT_LIBRARY).is_dir() else ""
 
 
 class SentencesStage(MapStage[SentenceRow]):
@@ -144,7 +144,8 @@ class EnvLibStage(MapStage[EnvRow]):
         library = p.get("library") or repo_library()
         if not library and not p.get("demand"):
             raise ConfigError("no background library: pass library=<folder with envlib.csv> "
-                              "(data/deaf/envlib in a checkout) or demand=<DEMAND folder>")
+                              "(madbench_common/data/deaf_envlib is missing from this install) or "
+                              "demand=<DEMAND folder>")
         return {e.env.code: e for e in library_entries(library, p.get("demand", ""))}
 
     def plan(self) -> list[str]:

@@ -82,7 +82,7 @@ def test_noise_set_is_never_used_by_generators_or_the_demo() -> None:
     noise = load_noise_set()
     members = {s.split(":", 1)[1] for f in noise.files for s in f.sources.split(";")}
     assert len(noise.files) >= 4 and all(f.licence for f in noise.files)
-    with open(ROOT / "data/deaf/envlib/envlib.csv", encoding="utf-8") as fh:
+    with open(ROOT / "madbench_common/data/deaf_envlib/envlib.csv", encoding="utf-8") as fh:
         deaf = {s.split(":", 1)[1] for r in csv.DictReader(fh) for s in r["sources"].split(";")
                 if s}
     demo = (ROOT / "data/demo/ATTRIBUTION.md").read_text(encoding="utf-8")
