@@ -120,6 +120,22 @@ def test_a_lock_that_pins_pip_installs_that_pip_first() -> None:
         assert "/tmp/pip.lock" not in render(load_image(slug)), slug
 
 
+def test_wheels_of_the_build_stage_are_copied_not_bind_mounted() -> None:
+    """buildah 1.28 (Debian 12) cannot bind-mount a stage it took from its layer cache:
+    ``RUN --mount=type=bind,from=build`` found no ``/wheels`` when the rehearsal rebuilt
+    reference-cpu. Every image with sdists copies the wheels and installs them from /tmp."""
+    from madbench_common.build.dockerfile import render
+
+    with_sdists = [i for i in all_images() if i.sdists]
+    assert with_sdists
+    for info in with_sdists:
+        text = render(info)
+        assert "type=bind,from=build" not in text, info.slug
+        copy, install = "COPY --from=build /wheels /tmp/wheels", "/tmp/wheels/*.whl"
+        assert copy in text and text.index(copy) < text.index(install), info.slug
+        assert text == (IMAGES / info.slug / "Dockerfile").read_text(), info.slug
+
+
 @pytest.mark.parametrize("info", [i for i in all_images() if i.leaf], ids=lambda i: i.slug)
 def test_no_runnable_image_installs_a_pair_that_fails_at_import(info: ImageInfo) -> None:
     """numpy<2 with pyarrow 26 resolves (pyarrow's metadata is silent) and then fails at
