@@ -332,7 +332,9 @@ def upstream_problems(slugs: Iterable[str]) -> list[str]:
         info = load_image(slug)
         for src in info.upstream_src:
             stamp = info.dir / ".upstream" / src.dest / ".madbench-commit"
-            if stamp.is_file() and stamp.read_text().strip() == src.commit:
+            # the stamp is "<commit> <tree sha256>" (build.upstream.fetch_source); a tree
+            # already unpacked at the pinned commit needs no mirror
+            if stamp.is_file() and stamp.read_text().split()[:1] == [src.commit]:
                 continue
             owner, name = src.repo.split("/", 1)
             if template:
@@ -1298,11 +1300,19 @@ def build_records(state: State, results: Mapping[str, WorkflowResult],
             "status": "failed" if rec["failed"] else "ok", "failures": rec["failed"],
         }
     tiny = any(f.random_weights for f in profile.workflows if f.name in results)
+    # a stage whose every row was rejected (or that got none) stops the data: the stages
+    # after it "succeed" on nothing, and a report of empty tables is no rehearsal (the
+    # first full pass reached the detectors with 0 samples after component_qc rejected
+    # every environment component)
+    empty = sorted({stage for r in images.values() for stage, n in r["stages"].items()
+                    if n is not None and n["rows"] - n["rejected"] <= 0})
     return {
         "note": BANNER if tiny else SMOKE_BANNER, "commit": _commit(),
         "finished_at": datetime.now(timezone.utc).isoformat(timespec="seconds"),
         "wall_s": round(wall), "complete": all(r.phase == "Succeeded" for r in results.values())
-        and set(results) == set(opts.workflows) and not (opts.params or opts.stage_sets),
+        and set(results) == set(opts.workflows) and not (opts.params or opts.stage_sets)
+        and not empty,
+        "empty_stages": empty,
         "workflows": {n: {"phase": r.phase, "seconds": round(r.seconds),
                           "failures": [{k: f.get(k) for k in ("podName", "phase", "exitCode",
                                                               "message")}
@@ -1347,6 +1357,9 @@ def records_markdown(records: dict[str, Any]) -> str:
     if records["profile"].get("overrides"):
         lines += ["Not the profile as committed: " + ", ".join(
             f"`{o}`" for o in records["profile"]["overrides"]) + ".", ""]
+    if records.get("empty_stages"):
+        lines += ["Stages with no row left (every row rejected, or none came in): " + ", ".join(
+            f"`{s}`" for s in records["empty_stages"]) + ".", ""]
     for name, w in records["workflows"].items():
         lines.append(f"- `{name}`: {w['phase']} in {w['seconds'] / 60:.1f} min" +
                      "".join(f"; failed {f['podName']} (exit {f['exitCode']})"

@@ -375,6 +375,32 @@ def test_records_sum_rows_and_peaks_per_image(tmp_path: Path) -> None:
     assert "random" in text.lower()
 
 
+def test_a_stage_left_with_no_row_makes_the_pass_incomplete(tmp_path: Path) -> None:
+    """Every pod succeeded, but component_qc rejected every row: the stages after it ran on
+    nothing, so the pass is not complete and the record names the stage."""
+    from madbench_common.cluster.argo_local import WorkflowResult
+
+    state = State(tmp_path / "state.json")
+    node = {"phase": "Succeeded", "image": "ghcr.io/madbench/qc:0.1.0", "memo": False,
+            "attempts": [{"phase": "Succeeded", "peak_rss_bytes": 2**20}]}
+    nodes = {"w.source-qc.shard(0)": {**node, "template": "source-qc-shard"},
+             "w.component-qc.shard(0)": {**node, "template": "component-qc-shard"}}
+    opts = Options(work=tmp_path, workflows=("full",))
+
+    def records(rows: int, rejected: int) -> dict[str, Any]:
+        results = {"full": WorkflowResult("w", "Succeeded", 10.0, nodes, [])}
+        markers = {"full": {"source_qc": {"rows": 14, "rejected": 0},
+                            "component_qc": {"rows": rows, "rejected": rejected}}}
+        return build_records(state, results, markers, ImageProvider(state, tmp_path), 10.0,
+                             opts, load_profile())
+
+    good = records(188, 135)
+    assert good["complete"] is True and good["empty_stages"] == []
+    bad = records(188, 188)
+    assert bad["complete"] is False and bad["empty_stages"] == ["full:component_qc"]
+    assert "`full:component_qc`" in records_markdown(bad)
+
+
 # ------------------------------------------------------------------ in containers (opt-in)
 
 
@@ -544,3 +570,27 @@ def test_profile_fields_leave_json_braces_alone() -> None:
                                                          "rpm": 0}
     assert _fill("{other}", {"stub_port": 7}) == "{other}"
     assert _param_text(True) == "true" and _param_text(False) == "false"
+
+
+def test_a_tree_unpacked_at_the_pinned_commit_needs_no_mirror(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The stamp ``fetch_source`` writes is "<commit> <tree sha256>": such a tree is
+    fetched (the check compared the whole line with the commit, so a machine that had
+    built an image still asked for its mirror)."""
+    import dataclasses
+
+    from madbench_common.build import images as images_mod
+    from madbench_common.build.upstream import STAMP
+
+    real = images_mod.load_image("a2a-audiox")
+    info = dataclasses.replace(real, folder=tmp_path)
+    monkeypatch.setattr(images_mod, "load_image", lambda slug: info)
+    monkeypatch.setenv("MADBENCH_UPSTREAM_GIT", str(tmp_path / "none" / "{owner}+{name}"))
+    src = info.upstream_src[0]
+    stamp = info.dir / ".upstream" / src.dest / STAMP
+    stamp.parent.mkdir(parents=True)
+    assert upstream_problems(["a2a-audiox"])  # nothing unpacked, no mirror
+    stamp.write_text(f"{src.commit} {src.tree_sha256}\n")
+    assert upstream_problems(["a2a-audiox"]) == []
+    stamp.write_text(f"{'0' * 40} {src.tree_sha256}\n")  # another commit
+    assert upstream_problems(["a2a-audiox"])

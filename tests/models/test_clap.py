@@ -47,3 +47,22 @@ def test_missing_weights_name_the_fetch_command(tmp_path: Path) -> None:
 
     with pytest.raises(WeightsMissing, match="madbench weights fetch --image qc"):
         ClapScorer(device="cpu", root=tmp_path)
+
+
+def test_a_prompt_longer_than_the_text_positions_is_truncated(scorer: Any) -> None:
+    """MADBench's scene prompts tokenise past a text tower's positions (the tiny tower's 80
+    here); the rehearsal rejected every environment component with an index error."""
+    env = demo_stem("env")[:16000 * 2]
+    long = "a busy kitchen with clattering pans, running water and a humming fridge " * 20
+    (got,) = scorer.score_texts(env, 16000, [long])
+    assert -1.0 <= got <= 1.0
+
+
+def test_the_text_token_limit_follows_roberta_positions() -> None:
+    from madbench_common.models.adapters.clap import text_token_limit
+
+    assert text_token_limit(514, 1, 512) == 512  # laion/clap-htsat-unfused
+    assert text_token_limit(514, 1, 77) == 77  # a tokenizer that stops earlier
+    assert text_token_limit(80, 1, 0) == 78  # no tokenizer limit
+    with pytest.raises(ValueError):
+        text_token_limit(2, 1, 0)

@@ -20,10 +20,23 @@ from madbench_common.core.types import Audio, Hertz
 from madbench_common.media.audio import resample
 from madbench_common.models._hf import even_windows, model_version, snapshot, torch_device
 
-__all__ = ["REPO", "REVISION", "ClapScorer"]
+__all__ = ["REPO", "REVISION", "ClapScorer", "text_token_limit"]
 
 REPO = "laion/clap-htsat-unfused"
 REVISION = "8fa0f1c6d0433df6e97c127f64b2a1d6c0dcda8a"
+
+
+def text_token_limit(max_positions: int, pad_token_id: int, tokenizer_max: int) -> int:
+    """Tokens a CLAP text tower takes: its RoBERTa positions start after the padding id
+    (514 positions, pad 1: 512 tokens), and the tokenizer's own ``model_max_length`` when
+    smaller. A longer prompt is truncated, not an index error: the rehearsal rejected
+    every environment component so ("index 80 is out of bounds for dimension 1")."""
+    limit = max_positions - pad_token_id - 1
+    if 0 < tokenizer_max < limit:
+        limit = tokenizer_max
+    if limit < 2:
+        raise ValueError(f"CLAP text config leaves {limit} token positions")
+    return limit
 
 
 class ClapScorer:
@@ -65,7 +78,12 @@ class ClapScorer:
     def _text_embeddings(self, texts: list[str]) -> np.ndarray:
         import torch
 
-        inputs = self._processor.tokenizer(texts, padding=True, return_tensors="pt")
+        tok = self._processor.tokenizer
+        cfg = self._model.config.text_config
+        limit = text_token_limit(int(cfg.max_position_embeddings), int(cfg.pad_token_id),
+                                 int(getattr(tok, "model_max_length", 0) or 0))
+        inputs = tok(texts, padding=True, truncation=True, max_length=limit,
+                     return_tensors="pt")
         with torch.inference_mode():
             out = self._model.get_text_features(**inputs.to(self.device)).pooler_output
         return out.float().cpu().numpy()
