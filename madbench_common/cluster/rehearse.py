@@ -419,14 +419,22 @@ class ImageProvider:
 
     def binding(self, slug: str, ref: str) -> str | None:
         """The image id pods of ``slug`` run: bound this session, else the local build,
-        else the last one the rehearsal used (a resumed pass skips its pods by it)."""
+        else the last one the rehearsal used (a resumed pass skips its pods by it), but
+        only an image known to carry this checkout's ``madbench_common``. After a code
+        change it is ``None`` until the image is checked or rebuilt, so no pod is skipped
+        on a result of the old code (a resumed pass did skip component_qc after its fix)."""
         with self._guard:
             if slug in self.bound:
                 return self.bound[slug]
             if slug not in self._seen:  # looked up once: pods resolve many times
                 self._seen[slug] = _image_id(self.local_ref(ref))
             found = self._seen[slug]
-        return found or self.state.image(slug).get("image_id")
+        entry = self.state.image(slug)
+        candidate = found or entry.get("image_id")
+        if candidate and entry.get("image_id") == candidate \
+                and entry.get("code_digest") == self.digest:
+            return str(candidate)
+        return None
 
     def pinned(self, ref: str) -> Callable[[], str]:
         """A lazy workflow-parameter value: ``ref@sha256:<bound image id>``."""
@@ -485,6 +493,11 @@ class ImageProvider:
             self.state.update_image(slug, build_s=round(seconds, 1), build_image_id=image_id,
                                     built_at=datetime.now(timezone.utc).isoformat(
                                         timespec="seconds"))
+            # the code the build copied, read in the image: what binding() trusts later
+            if not self._fresh(slug, image_id):
+                raise ConfigError(f"image {slug}: the build does not carry this checkout's "
+                                  "madbench_common (was the checkout changed during the "
+                                  "build?)")
         self._describe(slug, image_id)
         self._weights(slug, image_id)
         return image_id

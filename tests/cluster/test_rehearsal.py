@@ -285,7 +285,10 @@ def test_image_parameters_pin_the_bound_build(tmp_path: Path) -> None:
     ref = "ghcr.io/madbench/no-such-image-here:0.1.0"
     value = provider.pinned(ref)
     assert value() == ref  # nothing built, nothing recorded: the plain tag
-    state.update_image("no-such-image-here", image_id="b" * 64)
+    provider._digest = "this checkout"
+    state.update_image("no-such-image-here", image_id="b" * 64, code_digest="another")
+    assert value() == ref  # the last build the rehearsal used, of other code: not bound
+    state.update_image("no-such-image-here", code_digest="this checkout")
     assert value() == f"{ref}@sha256:{'b' * 64}"  # the last build the rehearsal used
     provider.bound["no-such-image-here"] = "c" * 64
     assert value() == f"{ref}@sha256:{'c' * 64}"
@@ -594,3 +597,23 @@ def test_a_tree_unpacked_at_the_pinned_commit_needs_no_mirror(
     assert upstream_problems(["a2a-audiox"]) == []
     stamp.write_text(f"{'0' * 40} {src.tree_sha256}\n")  # another commit
     assert upstream_problems(["a2a-audiox"])
+
+
+def test_a_resumed_pass_skips_no_pod_of_an_image_with_other_code(tmp_path: Path) -> None:
+    """The memo keys a pod by its pinned image id. An image the rehearsal used before is
+    bound again on a resumed pass only while its madbench_common is this checkout's: after
+    a code change its pods rerun (a resumed pass skipped component_qc after the CLAP fix)."""
+    state = State(tmp_path / "state.json")
+    state.update_image("qc", image_id="a" * 64, code_digest="old")
+    provider = ImageProvider(state, tmp_path)
+    provider._seen["qc"] = None  # not on the machine any more (removed after its pods)
+    provider._digest = "new"
+    assert provider.binding("qc", "ghcr.io/madbench/qc:0.1.0") is None
+    assert provider.pinned("ghcr.io/madbench/qc:0.1.0")() == "ghcr.io/madbench/qc:0.1.0"
+    provider._digest = "old"
+    assert provider.binding("qc", "ghcr.io/madbench/qc:0.1.0") == "a" * 64
+    # a local build the state has not checked is not trusted either
+    provider._seen["qc"] = "b" * 64
+    assert provider.binding("qc", "ghcr.io/madbench/qc:0.1.0") is None
+    state.update_image("qc", image_id="b" * 64, code_digest="old")
+    assert provider.binding("qc", "ghcr.io/madbench/qc:0.1.0") == "b" * 64
