@@ -1313,12 +1313,13 @@ def build_records(state: State, results: Mapping[str, WorkflowResult],
             "status": "failed" if rec["failed"] else "ok", "failures": rec["failed"],
         }
     tiny = any(f.random_weights for f in profile.workflows if f.name in results)
-    # a stage whose every row was rejected (or that got none) stops the data: the stages
-    # after it "succeed" on nothing, and a report of empty tables is no rehearsal (the
-    # first full pass reached the detectors with 0 samples after component_qc rejected
-    # every environment component)
+    # a stage that rejected every row it got stops the data: the stages after it
+    # "succeed" on nothing, and a report of empty tables is no rehearsal (a full pass
+    # reached the detectors with 0 samples: component_qc rejected every environment
+    # component, then assemble every sample). A stage given no row at all may be
+    # legitimate (features_references has no model in the full profile).
     empty = sorted({stage for r in images.values() for stage, n in r["stages"].items()
-                    if n is not None and n["rows"] - n["rejected"] <= 0})
+                    if n is not None and n["rows"] > 0 and n["rows"] <= n["rejected"]})
     return {
         "note": BANNER if tiny else SMOKE_BANNER, "commit": _commit(),
         "finished_at": datetime.now(timezone.utc).isoformat(timespec="seconds"),
@@ -1371,7 +1372,7 @@ def records_markdown(records: dict[str, Any]) -> str:
         lines += ["Not the profile as committed: " + ", ".join(
             f"`{o}`" for o in records["profile"]["overrides"]) + ".", ""]
     if records.get("empty_stages"):
-        lines += ["Stages with no row left (every row rejected, or none came in): " + ", ".join(
+        lines += ["Stages that rejected every row they got: " + ", ".join(
             f"`{s}`" for s in records["empty_stages"]) + ".", ""]
     for name, w in records["workflows"].items():
         lines.append(f"- `{name}`: {w['phase']} in {w['seconds'] / 60:.1f} min" +
