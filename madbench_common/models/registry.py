@@ -8,13 +8,17 @@ alike. Loaded models are cached per process, so each worker loads weights once.
 from __future__ import annotations
 
 import importlib
+import inspect
+import json
+from collections.abc import Mapping
 from dataclasses import dataclass
 from functools import cache
 from typing import Any
 
 from madbench_common.core.errors import ConfigError, EnvironmentMissing, MadbenchError
 
-__all__ = ["GROUPS", "REGISTRY", "ModelSpec", "load_model", "register", "specs_for_role"]
+__all__ = ["GROUPS", "REGISTRY", "ModelSpec", "load_model", "load_model_with", "model_args",
+           "register", "specs_for_role"]
 
 
 @dataclass(frozen=True)
@@ -51,6 +55,43 @@ def register(spec: ModelSpec) -> ModelSpec:
 
 def specs_for_role(role: str) -> list[ModelSpec]:
     return sorted((s for s in REGISTRY.values() if s.role == role), key=lambda s: s.slug)
+
+
+def model_args(value: Mapping[str, Any] | str | None) -> dict[str, Any]:
+    """Constructor arguments from a mapping or its JSON text (``""``: none), as a stage's
+    ``model_args`` parameter carries them (a workflow parameter is text)."""
+    if isinstance(value, str):
+        try:
+            value = json.loads(value) if value.strip() else {}
+        except json.JSONDecodeError as exc:
+            raise ConfigError(f"model_args: not JSON ({exc})") from None
+    if value is None:
+        return {}
+    if not isinstance(value, Mapping):
+        raise ConfigError(f"model_args: expected a JSON object, got {value!r}")
+    return dict(value)
+
+
+def load_model_with(slug: str, args: Mapping[str, Any] | str | None) -> Any:
+    """:func:`load_model` with the constructor arguments of a stage's ``model_args``
+    (scalars only: the instance is cached per argument set)."""
+    kwargs = model_args(args)
+    for key, value in kwargs.items():
+        try:
+            hash(value)
+        except TypeError:
+            raise ConfigError(f"model_args.{key} of model {slug!r}: a number, string or "
+                              f"boolean is expected, got {value!r}") from None
+    if kwargs and slug in REGISTRY:
+        module, _, name = REGISTRY[slug].target.partition(":")
+        try:
+            inspect.signature(getattr(importlib.import_module(module), name)).bind_partial(
+                **kwargs)
+        except TypeError as exc:
+            raise ConfigError(f"model_args of model {slug!r}: {exc}") from None
+        except ImportError:
+            pass  # load_model names the missing module
+    return load_model(slug, **kwargs)
 
 
 @cache

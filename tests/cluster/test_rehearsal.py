@@ -15,7 +15,7 @@ from typing import Any
 
 import pytest
 
-from madbench_common.benchmarks.madbench.graph import build_graph
+from madbench_common.benchmarks.madbench.graph import ENV_SETTINGS, build_graph
 from madbench_common.cli.pipeline import stage_overrides
 from madbench_common.cluster.argo_local import Executor, Pod, PodResult, SecretRef, Workflow
 from madbench_common.cluster.lint import check_pods, check_target, image_slug
@@ -619,3 +619,46 @@ def test_a_resumed_pass_skips_no_pod_of_an_image_with_other_code(tmp_path: Path)
     assert provider.binding("qc", "ghcr.io/madbench/qc:0.1.0") is None
     state.update_image("qc", image_id="b" * 64, code_digest="old")
     assert provider.binding("qc", "ghcr.io/madbench/qc:0.1.0") == "b" * 64
+
+
+def test_the_profile_s_model_args_are_constructor_arguments_of_the_full_models() -> None:
+    """A generator's ``model_args`` (diffusion steps) must name an argument of the class the
+    full graph loads there, or the pod fails at load (exit 3) an hour into a pass."""
+    import importlib
+    import inspect
+
+    from madbench_common.cluster.rehearse import _graph_for
+    from madbench_common.models.registry import REGISTRY
+
+    (wp,) = [f for f in load_profile().workflows if f.name == "full"]
+    graph = _graph_for("full").profiled("full")
+    checked = 0
+    for stage, values in wp.stage_params.items():
+        args = values.get("model_args")
+        if not args:
+            continue
+        slug = graph[stage].model
+        module, _, name = REGISTRY[slug].target.partition(":")
+        accepted: set[str] = set()
+        for cls in getattr(importlib.import_module(module), name).__mro__:  # **kwargs → base
+            params = inspect.signature(cls.__init__).parameters
+            accepted |= set(params)
+            if not any(p.kind is p.VAR_KEYWORD for p in params.values()):
+                break
+        assert set(args) <= accepted, (stage, slug, set(args) - accepted)
+        checked += 1
+    assert checked >= 4
+
+
+def test_a_generator_stage_passes_its_model_args_to_the_model(tmp_path: Path) -> None:
+    from madbench_common.models.registry import load_model_with, model_args
+
+    assert model_args('{"steps": 5}') == {"steps": 5} and model_args("") == {}
+    with pytest.raises(ConfigError, match="not JSON"):
+        model_args("{steps")
+    with pytest.raises(ConfigError, match=r"model_args\.steps"):
+        load_model_with("ref-layered-t2a", {"steps": [5]})
+    with pytest.raises(ConfigError, match="no_such_argument"):
+        load_model_with("ref-layered-t2a", {"no_such_argument": 1})
+    graph = build_graph()
+    assert all(graph[f"env_{b}_{s}"].params["model_args"] == {} for b, s, _ in ENV_SETTINGS)

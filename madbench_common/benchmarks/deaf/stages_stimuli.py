@@ -35,7 +35,7 @@ from madbench_common.core.errors import ConfigError, InputRejected
 from madbench_common.core.types import Audio
 from madbench_common.media.audio import read_wav_bytes, resample
 from madbench_common.models.deaf_roles import NARRATOR
-from madbench_common.models.registry import REGISTRY
+from madbench_common.models.registry import REGISTRY, model_args
 from madbench_common.pipeline.stage import MapStage
 
 __all__ = ["BscMixStage", "BscSpeechStage", "EnvLibStage", "EscStage", "SentencesStage",
@@ -60,20 +60,6 @@ def instantiate(slug: str, kwargs: dict[str, Any] | str | None = None) -> Any:
     """A fresh instance of the registered model ``slug`` with constructor ``kwargs`` (a
     mapping, or its JSON text as a workflow parameter passes it)."""
     return model_class(slug)(**model_args(kwargs))
-
-
-def model_args(value: dict[str, Any] | str | None) -> dict[str, Any]:
-    """Constructor arguments from a mapping or its JSON text (``""``: none)."""
-    if isinstance(value, str):
-        try:
-            value = json.loads(value) if value.strip() else {}
-        except json.JSONDecodeError as exc:
-            raise ConfigError(f"model_args: not JSON ({exc})") from None
-    if value is None:
-        return {}
-    if not isinstance(value, dict):
-        raise ConfigError(f"model_args: expected a JSON object, got {value!r}")
-    return dict(value)
 
 
 def repo_library() -> str:

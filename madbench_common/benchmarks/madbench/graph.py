@@ -208,7 +208,9 @@ def _wire_evaluate(stages: list[Stage]) -> list[Stage]:
 def _generator(component: str, branch: str, slot: str, model: str) -> Stage:
     role = "speech_generator" if component == "speech" else "env_generator"
     module = "speech_gen:SpeechGenStage" if component == "speech" else "env_gen:EnvGenStage"
-    params: dict[str, object] = {"branch": branch}
+    # model_args: the generator's constructor arguments (diffusion steps, guidance...);
+    # empty runs each model at its adapter's defaults (the paper's or upstream's)
+    params: dict[str, object] = {"branch": branch, "model_args": {}}
     if branch == "v2a":
         params.update(_FRAMES)
     full: dict[str, object] = {}

@@ -33,7 +33,7 @@ from madbench_common.core.compat import zip_strict
 from madbench_common.core.errors import ConfigError, InputRejected
 from madbench_common.core.types import Audio, Hertz
 from madbench_common.media.dsp import n_samples
-from madbench_common.models.registry import load_model
+from madbench_common.models.registry import load_model_with
 from madbench_common.pipeline.stage import MapStage, StageContext
 
 __all__ = [
@@ -121,7 +121,8 @@ class PlannedComponentStage(MapStage[ComponentRow]):
 
     @cached_property
     def model(self) -> Any:
-        return load_model(self.ctx.params.get("model") or self.ctx.stage.model)
+        return load_model_with(self.ctx.params.get("model") or self.ctx.stage.model,
+                               self.ctx.params.get("model_args"))
 
     def plan(self) -> list[str]:
         return sorted(self.planned)
