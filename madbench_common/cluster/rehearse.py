@@ -83,7 +83,7 @@ from madbench_common.cluster.lint import check_pods, check_target, image_slug
 from madbench_common.core.errors import ConfigError, MadbenchError
 
 __all__ = ["BANNER", "ImageProvider", "PodRunner", "Profile", "State", "add_commands",
-           "code_digest", "load_profile", "rehearse"]
+           "code_digest", "interrupted_result", "load_profile", "rehearse"]
 
 ROOT = Path(__file__).resolve().parents[2]
 PROFILE = ROOT / "madbench_common" / "data" / "rehearsal.yaml"
@@ -1142,6 +1142,8 @@ def rehearse(opts: Options) -> int:
     # 2. sandbox
     ns = Namespace().start()
     s3 = stub = None
+    interrupted: KeyboardInterrupt | None = None
+    markers: dict[str, dict[str, dict[str, Any]]] = {}
     results: dict[str, WorkflowResult] = {}
     memos: dict[str, StateMemo] = {}
     executors: dict[str, Executor] = {}
@@ -1175,11 +1177,25 @@ def rehearse(opts: Options) -> int:
             executors[flow.name] = ex
             _say(f"{flow.name}: executing {flow.file} as workflow {ex.name} (run id "
                  f"{flow.run_id})")
-            results[flow.name] = ex.run()
+            started = time.monotonic()
+            try:
+                results[flow.name] = ex.run()
+            except KeyboardInterrupt:
+                results[flow.name] = interrupted_result(ex, time.monotonic() - started)
+                raise
             _say(f"{flow.name}: {results[flow.name].phase} in "
                  f"{results[flow.name].seconds:.0f} s")
             ns.call(_print_reports, s3, flow.name, flow.run_id, graph, flow.banner)
         markers = {f.name: ns.call(_markers, s3, f.run_id, _graph_for(f.name)) for f in flows}
+    except KeyboardInterrupt as exc:
+        # a stopped pass still says what it did (a session's end stops a pass of hours):
+        # the pods done so far, their peaks and the rows of the stages that finished
+        interrupted = exc
+        markers = {}
+        if s3 is not None:
+            with contextlib.suppress(Exception):
+                markers = {n: ns.call(_markers, s3, f.run_id, _graph_for(n))
+                           for f in flows if (n := f.name) in results}
     finally:
         if stub is not None:
             stub.terminate()
@@ -1189,9 +1205,14 @@ def rehearse(opts: Options) -> int:
         ns.stop()
     wall = time.monotonic() - t0
     records = build_records(state, results, markers, provider, wall, opts, profile)
+    if interrupted is not None:
+        records["complete"] = False
+        records["interrupted"] = str(interrupted) or "Ctrl-C"
     write_records(records, opts.records)
     _say(f"records: {opts.records} and {opts.records.with_suffix('.md')}; wall time "
          f"{wall / 60:.1f} min")
+    if interrupted is not None:
+        raise interrupted
     bad = [n for n, r in results.items() if r.phase != "Succeeded"]
     for name in bad:
         for failure in results[name].failures:
@@ -1220,6 +1241,19 @@ def _overrides(opts: Options, flows: list[WorkflowProfile], workflows: Mapping[s
     if unknown := set(sets) - {s for p in per.values() for s in p}:
         raise ConfigError(f"--set: no workflow of this rehearsal has stage(s) {sorted(unknown)}")
     return params, per
+
+
+def interrupted_result(ex: Executor, seconds: float) -> WorkflowResult:
+    """What an execution stopped by a signal or Ctrl-C did so far: every pod node's outcome
+    (done, skipped, stopped or never started), phase ``Interrupted``."""
+    from madbench_common.cluster.argo_local import WorkflowResult
+
+    nodes: dict[str, dict[str, Any]] = {}
+    root = getattr(ex, "_root", None)
+    if root is None:
+        return WorkflowResult(ex.name, "Interrupted", seconds, nodes, [])
+    ex._collect(root, nodes)
+    return WorkflowResult(ex.name, "Interrupted", seconds, nodes, ex._failures(root))
 
 
 def _interrupt(signum: int, frame: Any) -> None:
@@ -1368,6 +1402,9 @@ def records_markdown(records: dict[str, Any]) -> str:
         f"{records['wall_s'] / 60:.1f} min, complete: {'yes' if records['complete'] else 'no'}.",
         "",
     ]
+    if records.get("interrupted"):
+        lines += [f"Interrupted ({records['interrupted']}): this records what ran until then; "
+                  "the same command resumes the pass.", ""]
     if records["profile"].get("overrides"):
         lines += ["Not the profile as committed: " + ", ".join(
             f"`{o}`" for o in records["profile"]["overrides"]) + ".", ""]

@@ -10,6 +10,7 @@ import os
 import re
 import shutil
 import threading
+import time
 from pathlib import Path
 from typing import Any
 
@@ -29,6 +30,7 @@ from madbench_common.cluster.rehearse import (
     PodRunner,
     State,
     build_records,
+    interrupted_result,
     load_profile,
     records_markdown,
     secret_problems,
@@ -662,3 +664,35 @@ def test_a_generator_stage_passes_its_model_args_to_the_model(tmp_path: Path) ->
         load_model_with("ref-layered-t2a", {"no_such_argument": 1})
     graph = build_graph()
     assert all(graph[f"env_{b}_{s}"].params["model_args"] == {} for b, s, _ in ENV_SETTINGS)
+
+
+def test_an_interrupted_pass_still_records_what_it_ran(tmp_path: Path) -> None:
+    """A session's end stops a pass of hours with SIGTERM: the record of that pass keeps
+    the pods that finished (their images, peaks) and says it was interrupted."""
+    import signal
+
+    from tests.cluster.test_argo_local import Recorder, container, workflow
+
+    def rule(pod: Pod, attempt: int) -> PodResult:
+        if pod.node.endswith(".b"):
+            signal.raise_signal(signal.SIGINT)  # as Ctrl-C: the main thread stops the run
+            time.sleep(1)
+        return PodResult("Succeeded", 0, info={"peak_rss_bytes": 2**27})
+
+    wf = workflow([{"name": "a", "template": "a-shard"},
+                   {"name": "b", "template": "b-shard", "dependencies": ["a"]}],
+                  [container("a-shard", ["a"]), container("b-shard", ["b"])])
+    ex = Executor(wf, runner=Recorder(rule), workers=1, name="w")
+    with pytest.raises(KeyboardInterrupt):
+        ex.run()
+    result = interrupted_result(ex, 2.0)
+    assert result.phase == "Interrupted"
+    assert result.nodes["w.a"]["phase"] == "Succeeded"
+    assert result.nodes["w.a"]["attempts"][0]["peak_rss_bytes"] == 2**27
+    state = State(tmp_path / "state.json")
+    rec = build_records(state, {"full": result}, {}, ImageProvider(state, tmp_path), 2.0,
+                        Options(work=tmp_path, workflows=("full",)), load_profile())
+    assert rec["complete"] is False
+    assert rec["images"]["reference-cpu"]["peak_rss_mb"] == 128
+    rec["interrupted"] = "signal 15"
+    assert "Interrupted (signal 15)" in records_markdown(rec)
