@@ -156,6 +156,9 @@ class Profile:
     workers: int
     workflows: tuple[WorkflowProfile, ...]
     api_keys: tuple[str, ...]
+    cpu_deadline_scale: float = 1.0
+    """A pod that requests a GPU runs on the CPU here: its ``activeDeadlineSeconds`` (sized
+    for a GPU) is multiplied by this."""
 
 
 def _param_text(value: Any) -> str:
@@ -174,7 +177,8 @@ def load_profile(path: Path | None = None) -> Profile:
     doc = yaml.safe_load(path.read_text())
     if not isinstance(doc, dict) or doc.get("version") != 1:
         raise ConfigError(f"{path}: expected version: 1")
-    unknown = set(doc) - {"version", "sources", "shards", "workers", "workflows", "api_keys"}
+    unknown = set(doc) - {"version", "sources", "shards", "workers", "workflows", "api_keys",
+                          "cpu_deadline_scale"}
     if unknown:
         raise ConfigError(f"{path}: unknown keys {sorted(unknown)}")
     flows = []
@@ -190,7 +194,8 @@ def load_profile(path: Path | None = None) -> Profile:
     src = doc.get("sources") or {}
     return Profile(str(src.get("csv", "data/demo/sources.csv")), int(src.get("every", 1)),
                    int(doc.get("shards", 2)), int(doc.get("workers", 2)), tuple(flows),
-                   tuple(doc.get("api_keys") or ()))
+                   tuple(doc.get("api_keys") or ()),
+                   float(doc.get("cpu_deadline_scale", 1.0)))
 
 
 def _fill(value: Any, fields: Mapping[str, Any]) -> Any:
@@ -792,7 +797,8 @@ class PodRunner:
 
     def __init__(self, provider: ImageProvider, secrets: Mapping[str, Mapping[str, str]],
                  work: Path, netns: str | None, engine: str = "buildah",
-                 python: str = sys.executable) -> None:
+                 python: str = sys.executable, cpu_deadline_scale: float = 1.0) -> None:
+        self.cpu_deadline_scale = cpu_deadline_scale
         self.provider, self.secrets, self.work = provider, secrets, work
         self.netns, self.engine, self.python = netns, engine, python
         self.logs = work / "logs"
@@ -841,9 +847,20 @@ class PodRunner:
             out.append([str(folder), m.path, True])
         return out
 
+    def deadline(self, pod: Pod) -> float | None:
+        """The pod's ``activeDeadlineSeconds``; a GPU pod's times ``cpu_deadline_scale``,
+        since it runs on the CPU here (AV Anomaly's full-size backbone took more than the
+        template's hour for one shard of 120 samples on 2 cores)."""
+        if not pod.deadline:
+            return None
+        return float(pod.deadline) * (self.cpu_deadline_scale if pod.gpu else 1.0)
+
     def run(self, pod: Pod, attempt: int, cancel: threading.Event) -> PodResult:
         start = time.monotonic()
         info: dict[str, Any] = {"memory_limit": pod.memory_limit, "gpu_requested": pod.gpu}
+        deadline = self.deadline(pod)
+        if deadline:
+            info["deadline_s"] = deadline
         try:
             env = self._env(pod)
             mounts = self._mounts(pod)
@@ -879,8 +896,10 @@ class PodRunner:
             while proc.poll() is None:
                 if cancel.wait(1.0) and not reason:
                     reason = "cancelled"
-                elif pod.deadline and time.monotonic() - start > pod.deadline and not reason:
-                    reason = f"deadline exceeded (activeDeadlineSeconds {pod.deadline:.0f})"
+                elif deadline and time.monotonic() - start > deadline and not reason:
+                    reason = (f"deadline exceeded (activeDeadlineSeconds {pod.deadline:.0f}"
+                              + (f" × {self.cpu_deadline_scale:g}, a GPU pod on the CPU)"
+                                 if deadline != pod.deadline else ")"))
                 if reason:
                     self._stop(proc, cgroup)
                     break
@@ -1157,7 +1176,8 @@ def rehearse(opts: Options) -> int:
              f"{clips} source clips uploaded to {_SOURCES}/")
         secrets = {_S3_SECRET: {k: v for k, v in s3.env().items() if k in _S3_KEYS},
                    _API_SECRET: {k: STUB_KEY for k in profile.api_keys}}
-        runner = PodRunner(provider, secrets, work, ns.path, engine)
+        runner = PodRunner(provider, secrets, work, ns.path, engine,
+                           cpu_deadline_scale=profile.cpu_deadline_scale)
         for i, flow in enumerate(flows):
             provider.retain = {slug for f in flows[i + 1:] for slug in images[f.name]}
             wf = workflows[flow.name]
@@ -1367,6 +1387,7 @@ def build_records(state: State, results: Mapping[str, WorkflowResult],
                                        for f in r.failures]}
                       for n, r in results.items()},
         "profile": {"clips_every": profile.every, "shards": profile.shards,
+                    "cpu_deadline_scale": profile.cpu_deadline_scale,
                     "workers": opts.workers or profile.workers,
                     "keep_images": opts.keep_images,
                     "overrides": [*(f"-p {p}" for p in opts.params),

@@ -163,7 +163,7 @@ def test_the_rehearsal_profile_resolves_and_passes_every_pods_check(flow: str) -
     assert json.loads(params["stage_params"])  # the relaxations travel in one parameter
     pods = Executor(wf, params, name="w").dry_run()
     sharded = [k for k in wf.parameters() if k.endswith("_shards")]
-    assert all(params[k] == str(profile.shards) for k in sharded)
+    assert all(params[k] == wp.params.get(k, str(profile.shards)) for k in sharded)
     problems = [p for p in check_pods(pods) if not p.startswith("warning:")]
     assert all("salmonn" in p for p in problems), problems
     # every secretKeyRef a pod needs is in the local secret set (the deaf rehearsal's
@@ -696,3 +696,26 @@ def test_an_interrupted_pass_still_records_what_it_ran(tmp_path: Path) -> None:
     assert rec["images"]["reference-cpu"]["peak_rss_mb"] == 128
     rec["interrupted"] = "signal 15"
     assert "Interrupted (signal 15)" in records_markdown(rec)
+
+
+def test_a_gpu_pod_on_the_cpu_gets_the_profile_s_deadline_scale(tmp_path: Path) -> None:
+    """AV Anomaly's shard was killed at its template's hour (a GPU's budget) on 2 CPU
+    cores: GPU pods get ``cpu_deadline_scale`` times their deadline, CPU pods their own."""
+    from dataclasses import replace
+
+    profile = load_profile()
+    assert profile.cpu_deadline_scale > 1
+    wf = Workflow.load(ROOT / "workflows" / "full.yaml")
+    (flow,) = [f for f in profile.workflows if f.name == "full"]
+    pods = {p.node: p for p in Executor(wf, workflow_params(
+        wf, flow, profile, None, {"stub_port": STUB_PORT}), name="w").dry_run()}
+    gpu = pods["w.features-det-av-anomaly.shard(0)"]
+    cpu = pods["w.ingest.shard(0)"]
+    assert gpu.gpu and not cpu.gpu and gpu.deadline and cpu.deadline
+    runner = PodRunner(ImageProvider(State(tmp_path / "s.json"), tmp_path), {}, tmp_path, None,
+                       cpu_deadline_scale=profile.cpu_deadline_scale)
+    assert runner.deadline(gpu) == gpu.deadline * profile.cpu_deadline_scale
+    assert runner.deadline(cpu) == cpu.deadline
+    assert runner.deadline(replace(cpu, deadline=None)) is None
+    # the heavy AV stages run in more shards (a killed shard keeps nothing)
+    assert len([n for n in pods if n.startswith("w.features-det-av-anomaly.shard(")]) == 8
