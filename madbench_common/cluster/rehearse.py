@@ -1211,7 +1211,6 @@ def rehearse(opts: Options) -> int:
         # a stopped pass still says what it did (a session's end stops a pass of hours):
         # the pods done so far, their peaks and the rows of the stages that finished
         interrupted = exc
-        markers = {}
         if s3 is not None:
             with contextlib.suppress(Exception):
                 markers = {n: ns.call(_markers, s3, f.run_id, _graph_for(n))
