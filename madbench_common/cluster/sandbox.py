@@ -146,13 +146,36 @@ class NamespacedS3(SeaweedS3):
         # once (its data survives that, as the restart tests of SeaweedS3 show)
         self.proc = self.ns.popen(command, signal.SIGKILL, stdout=log,
                                   stderr=subprocess.STDOUT, cwd=self.dir)
+        proc = self.proc
         try:
             self.ns.call(self._wait, timeout)
         except BaseException:  # not up, or Ctrl-C while waiting: no server is left behind
-            self.proc.kill()
-            self.proc.wait()
+            # (_wait's own stop() on a timeout has already cleared self.proc)
+            if proc.poll() is None:
+                proc.kill()
+            proc.wait()
             raise
         return self
+
+    def _command(self) -> list[str]:
+        """``weed server`` in a mount namespace of its own with a private ``/tmp``.
+
+        SeaweedFS also listens on Unix sockets named after its ports
+        (``/tmp/seaweedfs-<role>-grpc-<port>.sock``, a fixed path in its source), and its
+        components dial a local peer through them. The network namespace keeps the fixed
+        TCP ports apart, but not the file system: a second rehearsal (or the opt-in smoke
+        rehearsal test) replaced the first one's sockets, its master talked to the other's
+        filer, and its probes used up the first store's volumes. A tmpfs on ``/tmp`` in a
+        private mount namespace gives each server its own sockets. The server starts in
+        its work folder and names it ``/proc/self/cwd``, which still resolves when that
+        folder lies under ``/tmp`` (as a test's does) and the tmpfs hides its path.
+        """
+        weed = super()._command()
+        for here in {str(self.dir), str(self.dir.resolve())}:
+            weed = [a.replace(f"={here}/", "=/proc/self/cwd/") for a in weed]
+        return ["unshare", "--mount", "--propagation", "private", "--", "sh", "-c",
+                'mount -t tmpfs -o size=16m,mode=1777 madbench-weed-tmp /tmp && exec "$@"',
+                "weed-private-tmp", *weed]
 
 
 def start_stub(ns: Namespace, workdir: Path, timeout: float = 30.0) -> subprocess.Popen[bytes]:

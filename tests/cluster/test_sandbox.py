@@ -1,0 +1,66 @@
+"""The rehearsal's sandbox: a private network namespace with SeaweedFS inside it."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import time
+from pathlib import Path
+
+import pytest
+
+from madbench_common.testing import SeaweedS3
+
+
+def _root_with_weed() -> str | None:
+    if os.geteuid() != 0:
+        return "needs root (unshare --net/--mount, nsenter)"
+    for tool in ("unshare", "nsenter"):
+        if not shutil.which(tool):
+            return f"needs util-linux's {tool}"
+    try:
+        SeaweedS3()._command()
+    except Exception as exc:  # pragma: no cover - weed is a dev dependency
+        return f"no weed binary: {exc}"
+    return None
+
+
+@pytest.mark.slow
+def test_two_sandboxes_on_the_same_fixed_ports_keep_apart(tmp_path: Path) -> None:
+    """Two rehearsals at once (or the opt-in smoke rehearsal beside a running pass): their
+    stores listen on the same fixed ports in two network namespaces, and SeaweedFS's Unix
+    sockets (``/tmp/seaweedfs-<role>-grpc-<port>.sock``) used to collide in the shared
+    ``/tmp``. Each server now has a private ``/tmp``: both stores work, each sees only its
+    own buckets, and neither creates a socket in the host's ``/tmp``."""
+    if reason := _root_with_weed():
+        pytest.skip(reason)
+    from madbench_common.cluster.sandbox import Namespace, NamespacedS3
+
+    started = time.time()
+    stores: list[tuple[Namespace, NamespacedS3]] = []
+    try:
+        for name in ("a", "b"):
+            ns = Namespace().start()
+            stores.append((ns, NamespacedS3(tmp_path / name, ns)))
+            stores[-1][1].start()
+        for name, (ns, s3) in zip("ab", stores, strict=True):
+            def put(s3: NamespacedS3 = s3, name: str = name) -> None:
+                client = s3.client()
+                client.create_bucket(Bucket=f"only-{name}")
+                client.put_object(Bucket=f"only-{name}", Key="k", Body=name.encode())
+            ns.call(put)
+        for name, (ns, s3) in zip("ab", stores, strict=True):
+            def seen(s3: NamespacedS3 = s3) -> tuple[list[str], bytes]:
+                client = s3.client()
+                names = [b["Name"] for b in client.list_buckets()["Buckets"]]
+                body = client.get_object(Bucket=names[0], Key="k")["Body"].read()
+                return names, body
+            assert ns.call(seen) == ([f"only-{name}"], name.encode())
+        ports = {*stores[0][1].grpc.values(), stores[0][1].port}
+        mine = [p for p in Path("/tmp").glob("seaweedfs-*.sock")
+                if int(p.stem.rsplit("-", 1)[-1]) in ports and p.lstat().st_mtime >= started]
+        assert mine == []
+    finally:
+        for ns, s3 in reversed(stores):
+            s3.stop()
+            ns.stop()
