@@ -953,15 +953,23 @@ class Executor:
             raise
         finally:
             pool.shutdown(wait=True)
-        nodes: dict[str, dict[str, Any]] = {}
-        self._collect(root, nodes)
-        failures = self._failures(root)
-        if self._handler is not None:
-            failures += self._failures(self._handler)
-        result = WorkflowResult(self.name, phase, time.monotonic() - start, nodes,
-                                failures, exit_info)
+        result = self.snapshot(phase, time.monotonic() - start, exit_info)
         self.on_event("workflow_done", {"name": self.name, "phase": phase})
         return result
+
+    def snapshot(self, phase: str, seconds: float,
+                 exit_info: dict[str, Any] | None = None) -> WorkflowResult:
+        """Every pod node's outcome so far (done, skipped, stopped or never started) and
+        the failures, as a result of ``phase``: what :meth:`run` returns at its end, and
+        what a run stopped by a signal had done (the rehearsal records it)."""
+        nodes: dict[str, dict[str, Any]] = {}
+        failures: list[dict[str, Any]] = []
+        if self._root is not None:
+            self._collect(self._root, nodes)
+            failures = self._failures(self._root)
+        if self._handler is not None:
+            failures += self._failures(self._handler)
+        return WorkflowResult(self.name, phase, seconds, nodes, failures, exit_info)
 
     def _node(self, template: str, given: Mapping[str, str], path: str, chain: str,
               extra: Mapping[str, ParamValue] | None = None) -> _Node:

@@ -83,7 +83,7 @@ from madbench_common.cluster.lint import check_pods, check_target, image_slug
 from madbench_common.core.errors import ConfigError, MadbenchError
 
 __all__ = ["BANNER", "ImageProvider", "PodRunner", "Profile", "State", "add_commands",
-           "code_digest", "interrupted_result", "load_profile", "rehearse"]
+           "code_digest", "load_profile", "rehearse"]
 
 ROOT = Path(__file__).resolve().parents[2]
 PROFILE = ROOT / "madbench_common" / "data" / "rehearsal.yaml"
@@ -1201,7 +1201,7 @@ def rehearse(opts: Options) -> int:
             try:
                 results[flow.name] = ex.run()
             except KeyboardInterrupt:
-                results[flow.name] = interrupted_result(ex, time.monotonic() - started)
+                results[flow.name] = ex.snapshot("Interrupted", time.monotonic() - started)
                 raise
             _say(f"{flow.name}: {results[flow.name].phase} in "
                  f"{results[flow.name].seconds:.0f} s")
@@ -1260,19 +1260,6 @@ def _overrides(opts: Options, flows: list[WorkflowProfile], workflows: Mapping[s
     if unknown := set(sets) - {s for p in per.values() for s in p}:
         raise ConfigError(f"--set: no workflow of this rehearsal has stage(s) {sorted(unknown)}")
     return params, per
-
-
-def interrupted_result(ex: Executor, seconds: float) -> WorkflowResult:
-    """What an execution stopped by a signal or Ctrl-C did so far: every pod node's outcome
-    (done, skipped, stopped or never started), phase ``Interrupted``."""
-    from madbench_common.cluster.argo_local import WorkflowResult
-
-    nodes: dict[str, dict[str, Any]] = {}
-    root = getattr(ex, "_root", None)
-    if root is None:
-        return WorkflowResult(ex.name, "Interrupted", seconds, nodes, [])
-    ex._collect(root, nodes)
-    return WorkflowResult(ex.name, "Interrupted", seconds, nodes, ex._failures(root))
 
 
 def _interrupt(signum: int, frame: Any) -> None:

@@ -30,7 +30,6 @@ from madbench_common.cluster.rehearse import (
     PodRunner,
     State,
     build_records,
-    interrupted_result,
     load_profile,
     records_markdown,
     secret_problems,
@@ -685,7 +684,7 @@ def test_an_interrupted_pass_still_records_what_it_ran(tmp_path: Path) -> None:
     ex = Executor(wf, runner=Recorder(rule), workers=1, name="w")
     with pytest.raises(KeyboardInterrupt):
         ex.run()
-    result = interrupted_result(ex, 2.0)
+    result = ex.snapshot("Interrupted", 2.0)
     assert result.phase == "Interrupted"
     assert result.nodes["w.a"]["phase"] == "Succeeded"
     assert result.nodes["w.a"]["attempts"][0]["peak_rss_bytes"] == 2**27
