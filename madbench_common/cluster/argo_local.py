@@ -411,6 +411,11 @@ class Memo(Protocol):
 
     def record(self, key: str, pod: Pod, result: PodResult) -> None: ...
 
+    def entry(self, key: str, pod: Pod) -> dict[str, Any]:
+        """What the earlier run of a pod that is :meth:`done` measured (``seconds``,
+        ``peak_rss_bytes``, ...; whatever :meth:`record` kept), for the skipped node."""
+        ...
+
 
 # ------------------------------------------------------------------ workflow model
 
@@ -667,6 +672,7 @@ class _PodNode:
     first_start: float | None = None
     key: str = ""
     memo: bool = False
+    earlier: dict[str, Any] = field(default_factory=dict)
     pod: Pod | None = None
 
     @property
@@ -1082,6 +1088,7 @@ class Executor:
         key = _h(pn.chain, pod.identity())
         if self.memo.done(key, pod):
             pn.pod, pn.key, pn.memo, pn.phase = pod, key, True, "Succeeded"
+            pn.earlier = self.memo.entry(key, pod)
             self.on_event("pod_skipped", {"node": pn.path, "pod": pod.describe()})
             return True
         return False
@@ -1299,6 +1306,7 @@ class Executor:
         if isinstance(node, _PodNode):
             out[node.path] = {
                 "phase": node.phase, "template": node.template, "memo": node.memo,
+                **({"earlier": node.earlier} if node.memo else {}),
                 "image": node.pod.image if node.pod else None,
                 "attempts": [{"phase": a.phase, "exit_code": a.exit_code,
                               "message": a.message[-1000:], "seconds": round(a.seconds, 3),

@@ -1301,7 +1301,7 @@ def build_records(state: State, results: Mapping[str, WorkflowResult],
                 continue
             slug = image_slug(image.split("@", 1)[0])[0]
             rec = per.setdefault(slug, {"stages": set(), "pods": 0, "pods_run": 0,
-                                        "pods_skipped": 0, "peak_rss_bytes": 0,
+                                        "pods_skipped": 0, "peak_rss_bytes": 0, "pod_s": 0.0,
                                         "cgroup_peak_bytes": 0, "failed": [],
                                         "gpu_requested": False, "workflows": set()})
             rec["workflows"].add(flow)
@@ -1311,7 +1311,10 @@ def build_records(state: State, results: Mapping[str, WorkflowResult],
                 rec["pods_skipped"] += 1
             elif attempts:
                 rec["pods_run"] += 1
-            for a in attempts:
+            # a pod skipped by the memo ran before on the same image, weights and inputs: its
+            # peaks are those of that run (a pass resumed across sessions keeps them)
+            for a in [*attempts, *([data["earlier"]] if data.get("earlier") else [])]:
+                rec["pod_s"] += float(a.get("seconds") or 0)
                 rec["peak_rss_bytes"] = max(rec["peak_rss_bytes"], a.get("peak_rss_bytes") or 0)
                 rec["cgroup_peak_bytes"] = max(rec["cgroup_peak_bytes"],
                                                a.get("cgroup_peak_bytes") or 0)
@@ -1347,6 +1350,7 @@ def build_records(state: State, results: Mapping[str, WorkflowResult],
             "workflows": sorted(rec["workflows"]), "stages": rows,
             "rows_ok": ok, "rows_rejected": rejected,
             "pods": rec["pods"], "pods_run": rec["pods_run"], "pods_skipped": rec["pods_skipped"],
+            "pod_s": round(rec["pod_s"]),
             "peak_rss_mb": round(rec["peak_rss_bytes"] / 2**20) or None,
             "cgroup_peak_mb": round(rec["cgroup_peak_bytes"] / 2**20) or None,
             "gpu_requested_ran_on_cpu": rec["gpu_requested"],
@@ -1422,9 +1426,12 @@ def records_markdown(records: dict[str, Any]) -> str:
         lines.append(f"- `{name}`: {w['phase']} in {w['seconds'] / 60:.1f} min" +
                      "".join(f"; failed {f['podName']} (exit {f['exitCode']})"
                              for f in w["failures"][:8]))
-    lines += ["", "| image | build s | size MB | torch / CUDA | weights files (MB) | stages "
-              "| rows ok / rejected | pods run / skipped | peak RSS MiB | status |",
-              "|---|---:|---:|---|---:|---|---:|---:|---:|---|"]
+    lines += ["", "A pod skipped by the memo ran in an earlier part of this pass on the same "
+              "image, weights and inputs: its seconds and peak RSS are that run's. Pod seconds "
+              "add up every pod's wall time (pods run side by side).",
+              "", "| image | build s | size MB | torch / CUDA | weights files (MB) | stages "
+              "| rows ok / rejected | pods run / skipped | pod s | peak RSS MiB | status |",
+              "|---|---:|---:|---|---:|---|---:|---:|---:|---:|---|"]
     for slug, r in records["images"].items():
         stages = ", ".join(k.split(":", 1)[1] for k in r["stages"])
         w = r["weights"]
@@ -1433,7 +1440,7 @@ def records_markdown(records: dict[str, Any]) -> str:
             f"{r['size_mb'] or '—'} | {r['torch'] or '—'} / {r['cuda'] or '—'} | "
             f"{w['files'] if w['callable'] else '—'} ({w['mb']}) | {stages} | "
             f"{r['rows_ok']} / {r['rows_rejected']} | {r['pods_run']} / {r['pods_skipped']} | "
-            f"{r['peak_rss_mb'] or '—'} | {r['status']} |")
+            f"{r.get('pod_s', '—')} | {r['peak_rss_mb'] or '—'} | {r['status']} |")
     return "\n".join(lines) + "\n"
 
 

@@ -479,6 +479,9 @@ class DictMemo:
     def record(self, key: str, pod: Pod, result: PodResult) -> None:
         self.keys[key] = pod.node
 
+    def entry(self, key: str, pod: Pod) -> dict[str, Any]:
+        return {"node": self.keys[key], "peak_rss_bytes": 2**20}
+
 
 def test_a_resumed_execution_skips_what_finished_and_reruns_what_depends_on_a_change() -> None:
     memo = DictMemo()
@@ -488,6 +491,9 @@ def test_a_resumed_execution_skips_what_finished_and_reruns_what_depends_on_a_ch
     again = Recorder()
     result = Executor(diamond(), runner=again, name="w", memo=memo).run()
     assert again.pods == [] and all(n["memo"] for n in result.nodes.values())
+    # a skipped node carries what its earlier run measured (the rehearsal's peaks)
+    assert all(n["earlier"] == {"node": path, "peak_rss_bytes": 2**20}
+               for path, n in result.nodes.items())
     doc = _doc(diamond())
     doc["spec"]["templates"][0]["dag"]["tasks"][1]["arguments"]["parameters"][0]["value"] = "B"
     changed = Recorder()

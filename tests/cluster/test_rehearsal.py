@@ -379,6 +379,34 @@ def test_records_sum_rows_and_peaks_per_image(tmp_path: Path) -> None:
     assert "random" in text.lower()
 
 
+def test_a_resumed_pass_keeps_the_peaks_of_the_pods_it_skipped(tmp_path: Path) -> None:
+    """A pass resumed across sessions skips most pods: their peak RSS and seconds are those
+    of the run the memo recorded (the record of the first complete pass showed no peak
+    for 17 of 28 images, whose pods had all run in an earlier part of the pass)."""
+    from madbench_common.cluster.argo_local import WorkflowResult
+
+    state = State(tmp_path / "state.json")
+    image = "ghcr.io/madbench/qc:0.1.0@sha256:" + "a" * 64
+    nodes: dict[str, dict[str, Any]] = {
+        "w.source-qc.shard(0)": {"phase": "Succeeded", "template": "source-qc-shard",
+                                 "image": image, "memo": True, "attempts": [],
+                                 "earlier": {"node": "w.source-qc.shard(0)", "image": image,
+                                             "seconds": 40.0, "peak_rss_bytes": 3 * 2**30}},
+        "w.source-qc-merge": {"phase": "Succeeded", "template": "source-qc-merge",
+                              "image": image, "memo": False,
+                              "attempts": [{"phase": "Succeeded", "seconds": 2.4,
+                                            "peak_rss_bytes": 2**28}]},
+    }
+    results = {"full": WorkflowResult("w", "Succeeded", 3.0, nodes, [])}
+    rec = build_records(state, results, {"full": {"source_qc": {"rows": 14, "rejected": 0}}},
+                        ImageProvider(state, tmp_path), 3.0,
+                        Options(work=tmp_path, workflows=("full",)), load_profile())
+    qc = rec["images"]["qc"]
+    assert qc["peak_rss_mb"] == 3072 and qc["pod_s"] == 42
+    assert qc["pods_run"] == 1 and qc["pods_skipped"] == 1
+    assert "| 1 / 1 | 42 | 3072 | ok |" in records_markdown(rec)
+
+
 def test_a_stage_left_with_no_row_makes_the_pass_incomplete(tmp_path: Path) -> None:
     """Every pod succeeded, but component_qc rejected every row: the stages after it ran on
     nothing, so the pass is not complete and the record names the stage. A stage given no
