@@ -258,12 +258,21 @@ class StateMemo:
         return entry is not None and (stage is None or stage in self._done_stages())
 
     def record(self, key: str, pod: Pod, result: PodResult) -> None:
+        """Keep the pod's outcome. A pod that ran before under the same key (its stage had
+        not finished, so the memo did not skip it) found its shard's output and ended in
+        seconds: the entry keeps the larger of each measure, the run that did the work
+        (a resumed pass had recorded Baichuan's 238 MiB re-run over its 3,074 MiB run)."""
         with self.state.lock:
             memo = self.state.data["memo"].setdefault(self.workflow, {})
-            memo[self._key(key, pod)] = {"node": pod.node, "image": pod.image,
-                                         "seconds": round(result.seconds, 3), **{
-                                             k: result.info.get(k) for k in (
-                                                 "peak_rss_bytes", "cgroup_peak_bytes")}}
+            mkey = self._key(key, pod)
+            entry = {"node": pod.node, "image": pod.image,
+                     "seconds": round(result.seconds, 3),
+                     **{k: result.info.get(k) for k in ("peak_rss_bytes", "cgroup_peak_bytes")}}
+            for k in ("seconds", "peak_rss_bytes", "cgroup_peak_bytes"):
+                before = (memo.get(mkey) or {}).get(k)
+                if before is not None and (entry[k] is None or before > entry[k]):
+                    entry[k] = before
+            memo[mkey] = entry
             self.state.save()
 
     def entry(self, key: str, pod: Pod) -> dict[str, Any]:

@@ -407,6 +407,30 @@ def test_a_resumed_pass_keeps_the_peaks_of_the_pods_it_skipped(tmp_path: Path) -
     assert "| 1 / 1 | 42 | 3072 | ok |" in records_markdown(rec)
 
 
+def test_a_quick_rerun_does_not_overwrite_the_run_that_did_the_work(tmp_path: Path) -> None:
+    """A shard that finished before its stage did is run again on resume (the memo skips a
+    pod only once its stage is done); it finds its output and ends in seconds. The memo
+    keeps the larger measures, those of the run that did the work."""
+    from madbench_common.cluster.rehearse import StateMemo
+
+    state = State(tmp_path / "state.json")
+    provider = ImageProvider(state, tmp_path)
+    memo = StateMemo(state, "full", provider, lambda: {"omni_baichuan15"})
+    pod = Pod(node="w.omni-baichuan15.shard(0)", template="omni-baichuan15-shard",
+              image="ghcr.io/madbench/omni-baichuan15:0.1.0",
+              argv=("madbench", "stage", "run", "--stage", "omni_baichuan15"),
+              env=(), mounts=(), user=10001, group=10001)
+    memo.record("k", pod, PodResult("Succeeded", 0, seconds=235.0,
+                                    info={"peak_rss_bytes": 3074 * 2**20}))
+    memo.record("k", pod, PodResult("Succeeded", 0, seconds=4.0,
+                                    info={"peak_rss_bytes": 238 * 2**20}))
+    entry = memo.entry("k", pod)
+    assert entry["seconds"] == 235.0 and entry["peak_rss_bytes"] == 3074 * 2**20
+    assert memo.done("k", pod)
+    again = State(tmp_path / "state.json")  # and it is what a later session reads
+    assert StateMemo(again, "full", provider, lambda: set()).entry("k", pod) == entry
+
+
 def test_a_stage_left_with_no_row_makes_the_pass_incomplete(tmp_path: Path) -> None:
     """Every pod succeeded, but component_qc rejected every row: the stages after it ran on
     nothing, so the pass is not complete and the record names the stage. A stage given no
