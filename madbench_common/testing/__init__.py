@@ -34,6 +34,16 @@ def free_port() -> int:
         return int(sock.getsockname()[1])
 
 
+def _drop_probe(client: Any, bucket: str) -> None:
+    """Delete a readiness probe's object and bucket; a server not yet up may refuse."""
+    import contextlib
+
+    with contextlib.suppress(Exception):
+        client.delete_object(Bucket=bucket, Key="probe")
+    with contextlib.suppress(Exception):
+        client.delete_bucket(Bucket=bucket)
+
+
 class SeaweedS3:
     """Start ``weed server -s3`` bound to loopback with SigV4 credentials; stop by PID.
 
@@ -94,16 +104,21 @@ class SeaweedS3:
         while time.monotonic() < deadline:
             if self.proc is not None and self.proc.poll() is not None:
                 raise RuntimeError(f"weed exited early; see {self.dir / 'weed.log'}")
+            bucket = None
             try:
                 client.list_buckets()
                 bucket = "mb-probe-" + secrets.token_hex(4)
                 client.create_bucket(Bucket=bucket)
                 client.put_object(Bucket=bucket, Key="probe", Body=b"ok")
-                client.delete_object(Bucket=bucket, Key="probe")
-                client.delete_bucket(Bucket=bucket)
                 return
             except Exception:
                 time.sleep(0.5)
+            finally:
+                # a probe that created its bucket and failed to write must not leave it: each
+                # bucket is a collection that takes volumes, and a server that is slow to
+                # come up would run out of them (-volume.max) after a few hundred probes
+                if bucket is not None:
+                    _drop_probe(client, bucket)
         self.stop()
         raise TimeoutError(f"SeaweedFS S3 not ready after {timeout}s; see {self.dir}/weed.log")
 

@@ -6,10 +6,51 @@ import os
 import shutil
 import time
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from madbench_common.testing import SeaweedS3
+
+
+class _FlakyClient:
+    """An S3 client whose first ``failures`` writes fail, as a store that is still coming up."""
+
+    def __init__(self, failures: int) -> None:
+        self.failures = failures
+        self.buckets: set[str] = set()
+        self.created = 0
+
+    def list_buckets(self) -> dict[str, Any]:
+        return {"Buckets": [{"Name": b} for b in sorted(self.buckets)]}
+
+    def create_bucket(self, Bucket: str) -> None:
+        self.buckets.add(Bucket)
+        self.created += 1
+
+    def put_object(self, **kwargs: Any) -> None:
+        if self.failures:
+            self.failures -= 1
+            raise OSError("no writable volumes")
+
+    def delete_object(self, **kwargs: Any) -> None:
+        pass
+
+    def delete_bucket(self, Bucket: str) -> None:
+        self.buckets.discard(Bucket)
+
+
+def test_readiness_probes_leave_no_bucket_behind(tmp_path: Path,
+                                                 monkeypatch: pytest.MonkeyPatch) -> None:
+    """A probe that made its bucket and could not write left it there: a second rehearsal's
+    store, slow to come up, left 157 of them and used up the volumes (-volume.max) of the
+    store it was wrongly talking to. Every probe now removes its bucket, failed or not."""
+    s3 = SeaweedS3(tmp_path)
+    client = _FlakyClient(failures=3)
+    monkeypatch.setattr(s3, "client", lambda: client)
+    monkeypatch.setattr(time, "sleep", lambda _s: None)
+    s3._wait(timeout=30)
+    assert client.created == 4 and client.buckets == set()
 
 
 def _root_with_weed() -> str | None:
