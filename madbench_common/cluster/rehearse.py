@@ -268,8 +268,9 @@ class StateMemo:
             entry = {"node": pod.node, "image": pod.image,
                      "seconds": round(result.seconds, 3),
                      **{k: result.info.get(k) for k in ("peak_rss_bytes", "cgroup_peak_bytes")}}
+            earlier = memo.get(mkey) or {}
             for k in ("seconds", "peak_rss_bytes", "cgroup_peak_bytes"):
-                before = (memo.get(mkey) or {}).get(k)
+                before = earlier.get(k)
                 if before is not None and (entry[k] is None or before > entry[k]):
                     entry[k] = before
             memo[mkey] = entry
@@ -1449,7 +1450,7 @@ def records_markdown(records: dict[str, Any]) -> str:
             f"{r['size_mb'] or '—'} | {r['torch'] or '—'} / {r['cuda'] or '—'} | "
             f"{w['files'] if w['callable'] else '—'} ({w['mb']}) | {stages} | "
             f"{r['rows_ok']} / {r['rows_rejected']} | {r['pods_run']} / {r['pods_skipped']} | "
-            f"{r.get('pod_s', '—')} | {r['peak_rss_mb'] or '—'} | {r['status']} |")
+            f"{r['pod_s']} | {r['peak_rss_mb'] or '—'} | {r['status']} |")
     return "\n".join(lines) + "\n"
 
 
