@@ -21,7 +21,9 @@ buildah that can start a container here (probed once per process).
 from __future__ import annotations
 
 import functools
+import hashlib
 import os
+import re
 import shlex
 import shutil
 import subprocess
@@ -31,7 +33,8 @@ from pathlib import Path
 
 from madbench_common.core.errors import ConfigError, MadbenchError
 
-__all__ = ["ContainerFailed", "Mount", "run_engine", "run_in_image"]
+__all__ = ["ContainerFailed", "Mount", "container_name", "remove_containers", "run_engine",
+           "run_in_image"]
 
 USER = "10001:10001"
 _RUN_ENGINES = ("podman", "docker", "buildah")
@@ -129,10 +132,39 @@ def _buildah_script(ctr: str, argv: Sequence[str], mounts: Sequence[Mount],
             f"exec {shlex.join([*run, ctr, '--', *argv])}")
 
 
+def container_name(*parts: str) -> str:
+    """A working-container name from ``parts``: characters buildah and podman accept
+    (``[a-zA-Z0-9][a-zA-Z0-9_.-]*``), long parts shortened with a digest of the whole."""
+    raw = "-".join(parts)
+    name = re.sub(r"[^a-zA-Z0-9_.-]+", "_", raw).strip("_.-") or "ctr"
+    if len(name) > 120:
+        name = f"{name[:100]}-{hashlib.sha256(raw.encode()).hexdigest()[:12]}"
+    return name
+
+
+def remove_containers(prefix: str, engine: str | None = None) -> list[str]:
+    """Remove the containers whose name starts with ``prefix`` (a killed run's leftovers);
+    returns their names. Only buildah leaves any: the OCI engines run ``--rm``."""
+    if not prefix or (engine or "buildah") != "buildah" or not shutil.which("buildah"):
+        return []
+    out = subprocess.run(["buildah", "containers", "--format", "{{.ContainerName}}"],
+                         capture_output=True, text=True)
+    gone = []
+    for name in out.stdout.split():
+        if name.startswith(prefix) and subprocess.run(
+                ["buildah", "rm", name], capture_output=True).returncode == 0:
+            gone.append(name)
+    return gone
+
+
 def _buildah_run(image: str, argv: Sequence[str], mounts: Sequence[Mount],
                  env: Mapping[str, str], policy: _Policy,
-                 capture: bool) -> subprocess.CompletedProcess[str]:
-    made = subprocess.run(["buildah", "from", "--pull=never", "--quiet", image],
+                 capture: bool, name: str | None = None) -> subprocess.CompletedProcess[str]:
+    named: list[str] = []
+    if name:  # a leftover of this name is the caller's own (a killed attempt)
+        subprocess.run(["buildah", "rm", name], capture_output=True)
+        named = ["--name", name]
+    made = subprocess.run(["buildah", "from", "--pull=never", "--quiet", *named, image],
                           capture_output=True, text=True)
     if made.returncode != 0:
         raise ConfigError(f"image {image} is not here ({made.stderr.strip()}); "
@@ -150,11 +182,12 @@ def _buildah_run(image: str, argv: Sequence[str], mounts: Sequence[Mount],
 def run_in_image(image: str, argv: Sequence[str], *, mounts: Sequence[Mount] = (),
                  env: Mapping[str, str] | None = None, gpu: bool = False,
                  engine: str | None = None, capture: bool = False, network: bool = False,
-                 user: str = USER) -> str:
+                 user: str = USER, name: str | None = None) -> str:
     """Run ``argv`` in ``image`` under the pod policy; return stdout when ``capture``.
 
     ``network`` and ``user`` relax the policy for tooling (the Python 3.9 adapter tests
-    install their venv inside the base image); stages never use them.
+    install their venv inside the base image); stages never use them. ``name`` names the
+    working container (see :func:`remove_containers`; the OCI engines' ``--name``).
     Raises :class:`ContainerFailed` on a non-zero exit (its output attached when captured).
     """
     eng = run_engine(engine)
@@ -166,10 +199,12 @@ def run_in_image(image: str, argv: Sequence[str], *, mounts: Sequence[Mount] = (
         if gpu:
             raise ConfigError("the buildah engine cannot pass GPUs through; use podman or "
                               "docker with the NVIDIA container toolkit")
-        out = _buildah_run(image, argv, mounts, env, policy, capture)
+        out = _buildah_run(image, argv, mounts, env, policy, capture, name)
     else:
-        out = subprocess.run(_oci_cmd(eng, image, argv, mounts, env, policy), text=True,
-                             capture_output=capture)
+        cmd = _oci_cmd(eng, image, argv, mounts, env, policy)
+        if name:
+            cmd[2:2] = ["--name", name]
+        out = subprocess.run(cmd, text=True, capture_output=capture)
     if out.returncode != 0:
         raise ContainerFailed(image, argv, out.returncode,
                               (out.stdout or "") + (out.stderr or ""))

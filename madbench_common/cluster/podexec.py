@@ -6,7 +6,7 @@ pod's secret environment never appears in an argument list or a file)::
     {"image": <local image id or ref>, "argv": [...], "env": {...},
      "mounts": [[host, target, read_only], ...], "engine": "buildah",
      "netns": "/proc/<pid>/ns/net" | null, "cgroup": "<cgroup dir>" | null,
-     "result": "<path of the result JSON>"}
+     "result": "<path of the result JSON>", "name": "<working container name>" | null}
 
 It moves itself into ``cgroup`` (whose memory limit the caller set; every process of
 the pod inherits it), enters ``netns`` (a private namespace with only loopback: the pod
@@ -116,7 +116,7 @@ def main() -> int:
         try:
             run_in_image(request["image"], request["argv"], mounts=mounts,
                          env=request.get("env", {}), engine=request.get("engine"),
-                         network=bool(request.get("netns")))
+                         network=bool(request.get("netns")), name=request.get("name"))
             out["exit_code"] = 0
         except ContainerFailed as exc:
             out["exit_code"] = exc.code

@@ -51,6 +51,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import fcntl
 import functools
 import hashlib
 import json
@@ -424,6 +425,21 @@ class ImageProvider:
     """Set when the rehearsal stops: a build under way is killed."""
     _digest: str = ""
 
+    @property
+    def prefix(self) -> str:
+        """Start of the name of every working container this work folder's rehearsals
+        make: a killed pass's leftovers are found by it and removed at the next start
+        (they kept ``buildah rmi`` from removing their images)."""
+        from madbench_common.build.containers import container_name
+
+        tag = hashlib.sha256(str(self.work.resolve()).encode()).hexdigest()[:10]
+        return container_name("madbench-rehearsal", tag) + "-"
+
+    def container(self, *parts: str) -> str:
+        from madbench_common.build.containers import container_name
+
+        return container_name(self.prefix + "-".join(parts))
+
     def local_ref(self, ref: str) -> str:
         slug, tag = image_slug(ref)
         return f"localhost/madbench/{slug}:{tag}"
@@ -525,7 +541,7 @@ class ImageProvider:
 
         try:
             inside = run_in_image(image_id, ["python", "-c", _DIGEST_CODE], capture=True,
-                                  engine=self.engine).strip()
+                                  engine=self.engine, name=self.container(slug, "digest")).strip()
         except MadbenchError:
             return False
         self.state.update_image(slug, image_id=image_id, code_digest=inside)
@@ -603,7 +619,7 @@ class ImageProvider:
                 " print(torch.__version__, torch.version.cuda or '')")
         try:
             parts = run_in_image(image_id, ["python", "-c", code], capture=True,
-                                 engine=self.engine).split()
+                                 engine=self.engine, name=self.container(slug, "describe")).split()
         except MadbenchError:
             parts = []
         built_here = entry.get("build_image_id") == image_id
@@ -648,7 +664,7 @@ class ImageProvider:
             start = time.monotonic()
             run_in_image(image_id, ["python", "-c", f"import {module} as m; m.{func}('/weights')"],
                          mounts=[Mount(folder, "/weights", read_only=False)],
-                         engine=self.engine, capture=True)
+                         engine=self.engine, capture=True, name=self.container(slug, "weights"))
             seconds = time.monotonic() - start
         sha, files, size = _tree_digest(folder)
         self.state.update_image(slug, weights_image=image_id, weights_callable=callable_,
@@ -886,7 +902,8 @@ class PodRunner:
         request = {"image": image_id, "argv": list(pod.argv), "env": env, "mounts": mounts,
                    "engine": self.engine, "netns": self.netns,
                    "cgroup": str(cgroup.path) if cgroup.path else None,
-                   "result": str(result_file)}
+                   "result": str(result_file),
+                   "name": self.provider.container(safe, str(attempt))}
         tail: list[str] = []
         reason = ""
         from madbench_common.cluster.sandbox import pdeathsig
@@ -1110,8 +1127,27 @@ def _print_reports(s3: Any, name: str, run_id: str, graph: Any, banner: str) -> 
 
 
 def rehearse(opts: Options) -> int:
-    """Run the rehearsal; returns 0 when every workflow succeeded."""
-    from madbench_common.build.containers import run_engine
+    """Run the rehearsal; returns 0 when every workflow succeeded. The work folder is
+    locked meanwhile: two passes in one folder would share its store, state and
+    containers."""
+    work = opts.work.resolve()
+    work.mkdir(parents=True, exist_ok=True)
+    path = work / _LOCK
+    with open(path, "a") as fh:  # the lock goes with the process, killed or not
+        try:
+            fcntl.flock(fh, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            raise ConfigError(f"{work}: another rehearsal is using this work folder (it "
+                              f"holds {path}); wait for it, stop it, or pass another "
+                              "--work") from None
+        return _rehearse(opts, work)
+
+
+_LOCK = ".lock"
+
+
+def _rehearse(opts: Options, work: Path) -> int:
+    from madbench_common.build.containers import remove_containers, run_engine
     from madbench_common.cluster.sandbox import STUB_PORT, Namespace, NamespacedS3, start_stub
     from madbench_common.models.api_stub import STUB_KEY
 
@@ -1127,13 +1163,18 @@ def rehearse(opts: Options) -> int:
         raise ConfigError("the docker engine runs containers in the daemon's network, not the "
                           "rehearsal's namespace: use buildah (root) or podman")
     engine = run_engine(opts.engine)
-    work = opts.work.resolve()
-    if opts.fresh and work.exists():
-        _say(f"--fresh: removing {work}")
-        shutil.rmtree(work)
-    work.mkdir(parents=True, exist_ok=True)
+    if opts.fresh:
+        _say(f"--fresh: emptying {work}")
+        for entry in work.iterdir():
+            if entry.name != _LOCK:
+                if entry.is_dir() and not entry.is_symlink():
+                    shutil.rmtree(entry)
+                else:
+                    entry.unlink()
     state = State(work / "state.json")
     provider = ImageProvider(state, work, engine, opts.keep_images, _say)
+    if gone := remove_containers(provider.prefix, engine):
+        _say(f"removed {len(gone)} working containers a killed pass left: {', '.join(gone)}")
     fields = {"stub_port": STUB_PORT}
 
     # 1. preflight: everything that can fail without building or running anything.

@@ -776,3 +776,59 @@ def test_a_gpu_pod_on_the_cpu_gets_the_profile_s_deadline_scale(tmp_path: Path) 
     assert runner.deadline(replace(cpu, deadline=None)) is None
     # the heavy AV stages run in more shards (a killed shard keeps nothing)
     assert len([n for n in pods if n.startswith("w.features-det-av-anomaly.shard(")]) == 8
+
+
+def test_a_second_pass_in_one_work_folder_is_refused(tmp_path: Path) -> None:
+    """Two passes in one folder would share its store, state and working containers
+    (the second would remove the first's containers as a killed pass's leftovers)."""
+    import fcntl
+
+    from madbench_common.cluster.rehearse import rehearse
+
+    tmp_path.joinpath(".lock").touch()
+    with open(tmp_path / ".lock") as held:
+        fcntl.flock(held, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        with pytest.raises(ConfigError, match="another rehearsal is using this work folder"):
+            rehearse(Options(work=tmp_path, workflows=("nope",)))
+    # free again: the pass starts (and stops at the unknown workflow, not at the lock)
+    with pytest.raises(ConfigError, match="no workflow"):
+        rehearse(Options(work=tmp_path, workflows=("nope",)))
+
+
+def test_pods_and_probes_name_their_containers_after_the_work_folder(tmp_path: Path) -> None:
+    """A killed pass leaves buildah working containers that block ``buildah rmi`` of their
+    images: every container a pass makes carries the work folder's prefix, by which the
+    next pass removes them."""
+    from madbench_common.build.containers import container_name
+
+    provider = ImageProvider(State(tmp_path / "state.json"), tmp_path)
+    other = ImageProvider(State(tmp_path / "b" / "state.json"), tmp_path / "b")
+    assert provider.prefix.startswith("madbench-rehearsal-") and provider.prefix != other.prefix
+    name = provider.container("rehearsal-full.main.features(det-batfd)(0)", "1")
+    assert name.startswith(provider.prefix)
+    assert re.fullmatch(r"[a-zA-Z0-9][a-zA-Z0-9_.-]*", name)
+    long = provider.container("x" * 500, "0")
+    assert long.startswith(provider.prefix) and len(long) <= 120
+    assert container_name("a" * 300) != container_name("a" * 299 + "b")
+
+
+def test_a_killed_pass_s_containers_are_removed_by_name(tmp_path: Path) -> None:
+    """Real buildah: a working container left under the prefix goes; another's stays."""
+    import subprocess
+
+    from madbench_common.build.containers import remove_containers
+
+    if os.geteuid() != 0 or not shutil.which("buildah"):
+        pytest.skip("needs buildah as root (apt-get install buildah)")
+    prefix = ImageProvider(State(tmp_path / "s.json"), tmp_path).prefix
+    mine, theirs = f"{prefix}pod-0", f"other-{prefix}pod-0"
+    for name in (mine, theirs):
+        subprocess.run(["buildah", "from", "--name", name, "scratch"], check=True,
+                       capture_output=True)
+    try:
+        assert remove_containers(prefix) == [mine]
+        names = subprocess.run(["buildah", "containers", "--format", "{{.ContainerName}}"],
+                               capture_output=True, text=True, check=True).stdout.split()
+        assert mine not in names and theirs in names
+    finally:
+        subprocess.run(["buildah", "rm", mine, theirs], capture_output=True)

@@ -15,6 +15,7 @@ import pytest
 
 from madbench_common import cli
 from madbench_common.benchmarks.madbench.graph import build_graph
+from madbench_common.build import containers
 from madbench_common.build.containers import Mount, _buildah_script, _oci_cmd, _Policy
 from madbench_common.core.manifest import read_manifest_bytes
 from madbench_common.core.store import RunStore, open_store
@@ -146,3 +147,25 @@ def test_engine_run_gives_the_same_manifests(demo_sources: Path, tmp_path: Path)
     for name in FIRST_FOUR:
         assert a[name] == b[name], name
     assert sum(len(v) for v in a.values()) >= 4 * 3
+
+
+def test_a_named_run_replaces_its_own_leftover(monkeypatch: pytest.MonkeyPatch) -> None:
+    """``name``: a container of that name (the caller's killed attempt) is removed first,
+    then the new one takes the name; an OCI engine gets ``--name``."""
+    import subprocess
+
+    calls: list[list[str]] = []
+
+    def fake(cmd: list[str], **kw: object) -> subprocess.CompletedProcess[str]:
+        calls.append(list(cmd))
+        return subprocess.CompletedProcess(cmd, 0, "ctr-id\n", "")
+
+    monkeypatch.setattr(containers.subprocess, "run", fake)
+    monkeypatch.setattr(containers, "run_engine", lambda wanted=None: "buildah")
+    containers.run_in_image("img", ["x"], name="me-0")
+    assert calls[0] == ["buildah", "rm", "me-0"]
+    assert calls[1] == ["buildah", "from", "--pull=never", "--quiet", "--name", "me-0", "img"]
+    calls.clear()
+    monkeypatch.setattr(containers, "run_engine", lambda wanted=None: "podman")
+    containers.run_in_image("img", ["x"], name="me-0")
+    assert calls[0][:4] == ["podman", "run", "--name", "me-0"] and "--rm" in calls[0]
