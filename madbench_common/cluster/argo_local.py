@@ -734,7 +734,8 @@ class Executor:
                  keep_going: bool = False, memo: Memo | None = None,
                  backoff_scale: float = 1.0,
                  on_event: Callable[[str, dict[str, Any]], None] | None = None,
-                 rank: Callable[[Pod], int] | None = None) -> None:
+                 rank: Callable[[Pod], int] | None = None,
+                 pod_identity: Callable[[Pod], str] | None = None) -> None:
         self.wf = workflow
         declared = workflow.parameters()
         given = dict(params or {})
@@ -756,6 +757,9 @@ class Executor:
         self.backoff_scale = backoff_scale
         self.on_event = on_event or (lambda kind, data: None)
         self.rank = rank or (lambda pod: 0)
+        # what a pod's memo key (and through the chain every later pod's) holds of it; a
+        # rehearsal puts its image's build inputs in place of a rebuilt image's new id
+        self.pod_identity: Callable[[Pod], str] = pod_identity or Pod.identity
         self.cancel = threading.Event()
         self.volumes = workflow.volumes()
         spec = workflow.spec
@@ -1085,7 +1089,7 @@ class Executor:
             pod = self.resolve_pod(pn.path, pn.template, pn.inputs, extra)
         except ConfigError:
             return False
-        key = _h(pn.chain, pod.identity())
+        key = _h(pn.chain, self.pod_identity(pod))
         if self.memo.done(key, pod):
             pn.pod, pn.key, pn.memo, pn.phase = pod, key, True, "Succeeded"
             pn.earlier = self.memo.entry(key, pod)
@@ -1102,7 +1106,7 @@ class Executor:
         except ConfigError as exc:
             return PodResult("Error", None, f"cannot start: {exc}", 0.0, {"no_retry": True})
         pn.pod = pod
-        pn.key = _h(pn.chain, pod.identity())
+        pn.key = _h(pn.chain, self.pod_identity(pod))
         attempt = len(pn.attempts)
         self.on_event("pod_start", {"node": pn.path, "attempt": attempt, "image": pod.image})
         result = self.runner.run(pod, attempt, self.cancel)

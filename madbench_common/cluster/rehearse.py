@@ -23,7 +23,7 @@ would run them on a cluster:
    ``madbench_common/data/rehearsal.yaml``), and every ``<stage>_image`` pinned to the
    local build that runs it (``ghcr.io/madbench/<slug>:<tag>@sha256:<image id>``), bound
    when the first pod of that image starts: the stages' fingerprints include it, so a
-   rebuilt image reruns its stages and what depends on them.
+   stage that had not finished when its image was rebuilt starts over.
 4. **Images** (:class:`ImageProvider`): ``ghcr.io/madbench/<slug>:<tag>`` maps to the
    factory's local build ``localhost/madbench/<slug>:<tag>``; a missing one, or one whose
    ``madbench_common`` differs from this checkout's (the pods run the image's copy), is
@@ -40,8 +40,11 @@ would run them on a cluster:
    ``retryStrategy`` (never exit 3). GPU requests run on the CPU (the buildah engine has
    no GPU; tiny models do not need one) and are recorded.
 6. **Resumption**: a pod that finished before with the same resolved spec, the same
-   image and weights, and the same upstream results is skipped without its image
-   (the memo in ``<work>/state.json``); the stages' own ``_SUCCESS`` markers skip the rest.
+   image recipe (:func:`image_recipe`: the build inputs, not the image id, which every
+   rebuild changes) and tiny weights, and the same upstream results is skipped without
+   its image (the memo in ``<work>/state.json``); the stages' own ``_SUCCESS`` markers
+   skip the rest. The work folder is locked for the pass, and its working containers
+   carry the folder's prefix: the next pass removes a killed one's leftovers.
 7. **Records**: ``images/rehearsal.json`` and ``images/rehearsal.md`` (per image: build
    seconds, size, torch/CUDA, weights, stages, rows ok/rejected, peak RSS; total wall
    time; the commit), and the printed reports, labelled as random-weight numbers.
@@ -51,6 +54,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import dataclasses
 import fcntl
 import functools
 import hashlib
@@ -130,6 +134,44 @@ def code_digest() -> str:
     if out.returncode != 0:
         raise ConfigError(f"could not hash madbench_common: {out.stderr[-500:]}")
     return out.stdout.strip()
+
+
+_NOT_INPUTS = {"sbom.cdx.json", ".upstream", "__pycache__"}
+_PINNED = re.compile(r"[A-Za-z0-9][A-Za-z0-9._/:-]*@sha256:[0-9a-f]{64}")
+
+
+def image_recipe(slug: str, code: str) -> str | None:
+    """sha256 of what a build of ``slug`` reads from the checkout: every file of its
+    folder and of its parents' (Dockerfile, image.yaml with the upstream commits and
+    tree digests, requirements and overrides), ``images/common.in`` and
+    ``pyproject.toml``; for an image that installs madbench_common (a leaf) also every
+    ``weights.yaml`` (its ``WEIGHTS_SHA256`` build argument) and ``code``, the code
+    digest. ``None`` for an image with no folder here.
+
+    What the memo keys a pod by, in place of the image id: a rebuild from the same
+    inputs gives a new id (the ``REVISION`` label names the commit; an image removed
+    after its pods comes back with new layers), and keying by it made a resumed pass
+    after a complete one rerun the whole full graph (its exit handler rebuilt
+    reference-cpu). Not covered: what a build fetches (Debian's packages at debootstrap
+    time; PyPI's files, which the locks pin by hash)."""
+    from madbench_common.build.imagebuild import weights_sha256
+    from madbench_common.build.images import chain, load_image
+
+    if not (ROOT / "images" / slug / "image.yaml").is_file():
+        return None
+    info = load_image(slug)
+    h = hashlib.sha256()
+    for link in chain(info):
+        folder = ROOT / "images" / link.slug
+        for path in sorted(folder.rglob("*")):
+            rel = path.relative_to(folder)
+            if path.is_file() and not _NOT_INPUTS & set(rel.parts):
+                h.update(f"{link.slug}/{rel.as_posix()}\0".encode() + path.read_bytes() + b"\0")
+    for path in (ROOT / "images" / "common.in", ROOT / "pyproject.toml"):
+        h.update(path.read_bytes() + b"\0")
+    if info.leaf:
+        h.update(f"{weights_sha256(ROOT / 'images')}\0{code}".encode())
+    return h.hexdigest()
 
 
 # ------------------------------------------------------------------ profile
@@ -242,7 +284,7 @@ class State:
 
 
 class StateMemo:
-    """Pods done before: key (spec, upstream results, image id, weights) → outcome."""
+    """Pods done before: key (spec, upstream results, image recipe, weights) → outcome."""
 
     def __init__(self, state: State, workflow: str, provider: ImageProvider,
                  done_stages: Callable[[], set[str]]) -> None:
@@ -421,6 +463,7 @@ class ImageProvider:
     _locks: dict[str, threading.Lock] = field(default_factory=dict)
     _guard: threading.Lock = field(default_factory=threading.Lock)
     _seen: dict[str, str | None] = field(default_factory=dict)
+    _recipes: dict[str, str | None] = field(default_factory=dict)
     cancel: threading.Event = field(default_factory=threading.Event)
     """Set when the rehearsal stops: a build under way is killed."""
     _digest: str = ""
@@ -478,11 +521,37 @@ class ImageProvider:
 
         return value
 
+    def recipe(self, slug: str) -> str | None:
+        """The build inputs of ``slug`` in this checkout (:func:`image_recipe`)."""
+        with self._guard:
+            if slug not in self._recipes:
+                self._recipes[slug] = image_recipe(slug, self.digest)
+            return self._recipes[slug]
+
+    def _stable(self, image: str) -> str:
+        """A pod's image as the memo sees it: the reference with its recipe in place of a
+        pinned id (``@sha256:<id>``); an image with no folder here keeps its id."""
+        base = image.split("@", 1)[0]
+        recipe = self.recipe(image_slug(base)[0])
+        return f"{base}#recipe:{recipe}" if recipe else image
+
+    def pod_identity(self, pod: Pod) -> str:
+        """What the executor keys a pod by (and, through the chain, every pod after it):
+        :meth:`Pod.identity` of the pod with each pinned image, in its ``image`` and in
+        its arguments and environment (``--image``, the provenance a stage records), in
+        its recipe's form."""
+        def stable(text: str) -> str:
+            return _PINNED.sub(lambda m: self._stable(m.group(0)), text)
+
+        env = tuple((k, stable(v) if isinstance(v, str) else v) for k, v in pod.env)
+        return dataclasses.replace(pod, image=self._stable(pod.image), env=env,
+                                   argv=tuple(stable(a) for a in pod.argv)).identity()
+
     def identity(self, image: str) -> str:
-        """Image id and weights digest of a pod image (its part of a memo key)."""
+        """Recipe and tiny-weights digest of a pod image (its part of a memo key)."""
         slug, _ = image_slug(image.split("@", 1)[0])
         entry = self.state.image(slug)
-        return f"{image}|{entry.get('weights_sha256', '')}"
+        return f"{self._stable(image)}|{entry.get('weights_sha256', '')}"
 
     def weights_dir(self, slug: str) -> Path:
         return self.work / "weights" / slug
@@ -516,12 +585,19 @@ class ImageProvider:
             self.log(f"image {slug}: its madbench_common differs from this checkout's; "
                      "rebuilding")
             image_id = None
+        entry = self.state.image(slug)
+        if image_id is not None and entry.get("recipe_image") == image_id \
+                and entry.get("recipe") != self.recipe(slug):
+            self.log(f"image {slug}: its folder (Dockerfile, image.yaml, locks) or a "
+                     "parent's changed since the rehearsal built it; rebuilding")
+            image_id = None
         if image_id is None:
             seconds = self._build(slug)
             image_id = _image_id(local)
             if image_id is None:
                 raise ConfigError(f"the build did not produce {local}")
             self.state.update_image(slug, build_s=round(seconds, 1), build_image_id=image_id,
+                                    recipe=self.recipe(slug), recipe_image=image_id,
                                     built_at=datetime.now(timezone.utc).isoformat(
                                         timespec="seconds"))
             # the code the build copied, read in the image: what binding() trusts later
@@ -646,10 +722,17 @@ class ImageProvider:
             test = load_image(slug).image_test
             callable_ = test.weights if test is not None else ""
         entry = self.state.image(slug)
-        if folder.is_dir() and entry.get("weights_image") == image_id and \
-                entry.get("weights_callable") == callable_:
+        recipe = self.recipe(slug)
+        # kept while the recipe is: a rebuild from the same inputs writes the same tiny
+        # weights, and writing them anew would give pods that ran on these a new memo key
+        # (some writers' files differ from run to run in bytes though not in values)
+        same = entry.get("weights_image") == image_id if recipe is None \
+            else entry.get("weights_recipe") == recipe
+        if folder.is_dir() and same and entry.get("weights_callable") == callable_:
             sha, _, _ = _tree_digest(folder)
             if sha == entry.get("weights_sha256"):
+                if entry.get("weights_image") != image_id:
+                    self.state.update_image(slug, weights_image=image_id)
                 return
         shutil.rmtree(folder, ignore_errors=True)
         folder.mkdir(parents=True)
@@ -668,8 +751,8 @@ class ImageProvider:
             seconds = time.monotonic() - start
         sha, files, size = _tree_digest(folder)
         self.state.update_image(slug, weights_image=image_id, weights_callable=callable_,
-                                weights_sha256=sha, weights_files=files, weights_bytes=size,
-                                weights_s=round(seconds, 1))
+                                weights_recipe=recipe, weights_sha256=sha, weights_files=files,
+                                weights_bytes=size, weights_s=round(seconds, 1))
 
     def release(self, needed: Iterable[str]) -> None:
         """Remove the ready images no pending pod needs (unless ``keep``). Only images a
@@ -1241,6 +1324,7 @@ def _rehearse(opts: Options, work: Path) -> int:
             ex = Executor(wf, params, runner=runner, workers=opts.workers or profile.workers,
                           name=f"rehearsal-{flow.name}", keep_going=opts.keep_going,
                           memo=memo, backoff_scale=opts.backoff_scale,
+                          pod_identity=provider.pod_identity,
                           rank=lambda pod: 0 if image_slug(pod.image.split("@", 1)[0])[0]
                           in provider.ready else 1)
             ex.on_event = _events(ex, provider)

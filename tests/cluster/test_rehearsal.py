@@ -655,9 +655,9 @@ def test_a_tree_unpacked_at_the_pinned_commit_needs_no_mirror(
 
 
 def test_a_resumed_pass_skips_no_pod_of_an_image_with_other_code(tmp_path: Path) -> None:
-    """The memo keys a pod by its pinned image id. An image the rehearsal used before is
-    bound again on a resumed pass only while its madbench_common is this checkout's: after
-    a code change its pods rerun (a resumed pass skipped component_qc after the CLAP fix)."""
+    """Pods run the pinned image id. An image the rehearsal used before is bound again on a
+    resumed pass only while its madbench_common is this checkout's: after a code change
+    its pods rerun (a resumed pass skipped component_qc after the CLAP fix)."""
     state = State(tmp_path / "state.json")
     state.update_image("qc", image_id="a" * 64, code_digest="old")
     provider = ImageProvider(state, tmp_path)
@@ -832,3 +832,94 @@ def test_a_killed_pass_s_containers_are_removed_by_name(tmp_path: Path) -> None:
         assert mine not in names and theirs in names
     finally:
         subprocess.run(["buildah", "rm", mine, theirs], capture_output=True)
+
+
+class _CountingRunner:
+    """Every pod succeeds at once; counts the pods per image slug."""
+
+    def __init__(self) -> None:
+        self.ran: list[str] = []
+
+    def prepare(self, pod: Pod) -> None:
+        pass
+
+    def run(self, pod: Pod, attempt: int, cancel: threading.Event) -> PodResult:
+        self.ran.append(image_slug(pod.image.split("@", 1)[0])[0])
+        return PodResult("Succeeded", 0, seconds=1.0)
+
+
+def _pass(tmp_path: Path, ids: dict[str, str], recipes: dict[str, str] | None = None
+          ) -> tuple[_CountingRunner, int]:
+    """One execution of the smoke workflow as the rehearsal makes it: parameters pinned to
+    ``ids`` (the local builds), the state memo, the provider's pod identity."""
+    from madbench_common.cluster.rehearse import StateMemo
+
+    state = State(tmp_path / "state.json")
+    provider = ImageProvider(state, tmp_path)
+    provider._digest = "code"
+    for slug, image_id in ids.items():
+        provider._seen[slug] = image_id
+        state.update_image(slug, image_id=image_id, code_digest="code")
+    provider._recipes.update(recipes or {})
+    profile = load_profile()
+    flow = next(f for f in profile.workflows if f.name == "full")
+    wf = Workflow.load(WORKFLOWS / "smoke.yaml")
+    params = {k: v for k, v in workflow_params(wf, flow, profile, provider,
+                                               {"stub_port": STUB_PORT}).items()
+              if k in wf.parameters()}
+    memo = StateMemo(state, "smoke", provider, lambda: set(build_graph().stages))
+    runner = _CountingRunner()
+    ex = Executor(wf, params, runner=runner, workers=4, name="w", memo=memo,
+                  backoff_scale=0.0, pod_identity=provider.pod_identity)
+    result = ex.run()
+    assert result.phase == "Succeeded"
+    return runner, sum(1 for n in result.nodes.values() if n.get("memo"))
+
+
+def test_a_rebuilt_image_of_the_same_inputs_keeps_its_pods_done(tmp_path: Path) -> None:
+    """Fault 5 of the rehearsal: a pass resumed after a complete one reran the whole full
+    graph, because the memo keyed pods by image id, and the exit handler had rebuilt
+    reference-cpu (removed after its pods) under a new id. The key holds the image's
+    build inputs (its recipe) instead: a new id of the same recipe skips every pod; a
+    changed recipe reruns that image's pods and every pod after them."""
+    slugs = {image_slug(p.image)[0] for p in dry("smoke")}
+    assert slugs == {"reference-cpu"}  # one image: every pod is downstream of a change
+    first, skipped = _pass(tmp_path, {"reference-cpu": "a" * 64})
+    assert first.ran and skipped == 0
+    again, skipped = _pass(tmp_path, {"reference-cpu": "b" * 64})  # rebuilt: a new id
+    exit_pods = len(again.ran)
+    assert skipped == len(first.ran) - exit_pods and exit_pods <= 1  # only onExit reruns
+    changed, skipped = _pass(tmp_path, {"reference-cpu": "b" * 64},
+                             {"reference-cpu": "another recipe"})
+    assert skipped == 0 and len(changed.ran) == len(first.ran)
+
+
+def test_the_recipe_follows_the_build_inputs_and_not_the_commit(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """What changes a recipe: the image's folder, a parent's, the code digest (leaves
+    only); what does not: an sbom (a build output) or another image's folder."""
+    from madbench_common.cluster import rehearse
+
+    base = rehearse.image_recipe("reference-cpu", "code")
+    assert base and base == rehearse.image_recipe("reference-cpu", "code")
+    assert rehearse.image_recipe("reference-cpu", "other code") != base
+    parent = rehearse.image_recipe("torch-2.13.0-py311", "code")
+    assert parent == rehearse.image_recipe("torch-2.13.0-py311", "other code")  # no code in it
+    assert rehearse.image_recipe("no-such-image", "code") is None
+
+    fake_root = tmp_path / "root"
+    shutil.copytree(ROOT / "images", fake_root / "images",
+                    ignore=shutil.ignore_patterns(".upstream"))
+    shutil.copy(ROOT / "pyproject.toml", fake_root)
+    monkeypatch.setattr(rehearse, "ROOT", fake_root)
+    from madbench_common.build import images as images_mod
+
+    monkeypatch.setattr(images_mod, "IMAGES", fake_root / "images", raising=False)
+    assert rehearse.image_recipe("reference-cpu", "code") == base
+    (fake_root / "images" / "reference-cpu" / "sbom.cdx.json").write_text("{}")
+    (fake_root / "images" / "qc" / "requirements.lock").write_text("x")
+    assert rehearse.image_recipe("reference-cpu", "code") == base
+    chain = images_mod.chain(images_mod.load_image("reference-cpu"))
+    parent_lock = fake_root / "images" / chain[-2].slug / "requirements.lock"
+    parent_lock.write_text(parent_lock.read_text() + "\n# changed\n")
+    assert rehearse.image_recipe("reference-cpu", "code") != base
