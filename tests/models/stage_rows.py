@@ -5,7 +5,8 @@ its merge), read back as rows.
 The upstream graph (ingest … assemble) needs the CPU reference models, which the adapter
 venvs do not have; so the ``assemble`` output is written here as that stage writes it: one
 real (``R``) sample per demo clip, its speech + environment stems mixed to the run's WAV,
-the clip's MP4 as its video, a merged manifest and a ``_SUCCESS`` marker.
+the clip's MP4 as its video, a merged manifest and a ``_SUCCESS`` marker; then the real
+``perturb`` stage with no robustness condition, which the feature stages also read.
 """
 
 from __future__ import annotations
@@ -42,7 +43,8 @@ def _mix(clip: str) -> tuple[np.ndarray, int]:
 
 def assembled_run(root: Path, clips: Sequence[int] = (2, 4), split: str = "test",
                   protocol: str = "balanced") -> RunStore:
-    """A run (store under ``root``) whose ``assemble`` stage has finished on ``clips``."""
+    """A run (store under ``root``) whose ``assemble`` stage has finished on ``clips``, and
+    ``perturb`` after it (no condition)."""
     run = RunStore(open_store(str(root / "store")), "adapter-test")
     rows = []
     for n in clips:
@@ -61,6 +63,9 @@ def assembled_run(root: Path, clips: Sequence[int] = (2, 4), split: str = "test"
               "image": "", "manifest_sha256": info.sha256, "rows": len(rows), "rejected": 0,
               "schema": f"{SampleRow.SCHEMA_NAME}/v{SampleRow.SCHEMA_VERSION}"}
     run.put_bytes("assemble/_SUCCESS", json.dumps(marker).encode())
+    # the feature stages read perturb's robustness copies too (issue 23): the real stage,
+    # with no condition (so no copy)
+    run_stage(run, "perturb", {"conditions": []})
     return run
 
 
