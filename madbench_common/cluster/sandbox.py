@@ -174,7 +174,10 @@ class NamespacedS3(SeaweedS3):
         for here in {str(self.dir), str(self.dir.resolve())}:
             weed = [a.replace(f"={here}/", "=/proc/self/cwd/") for a in weed]
         return ["unshare", "--mount", "--propagation", "private", "--", "sh", "-c",
-                'mount -t tmpfs -o size=16m,mode=1777 madbench-weed-tmp /tmp && exec "$@"',
+                # the binary is opened before the tmpfs hides it (a venv under /tmp)
+                'exec 3<"$1" && shift && '
+                'mount -t tmpfs -o size=16m,mode=1777 madbench-weed-tmp /tmp && '
+                'exec /proc/self/fd/3 "$@"',
                 "weed-private-tmp", *weed]
 
 
