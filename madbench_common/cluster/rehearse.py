@@ -68,7 +68,7 @@ import sys
 import threading
 import time
 import uuid
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
@@ -754,13 +754,30 @@ class ImageProvider:
                                 weights_recipe=recipe, weights_sha256=sha, weights_files=files,
                                 weights_bytes=size, weights_s=round(seconds, 1))
 
-    def release(self, needed: Iterable[str]) -> None:
+    def release(self, needed: Iterable[str], *, wait: bool = False) -> None:
         """Remove the ready images no pending pod needs (unless ``keep``). Only images a
         rehearsal built go: one that was on the machine already (the image factory's, a
-        user's) is left as it was found, since the machine is shared."""
+        user's) is left as it was found, since the machine is shared.
+
+        ``buildah rmi`` runs under the machine-wide image build lock: removing an image
+        while another is building broke that build ("checking if cached image exists
+        from a previous build: getting top layer info: layer not known", env-audioldm2
+        in the pass at f4fc4e6, whose retry built it). While a build holds the lock the
+        removal waits for the next finished pod (``wait=False``, so no pod slot waits on
+        a build) or, at the end of a workflow (``wait=True``), for the lock."""
         if self.keep:
             return
         wanted = {image_slug(r.split("@", 1)[0])[0] for r in needed} | self.retain
+        if not self.ready - wanted:
+            return
+        with _build_lock(wait) as held:
+            if not held:
+                self.log("image removal waits: an image is building (the build lock "
+                         f"{_build_lock_path()} is held)")
+                return
+            self._remove(wanted)
+
+    def _remove(self, wanted: set[str]) -> None:
         for slug in sorted(self.ready - wanted):
             image_id = self.bound.get(slug)
             if image_id is None:
@@ -778,6 +795,29 @@ class ImageProvider:
                 self.removed.add(slug)
                 note = "" if out.returncode == 0 else f" (rmi: {out.stderr.strip()[-200:]})"
                 self.log(f"image {slug}: its last pod is done; removed{note}")
+
+
+def _build_lock_path() -> Path:
+    """The machine-wide image build lock that ``madbench_common.build.imagebuild`` holds
+    for a build (the same file and variable)."""
+    return Path(os.environ.get("MADBENCH_BUILD_LOCK", "/tmp/madbench-image-build.lock"))
+
+
+@contextlib.contextmanager
+def _build_lock(wait: bool) -> Iterator[bool]:
+    """Hold the image build lock; yields False at once when another holds it and not
+    ``wait``. (Not imagebuild.build_lock: that module is pod code, in the images' code
+    digest, and this one waits without a message.)"""
+    with open(_build_lock_path(), "a+") as fh:
+        try:
+            fcntl.flock(fh, fcntl.LOCK_EX | (0 if wait else fcntl.LOCK_NB))
+        except BlockingIOError:
+            yield False
+            return
+        try:
+            yield True
+        finally:
+            fcntl.flock(fh, fcntl.LOCK_UN)
 
 
 def _lock_build(slug: str) -> dict[str, Any]:
@@ -1338,6 +1378,7 @@ def _rehearse(opts: Options, work: Path) -> int:
             except KeyboardInterrupt:
                 results[flow.name] = ex.snapshot("Interrupted", time.monotonic() - started)
                 raise
+            provider.release((), wait=True)  # what a build kept from going (release's doc)
             _say(f"{flow.name}: {results[flow.name].phase} in "
                  f"{results[flow.name].seconds:.0f} s")
             ns.call(_print_reports, s3, flow.name, flow.run_id, graph, flow.banner)

@@ -307,6 +307,7 @@ def test_only_images_the_rehearsal_built_are_removed(monkeypatch: pytest.MonkeyP
         return subprocess.CompletedProcess(cmd, 0, "", "")
 
     monkeypatch.setattr(subprocess, "run", run)
+    monkeypatch.setenv("MADBENCH_BUILD_LOCK", str(tmp_path / "build.lock"))
     state = State(tmp_path / "state.json")
     lines: list[str] = []
     provider = ImageProvider(state, tmp_path, log=lines.append)
@@ -323,6 +324,47 @@ def test_only_images_the_rehearsal_built_are_removed(monkeypatch: pytest.MonkeyP
     provider.ready.add("det-mine")
     provider.release([])
     assert len(removed) == 1  # KEEP_IMAGES=1: nothing goes
+
+
+def test_no_image_is_removed_while_another_builds(monkeypatch: pytest.MonkeyPatch,
+                                                  tmp_path: Path) -> None:
+    """``buildah rmi`` during a build broke that build ("getting top layer info: layer not
+    known"): removal takes the build lock, and waits for a later pod while a build holds it."""
+    import fcntl
+    import subprocess
+    import threading
+
+    removed: list[list[str]] = []
+
+    def run(cmd: list[str], **_: Any) -> subprocess.CompletedProcess[str]:
+        removed.append(list(cmd))
+        return subprocess.CompletedProcess(cmd, 0, "", "")
+
+    monkeypatch.setattr(subprocess, "run", run)
+    lock = tmp_path / "build.lock"
+    monkeypatch.setenv("MADBENCH_BUILD_LOCK", str(lock))
+    state = State(tmp_path / "state.json")
+    lines: list[str] = []
+    provider = ImageProvider(state, tmp_path, log=lines.append)
+    mine = "a" * 64
+    state.update_image("det-mine", build_image_id=mine)
+    provider.bound["det-mine"] = mine
+    provider.ready.add("det-mine")
+    with open(lock, "a") as build:  # a build under way (imagebuild.build_lock's file)
+        fcntl.flock(build, fcntl.LOCK_EX)
+        provider.release([])  # a finished pod: the removal waits, the pod slot does not
+        assert removed == [] and provider.ready == {"det-mine"}
+        assert any("waits" in line and str(lock) in line for line in lines)
+        done = threading.Event()
+        end = threading.Thread(target=lambda: (provider.release([], wait=True), done.set()))
+        end.start()  # the end of a workflow: waits for the build
+        assert not done.wait(0.3) and removed == []
+        fcntl.flock(build, fcntl.LOCK_UN)
+    end.join(10)
+    assert done.is_set()
+    assert removed == [["buildah", "rmi", mine]] and provider.removed == {"det-mine"}
+    provider.release([])  # nothing left to remove: the lock is not even taken
+    assert len(removed) == 1
 
 
 def test_a_missing_upstream_mirror_is_named(monkeypatch: pytest.MonkeyPatch,
