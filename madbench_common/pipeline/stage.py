@@ -62,6 +62,7 @@ from madbench_common.media.audio import read_wav_bytes, wav_bytes
 from madbench_common.pipeline.failures import blank_row, row_failure, stage_failure
 from madbench_common.pipeline.graph import Graph, Stage
 from madbench_common.pipeline.identity import canonical_name, stage_identity, unpinned_weights
+from madbench_common.pipeline.allocator import tune_malloc
 from madbench_common.pipeline.threads import math_threads, pin_threads
 
 __all__ = [
@@ -451,6 +452,7 @@ def _run_shard(ctx: StageContext, shard: int, num_shards: int) -> ShardResult:
     if ctx.run.exists(marker):
         return ShardResult(ctx.stage.name, shard, 0, 0, True, 0.0)
     pin_threads()
+    tune_malloc()  # before the model loads: freed tensor buffers are reused, not unmapped
     before = retry_stats()
     reset_peak_rss()
     impl = load_impl(ctx.stage.target)(ctx)
