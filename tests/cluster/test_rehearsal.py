@@ -970,3 +970,44 @@ def test_the_recipe_follows_the_build_inputs_and_not_the_commit(
     parent_lock = fake_root / "images" / chain[-2].slug / "requirements.lock"
     parent_lock.write_text(parent_lock.read_text() + "\n# changed\n")
     assert rehearse.image_recipe("reference-cpu", "code") != base
+
+
+@pytest.mark.parametrize("built_by_rehearsal", [True, False])
+def test_a_rebuild_removes_the_build_it_superseded(monkeypatch: pytest.MonkeyPatch,
+                                                    tmp_path: Path,
+                                                    built_by_rehearsal: bool) -> None:
+    """A pass resumed on new code rebuilt every image and left the old builds untagged on
+    disk (four 6-8 GB images at 665c969): the rebuild removes the rehearsal's own old
+    build, under the build lock; an image it found on the machine stays."""
+    import subprocess
+
+    from madbench_common.cluster import rehearse
+
+    calls: list[list[str]] = []
+
+    def run(cmd: list[str], **_: Any) -> subprocess.CompletedProcess[str]:
+        calls.append(list(cmd))
+        return subprocess.CompletedProcess(cmd, 0, "", "")
+
+    old, new = "a" * 64, "b" * 64
+    ids = iter([old, new])
+    monkeypatch.setattr(subprocess, "run", run)
+    monkeypatch.setenv("MADBENCH_BUILD_LOCK", str(tmp_path / "build.lock"))
+    monkeypatch.setattr(rehearse, "_image_id", lambda ref: next(ids))
+    state = State(tmp_path / "state.json")
+    if built_by_rehearsal:
+        state.update_image("det-mine", build_image_id=old)
+    lines: list[str] = []
+    provider = ImageProvider(state, tmp_path, log=lines.append)
+    monkeypatch.setattr(provider, "_fresh", lambda slug, image_id: image_id == new)
+    monkeypatch.setattr(provider, "_build", lambda slug: 1.0)
+    monkeypatch.setattr(provider, "_describe", lambda slug, image_id: None)
+    monkeypatch.setattr(provider, "_weights", lambda slug, image_id: None)
+    monkeypatch.setattr(provider, "recipe", lambda slug: "recipe")
+    assert provider._ensure("det-mine", "ghcr.io/madbench/det-mine:0.1.0") == new
+    assert state.image("det-mine")["build_image_id"] == new
+    if built_by_rehearsal:
+        assert calls == [["buildah", "rmi", old]]
+        assert any("superseded build aaaaaaaaaaaa" in line for line in lines)
+    else:
+        assert calls == []
