@@ -51,13 +51,38 @@ def _probe(mode: str | None) -> dict[str, int]:
 
 
 def test_freed_large_buffers_are_reused_not_faulted_in_again() -> None:
-    tuned, default = _probe(None), _probe("default")
+    tuned, default = _probe("retain"), _probe("default")
     assert tuned["applied"] is True and default["applied"] is False
     pages = (64 << 20) // os.sysconf("SC_PAGE_SIZE")
     # glibc's own settings: every round faults its whole buffer in again
     assert default["faults"] >= 20 * pages, default
     # tuned: the first round's pages, then reuse
     assert tuned["faults"] <= 3 * pages, tuned
+
+
+def test_auto_tunes_only_where_no_gpu_is_visible(monkeypatch: pytest.MonkeyPatch,
+                                                 tmp_path: Path) -> None:
+    """On a GPU node the host heap mostly holds weights on their way to the device: ``auto``
+    (the default) leaves glibc as it is there; ``retain`` and ``default`` are explicit."""
+    dev = tmp_path / "dev"
+    dev.mkdir()
+    for name in ("nvidiactl", "nvidia-uvm", "null"):
+        (dev / name).touch()
+    assert not allocator.gpu_visible(dev)  # the driver's control nodes are not a GPU
+    (dev / "nvidia0").touch()
+    assert allocator.gpu_visible(dev)
+    (dev / "nvidia0").unlink()
+    (dev / "kfd").touch()  # ROCm
+    assert allocator.gpu_visible(dev)
+
+    for gpu, mode, expected in [(False, None, True), (True, None, False), (True, "retain", True),
+                                (False, "default", False), (True, "auto", False)]:
+        monkeypatch.setattr(allocator, "gpu_visible", lambda gpu=gpu: gpu)
+        if mode is None:
+            monkeypatch.delenv("MADBENCH_MALLOC", raising=False)
+        else:
+            monkeypatch.setenv("MADBENCH_MALLOC", mode)
+        assert allocator.wanted() is expected, (gpu, mode)
 
 
 def test_unknown_mode_is_a_config_error(monkeypatch: pytest.MonkeyPatch) -> None:
