@@ -59,10 +59,10 @@ from madbench_common.core.store import ObjectInfo, RunStore
 from madbench_common.core.types import Audio, Key
 from madbench_common.core.usage import peak_rss_bytes, reset_peak_rss
 from madbench_common.media.audio import read_wav_bytes, wav_bytes
+from madbench_common.pipeline.allocator import tune_malloc
 from madbench_common.pipeline.failures import blank_row, row_failure, stage_failure
 from madbench_common.pipeline.graph import Graph, Stage
 from madbench_common.pipeline.identity import canonical_name, stage_identity, unpinned_weights
-from madbench_common.pipeline.allocator import tune_malloc
 from madbench_common.pipeline.threads import math_threads, pin_threads
 
 __all__ = [
