@@ -621,8 +621,7 @@ class ImageProvider:
         (:meth:`release`), and whatever ``KEEP_IMAGES`` says: only a rehearsal's own
         build goes, never an image it found on the machine."""
         with _build_lock(True):
-            out = subprocess.run(["buildah", "rmi", old], capture_output=True, text=True)
-        note = "" if out.returncode == 0 else f" (rmi: {out.stderr.strip()[-200:]})"
+            note = _rmi(old)
         self.log(f"image {slug}: removed its superseded build {old[:12]}{note}")
 
     def _fresh(self, slug: str, image_id: str) -> bool:
@@ -805,12 +804,17 @@ class ImageProvider:
                          "rehearsal)")
                 continue
             with self._lock(slug):
-                out = subprocess.run(["buildah", "rmi", image_id], capture_output=True,
-                                     text=True)
+                note = _rmi(image_id)
                 self.ready.discard(slug)
                 self.removed.add(slug)
-                note = "" if out.returncode == 0 else f" (rmi: {out.stderr.strip()[-200:]})"
                 self.log(f"image {slug}: its last pod is done; removed{note}")
+
+
+def _rmi(image_id: str) -> str:
+    """``buildah rmi`` (the caller holds the build lock); ``""`` or the failure, for a log
+    line."""
+    out = subprocess.run(["buildah", "rmi", image_id], capture_output=True, text=True)
+    return "" if out.returncode == 0 else f" (rmi: {out.stderr.strip()[-200:]})"
 
 
 def _build_lock_path() -> Path:

@@ -62,11 +62,10 @@ def _glibc() -> ctypes.CDLL | None:
         return None
     try:
         libc = ctypes.CDLL(None)
-        version = libc.gnu_get_libc_version  # glibc only (musl has no such symbol)
+        libc.gnu_get_libc_version  # noqa: B018  (glibc only: musl has no such symbol)
         libc.mallopt  # noqa: B018
     except (OSError, AttributeError):
         return None
-    version.restype = ctypes.c_char_p
     return libc
 
 
