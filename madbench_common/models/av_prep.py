@@ -11,12 +11,25 @@ each upstream data loader does with an uncropped video. Frames where a face was 
 inside a clip with faces keep the nearest detection (the cropper's rule) and are counted
 (``face_held:<n>/<T>``).
 
+A clip's four samples (R, S, E, Q: the video stays authentic, only the audio changes)
+and its perturbed copies carry the same frames, and a shard's items are sorted by sample
+id, so they come one after another: :func:`face_track` keeps the last few tracks per
+cropper, keyed by a digest of the frames themselves (with the rate, crop size and
+region), and hands out copies. Detection then runs once per distinct video instead of
+once per sample; in the rehearsal the Haar cropper took 36 % of AV Anomaly's shard time,
+and on a GPU node it runs on the CPU while the model waits. The result is the same
+array a fresh detection gives (the key is the exact input; croppers are deterministic).
+
 Numpy, scipy and OpenCV only (OpenCV is imported on use), so the recipes are tested in
 the main suite.
 """
 
 from __future__ import annotations
 
+import hashlib
+import threading
+import weakref
+from collections import OrderedDict
 from dataclasses import dataclass
 
 import numpy as np
@@ -67,9 +80,49 @@ def resize_frames(frames: Frames, size: int) -> Frames:
     return out
 
 
+TRACKS_KEPT = 4
+"""Face tracks :func:`face_track` keeps per cropper (a clip's samples come in a row)."""
+
+_TRACKS: weakref.WeakKeyDictionary[object, OrderedDict[tuple[object, ...], FaceTrack]] = \
+    weakref.WeakKeyDictionary()
+_TRACKS_LOCK = threading.Lock()
+
+
+def _track_key(frames: Frames, fps: float, size: int, region: str) -> tuple[object, ...]:
+    data = np.ascontiguousarray(frames)
+    digest = hashlib.blake2b(data.data.cast("B"), digest_size=32).hexdigest()
+    return (data.shape, str(data.dtype), float(fps), int(size), region, digest)
+
+
+def _copy(track: FaceTrack) -> FaceTrack:
+    return FaceTrack(np.array(track.crops, copy=True), track.found.copy(), track.fallback)
+
+
 def face_track(cropper: FaceCropper, frames: Frames, fps: float, *, size: int,
                region: str = "face") -> FaceTrack:
-    """Face or mouth crops of every frame, with the ``whole_frame`` fallback when no face."""
+    """Face or mouth crops of every frame, with the ``whole_frame`` fallback when no face.
+
+    The last :data:`TRACKS_KEPT` tracks of each cropper are kept by a digest of the
+    frames (module docstring); the caller always gets its own copy."""
+    key = _track_key(frames, fps, size, region)
+    try:
+        with _TRACKS_LOCK:
+            kept = _TRACKS.setdefault(cropper, OrderedDict())
+            if key in kept:
+                kept.move_to_end(key)
+                return _copy(kept[key])
+    except TypeError:  # a cropper that takes no weak reference: nothing kept
+        return _detect_track(cropper, frames, fps, size=size, region=region)
+    track = _detect_track(cropper, frames, fps, size=size, region=region)
+    with _TRACKS_LOCK:
+        kept[key] = _copy(track)
+        while len(kept) > TRACKS_KEPT:
+            kept.popitem(last=False)
+    return track
+
+
+def _detect_track(cropper: FaceCropper, frames: Frames, fps: float, *, size: int,
+                  region: str) -> FaceTrack:
     crops, found = cropper.crop(frames, fps, size=size, region=region)
     found = np.asarray(found, dtype=bool)
     if not found.any():
