@@ -34,6 +34,8 @@ would run them on a cluster:
    ``/weights`` (the ``madbench-weights`` claim). Pods whose image is ready run first; an
    image the rehearsal built is removed after the last pod that needs it (in this and the
    later workflows) unless ``KEEP_IMAGES=1``; one it found on the machine is left there.
+   With ``IMAGE_TESTS=1`` each image's ``make image-test`` runs when the image is ready,
+   before its first pod, and records itself in ``images/images.lock.yaml``.
 5. **Pods** (:class:`PodRunner`): each runs through :mod:`.podexec` in a memory cgroup with
    the template's ``limits.memory`` (enforced; cgroup v1 or v2, where the machine lets
    us make one) and its ``activeDeadlineSeconds``; retries follow the template's
@@ -466,6 +468,8 @@ class ImageProvider:
     _recipes: dict[str, str | None] = field(default_factory=dict)
     cancel: threading.Event = field(default_factory=threading.Event)
     """Set when the rehearsal stops: a build under way is killed."""
+    image_tests: bool = False
+    """Run each built image's ``make image-test`` before its first pod (``IMAGE_TESTS=1``)."""
     _digest: str = ""
 
     @property
@@ -572,6 +576,8 @@ class ImageProvider:
             except MadbenchError as exc:
                 self.failed[slug] = f"image {slug}: {exc}"
                 raise ConfigError(self.failed[slug]) from None
+            if self.image_tests:
+                self._image_test(slug, image_id)
             with self._guard:
                 self.bound[slug] = image_id
             self.ready.add(slug)
@@ -612,6 +618,50 @@ class ImageProvider:
         self._describe(slug, image_id)
         self._weights(slug, image_id)
         return image_id
+
+    def _image_test(self, slug: str, image_id: str) -> None:
+        """``make image-test IMAGE=<slug>`` of the image the pods will run, while it is on
+        the machine (``IMAGE_TESTS=1``): one pass then builds every image once and proves
+        each, where a separate loop of ``make image`` and ``make image-test`` over 28 images
+        built them all again (6-8 GB each, so they cannot all be kept).
+
+        The test is :mod:`madbench_common.testing.imagetest` itself, in a subprocess, and
+        records its outcome under the slug's ``image_test:`` in ``images/images.lock.yaml``
+        as the make target does. Skipped when the lock already holds a pass of this image
+        id (a resumed pass), and for an image with no ``image_test`` block (a base, or an
+        image with no folder here). A failure is logged and recorded; the pods still run,
+        so the pass says what the image does in the graph too."""
+        from madbench_common.build.images import load_image
+
+        if not (ROOT / "images" / slug / "image.yaml").is_file():
+            return
+        info = load_image(slug)
+        if not info.leaf or info.image_test is None:
+            return
+        done = _lock_image_test(slug)
+        if done.get("result") == "pass" and _bare(done.get("image_id")) == _bare(image_id):
+            self.state.update_image(slug, image_test=_test_summary(done))
+            return
+        log = self.work / "logs" / f"image-test-{slug}.log"
+        log.parent.mkdir(parents=True, exist_ok=True)
+        env = {**os.environ, "PYTHONPATH": str(ROOT), "MADBENCH_RUN_ENGINE": self.engine}
+        try:
+            self._run_logged(["-m", "madbench_common.testing.imagetest", "test", slug], log,
+                             env, f"the image test of {slug}")
+        except BuildCancelled:
+            raise
+        except ConfigError as exc:
+            self.log(f"image {slug}: its image test FAILED; the pods run all the same "
+                     f"({exc!s:.400})")
+        done = _lock_image_test(slug)
+        if _bare(done.get("image_id")) != _bare(image_id):  # it never got to record
+            done = {"result": "fail", "image_id": image_id,
+                    "reason": f"the image test recorded nothing (log {log})"}
+        summary = _test_summary(done)
+        self.state.update_image(slug, image_test=summary)
+        if summary["result"] == "pass":
+            self.log(f"image {slug}: image test passed in {summary['wall_s']} s "
+                     f"({'; '.join(f'{k}: {v}' for k, v in summary['stages'].items())})")
 
     def _drop_superseded(self, slug: str, old: str) -> None:
         """Remove the rehearsal's earlier build of ``slug``, which this rebuild replaced:
@@ -677,15 +727,19 @@ class ImageProvider:
         return time.monotonic() - start
 
     def _run_build(self, args: list[str], log: Path, env: dict[str, str], what: str) -> None:
+        self._run_logged(["-m", "madbench_common.build.imagebuild", *args], log, env,
+                         f"building {what}")
+
+    def _run_logged(self, args: list[str], log: Path, env: dict[str, str], what: str) -> None:
+        """``python <args>`` with its output in ``log``; killed when the rehearsal stops."""
         from madbench_common.cluster.podexec import kill_tree
 
         if self.cancel.is_set():
-            raise BuildCancelled(f"building {what}: cancelled")
-        self.log(f"building {what} (python -m madbench_common.build.imagebuild {' '.join(args)}; "
-                 f"log {log})")
+            raise BuildCancelled(f"{what}: cancelled")
+        self.log(f"{what} (python {' '.join(args)}; log {log})")
         with open(log, "w") as fh:
-            proc = subprocess.Popen([self.python, "-m", "madbench_common.build.imagebuild", *args],
-                                    stdout=fh, stderr=subprocess.STDOUT, cwd=ROOT, env=env)
+            proc = subprocess.Popen([self.python, *args], stdout=fh, stderr=subprocess.STDOUT,
+                                    cwd=ROOT, env=env)
             while proc.poll() is None:
                 if self.cancel.wait(1.0):
                     kill_tree(proc.pid, signal.SIGTERM, include_self=True)
@@ -694,11 +748,10 @@ class ImageProvider:
                     except subprocess.TimeoutExpired:
                         kill_tree(proc.pid, include_self=True)
                     proc.wait()
-                    raise BuildCancelled(f"building {what}: cancelled")
+                    raise BuildCancelled(f"{what}: cancelled")
         if proc.returncode != 0:
             tail = log.read_text(errors="replace")[-1500:]
-            raise ConfigError(f"building {what} failed (exit {proc.returncode}; log {log}):\n"
-                              f"{tail}")
+            raise ConfigError(f"{what} failed (exit {proc.returncode}; log {log}):\n{tail}")
 
     def _describe(self, slug: str, image_id: str) -> None:
         entry = self.state.image(slug)
@@ -838,6 +891,27 @@ def _build_lock(wait: bool) -> Iterator[bool]:
             yield True
         finally:
             fcntl.flock(fh, fcntl.LOCK_UN)
+
+
+def _lock_image_test(slug: str) -> dict[str, Any]:
+    """The slug's ``image_test:`` record in ``images/images.lock.yaml`` (``{}`` if none)."""
+    try:
+        from madbench_common.build.imagelock import lock_entry
+
+        return dict(lock_entry(slug).get("image_test") or {})
+    except (ConfigError, OSError):
+        return {}
+
+
+def _bare(image_id: object) -> str:
+    return str(image_id or "").removeprefix("sha256:")
+
+
+def _test_summary(done: dict[str, Any]) -> dict[str, Any]:
+    """What the state and the records keep of an image test record."""
+    return {"result": done.get("result", "fail"), "wall_s": done.get("wall_s"),
+            "image_id": _bare(done.get("image_id")), "stages": dict(done.get("stages") or {}),
+            **({"reason": str(done["reason"])[-600:]} if done.get("reason") else {})}
 
 
 def _lock_build(slug: str) -> dict[str, Any]:
@@ -1123,6 +1197,8 @@ class Options:
     work: Path
     workflows: tuple[str, ...] = ("full", "deaf")
     keep_images: bool = False
+    image_tests: bool = False
+    """``make image-test`` of every image the pass builds, before its pods (``IMAGE_TESTS=1``)."""
     workers: int = 0
     engine: str = "buildah"
     fresh: bool = False
@@ -1315,7 +1391,8 @@ def _rehearse(opts: Options, work: Path) -> int:
                 else:
                     entry.unlink()
     state = State(work / "state.json")
-    provider = ImageProvider(state, work, engine, opts.keep_images, _say)
+    provider = ImageProvider(state, work, engine, opts.keep_images, _say,
+                             image_tests=opts.image_tests)
     if gone := remove_containers(provider.prefix, engine):
         _say(f"removed {len(gone)} working containers a killed pass left: {', '.join(gone)}")
     fields = {"stub_port": STUB_PORT}
@@ -1551,6 +1628,8 @@ def build_records(state: State, results: Mapping[str, WorkflowResult],
             "cgroup_peak_mb": round(rec["cgroup_peak_bytes"] / 2**20) or None,
             "gpu_requested_ran_on_cpu": rec["gpu_requested"],
             "status": "failed" if rec["failed"] else "ok", "failures": rec["failed"],
+            "image_test": test if (test := entry.get("image_test")) and entry.get("image_id")
+            and test.get("image_id") == _bare(entry.get("image_id")) else None,
         }
     tiny = any(f.random_weights for f in profile.workflows if f.name in results)
     # a stage that rejected every row it got stops the data: the stages after it
@@ -1575,7 +1654,7 @@ def build_records(state: State, results: Mapping[str, WorkflowResult],
         "profile": {"clips_every": profile.every, "shards": profile.shards,
                     "cpu_deadline_scale": profile.cpu_deadline_scale,
                     "workers": opts.workers or profile.workers,
-                    "keep_images": opts.keep_images,
+                    "keep_images": opts.keep_images, "image_tests": opts.image_tests,
                     "overrides": [*(f"-p {p}" for p in opts.params),
                                   *(f"--set {s}" for s in opts.stage_sets)]},
         "images": images,
@@ -1587,6 +1666,13 @@ def _stage_from_template(template: str) -> str:
         if template.endswith(suffix):
             return template[: -len(suffix)]
     return ""
+
+
+def _test_cell(test: dict[str, Any] | None) -> str:
+    """The record's image-test cell: this pass's image tested (``IMAGE_TESTS=1``) or not."""
+    if not test:
+        return "—"
+    return f"pass ({test.get('wall_s')} s)" if test.get("result") == "pass" else "FAIL"
 
 
 def write_records(records: dict[str, Any], path: Path) -> None:
@@ -1622,12 +1708,20 @@ def records_markdown(records: dict[str, Any]) -> str:
         lines.append(f"- `{name}`: {w['phase']} in {w['seconds'] / 60:.1f} min" +
                      "".join(f"; failed {f['podName']} (exit {f['exitCode']})"
                              for f in w["failures"][:8]))
+    tested = [r["image_test"] for r in records["images"].values() if r.get("image_test")]
+    if records["profile"].get("image_tests") or tested:
+        failed = [s for s, r in records["images"].items()
+                  if r.get("image_test") and r["image_test"]["result"] != "pass"]
+        lines += ["", f"Image tests (`make image-test` of the image the pods ran): "
+                  f"{len(tested) - len(failed)} passed, {len(failed)} failed"
+                  + (f" ({', '.join(failed)})" if failed else "") + "."]
     lines += ["", "A pod skipped by the memo ran in an earlier part of this pass on the same "
               "image, weights and inputs: its seconds and peak RSS are that run's. Pod seconds "
               "add up every pod's wall time (pods run side by side).",
               "", "| image | build s | size MB | torch / CUDA | weights files (MB) | stages "
-              "| rows ok / rejected | pods run / skipped | pod s | peak RSS MiB | status |",
-              "|---|---:|---:|---|---:|---|---:|---:|---:|---:|---|"]
+              "| rows ok / rejected | pods run / skipped | pod s | peak RSS MiB | image test "
+              "| status |",
+              "|---|---:|---:|---|---:|---|---:|---:|---:|---:|---|---|"]
     for slug, r in records["images"].items():
         stages = ", ".join(k.split(":", 1)[1] for k in r["stages"])
         w = r["weights"]
@@ -1636,7 +1730,8 @@ def records_markdown(records: dict[str, Any]) -> str:
             f"{r['size_mb'] or '—'} | {r['torch'] or '—'} / {r['cuda'] or '—'} | "
             f"{w['files'] if w['callable'] else '—'} ({w['mb']}) | {stages} | "
             f"{r['rows_ok']} / {r['rows_rejected']} | {r['pods_run']} / {r['pods_skipped']} | "
-            f"{r['pod_s']} | {r['peak_rss_mb'] or '—'} | {r['status']} |")
+            f"{r['pod_s']} | {r['peak_rss_mb'] or '—'} | {_test_cell(r.get('image_test'))} | "
+            f"{r['status']} |")
     return "\n".join(lines) + "\n"
 
 
@@ -1653,6 +1748,10 @@ def add_commands(sub: argparse._SubParsersAction[Any]) -> None:
     run.add_argument("--keep-images", action="store_true",
                      default=os.environ.get("KEEP_IMAGES") == "1",
                      help="keep every image (default: remove each after its last pod)")
+    run.add_argument("--image-tests", action="store_true",
+                     default=os.environ.get("IMAGE_TESTS") == "1",
+                     help="run each image's make image-test when it is ready, before its "
+                          "pods, and record it in images/images.lock.yaml")
     run.add_argument("--workers", type=int, default=0, help="pods at a time (default: profile)")
     run.add_argument("--engine", default=os.environ.get("MADBENCH_RUN_ENGINE") or "buildah")
     run.add_argument("--fresh", action="store_true", help="forget the work folder first")
@@ -1680,7 +1779,8 @@ def add_commands(sub: argparse._SubParsersAction[Any]) -> None:
 def _cmd_run(args: argparse.Namespace) -> int:
     opts = Options(work=Path(args.work), workflows=tuple(
         w.strip() for w in args.workflows.split(",") if w.strip()),
-        keep_images=args.keep_images, workers=args.workers, engine=args.engine,
+        keep_images=args.keep_images, image_tests=args.image_tests, workers=args.workers,
+        engine=args.engine,
         fresh=args.fresh, records=Path(args.records), keep_going=not args.stop_on_failure,
         strict=args.strict, params=tuple(args.parameter), stage_sets=tuple(args.set))
     try:

@@ -446,7 +446,7 @@ def test_a_resumed_pass_keeps_the_peaks_of_the_pods_it_skipped(tmp_path: Path) -
     qc = rec["images"]["qc"]
     assert qc["peak_rss_mb"] == 3072 and qc["pod_s"] == 42
     assert qc["pods_run"] == 1 and qc["pods_skipped"] == 1
-    assert "| 1 / 1 | 42 | 3072 | ok |" in records_markdown(rec)
+    assert "| 1 / 1 | 42 | 3072 | — | ok |" in records_markdown(rec)
 
 
 def test_a_quick_rerun_does_not_overwrite_the_run_that_did_the_work(tmp_path: Path) -> None:
@@ -1011,3 +1011,127 @@ def test_a_rebuild_removes_the_build_it_superseded(monkeypatch: pytest.MonkeyPat
         assert any("superseded build aaaaaaaaaaaa" in line for line in lines)
     else:
         assert calls == []
+
+
+def _image_test_provider(monkeypatch: pytest.MonkeyPatch, tmp_path: Path,
+                         lock: dict[str, dict[str, Any]], outcome: dict[str, Any] | None,
+                         image_tests: bool = True) -> tuple[ImageProvider, list[list[str]],
+                                                            list[str]]:
+    """A provider whose build is faked and whose image test 'records' ``outcome`` in a lock
+    held in ``lock`` (the real test needs a built image)."""
+    from madbench_common.cluster import rehearse
+
+    runs: list[list[str]] = []
+    lines: list[str] = []
+
+    def run_logged(args: list[str], log: Path, env: dict[str, str], what: str) -> None:
+        runs.append(list(args))
+        assert env["MADBENCH_RUN_ENGINE"] == "buildah" and log.name.startswith("image-test-")
+        if outcome is not None:
+            lock[args[-1]] = outcome
+            if outcome["result"] != "pass":
+                raise ConfigError(f"{what} failed (exit 1; log {log}):\nerror: no rows")
+
+    monkeypatch.setattr(rehearse, "_lock_image_test", lambda slug: dict(lock.get(slug, {})))
+    provider = ImageProvider(State(tmp_path / "state.json"), tmp_path, log=lines.append,
+                             image_tests=image_tests)
+    monkeypatch.setattr(provider, "_ensure", lambda slug, ref: "b" * 64)
+    monkeypatch.setattr(provider, "_run_logged", run_logged)
+    return provider, runs, lines
+
+
+def test_image_tests_run_each_image_test_once_on_the_image_the_pods_run(
+        monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    """IMAGE_TESTS=1: the image test of the image the pods will run, before they do; a
+    resumed pass whose lock holds a pass of the same image id does not run it again, one
+    of another image id (a rebuild) does."""
+    passed = {"result": "pass", "wall_s": 41, "image_id": "sha256:" + "b" * 64,
+              "stages": {"speech_tts_same": "2 rows, 0 rejected"}}
+    lock: dict[str, dict[str, Any]] = {}
+    provider, runs, lines = _image_test_provider(monkeypatch, tmp_path, lock, passed)
+    assert provider.ensure("ghcr.io/madbench/tts-f5:0.1.0") == "b" * 64
+    assert runs == [["-m", "madbench_common.testing.imagetest", "test", "tts-f5"]]
+    assert provider.state.image("tts-f5")["image_test"] == {
+        "result": "pass", "wall_s": 41, "image_id": "b" * 64,
+        "stages": {"speech_tts_same": "2 rows, 0 rejected"}}
+    assert any("image tts-f5: image test passed in 41 s" in line for line in lines)
+    provider.ensure("ghcr.io/madbench/tts-f5:0.1.0")  # ready: not again in this pass
+    assert len(runs) == 1
+
+    resumed, runs2, _ = _image_test_provider(monkeypatch, tmp_path, lock, passed)
+    resumed.ensure("ghcr.io/madbench/tts-f5:0.1.0")
+    assert runs2 == []  # the lock holds a pass of this very image
+    lock["tts-f5"] = {**passed, "image_id": "sha256:" + "c" * 64}
+    rebuilt, runs3, _ = _image_test_provider(monkeypatch, tmp_path, lock, passed)
+    rebuilt.ensure("ghcr.io/madbench/tts-f5:0.1.0")
+    assert len(runs3) == 1
+
+
+def test_a_failed_image_test_is_recorded_and_the_pods_still_run(
+        monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    failed = {"result": "fail", "wall_s": 9, "image_id": "b" * 64,
+              "reason": "speech_tts_same in localhost/madbench/tts-f5:0.1.0: no accepted rows"}
+    provider, runs, lines = _image_test_provider(monkeypatch, tmp_path, {}, failed)
+    assert provider.ensure("ghcr.io/madbench/tts-f5:0.1.0") == "b" * 64
+    assert "tts-f5" in provider.ready and len(runs) == 1
+    test = provider.state.image("tts-f5")["image_test"]
+    assert test["result"] == "fail" and "no accepted rows" in test["reason"]
+    assert any("image tts-f5: its image test FAILED" in line for line in lines)
+    # a test that died before recording (killed, engine gone) is a failure, not a pass
+    silent, _, _ = _image_test_provider(monkeypatch, tmp_path / "s", {}, None)
+    (tmp_path / "s").mkdir()
+    silent.ensure("ghcr.io/madbench/tts-f5:0.1.0")
+    assert silent.state.image("tts-f5")["image_test"]["result"] == "fail"
+    assert "recorded nothing" in silent.state.image("tts-f5")["image_test"]["reason"]
+
+
+def test_image_tests_are_off_by_default_and_skip_images_without_one(
+        monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    passed = {"result": "pass", "wall_s": 1, "image_id": "b" * 64, "stages": {}}
+    off, runs, _ = _image_test_provider(monkeypatch, tmp_path, {}, passed, image_tests=False)
+    off.ensure("ghcr.io/madbench/tts-f5:0.1.0")
+    assert runs == [] and "image_test" not in off.state.image("tts-f5")
+    on, runs, _ = _image_test_provider(monkeypatch, tmp_path / "o", {}, passed)
+    (tmp_path / "o").mkdir()
+    on.ensure("ghcr.io/madbench/not-a-folder-here:1")  # an image with no folder here
+    assert runs == []
+
+
+def test_run_logged_runs_python_with_its_output_in_the_log(tmp_path: Path) -> None:
+    """The subprocess builds and image tests go through: output in the log, a failure
+    names the log and ends with its tail."""
+    import sys
+
+    provider = ImageProvider(State(tmp_path / "state.json"), tmp_path, log=lambda _: None,
+                             python=sys.executable)
+    log = tmp_path / "ok.log"
+    provider._run_logged(["-c", "print('made it')"], log, dict(os.environ), "a check")
+    assert log.read_text() == "made it\n"
+    with pytest.raises(ConfigError, match=r"a check failed \(exit 3; log .*bad.log\):\nboom"):
+        provider._run_logged(["-c", "import sys; print('boom'); sys.exit(3)"],
+                             tmp_path / "bad.log", dict(os.environ), "a check")
+
+
+def test_the_record_shows_the_image_test_of_the_image_the_pods_ran(tmp_path: Path) -> None:
+    from madbench_common.cluster.argo_local import WorkflowResult
+
+    state = State(tmp_path / "state.json")
+    state.update_image("qc", image_id="a" * 64, image_test={
+        "result": "pass", "wall_s": 33, "image_id": "a" * 64, "stages": {}})
+    state.update_image("tts-f5", image_id="d" * 64, image_test={  # an older build's test
+        "result": "pass", "wall_s": 30, "image_id": "c" * 64, "stages": {}})
+    nodes = {f"w.{stage}.shard(0)": {"phase": "Succeeded", "template": f"{stage}-shard",
+                                     "image": f"ghcr.io/madbench/{slug}:0.1.0", "memo": False,
+                                     "attempts": [{"phase": "Succeeded", "seconds": 1.0}]}
+             for stage, slug in (("source-qc", "qc"), ("speech-tts-same-a", "tts-f5"))}
+    results = {"full": WorkflowResult("w", "Succeeded", 3.0, nodes, [])}
+    rec = build_records(state, results, {"full": {}}, ImageProvider(state, tmp_path), 3.0,
+                        Options(work=tmp_path, workflows=("full",), image_tests=True),
+                        load_profile())
+    assert rec["images"]["qc"]["image_test"]["result"] == "pass"
+    assert rec["images"]["tts-f5"]["image_test"] is None
+    assert rec["profile"]["image_tests"] is True
+    text = records_markdown(rec)
+    assert "| pass (33 s) | ok |" in text and "| — | ok |" in text
+    assert "Image tests (`make image-test` of the image the pods ran): 1 passed, 0 failed." \
+        in text
