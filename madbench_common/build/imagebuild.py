@@ -295,7 +295,9 @@ def _build_cmd(eng: str, slug: str, tag: str, args: dict[str, str]) -> list[str]
     dockerfile = IMAGES / slug / "Dockerfile"
     if not dockerfile.exists():
         raise ConfigError(f"{dockerfile}: missing (make dockerfiles)")
-    cmd = ([eng, "bud", "--isolation", "chroot", "--format", "docker", "--layers"]
+    # --force-rm: a failed buildah bud otherwise leaves its working container (and its
+    # mounted layers) behind; the build layer cache (--layers) is kept either way
+    cmd = ([eng, "bud", "--isolation", "chroot", "--format", "docker", "--layers", "--force-rm"]
            if eng == "buildah" else [eng, "build"])
     cmd += ["-f", str(dockerfile), "-t", tag, "--secret", f"id=hostca,src={host_ca()}"]
     for key, value in sorted(args.items()):

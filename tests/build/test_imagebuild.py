@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import shutil
 import subprocess
 import sys
 import time
@@ -31,7 +32,7 @@ def test_buildah_command_uses_chroot_docker_format_and_the_ca_secret(fake_ca: Pa
                                 {"BASE_IMAGE": "localhost/madbench/base-py311:0.1.0"})
     text = " ".join(cmd)
     assert cmd[:2] == ["buildah", "bud"]
-    for flag in ("--isolation chroot", "--format docker", "--layers",
+    for flag in ("--isolation chroot", "--format docker", "--layers", "--force-rm",
                  f"--secret id=hostca,src={fake_ca}",
                  "--build-arg BASE_IMAGE=localhost/madbench/base-py311:0.1.0",
                  f"-f {ROOT / 'images' / 'reference-cpu' / 'Dockerfile'}"):
@@ -39,6 +40,32 @@ def test_buildah_command_uses_chroot_docker_format_and_the_ca_secret(fake_ca: Pa
     assert cmd[-1] == str(ROOT)
     docker = imagebuild._build_cmd("docker", "base-py311", "t", {})
     assert docker[:2] == ["docker", "build"] and "--secret" in docker
+
+
+@pytest.mark.skipif(shutil.which("buildah") is None or os.geteuid() != 0,
+                    reason="needs buildah as root (make image-tools)")
+def test_a_failed_buildah_build_leaves_no_working_container(tmp_path: Path,
+                                                            fake_ca: Path) -> None:
+    """The build command's own flags on a Dockerfile whose RUN fails (FROM scratch: no
+    base image needed): without --force-rm buildah kept the working container."""
+    def containers() -> set[str]:
+        """Working containers of no image (FROM scratch): none of another test's or pod's."""
+        out = subprocess.run(["buildah", "containers", "--notruncate", "--format",
+                              "{{.ContainerID}} {{.ImageName}}"],
+                             capture_output=True, text=True, check=True).stdout
+        return {f[0] for line in out.splitlines() if (f := line.split())[1:] == ["scratch"]}
+
+    (tmp_path / "Dockerfile").write_text("FROM scratch\nRUN false\n")
+    cmd = imagebuild._build_cmd("buildah", "reference-cpu", "t", {})
+    flags = cmd[:cmd.index("-f")]
+    before = containers()
+    build = subprocess.run([*flags, "-f", str(tmp_path / "Dockerfile"), "-t",
+                            f"localhost/madbench-test/force-rm-{os.getpid()}:1", str(tmp_path)],
+                           capture_output=True, text=True)
+    assert build.returncode != 0
+    left = containers() - before
+    subprocess.run(["buildah", "rm", *left], capture_output=True)
+    assert not left, f"the failed build left {left}"
 
 
 def test_no_engine_is_a_skip_and_nothing_else(monkeypatch: pytest.MonkeyPatch) -> None:
