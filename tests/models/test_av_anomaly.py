@@ -71,6 +71,39 @@ def test_score_features_and_shuffled_video(detector: AvAnomalyDetector) -> None:
         detector.embed(mode="AV", audio=audio[:3000], sample_rate=rate, frames=f1, fps=fps)
 
 
+def test_a_clips_samples_share_the_video_encoder_passes(detector: AvAnomalyDetector) -> None:
+    """R/S/E/Q samples and perturbed copies carry one video: each window's r18 pass runs
+    once, and a cached output gives the very vector a cold encoder gives."""
+    from madbench_common.models.adapters.av_anomaly import VIDEO_WINDOWS_KEPT
+
+    audio, rate = demo_audio(6, 2.0)
+    audio = audio[rate:]
+    frames, fps = demo_frames(6, fps=25.0, size=224, max_frames=20)
+    calls: list[int] = []
+    hook = detector.nets["vis_enc"].register_forward_hook(lambda *_: calls.append(1))
+    try:
+        detector._video.clear()
+        first = detector.embed(mode="AV", audio=audio, sample_rate=rate, frames=frames, fps=fps)
+        assert len(calls) == 4  # max_len=4 windows
+        other = detector.embed(mode="AV", audio=audio * 0.5, sample_rate=rate, frames=frames,
+                               fps=fps)
+        again = detector.embed(mode="AV", audio=audio, sample_rate=rate, frames=frames, fps=fps)
+        assert len(calls) == 4  # the same frames: no new encoder pass
+        assert not np.array_equal(other.vector, first.vector)  # the audio still counts
+        np.testing.assert_array_equal(again.vector, first.vector)
+        detector._video.clear()
+        cold = detector.embed(mode="AV", audio=audio * 0.5, sample_rate=rate, frames=frames,
+                              fps=fps)
+        assert len(calls) == 8
+        np.testing.assert_array_equal(cold.vector, other.vector)
+        for i in range(VIDEO_WINDOWS_KEPT + 1):  # only the last windows are kept
+            detector._encode_video(detector._torch.full((1, 3, 5, 64, 64), float(i)))
+        assert len(detector._video) == VIDEO_WINDOWS_KEPT
+    finally:
+        hook.remove()
+        detector._video.clear()
+
+
 def test_a_broken_sync_checkpoint_is_refused(tmp_path: Path,
                                              monkeypatch: pytest.MonkeyPatch) -> None:
     import torch
