@@ -48,8 +48,9 @@ would run them on a cluster:
    skip the rest. The work folder is locked for the pass, and its working containers
    carry the folder's prefix: the next pass removes a killed one's leftovers.
 7. **Records**: ``images/rehearsal.json`` and ``images/rehearsal.md`` (per image: build
-   seconds, size, torch/CUDA, weights, stages, rows ok/rejected, peak RSS; total wall
-   time; the commit), and the printed reports, labelled as random-weight numbers.
+   seconds, size, torch/CUDA, weights, stages, rows ok/rejected, peak RSS; the wall
+   time of this part and of every part of the pass; the commit), and the printed
+   reports, labelled as random-weight numbers.
 """
 
 from __future__ import annotations
@@ -259,6 +260,10 @@ def _fill(value: Any, fields: Mapping[str, Any]) -> Any:
 # ------------------------------------------------------------------ state
 
 
+def _utc_now() -> str:
+    return datetime.now(timezone.utc).isoformat(timespec="seconds")
+
+
 class State:
     """``<work>/state.json``: images built and weighted, pods done; written atomically."""
 
@@ -268,9 +273,43 @@ class State:
         self.data: dict[str, Any] = {"images": {}, "memo": {}, "passes": []}
         if path.exists():
             self.data.update(json.loads(path.read_text()))
+        self._part: dict[str, Any] | None = None
+        self._part_t0 = 0.0
+
+    def begin_part(self) -> None:
+        """One run of ``make rehearsal`` on this work folder: a part of a pass (a pass of
+        hours runs in parts across sessions). Its wall time is brought up to date at every
+        save, so a part killed outright (SIGKILL, the machine going away) still says how
+        long it ran, up to its last save; its outcome then stays ``killed``."""
+        with self.lock:
+            self._part_t0 = time.monotonic()
+            self._part = {"started_at": _utc_now(), "wall_s": 0, "outcome": "killed"}
+            self.data["passes"].append(self._part)
+            self.save()
+
+    def end_part(self, outcome: str) -> None:
+        """``complete``, ``incomplete``, ``interrupted`` or ``error``."""
+        with self.lock:
+            if self._part is None:
+                return
+            self._part.update(outcome=outcome, finished_at=_utc_now())
+            self.save()
+            self._part = None
+
+    def pass_parts(self) -> list[dict[str, Any]]:
+        """The parts of the latest pass: every part after the last complete one before it
+        (a run after a complete pass starts a new pass; ``--fresh`` forgets them all)."""
+        with self.lock:
+            parts = self.data["passes"]
+            start = max((i + 1 for i, p in enumerate(parts[:-1])
+                         if p.get("outcome") == "complete"), default=0)
+            return [dict(p) for p in parts[start:]]
 
     def save(self) -> None:
         with self.lock:
+            if self._part is not None:
+                self._part["wall_s"] = round(time.monotonic() - self._part_t0)
+                self._part["saved_at"] = _utc_now()
             tmp = self.path.with_suffix(".tmp")
             tmp.write_text(json.dumps(self.data, indent=1, sort_keys=True))
             tmp.replace(self.path)
@@ -1430,6 +1469,7 @@ def _rehearse(opts: Options, work: Path) -> int:
          f"{len(problems)} problems; engine {engine}; work folder {work}")
 
     # 2. sandbox
+    state.begin_part()
     ns = Namespace().start()
     s3 = stub = None
     interrupted: KeyboardInterrupt | None = None
@@ -1488,6 +1528,9 @@ def _rehearse(opts: Options, work: Path) -> int:
             with contextlib.suppress(Exception):
                 markers = {n: ns.call(_markers, s3, f.run_id, _graph_for(n))
                            for f in flows if (n := f.name) in results}
+    except BaseException:
+        state.end_part("error")
+        raise
     finally:
         if stub is not None:
             stub.terminate()
@@ -1500,6 +1543,9 @@ def _rehearse(opts: Options, work: Path) -> int:
     if interrupted is not None:
         records["complete"] = False
         records["interrupted"] = str(interrupted) or "Ctrl-C"
+    state.end_part("interrupted" if interrupted is not None
+                   else "complete" if records["complete"] else "incomplete")
+    add_parts(records, state)
     write_records(records, opts.records)
     _say(f"records: {opts.records} and {opts.records.with_suffix('.md')}; wall time "
          f"{wall / 60:.1f} min")
@@ -1661,6 +1707,15 @@ def build_records(state: State, results: Mapping[str, WorkflowResult],
     }
 
 
+def add_parts(records: dict[str, Any], state: State) -> None:
+    """The parts of the pass this record ends, from the state: ``wall_s`` stays this
+    part's; ``pass_wall_s`` adds up every part's (a part killed outright counts to its last
+    save). A pass resumed across sessions recorded only its last part's minutes before."""
+    parts = state.pass_parts()
+    records["parts"] = parts
+    records["pass_wall_s"] = sum(int(p.get("wall_s") or 0) for p in parts)
+
+
 def _stage_from_template(template: str) -> str:
     for suffix in ("-shard", "-merge"):
         if template.endswith(suffix):
@@ -1673,6 +1728,14 @@ def _test_cell(test: dict[str, Any] | None) -> str:
     if not test:
         return "—"
     return f"pass ({test.get('wall_s')} s)" if test.get("result") == "pass" else "FAIL"
+
+
+def _wall_text(records: dict[str, Any]) -> str:
+    parts = records.get("parts") or ()
+    if len(parts) <= 1:
+        return f"{records['wall_s'] / 60:.1f} min"
+    return (f"{records['pass_wall_s'] / 60:.1f} min in {len(parts)} parts (this part "
+            f"{records['wall_s'] / 60:.1f} min)")
 
 
 def write_records(records: dict[str, Any], path: Path) -> None:
@@ -1691,10 +1754,19 @@ def records_markdown(records: dict[str, Any]) -> str:
         f"Commit `{records['commit']['head']}`"
         + (f" (modified: {', '.join(records['commit']['modified'])})"
            if records["commit"]["modified"] else "")
-        + f", finished {records['finished_at']}, wall time "
-        f"{records['wall_s'] / 60:.1f} min, complete: {'yes' if records['complete'] else 'no'}.",
+        + f", finished {records['finished_at']}, wall time " + _wall_text(records)
+        + f", complete: {'yes' if records['complete'] else 'no'}.",
         "",
     ]
+    if len(records.get("parts") or ()) > 1:
+        lines += ["Parts of this pass (each a run of `make rehearsal` that resumed the one "
+                  "before):", ""]
+        lines += [f"{i}. started {p.get('started_at')}, {int(p.get('wall_s') or 0) / 60:.1f} "
+                  f"min, {p.get('outcome')}"
+                  + (f" (last seen {p['saved_at']})" if p.get("outcome") == "killed"
+                     and p.get("saved_at") else "")
+                  for i, p in enumerate(records["parts"], 1)]
+        lines.append("")
     if records.get("interrupted"):
         lines += [f"Interrupted ({records['interrupted']}): this records what ran until then; "
                   "the same command resumes the pass.", ""]

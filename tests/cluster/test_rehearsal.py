@@ -449,6 +449,48 @@ def test_a_resumed_pass_keeps_the_peaks_of_the_pods_it_skipped(tmp_path: Path) -
     assert "| 1 / 1 | 42 | 3072 | — | ok |" in records_markdown(rec)
 
 
+def test_the_record_adds_up_the_parts_of_a_pass_resumed_across_sessions(
+        tmp_path: Path) -> None:
+    """A pass of hours runs in parts; the record of the part that completed it said only
+    that part's minutes (6.2 of about 141). Each part is in the state from its start, its
+    wall time kept up to date at every save, so a part killed outright still counts; a run
+    after a complete pass starts a new pass."""
+    from madbench_common.cluster.rehearse import add_parts
+
+    path = tmp_path / "state.json"
+    state = State(path)
+    state.begin_part()
+    state.data["passes"][-1]["outcome"] = "complete"  # an earlier, complete pass
+    state.data["passes"][-1]["wall_s"] = 999
+    state._part = None
+    state.begin_part()  # killed outright: nothing ends it; a later process reads the file
+    state._part_t0 -= 120
+    state.update_image("qc", image_id="sha")
+    killed = State(path)
+    assert killed.data["passes"][-1]["outcome"] == "killed"
+    assert killed.data["passes"][-1]["wall_s"] == 120
+    killed.begin_part()
+    killed.end_part("interrupted")
+    killed.begin_part()
+    killed._part_t0 -= 60
+    killed.end_part("complete")
+    parts = killed.pass_parts()
+    assert [p["outcome"] for p in parts] == ["killed", "interrupted", "complete"]
+    rec = {"wall_s": 60, "complete": True}
+    add_parts(rec, killed)
+    assert rec["pass_wall_s"] == 120 + parts[1]["wall_s"] + 60
+    assert _wall_line(rec).startswith(f"{rec['pass_wall_s'] / 60:.1f} min in 3 parts (this "
+                                      "part 1.0 min)")
+    again = State(path)
+    again.begin_part()
+    assert [p["outcome"] for p in again.pass_parts()] == ["killed"]  # a new pass
+
+
+def _wall_line(rec: dict[str, Any]) -> str:
+    from madbench_common.cluster.rehearse import _wall_text
+    return _wall_text(rec)
+
+
 def test_a_quick_rerun_does_not_overwrite_the_run_that_did_the_work(tmp_path: Path) -> None:
     """A shard that finished before its stage did is run again on resume (the memo skips a
     pod only once its stage is done); it finds its output and ends in seconds. The memo
