@@ -766,6 +766,8 @@ class ImageProvider:
         return time.monotonic() - start
 
     def _run_build(self, args: list[str], log: Path, env: dict[str, str], what: str) -> None:
+        if problem := disk_problem(what):
+            raise ConfigError(problem)
         self._run_logged(["-m", "madbench_common.build.imagebuild", *args], log, env,
                          f"building {what}")
 
@@ -907,6 +909,73 @@ def _rmi(image_id: str) -> str:
     line."""
     out = subprocess.run(["buildah", "rmi", image_id], capture_output=True, text=True)
     return "" if out.returncode == 0 else f" (rmi: {out.stderr.strip()[-200:]})"
+
+
+_DISK_MARGIN_GIB = 2.0
+_BUILD_TMP = Path("/var/tmp")  # buildah's temp folders (containers.conf image_copy_tmp_dir)
+_STORAGE = Path("/var/lib/containers/storage")  # root's image store
+
+
+def disk_problem(slug: str, present: Callable[[str], bool] | None = None,
+                 lock: Mapping[str, Any] | None = None,
+                 free: Callable[[Path], int] | None = None) -> str | None:
+    """Why a build of ``slug`` would run out of disk, or ``None``: the free space where
+    buildah writes is below what the images of its chain that are not built yet took at
+    their peak when last built (``disk_peak_gb`` in images/images.lock.yaml; a cached
+    build recorded less, so this is a floor), plus a margin.
+
+    Builds that fill the disk fail minutes in with "no space left on device" (a torch
+    base peaks at 13 to 26 GiB: torch-2.0.1 failed twice at about 17 GiB free in one
+    pass); this names the need, the free space and what takes it before the build."""
+    from madbench_common.build.imagebuild import local_ref
+    from madbench_common.build.imagelock import read_lock
+    from madbench_common.build.images import chain, load_image
+
+    try:
+        slugs = [i.slug for i in chain(load_image(slug))]
+        lock = read_lock(ROOT / "images" / "images.lock.yaml") if lock is None else lock
+    except (MadbenchError, OSError):
+        return None  # no folder or no lock: the build itself says what is wrong
+    if present is None:
+        def present(s: str) -> bool:
+            try:
+                return _image_id(local_ref(s)) is not None
+            except (MadbenchError, OSError, KeyError):
+                return False
+    todo = [s for s in slugs if s == slug or not present(s)]
+    peaks = {s: float(((lock.get(s) or {}).get("build") or {}).get("disk_peak_gb") or 0)
+             for s in todo}
+    need = sum(peaks.values()) + _DISK_MARGIN_GIB
+    usage = free or (lambda path: shutil.disk_usage(path).free)
+    where = [p for p in (_BUILD_TMP, _STORAGE) if p.exists()] or [Path("/")]
+    have = min(usage(p) for p in where) / 2**30
+    if have >= need:
+        return None
+    built = ", ".join(f"{s} {g:.1f}" for s, g in peaks.items())
+    return (f"image {slug}: {have:.1f} GiB free on the disk of {', '.join(map(str, where))}, "
+            f"but its build needs at least {need:.1f} GiB (the peaks of the last builds, "
+            f"images/images.lock.yaml disk_peak_gb, in GiB: {built}; plus "
+            f"{_DISK_MARGIN_GIB:.0f} GiB). {_leftovers()}Free space (images removed after "
+            "their last pod unless KEEP_IMAGES=1; `buildah rmi --prune` drops unused "
+            "layers) and run the same command again: the pass resumes.")
+
+
+def _leftovers() -> str:
+    """Temp folders of builds killed mid-way (buildah leaves ``buildah*``/``storage*`` in
+    /var/tmp; 12 GB of them stopped a pass here)."""
+    dirs = sorted(p for pattern in ("buildah*", "storage*") for p in _BUILD_TMP.glob(pattern)
+                  if p.is_dir() and not p.is_symlink())
+    if not dirs:
+        return ""
+    size = 0
+    for d in dirs:
+        for root, _, files in os.walk(d):
+            for f in files:
+                with contextlib.suppress(OSError):
+                    size += os.lstat(os.path.join(root, f)).st_size
+    names = ", ".join(d.name for d in dirs[:4]) + (" …" if len(dirs) > 4 else "")
+    return (f"{len(dirs)} temp folders in {_BUILD_TMP} hold {size / 2**30:.1f} GiB ({names}): "
+            "builds killed mid-way leave them; remove them when no build is running. ")
 
 
 def _build_lock_path() -> Path:
