@@ -645,8 +645,7 @@ class ImageProvider:
                 raise ConfigError(f"the build did not produce {local}")
             self.state.update_image(slug, build_s=round(seconds, 1), build_image_id=image_id,
                                     recipe=self.recipe(slug), recipe_image=image_id,
-                                    built_at=datetime.now(timezone.utc).isoformat(
-                                        timespec="seconds"))
+                                    built_at=_utc_now())
             # the code the build copied, read in the image: what binding() trusts later
             if not self._fresh(slug, image_id):
                 raise ConfigError(f"image {slug}: the build does not carry this checkout's "
@@ -927,7 +926,7 @@ def disk_problem(slug: str, present: Callable[[str], bool] | None = None,
     Builds that fill the disk fail minutes in with "no space left on device" (a torch
     base peaks at 13 to 26 GiB: torch-2.0.1 failed twice at about 17 GiB free in one
     pass); this names the need, the free space and what takes it before the build."""
-    from madbench_common.build.imagebuild import local_ref
+    from madbench_common.build.imagebuild import image_exists, local_ref
     from madbench_common.build.imagelock import read_lock
     from madbench_common.build.images import chain, load_image
 
@@ -939,7 +938,7 @@ def disk_problem(slug: str, present: Callable[[str], bool] | None = None,
     if present is None:
         def present(s: str) -> bool:
             try:
-                return _image_id(local_ref(s)) is not None
+                return image_exists(local_ref(s), "buildah")
             except (MadbenchError, OSError, KeyError):
                 return False
     todo = [s for s in slugs if s == slug or not present(s)]
@@ -1756,7 +1755,7 @@ def build_records(state: State, results: Mapping[str, WorkflowResult],
                     if n is not None and n["rows"] > 0 and n["rows"] <= n["rejected"]})
     return {
         "note": BANNER if tiny else SMOKE_BANNER, "commit": _commit(),
-        "finished_at": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+        "finished_at": _utc_now(),
         "wall_s": round(wall), "complete": all(r.phase == "Succeeded" for r in results.values())
         and set(results) == set(opts.workflows) and not (opts.params or opts.stage_sets)
         and not empty,

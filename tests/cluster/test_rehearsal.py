@@ -455,7 +455,7 @@ def test_the_record_adds_up_the_parts_of_a_pass_resumed_across_sessions(
     that part's minutes (6.2 of about 141). Each part is in the state from its start, its
     wall time kept up to date at every save, so a part killed outright still counts; a run
     after a complete pass starts a new pass."""
-    from madbench_common.cluster.rehearse import add_parts
+    from madbench_common.cluster.rehearse import _wall_text, add_parts
 
     path = tmp_path / "state.json"
     state = State(path)
@@ -479,16 +479,11 @@ def test_the_record_adds_up_the_parts_of_a_pass_resumed_across_sessions(
     rec = {"wall_s": 60, "complete": True}
     add_parts(rec, killed)
     assert rec["pass_wall_s"] == 120 + parts[1]["wall_s"] + 60
-    assert _wall_line(rec).startswith(f"{rec['pass_wall_s'] / 60:.1f} min in 3 parts (this "
+    assert _wall_text(rec).startswith(f"{rec['pass_wall_s'] / 60:.1f} min in 3 parts (this "
                                       "part 1.0 min)")
     again = State(path)
     again.begin_part()
     assert [p["outcome"] for p in again.pass_parts()] == ["killed"]  # a new pass
-
-
-def _wall_line(rec: dict[str, Any]) -> str:
-    from madbench_common.cluster.rehearse import _wall_text
-    return _wall_text(rec)
 
 
 def test_a_build_that_cannot_fit_on_the_disk_stops_before_it_starts(
