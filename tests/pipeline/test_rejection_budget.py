@@ -7,11 +7,14 @@ the batch before a row counts."""
 
 from __future__ import annotations
 
+import contextlib
+import io
 import json
 import os
 import subprocess
 import sys
 import threading
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -37,6 +40,15 @@ from madbench_common.pipeline.stage import (
 from tests.pipeline.toystages import ToyRow, calls, failing_graph
 
 ROOT = Path(__file__).parents[2]
+
+
+@contextlib.contextmanager
+def console_text() -> Iterator[io.StringIO]:
+    """What rich prints to stdout meanwhile, at a width that fits every column."""
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out), pytest.MonkeyPatch.context() as mp:
+        mp.setenv("COLUMNS", "250")
+        yield out
 # 10 items, 2 of them (20 %) failing: over the default budget (5 %) when it is a fault
 DEVICE = {"c02": "device", "c03": "dtype"}  # both in the first of 2 shards
 DATA = {"c02": "data", "c07": "data"}
@@ -165,6 +177,27 @@ def test_a_raised_budget_lets_the_faulty_stage_pass_and_keeps_its_fingerprint(
     ctx = make_context(run, failing_graph(), "flaky", opts.params["flaky"], "embedded", 0)
     assert ctx.fingerprint == marker["fingerprint"]
     assert read_marker(run, "flaky") is not None
+    # madbench status: the reasons, the faults against the budget, each reason's kind
+    from madbench_common.cli.pipeline import print_status
+    from madbench_common.pipeline.status import collect_status
+
+    status = collect_status(run, failing_graph())
+    [flaky] = [st for st in status.stages if st.stage == "flaky"]
+    assert (flaky.reasons, flaky.failed, flaky.budget) == ({"device_error": 2}, 2, 0.25)
+    with console_text() as out:
+        print_status(status, table1=False)
+    text = out.getvalue()
+    assert "faults / budget" in text and " 2 / 2 " in text
+    assert any("device_error" in line and "fault" in line and " 2 " in line
+               for line in text.splitlines())
+    # the report's table of rejections (report.json)
+    from madbench_common.benchmarks.madbench.eval.report import render_json
+    from madbench_common.pipeline.status import rejection_table
+
+    table = rejection_table(run, failing_graph())
+    assert table == [{"stage": "flaky", "reason": "device_error", "kind": "fault", "count": 2,
+                      "rows": 10, "max_failed_fraction": 0.25}]
+    assert json.loads(render_json([], table))["rejections"] == table
 
 
 def test_the_budget_is_a_parameter_of_every_stage_and_must_be_a_fraction(
