@@ -71,7 +71,7 @@ import sys
 import threading
 import time
 import uuid
-from collections.abc import Callable, Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
@@ -97,8 +97,10 @@ ROOT = Path(__file__).resolve().parents[2]
 PROFILE = ROOT / "madbench_common" / "data" / "rehearsal.yaml"
 RECORDS = ROOT / "images" / "rehearsal.json"
 BANNER = ("REHEARSAL ON TINY RANDOM WEIGHTS: every model below is a randomly initialised "
-          "tiny checkpoint in the real release layout; these numbers show that data flows "
-          "through every stage and measure nothing about any model.")
+          "tiny checkpoint in the real release layout, except the stages marked ‡ (stand-in "
+          "code for a hub-only architecture, random weights) and § (an API model answered "
+          "by the local API stub); these numbers show that data flows through every stage "
+          "and measure nothing about any model.")
 SMOKE_BANNER = ("REHEARSAL OF THE SMOKE WORKFLOW: every stage runs a CPU reference (marked †), "
                 "not the paper's model; these numbers check the machinery.")
 _BUCKET = "madbench"
@@ -351,6 +353,7 @@ class StateMemo:
             mkey = self._key(key, pod)
             entry = {"node": pod.node, "image": pod.image,
                      "seconds": round(result.seconds, 3),
+                     "gpu_requested": bool(result.info.get("gpu_requested", pod.gpu)),
                      **{k: result.info.get(k) for k in ("peak_rss_bytes", "cgroup_peak_bytes")}}
             earlier = memo.get(mkey) or {}
             for k in ("seconds", "peak_rss_bytes", "cgroup_peak_bytes"):
@@ -1679,8 +1682,11 @@ def build_records(state: State, results: Mapping[str, WorkflowResult],
                   markers: Mapping[str, Mapping[str, dict[str, Any]]],
                   provider: ImageProvider, wall: float, opts: Options, profile: Profile
                   ) -> dict[str, Any]:
-    """Per image: build, size, torch/CUDA, weights, stages, rows and peak RSS."""
+    """Per image: build, size, torch/CUDA, weights, stages (rows, rejection reasons, the
+    kind of model each ran), rows, peak RSS and whether it asked for a GPU and ran on the
+    CPU; the relaxations of the pass."""
     per: dict[str, dict[str, Any]] = {}
+    flows = {f.name: f for f in profile.workflows}
     for flow, result in results.items():
         for node, data in result.nodes.items():
             image = data.get("image")
@@ -1693,6 +1699,8 @@ def build_records(state: State, results: Mapping[str, WorkflowResult],
                                         "gpu_requested": False, "workflows": set()})
             rec["workflows"].add(flow)
             rec["pods"] += 1
+            # the template's request, whether its pod ran, was skipped or never started
+            rec["gpu_requested"] |= bool(data.get("gpu"))
             attempts = data.get("attempts") or []
             if data.get("memo"):
                 rec["pods_skipped"] += 1
@@ -1717,12 +1725,15 @@ def build_records(state: State, results: Mapping[str, WorkflowResult],
     images = {}
     for slug, rec in sorted(per.items()):
         entry = state.image(slug)
-        rows: dict[str, dict[str, int] | None] = {}
+        rows: dict[str, dict[str, Any] | None] = {}
+        models: dict[str, str] = {}
         for flow, stage in sorted(rec["stages"]):
-            m = markers.get(flow, {}).get(stage.replace("-", "_"))
-            rows[f"{flow}:{stage.replace('-', '_')}"] = (
-                {"rows": int(m.get("rows") or 0), "rejected": int(m.get("rejected") or 0)}
-                if m else None)
+            name = stage.replace("-", "_")
+            m = markers.get(flow, {}).get(name)
+            rows[f"{flow}:{name}"] = _stage_record(m) if m else None
+            models[f"{flow}:{name}"] = model_kind(
+                slug, name, flows.get(flow), {s.replace("-", "_") for f, s in rec["stages"]
+                                              if f == flow})
         ok = sum(r["rows"] - r["rejected"] for r in rows.values() if r)
         rejected = sum(r["rejected"] for r in rows.values() if r)
         images[slug] = {
@@ -1734,7 +1745,7 @@ def build_records(state: State, results: Mapping[str, WorkflowResult],
                         "files": entry.get("weights_files"),
                         "mb": round((entry.get("weights_bytes") or 0) / 1e6, 1),
                         "seconds": entry.get("weights_s")},
-            "workflows": sorted(rec["workflows"]), "stages": rows,
+            "workflows": sorted(rec["workflows"]), "stages": rows, "models": models,
             "rows_ok": ok, "rows_rejected": rejected,
             "pods": rec["pods"], "pods_run": rec["pods_run"], "pods_skipped": rec["pods_skipped"],
             "pod_s": round(rec["pod_s"]),
@@ -1765,6 +1776,10 @@ def build_records(state: State, results: Mapping[str, WorkflowResult],
                                                               "message")}
                                        for f in r.failures]}
                       for n, r in results.items()},
+        "relaxations": relaxations(profile, opts, [f for f in profile.workflows
+                                                   if f.name in results]),
+        "rejections": {stage: n["reasons"] for r in images.values()
+                       for stage, n in r["stages"].items() if n is not None and n["reasons"]},
         "profile": {"clips_every": profile.every, "shards": profile.shards,
                     "cpu_deadline_scale": profile.cpu_deadline_scale,
                     "workers": opts.workers or profile.workers,
@@ -1775,13 +1790,99 @@ def build_records(state: State, results: Mapping[str, WorkflowResult],
     }
 
 
+def _stage_record(marker: Mapping[str, Any]) -> dict[str, Any]:
+    """A stage's rows, rejected rows, rejected rows by reason and those of them that count
+    against its rejection budget (faults), from its ``_SUCCESS`` marker."""
+    from madbench_common.pipeline.failures import BUDGET_PARAM, is_fault
+
+    reasons = {str(k): int(v) for k, v in (marker.get("reasons") or {}).items()}
+    return {"rows": int(marker.get("rows") or 0), "rejected": int(marker.get("rejected") or 0),
+            "reasons": reasons, "faults": sum(n for k, n in reasons.items() if is_fault(k)),
+            BUDGET_PARAM: (marker.get("budget") or {}).get(BUDGET_PARAM)}
+
+
+STANDIN_WEIGHTS = "madbench_common.models.tiny.remote"
+"""The module whose tiny-weights writers put stand-in remote code in place of hub-only
+architectures (DF-Arena, MiniCPM-o): an image whose ``image_test.weights`` is one of its
+functions runs a stand-in, not the release's code."""
+MODEL_KINDS = {
+    "tiny_random": "the release's own code on a randomly initialised tiny checkpoint",
+    "stand_in": "stand-in code for a hub-only architecture, random weights (‡)",
+    "api_stub": "an API model answered by the local API stub (§)",
+    "reference": "the CPU reference image: a reference model or no model (†)",
+}
+
+
+def _standin_image(slug: str) -> bool:
+    from madbench_common.build.images import load_image
+
+    if not (ROOT / "images" / slug / "image.yaml").is_file():
+        return False
+    test = load_image(slug).image_test
+    return test is not None and test.weights.split(":", 1)[0] == STANDIN_WEIGHTS
+
+
+def _stub_stages(flow: WorkflowProfile, stages: Iterable[str]) -> set[str]:
+    """The stages the profile points at the API stub: a ``stage_params`` entry, or a
+    ``<stage>_<param>`` workflow parameter, whose value names ``{stub_port}``."""
+    names = sorted(stages, key=len, reverse=True)
+    out = {s for s, v in flow.stage_params.items() if "{stub_port}" in json.dumps(v)}
+    for param, value in flow.params.items():
+        if "{stub_port}" in value:
+            out |= {next((s for s in names if param.startswith(f"{s}_")), param)}
+    return out
+
+
+def model_kind(slug: str, stage: str, flow: WorkflowProfile | None,
+               stages: Iterable[str] = ()) -> str:
+    """What ran in ``stage`` on image ``slug``: a key of :data:`MODEL_KINDS`."""
+    if flow is not None and stage in _stub_stages(flow, {stage, *stages}):
+        return "api_stub"
+    if slug == "reference-cpu" or (flow is not None and not flow.random_weights):
+        return "reference"
+    return "stand_in" if _standin_image(slug) else "tiny_random"
+
+
+def relaxations(profile: Profile, opts: Options, flows: Sequence[WorkflowProfile]
+                ) -> list[dict[str, Any]]:
+    """Every way the pass differs from ``argo submit`` of the committed workflows on a
+    cluster, in one place: the shard counts, the GPU pods' deadlines, the profile's
+    workflow and stage parameters, and the executor's failFast."""
+    out: list[dict[str, Any]] = [
+        {"name": "shards", "value": profile.shards,
+         "what": f"every <stage>_shards workflow parameter set to {profile.shards}"},
+        {"name": "gpu_on_cpu", "value": True,
+         "what": "a pod that requests nvidia.com/gpu runs on the CPU (no GPU here); see "
+                 "gpu_requested_ran_on_cpu per image"},
+        {"name": "gpu_deadline_scale", "value": profile.cpu_deadline_scale,
+         "what": f"activeDeadlineSeconds of a GPU pod multiplied by "
+                 f"{profile.cpu_deadline_scale:g}"},
+    ]
+    for flow in flows:
+        if flow.params:
+            out.append({"name": f"{flow.name}:workflow_params", "value": sorted(flow.params),
+                        "what": f"{flow.file}: the profile's -p values"})
+        if flow.stage_params:
+            out.append({"name": f"{flow.name}:stage_params",
+                        "value": {s: sorted(v) for s, v in sorted(flow.stage_params.items())},
+                        "what": f"{flow.file}: the profile's stage parameters (QC thresholds, "
+                                "sizes, the API stub)"})
+    if opts.keep_going:
+        out.append({"name": "fail_fast_off", "value": True,
+                    "what": "independent branches run on after a failed task (Argo's "
+                            "failFast stops them)"})
+    return out
+
+
 def add_parts(records: dict[str, Any], state: State) -> None:
-    """The parts of the pass this record ends, from the state: ``wall_s`` stays this
-    part's; ``pass_wall_s`` adds up every part's (a part killed outright counts to its last
-    save). A pass resumed across sessions recorded only its last part's minutes before."""
+    """The parts of the pass this record ends, from the state: ``wall_s`` becomes the
+    pass's, every part's added up (a part killed outright counts to its last save);
+    ``part_wall_s`` is this part's. A pass resumed across sessions recorded only its last
+    part's minutes before."""
     parts = state.pass_parts()
     records["parts"] = parts
-    records["pass_wall_s"] = sum(int(p.get("wall_s") or 0) for p in parts)
+    records["part_wall_s"] = records["wall_s"]
+    records["wall_s"] = sum(int(p.get("wall_s") or 0) for p in parts) or records["wall_s"]
 
 
 def _stage_from_template(template: str) -> str:
@@ -1802,8 +1903,9 @@ def _wall_text(records: dict[str, Any]) -> str:
     parts = records.get("parts") or ()
     if len(parts) <= 1:
         return f"{records['wall_s'] / 60:.1f} min"
-    return (f"{records['pass_wall_s'] / 60:.1f} min in {len(parts)} parts (this part "
-            f"{records['wall_s'] / 60:.1f} min)")
+    part = records.get("part_wall_s", records["wall_s"])
+    return (f"{records['wall_s'] / 60:.1f} min in {len(parts)} parts (this part "
+            f"{part / 60:.1f} min)")
 
 
 def write_records(records: dict[str, Any], path: Path) -> None:
@@ -1841,6 +1943,20 @@ def records_markdown(records: dict[str, Any]) -> str:
     if records["profile"].get("overrides"):
         lines += ["Not the profile as committed: " + ", ".join(
             f"`{o}`" for o in records["profile"]["overrides"]) + ".", ""]
+    if records.get("relaxations"):
+        lines += ["Relaxations of this pass (what differs from `argo submit` on a cluster):", ""]
+        lines += [f"- `{r['name']}`: {r['what']}" for r in records["relaxations"]]
+        lines.append("")
+    if records.get("rejections"):
+        from madbench_common.pipeline.failures import is_fault
+
+        lines += ["Rejected rows by stage and reason (**bold**: a fault, which counts against "
+                  "the stage's rejection budget; the others are about the input data):", ""]
+        lines += [f"- `{stage}`: " + ", ".join(
+            (f"**{k}** {n}" if is_fault(k) else f"{k} {n}")
+            for k, n in sorted(reasons.items(), key=lambda kv: (not is_fault(kv[0]), -kv[1])))
+            for stage, reasons in sorted(records["rejections"].items())]
+        lines.append("")
     if records.get("empty_stages"):
         lines += ["Stages that rejected every row they got: " + ", ".join(
             f"`{s}`" for s in records["empty_stages"]) + ".", ""]
@@ -1858,19 +1974,27 @@ def records_markdown(records: dict[str, Any]) -> str:
     lines += ["", "A pod skipped by the memo ran in an earlier part of this pass on the same "
               "image, weights and inputs: its seconds and peak RSS are that run's. Pod seconds "
               "add up every pod's wall time (pods run side by side).",
+              "", "Stages: " + "; ".join(f"{m}" for k, m in MODEL_KINDS.items()
+                                         if k != "tiny_random") + ". GPU: the image's pods "
+              "request nvidia.com/gpu and ran on the CPU.",
               "", "| image | build s | size MB | torch / CUDA | weights files (MB) | stages "
-              "| rows ok / rejected | pods run / skipped | pod s | peak RSS MiB | image test "
-              "| status |",
-              "|---|---:|---:|---|---:|---|---:|---:|---:|---:|---|---|"]
+              "| rows ok / rejected | pods run / skipped | pod s | peak RSS MiB | GPU "
+              "| image test | status |",
+              "|---|---:|---:|---|---:|---|---:|---:|---:|---:|---|---|---|"]
+    marks = {"stand_in": "‡", "api_stub": "§", "reference": "†", "tiny_random": ""}
     for slug, r in records["images"].items():
-        stages = ", ".join(k.split(":", 1)[1] for k in r["stages"])
+        models = r.get("models") or {}
+        stages = ", ".join(k.split(":", 1)[1] + marks.get(models.get(k, ""), "")
+                           for k in r["stages"])
         w = r["weights"]
         lines.append(
             f"| {slug} | {r['build_s'] if r['build_s'] is not None else '—'} | "
             f"{r['size_mb'] or '—'} | {r['torch'] or '—'} / {r['cuda'] or '—'} | "
             f"{w['files'] if w['callable'] else '—'} ({w['mb']}) | {stages} | "
             f"{r['rows_ok']} / {r['rows_rejected']} | {r['pods_run']} / {r['pods_skipped']} | "
-            f"{r['pod_s']} | {r['peak_rss_mb'] or '—'} | {_test_cell(r.get('image_test'))} | "
+            f"{r['pod_s']} | {r['peak_rss_mb'] or '—'} | "
+            f"{'on CPU' if r.get('gpu_requested_ran_on_cpu') else '—'} | "
+            f"{_test_cell(r.get('image_test'))} | "
             f"{r['status']} |")
     return "\n".join(lines) + "\n"
 
