@@ -91,7 +91,7 @@ from madbench_common.cluster.lint import check_pods, check_target, image_slug
 from madbench_common.core.errors import ConfigError, MadbenchError
 
 __all__ = ["BANNER", "ImageProvider", "PodRunner", "Profile", "State", "add_commands",
-           "code_digest", "load_profile", "rehearse"]
+           "code_digest", "load_profile", "package_data_globs", "rehearse", "stale_evidence"]
 
 ROOT = Path(__file__).resolve().parents[2]
 PROFILE = ROOT / "madbench_common" / "data" / "rehearsal.yaml"
@@ -112,33 +112,117 @@ _API_SECRET = "madbench-api-keys"
 _S3_KEYS = ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_ENDPOINT_URL", "AWS_REGION")
 _KILL_GRACE = 30.0
 _DIGEST_CODE = r"""
-import hashlib, pathlib, madbench_common as m
+import fnmatch, hashlib, json, pathlib, sys, madbench_common as m
 root = pathlib.Path(m.__file__).parent
+rules = [(tuple(pkg.split(".")[1:]), tuple(g.split("/")))
+         for pkg, globs in json.loads(sys.argv[1]).items() for g in globs]
+def installed(rel):
+    parts = rel.parts
+    if "__pycache__" in parts or any(p.startswith(".") for p in parts):
+        return False
+    if rel.suffix == ".py":
+        return True
+    return any(parts[:len(b)] == b and len(parts) == len(b) + len(g)
+               and all(fnmatch.fnmatchcase(p, q) for p, q in zip(parts[len(b):], g))
+               for b, g in rules)
 h = hashlib.sha256()
 for p in sorted(root.rglob("*")):
     rel = p.relative_to(root)
-    if not p.is_file() or "__pycache__" in rel.parts:
-        continue
-    pkg = all((root / pathlib.Path(*rel.parts[:i]) / "__init__.py").is_file()
-              for i in range(len(rel.parts)))
-    if rel.parts[0] == "cluster" or rel.as_posix() == "data/rehearsal.yaml":
-        continue  # the local executor and its profile: never run inside a pod
-    if (p.suffix == ".py" and pkg) or (len(rel.parts) == 2 and rel.parts[0] == "data"):
+    if p.is_file() and installed(rel):
         h.update(rel.as_posix().encode() + b"\0" + hashlib.sha256(p.read_bytes()).digest())
+        if sys.argv[2:] == ["--list"]:
+            print(rel.as_posix())
 print(h.hexdigest())
 """
+"""Run as ``python -c _DIGEST_CODE RULES`` in the checkout and inside an image: the same
+files of each one's ``madbench_common`` (RULES: :func:`package_data_globs` of this
+checkout), so an image installed from other code, or under other package-data rules,
+differs. Self-contained: it must run on the image's own (possibly older) package."""
+_PACKAGE_DATA = "[tool.setuptools.package-data]"
+_DATA_LINE = re.compile(r'^"?(?P<pkg>[\w.]+)"?\s*=\s*(?P<globs>\[.*\])$')
 
 
-def code_digest() -> str:
-    """Digest of this checkout's ``madbench_common`` as a package install contains it
-    (``*.py`` of packages and ``data/*``), less the rehearsal's own code and profile (which
-    no pod runs: changing them must not rebuild every image); the same code runs inside an
-    image to tell whether the image carries this checkout's pod code."""
-    out = subprocess.run([sys.executable, "-c", _DIGEST_CODE], capture_output=True,
-                         text=True, cwd=ROOT, env={**os.environ, "PYTHONPATH": str(ROOT)})
+def package_data_globs(pyproject: Path | None = None) -> dict[str, list[str]]:
+    """``[tool.setuptools.package-data]`` of ``pyproject.toml``: package → globs, what a
+    package install adds to every module (``*.py``) of ``madbench_common``. Read line by
+    line (one ``key = [...]`` per line): ``tomllib`` is not in Python 3.9, which the
+    bullseye images run."""
+    path = pyproject or ROOT / "pyproject.toml"
+    out: dict[str, list[str]] = {}
+    inside = False
+    for n, raw in enumerate(path.read_text().splitlines(), 1):
+        line = raw.split("#", 1)[0].strip() if not raw.strip().startswith("[") else raw.strip()
+        if line.startswith("["):
+            inside = line == _PACKAGE_DATA
+            continue
+        if not inside or not line:
+            continue
+        found = _DATA_LINE.match(line)
+        if found is None:
+            raise ConfigError(f"{path}:{n}: expected one 'package = [\"glob\", ...]' per line "
+                              f"in {_PACKAGE_DATA}, got {raw.strip()!r}")
+        out[found["pkg"]] = [str(g) for g in json.loads(found["globs"])]
+    if not out:
+        raise ConfigError(f"{path}: no {_PACKAGE_DATA} section")
+    return out
+
+
+def code_digest(root: Path | None = None, listing: bool = False) -> str:
+    """Digest of every file a package install of ``madbench_common`` holds, as this
+    checkout (or the tree at ``root``) would install it: every module (``*.py``; the
+    package is found with namespaces, so a folder without ``__init__.py`` is installed
+    too) and every package-data file of ``pyproject.toml`` (catalog cards, prompts,
+    ``data/noise``, ``data/deaf_envlib``, ``models/data/taxonomy.json``, the rehearsal
+    profile), ``cluster/`` included (every pod's CLI imports it); never ``__pycache__``,
+    hidden files or anything the install leaves out. The same code runs inside an image
+    to tell whether the image carries this checkout's pod code (:data:`_DIGEST_CODE`).
+    ``listing``: the files hashed, one a line, before the digest."""
+    where = root or ROOT
+    rules = json.dumps(package_data_globs(where / "pyproject.toml"), sort_keys=True)
+    out = subprocess.run([sys.executable, "-c", _DIGEST_CODE, rules,
+                          *(["--list"] if listing else [])], capture_output=True,
+                         text=True, cwd=where, env={**os.environ, "PYTHONPATH": str(where)})
     if out.returncode != 0:
         raise ConfigError(f"could not hash madbench_common: {out.stderr[-500:]}")
     return out.stdout.strip()
+
+
+def image_code_digest(image: str, engine: str | None = None, name: str | None = None) -> str:
+    """:func:`code_digest` of the ``madbench_common`` installed in ``image``."""
+    from madbench_common.build.containers import run_in_image
+
+    rules = json.dumps(package_data_globs(), sort_keys=True)
+    return run_in_image(image, ["python", "-c", _DIGEST_CODE, rules], capture=True,
+                        engine=engine, name=name).strip()
+
+
+def stale_evidence(digest: str | None = None, records: Path | None = None,
+                   lock: Path | None = None) -> list[str]:
+    """What of the committed evidence ran on other code than ``digest`` (default: this
+    checkout's :func:`code_digest`): the rehearsal record, and the image test of every
+    image that installs ``madbench_common`` (a leaf) in ``images/images.lock.yaml``.
+    One line each; a record without a digest (older than this check) counts as stale."""
+    from madbench_common.build.imagelock import read_lock
+    from madbench_common.build.images import load_image
+
+    digest = digest or code_digest()
+    records = records or RECORDS
+    out = []
+    rec = json.loads(records.read_text()) if records.is_file() else {}
+    if rec.get("code_digest") != digest:
+        out.append(f"{records.name}: the committed pass ran on code "
+                   f"{str(rec.get('code_digest') or 'not recorded')[:12]}, this checkout's is "
+                   f"{digest[:12]}: run make rehearsal")
+    for slug, entry in sorted(read_lock(lock).items()):
+        test = entry.get("image_test")
+        if not test or not (ROOT / "images" / slug / "image.yaml").is_file() \
+                or not load_image(slug).leaf:
+            continue
+        if test.get("code_digest") != digest:
+            out.append(f"images.lock.yaml: the image test of {slug} ran on code "
+                       f"{str(test.get('code_digest') or 'not recorded')[:12]}: run make "
+                       f"image IMAGE={slug} and make image-test IMAGE={slug}")
+    return out
 
 
 _NOT_INPUTS = {"sbom.cdx.json", ".upstream", "__pycache__"}
@@ -719,11 +803,8 @@ class ImageProvider:
         entry = self.state.image(slug)
         if entry.get("image_id") == image_id and entry.get("code_digest") == self.digest:
             return True
-        from madbench_common.build.containers import run_in_image
-
         try:
-            inside = run_in_image(image_id, ["python", "-c", _DIGEST_CODE], capture=True,
-                                  engine=self.engine, name=self.container(slug, "digest")).strip()
+            inside = image_code_digest(image_id, self.engine, self.container(slug, "digest"))
         except MadbenchError:
             return False
         self.state.update_image(slug, image_id=image_id, code_digest=inside)
@@ -1766,6 +1847,7 @@ def build_records(state: State, results: Mapping[str, WorkflowResult],
                     if n is not None and n["rows"] > 0 and n["rows"] <= n["rejected"]})
     return {
         "note": BANNER if tiny else SMOKE_BANNER, "commit": _commit(),
+        "code_digest": provider.digest,
         "finished_at": _utc_now(),
         "wall_s": round(wall), "complete": all(r.phase == "Succeeded" for r in results.values())
         and set(results) == set(opts.workflows) and not (opts.params or opts.stage_sets)
@@ -1924,6 +2006,8 @@ def records_markdown(records: dict[str, Any]) -> str:
         f"Commit `{records['commit']['head']}`"
         + (f" (modified: {', '.join(records['commit']['modified'])})"
            if records["commit"]["modified"] else "")
+        + (f", code digest `{records['code_digest'][:12]}`" if records.get("code_digest")
+           else "")
         + f", finished {records['finished_at']}, wall time " + _wall_text(records)
         + f", complete: {'yes' if records['complete'] else 'no'}.",
         "",
@@ -2067,6 +2151,7 @@ def _cmd_dry(args: argparse.Namespace) -> int:
         print(json.dumps(pod.describe()) if args.json else
               f"{pod.node}  {pod.image}  {' '.join(pod.argv)}")
     problems = check_pods(pods)
+    problems += [f"warning: stale: {line}" for line in stale_evidence()]
     for line in problems:
         print(line, file=sys.stderr)
     errors = [p for p in problems if not p.startswith("warning:")]
