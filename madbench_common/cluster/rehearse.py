@@ -201,7 +201,8 @@ def stale_evidence(digest: str | None = None, records: Path | None = None,
     """What of the committed evidence ran on other code than ``digest`` (default: this
     checkout's :func:`code_digest`): the rehearsal record, and the image test of every
     image that installs ``madbench_common`` (a leaf) in ``images/images.lock.yaml``.
-    One line each; a record without a digest (older than this check) counts as stale."""
+    One line for the record, one naming every stale image test; a record without a digest
+    (older than this check) counts as stale."""
     from madbench_common.build.imagelock import read_lock
     from madbench_common.build.images import load_image
 
@@ -213,15 +214,13 @@ def stale_evidence(digest: str | None = None, records: Path | None = None,
         out.append(f"{records.name}: the committed pass ran on code "
                    f"{str(rec.get('code_digest') or 'not recorded')[:12]}, this checkout's is "
                    f"{digest[:12]}: run make rehearsal")
-    for slug, entry in sorted(read_lock(lock).items()):
-        test = entry.get("image_test")
-        if not test or not (ROOT / "images" / slug / "image.yaml").is_file() \
-                or not load_image(slug).leaf:
-            continue
-        if test.get("code_digest") != digest:
-            out.append(f"images.lock.yaml: the image test of {slug} ran on code "
-                       f"{str(test.get('code_digest') or 'not recorded')[:12]}: run make "
-                       f"image IMAGE={slug} and make image-test IMAGE={slug}")
+    tests = [slug for slug, entry in sorted(read_lock(lock).items())
+             if (test := entry.get("image_test")) and test.get("code_digest") != digest
+             and (ROOT / "images" / slug / "image.yaml").is_file() and load_image(slug).leaf]
+    if tests:
+        out.append(f"images.lock.yaml: the image tests of {', '.join(tests)} ran on other code "
+                   f"than this checkout's {digest[:12]} (or did not record it): rebuild each "
+                   "(make image IMAGE=…) and run make image-test IMAGE=…")
     return out
 
 

@@ -80,7 +80,9 @@ def test_one_catalog_card_edit_changes_the_digest_and_stales_the_evidence(
     stale = stale_evidence(after, records, lock)
     assert len(stale) == 2
     assert stale[0].startswith(f"rehearsal.json: the committed pass ran on code {before[:12]}")
-    assert "image test of tts-f5 ran on code" in stale[1]  # a base has no madbench code
+    assert stale[1].startswith("images.lock.yaml: the image tests of tts-f5 ran on other "
+                               f"code than this checkout's {after[:12]}")
+    assert "python-py311" not in stale[1]  # a base has no madbench code
 
 
 @pytest.mark.slow
