@@ -94,7 +94,8 @@ other reason code names something about the input data and never counts."""
 # tensors on different devices, and half/bfloat16 versus float kernels.
 _DEVICE_ERROR = re.compile(
     r"CUDA|cuDNN|CUDNN|cuBLAS|CUBLAS|NCCL|device-side assert|same device|expected device|"
-    r"dtype|scalar type|Input type .* weight type|not implemented for '(?:Half|BFloat16)'")
+    r"dtype|scalar type|Input type .* (?:weight|bias) type|"
+    r"not implemented for '(?:Half|BFloat16)'")
 
 _OOM_RETRY: contextvars.ContextVar[bool] = contextvars.ContextVar("oom_retry", default=False)
 

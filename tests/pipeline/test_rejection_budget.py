@@ -82,6 +82,12 @@ def _marker(tmp: Path, stage: str) -> dict[str, Any]:
     (RuntimeError("mat1 and mat2 must have the same dtype"), "device_error"),
     (RuntimeError("Input type (float) and weight type (c10::BFloat16) should be the same"),
      "device_error"),
+    # torch's own wording, as raised on the CPU (2.13)
+    (RuntimeError("expected m1 and m2 to have the same dtype, but got: float != "
+                  "c10::BFloat16"), "device_error"),
+    (RuntimeError("Input type (double) and bias type (float) should be the same"),
+     "device_error"),
+    (RuntimeError("Tensor on device cpu is not on the expected device meta!"), "device_error"),
     (RuntimeError("index 80 is out of bounds"), "generation_error"),
     (KeyError("speaker"), "generation_error"),
     (ConfigError("video-to-audio generation needs frames"), "generation_error"),
