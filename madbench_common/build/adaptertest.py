@@ -61,7 +61,7 @@ def run_adapter_tests_in_base(slug: str) -> None:
     print(f"python{info.python} is not on this machine: running the adapter tests in {base}",
           flush=True)
     run_in_image(base, ["bash", str(_ROOT / "images" / "adapter-test.sh"), slug],
-                 mounts=mounts, env=env, network=True, user="0:0")
+                 mounts=mounts, env=env, network=True, user="0:0", non_root=False)
 
 
 def _main(argv: list[str]) -> int:

@@ -12,7 +12,18 @@ only the given host folders are mounted (read-only unless asked). Engines:
   made from the image and its root mounted, bind-remounted read-only inside a private
   mount namespace, and the command runs there with ``buildah run --isolation chroot``
   under ``unshare --net`` (no network); ``buildah rm`` removes it afterwards. It needs
-  root and cannot pass GPUs through.
+  root and cannot pass GPUs through. The rest of the pods' ``securityContext`` holds
+  here too: ``no-new-privileges`` (``allowPrivilegeEscalation: false``) is set with
+  ``prctl(PR_SET_NO_NEW_PRIVS)`` on the ``buildah run`` process, which the container
+  inherits (buildah 1.28 refuses ``--security-opt no-new-privileges`` with chroot
+  isolation); the seccomp profile is the runtime default
+  (``seccompProfile: RuntimeDefault``): containers-common's ``seccomp.json``, named
+  explicitly on ``buildah from`` where it is installed, else buildah's built-in copy of
+  it; ``runAsNonRoot`` is enforced before the start, as the kubelet does: a user that is
+  uid 0, or a name whose uid cannot be verified, is refused.
+
+Every engine reads the same back inside the container (``/proc/self/status``: ``Uid``
+not 0, ``NoNewPrivs: 1``, ``Seccomp: 2``); a test does.
 
 ``$MADBENCH_RUN_ENGINE`` picks the engine; by default the first of podman, docker,
 buildah that can start a container here (probed once per process).
@@ -27,6 +38,7 @@ import re
 import shlex
 import shutil
 import subprocess
+import sys
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -85,11 +97,33 @@ def run_engine(wanted: str | None = None) -> str:
                       f"buildah (as root)")
 
 
+SECCOMP_PROFILE = Path("/usr/share/containers/seccomp.json")
+"""The runtime-default seccomp profile of the containers tools (Debian's
+``golang-github-containers-common``); podman and CRI-O's ``RuntimeDefault`` is this file."""
+_NO_NEW_PRIVS = ("import ctypes, os, sys; "
+                 "assert ctypes.CDLL(None, use_errno=True).prctl(38, 1, 0, 0, 0) == 0; "
+                 "os.execvp(sys.argv[1], sys.argv[1:])")
+"""prctl(PR_SET_NO_NEW_PRIVS, 1) and exec the rest of argv (inherited by every child)."""
+
+
 @dataclass(frozen=True)
 class _Policy:
     gpu: bool = False
     network: bool = False
     user: str = USER
+    non_root: bool = True
+
+
+def check_non_root(user: str, image: str) -> None:
+    """``runAsNonRoot``, enforced as the kubelet does before a container starts: the
+    user must be a numeric uid other than 0 (a name cannot be verified)."""
+    uid = user.split(":", 1)[0]
+    if not uid.isdigit():
+        raise ConfigError(f"image {image}: runAsNonRoot and a non-numeric user {uid!r}: "
+                          "cannot verify that it is not root")
+    if int(uid) == 0:
+        raise ConfigError(f"image {image}: runAsNonRoot, but the container would run as "
+                          f"root ({user})")
 
 
 def _oci_cmd(eng: str, image: str, argv: Sequence[str], mounts: Sequence[Mount],
@@ -123,6 +157,7 @@ def _buildah_script(ctr: str, argv: Sequence[str], mounts: Sequence[Mount],
         run += ["-v", f"{m.host}:{m.target}:{'ro' if m.read_only else 'rw'}"]
     for key, value in env.items():
         run += ["-e", f"{key}={value}"]
+    run = [sys.executable, "-c", _NO_NEW_PRIVS, *run]  # allowPrivilegeEscalation: false
     return (f"set -e; mnt=$(buildah mount {ctr}); mkdir -p \"$mnt/tmp\" \"$mnt/run\"; "
             "touch \"$mnt/etc/resolv.conf\" \"$mnt/etc/hostname\"; "
             "mount -t tmpfs -o mode=1777 tmpfs \"$mnt/tmp\"; "
@@ -164,8 +199,11 @@ def _buildah_run(image: str, argv: Sequence[str], mounts: Sequence[Mount],
     if name:  # a leftover of this name is the caller's own (a killed attempt)
         subprocess.run(["buildah", "rm", name], capture_output=True)
         named = ["--name", name]
-    made = subprocess.run(["buildah", "from", "--pull=never", "--quiet", *named, image],
-                          capture_output=True, text=True)
+    # the runtime-default seccomp profile, by name where containers-common installed it
+    seccomp = (["--security-opt", f"seccomp={SECCOMP_PROFILE}"] if SECCOMP_PROFILE.is_file()
+               else [])
+    made = subprocess.run(["buildah", "from", "--pull=never", "--quiet", *seccomp, *named,
+                           image], capture_output=True, text=True)
     if made.returncode != 0:
         raise ConfigError(f"image {image} is not here ({made.stderr.strip()}); "
                           f"build it with make image")
@@ -182,17 +220,20 @@ def _buildah_run(image: str, argv: Sequence[str], mounts: Sequence[Mount],
 def run_in_image(image: str, argv: Sequence[str], *, mounts: Sequence[Mount] = (),
                  env: Mapping[str, str] | None = None, gpu: bool = False,
                  engine: str | None = None, capture: bool = False, network: bool = False,
-                 user: str = USER, name: str | None = None) -> str:
+                 user: str = USER, name: str | None = None, non_root: bool = True) -> str:
     """Run ``argv`` in ``image`` under the pod policy; return stdout when ``capture``.
 
     ``network`` and ``user`` relax the policy for tooling (the Python 3.9 adapter tests
-    install their venv inside the base image); stages never use them. ``name`` names the
+    install their venv inside the base image, as root: ``non_root=False``); stages never
+    use them. ``non_root``: refuse a user that is root (``runAsNonRoot``). ``name`` names the
     working container (see :func:`remove_containers`; the OCI engines' ``--name``).
     Raises :class:`ContainerFailed` on a non-zero exit (its output attached when captured).
     """
     eng = run_engine(engine)
     env = dict(env or {})
-    policy = _Policy(gpu=gpu, network=network, user=user)
+    policy = _Policy(gpu=gpu, network=network, user=user, non_root=non_root)
+    if non_root:
+        check_non_root(user, image)
     # Parents before children: a folder mounted inside another mount must come after it.
     mounts = sorted(mounts, key=lambda m: len(Path(m.target).parts))
     if eng == "buildah":

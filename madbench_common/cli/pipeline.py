@@ -20,6 +20,7 @@ from madbench_common.core.errors import ChecksumError, ConfigError, MadbenchErro
 from madbench_common.core.s3client import retries_since, retry_stats
 from madbench_common.core.store import RunStore, copy_run, open_store
 from madbench_common.core.usage import peak_rss_bytes
+from madbench_common.pipeline.failures import is_fault
 from madbench_common.pipeline.graph import Graph
 from madbench_common.pipeline.local import LocalRunner, RunOptions
 from madbench_common.pipeline.params import check_params, check_stage_params, check_stage_values
@@ -274,14 +275,16 @@ def print_status(status: RunStatus, details: bool = False, table1: bool = True) 
     their own) and the quarantine."""
     console = Console()
     table = Table(title=f"run {status.run_id} — {status.uri}")
-    for col in ("stage", "state", "rows", "rejected", "shards"):
+    for col in ("stage", "state", "rows", "rejected", "faults / budget", "shards"):
         table.add_column(col, no_wrap=True)
     table.add_column("counts (Table 1)", overflow="fold")
     for s in status.stages:
         state = "[green]done" if s.done else ("[yellow]partial" if s.shards_done else "pending")
         shards = f"{s.shards_done}/{s.shards_total}" if not s.done and s.shards_total else ""
         counts = " ".join(f"{k}={v}" for k, v in s.counts.items())
-        table.add_row(s.stage, state, str(s.rows), str(s.rejected), shards, counts)
+        budget = "" if not s.done else f"{s.failed}" + (
+            f" / {int(s.budget * s.rows)}" if s.budget is not None else "")
+        table.add_row(s.stage, state, str(s.rows), str(s.rejected), budget, shards, counts)
     console.print(table)
     if status.s3_retries:
         detail = ", ".join(f"{k} {v}" for k, v in sorted(status.s3_retries.items())
@@ -310,11 +313,13 @@ def _quarantine_table(status: RunStatus, details: bool) -> Table:
     groups: dict[tuple[str, str], list[str]] = {}
     for e in status.quarantine:
         groups.setdefault((e.stage, e.reason), []).append(e.item)
-    q = Table(title="quarantined inputs (--details lists each one)")
-    for col in ("stage", "reason", "count", "e.g."):
+    q = Table(title="quarantined inputs (--details lists each one; a fault counts against "
+                    "the stage's rejection budget, max_failed_fraction)")
+    for col in ("stage", "reason", "kind", "count", "e.g."):
         q.add_column(col, overflow="fold")
     for (stage, reason), items in groups.items():
-        q.add_row(stage, reason, str(len(items)), ", ".join(items[:3]))
+        q.add_row(stage, reason, "fault" if is_fault(reason) else "data", str(len(items)),
+                  ", ".join(items[:3]))
     return q
 
 

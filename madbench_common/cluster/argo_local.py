@@ -1312,6 +1312,7 @@ class Executor:
                 "phase": node.phase, "template": node.template, "memo": node.memo,
                 **({"earlier": node.earlier} if node.memo else {}),
                 "image": node.pod.image if node.pod else None,
+                "gpu": node.pod.gpu if node.pod else 0,
                 "attempts": [{"phase": a.phase, "exit_code": a.exit_code,
                               "message": a.message[-1000:], "seconds": round(a.seconds, 3),
                               **a.info} for a in node.attempts]}

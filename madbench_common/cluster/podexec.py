@@ -12,7 +12,8 @@ It moves itself into ``cgroup`` (whose memory limit the caller set; every proces
 the pod inherits it), enters ``netns`` (a private namespace with only loopback: the pod
 reaches what runs there and nothing else), and runs the container through
 :func:`madbench_common.build.containers.run_in_image` under the pod policy (uid 10001,
-read-only root, ``/tmp`` a tmpfs, capabilities dropped), sharing that namespace.
+read-only root, ``/tmp`` a tmpfs, capabilities dropped, no-new-privileges, the
+runtime-default seccomp profile, ``runAsNonRoot`` enforced), sharing that namespace.
 The container's output goes to this process's stdout and stderr. The result file gets
 the exit code and the peak RSS of the largest process of the pod (``RUSAGE_CHILDREN``).
 

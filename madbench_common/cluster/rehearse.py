@@ -71,7 +71,7 @@ import sys
 import threading
 import time
 import uuid
-from collections.abc import Callable, Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
@@ -91,14 +91,16 @@ from madbench_common.cluster.lint import check_pods, check_target, image_slug
 from madbench_common.core.errors import ConfigError, MadbenchError
 
 __all__ = ["BANNER", "ImageProvider", "PodRunner", "Profile", "State", "add_commands",
-           "code_digest", "load_profile", "rehearse"]
+           "code_digest", "load_profile", "package_data_globs", "rehearse", "stale_evidence"]
 
 ROOT = Path(__file__).resolve().parents[2]
 PROFILE = ROOT / "madbench_common" / "data" / "rehearsal.yaml"
 RECORDS = ROOT / "images" / "rehearsal.json"
 BANNER = ("REHEARSAL ON TINY RANDOM WEIGHTS: every model below is a randomly initialised "
-          "tiny checkpoint in the real release layout; these numbers show that data flows "
-          "through every stage and measure nothing about any model.")
+          "tiny checkpoint in the real release layout, except the stages marked ‡ (stand-in "
+          "code for a hub-only architecture, random weights) and § (an API model answered "
+          "by the local API stub); these numbers show that data flows through every stage "
+          "and measure nothing about any model.")
 SMOKE_BANNER = ("REHEARSAL OF THE SMOKE WORKFLOW: every stage runs a CPU reference (marked †), "
                 "not the paper's model; these numbers check the machinery.")
 _BUCKET = "madbench"
@@ -110,33 +112,116 @@ _API_SECRET = "madbench-api-keys"
 _S3_KEYS = ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_ENDPOINT_URL", "AWS_REGION")
 _KILL_GRACE = 30.0
 _DIGEST_CODE = r"""
-import hashlib, pathlib, madbench_common as m
+import fnmatch, hashlib, json, pathlib, sys, madbench_common as m
 root = pathlib.Path(m.__file__).parent
+rules = [(tuple(pkg.split(".")[1:]), tuple(g.split("/")))
+         for pkg, globs in json.loads(sys.argv[1]).items() for g in globs]
+def installed(rel):
+    parts = rel.parts
+    if "__pycache__" in parts or any(p.startswith(".") for p in parts):
+        return False
+    if rel.suffix == ".py":
+        return True
+    return any(parts[:len(b)] == b and len(parts) == len(b) + len(g)
+               and all(fnmatch.fnmatchcase(p, q) for p, q in zip(parts[len(b):], g))
+               for b, g in rules)
 h = hashlib.sha256()
 for p in sorted(root.rglob("*")):
     rel = p.relative_to(root)
-    if not p.is_file() or "__pycache__" in rel.parts:
-        continue
-    pkg = all((root / pathlib.Path(*rel.parts[:i]) / "__init__.py").is_file()
-              for i in range(len(rel.parts)))
-    if rel.parts[0] == "cluster" or rel.as_posix() == "data/rehearsal.yaml":
-        continue  # the local executor and its profile: never run inside a pod
-    if (p.suffix == ".py" and pkg) or (len(rel.parts) == 2 and rel.parts[0] == "data"):
+    if p.is_file() and installed(rel):
         h.update(rel.as_posix().encode() + b"\0" + hashlib.sha256(p.read_bytes()).digest())
+        if sys.argv[2:] == ["--list"]:
+            print(rel.as_posix())
 print(h.hexdigest())
 """
+"""Run as ``python -c _DIGEST_CODE RULES`` in the checkout and inside an image: the same
+files of each one's ``madbench_common`` (RULES: :func:`package_data_globs` of this
+checkout), so an image installed from other code, or under other package-data rules,
+differs. Self-contained: it must run on the image's own (possibly older) package."""
+_PACKAGE_DATA = "[tool.setuptools.package-data]"
+_DATA_LINE = re.compile(r'^"?(?P<pkg>[\w.]+)"?\s*=\s*(?P<globs>\[.*\])$')
 
 
-def code_digest() -> str:
-    """Digest of this checkout's ``madbench_common`` as a package install contains it
-    (``*.py`` of packages and ``data/*``), less the rehearsal's own code and profile (which
-    no pod runs: changing them must not rebuild every image); the same code runs inside an
-    image to tell whether the image carries this checkout's pod code."""
-    out = subprocess.run([sys.executable, "-c", _DIGEST_CODE], capture_output=True,
-                         text=True, cwd=ROOT, env={**os.environ, "PYTHONPATH": str(ROOT)})
+def package_data_globs(pyproject: Path | None = None) -> dict[str, list[str]]:
+    """``[tool.setuptools.package-data]`` of ``pyproject.toml``: package → globs, what a
+    package install adds to every module (``*.py``) of ``madbench_common``. Read line by
+    line (one ``key = [...]`` per line): ``tomllib`` is not in Python 3.9, which the
+    bullseye images run."""
+    path = pyproject or ROOT / "pyproject.toml"
+    out: dict[str, list[str]] = {}
+    inside = False
+    for n, raw in enumerate(path.read_text().splitlines(), 1):
+        line = raw.split("#", 1)[0].strip() if not raw.strip().startswith("[") else raw.strip()
+        if line.startswith("["):
+            inside = line == _PACKAGE_DATA
+            continue
+        if not inside or not line:
+            continue
+        found = _DATA_LINE.match(line)
+        if found is None:
+            raise ConfigError(f"{path}:{n}: expected one 'package = [\"glob\", ...]' per line "
+                              f"in {_PACKAGE_DATA}, got {raw.strip()!r}")
+        out[found["pkg"]] = [str(g) for g in json.loads(found["globs"])]
+    if not out:
+        raise ConfigError(f"{path}: no {_PACKAGE_DATA} section")
+    return out
+
+
+def code_digest(root: Path | None = None, listing: bool = False) -> str:
+    """Digest of every file a package install of ``madbench_common`` holds, as this
+    checkout (or the tree at ``root``) would install it: every module (``*.py``; the
+    package is found with namespaces, so a folder without ``__init__.py`` is installed
+    too) and every package-data file of ``pyproject.toml`` (catalog cards, prompts,
+    ``data/noise``, ``data/deaf_envlib``, ``models/data/taxonomy.json``, the rehearsal
+    profile), ``cluster/`` included (every pod's CLI imports it); never ``__pycache__``,
+    hidden files or anything the install leaves out. The same code runs inside an image
+    to tell whether the image carries this checkout's pod code (:data:`_DIGEST_CODE`).
+    ``listing``: the files hashed, one a line, before the digest."""
+    where = root or ROOT
+    rules = json.dumps(package_data_globs(where / "pyproject.toml"), sort_keys=True)
+    out = subprocess.run([sys.executable, "-c", _DIGEST_CODE, rules,
+                          *(["--list"] if listing else [])], capture_output=True,
+                         text=True, cwd=where, env={**os.environ, "PYTHONPATH": str(where)})
     if out.returncode != 0:
         raise ConfigError(f"could not hash madbench_common: {out.stderr[-500:]}")
     return out.stdout.strip()
+
+
+def image_code_digest(image: str, engine: str | None = None, name: str | None = None) -> str:
+    """:func:`code_digest` of the ``madbench_common`` installed in ``image``."""
+    from madbench_common.build.containers import run_in_image
+
+    rules = json.dumps(package_data_globs(), sort_keys=True)
+    return run_in_image(image, ["python", "-c", _DIGEST_CODE, rules], capture=True,
+                        engine=engine, name=name).strip()
+
+
+def stale_evidence(digest: str | None = None, records: Path | None = None,
+                   lock: Path | None = None) -> list[str]:
+    """What of the committed evidence ran on other code than ``digest`` (default: this
+    checkout's :func:`code_digest`): the rehearsal record, and the image test of every
+    image that installs ``madbench_common`` (a leaf) in ``images/images.lock.yaml``.
+    One line for the record, one naming every stale image test; a record without a digest
+    (older than this check) counts as stale."""
+    from madbench_common.build.imagelock import read_lock
+    from madbench_common.build.images import load_image
+
+    digest = digest or code_digest()
+    records = records or RECORDS
+    out = []
+    rec = json.loads(records.read_text()) if records.is_file() else {}
+    if rec.get("code_digest") != digest:
+        out.append(f"{records.name}: the committed pass ran on code "
+                   f"{str(rec.get('code_digest') or 'not recorded')[:12]}, this checkout's is "
+                   f"{digest[:12]}: run make rehearsal")
+    tests = [slug for slug, entry in sorted(read_lock(lock).items())
+             if (test := entry.get("image_test")) and test.get("code_digest") != digest
+             and (ROOT / "images" / slug / "image.yaml").is_file() and load_image(slug).leaf]
+    if tests:
+        out.append(f"images.lock.yaml: the image tests of {', '.join(tests)} ran on other code "
+                   f"than this checkout's {digest[:12]} (or did not record it): rebuild each "
+                   "(make image IMAGE=…) and run make image-test IMAGE=…")
+    return out
 
 
 _NOT_INPUTS = {"sbom.cdx.json", ".upstream", "__pycache__"}
@@ -351,6 +436,7 @@ class StateMemo:
             mkey = self._key(key, pod)
             entry = {"node": pod.node, "image": pod.image,
                      "seconds": round(result.seconds, 3),
+                     "gpu_requested": bool(result.info.get("gpu_requested", pod.gpu)),
                      **{k: result.info.get(k) for k in ("peak_rss_bytes", "cgroup_peak_bytes")}}
             earlier = memo.get(mkey) or {}
             for k in ("seconds", "peak_rss_bytes", "cgroup_peak_bytes"):
@@ -716,11 +802,8 @@ class ImageProvider:
         entry = self.state.image(slug)
         if entry.get("image_id") == image_id and entry.get("code_digest") == self.digest:
             return True
-        from madbench_common.build.containers import run_in_image
-
         try:
-            inside = run_in_image(image_id, ["python", "-c", _DIGEST_CODE], capture=True,
-                                  engine=self.engine, name=self.container(slug, "digest")).strip()
+            inside = image_code_digest(image_id, self.engine, self.container(slug, "digest"))
         except MadbenchError:
             return False
         self.state.update_image(slug, image_id=image_id, code_digest=inside)
@@ -1679,8 +1762,11 @@ def build_records(state: State, results: Mapping[str, WorkflowResult],
                   markers: Mapping[str, Mapping[str, dict[str, Any]]],
                   provider: ImageProvider, wall: float, opts: Options, profile: Profile
                   ) -> dict[str, Any]:
-    """Per image: build, size, torch/CUDA, weights, stages, rows and peak RSS."""
+    """Per image: build, size, torch/CUDA, weights, stages (rows, rejection reasons, the
+    kind of model each ran), rows, peak RSS and whether it asked for a GPU and ran on the
+    CPU; the relaxations of the pass."""
     per: dict[str, dict[str, Any]] = {}
+    flows = {f.name: f for f in profile.workflows}
     for flow, result in results.items():
         for node, data in result.nodes.items():
             image = data.get("image")
@@ -1693,6 +1779,8 @@ def build_records(state: State, results: Mapping[str, WorkflowResult],
                                         "gpu_requested": False, "workflows": set()})
             rec["workflows"].add(flow)
             rec["pods"] += 1
+            # the template's request, whether its pod ran, was skipped or never started
+            rec["gpu_requested"] |= bool(data.get("gpu"))
             attempts = data.get("attempts") or []
             if data.get("memo"):
                 rec["pods_skipped"] += 1
@@ -1717,12 +1805,15 @@ def build_records(state: State, results: Mapping[str, WorkflowResult],
     images = {}
     for slug, rec in sorted(per.items()):
         entry = state.image(slug)
-        rows: dict[str, dict[str, int] | None] = {}
+        rows: dict[str, dict[str, Any] | None] = {}
+        models: dict[str, str] = {}
         for flow, stage in sorted(rec["stages"]):
-            m = markers.get(flow, {}).get(stage.replace("-", "_"))
-            rows[f"{flow}:{stage.replace('-', '_')}"] = (
-                {"rows": int(m.get("rows") or 0), "rejected": int(m.get("rejected") or 0)}
-                if m else None)
+            name = stage.replace("-", "_")
+            m = markers.get(flow, {}).get(name)
+            rows[f"{flow}:{name}"] = _stage_record(m) if m else None
+            models[f"{flow}:{name}"] = model_kind(
+                slug, name, flows.get(flow), {s.replace("-", "_") for f, s in rec["stages"]
+                                              if f == flow})
         ok = sum(r["rows"] - r["rejected"] for r in rows.values() if r)
         rejected = sum(r["rejected"] for r in rows.values() if r)
         images[slug] = {
@@ -1734,7 +1825,7 @@ def build_records(state: State, results: Mapping[str, WorkflowResult],
                         "files": entry.get("weights_files"),
                         "mb": round((entry.get("weights_bytes") or 0) / 1e6, 1),
                         "seconds": entry.get("weights_s")},
-            "workflows": sorted(rec["workflows"]), "stages": rows,
+            "workflows": sorted(rec["workflows"]), "stages": rows, "models": models,
             "rows_ok": ok, "rows_rejected": rejected,
             "pods": rec["pods"], "pods_run": rec["pods_run"], "pods_skipped": rec["pods_skipped"],
             "pod_s": round(rec["pod_s"]),
@@ -1755,6 +1846,7 @@ def build_records(state: State, results: Mapping[str, WorkflowResult],
                     if n is not None and n["rows"] > 0 and n["rows"] <= n["rejected"]})
     return {
         "note": BANNER if tiny else SMOKE_BANNER, "commit": _commit(),
+        "code_digest": provider.digest,
         "finished_at": _utc_now(),
         "wall_s": round(wall), "complete": all(r.phase == "Succeeded" for r in results.values())
         and set(results) == set(opts.workflows) and not (opts.params or opts.stage_sets)
@@ -1765,6 +1857,10 @@ def build_records(state: State, results: Mapping[str, WorkflowResult],
                                                               "message")}
                                        for f in r.failures]}
                       for n, r in results.items()},
+        "relaxations": relaxations(profile, opts, [f for f in profile.workflows
+                                                   if f.name in results]),
+        "rejections": {stage: n["reasons"] for r in images.values()
+                       for stage, n in r["stages"].items() if n is not None and n["reasons"]},
         "profile": {"clips_every": profile.every, "shards": profile.shards,
                     "cpu_deadline_scale": profile.cpu_deadline_scale,
                     "workers": opts.workers or profile.workers,
@@ -1775,13 +1871,99 @@ def build_records(state: State, results: Mapping[str, WorkflowResult],
     }
 
 
+def _stage_record(marker: Mapping[str, Any]) -> dict[str, Any]:
+    """A stage's rows, rejected rows, rejected rows by reason and those of them that count
+    against its rejection budget (faults), from its ``_SUCCESS`` marker."""
+    from madbench_common.pipeline.failures import BUDGET_PARAM, is_fault
+
+    reasons = {str(k): int(v) for k, v in (marker.get("reasons") or {}).items()}
+    return {"rows": int(marker.get("rows") or 0), "rejected": int(marker.get("rejected") or 0),
+            "reasons": reasons, "faults": sum(n for k, n in reasons.items() if is_fault(k)),
+            BUDGET_PARAM: (marker.get("budget") or {}).get(BUDGET_PARAM)}
+
+
+STANDIN_WEIGHTS = "madbench_common.models.tiny.remote"
+"""The module whose tiny-weights writers put stand-in remote code in place of hub-only
+architectures (DF-Arena, MiniCPM-o): an image whose ``image_test.weights`` is one of its
+functions runs a stand-in, not the release's code."""
+MODEL_KINDS = {
+    "tiny_random": "the release's own code on a randomly initialised tiny checkpoint",
+    "stand_in": "stand-in code for a hub-only architecture, random weights (‡)",
+    "api_stub": "an API model answered by the local API stub (§)",
+    "reference": "the CPU reference image: a reference model or no model (†)",
+}
+
+
+def _standin_image(slug: str) -> bool:
+    from madbench_common.build.images import load_image
+
+    if not (ROOT / "images" / slug / "image.yaml").is_file():
+        return False
+    test = load_image(slug).image_test
+    return test is not None and test.weights.split(":", 1)[0] == STANDIN_WEIGHTS
+
+
+def _stub_stages(flow: WorkflowProfile, stages: Iterable[str]) -> set[str]:
+    """The stages the profile points at the API stub: a ``stage_params`` entry, or a
+    ``<stage>_<param>`` workflow parameter, whose value names ``{stub_port}``."""
+    names = sorted(stages, key=len, reverse=True)
+    out = {s for s, v in flow.stage_params.items() if "{stub_port}" in json.dumps(v)}
+    for param, value in flow.params.items():
+        if "{stub_port}" in value:
+            out |= {next((s for s in names if param.startswith(f"{s}_")), param)}
+    return out
+
+
+def model_kind(slug: str, stage: str, flow: WorkflowProfile | None,
+               stages: Iterable[str] = ()) -> str:
+    """What ran in ``stage`` on image ``slug``: a key of :data:`MODEL_KINDS`."""
+    if flow is not None and stage in _stub_stages(flow, {stage, *stages}):
+        return "api_stub"
+    if slug == "reference-cpu" or (flow is not None and not flow.random_weights):
+        return "reference"
+    return "stand_in" if _standin_image(slug) else "tiny_random"
+
+
+def relaxations(profile: Profile, opts: Options, flows: Sequence[WorkflowProfile]
+                ) -> list[dict[str, Any]]:
+    """Every way the pass differs from ``argo submit`` of the committed workflows on a
+    cluster, in one place: the shard counts, the GPU pods' deadlines, the profile's
+    workflow and stage parameters, and the executor's failFast."""
+    out: list[dict[str, Any]] = [
+        {"name": "shards", "value": profile.shards,
+         "what": f"every <stage>_shards workflow parameter set to {profile.shards}"},
+        {"name": "gpu_on_cpu", "value": True,
+         "what": "a pod that requests nvidia.com/gpu runs on the CPU (no GPU here); see "
+                 "gpu_requested_ran_on_cpu per image"},
+        {"name": "gpu_deadline_scale", "value": profile.cpu_deadline_scale,
+         "what": f"activeDeadlineSeconds of a GPU pod multiplied by "
+                 f"{profile.cpu_deadline_scale:g}"},
+    ]
+    for flow in flows:
+        if flow.params:
+            out.append({"name": f"{flow.name}:workflow_params", "value": sorted(flow.params),
+                        "what": f"{flow.file}: the profile's -p values"})
+        if flow.stage_params:
+            out.append({"name": f"{flow.name}:stage_params",
+                        "value": {s: sorted(v) for s, v in sorted(flow.stage_params.items())},
+                        "what": f"{flow.file}: the profile's stage parameters (QC thresholds, "
+                                "sizes, the API stub)"})
+    if opts.keep_going:
+        out.append({"name": "fail_fast_off", "value": True,
+                    "what": "independent branches run on after a failed task (Argo's "
+                            "failFast stops them)"})
+    return out
+
+
 def add_parts(records: dict[str, Any], state: State) -> None:
-    """The parts of the pass this record ends, from the state: ``wall_s`` stays this
-    part's; ``pass_wall_s`` adds up every part's (a part killed outright counts to its last
-    save). A pass resumed across sessions recorded only its last part's minutes before."""
+    """The parts of the pass this record ends, from the state: ``wall_s`` becomes the
+    pass's, every part's added up (a part killed outright counts to its last save);
+    ``part_wall_s`` is this part's. A pass resumed across sessions recorded only its last
+    part's minutes before."""
     parts = state.pass_parts()
     records["parts"] = parts
-    records["pass_wall_s"] = sum(int(p.get("wall_s") or 0) for p in parts)
+    records["part_wall_s"] = records["wall_s"]
+    records["wall_s"] = sum(int(p.get("wall_s") or 0) for p in parts) or records["wall_s"]
 
 
 def _stage_from_template(template: str) -> str:
@@ -1802,8 +1984,9 @@ def _wall_text(records: dict[str, Any]) -> str:
     parts = records.get("parts") or ()
     if len(parts) <= 1:
         return f"{records['wall_s'] / 60:.1f} min"
-    return (f"{records['pass_wall_s'] / 60:.1f} min in {len(parts)} parts (this part "
-            f"{records['wall_s'] / 60:.1f} min)")
+    part = records.get("part_wall_s", records["wall_s"])
+    return (f"{records['wall_s'] / 60:.1f} min in {len(parts)} parts (this part "
+            f"{part / 60:.1f} min)")
 
 
 def write_records(records: dict[str, Any], path: Path) -> None:
@@ -1822,6 +2005,8 @@ def records_markdown(records: dict[str, Any]) -> str:
         f"Commit `{records['commit']['head']}`"
         + (f" (modified: {', '.join(records['commit']['modified'])})"
            if records["commit"]["modified"] else "")
+        + (f", code digest `{records['code_digest'][:12]}`" if records.get("code_digest")
+           else "")
         + f", finished {records['finished_at']}, wall time " + _wall_text(records)
         + f", complete: {'yes' if records['complete'] else 'no'}.",
         "",
@@ -1841,6 +2026,20 @@ def records_markdown(records: dict[str, Any]) -> str:
     if records["profile"].get("overrides"):
         lines += ["Not the profile as committed: " + ", ".join(
             f"`{o}`" for o in records["profile"]["overrides"]) + ".", ""]
+    if records.get("relaxations"):
+        lines += ["Relaxations of this pass (what differs from `argo submit` on a cluster):", ""]
+        lines += [f"- `{r['name']}`: {r['what']}" for r in records["relaxations"]]
+        lines.append("")
+    if records.get("rejections"):
+        from madbench_common.pipeline.failures import is_fault
+
+        lines += ["Rejected rows by stage and reason (**bold**: a fault, which counts against "
+                  "the stage's rejection budget; the others are about the input data):", ""]
+        lines += [f"- `{stage}`: " + ", ".join(
+            (f"**{k}** {n}" if is_fault(k) else f"{k} {n}")
+            for k, n in sorted(reasons.items(), key=lambda kv: (not is_fault(kv[0]), -kv[1])))
+            for stage, reasons in sorted(records["rejections"].items())]
+        lines.append("")
     if records.get("empty_stages"):
         lines += ["Stages that rejected every row they got: " + ", ".join(
             f"`{s}`" for s in records["empty_stages"]) + ".", ""]
@@ -1858,19 +2057,27 @@ def records_markdown(records: dict[str, Any]) -> str:
     lines += ["", "A pod skipped by the memo ran in an earlier part of this pass on the same "
               "image, weights and inputs: its seconds and peak RSS are that run's. Pod seconds "
               "add up every pod's wall time (pods run side by side).",
+              "", "Stages: " + "; ".join(f"{m}" for k, m in MODEL_KINDS.items()
+                                         if k != "tiny_random") + ". GPU: the image's pods "
+              "request nvidia.com/gpu and ran on the CPU.",
               "", "| image | build s | size MB | torch / CUDA | weights files (MB) | stages "
-              "| rows ok / rejected | pods run / skipped | pod s | peak RSS MiB | image test "
-              "| status |",
-              "|---|---:|---:|---|---:|---|---:|---:|---:|---:|---|---|"]
+              "| rows ok / rejected | pods run / skipped | pod s | peak RSS MiB | GPU "
+              "| image test | status |",
+              "|---|---:|---:|---|---:|---|---:|---:|---:|---:|---|---|---|"]
+    marks = {"stand_in": "‡", "api_stub": "§", "reference": "†", "tiny_random": ""}
     for slug, r in records["images"].items():
-        stages = ", ".join(k.split(":", 1)[1] for k in r["stages"])
+        models = r.get("models") or {}
+        stages = ", ".join(k.split(":", 1)[1] + marks.get(models.get(k, ""), "")
+                           for k in r["stages"])
         w = r["weights"]
         lines.append(
             f"| {slug} | {r['build_s'] if r['build_s'] is not None else '—'} | "
             f"{r['size_mb'] or '—'} | {r['torch'] or '—'} / {r['cuda'] or '—'} | "
             f"{w['files'] if w['callable'] else '—'} ({w['mb']}) | {stages} | "
             f"{r['rows_ok']} / {r['rows_rejected']} | {r['pods_run']} / {r['pods_skipped']} | "
-            f"{r['pod_s']} | {r['peak_rss_mb'] or '—'} | {_test_cell(r.get('image_test'))} | "
+            f"{r['pod_s']} | {r['peak_rss_mb'] or '—'} | "
+            f"{'on CPU' if r.get('gpu_requested_ran_on_cpu') else '—'} | "
+            f"{_test_cell(r.get('image_test'))} | "
             f"{r['status']} |")
     return "\n".join(lines) + "\n"
 
@@ -1943,6 +2150,7 @@ def _cmd_dry(args: argparse.Namespace) -> int:
         print(json.dumps(pod.describe()) if args.json else
               f"{pod.node}  {pod.image}  {' '.join(pod.argv)}")
     problems = check_pods(pods)
+    problems += [f"warning: stale: {line}" for line in stale_evidence()]
     for line in problems:
         print(line, file=sys.stderr)
     errors = [p for p in problems if not p.startswith("warning:")]

@@ -55,12 +55,24 @@ class GenerationFailed(RuntimeError):
     """One component could not be generated; ``why`` is a short machine-readable code.
 
     It subclasses ``RuntimeError`` so that the generator stages record it as a
-    ``generation_failed`` row (detail ``GenerationFailed: <why>: <detail>``) and go on.
+    ``generation_failed`` row (detail ``GenerationFailed: <why>: <detail>``) and go on:
+    a data reason (:attr:`data_error`), except ``out_of_memory`` (:func:`guard_oom`), a
+    GPU fault that counts against the stage's rejection budget
+    (:mod:`~madbench_common.pipeline.failures`).
     """
 
     def __init__(self, why: str, detail: str = "") -> None:
         self.why = why
         super().__init__(f"{why}: {detail}" if detail else why)
+
+    @property
+    def gpu_out_of_memory(self) -> bool:
+        return self.why == "out_of_memory"
+
+    @property
+    def data_error(self) -> bool:
+        """Whether the input is what failed (empty text, a too-short reference, …)."""
+        return not self.gpu_out_of_memory
 
 
 @dataclass(frozen=True)

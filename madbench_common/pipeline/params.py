@@ -6,8 +6,10 @@ sets for that stage (:attr:`Stage.params`, the ``full`` profile's ``params``, it
 :attr:`Stage.workflow_params`, and ``model`` where some profile runs one swappable
 model), plus the keys its implementation reads only when given
 (:attr:`~madbench_common.pipeline.stage.StageImpl.optional_params`, e.g. ingest's
-``sources``). Any other key is a typo: it would change the fingerprint and nothing
-else, so it is refused (exit 3) with the valid keys and the closest match.
+``sources``), and ``max_failed_fraction``, the rejection budget every stage has
+(:mod:`~madbench_common.pipeline.failures`). Any other key is a typo: it would change
+the fingerprint and nothing else, so it is refused (exit 3) with the valid keys and
+the closest match.
 
 Values are typed by their declared defaults: a value given as JSON (``--set``,
 ``--params-json``, ``--stage-params``) must have the type of the key's default in some
@@ -25,6 +27,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from madbench_common.core.errors import ConfigError
+from madbench_common.pipeline.failures import BUDGET_PARAM, DEFAULT_MAX_FAILED_FRACTION
 from madbench_common.pipeline.graph import PROFILES, Graph, Stage
 
 __all__ = ["check_params", "check_stage_params", "check_stage_values", "declared_defaults",
@@ -37,6 +40,7 @@ def valid_keys(stage: Stage) -> frozenset[str]:
 
     impl = load_impl(stage.target)
     keys = set(stage.workflow_params) | set(impl.optional_params) | set(impl.defaults)
+    keys.add(BUDGET_PARAM)  # every stage has a rejection budget
     for profile in PROFILES:
         variant = stage.in_profile(profile)
         keys |= set(variant.params)
@@ -51,6 +55,7 @@ def declared_defaults(stage: Stage) -> dict[str, list[Any]]:
     from madbench_common.pipeline.stage import load_impl
 
     out: dict[str, list[Any]] = {k: [v] for k, v in load_impl(stage.target).defaults.items()}
+    out.setdefault(BUDGET_PARAM, [DEFAULT_MAX_FAILED_FRACTION])
     for profile in PROFILES:
         variant = stage.in_profile(profile)
         for key, value in variant.params.items():

@@ -23,7 +23,15 @@ runs its math libraries pinned (:mod:`~madbench_common.pipeline.threads`; a thre
 count other than the default 1 is part of every fingerprint).
 
 One bad item never fails a shard: :mod:`~madbench_common.pipeline.failures` decides
-what is quarantined (one row) and what fails the whole stage.
+what is quarantined (one row) and what fails the whole stage. Many bad items do: rows
+rejected for a fault that is not about the input (a device, memory or code error:
+:data:`~madbench_common.pipeline.failures.FAULT_REASONS`) have a budget per stage, the
+parameter ``max_failed_fraction`` (default 0.05 of the stage's rows); over it the merge
+fails with exit 3, one line per reason with its count (:func:`check_budget`), and the
+shards holding such rows are recomputed on rerun. Data reasons never count. Every shard
+marker and ``_SUCCESS`` marker holds the count of each rejection reason (``reasons``).
+A :attr:`~StageImpl.batched` stage that runs out of GPU memory on a shard retries it at
+half the batch, down to one item, before the row counts (``gpu_out_of_memory``).
 """
 
 from __future__ import annotations
@@ -35,7 +43,8 @@ import logging
 import tempfile
 import time
 from abc import ABC, abstractmethod
-from collections.abc import Iterator, Mapping, Sequence
+from collections import Counter
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -60,22 +69,38 @@ from madbench_common.core.types import Audio, Key
 from madbench_common.core.usage import peak_rss_bytes, reset_peak_rss
 from madbench_common.media.audio import read_wav_bytes, wav_bytes
 from madbench_common.pipeline.allocator import tune_malloc
-from madbench_common.pipeline.failures import blank_row, row_failure, stage_failure
+from madbench_common.pipeline.failures import (
+    BUDGET_PARAM,
+    DEFAULT_MAX_FAILED_FRACTION,
+    BatchOutOfMemory,
+    StageFailed,
+    blank_row,
+    free_gpu_memory,
+    is_fault,
+    is_gpu_oom,
+    oom_retry,
+    row_failure,
+    stage_failure,
+)
 from madbench_common.pipeline.graph import Graph, Stage
 from madbench_common.pipeline.identity import canonical_name, stage_identity, unpinned_weights
 from madbench_common.pipeline.threads import math_threads, pin_threads
 
 __all__ = [
     "MapStage",
+    "RejectionBudgetExceeded",
     "ShardResult",
     "StageContext",
     "StageImpl",
+    "check_budget",
     "check_pins",
     "load_impl",
     "make_context",
     "merge_stage",
     "merged_manifest",
     "read_marker",
+    "reason_counts",
+    "rejection_budget",
     "run_shard",
     "shard_items",
     "shard_key",
@@ -173,6 +198,10 @@ class StageImpl(ABC, Generic[ROW]):
     """Parameters the implementation reads with a default of its own (none in the graph);
     with the graph's declared ones they are every key ``--set`` accepts
     (:func:`~madbench_common.pipeline.params.valid_keys`)."""
+    batched: ClassVar[bool] = False
+    """Whether :meth:`run_items` runs several items in one model call, so its memory grows
+    with the shard: on a GPU out of memory the shard loop retries it at half the items,
+    down to one (then the row is rejected, ``gpu_out_of_memory``)."""
     content_params: ClassVar[tuple[str, ...]] = ()
     """Parameters naming inputs from outside the run: the fingerprint hashes
     :meth:`content_identity` in their place."""
@@ -279,7 +308,10 @@ def _params_hash(params: dict[str, Any]) -> str:
 
 
 def _hashed_params(impl: type[StageImpl[Any]], params: dict[str, Any]) -> dict[str, Any]:
-    """``params`` as the fingerprint sees them: what a content parameter names, not its text."""
+    """``params`` as the fingerprint sees them: what a content parameter names, not its
+    text; never the rejection budget (it decides pass or fail, not what a row holds)."""
+    if BUDGET_PARAM in params:
+        params = {k: v for k, v in params.items() if k != BUDGET_PARAM}
     if not any(k in params for k in impl.content_params):
         return params
     kept = {k: v for k, v in params.items() if k not in impl.content_params}
@@ -427,10 +459,19 @@ def run_shard(ctx: StageContext, shard: int, num_shards: int) -> ShardResult:
 
 def _run_items(impl: StageImpl[Any], items: Sequence[str]) -> list[Any]:
     """``impl.run_items``; if an item of a :attr:`~StageImpl.separable` stage raises,
-    every item again one by one, and the failing ones quarantined."""
+    every item again one by one, and the failing ones quarantined; a
+    :attr:`~StageImpl.batched` stage out of GPU memory: each half again, down to one item."""
+    retry = impl.batched and len(items) > 1
     try:
-        return impl.run_items(items)
+        with oom_retry(retry):
+            return impl.run_items(items)
     except Exception as exc:
+        if retry and (isinstance(exc, BatchOutOfMemory) or is_gpu_oom(exc)):
+            half = len(items) // 2
+            log.warning("%s: GPU out of memory on %d items (%s); retrying at %d and %d",
+                        impl.ctx.stage.name, len(items), exc, half, len(items) - half)
+            free_gpu_memory()
+            return _run_items(impl, items[:half]) + _run_items(impl, items[half:])
         if not impl.separable or len(items) < 2:
             if impl.separable and items:
                 return [impl.quarantine_row(items[0], row_failure(exc, items[0]))]
@@ -462,6 +503,8 @@ def _run_shard(ctx: StageContext, shard: int, num_shards: int) -> ShardResult:
     data = write_manifest_bytes(impl.row_type, rows)
     info = ctx.run.put_bytes(_shard_key(ctx, shard, num_shards, "parquet"), data)
     ctx.run.put_bytes(marker, json.dumps({"sha256": info.sha256, "rows": len(rows),
+                                          "reasons": reason_counts(
+                                              r.reason for r in rows if not r.ok),
                                           "item_seconds": impl.item_seconds}).encode())
     rejected = sum(not r.ok for r in rows)
     return ShardResult(ctx.stage.name, shard, len(rows), rejected, False,
@@ -483,6 +526,48 @@ def merged_manifest(run: RunStore, prefix: Key, num_shards: int,
                                           run.uri(key)))
     merged = pa.concat_tables(tables).sort_by(id_field)
     return write_table_bytes(row_type, merged), merged
+
+
+class RejectionBudgetExceeded(StageFailed):
+    """More of a stage's rows were rejected for faults than its budget allows (exit 3)."""
+
+
+def reason_counts(reasons: Iterable[str]) -> dict[str, int]:
+    """How many rows each rejection reason has, by reason."""
+    return dict(sorted(Counter(reasons).items()))
+
+
+def rejection_budget(stage: str, params: Mapping[str, Any]) -> float:
+    """The stage's ``max_failed_fraction`` (default 0.05), checked to lie in [0, 1]."""
+    value = params.get(BUDGET_PARAM, DEFAULT_MAX_FAILED_FRACTION)
+    try:
+        budget = float(value)
+    except (TypeError, ValueError):
+        budget = -1.0
+    if not 0.0 <= budget <= 1.0:
+        raise ConfigError(f"stage {stage}: {BUDGET_PARAM} must be a fraction in [0, 1], "
+                          f"got {value!r}")
+    return budget
+
+
+def check_budget(stage: str, rows: int, reasons: Mapping[str, int], budget: float,
+                 examples: Mapping[str, str] | None = None) -> int:
+    """The number of rows rejected for a fault reason; raises
+    :class:`RejectionBudgetExceeded` when it is over ``budget`` × ``rows``, with one line
+    per reason and its count (data reasons listed as not counted)."""
+    failed = sum(n for r, n in reasons.items() if is_fault(r))
+    if failed <= budget * rows:
+        return failed
+    examples = examples or {}
+    lines = [f"stage {stage}: {failed} of {rows} rows ({100 * failed / rows:.1f} %) rejected "
+             f"for faults that are not about the input data, over its budget "
+             f"{BUDGET_PARAM}={budget:g} ({int(budget * rows)} rows); fix the cause, or "
+             f"raise it with --set {stage}.{BUDGET_PARAM}=… (Argo: -p stage_params=…):"]
+    for reason, n in sorted(reasons.items(), key=lambda kv: (not is_fault(kv[0]), -kv[1])):
+        eg = f" (e.g. {examples[reason]})" if reason in examples else ""
+        lines.append(f"  {reason}: {n}{eg}" if is_fault(reason)
+                     else f"  {reason}: {n} (data, not counted)")
+    raise RejectionBudgetExceeded("\n".join(lines))
 
 
 def merge_stage(ctx: StageContext, num_shards: int) -> dict[str, Any]:
@@ -508,6 +593,15 @@ def _merge_stage(ctx: StageContext, num_shards: int) -> dict[str, Any]:
                                    impl_cls.id_field)
     info = ctx.run.put_bytes(f"{ctx.stage.name}/manifest.parquet", data)
     statuses = merged.column("status").to_pylist()
+    reasons = reason_counts(r for s, r in zip(statuses, merged.column("reason").to_pylist())
+                            if s != "ok")
+    budget = rejection_budget(ctx.stage.name, ctx.params)
+    try:
+        failed = check_budget(ctx.stage.name, merged.num_rows, reasons, budget,
+                              _examples(merged, impl_cls.id_field))
+    except RejectionBudgetExceeded:
+        _forget_faulty_shards(ctx, num_shards)
+        raise
     marker = {
         "stage": ctx.stage.name,
         "fingerprint": ctx.fingerprint,
@@ -516,6 +610,8 @@ def _merge_stage(ctx: StageContext, num_shards: int) -> dict[str, Any]:
         "manifest_sha256": info.sha256,
         "rows": merged.num_rows,
         "rejected": sum(s != "ok" for s in statuses),
+        "reasons": reasons,
+        "budget": {BUDGET_PARAM: budget, "failed": failed},
         "schema": f"{row_type.SCHEMA_NAME}/v{row_type.SCHEMA_VERSION}",
     }
     if ctx.models:  # provenance of the models (issue 21): identity and the pins choice
@@ -524,3 +620,27 @@ def _merge_stage(ctx: StageContext, num_shards: int) -> dict[str, Any]:
                              "unpinned": unpinned_weights(ctx.models)}
     ctx.run.put_bytes(f"{ctx.stage.name}/_SUCCESS", json.dumps(marker, indent=1).encode())
     return marker
+
+
+def _examples(merged: pa.Table, id_field: str) -> dict[str, str]:
+    """The first row of each fault reason: ``<id>: <detail>`` (for the budget message)."""
+    out: dict[str, str] = {}
+    details = (merged.column("detail").to_pylist() if "detail" in merged.column_names
+               else [""] * merged.num_rows)
+    for rid, status, reason, detail in zip(merged.column(id_field).to_pylist(),
+                                           merged.column("status").to_pylist(),
+                                           merged.column("reason").to_pylist(), details):
+        if status != "ok" and is_fault(reason) and reason not in out:
+            text = str(detail)[:160]
+            out[reason] = text if text.startswith(str(rid)) else f"{rid}: {text}"
+    return out
+
+
+def _forget_faulty_shards(ctx: StageContext, num_shards: int) -> None:
+    """Remove the markers of the shards holding fault rows, so a rerun (another node, a
+    fixed image) recomputes them instead of merging the same rows again."""
+    for shard in range(num_shards):
+        key = _shard_key(ctx, shard, num_shards, "_SUCCESS")
+        reasons = _read_json(ctx.run, key).get("reasons")
+        if reasons is None or any(is_fault(r) for r in reasons):  # None: an older marker
+            ctx.run.delete(key)

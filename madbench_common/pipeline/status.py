@@ -18,12 +18,13 @@ from typing import Any
 from madbench_common.core.errors import ChecksumError, MadbenchError
 from madbench_common.core.manifest import read_manifest_bytes
 from madbench_common.core.store import RunStore
+from madbench_common.pipeline.failures import BUDGET_PARAM, is_fault
 from madbench_common.pipeline.graph import Graph, Stage
 from madbench_common.pipeline.repair import manifest_intact
-from madbench_common.pipeline.stage import load_impl, read_marker
+from madbench_common.pipeline.stage import load_impl, read_marker, reason_counts
 
 __all__ = ["QuarantineEntry", "RunStatus", "StageStatus", "collect_retries", "collect_status",
-           "table_one"]
+           "rejection_table", "table_one"]
 
 log = logging.getLogger("madbench")
 _SHARD = re.compile(r"^(?P<stage>[^/]+)/(?P<fp>[^/]+)/shards/(?P<i>\d+)-of-(?P<n>\d+)\._SUCCESS$")
@@ -46,6 +47,12 @@ class StageStatus:
     shards_done: int = 0
     shards_total: int = 0
     counts: dict[str, Any] = field(default_factory=dict)
+    reasons: dict[str, int] = field(default_factory=dict)
+    """Rejected rows by reason (data and fault reasons alike)."""
+    failed: int = 0
+    """Rows rejected for a fault reason: what the stage's rejection budget bounds."""
+    budget: float | None = None
+    """The stage's ``max_failed_fraction`` as its marker records it (``None``: older)."""
 
 
 @dataclass
@@ -230,6 +237,23 @@ def _intact_marker(run: RunStore, stage: Stage) -> dict[str, Any] | None:
     return marker
 
 
+def rejection_table(run: RunStore, graph: Graph) -> list[dict[str, Any]]:
+    """Rejected rows of every finished stage by reason, from the ``_SUCCESS`` markers:
+    ``stage``, ``reason``, ``kind`` (``fault``: counts against the stage's budget, or
+    ``data``), ``count``, the stage's ``rows`` and its ``max_failed_fraction``."""
+    out = []
+    for stage in graph:
+        marker = read_marker(run, stage.name)
+        if marker is None:
+            continue
+        budget = (marker.get("budget") or {}).get(BUDGET_PARAM)
+        for reason, count in (marker.get("reasons") or {}).items():
+            out.append({"stage": stage.name, "reason": reason,
+                        "kind": "fault" if is_fault(reason) else "data", "count": count,
+                        "rows": marker["rows"], BUDGET_PARAM: budget})
+    return out
+
+
 def collect_status(run: RunStore, graph: Graph) -> RunStatus:
     """Status of every stage of ``graph`` in ``run``."""
     stages, quarantine = [], []
@@ -246,7 +270,10 @@ def collect_status(run: RunStore, graph: Graph) -> RunStatus:
             if not r.ok:
                 quarantine.append(QuarantineEntry(stage.name, str(getattr(r, impl.id_field)),
                                                   r.reason, r.detail))
+        reasons = reason_counts(r.reason for r in rows if not r.ok)
         stages.append(StageStatus(stage.name, True, marker["rows"], marker["rejected"],
-                                  counts=_stage_counts(rows)))
+                                  counts=_stage_counts(rows), reasons=reasons,
+                                  failed=sum(n for k, n in reasons.items() if is_fault(k)),
+                                  budget=(marker.get("budget") or {}).get(BUDGET_PARAM)))
     return RunStatus(run.run_id, run.store.uri(run.run_id), stages, quarantine,
                      collect_retries(run))

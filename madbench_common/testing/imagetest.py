@@ -338,6 +338,15 @@ def _main(argv: Sequence[str] | None = None) -> int:
     return 0
 
 
+def _image_code(image: str) -> str | None:
+    from madbench_common.cluster.rehearse import image_code_digest
+
+    try:
+        return image_code_digest(image) if image else None
+    except MadbenchError:
+        return None
+
+
 def _record(slug: str, start: float, outcomes: Sequence[StageOutcome], error: str,
             image: str) -> None:
     """Write the outcome under the slug's ``image_test:`` in the images lock."""
@@ -349,7 +358,10 @@ def _record(slug: str, start: float, outcomes: Sequence[StageOutcome], error: st
         "image_id": image or None,
         "commit": commit.stdout.strip() or None,
         "tested_at": datetime.now(timezone.utc).strftime("%Y-%m-%d"),
-        "stages": {o.stage: f"{o.rows} rows, {o.rejected} rejected" for o in outcomes}}
+        "stages": {o.stage: f"{o.rows} rows, {o.rejected} rejected" for o in outcomes},
+        # the code the test ran (its image's): a later edit of any file a pod reads, a
+        # catalog card included, makes this record stale (rehearse.stale_evidence)
+        "code_digest": _image_code(image)}
     if error:
         # the reason, not the whole log: the last lines say what failed
         result["reason"] = "\n".join(error.strip().splitlines()[-6:])[-1500:]

@@ -412,7 +412,9 @@ def test_records_sum_rows_and_peaks_per_image(tmp_path: Path) -> None:
                         Options(work=tmp_path, workflows=("full",)), load_profile())
     qc = rec["images"]["qc"]
     assert qc["rows_ok"] == 10 and qc["rows_rejected"] == 4
-    assert qc["stages"] == {"full:source_qc": {"rows": 14, "rejected": 4}, "full:split": None}
+    assert qc["stages"] == {"full:source_qc": {"rows": 14, "rejected": 4, "reasons": {},
+                                               "faults": 0, "max_failed_fraction": None},
+                            "full:split": None}
     assert qc["peak_rss_mb"] == 1024 and qc["pods_run"] == 2 and qc["pods_skipped"] == 1
     assert qc["status"] == "failed" and qc["failures"][0]["exit_code"] == 3
     assert rec["complete"] is False and rec["note"] == BANNER and rec["wall_s"] == 123
@@ -446,7 +448,7 @@ def test_a_resumed_pass_keeps_the_peaks_of_the_pods_it_skipped(tmp_path: Path) -
     qc = rec["images"]["qc"]
     assert qc["peak_rss_mb"] == 3072 and qc["pod_s"] == 42
     assert qc["pods_run"] == 1 and qc["pods_skipped"] == 1
-    assert "| 1 / 1 | 42 | 3072 | — | ok |" in records_markdown(rec)
+    assert "| 1 / 1 | 42 | 3072 | — | — | ok |" in records_markdown(rec)
 
 
 def test_the_record_adds_up_the_parts_of_a_pass_resumed_across_sessions(
@@ -478,8 +480,9 @@ def test_the_record_adds_up_the_parts_of_a_pass_resumed_across_sessions(
     assert [p["outcome"] for p in parts] == ["killed", "interrupted", "complete"]
     rec = {"wall_s": 60, "complete": True}
     add_parts(rec, killed)
-    assert rec["pass_wall_s"] == 120 + parts[1]["wall_s"] + 60
-    assert _wall_text(rec).startswith(f"{rec['pass_wall_s'] / 60:.1f} min in 3 parts (this "
+    # the headline is the pass's: every part added up; this part's is kept beside it
+    assert rec["wall_s"] == 120 + parts[1]["wall_s"] + 60 and rec["part_wall_s"] == 60
+    assert _wall_text(rec).startswith(f"{rec['wall_s'] / 60:.1f} min in 3 parts (this "
                                       "part 1.0 min)")
     again = State(path)
     again.begin_part()
@@ -1216,3 +1219,116 @@ def test_the_record_shows_the_image_test_of_the_image_the_pods_ran(tmp_path: Pat
     assert "| pass (33 s) | ok |" in text and "| — | ok |" in text
     assert "Image tests (`make image-test` of the image the pods ran): 1 passed, 0 failed." \
         in text
+
+
+# ------------------------------------------------------------------ what the record says
+
+
+def _node(template: str, image: str, gpu: int = 0, **extra: Any) -> dict[str, Any]:
+    return {"phase": "Succeeded", "template": template, "image": image, "gpu": gpu,
+            "memo": False, "attempts": [{"phase": "Succeeded", "seconds": 1.0}], **extra}
+
+
+def test_every_image_whose_pods_request_a_gpu_is_recorded_as_run_on_the_cpu(
+        tmp_path: Path) -> None:
+    """27 of 28 images request nvidia.com/gpu; the record said so for one (the field came
+    only from attempts that ran in this part, and memo entries dropped it)."""
+    from madbench_common.cluster.argo_local import WorkflowResult
+    from madbench_common.cluster.rehearse import StateMemo
+    from tests.cluster.test_argo_local import Recorder, container, workflow
+
+    # the executor's node snapshot carries the template's GPU request
+    gpu = container("gpu", ["x"])
+    gpu["container"]["resources"]["limits"]["nvidia.com/gpu"] = "1"
+    wf = workflow([{"name": "a", "template": "gpu"}, {"name": "b", "template": "cpu"}],
+                  [gpu, container("cpu", ["y"])])
+    nodes = Executor(wf, runner=Recorder(), name="w").run().nodes
+    assert (nodes["w.a"]["gpu"], nodes["w.b"]["gpu"]) == (1, 0)
+
+    state = State(tmp_path / "state.json")
+    provider = ImageProvider(state, tmp_path)
+    memo = StateMemo(state, "full", provider, lambda: {"omni_baichuan15"})
+    pod = Pod(node="w.omni-baichuan15.shard(0)", template="omni-baichuan15-shard",
+              image="ghcr.io/madbench/omni-baichuan15:0.1.0",
+              argv=("madbench", "stage", "run", "--stage", "omni_baichuan15"),
+              env=(), mounts=(), user=10001, group=10001, gpu=1)
+    memo.record("k", pod, PodResult("Succeeded", 0, seconds=3.0))
+    assert memo.entry("k", pod)["gpu_requested"] is True
+
+    ran = _node("omni-baichuan15-shard", "ghcr.io/madbench/omni-baichuan15:0.1.0", gpu=1)
+    skipped = {**_node("det-batfd-shard", "ghcr.io/madbench/det-batfd:0.1.0", gpu=1),
+               "memo": True, "attempts": [], "earlier": {"seconds": 5.0}}  # an old entry
+    cpu = _node("source-qc-shard", "ghcr.io/madbench/reference-cpu:0.1.0")
+    results = {"full": WorkflowResult("w", "Succeeded", 3.0, {"w.a": ran, "w.b": skipped,
+                                                              "w.c": cpu}, [])}
+    rec = build_records(state, results, {"full": {}}, provider, 3.0,
+                        Options(work=tmp_path, workflows=("full",)), load_profile())
+    flags = {slug: r["gpu_requested_ran_on_cpu"] for slug, r in rec["images"].items()}
+    assert flags == {"omni-baichuan15": True, "det-batfd": True, "reference-cpu": False}
+    assert "| on CPU |" in records_markdown(rec)
+
+
+def test_stand_ins_and_the_api_stub_are_marked_per_stage(tmp_path: Path) -> None:
+    """The banner's "tiny checkpoint in the real release layout" does not hold for the
+    stand-ins of hub-only code (DF-Arena, MiniCPM-o) nor for API models on the stub."""
+    from madbench_common.cluster.argo_local import WorkflowResult
+    from madbench_common.cluster.rehearse import MODEL_KINDS, model_kind
+
+    state = State(tmp_path / "state.json")
+    full = {"w.1": _node("features-det-df-arena-shard", "ghcr.io/madbench/det-df-arena:0.1"),
+            "w.2": _node("omni-minicpmo45-shard", "ghcr.io/madbench/omni-minicpmo45:0.1"),
+            "w.3": _node("omni-baichuan15-shard", "ghcr.io/madbench/omni-baichuan15:0.1"),
+            "w.4": _node("ingest-shard", "ghcr.io/madbench/reference-cpu:0.1")}
+    deaf = {"d.1": _node("answer-gemini-25-flash-shard", "ghcr.io/madbench/deaf-tf5:0.1"),
+            "d.2": _node("answer-qwen2-audio-shard", "ghcr.io/madbench/deaf-tf5:0.1"),
+            "d.3": _node("bsc-speech-shard", "ghcr.io/madbench/reference-cpu:0.1"),
+            "d.4": _node("deaf-judge-shard", "ghcr.io/madbench/reference-cpu:0.1")}
+    results = {"full": WorkflowResult("w", "Succeeded", 3.0, full, []),
+               "deaf": WorkflowResult("d", "Succeeded", 3.0, deaf, [])}
+    rec = build_records(state, results, {}, ImageProvider(state, tmp_path), 3.0,
+                        Options(work=tmp_path, workflows=("full", "deaf")), load_profile())
+    kinds = {k: v for r in rec["images"].values() for k, v in r["models"].items()}
+    assert kinds == {"full:features_det_df_arena": "stand_in",
+                     "full:omni_minicpmo45": "stand_in",
+                     "full:omni_baichuan15": "tiny_random", "full:ingest": "reference",
+                     "deaf:answer_gemini_25_flash": "api_stub",
+                     "deaf:answer_qwen2_audio": "tiny_random",
+                     "deaf:bsc_speech": "api_stub",  # its workflow parameter names the stub
+                     "deaf:deaf_judge": "api_stub"}
+    assert set(kinds.values()) <= set(MODEL_KINDS)
+    text = records_markdown(rec)
+    assert "features_det_df_arena‡" in text and "omni_minicpmo45‡" in text
+    assert "answer_gemini_25_flash§, answer_qwen2_audio |" in text
+    assert "‡ (stand-in code" in rec["note"] and "§ (an API model" in rec["note"]
+    assert model_kind("det-df-arena", "features_det_df_arena", None) == "stand_in"
+
+
+def test_the_record_lists_the_relaxations_and_the_rejection_reasons_per_stage(
+        tmp_path: Path) -> None:
+    from madbench_common.cluster.argo_local import WorkflowResult
+
+    state = State(tmp_path / "state.json")
+    profile = load_profile()
+    nodes = {"w.1": _node("tts-indextts2-shard", "ghcr.io/madbench/tts-indextts2:0.1", gpu=1),
+             "w.2": _node("source-qc-shard", "ghcr.io/madbench/reference-cpu:0.1")}
+    markers = {"full": {
+        "tts_indextts2": {"rows": 26, "rejected": 17, "budget": {"max_failed_fraction": 0.05},
+                          "reasons": {"generation_failed": 9, "device_error": 1,
+                                      "too_long": 7}},
+        "source_qc": {"rows": 14, "rejected": 0, "reasons": {}}}}
+    rec = build_records(state, {"full": WorkflowResult("w", "Succeeded", 3.0, nodes, [])},
+                        markers, ImageProvider(state, tmp_path), 3.0,
+                        Options(work=tmp_path, workflows=("full",)), profile)
+    tts = rec["images"]["tts-indextts2"]["stages"]["full:tts_indextts2"]
+    assert tts["reasons"] == {"generation_failed": 9, "device_error": 1, "too_long": 7}
+    assert tts["faults"] == 1 and tts["max_failed_fraction"] == 0.05
+    assert rec["rejections"] == {"full:tts_indextts2": tts["reasons"]}
+    relax = {r["name"]: r["value"] for r in rec["relaxations"]}
+    assert relax["shards"] == profile.shards == 2
+    assert relax["gpu_deadline_scale"] == profile.cpu_deadline_scale == 6
+    assert relax["gpu_on_cpu"] is True and relax["fail_fast_off"] is True
+    assert "component_qc" in relax["full:stage_params"]
+    text = records_markdown(rec)
+    assert "- `shards`: every <stage>_shards workflow parameter set to 2" in text
+    assert "multiplied by 6" in text
+    assert "- `full:tts_indextts2`: **device_error** 1, generation_failed 9, too_long 7" in text

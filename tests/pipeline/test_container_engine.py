@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import dataclasses
 import os
+import re
+import shutil
 from pathlib import Path
 from typing import Any
 
@@ -17,6 +19,7 @@ from madbench_common import cli
 from madbench_common.benchmarks.madbench.graph import build_graph
 from madbench_common.build import containers
 from madbench_common.build.containers import Mount, _buildah_script, _oci_cmd, _Policy
+from madbench_common.core.errors import ConfigError
 from madbench_common.core.manifest import read_manifest_bytes
 from madbench_common.core.store import RunStore, open_store
 from madbench_common.pipeline.container import ContainerEngine, _outermost, read_only_mounts
@@ -162,6 +165,7 @@ def test_a_named_run_replaces_its_own_leftover(monkeypatch: pytest.MonkeyPatch) 
 
     monkeypatch.setattr(containers.subprocess, "run", fake)
     monkeypatch.setattr(containers, "run_engine", lambda wanted=None: "buildah")
+    monkeypatch.setattr(containers, "SECCOMP_PROFILE", Path("/no/seccomp.json"))
     containers.run_in_image("img", ["x"], name="me-0")
     assert calls[0] == ["buildah", "rm", "me-0"]
     assert calls[1] == ["buildah", "from", "--pull=never", "--quiet", "--name", "me-0", "img"]
@@ -169,3 +173,96 @@ def test_a_named_run_replaces_its_own_leftover(monkeypatch: pytest.MonkeyPatch) 
     monkeypatch.setattr(containers, "run_engine", lambda wanted=None: "podman")
     containers.run_in_image("img", ["x"], name="me-0")
     assert calls[0][:4] == ["podman", "run", "--name", "me-0"] and "--rm" in calls[0]
+
+
+# ------------------------------------------------------------------ securityContext
+
+
+def test_run_as_non_root_is_enforced_before_the_start(monkeypatch: pytest.MonkeyPatch) -> None:
+    """As the kubelet: uid 0, or a name whose uid cannot be verified, never starts."""
+    import subprocess
+
+    calls: list[list[str]] = []
+    monkeypatch.setattr(containers.subprocess, "run", lambda cmd, **kw: calls.append(cmd) or
+                        subprocess.CompletedProcess(cmd, 0, "ctr\n", ""))
+    monkeypatch.setattr(containers, "run_engine", lambda wanted=None: "buildah")
+    for user, words in (("0:0", "would run as root"), ("0", "would run as root"),
+                        ("root:root", "non-numeric user 'root'")):
+        with pytest.raises(ConfigError, match=words):
+            containers.run_in_image("img", ["x"], user=user)
+    assert calls == []
+    containers.run_in_image("img", ["x"], user="0:0", non_root=False)  # tooling may
+    assert calls
+
+
+def test_the_buildah_run_sets_no_new_privileges_and_the_default_seccomp_profile(
+        monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    import subprocess
+
+    calls: list[list[str]] = []
+    monkeypatch.setattr(containers.subprocess, "run", lambda cmd, **kw: calls.append(cmd) or
+                        subprocess.CompletedProcess(cmd, 0, "ctr\n", ""))
+    monkeypatch.setattr(containers, "run_engine", lambda wanted=None: "buildah")
+    profile = tmp_path / "seccomp.json"
+    profile.write_text("{}")
+    monkeypatch.setattr(containers, "SECCOMP_PROFILE", profile)
+    containers.run_in_image("img", ["x"])
+    made = next(c for c in calls if c[:2] == ["buildah", "from"])
+    assert f"seccomp={profile}" in made and made[made.index(f"seccomp={profile}") - 1] == \
+        "--security-opt"
+    script = next(c for c in calls if c[0] == "unshare")[-1]
+    assert "prctl(38, 1, 0, 0, 0)" in script and "buildah run" in script
+
+
+def _status_image(name: str) -> str:
+    """A one-binary image (the host's ``cat`` and its libraries), made with buildah."""
+    import subprocess
+
+    ctr = subprocess.run(["buildah", "from", "--name", f"{name}-ctr", "scratch"],
+                         capture_output=True, text=True, check=True).stdout.strip()
+    try:
+        mnt = Path(subprocess.run(["buildah", "mount", ctr], capture_output=True, text=True,
+                                  check=True).stdout.strip())
+        cat = Path(shutil.which("cat") or "/bin/cat").resolve()
+        libs = re.findall(r"(/\S+\.so[.\d]*)", subprocess.run(
+            ["ldd", str(cat)], capture_output=True, text=True).stdout)
+        for path in [str(cat), *libs]:
+            dest = mnt / path.lstrip("/")
+            dest.parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy(Path(path).resolve(), dest)
+        (mnt / "bin").mkdir(exist_ok=True)
+        if not (mnt / "bin" / "cat").exists():
+            shutil.copy(cat, mnt / "bin" / "cat")
+        for folder in ("proc", "sys", "dev", "etc", "tmp", "run"):
+            (mnt / folder).mkdir(exist_ok=True)
+        image = f"localhost/{name}:test"
+        subprocess.run(["buildah", "commit", "--quiet", "--rm", ctr, image],
+                       capture_output=True, check=True)
+        return image
+    except BaseException:
+        subprocess.run(["buildah", "rm", ctr], capture_output=True)
+        raise
+
+
+def test_a_pod_reads_back_its_security_context(tmp_path: Path) -> None:
+    """Inside a container started the pods' way (buildah, chroot isolation): uid 10001,
+    NoNewPrivs 1, seccomp filter mode (2) with the runtime-default profile, no
+    effective capability."""
+    import os
+    import subprocess
+
+    if not shutil.which("buildah"):
+        pytest.skip("buildah is not installed (apt-get install buildah)")
+    if os.geteuid() != 0:
+        pytest.skip("buildah's chroot isolation needs root")
+    image = _status_image(f"madbench-sc-{os.getpid()}-{tmp_path.name}".lower())
+    try:
+        text = containers.run_in_image(image, ["/bin/cat", "/proc/self/status"], capture=True,
+                                       engine="buildah")
+    finally:
+        subprocess.run(["buildah", "rmi", image], capture_output=True)
+    fields = dict(line.split(":", 1) for line in text.splitlines() if ":" in line)
+    assert fields["Uid"].split() == ["10001"] * 4
+    assert fields["NoNewPrivs"].strip() == "1"
+    assert fields["Seccomp"].strip() == "2"
+    assert int(fields["CapEff"], 16) == 0

@@ -15,9 +15,13 @@ from madbench_common.pipeline.local import LocalRunner, RunOptions
 from tests.pipeline.toystages import ToyRow, failing_graph
 
 
-def _run(tmp: Path, stage: str, fail: dict[str, str], workers: int = 1) -> dict[str, ToyRow]:
+def _run(tmp: Path, stage: str, fail: dict[str, str], workers: int = 1,
+         budget: float | None = None) -> dict[str, ToyRow]:
+    params: dict[str, Any] = {"fail": fail}
+    if budget is not None:
+        params["max_failed_fraction"] = budget
     opts = RunOptions(store=str(tmp / "store"), run_id="r", until=stage, progress=False,
-                      workers=workers, params={stage: {"fail": fail}},
+                      workers=workers, params={stage: params},
                       shards={"flaky": 2, "batch": 2, "whole": 1})
     graph = failing_graph()
     keep = [s.name for s in graph if s.name != stage]
@@ -30,7 +34,8 @@ def _run(tmp: Path, stage: str, fail: dict[str, str], workers: int = 1) -> dict[
 @pytest.mark.parametrize("stage", ["flaky", "batch"])
 def test_one_failing_item_is_quarantined_and_the_others_go_on(tmp_path: Path,
                                                               stage: str) -> None:
-    rows = _run(tmp_path, stage, {"c01": "runtime", "c03": "name", "c04": "encoding"})
+    rows = _run(tmp_path, stage, {"c01": "runtime", "c03": "name", "c04": "encoding"},
+                budget=0.5)  # one item_failed of 6 rows: over the default budget
     assert [r.clip_id for r in rows.values() if r.ok] == ["c00", "c02", "c05"]
     assert rows["c01"].reason == "item_failed"
     assert "RuntimeError: model blew up on c01" in rows["c01"].detail

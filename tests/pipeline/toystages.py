@@ -91,6 +91,16 @@ def _fail(how: str, item: str) -> None:
         import madbench_no_such_module  # noqa: F401
     if how == "readonly":
         raise OSError(errno.EROFS, "Read-only file system", "/weights/cache")
+    if how == "device":  # what torch raises on a broken kernel or a bad index on the GPU
+        raise RuntimeError("CUDA error: device-side assert triggered")
+    if how == "dtype":
+        raise RuntimeError("expected scalar type Float but found BFloat16")
+    if how == "oom":
+        import torch
+
+        raise torch.cuda.OutOfMemoryError("CUDA out of memory. Tried to allocate 2.00 GiB")
+    if how == "data":  # a data reason: never counts against the rejection budget
+        raise InputRejected(item, "too_long", "the clip is longer than max_duration")
 
 
 class Flaky(MapStage[ToyRow]):
@@ -134,6 +144,24 @@ class Whole(Batch):
     separable = False
 
 
+class Batched(Batch):
+    """Runs its shard as one batch on the "GPU": out of memory above ``fits`` items, and
+    on the items of ``oom`` even alone; logs each batch it is given to ``counter``."""
+
+    batched = True
+    optional_params = ("fail", "fits", "oom", "counter")
+
+    def run_items(self, items: Sequence[str]) -> list[ToyRow]:
+        if self.ctx.params.get("counter"):
+            _count(self.ctx.params["counter"], ",".join(items))
+        if len(items) > int(self.ctx.params.get("fits", 2)) or \
+                set(items) & set(self.ctx.params.get("oom", [])):
+            import torch
+
+            raise torch.cuda.OutOfMemoryError("CUDA out of memory. Tried to allocate 8.00 GiB")
+        return super().run_items(items)
+
+
 def failing_graph() -> Graph:
     return Graph([
         Stage(name="flaky", role="core", target="tests.pipeline.toystages:Flaky", shards=2,
@@ -142,4 +170,6 @@ def failing_graph() -> Graph:
               params={"n": 6}),
         Stage(name="whole", role="core", target="tests.pipeline.toystages:Whole",
               params={"n": 4}),
+        Stage(name="batched", role="core", target="tests.pipeline.toystages:Batched",
+              params={"n": 8}),
     ])

@@ -54,6 +54,7 @@ from madbench_common.models.answer_cache import ResponseCache as OmniCache
 from madbench_common.models.answer_cache import ResponseKey
 from madbench_common.models.http_api import ApiError
 from madbench_common.models.roles import OmniAnswer
+from madbench_common.pipeline.failures import model_rejection, row_failure
 from madbench_common.pipeline.stage import StageImpl
 
 __all__ = ["AnswerStage", "JudgeStage", "MetricsStage", "TrialsStage", "model_metrics"]
@@ -176,11 +177,20 @@ class AnswerStage(StageImpl[AnswerRow]):
             else:
                 ans, cached = self.cache.fetch(self._key(prompt, stim, int(repeat)), ask)
         except (ApiError, RuntimeError, ValueError) as exc:
-            reason = "api_error" if isinstance(exc, ApiError) else "inference_failed"
+            reason = "api_error" if isinstance(exc, ApiError) else _inference_reason(exc, item)
             return _replace(base, status="rejected", reason=reason,
                             detail=str(exc)[:500]).with_provenance(prov)
         return _replace(base, text=ans.text, cached=cached,
                         seconds=ans.seconds).with_provenance(prov)
+
+
+def _inference_reason(exc: Exception, item: str) -> str:
+    """``inference_failed`` for a data error; a device, memory or code fault's own reason
+    (it counts against the stage's rejection budget)."""
+    try:
+        return model_rejection(exc, item, "inference_failed", "inference_error").reason
+    except Exception as oom:  # GPU out of memory: this stage does not batch, count it
+        return row_failure(oom, item).reason
 
 
 def _replace(row: Any, **kw: Any) -> Any:

@@ -36,6 +36,7 @@ from madbench_common.core.types import Audio
 from madbench_common.media.audio import read_wav_bytes, resample
 from madbench_common.models.deaf_roles import NARRATOR
 from madbench_common.models.registry import REGISTRY, model_args
+from madbench_common.pipeline.failures import model_rejection
 from madbench_common.pipeline.stage import MapStage
 
 __all__ = ["BscMixStage", "BscSpeechStage", "EnvLibStage", "EscStage", "SentencesStage",
@@ -197,8 +198,9 @@ class _ClipStage(MapStage[StimulusRow]):
         try:
             audio = self.render(spec)
         except (ValueError, RuntimeError, subprocess.SubprocessError) as exc:
-            raise InputRejected(item, "generation_failed", f"{type(exc).__name__}: {exc}") \
-                from None
+            # a TTS tool refusing a text is a data error; a device or code fault is not
+            raise model_rejection(exc, item, "generation_failed",
+                                  data_errors=(subprocess.SubprocessError,)) from None
         info = self.ctx.save_audio(f"{spec.conflict}/{item}.wav", audio, _SR)
         slug, version = self.provenance_model()
         return StimulusRow(**self._base(spec), reference=self.reference, audio_uri=info.uri,

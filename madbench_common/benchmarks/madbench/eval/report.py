@@ -19,7 +19,7 @@ from __future__ import annotations
 import html
 import json
 import math
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import numpy as np
@@ -123,15 +123,21 @@ def _clean(x: Any) -> Any:
     return x.item() if isinstance(x, np.generic) else x
 
 
-def render_json(results: Sequence[EvalResult]) -> str:
-    """Every record of every model, and the laid-out tables, as strict JSON (NaN → null)."""
+def render_json(results: Sequence[EvalResult],
+                rejections: Sequence[Mapping[str, Any]] | None = None) -> str:
+    """Every record of every model, and the laid-out tables, as strict JSON (NaN → null);
+    ``rejections``: the run's rejected rows by stage and reason
+    (:func:`~madbench_common.pipeline.status.rejection_table`)."""
     models = [{"slug": r.model.slug, "name": r.model.name, "group": r.model.group,
                "reference": r.model.reference, "stands_in_for": r.model.stands_in_for,
                "in_paper": r.model.in_paper, "tables": r.tables} for r in results]
     layout = {t.key: {"title": t.title, "headers": t.headers,
                       "sections": [{"group": g, "rows": rows} for g, rows in t.sections],
                       "notes": t.notes} for t in report_tables(results)}
-    return json.dumps(_clean({"models": models, "layout": layout}), indent=1)
+    doc: dict[str, Any] = {"models": models, "layout": layout}
+    if rejections is not None:
+        doc["rejections"] = [dict(r) for r in rejections]
+    return json.dumps(_clean(doc), indent=1)
 
 
 def _html_table(t: Table) -> str:
@@ -196,9 +202,11 @@ def render_html(results: Sequence[EvalResult]) -> str:
             "</body></html>")
 
 
-def write_report(results: Sequence[EvalResult], put: Callable[[str, bytes], Any]) -> list[str]:
+def write_report(results: Sequence[EvalResult], put: Callable[[str, bytes], Any],
+                 rejections: Sequence[Mapping[str, Any]] | None = None) -> list[str]:
     """Write ``report.md``, ``report.json`` and ``report.html`` through ``put(name, data)``."""
-    files = {"report.md": render_markdown(results), "report.json": render_json(results),
+    files = {"report.md": render_markdown(results),
+             "report.json": render_json(results, rejections),
              "report.html": render_html(results)}
     for name, text in files.items():
         put(name, text.encode())

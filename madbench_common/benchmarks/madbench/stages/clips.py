@@ -34,6 +34,7 @@ from madbench_common.core.errors import ConfigError, InputRejected
 from madbench_common.core.types import Audio, Hertz
 from madbench_common.media.dsp import n_samples
 from madbench_common.models.registry import load_model_with
+from madbench_common.pipeline.failures import model_rejection
 from madbench_common.pipeline.stage import MapStage, StageContext
 
 __all__ = [
@@ -138,8 +139,9 @@ class PlannedComponentStage(MapStage[ComponentRow]):
         try:
             audio = self.generate(plan)
         except (ConfigError, ValueError, RuntimeError) as exc:
-            raise InputRejected(item, "generation_failed", f"{type(exc).__name__}: {exc}") \
-                from None
+            # a data error is generation_failed; a device or code fault counts against the
+            # stage's rejection budget; a GPU out of memory is raised again (row_failure)
+            raise model_rejection(exc, item, "generation_failed") from None
         seconds = time.perf_counter() - start
         info = self.ctx.save_audio(f"{plan.component}/{item}.wav", audio, plan.sample_rate)
         # The generator call's seconds go to the shard marker (``item_seconds``), never to

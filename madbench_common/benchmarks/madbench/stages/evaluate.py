@@ -128,10 +128,11 @@ class EvaluateStage(StageImpl[ScoreRow]):
 
     def run_items(self, items: Sequence[str]) -> list[ScoreRow]:
         from madbench_common.benchmarks.madbench.eval.report import write_report
+        from madbench_common.pipeline.status import rejection_table
 
         results = self.evaluate()
         write_report(results, lambda name, data: self.ctx.run.put_bytes(
-            self.ctx.key("report", name), data))
+            self.ctx.key("report", name), data), rejection_table(self.ctx.run, self.ctx.graph))
         prov = self.ctx.provenance("")
         return [row.with_provenance(prov) for r in results for g in r.groups
                 if g.source == "head" for row in _score_rows(r.model.slug, g)]

@@ -36,7 +36,7 @@ from madbench_common.benchmarks.madbench.rows import FeatureRow, PerturbedRow, S
 from madbench_common.media.mux import sample_frames, video_digest
 from madbench_common.models.registry import load_model
 from madbench_common.models.roles import Frames
-from madbench_common.pipeline.failures import row_failure
+from madbench_common.pipeline.failures import is_fault, row_failure
 from madbench_common.pipeline.stage import StageImpl
 
 __all__ = ["FeatureStage", "input_sha256", "shuffle_partners", "shuffle_rng", "shuffled_input"]
@@ -145,7 +145,8 @@ class FeatureStage(StageImpl[FeatureRow]):
             failed = row_failure(exc, f"{s.sample_id} {mode}/{pairing}")
             log.warning("features: %s %s/%s failed: %s", s.sample_id, mode, pairing, failed)
             return FeatureRow(sample_id=s.sample_id, sample_sha256=sha, mode=mode,
-                              pairing=pairing, status="rejected", reason="encode_failed",
+                              pairing=pairing, status="rejected",
+                              reason=failed.reason if is_fault(failed.reason) else "encode_failed",
                               detail=f"{s.sample_id} {mode}/{pairing}: {failed.detail}"[:500])
         return FeatureRow(sample_id=s.sample_id, sample_sha256=sha, mode=mode, pairing=pairing,
                           features=tuple(float(v) for v in vec))

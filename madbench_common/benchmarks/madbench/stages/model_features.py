@@ -39,7 +39,7 @@ from madbench_common.benchmarks.madbench.rows import FeatureRow, SampleRow
 from madbench_common.benchmarks.madbench.stages.features import FeatureStage, input_sha256
 from madbench_common.models.registry import load_model
 from madbench_common.models.roles import Embedding, InputSpec
-from madbench_common.pipeline.failures import row_failure
+from madbench_common.pipeline.failures import is_fault, row_failure
 
 __all__ = ["ModelFeatureStage", "image_id"]
 
@@ -118,7 +118,8 @@ class ModelFeatureStage(FeatureStage):
             log.warning("%s: %s %s/%s failed: %s", self.ctx.stage.name, s.sample_id, mode,
                         pairing, failed)
             return FeatureRow(sample_id=s.sample_id, sample_sha256=sha, mode=mode,
-                              pairing=pairing, status="rejected", reason="encode_failed",
+                              pairing=pairing, status="rejected",
+                              reason=failed.reason if is_fault(failed.reason) else "encode_failed",
                               detail=f"{s.sample_id} {mode}/{pairing}: {failed.detail}"[:500])
         return FeatureRow(sample_id=s.sample_id, sample_sha256=sha, mode=mode, pairing=pairing,
                           features=tuple(float(v) for v in emb.vector), score=emb.score,

@@ -54,7 +54,7 @@ from madbench_common.benchmarks.madbench.stages.features import (
 from madbench_common.media.mux import sample_frames
 from madbench_common.models.answer_cache import ResponseCache
 from madbench_common.models.registry import load_model
-from madbench_common.pipeline.failures import row_failure
+from madbench_common.pipeline.failures import is_fault, row_failure
 from madbench_common.pipeline.stage import StageImpl
 
 __all__ = ["POSITIVE", "OmniStage", "omni_jobs"]
@@ -178,7 +178,9 @@ class OmniStage(StageImpl[ScoreRow]):
             failed = row_failure(exc, f"{s.sample_id} {task} {mode}/{pairing}")
             log.warning("%s: %s %s %s/%s failed: %s", self.ctx.stage.name, s.sample_id, task,
                         mode, pairing, failed)
-            return ScoreRow(**base, sample_sha256=sha, status="rejected", reason="omni_failed",
+            # a fault (device, code, memory) keeps its reason: it counts against the budget
+            reason = failed.reason if is_fault(failed.reason) else "omni_failed"
+            return ScoreRow(**base, sample_sha256=sha, status="rejected", reason=reason,
                             detail=f"{s.sample_id} {task} {mode}/{pairing}: {failed.detail}"[:500])
         return ScoreRow(**base, sample_sha256=sha, **_outcome_columns(task, out))
 

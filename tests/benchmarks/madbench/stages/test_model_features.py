@@ -136,10 +136,18 @@ def test_graph_has_one_feature_stage_per_model_and_full_profile_sets_it() -> Non
 
 def test_a_model_exception_on_one_input_rejects_that_row_only(run: RunStore) -> None:
     """Issue 19: a model error on an item quarantines its row with a reason and a message;
-    the other inputs of the same samples go on."""
-    rows = _run(run, "features_test_flaky_detector", {"model": "test-flaky-detector"})
+    the other inputs of the same samples go on. A CUDA error is a fault, not a data
+    reason: the row keeps ``device_error``, and over the stage's rejection budget (here
+    every AV row: 52 %) the stage fails with exit 3 naming it."""
+    from madbench_common.pipeline.stage import RejectionBudgetExceeded
+
+    with pytest.raises(RejectionBudgetExceeded, match=r"\n  device_error: \d+ \(e\.g\. ") as err:
+        _run(run, "features_test_flaky_detector", {"model": "test-flaky-detector"})
+    assert err.value.exit_code == 3
+    rows = _run(run, "features_test_flaky_detector", {"model": "test-flaky-detector",
+                                                      "max_failed_fraction": 1.0})
     bad = [r for r in rows if not r.ok]
-    assert bad and all(r.mode == "AV" and r.reason == "encode_failed" for r in bad)
+    assert bad and all(r.mode == "AV" and r.reason == "device_error" for r in bad)
     assert all(f"{r.sample_id} AV/{r.pairing}: RuntimeError: CUDA error" in r.detail
                for r in bad)
     assert {r.mode for r in rows if r.ok} == {"A"}
