@@ -24,6 +24,7 @@ import yaml
 from hera.workflows import models as m
 
 from madbench_common.core.errors import EXIT_DETERMINISTIC, ConfigError
+from madbench_common.pipeline.argo_rules import ARGO_RELEASE, check_workflow
 from madbench_common.pipeline.graph import Graph, Stage
 from madbench_common.pipeline.summary import parse_failures, write_exit_summary
 
@@ -609,9 +610,17 @@ def compile_workflow(
 
 
 def workflow_yaml(workflow: m.Workflow) -> str:
-    """Deterministic YAML: field order from the models, no nulls, a generated-file header."""
+    """Deterministic YAML: field order from the models, no nulls, a generated-file header.
+
+    The text is checked against Argo's own rules first (what ``madbench lint`` checks:
+    :func:`madbench_common.pipeline.argo_rules.check_workflow`): a workflow Argo would
+    refuse is a :class:`ConfigError` here, so ``madbench render`` never writes one."""
     data = workflow.model_dump(by_alias=True, exclude_none=True, mode="json")
     body = yaml.safe_dump(data, sort_keys=False, width=100, allow_unicode=True)
+    if problems := check_workflow(yaml.safe_load(body)):
+        name = (data.get("metadata") or {}).get("generateName") or "workflow"
+        raise ConfigError(f"rendered {name}: Argo {ARGO_RELEASE} would refuse it: "
+                          + "; ".join(problems))
     return _HEADER + body
 
 
