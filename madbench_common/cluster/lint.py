@@ -28,6 +28,7 @@ import contextlib
 import functools
 import io
 import re
+import sys
 from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
@@ -192,12 +193,13 @@ def _graph(deaf: bool, models: str) -> Any:
 
 
 def lint_workflow(path: str | Path, target: tuple[int, int] = MIN_ARGO_VERSION,
-                  pods: bool = False) -> list[str]:
+                  pods: bool = False, notes: list[str] | None = None) -> list[str]:
     """Every reason Argo would refuse the workflow file ``path``, in Argo's words
     (:func:`madbench_common.pipeline.argo_rules.check_workflow`), each prefixed by the
     file; with ``pods``, also every pod of its local dry run checked against this
-    checkout (:func:`check_pods`; a workflow the local executor does not run, such as
-    ``weights.yaml`` with ``withParam``, says so)."""
+    checkout (:func:`check_pods`). A workflow the local executor does not run (such as
+    ``weights.yaml``, with ``withParam``) gets a line in ``notes`` instead: that is no
+    reason for Argo to refuse it."""
     import yaml
 
     try:
@@ -206,13 +208,19 @@ def lint_workflow(path: str | Path, target: tuple[int, int] = MIN_ARGO_VERSION,
         return [f"{path}: cannot read: {exc}"]
     problems = [f"{path}: {p}" for p in check_workflow(doc, target)]
     if pods and not problems:
-        from madbench_common.cluster.argo_local import Executor, Workflow
+        from madbench_common.cluster.argo_local import Executor, UnsupportedConstruct, Workflow
 
         try:
-            problems += [f"{path}: {p}" for p in
-                         check_pods(Executor(Workflow.from_doc(doc, str(path))).dry_run())]
+            executor = Executor(Workflow.from_doc(doc, str(path)))
+        except UnsupportedConstruct as exc:
+            if notes is not None:
+                notes.append(f"{path}: pods not checked (the local executor does not run "
+                             f"it): {exc}")
+            return problems
+        try:
+            problems += [f"{path}: {p}" for p in check_pods(executor.dry_run())]
         except ConfigError as exc:
-            problems.append(f"{path}: pods not checked: {exc}")
+            problems.append(f"{path}: {exc}")
     return problems
 
 
@@ -245,9 +253,12 @@ def _lint(args: argparse.Namespace) -> int:
 
     bad = 0
     for path in args.workflows:
-        problems = lint_workflow(path, args.argo_version, args.pods)
+        notes: list[str] = []
+        problems = lint_workflow(path, args.argo_version, args.pods, notes)
         for line in problems:
             print(line)
+        for line in notes:
+            print(f"note: {line}", file=sys.stderr)
         if problems:
             bad += 1
             continue

@@ -321,3 +321,20 @@ def test_every_committed_workflow_passes() -> None:
     assert len(paths) >= 4
     for path in paths:
         assert lint_workflow(path) == [], path
+
+
+def test_lint_pods_checks_the_dry_run_and_notes_what_it_cannot_run(tmp_path: Path) -> None:
+    from madbench_common.cluster.lint import lint_workflow
+
+    path = tmp_path / "wf.yaml"
+    path.write_text(yaml.safe_dump(base()))
+    assert lint_workflow(path) == []
+    # the base's pods run `madbench --shard …` (and the summary `madbench Succeeded …`),
+    # which madbench's own parser refuses
+    problems = lint_workflow(path, pods=True)
+    assert any(": madbench --shard 0" in p for p in problems)
+    assert all(p.startswith(f"{path}: ") and ": madbench " in p for p in problems)
+    notes: list[str] = []
+    weights = Path(__file__).resolve().parents[2] / "workflows" / "weights.yaml"
+    assert lint_workflow(weights, pods=True, notes=notes) == []
+    assert len(notes) == 1 and "withParam" in notes[0]
