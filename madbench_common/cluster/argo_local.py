@@ -534,7 +534,7 @@ def _depends_ok(task: dict[str, Any], tasks: Mapping[str, _Task]) -> bool:
     """Whether a task whose dependencies are all complete runs: evaluateDependsLogic
     (workflow/controller/dag.go:965-1023). ``Errored`` is a node in phase ``Error``;
     ``Daemoned`` is never true here (no daemon templates); ``AnySucceeded`` and
-    ``AllFailed`` look at a fan-out task's children (dag.go:984-1001)."""
+    ``AllFailed`` look at a fan-out task's children (dag.go:986-1003)."""
     if "depends" not in task:
         return all(any(_result(tasks[d], r) for r in _BARE) for d in _deps_of(task))
 

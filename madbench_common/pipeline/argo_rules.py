@@ -196,7 +196,7 @@ def evaluate(expr: str, lookup: Callable[[str], Any]) -> Any:
 
 # ------------------------------------------------------------------ small grammars
 
-# validate.go:1639-1641 (workflowFieldNameFmt) and :1645-1650 (isValidWorkflowFieldName)
+# validate.go:1634 (workflowFieldNameFmt) and :1640-1650 (isValidWorkflowFieldName)
 _FIELD_NAME = re.compile(r"^[a-zA-Z0-9][-a-zA-Z0-9]*$")
 _FIELD_NAME_MSG = ("name must consist of alpha-numeric characters or '-', and must start with "
                    "an alpha-numeric character (e.g. My-name1-2, 123-NAME)")
@@ -224,7 +224,7 @@ _PODGC = ("", "OnPodCompletion", "OnPodSuccess", "OnWorkflowCompletion", "OnWork
 # workflow/common/common.go:297 (GlobalVarValidWorkflowVariablePrefix): only tags with one
 # of these prefixes are resolved at validation (a bare {{item}} is not among them)
 _CHECKED_PREFIXES = ("item.", "steps.", "inputs.", "outputs.", "pod.", "workflow.", "tasks.")
-# validate.go:738-752: prefixes resolved only at run time
+# validate.go:737-754: prefixes resolved only at run time
 _RUNTIME_PREFIXES = ("outputs.", "workflow.creationTimestamp", "workflow.scheduledTime",
                      "workflow.duration", "tasks.name", "steps.name", "node.name")
 
@@ -326,7 +326,7 @@ def parse_depends(expr: str) -> Any:
 
     Argo evaluates the expression with expr-lang after replacing ``-`` by ``_``
     (workflow/controller/dag.go:1017-1021); a text it cannot evaluate makes the task an
-    ``Error`` node with "unable to evaluate expression '…'" (dag.go:593-597). The
+    ``Error`` node with "unable to evaluate expression '…'" (dag.go:581-585). The
     grammar here is the subset Argo documents for ``depends``: task names, an optional
     ``.Result``, ``&&``, ``||``, ``!`` and parentheses.
     """
@@ -490,7 +490,7 @@ def _resolves(tag: str, scope: set[str], loop: bool) -> bool:
     if tag == "item" or tag.startswith("item."):
         return loop
     if not tag.startswith(_CHECKED_PREFIXES):
-        return True  # validate.go:725-727: a custom variable, not Argo's to check
+        return True  # validate.go:727-730: a custom variable, not Argo's to check
     return tag in scope or tag.startswith(_RUNTIME_PREFIXES)
 
 
@@ -517,10 +517,10 @@ class _Checker:
 
     def run(self) -> list[str]:
         spec = self.spec
-        # validate.go:178-185: template names
+        # validate.go:174-184: template names
         for msg in _names(spec.get("templates"), "spec.templates"):
             self.add(msg)
-        # validate.go:190-208: workflow arguments (as argo lint: values may be empty)
+        # validate.go:186-194: workflow arguments (as argo lint: values may be empty)
         args = spec.get("arguments") or {}
         for msg in _arguments("spec.arguments.", args, allow_empty=True):
             self.add(msg)
@@ -533,23 +533,23 @@ class _Checker:
         self.globals |= {f"workflow.labels.{k}" for k in meta.get("labels") or {}}
         if "priority" in spec:
             self.globals.add("workflow.priority")
-        # validate.go:261-263 and :265-279: the entrypoint, then everything it reaches
+        # validate.go:243-245 and :247-262: the entrypoint, then everything it reaches
         entry = spec.get("entrypoint")
         if not entry:
             self.add("spec.entrypoint is required")
         else:
             self.holder(str(entry), "")
-        # validate.go:292-315: the exit handler, with {{workflow.failures}} in scope
+        # validate.go:271-317: the exit handler, with {{workflow.failures}} in scope
         if spec.get("onExit"):
             self.globals.add("workflow.failures")
             self.holder(str(spec["onExit"]), "")
-        # validate.go:317-319
+        # validate.go:323-325
         strategy = str((spec.get("podGC") or {}).get("strategy") or "")
         if strategy not in _PODGC:
             self.add(f"podGC.strategy unknown strategy '{strategy}'")
         if "deleteDelayDuration" in (spec.get("podGC") or {}):
             self.duration((spec["podGC"])["deleteDelayDuration"], "podGC.deleteDelayDuration")
-        # validate.go:335-343: every template, reachable or not
+        # validate.go:342-347: every template, reachable or not
         for name in self.templates:
             self.holder(name, f"templates.{name} ")
         self.volumes()
@@ -596,8 +596,8 @@ class _Checker:
             scope.add("inputs.parameters")
         leaf = types[0] in _LEAF_TYPES
         if leaf:
-            scope.add("pod.name")  # validate.go:473-476
-        if t.get("retryStrategy") is not None:  # validate.go:477-488
+            scope.add("pod.name")  # validate.go:474-477
+        if t.get("retryStrategy") is not None:  # validate.go:478-489
             scope |= {"retries", "lastRetry.exitCode", "lastRetry.status",
                       "lastRetry.duration", "lastRetry.message"}
             self.retry(name, t["retryStrategy"])
@@ -607,7 +607,7 @@ class _Checker:
             self.leaf(t, scope)
 
     def leaf(self, t: dict[str, Any], scope: set[str]) -> None:
-        """validateLeaf (validate.go:777-892) and the pod's resources (Kubernetes)."""
+        """validateLeaf (validate.go:777-900) and the pod's resources (Kubernetes)."""
         name = t["name"]
         for msg in _unresolved({k: v for k, v in t.items() if k != "name"}, scope, False):
             self.add(f"templates.{name}: {msg}")
@@ -616,22 +616,22 @@ class _Checker:
             seen: dict[str, str] = {}
             for i, vm in enumerate(c.get("volumeMounts") or []):
                 path = str(vm.get("mountPath"))
-                if path in seen:  # validate.go:790-796
+                if path in seen:  # validate.go:789-795
                     self.add(f"templates.{name}.container.volumeMounts[{i}].mountPath '{path}'"
                              f" already mounted in {seen[path]}")
                 seen[path] = f"container.volumeMounts.{vm.get('name')}"
-            if not c.get("image"):  # validate.go:825-838
+            if not c.get("image"):  # validate.go:801-814
                 self.add(f"templates.{name}.container.image may not be empty")
             self.resources(name, c.get("resources") or {})
         ads = t.get("activeDeadlineSeconds")
-        if ads is not None:  # validate.go:881-888
+        if ads is not None:  # validate.go:888-895
             text = str(ads)
             ok = bool(re.fullmatch(r"\d+", text)) or bool(
                 re.fullmatch(r"\{\{.*\}\}", text.strip()))
             if not ok:
                 self.add(f"templates.{name}.activeDeadlineSeconds must be a positive integer > "
                          "0 or an argo variable")
-        if t.get("parallelism") is not None:  # validate.go:889-891
+        if t.get("parallelism") is not None:  # validate.go:896-898
             self.add(f"templates.{name}.parallelism is only valid for steps and dag templates")
 
     def resources(self, name: str, res: Mapping[str, Any]) -> None:
@@ -673,8 +673,8 @@ class _Checker:
 
     def retry(self, name: str, rs: Any) -> None:
         """What the controller parses of a retryStrategy when a node fails
-        (workflow/controller/operator.go:1015-1075): limit and factor are integers
-        (intstr), durations parse (utils.go:9-20), a backoff has a duration."""
+        (workflow/controller/operator.go:1021-1075, the limit at :1126): limit and factor
+        are integers (intstr), durations parse (utils.go:9-20), a backoff has a duration."""
         if not isinstance(rs, dict):
             return
         where = f"templates.{name}.retryStrategy"
@@ -726,11 +726,11 @@ class _Checker:
             return
         by_name = {str(x.get("name")): x for x in tasks}
         deps = {str(x.get("name")): depends_names(x) for x in tasks}
-        # validate.go:1366-1369 with util/sorting/topological_sorting.go:16-45
+        # validate.go:1374-1377 with util/sorting/topological_sorting.go:16-45
         sorting = _sort_problem([str(x.get("name")) for x in tasks], deps)
         if sorting:
             self.add(f"templates.{name} sorting failed: {sorting}")
-        # validate.go:1371-1374
+        # validate.go:1379-1382
         for msg in _names(tasks, f"templates.{name}.tasks"):
             self.add(msg)
         using_depends = any(x.get("depends") for x in tasks)
@@ -739,15 +739,15 @@ class _Checker:
             where = f"templates.{name}.tasks.{tname}"
             if (using_depends or x.get("dependencies")) and tname[:1].isdigit():
                 self.add(f"{where} name cannot begin with a digit when using either 'depends' "
-                         "or 'dependencies'")  # validate.go:1383-1385
-            if using_depends and x.get("dependencies"):  # validate.go:1387-1389
+                         "or 'dependencies'")  # validate.go:1389-1391
+            if using_depends and x.get("dependencies"):  # validate.go:1393-1395
                 self.add(f"templates.{name} cannot use both 'depends' and 'dependencies' in "
                          "the same DAG template")
-            if using_depends and x.get("continueOn") is not None:  # validate.go:1391-1393
+            if using_depends and x.get("continueOn") is not None:  # validate.go:1397-1399
                 self.add(f"templates.{name} cannot use 'continueOn' when using 'depends'. "
                          "Instead use 'dep-task.Failed'/'dep-task.Errored'")
-            self.holder(str(x.get("template")), f"{where} ")  # validate.go:1395-1399
-            if x.get("depends"):  # ancestry.go:89-107 via validate.go:1405-1409
+            self.holder(str(x.get("template")), f"{where} ")  # validate.go:1401-1405
+            if x.get("depends"):  # ancestry.go:89-107 via validate.go:1413-1416
                 for match in _TASK_RESULT.findall(str(x["depends"])):
                     task, result = match.split(".", 1)
                     if result not in DEPENDS_RESULTS:
@@ -757,7 +757,7 @@ class _Checker:
                 except DependsError as exc:  # dag.go:1017-1021 (a run-time Error node)
                     expr = str(x["depends"]).replace("-", "_")
                     self.add(f"{where} unable to evaluate expression '{expr}': {exc}")
-            for dep, items in deps[tname].items():  # validate.go:1411-1424
+            for dep, items in deps[tname].items():  # validate.go:1418-1431
                 other = by_name.get(dep)
                 if other is None:
                     self.add(f"{where} dependency '{dep}' not defined")
@@ -780,12 +780,12 @@ class _Checker:
         tname = str(x.get("name"))
         where = f"templates.{dag}.tasks.{tname}"
         loops = [k for k in ("withItems", "withParam", "withSequence") if x.get(k)]
-        if len(loops) > 1:  # validate.go:1058-1072
+        if len(loops) > 1:  # validate.go:1058-1071
             self.add(f"{where} only one of withItems, withParam, withSequence can be specified")
         seq = x.get("withSequence")
-        if isinstance(seq, dict) and "count" in seq and "end" in seq:  # validate.go:1093-1095
+        if isinstance(seq, dict) and "count" in seq and "end" in seq:  # validate.go:1095-1098
             self.add(f"{where} only one of count or end can be defined in withSequence")
-        # validate.go:1440-1477: the task's own tags, with its ancestors' outputs in scope
+        # validate.go:1441-1484: the task's own tags, with its ancestors' outputs in scope
         task_scope = set(scope)
         for anc in _ancestry(tname, deps):
             task_scope |= {f"tasks.{anc}.{k}" for k in
@@ -798,10 +798,10 @@ class _Checker:
         for msg in _unresolved({k: v for k, v in x.items() if k not in ("name", "depends")},
                                task_scope, bool(loops)):
             self.add(f"{where} {msg}")
-        # validate.go:1478-1481: task arguments need values
+        # validate.go:1485-1488: task arguments need values
         for msg in _arguments(f"{where}.arguments.", x.get("arguments"), allow_empty=False):
             self.add(msg)
-        # validate.go:1486-1490 via workflow/common/util.go:146-150: every input supplied
+        # validate.go:1494-1497 via workflow/common/util.go:146-150: every input supplied
         t = self.templates.get(str(x.get("template")))
         if t is not None:
             given = {str(p.get("name")) for p in (x.get("arguments") or {}).get(

@@ -63,7 +63,7 @@ def test_dag_follows_the_deaf_graph() -> None:
         assert set(task_deps(tasks[name])) == deps
         assert tasks[f"{name}-merge"]["depends"] == name
     # one dependency style per DAG: Argo refuses a DAG template that mixes them
-    # (validateDAG, workflow/validate/validate.go:1387-1389 at v3.7.18)
+    # (validateDAG, workflow/validate/validate.go:1393-1395 at v3.7.18)
     assert not any("dependencies" in t for t in tasks.values())
     answers = {f"answer-{m.name.replace('_', '-')}-merge" for m in PAPER_MODELS}
     assert answers <= set(task_deps(tasks["deaf-judge"]))
