@@ -36,6 +36,7 @@ _EXTENSIONS = (
     "madbench_common.cli.omni",
     "madbench_common.cli.deaf",
     "madbench_common.cluster.rehearse",
+    "madbench_common.cluster.lint",
 )
 
 

@@ -10,18 +10,19 @@ under the pod policy; tests use in-memory runners). Supported, with Argo's seman
   ``templates``, ``onExit`` (run after the DAG with
   ``workflow.status``, ``workflow.duration`` and ``workflow.failures``), ``volumes``
   (``emptyDir``, ``persistentVolumeClaim``), ``securityContext``, ``activeDeadlineSeconds``,
-  ``parallelism``; cluster-only fields are accepted and have no local meaning
-  (``archiveLogs``, ``podGC``, ``podMetadata``, ``podPriorityClassName``,
-  ``serviceAccountName``, ``ttlStrategy``; templates' ``nodeSelector``, ``tolerations``,
-  ``affinity``, ``metadata``);
+  ``parallelism``;
 - DAG templates: tasks with ``dependencies`` or ``depends`` (``&&``, ``||``, ``!``,
-  parentheses, ``task`` and ``task.Succeeded|Failed|Errored|Skipped|Omitted|Completed``),
-  ``arguments.parameters``, ``withSequence`` (``count`` or ``start``/``end``),
-  ``failFast``, template ``parallelism`` (running pods under one invocation);
+  parentheses, ``task`` and ``task.Succeeded|Failed|Errored|Skipped|Omitted|Daemoned|
+  AnySucceeded|AllFailed``), ``arguments.parameters``, ``withSequence`` (``count`` or
+  ``start``/``end``), ``target``, ``failFast``, template ``parallelism`` (running pods
+  under one invocation). Scheduling and the DAG's phase follow Argo's controller
+  (``_advance``, ``_assess``): a failure does not stop the other branches, and a failure
+  that a ``.Failed`` branch handles can leave the DAG Succeeded;
 - container templates: ``image``, ``command`` + ``args``, ``env`` (``value``, and
   ``valueFrom.secretKeyRef`` from a local secret set: values are handed to the runner
-  only, never shown by :meth:`Pod.describe`), ``volumeMounts``, ``resources``
-  (``cpu``, ``memory``, ``nvidia.com/gpu``), ``securityContext``, ``inputs.parameters``,
+  only, never shown by :meth:`Pod.describe`), ``volumeMounts``, ``resources.limits``
+  (``memory``: a memory cgroup; ``nvidia.com/gpu``: recorded, run on the CPU — a
+  rehearsal relaxation), ``securityContext``, ``inputs.parameters``,
   ``activeDeadlineSeconds`` (per attempt), ``retryStrategy`` (``limit``,
   ``retryPolicy`` Always/OnFailure/OnError, ``expression`` over ``lastRetry.exitCode|
   status|duration|message``, ``backoff.duration|factor|maxDuration``);
@@ -30,15 +31,18 @@ under the pod policy; tests use in-memory runners). Supported, with Argo's seman
   ``{{=expr}}`` expressions (literals, dotted names, ``== != < <= > >= && || !``,
   ``?:``, parentheses).
 
-Anything else — another template kind, ``withParam``, ``when``, ``outputs``, a tag or an
+A workflow Argo itself would refuse is refused first, in Argo's words
+(:func:`madbench_common.pipeline.argo_rules.check_workflow`). Then anything this executor
+does not honour — another template kind, ``withParam``, ``when``, ``outputs``, a tag or an
 expression function it does not know, a security context the local engine cannot
-honour — fails loudly when the workflow is loaded or a pod resolved
-(:class:`UnsupportedConstruct`, exit 3), never silently ignored.
+enforce — fails loudly when the workflow is loaded or a pod resolved
+(:class:`UnsupportedConstruct`, exit 3), never silently ignored, unless it is one of the
+documented cluster-only fields (:data:`CLUSTER_ONLY`: scheduling, GC, TTL, RBAC, pulls,
+requests), which are accepted and have no local meaning.
 
-Simplifications (documented, not hidden): a DAG fails when any of its tasks failed (the
-rendered workflows have no failure handlers); a pod that cannot start (image missing,
-secret key missing) is an ``Error`` at once rather than a pending pod; ``keep_going``
-runs the independent branches after a failure (``failFast: false`` everywhere).
+Simplifications (documented, not hidden): a pod that cannot start (image missing, secret
+key missing) is an ``Error`` at once rather than a pending pod; ``stop_on_failure`` is a
+mode stricter than Argo (no new task after a DAG's first failure).
 """
 
 from __future__ import annotations
@@ -59,6 +63,15 @@ from typing import Any, Protocol, Union
 import yaml
 
 from madbench_common.core.errors import ConfigError
+from madbench_common.pipeline.argo_rules import (
+    ARGO_RELEASE,
+    UnsupportedConstruct,
+    _truth,
+    check_workflow,
+    depends_names,
+    evaluate,
+    parse_depends,
+)
 
 __all__ = [
     "Executor",
@@ -80,159 +93,6 @@ __all__ = [
 
 ParamValue = Union[str, Callable[[], str]]
 """A workflow parameter's value: a string, or a callable bound when a pod is resolved."""
-
-
-class UnsupportedConstruct(ConfigError):
-    """The workflow uses something this interpreter does not implement."""
-
-
-# ------------------------------------------------------------------ expressions
-
-_TOKEN = re.compile(r"""\s*(?:
-    (?P<num>\d+(?:\.\d+)?)
-  | (?P<str>'(?:[^'\\]|\\.)*'|"(?:[^"\\]|\\.)*")
-  | (?P<name>[A-Za-z_][A-Za-z0-9_]*(?:\.[A-Za-z_][A-Za-z0-9_-]*)*)
-  | (?P<op>==|!=|<=|>=|&&|\|\||[<>!?:()])
-)""", re.VERBOSE)
-_KEYWORDS = {"true": True, "false": False, "nil": None}
-
-
-def _tokens(text: str) -> list[tuple[str, str]]:
-    out, pos = [], 0
-    text = text.rstrip()
-    while pos < len(text):
-        m = _TOKEN.match(text, pos)
-        if m is None or m.end() == pos:
-            raise UnsupportedConstruct(f"expression {text!r}: cannot read {text[pos:]!r}")
-        kind = m.lastgroup or ""
-        out.append((kind, m.group(kind)))
-        pos = m.end()
-    return out
-
-
-_DEPENDS_TOKEN = re.compile(r"\s*(?:(?P<op>&&|\|\||[!()])"
-                            r"|(?P<name>[A-Za-z0-9][A-Za-z0-9_-]*(?:\.[A-Za-z]+)?))")
-
-
-def _depends_tokens(text: str) -> list[tuple[str, str]]:
-    """Tokens of a ``depends`` expression: task names may contain hyphens."""
-    out, pos = [], 0
-    text = text.rstrip()
-    while pos < len(text):
-        m = _DEPENDS_TOKEN.match(text, pos)
-        if m is None or m.end() == pos:
-            raise UnsupportedConstruct(f"depends {text!r}: cannot read {text[pos:]!r}")
-        kind = m.lastgroup or ""
-        out.append((kind, m.group(kind)))
-        pos = m.end()
-    return out
-
-
-class _Parser:
-    """Recursive descent over the expr-lang subset: ternary, ||, &&, comparisons, !."""
-
-    def __init__(self, text: str, lookup: Callable[[str], Any],
-                 tokens: list[tuple[str, str]] | None = None) -> None:
-        self.text, self.i, self.lookup = text, 0, lookup
-        self.toks = _tokens(text) if tokens is None else tokens
-
-    def peek(self) -> str | None:
-        return self.toks[self.i][1] if self.i < len(self.toks) else None
-
-    def take(self, want: str | None = None) -> tuple[str, str]:
-        if self.i >= len(self.toks):
-            raise UnsupportedConstruct(f"expression {self.text!r}: unexpected end")
-        tok = self.toks[self.i]
-        if want is not None and tok[1] != want:
-            raise UnsupportedConstruct(f"expression {self.text!r}: expected {want!r}, "
-                                       f"got {tok[1]!r}")
-        self.i += 1
-        return tok
-
-    def parse(self) -> Any:
-        value = self.ternary()
-        if self.i != len(self.toks):
-            raise UnsupportedConstruct(f"expression {self.text!r}: unsupported at "
-                                       f"{self.toks[self.i][1]!r}")
-        return value
-
-    def ternary(self) -> Any:
-        cond = self.or_()
-        if self.peek() == "?":
-            self.take("?")
-            yes = self.ternary()
-            self.take(":")
-            no = self.ternary()
-            return yes if _truth(cond) else no
-        return cond
-
-    def or_(self) -> Any:
-        value = self.and_()
-        while self.peek() == "||":
-            self.take()
-            right = self.and_()
-            value = _truth(value) or _truth(right)
-        return value
-
-    def and_(self) -> Any:
-        value = self.compare()
-        while self.peek() == "&&":
-            self.take()
-            right = self.compare()
-            value = _truth(value) and _truth(right)
-        return value
-
-    def compare(self) -> Any:
-        left = self.unary()
-        op = self.peek()
-        if op in ("==", "!=", "<", "<=", ">", ">="):
-            self.take()
-            right = self.unary()
-            if op == "==":
-                return left == right
-            if op == "!=":
-                return left != right
-            if type(left) is not type(right) and not all(
-                    isinstance(v, (int, float)) for v in (left, right)):
-                raise UnsupportedConstruct(f"expression {self.text!r}: cannot compare "
-                                           f"{left!r} {op} {right!r}")
-            return {"<": left < right, "<=": left <= right, ">": left > right,
-                    ">=": left >= right}[op]
-        return left
-
-    def unary(self) -> Any:
-        if self.peek() == "!":
-            self.take()
-            return not _truth(self.unary())
-        return self.atom()
-
-    def atom(self) -> Any:
-        kind, text = self.take()
-        if text == "(":
-            value = self.ternary()
-            self.take(")")
-            return value
-        if kind == "num":
-            return float(text) if "." in text else int(text)
-        if kind == "str":
-            return json.loads('"' + text[1:-1].replace('"', '\\"').replace("\\'", "'") + '"')
-        if kind == "name":
-            if self.peek() == "(":
-                raise UnsupportedConstruct(f"expression {self.text!r}: function {text}() "
-                                           "is not supported")
-            return _KEYWORDS[text] if text in _KEYWORDS else self.lookup(text)
-        raise UnsupportedConstruct(f"expression {self.text!r}: unexpected {text!r}")
-
-
-def _truth(value: Any) -> bool:
-    if not isinstance(value, bool):
-        raise UnsupportedConstruct(f"expected a boolean, got {value!r}")
-    return value
-
-
-def evaluate(expr: str, lookup: Callable[[str], Any]) -> Any:
-    """Evaluate an Argo ``{{=…}}`` expression; ``lookup`` resolves dotted names."""
-    return _Parser(expr, lookup).parse()
 
 
 def _render(value: Any) -> str:
@@ -421,31 +281,60 @@ class Memo(Protocol):
 
 _SPEC_KEYS = {"entrypoint", "arguments", "templates", "onExit", "volumes", "securityContext",
               "activeDeadlineSeconds", "parallelism"}
-_SPEC_IGNORED = {"archiveLogs", "podGC", "podMetadata", "podPriorityClassName",
-                 "serviceAccountName", "ttlStrategy"}
-_TEMPLATE_KEYS = {"name", "dag", "container", "inputs", "metadata", "retryStrategy",
-                  "activeDeadlineSeconds", "parallelism", "nodeSelector", "tolerations",
-                  "affinity"}
+_TEMPLATE_KEYS = {"name", "dag", "container", "inputs", "retryStrategy",
+                  "activeDeadlineSeconds", "parallelism"}
 _TASK_KEYS = {"name", "template", "dependencies", "depends", "arguments", "withSequence"}
-_CONTAINER_KEYS = {"image", "imagePullPolicy", "command", "args", "env", "volumeMounts",
-                   "resources", "securityContext"}
-_RESOURCE_KEYS = {"cpu", "memory", "nvidia.com/gpu", "ephemeral-storage"}
+_CONTAINER_KEYS = {"image", "command", "args", "env", "volumeMounts", "resources",
+                   "securityContext"}
 _CSC_KEYS = {"allowPrivilegeEscalation", "readOnlyRootFilesystem", "runAsNonRoot",
              "capabilities", "runAsUser", "runAsGroup"}
-_PSC_KEYS = {"runAsNonRoot", "runAsUser", "runAsGroup", "fsGroup", "seccompProfile"}
+_PSC_KEYS = {"runAsNonRoot", "runAsUser", "runAsGroup"}
 _RETRY_KEYS = {"limit", "retryPolicy", "expression", "backoff"}
 _POLICIES = {"Always", "OnFailure", "OnError"}
-_RESULTS = {"Succeeded", "Failed", "Errored", "Skipped", "Omitted", "Completed"}
+
+CLUSTER_ONLY: dict[str, str] = {
+    "spec.archiveLogs": "log archiving to Argo's artifact repository (pod logs stay in the "
+                        "rehearsal's work folder)",
+    "spec.podGC": "garbage collection of finished pods",
+    "spec.ttlStrategy": "deletion of the finished Workflow object",
+    "spec.serviceAccountName": "the pods' RBAC identity",
+    "spec.podPriorityClassName": "scheduling priority and preemption",
+    "spec.podMetadata": "pod labels the cluster's network policies select on",
+    "spec.securityContext.fsGroup": "group ownership of mounted volumes (local volumes are "
+                                    "owned by the pod user already)",
+    "spec.securityContext.seccompProfile": "the node's seccomp profile",
+    "template.metadata": "pod labels and annotations (the API egress label selects a "
+                         "network policy; the local sandbox lets every pod reach the stub)",
+    "template.nodeSelector": "scheduling onto a node pool",
+    "template.tolerations": "scheduling onto tainted GPU nodes",
+    "template.affinity": "scheduling onto nodes with enough GPU memory",
+    "container.imagePullPolicy": "image pulls (images are local builds)",
+    "resources.requests": "scheduling: cpu, memory, nvidia.com/gpu and ephemeral-storage "
+                          "requests reserve node capacity",
+    "resources.limits.ephemeral-storage": "kubelet eviction on local disk use",
+    "volume.emptyDir.sizeLimit": "kubelet eviction on scratch use",
+}
+"""Fields the local executor accepts without honouring them, each with what it does on a
+cluster. Nothing else is accepted unless honoured: an unknown or unhonoured field is an
+:class:`UnsupportedConstruct` when the workflow is loaded. (``resources.limits.memory`` is
+honoured: a memory cgroup; ``resources.limits.nvidia.com/gpu`` is not a cluster-only
+field but a rehearsal relaxation: :mod:`madbench_common.cluster.relaxations`.)"""
+
 POD_UID = 10001
 """The one user the local engine runs pods as (madbench_common.build.containers.USER)."""
 
 
-def _check_keys(obj: Any, allowed: set[str], where: str) -> dict[str, Any]:
+def _check_keys(obj: Any, allowed: set[str], where: str, kind: str = "") -> dict[str, Any]:
+    """``obj`` holds only fields this executor honours, or ``kind``'s cluster-only ones
+    (:data:`CLUSTER_ONLY`, e.g. kind ``template``: ``nodeSelector``)."""
     if not isinstance(obj, dict):
         raise UnsupportedConstruct(f"{where}: expected a mapping, got {type(obj).__name__}")
-    if extra := set(obj) - allowed:
-        raise UnsupportedConstruct(f"{where}: {', '.join(sorted(extra))} not supported "
-                                   f"(supported: {', '.join(sorted(allowed))})")
+    cluster = {k[len(kind) + 1:] for k in CLUSTER_ONLY if kind and k.startswith(kind + ".")}
+    if extra := set(obj) - allowed - cluster:
+        raise UnsupportedConstruct(
+            f"{where}: {', '.join(sorted(extra))} not supported by the local executor "
+            f"(honoured: {', '.join(sorted(allowed))}; accepted as cluster-only: "
+            f"{', '.join(sorted(cluster)) or 'none'})")
     return obj
 
 
@@ -485,7 +374,11 @@ class Workflow:
         if not isinstance(doc, dict) or doc.get("kind") != "Workflow" or \
                 doc.get("apiVersion") != "argoproj.io/v1alpha1":
             raise UnsupportedConstruct(f"{self.path}: not an argoproj.io/v1alpha1 Workflow")
-        spec = _check_keys(doc.get("spec"), _SPEC_KEYS | _SPEC_IGNORED, f"{self.path}: spec")
+        # what Argo itself refuses, in its words, before what this executor does not do
+        if problems := check_workflow(doc):
+            raise ConfigError(f"{self.path}: Argo {ARGO_RELEASE} would refuse this workflow: "
+                              + "; ".join(problems))
+        spec = _check_keys(doc.get("spec"), _SPEC_KEYS, f"{self.path}: spec", "spec")
         for t in spec.get("templates") or []:
             name = str(t.get("name", ""))
             if not name or name in self.templates:
@@ -499,12 +392,13 @@ class Workflow:
         if "entrypoint" not in spec:
             raise ConfigError(f"{self.path}: spec.entrypoint missing")
         self.volumes()
-        _check_keys(spec.get("securityContext") or {}, _PSC_KEYS, f"{self.path}: securityContext")
+        _check_keys(spec.get("securityContext") or {}, _PSC_KEYS, f"{self.path}: securityContext",
+                    "spec.securityContext")
         _params_list(spec.get("arguments"), f"{self.path}: spec.arguments", _ENUM)
 
     def _check_template(self, name: str, t: dict[str, Any]) -> None:
         where = f"{self.path}: template {name}"
-        _check_keys(t, _TEMPLATE_KEYS, where)
+        _check_keys(t, _TEMPLATE_KEYS, where, "template")
         kinds = [k for k in ("dag", "container") if k in t]
         if len(kinds) != 1:
             raise UnsupportedConstruct(f"{where}: needs exactly one of dag, container "
@@ -519,7 +413,7 @@ class Workflow:
                 raise UnsupportedConstruct(f"{where}: retryPolicy {rs['retryPolicy']!r} "
                                            f"(supported: {', '.join(sorted(_POLICIES))})")
         if "dag" in t:
-            dag = _check_keys(t["dag"], {"tasks", "failFast"}, f"{where}: dag")
+            dag = _check_keys(t["dag"], {"tasks", "failFast", "target"}, f"{where}: dag")
             names = set()
             for task in dag.get("tasks") or []:
                 _check_keys(task, _TASK_KEYS, f"{where}: task {task.get('name')}")
@@ -542,7 +436,7 @@ class Workflow:
                                           f"task {dep!r}")
             _toposort(dag.get("tasks") or [], where)
         else:
-            c = _check_keys(t["container"], _CONTAINER_KEYS, f"{where}: container")
+            c = _check_keys(t["container"], _CONTAINER_KEYS, f"{where}: container", "container")
             if not c.get("command"):
                 raise UnsupportedConstruct(f"{where}: a container without command (the "
                                            "image's entrypoint) is not supported")
@@ -556,9 +450,9 @@ class Workflow:
             for vm in c.get("volumeMounts") or []:
                 _check_keys(vm, {"name", "mountPath", "readOnly"}, f"{where}: volumeMount")
             res = c.get("resources") or {}
-            _check_keys(res, {"requests", "limits"}, f"{where}: resources")
-            for part in ("requests", "limits"):
-                _check_keys(res.get(part) or {}, _RESOURCE_KEYS, f"{where}: resources.{part}")
+            _check_keys(res, {"limits"}, f"{where}: resources", "resources")
+            _check_keys(res.get("limits") or {}, {"memory", "nvidia.com/gpu"},
+                        f"{where}: resources.limits", "resources.limits")
             sc = _check_keys(c.get("securityContext") or {}, _CSC_KEYS,
                              f"{where}: securityContext")
             _check_keys(sc.get("capabilities") or {}, {"drop"}, f"{where}: capabilities")
@@ -590,8 +484,8 @@ class Workflow:
             _check_keys(v, {"name", "emptyDir", "persistentVolumeClaim"},
                         f"{self.path}: volume {v.get('name')}")
             if "emptyDir" in v:
-                _check_keys(v["emptyDir"] or {}, {"sizeLimit", "medium"},
-                            f"{self.path}: volume {v['name']} emptyDir")
+                _check_keys(v["emptyDir"] or {}, set(), f"{self.path}: volume {v['name']} emptyDir",
+                            "volume.emptyDir")
                 out[v["name"]] = {"kind": "emptyDir"}
             elif "persistentVolumeClaim" in v:
                 pvc = _check_keys(v["persistentVolumeClaim"], {"claimName", "readOnly"},
@@ -606,12 +500,8 @@ class Workflow:
 
 
 def _deps_of(task: dict[str, Any]) -> list[str]:
-    if "dependencies" in task and "depends" in task:
-        raise UnsupportedConstruct(f"task {task['name']}: both dependencies and depends")
-    if "depends" in task:
-        return sorted({n.split(".")[0] for kind, n in _depends_tokens(str(task["depends"]))
-                       if kind == "name"})
-    return [str(d) for d in task.get("dependencies") or []]
+    """The tasks ``task`` waits on, read as Argo reads them (GetTaskDependencies)."""
+    return sorted(depends_names(task))
 
 
 def _toposort(tasks: Sequence[dict[str, Any]], where: str) -> list[str]:
@@ -635,25 +525,43 @@ def _toposort(tasks: Sequence[dict[str, Any]], where: str) -> list[str]:
     return order
 
 
-def _depends_ok(task: dict[str, Any], phases: Mapping[str, str]) -> bool:
-    """Whether a task whose dependencies are all complete runs (``depends`` logic)."""
+_BARE = ("Succeeded", "Skipped", "Daemoned")
+"""What a bare task name (or a ``dependencies`` entry) accepts: expandDependency,
+workflow/common/ancestry.go:123-136 (no ``continueOn`` here)."""
+
+
+def _depends_ok(task: dict[str, Any], tasks: Mapping[str, _Task]) -> bool:
+    """Whether a task whose dependencies are all complete runs: evaluateDependsLogic
+    (workflow/controller/dag.go:965-1023). ``Errored`` is a node in phase ``Error``;
+    ``Daemoned`` is never true here (no daemon templates); ``AnySucceeded`` and
+    ``AllFailed`` look at a fan-out task's children (dag.go:986-1003)."""
     if "depends" not in task:
-        return all(phases[d] in ("Succeeded", "Skipped") for d in _deps_of(task))
-    expr = str(task["depends"])
+        return all(any(_result(tasks[d], r) for r in _BARE) for d in _deps_of(task))
 
-    def lookup(name: str) -> bool:
-        base, _, result = name.partition(".")
-        phase = phases[base]
-        if not result:
-            return phase in ("Succeeded", "Skipped")
-        if result not in _RESULTS:
-            raise UnsupportedConstruct(f"task {task['name']}: depends result {result!r}")
-        if result == "Completed":
-            return phase in ("Succeeded", "Failed")
-        return phase == ("Error" if result == "Errored" else result)
+    def value(node: Any) -> bool:
+        op = node[0]
+        if op == "name":
+            dep = tasks[node[1]]
+            return any(_result(dep, r) for r in _BARE) if node[2] is None \
+                else _result(dep, node[2])
+        if op == "not":
+            return not value(node[1])
+        if op == "and":
+            return value(node[1]) and value(node[2])
+        return value(node[1]) or value(node[2])
 
-    value = _Parser(expr, lookup, _depends_tokens(expr)).parse()
-    return _truth(value)
+    return value(parse_depends(str(task["depends"])))
+
+
+def _result(task: _Task, result: str) -> bool:
+    phase = task.phase
+    if result == "AnySucceeded":
+        return any(c.phase == "Succeeded" for c in task.children)
+    if result == "AllFailed":
+        return bool(task.children) and all(c.phase == "Failed" for c in task.children)
+    if result == "Daemoned":
+        return False
+    return phase == ("Error" if result == "Errored" else result)
 
 
 # ------------------------------------------------------------------ execution state
@@ -698,6 +606,10 @@ class _DagNode:
     parallelism: int | None
     fail_fast: bool
     tasks: dict[str, _Task] = field(default_factory=dict)
+    targets: list[str] = field(default_factory=list)
+    """The tasks whose phases decide the DAG's: ``dag.target``, or the leaves."""
+    wanted: set[str] = field(default_factory=set)
+    """The tasks that run at all: the targets and every task they wait on."""
     phase: str = "Running"
     started: bool = False
 
@@ -731,7 +643,7 @@ class Executor:
 
     def __init__(self, workflow: Workflow, params: Mapping[str, ParamValue] | None = None, *,
                  runner: Runner | None = None, workers: int = 2, name: str | None = None,
-                 keep_going: bool = False, memo: Memo | None = None,
+                 stop_on_failure: bool = False, memo: Memo | None = None,
                  backoff_scale: float = 1.0,
                  on_event: Callable[[str, dict[str, Any]], None] | None = None,
                  rank: Callable[[Pod], int] | None = None,
@@ -752,7 +664,7 @@ class Executor:
         self.workers = max(1, workers)
         suffix = "".join(random.choices(string.ascii_lowercase + string.digits, k=5))
         self.name: str = name or f"{workflow.name_prefix}{suffix}"
-        self.keep_going = keep_going
+        self.stop_on_failure = stop_on_failure
         self.memo = memo
         self.backoff_scale = backoff_scale
         self.on_event = on_event or (lambda kind, data: None)
@@ -990,9 +902,21 @@ class Executor:
         dag = t["dag"]
         par = t.get("parallelism")
         node = _DagNode(path, template, inputs, chain, int(par) if par is not None else None,
-                        bool(dag.get("failFast", True)) and not self.keep_going)
+                        bool(dag.get("failFast", True)))
         for task in dag.get("tasks") or []:
             node.tasks[task["name"]] = _Task(task)
+        deps = {n: _deps_of(t.spec) for n, t in node.tasks.items()}
+        if dag.get("target"):
+            node.targets = str(dag["target"]).split()
+        else:  # findLeafTaskNames, workflow/controller/dag.go:874-896
+            waited = {d for ds in deps.values() for d in ds}
+            node.targets = sorted(n for n in node.tasks if n not in waited)
+        stack = list(node.targets)
+        while stack:
+            n = stack.pop()
+            if n not in node.wanted:
+                node.wanted.add(n)
+                stack += deps[n]
         return node
 
     def _loop(self, root: _Node, pool: ThreadPoolExecutor, start: float,
@@ -1207,7 +1131,14 @@ class Executor:
         return any(self._contains(c, target) for t in node.tasks.values() for c in t.children)
 
     def _advance(self, node: _Node, extra: Mapping[str, ParamValue] | None) -> None:
-        """Expand ready tasks, omit impossible ones and settle finished nodes' phases."""
+        """Expand ready tasks, omit impossible ones and settle finished nodes' phases.
+
+        As Argo's executeDAG (workflow/controller/dag.go:266-437): every task whose
+        dependencies have finished is evaluated and runs or is Omitted, whatever failed
+        elsewhere — Argo's ``failFast`` (on by default) does not stop scheduling while any
+        node of the DAG still runs (dag.go:137-246 returns Running first;
+        argoproj/argo-workflows#10312). ``stop_on_failure`` is stricter than Argo: after
+        the first failure in a DAG, no new task of it starts."""
         if isinstance(node, _PodNode) or node.done:
             return
         failed = False
@@ -1218,22 +1149,60 @@ class Executor:
                 task.phase = self._group_phase(task)
             failed |= task.phase in ("Failed", "Error")
         for name, task in node.tasks.items():
-            if task.expanded or task.phase in _FINAL:
+            if task.expanded or task.phase in _FINAL or name not in node.wanted:
                 continue
-            deps = _deps_of(task.spec)
-            phases = {d: node.tasks[d].phase for d in deps}
-            if any(p not in _FINAL for p in phases.values()):
+            if any(node.tasks[d].phase not in _FINAL for d in _deps_of(task.spec)):
                 continue
-            if (failed and node.fail_fast) or self.cancel.is_set():
+            if (failed and self.stop_on_failure) or self.cancel.is_set():
                 task.phase = "Omitted"
                 continue
-            if not _depends_ok(task.spec, phases):
+            if not _depends_ok(task.spec, node.tasks):
                 task.phase = "Omitted"
                 continue
             self._expand(node, name, task, extra)
-        if all(t.phase in _FINAL for t in node.tasks.values()):
-            bad = [t.phase for t in node.tasks.values() if t.phase in ("Failed", "Error")]
-            node.phase = ("Failed" if "Failed" in bad else "Error") if bad else "Succeeded"
+        phase = self._assess(node)
+        if phase != "Running":
+            node.phase = phase
+
+    def _assess(self, node: _DagNode) -> str:
+        """The DAG's phase as Argo's assessDAGPhase (workflow/controller/dag.go:137-246):
+        Running while any task it started runs; then each target task's branch phase —
+        its own phase if it ran (Succeeded, Failed, Error), else (Skipped, Omitted) the
+        phases reaching it from the tasks it waits on, a failure preferred (a task with no
+        dependencies starts from Succeeded); Failed or Error when a target's branch is,
+        else Succeeded. With ``failFast`` the first failed target decides at once; without
+        it every target must have been reached. A failure that every path "handles" (a
+        task that ran on its ``.Failed``) therefore leaves the DAG Succeeded."""
+        wanted = [t for n, t in node.tasks.items() if n in node.wanted]
+        if any(t.phase not in _FINAL and t.expanded for t in wanted):
+            return "Running"
+        branch: dict[str, str] = {}
+
+        def deduce(name: str) -> str:
+            if name not in branch:
+                task = node.tasks[name]
+                if task.phase in ("Succeeded", "Failed", "Error"):
+                    branch[name] = task.phase
+                elif task.phase in ("Skipped", "Omitted"):
+                    parents = [deduce(d) for d in _deps_of(task.spec)] or ["Succeeded"]
+                    bad = [p for p in parents if p in ("Failed", "Error")]
+                    branch[name] = bad[0] if bad else "Succeeded"
+                else:
+                    branch[name] = ""  # not reached yet
+            return branch[name]
+
+        result = "Succeeded"
+        for target in node.targets:
+            phase = deduce(target)
+            if phase == "":
+                result = "Running"
+                if not node.fail_fast:
+                    break
+            elif phase in ("Failed", "Error"):
+                result = phase
+                if node.fail_fast:
+                    break
+        return result
 
     def _cancel_pending(self, node: _Node) -> None:
         if isinstance(node, _PodNode):

@@ -1,4 +1,9 @@
-"""Check resolved pods against this checkout, without running or importing anything heavy.
+"""``madbench lint``: Argo's own rules for a workflow file, and checks of resolved pods
+against this checkout, without running or importing anything heavy.
+
+:func:`lint_workflow` reports every reason Argo would refuse a workflow
+(:mod:`madbench_common.pipeline.argo_rules`: its validator, its controller's run-time
+refusals and the API server's resource rules, at a pinned Argo release).
 
 :func:`check_pods` takes the pods of a dry run (:meth:`Executor.dry_run`) and reports what
 would fail on a cluster before any pod starts:
@@ -23,14 +28,22 @@ import contextlib
 import functools
 import io
 import re
+import sys
 from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
 from madbench_common.cluster.argo_local import Pod
 from madbench_common.core.errors import ConfigError
+from madbench_common.pipeline.argo_rules import (
+    ARGO_COMMIT,
+    ARGO_RELEASE,
+    MIN_ARGO_VERSION,
+    check_workflow,
+    min_version,
+)
 
-__all__ = ["check_pods", "check_target", "image_slug"]
+__all__ = ["add_commands", "check_pods", "check_target", "image_slug", "lint_workflow"]
 
 _ROOT = Path(__file__).resolve().parents[2]
 _IMAGE = re.compile(r"^(?:ghcr\.io|localhost)/madbench/(?P<slug>[a-z0-9][a-z0-9-]*)"
@@ -174,3 +187,82 @@ def _graph(deaf: bool, models: str) -> Any:
     if deaf:
         return build_pipeline("deaf", tuple(m.strip() for m in models.split(",") if m.strip()))
     return build_pipeline("madbench")
+
+
+# ------------------------------------------------------------------ madbench lint
+
+
+def lint_workflow(path: str | Path, target: tuple[int, int] = MIN_ARGO_VERSION,
+                  pods: bool = False, notes: list[str] | None = None) -> list[str]:
+    """Every reason Argo would refuse the workflow file ``path``, in Argo's words
+    (:func:`madbench_common.pipeline.argo_rules.check_workflow`), each prefixed by the
+    file; with ``pods``, also every pod of its local dry run checked against this
+    checkout (:func:`check_pods`). A workflow the local executor does not run (such as
+    ``weights.yaml``, with ``withParam``) gets a line in ``notes`` instead: that is no
+    reason for Argo to refuse it."""
+    import yaml
+
+    try:
+        doc = yaml.safe_load(Path(path).read_text())
+    except (OSError, yaml.YAMLError) as exc:
+        return [f"{path}: cannot read: {exc}"]
+    problems = [f"{path}: {p}" for p in check_workflow(doc, target)]
+    if pods and not problems:
+        from madbench_common.cluster.argo_local import Executor, UnsupportedConstruct, Workflow
+
+        try:
+            executor = Executor(Workflow.from_doc(doc, str(path)))
+        except UnsupportedConstruct as exc:
+            if notes is not None:
+                notes.append(f"{path}: pods not checked (the local executor does not run "
+                             f"it): {exc}")
+            return problems
+        try:
+            problems += [f"{path}: {p}" for p in check_pods(executor.dry_run())]
+        except ConfigError as exc:
+            problems.append(f"{path}: {exc}")
+    return problems
+
+
+def _version(text: str) -> tuple[int, int]:
+    m = re.fullmatch(r"v?(\d+)\.(\d+)(?:\.\d+)?", text.strip())
+    if m is None:
+        raise argparse.ArgumentTypeError(f"{text!r} is not an Argo version like 3.5")
+    return int(m.group(1)), int(m.group(2))
+
+
+def add_commands(sub: argparse._SubParsersAction[Any]) -> None:
+    """Register ``madbench lint``."""
+    p = sub.add_parser(
+        "lint", help=f"check workflows against Argo's own rules (Argo {ARGO_RELEASE}'s "
+                     "validator, its controller's run-time refusals, Kubernetes resource "
+                     "rules, version-gated fields) before argo submit")
+    p.add_argument("workflows", nargs="+", metavar="WORKFLOW")
+    p.add_argument("--argo-version", type=_version, default=MIN_ARGO_VERSION,
+                   metavar="MAJOR.MINOR",
+                   help="the oldest Argo the workflows must run on (default: "
+                        f"{MIN_ARGO_VERSION[0]}.{MIN_ARGO_VERSION[1]}, the README's minimum)")
+    p.add_argument("--pods", action="store_true",
+                   help="also resolve every pod (the local executor's dry run) and check "
+                        "its image, command, stage and models against this checkout")
+    p.set_defaults(func=_lint)
+
+
+def _lint(args: argparse.Namespace) -> int:
+    import yaml
+
+    bad = 0
+    for path in args.workflows:
+        notes: list[str] = []
+        problems = lint_workflow(path, args.argo_version, args.pods, notes)
+        for line in problems:
+            print(line)
+        for line in notes:
+            print(f"note: {line}", file=sys.stderr)
+        if problems:
+            bad += 1
+            continue
+        need = min_version(yaml.safe_load(Path(path).read_text()))
+        print(f"ok: {path} (Argo v{need[0]}.{need[1]} or later; rules of "
+              f"{ARGO_RELEASE} {ARGO_COMMIT[:10]})")
+    return 1 if bad else 0

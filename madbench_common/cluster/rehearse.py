@@ -1650,7 +1650,7 @@ def _rehearse(opts: Options, work: Path) -> int:
             params = workflow_params(wf, flow, profile, provider, fields, overrides,
                                      stage_sets[flow.name])
             ex = Executor(wf, params, runner=runner, workers=opts.workers or profile.workers,
-                          name=f"rehearsal-{flow.name}", keep_going=opts.keep_going,
+                          name=f"rehearsal-{flow.name}", stop_on_failure=not opts.keep_going,
                           memo=memo, backoff_scale=opts.backoff_scale,
                           pod_identity=provider.pod_identity,
                           rank=lambda pod: 0 if image_slug(pod.image.split("@", 1)[0])[0]

@@ -24,6 +24,7 @@ import yaml
 from hera.workflows import models as m
 
 from madbench_common.core.errors import EXIT_DETERMINISTIC, ConfigError
+from madbench_common.pipeline.argo_rules import ARGO_RELEASE, check_workflow
 from madbench_common.pipeline.graph import Graph, Stage
 from madbench_common.pipeline.summary import parse_failures, write_exit_summary
 
@@ -483,27 +484,32 @@ Daemoned that still let a stage with an optional input run: the input's merge fa
 never ran (``Omitted``) because its shards failed."""
 
 
-def _wiring(stage: Stage, graph: Graph) -> dict[str, Any]:
-    """``dependencies`` on every input's merge; ``depends`` where an input is optional."""
+def _wiring(stage: Stage, graph: Graph, depends: bool) -> dict[str, Any]:
+    """``dependencies`` on every input's merge, or, in a DAG where any stage has an optional
+    input (``depends``), the same as a ``depends`` expression: Argo refuses a DAG template
+    that mixes the two fields (validateDAG, workflow/validate/validate.go:1393-1395 at
+    v3.7.18; :mod:`madbench_common.cluster.argo_rules`). A bare task name in ``depends``
+    means what ``dependencies`` does: Succeeded, Skipped or Daemoned."""
     merges = {d: f"{task_name(graph[d])}-merge" for d in stage.inputs}
     if not merges:
         return {}
-    if not stage.optional_inputs:
+    if not depends:
         return {"dependencies": list(merges.values())}
     terms = [" || ".join([merges[d], *(f"{merges[d]}.{r}" for r in _FAILED)])
              if d in stage.optional_inputs else merges[d] for d in stage.inputs]
     return {"depends": " && ".join(f"({t})" if "||" in t else t for t in terms)}
 
 
-def _stage_tasks(stage: Stage, graph: Graph) -> list[m.DAGTask]:
+def _stage_tasks(stage: Stage, graph: Graph, depends: bool = False) -> list[m.DAGTask]:
     name = task_name(stage)
-    wiring = _wiring(stage, graph)
+    wiring = _wiring(stage, graph, depends)
     if stage.sharded:
         run = m.DAGTask(name=name, template=f"{name}-fanout", **wiring)
     else:
         run = m.DAGTask(name=name, template=f"{name}-shard", **wiring,
                         arguments=m.Arguments(parameters=[m.Parameter(name="shard", value="0")]))
-    merge = m.DAGTask(name=f"{name}-merge", template=f"{name}-merge", dependencies=[name])
+    after: dict[str, Any] = {"depends": name} if depends else {"dependencies": [name]}
+    merge = m.DAGTask(name=f"{name}-merge", template=f"{name}-merge", **after)
     return [run, merge]
 
 
@@ -528,12 +534,18 @@ def _summary_template(variant: Variant, profile: ClusterProfile) -> m.Template:
 
 
 def _templates(graph: Graph, variant: Variant, profile: ClusterProfile) -> list[m.Template]:
-    tasks = [t for stage in graph for t in _stage_tasks(stage, graph)]
-    # Argo's DAG stops scheduling after a failure unless failFast is off: a graph with
-    # optional inputs wants the stages that wait for them to run (the rest still stop,
-    # their plain dependencies unmet), and the workflow still ends Failed.
-    fail_fast = False if any(s.optional_inputs for s in graph) else None
-    templates = [m.Template(name="madbench", dag=m.DAGTemplate(tasks=tasks, fail_fast=fail_fast))]
+    optional = any(s.optional_inputs for s in graph)
+    tasks = [t for stage in graph for t in _stage_tasks(stage, graph, depends=optional)]
+    # A graph with optional inputs: the stages that wait for them run after an input's
+    # failure (``depends`` on its .Failed/.Errored/.Omitted), and the rest stop, their
+    # inputs unmet. Argo decides a DAG's phase from its target tasks only, by default the
+    # leaves (assessDAGPhase, workflow/controller/dag.go:137-246 at v3.7.18): a failure
+    # whose every path ends in a task that ran (the report) would leave the workflow
+    # Succeeded. Every task is a target here, so any failed or omitted stage fails the
+    # workflow, and failFast off makes the DAG wait for every target before deciding.
+    dag = m.DAGTemplate(tasks=tasks, fail_fast=False if optional else None,
+                        target=" ".join(t.name for t in tasks) if optional else None)
+    templates = [m.Template(name="madbench", dag=dag)]
     for stage in graph:
         if stage.sharded:
             templates.append(_fanout_template(stage))
@@ -598,9 +610,17 @@ def compile_workflow(
 
 
 def workflow_yaml(workflow: m.Workflow) -> str:
-    """Deterministic YAML: field order from the models, no nulls, a generated-file header."""
+    """Deterministic YAML: field order from the models, no nulls, a generated-file header.
+
+    The text is checked against Argo's own rules first (what ``madbench lint`` checks:
+    :func:`madbench_common.pipeline.argo_rules.check_workflow`): a workflow Argo would
+    refuse is a :class:`ConfigError` here, so ``madbench render`` never writes one."""
     data = workflow.model_dump(by_alias=True, exclude_none=True, mode="json")
     body = yaml.safe_dump(data, sort_keys=False, width=100, allow_unicode=True)
+    if problems := check_workflow(yaml.safe_load(body)):
+        name = (data.get("metadata") or {}).get("generateName") or "workflow"
+        raise ConfigError(f"rendered {name}: Argo {ARGO_RELEASE} would refuse it: "
+                          + "; ".join(problems))
     return _HEADER + body
 
 

@@ -61,7 +61,10 @@ def test_dag_follows_the_deaf_graph() -> None:
         name = stage.name.replace("_", "-")
         deps = {f"{d.replace('_', '-')}-merge" for d in stage.inputs}
         assert set(task_deps(tasks[name])) == deps
-        assert tasks[f"{name}-merge"]["dependencies"] == [name]
+        assert tasks[f"{name}-merge"]["depends"] == name
+    # one dependency style per DAG: Argo refuses a DAG template that mixes them
+    # (validateDAG, workflow/validate/validate.go:1393-1395 at v3.7.18)
+    assert not any("dependencies" in t for t in tasks.values())
     answers = {f"answer-{m.name.replace('_', '-')}-merge" for m in PAPER_MODELS}
     assert answers <= set(task_deps(tasks["deaf-judge"]))
 
@@ -99,6 +102,37 @@ def test_a_failed_answer_stage_blocks_neither_judge_nor_report() -> None:
     no_trials = _outcome(tasks, {"deaf-trials"})
     assert {no_trials[n] for n in ("deaf-judge", "deaf-metrics", "deaf-report")} == {"Omitted"}
     assert _outcome(tasks, set())["deaf-report-merge"] == "Succeeded"
+    # every task is a target, so the omitted merge fails the DAG (assessDAGPhase)
+    assert dag["target"].split() == list(tasks)
+
+
+def test_a_failed_answer_fails_the_workflow_on_the_local_executor() -> None:
+    """deaf.yaml itself, run by the local executor (Argo's scheduling and DAG phase) with
+    pods that succeed except one model's answer shards: the judge and the report run, and
+    the workflow ends Failed, naming the failed pods."""
+    import threading
+
+    from madbench_common.cluster.argo_local import Executor, Pod, PodResult, Workflow
+
+    class Runner:
+        def __init__(self) -> None:
+            self.ran: list[str] = []
+
+        def prepare(self, pod: Pod) -> None:
+            pass
+
+        def run(self, pod: Pod, attempt: int, cancel: threading.Event) -> PodResult:
+            self.ran.append(pod.node)
+            if pod.template == "answer-salmonn-shard":
+                return PodResult("Failed", 3, "boom")
+            return PodResult("Succeeded", 0)
+
+    runner = Runner()
+    result = Executor(Workflow.load(DEAF), runner=runner, workers=4, name="d").run()
+    assert result.phase == "Failed"
+    assert {f["templateName"] for f in result.failures} == {"answer-salmonn-shard"}
+    assert "d.deaf-report-merge" in runner.ran and "d.deaf-judge-merge" in runner.ran
+    assert result.nodes["d.answer-salmonn-merge"]["phase"] == "Omitted"
 
 
 def test_sic_voices_are_a_workflow_parameter() -> None:

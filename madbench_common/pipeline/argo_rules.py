@@ -1,0 +1,946 @@
+"""Argo Workflows' own rules for a Workflow, checked before ``argo submit``.
+
+A pure-Python reading of what Argo's controller refuses, for the constructs ``madbench
+render`` emits (DAG and container templates, parameters, ``withSequence``, retries,
+resources, the exit handler). The reference is Argo's source at a pinned release
+(:data:`ARGO_RELEASE`, commit :data:`ARGO_COMMIT`); each rule cites the file and line it
+re-implements, and reports Argo's own message text. Three sources:
+
+- ``workflow/validate/validate.go`` (``ValidateWorkflow``: what ``argo submit`` and
+  ``argo lint`` refuse);
+- the controller's runtime checks that turn a node into an ``Error`` (``depends``
+  evaluation in ``workflow/controller/dag.go``, retry backoff parsing in
+  ``workflow/controller/operator.go``, unsupplied inputs in ``workflow/common/util.go``);
+- the Kubernetes API server's pod validation for resources
+  (``k8s.io/apimachinery/pkg/api/resource/quantity.go`` and
+  ``pkg/apis/core/validation/validation.go``: the pod is never created).
+
+Where this is stricter than the validator it says so (``{{item}}`` outside a loop and
+identifiers inside ``{{=…}}`` are resolved here; Argo leaves both to run time).
+
+:func:`check_workflow` returns every problem found (empty: Argo accepts it); it is run by
+``madbench lint``, by ``madbench render`` on what it writes, and by the local executor
+(:mod:`madbench_common.cluster.argo_local`) when it loads a workflow.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from madbench_common.core.errors import ConfigError
+
+__all__ = [
+    "ARGO_COMMIT",
+    "ARGO_RELEASE",
+    "DEPENDS_RESULTS",
+    "MIN_ARGO_VERSION",
+    "VERSION_GATES",
+    "UnsupportedConstruct",
+    "check_workflow",
+    "depends_names",
+    "evaluate",
+    "min_version",
+    "parse_depends",
+    "parse_go_duration",
+    "parse_k8s_quantity",
+]
+
+ARGO_RELEASE = "v3.7.18"
+ARGO_COMMIT = "66e32e5cc367f223e2ecf4fbe852b95eaed83034"
+"""argoproj/argo-workflows at the tag :data:`ARGO_RELEASE`: every line cited here."""
+
+MIN_ARGO_VERSION = (3, 5)
+"""The oldest Argo release the rendered workflows may need (README: Running on a
+Kubernetes cluster). A field newer than this is refused (:data:`VERSION_GATES`)."""
+
+
+# ------------------------------------------------------------------ expressions
+
+
+class UnsupportedConstruct(ConfigError):
+    """The workflow uses something this interpreter does not implement."""
+
+
+_TOKEN = re.compile(r"""\s*(?:
+    (?P<num>\d+(?:\.\d+)?)
+  | (?P<str>'(?:[^'\\]|\\.)*'|"(?:[^"\\]|\\.)*")
+  | (?P<name>[A-Za-z_][A-Za-z0-9_]*(?:\.[A-Za-z_][A-Za-z0-9_-]*)*)
+  | (?P<op>==|!=|<=|>=|&&|\|\||[<>!?:()])
+)""", re.VERBOSE)
+_KEYWORDS = {"true": True, "false": False, "nil": None}
+
+
+def _tokens(text: str) -> list[tuple[str, str]]:
+    out, pos = [], 0
+    text = text.rstrip()
+    while pos < len(text):
+        m = _TOKEN.match(text, pos)
+        if m is None or m.end() == pos:
+            raise UnsupportedConstruct(f"expression {text!r}: cannot read {text[pos:]!r}")
+        kind = m.lastgroup or ""
+        out.append((kind, m.group(kind)))
+        pos = m.end()
+    return out
+
+
+class _Parser:
+    """Recursive descent over the expr-lang subset: ternary, ||, &&, comparisons, !."""
+
+    def __init__(self, text: str, lookup: Callable[[str], Any],
+                 tokens: list[tuple[str, str]] | None = None) -> None:
+        self.text, self.i, self.lookup = text, 0, lookup
+        self.toks = _tokens(text) if tokens is None else tokens
+
+    def peek(self) -> str | None:
+        return self.toks[self.i][1] if self.i < len(self.toks) else None
+
+    def take(self, want: str | None = None) -> tuple[str, str]:
+        if self.i >= len(self.toks):
+            raise UnsupportedConstruct(f"expression {self.text!r}: unexpected end")
+        tok = self.toks[self.i]
+        if want is not None and tok[1] != want:
+            raise UnsupportedConstruct(f"expression {self.text!r}: expected {want!r}, "
+                                       f"got {tok[1]!r}")
+        self.i += 1
+        return tok
+
+    def parse(self) -> Any:
+        value = self.ternary()
+        if self.i != len(self.toks):
+            raise UnsupportedConstruct(f"expression {self.text!r}: unsupported at "
+                                       f"{self.toks[self.i][1]!r}")
+        return value
+
+    def ternary(self) -> Any:
+        cond = self.or_()
+        if self.peek() == "?":
+            self.take("?")
+            yes = self.ternary()
+            self.take(":")
+            no = self.ternary()
+            return yes if _truth(cond) else no
+        return cond
+
+    def or_(self) -> Any:
+        value = self.and_()
+        while self.peek() == "||":
+            self.take()
+            right = self.and_()
+            value = _truth(value) or _truth(right)
+        return value
+
+    def and_(self) -> Any:
+        value = self.compare()
+        while self.peek() == "&&":
+            self.take()
+            right = self.compare()
+            value = _truth(value) and _truth(right)
+        return value
+
+    def compare(self) -> Any:
+        left = self.unary()
+        op = self.peek()
+        if op in ("==", "!=", "<", "<=", ">", ">="):
+            self.take()
+            right = self.unary()
+            if op == "==":
+                return left == right
+            if op == "!=":
+                return left != right
+            if type(left) is not type(right) and not all(
+                    isinstance(v, (int, float)) for v in (left, right)):
+                raise UnsupportedConstruct(f"expression {self.text!r}: cannot compare "
+                                           f"{left!r} {op} {right!r}")
+            return {"<": left < right, "<=": left <= right, ">": left > right,
+                    ">=": left >= right}[op]
+        return left
+
+    def unary(self) -> Any:
+        if self.peek() == "!":
+            self.take()
+            return not _truth(self.unary())
+        return self.atom()
+
+    def atom(self) -> Any:
+        kind, text = self.take()
+        if text == "(":
+            value = self.ternary()
+            self.take(")")
+            return value
+        if kind == "num":
+            return float(text) if "." in text else int(text)
+        if kind == "str":
+            return json.loads('"' + text[1:-1].replace('"', '\\"').replace("\\'", "'") + '"')
+        if kind == "name":
+            if self.peek() == "(":
+                raise UnsupportedConstruct(f"expression {self.text!r}: function {text}() "
+                                           "is not supported")
+            return _KEYWORDS[text] if text in _KEYWORDS else self.lookup(text)
+        raise UnsupportedConstruct(f"expression {self.text!r}: unexpected {text!r}")
+
+
+def _truth(value: Any) -> bool:
+    if not isinstance(value, bool):
+        raise UnsupportedConstruct(f"expected a boolean, got {value!r}")
+    return value
+
+
+def evaluate(expr: str, lookup: Callable[[str], Any]) -> Any:
+    """Evaluate an Argo ``{{=…}}`` expression; ``lookup`` resolves dotted names."""
+    return _Parser(expr, lookup).parse()
+
+
+# ------------------------------------------------------------------ small grammars
+
+# validate.go:1634 (workflowFieldNameFmt) and :1640-1650 (isValidWorkflowFieldName)
+_FIELD_NAME = re.compile(r"^[a-zA-Z0-9][-a-zA-Z0-9]*$")
+_FIELD_NAME_MSG = ("name must consist of alpha-numeric characters or '-', and must start with "
+                   "an alpha-numeric character (e.g. My-name1-2, 123-NAME)")
+# validate.go:1617 (paramOrArtifactNameRegex) and :1625-1631 (isValidParamOrArtifactName)
+_PARAM_NAME = re.compile(r"^[-a-zA-Z0-9_]+[-a-zA-Z0-9_]*$")
+_PARAM_NAME_MSG = ("Parameter/Artifact name must consist of alpha-numeric characters, '_' or "
+                   "'-' e.g. my_param_1, MY-PARAM-1")
+
+DEPENDS_RESULTS = ("Succeeded", "Failed", "Errored", "Skipped", "Omitted", "Daemoned",
+                   "AnySucceeded", "AllFailed")
+"""The task results a ``depends`` expression may name (workflow/common/ancestry.go:21-30,
+checked by ValidateTaskResults at :89-107). ``Completed`` is not one of them."""
+
+# workflow/common/ancestry.go:34-35 (taskNameRegex, taskResultRegex)
+_TASK_RESULT = re.compile(r"([a-zA-Z0-9][-a-zA-Z0-9]*?\.[A-Z][a-zA-Z]+)")
+_TASK_NAME = re.compile(r"([a-zA-Z0-9][-a-zA-Z0-9]*?\.[A-Z][a-zA-Z]+)|([a-zA-Z0-9][-a-zA-Z0-9]*)")
+
+_TEMPLATE_TYPES = ("container", "containerSet", "steps", "script", "resource", "dag",
+                   "suspend", "data", "http", "plugin")
+_LEAF_TYPES = ("container", "containerSet", "script", "resource", "suspend", "data", "http",
+               "plugin")
+_RETRY_POLICIES = ("Always", "OnError", "OnFailure", "OnTransientError", "")
+_PODGC = ("", "OnPodCompletion", "OnPodSuccess", "OnWorkflowCompletion", "OnWorkflowSuccess")
+
+# workflow/common/common.go:297 (GlobalVarValidWorkflowVariablePrefix): only tags with one
+# of these prefixes are resolved at validation (a bare {{item}} is not among them)
+_CHECKED_PREFIXES = ("item.", "steps.", "inputs.", "outputs.", "pod.", "workflow.", "tasks.")
+# validate.go:737-754: prefixes resolved only at run time
+_RUNTIME_PREFIXES = ("outputs.", "workflow.creationTimestamp", "workflow.scheduledTime",
+                     "workflow.duration", "tasks.name", "steps.name", "node.name")
+
+_TAG = re.compile(r"\{\{(.*?)\}\}", re.DOTALL)
+
+
+@dataclass(frozen=True)
+class VersionGate:
+    """A field that exists only from an Argo release on (older controllers drop it)."""
+
+    where: str
+    since: tuple[int, int]
+    source: str
+
+
+VERSION_GATES = (
+    VersionGate("retryStrategy.expression", (3, 2),
+                "pkg/apis/workflow/v1alpha1/workflow_types.go:2176 (absent at v3.1.0)"),
+    VersionGate("parameter description", (3, 3),
+                "pkg/apis/workflow/v1alpha1/workflow_types.go:927 (absent at v3.2.0)"),
+    VersionGate("depends result .Omitted", (3, 4),
+                "workflow/common/ancestry.go:26 (absent at v3.3.0)"),
+    VersionGate("podGC.deleteDelayDuration", (3, 5),
+                "pkg/apis/workflow/v1alpha1/workflow_types.go:1078 (absent at v3.4.0)"),
+    VersionGate("retryStrategy.backoff.cap", (3, 7),
+                "pkg/apis/workflow/v1alpha1/workflow_types.go:2147 (absent at v3.6.0)"),
+)
+"""Each gate was found by reading the field's declaration at every minor release tag."""
+
+
+def parse_go_duration(text: str) -> float:
+    """Seconds of an Argo duration string, as ``wfv1.ParseStringToDuration``
+    (pkg/apis/workflow/v1alpha1/utils.go:9-20): an integer is seconds, anything else
+    Go's ``time.ParseDuration``. ValueError carries Argo's message."""
+    s = str(text)
+    if re.fullmatch(r"[+-]?\d+", s):
+        return float(int(s))
+    m = re.fullmatch(r"[+-]?((?:\d+(?:\.\d*)?|\.\d+)(?:ns|us|µs|ms|s|m|h))+", s)
+    if s == "0":
+        return 0.0
+    if m is None:
+        unit = re.search(r"\d([a-zA-Zµ]+)", s)
+        if unit and unit.group(1) not in ("ns", "us", "µs", "ms", "s", "m", "h"):
+            why = f'time: unknown unit "{unit.group(1)}" in duration "{s}"'
+        elif re.fullmatch(r"[+-]?[\d.]+", s):
+            why = f'time: missing unit in duration "{s}"'
+        else:
+            why = f'time: invalid duration "{s}"'
+        raise ValueError(f"unable to parse {s} as a duration: {why}")
+    scale = {"ns": 1e-9, "us": 1e-6, "µs": 1e-6, "ms": 1e-3, "s": 1.0, "m": 60.0, "h": 3600.0}
+    total = sum(float(n) * scale[u] for n, u in
+                re.findall(r"(\d+(?:\.\d*)?|\.\d+)(ns|us|µs|ms|s|m|h)", s))
+    return -total if s.startswith("-") else total
+
+
+# k8s.io/apimachinery/pkg/api/resource/quantity.go: splitREString, ErrFormatWrong,
+# ErrSuffix; the suffixes of the <binarySI>, <decimalSI> and <decimalExponent> grammar
+_QUANTITY_RE = "^([+-]?[0-9.]+)([eEinumkKMGTP]*[-+]?[0-9]*)$"
+_QUANTITY_FORMAT = f"quantities must match the regular expression '{_QUANTITY_RE}'"
+_BINARY = {"Ki": 2**10, "Mi": 2**20, "Gi": 2**30, "Ti": 2**40, "Pi": 2**50, "Ei": 2**60}
+_DECIMAL = {"n": 1e-9, "u": 1e-6, "m": 1e-3, "": 1.0, "k": 1e3, "M": 1e6, "G": 1e9,
+            "T": 1e12, "P": 1e15, "E": 1e18}
+
+
+def parse_k8s_quantity(value: Any) -> float:
+    """A Kubernetes resource quantity's value (``512Mi``, ``500m``, ``1.5``, ``1e3``);
+    ValueError with the API server's message for anything its parser refuses."""
+    s = str(value)
+    m = re.fullmatch(r"([+-]?)(\d*)(?:\.(\d*))?(.*)", s)
+    if not s or m is None or not (m.group(2) or m.group(3)) or not re.fullmatch(
+            _QUANTITY_RE, s):
+        raise ValueError(_QUANTITY_FORMAT)
+    number = float(f"{m.group(1)}{m.group(2) or '0'}.{m.group(3) or '0'}")
+    suffix = m.group(4)
+    if suffix in _BINARY:
+        return number * _BINARY[suffix]
+    if suffix in _DECIMAL:
+        return number * _DECIMAL[suffix]
+    e = re.fullmatch(r"[eE]([+-]?\d+)", suffix)
+    if e is None:
+        raise ValueError("unable to parse quantity's suffix")
+    return number * 10.0 ** int(e.group(1))
+
+
+# ------------------------------------------------------------------ depends
+
+
+class DependsError(ValueError):
+    """A ``depends`` expression Argo's expression evaluator cannot evaluate."""
+
+
+_DEP_TOKEN = re.compile(r"\s*(?:(?P<op>&&|\|\||[!()])|(?P<name>[A-Za-z0-9][-A-Za-z0-9]*"
+                        r"(?:\.[A-Za-z]+)?))")
+
+
+def parse_depends(expr: str) -> Any:
+    """The syntax tree of a ``depends`` expression: ``("name", task, result|None)``,
+    ``("not", x)``, ``("and", a, b)``, ``("or", a, b)``.
+
+    Argo evaluates the expression with expr-lang after replacing ``-`` by ``_``
+    (workflow/controller/dag.go:1017-1021); a text it cannot evaluate makes the task an
+    ``Error`` node with "unable to evaluate expression '…'" (dag.go:581-585). The
+    grammar here is the subset Argo documents for ``depends``: task names, an optional
+    ``.Result``, ``&&``, ``||``, ``!`` and parentheses.
+    """
+    toks: list[tuple[str, str]] = []
+    pos, text = 0, expr.rstrip()
+    while pos < len(text):
+        m = _DEP_TOKEN.match(text, pos)
+        if m is None or m.end() == pos:
+            raise DependsError(f"unexpected {text[pos:]!r}")
+        kind = m.lastgroup or ""
+        toks.append((kind, m.group(kind)))
+        pos = m.end()
+    i = 0
+
+    def peek() -> str | None:
+        return toks[i][1] if i < len(toks) else None
+
+    def take() -> tuple[str, str]:
+        nonlocal i
+        if i >= len(toks):
+            raise DependsError("unexpected end of expression")
+        i += 1
+        return toks[i - 1]
+
+    def or_() -> Any:
+        left = and_()
+        while peek() == "||":
+            take()
+            left = ("or", left, and_())
+        return left
+
+    def and_() -> Any:
+        left = unary()
+        while peek() == "&&":
+            take()
+            left = ("and", left, unary())
+        return left
+
+    def unary() -> Any:
+        if peek() == "!":
+            take()
+            return ("not", unary())
+        kind, tok = take()
+        if tok == "(":
+            inner = or_()
+            if take()[1] != ")":
+                raise DependsError("missing ')'")
+            return inner
+        if kind != "name":
+            raise DependsError(f"unexpected {tok!r}")
+        name, _, result = tok.partition(".")
+        return ("name", name, result or None)
+
+    if not toks:
+        raise DependsError("empty expression")
+    tree = or_()
+    if i != len(toks):
+        raise DependsError(f"unexpected {toks[i][1]!r}")
+    return tree
+
+
+def depends_names(task: Mapping[str, Any]) -> dict[str, bool]:
+    """The tasks a DAG task depends on, as Argo reads them (GetTaskDependencies,
+    workflow/common/ancestry.go:51-87: a regular expression over ``depends``, or the
+    ``dependencies`` list), each mapped to whether an items-based result
+    (``.AnySucceeded``/``.AllFailed``) names it."""
+    if task.get("depends"):
+        out: dict[str, bool] = {}
+        for full, bare in _TASK_NAME.findall(str(task["depends"])):
+            if full:
+                name, result = full.split(".", 1)
+                out[name] = out.get(name, False) or result in ("AnySucceeded", "AllFailed")
+            else:
+                out.setdefault(bare, False)
+        return out
+    return {str(d): False for d in task.get("dependencies") or []}
+
+
+# ------------------------------------------------------------------ the checker
+
+
+def _names(items: Any, prefix: str, param: bool = False) -> list[str]:
+    """validateWorkflowFieldNames (validate.go:1270-1314): every item named, validly,
+    once."""
+    out: list[str] = []
+    seen: set[str] = set()
+    for i, item in enumerate(items or []):
+        name = str((item or {}).get("name") or "") if isinstance(item, dict) else ""
+        if not name:
+            out.append(f"{prefix}[{i}].name is required")
+            continue
+        pattern, msg = (_PARAM_NAME, _PARAM_NAME_MSG) if param else (_FIELD_NAME, _FIELD_NAME_MSG)
+        errs = [msg] if not pattern.match(name) else []
+        if not param and len(name) > 128:
+            errs.insert(0, "must be no more than 128 characters")
+        if errs:
+            out.append(f"{prefix}[{i}].name: '{name}' is invalid: {';'.join(errs)}")
+        elif name in seen:
+            out.append(f"{prefix}[{i}].name '{name}' is not unique")
+        seen.add(name)
+    return out
+
+
+def _arguments(prefix: str, args: Any, allow_empty: bool) -> list[str]:
+    """validateArguments (validate.go:902-976) for parameters."""
+    params = (args or {}).get("parameters") or []
+    out = _names(params, f"{prefix}parameters", param=True)
+    for p in params:
+        if not isinstance(p, dict):
+            continue
+        name = p.get("name")
+        if "value" not in p and "valueFrom" not in p and not allow_empty:
+            out.append(f"{prefix}{name}.value or {prefix}{name}.valueFrom is required")
+        if "enum" in p:
+            enum = p["enum"] or []
+            if not enum:
+                out.append(f"{prefix}{name}.enum should contain at least one value")
+            elif "value" not in p:
+                if not allow_empty:
+                    out.append(f"{prefix}{name}.value is required")
+            elif str(p["value"]) not in [str(e) for e in enum]:
+                out.append(f"{prefix}{name}.value should be present in {prefix}{name}.enum list")
+    return out
+
+
+def _tags(value: Any) -> Iterable[str]:
+    if isinstance(value, str):
+        yield from (m.group(1) for m in _TAG.finditer(value))
+    elif isinstance(value, list):
+        for v in value:
+            yield from _tags(v)
+    elif isinstance(value, dict):
+        for v in value.values():
+            yield from _tags(v)
+
+
+_EXPR_NAME = re.compile(r"""'(?:[^'\\]|\\.)*'|"(?:[^"\\]|\\.)*"|([A-Za-z_][A-Za-z0-9_]*"""
+                        r"""(?:\.[A-Za-z_][A-Za-z0-9_-]*)*)(\s*\()?""")
+_EXPR_WORDS = {"true", "false", "nil", "and", "or", "not", "in", "matches", "contains",
+               "startsWith", "endsWith"}
+
+
+def _unresolved(value: Any, scope: set[str], loop: bool) -> list[str]:
+    """Tags of ``value`` that resolve to nothing: resolveAllVariables (validate.go:720-758)
+    for plain tags; stricter than Argo for ``{{item}}`` (needs a loop on the task) and for
+    the dotted names inside ``{{=…}}`` (Argo evaluates those at run time only)."""
+    out: list[str] = []
+    for raw in _tags(value):
+        tag = raw.strip()
+        if tag.startswith("="):
+            names = [m.group(1) for m in _EXPR_NAME.finditer(tag[1:])
+                     if m.group(1) and not m.group(2) and m.group(1) not in _EXPR_WORDS]
+            out += [f"failed to resolve {{{{{raw}}}}}" for n in names
+                    if not _resolves(n, scope, loop)][:1]
+        elif not _resolves(tag, scope, loop):
+            out.append(f"failed to resolve {{{{{raw}}}}}")
+    return out
+
+
+def _resolves(tag: str, scope: set[str], loop: bool) -> bool:
+    if tag == "item" or tag.startswith("item."):
+        return loop
+    if not tag.startswith(_CHECKED_PREFIXES):
+        return True  # validate.go:727-730: a custom variable, not Argo's to check
+    return tag in scope or tag.startswith(_RUNTIME_PREFIXES)
+
+
+class _Checker:
+    def __init__(self, doc: Mapping[str, Any], target: tuple[int, int]) -> None:
+        self.doc = doc
+        self.spec: dict[str, Any] = dict(doc.get("spec") or {})
+        self.target = target
+        self.problems: list[str] = []
+        self.templates: dict[str, dict[str, Any]] = {}
+        for t in self.spec.get("templates") or []:
+            if isinstance(t, dict) and t.get("name") and t["name"] not in self.templates:
+                self.templates[str(t["name"])] = t
+        self.globals: set[str] = {"workflow.name", "workflow.namespace", "workflow.uid",
+                                  "workflow.mainEntrypoint", "workflow.serviceAccountName",
+                                  "workflow.status", "workflow.annotations",
+                                  "workflow.annotations.json", "workflow.labels",
+                                  "workflow.labels.json"}
+        self.done: set[str] = set()
+
+    def add(self, msg: str) -> None:
+        if msg not in self.problems:
+            self.problems.append(msg)
+
+    def run(self) -> list[str]:
+        spec = self.spec
+        # validate.go:174-184: template names
+        for msg in _names(spec.get("templates"), "spec.templates"):
+            self.add(msg)
+        # validate.go:186-194: workflow arguments (as argo lint: values may be empty)
+        args = spec.get("arguments") or {}
+        for msg in _arguments("spec.arguments.", args, allow_empty=True):
+            self.add(msg)
+        params = [p for p in args.get("parameters") or [] if isinstance(p, dict)]
+        if params:
+            self.globals |= {"workflow.parameters", "workflow.parameters.json"}
+        self.globals |= {f"workflow.parameters.{p.get('name')}" for p in params}
+        meta = self.doc.get("metadata") or {}
+        self.globals |= {f"workflow.annotations.{k}" for k in meta.get("annotations") or {}}
+        self.globals |= {f"workflow.labels.{k}" for k in meta.get("labels") or {}}
+        if "priority" in spec:
+            self.globals.add("workflow.priority")
+        # validate.go:243-245 and :247-262: the entrypoint, then everything it reaches
+        entry = spec.get("entrypoint")
+        if not entry:
+            self.add("spec.entrypoint is required")
+        else:
+            self.holder(str(entry), "")
+        # validate.go:271-317: the exit handler, with {{workflow.failures}} in scope
+        if spec.get("onExit"):
+            self.globals.add("workflow.failures")
+            self.holder(str(spec["onExit"]), "")
+        # validate.go:323-325
+        strategy = str((spec.get("podGC") or {}).get("strategy") or "")
+        if strategy not in _PODGC:
+            self.add(f"podGC.strategy unknown strategy '{strategy}'")
+        if "deleteDelayDuration" in (spec.get("podGC") or {}):
+            self.duration((spec["podGC"])["deleteDelayDuration"], "podGC.deleteDelayDuration")
+        # validate.go:342-347: every template, reachable or not
+        for name in self.templates:
+            self.holder(name, f"templates.{name} ")
+        self.volumes()
+        self.versions()
+        return self.problems
+
+    # -- templates
+    def holder(self, name: str, prefix: str) -> dict[str, Any] | None:
+        """validateTemplateHolder (validate.go:585-639): the template exists, its
+        retryStrategy's policy is one Argo knows; then validateTemplate."""
+        t = self.templates.get(name)
+        if t is None:
+            self.add(f"{prefix}template name '{name}' undefined")
+            return None
+        rs = t.get("retryStrategy")
+        if isinstance(rs, dict) and str(rs.get("retryPolicy", "")) not in _RETRY_POLICIES:
+            self.add(f"{prefix}{rs['retryPolicy']} is not a valid RetryPolicy")
+        if name not in self.done:
+            self.done.add(name)
+            self.template(t)
+        return t
+
+    def template(self, t: dict[str, Any]) -> None:
+        name = t["name"]
+        types = [k for k in _TEMPLATE_TYPES if t.get(k) is not None]
+        # validate.go:642-658
+        if not types:
+            self.add(f"templates.{name} template type unspecified. choose one of: container, "
+                     "containerSet, steps, script, resource, dag, suspend, template, "
+                     "template ref")
+            return
+        if len(types) > 1:
+            self.add(f"templates.{name} multiple template types specified. choose one of: "
+                     "container, containerSet, steps, script, resource, dag, suspend, "
+                     "template, template ref")
+            return
+        # validate.go:660-665 (validateInputs)
+        inputs = (t.get("inputs") or {}).get("parameters") or []
+        for msg in _names(inputs, f"templates.{name}.inputs.parameters", param=True):
+            self.add(msg)
+        scope = set(self.globals)
+        scope |= {f"inputs.parameters.{p.get('name')}" for p in inputs if isinstance(p, dict)}
+        if inputs:
+            scope.add("inputs.parameters")
+        leaf = types[0] in _LEAF_TYPES
+        if leaf:
+            scope.add("pod.name")  # validate.go:474-477
+        if t.get("retryStrategy") is not None:  # validate.go:478-489
+            scope |= {"retries", "lastRetry.exitCode", "lastRetry.status",
+                      "lastRetry.duration", "lastRetry.message"}
+            self.retry(name, t["retryStrategy"])
+        if types[0] == "dag":
+            self.dag(t, scope)
+        elif leaf:
+            self.leaf(t, scope)
+
+    def leaf(self, t: dict[str, Any], scope: set[str]) -> None:
+        """validateLeaf (validate.go:777-900) and the pod's resources (Kubernetes)."""
+        name = t["name"]
+        for msg in _unresolved({k: v for k, v in t.items() if k != "name"}, scope, False):
+            self.add(f"templates.{name}: {msg}")
+        c = t.get("container")
+        if isinstance(c, dict):
+            seen: dict[str, str] = {}
+            for i, vm in enumerate(c.get("volumeMounts") or []):
+                path = str(vm.get("mountPath"))
+                if path in seen:  # validate.go:789-795
+                    self.add(f"templates.{name}.container.volumeMounts[{i}].mountPath '{path}'"
+                             f" already mounted in {seen[path]}")
+                seen[path] = f"container.volumeMounts.{vm.get('name')}"
+            if not c.get("image"):  # validate.go:801-814
+                self.add(f"templates.{name}.container.image may not be empty")
+            self.resources(name, c.get("resources") or {})
+        ads = t.get("activeDeadlineSeconds")
+        if ads is not None:  # validate.go:888-895
+            text = str(ads)
+            ok = bool(re.fullmatch(r"\d+", text)) or bool(
+                re.fullmatch(r"\{\{.*\}\}", text.strip()))
+            if not ok:
+                self.add(f"templates.{name}.activeDeadlineSeconds must be a positive integer > "
+                         "0 or an argo variable")
+        if t.get("parallelism") is not None:  # validate.go:896-898
+            self.add(f"templates.{name}.parallelism is only valid for steps and dag templates")
+
+    def resources(self, name: str, res: Mapping[str, Any]) -> None:
+        """The API server's ValidateResourceRequirements
+        (kubernetes pkg/apis/core/validation/validation.go): every quantity parses
+        (apimachinery resource/quantity.go ParseQuantity), none is negative, a request
+        is at most its limit, an extended resource (``nvidia.com/gpu``) is an integer,
+        has a limit, and its request equals it."""
+        parsed: dict[str, dict[str, float]] = {}
+        for part in ("limits", "requests"):
+            for key, value in (res.get(part) or {}).items():
+                where = f"templates.{name}.container.resources.{part}[{key}]"
+                if "{{" in str(value):
+                    continue  # resolved at run time
+                try:
+                    q = parse_k8s_quantity(value)
+                except ValueError as exc:
+                    self.add(f"{where}: {exc}")
+                    continue
+                parsed.setdefault(part, {})[key] = q
+                if q < 0:
+                    self.add(f"{where}: Invalid value: \"{value}\": must be greater than or "
+                             "equal to 0")
+                if "/" in key and not key.startswith("kubernetes.io/") and q != int(q):
+                    self.add(f"{where}: Invalid value: \"{value}\": must be an integer")
+        limits, requests = parsed.get("limits", {}), parsed.get("requests", {})
+        for key, q in requests.items():
+            extended = "/" in key and not key.startswith("kubernetes.io/")
+            where = f"templates.{name}.container.resources.requests"
+            if extended and key not in limits:
+                self.add(f"{where}[{key}]: Forbidden: Limit must be set for non "
+                         "overcommitable resources")
+            elif key in limits and extended and q != limits[key]:
+                self.add(f"{where}: Invalid value: \"{res['requests'][key]}\": must be equal "
+                         f"to {key} limit")
+            elif key in limits and q > limits[key]:
+                self.add(f"{where}: Invalid value: \"{res['requests'][key]}\": must be less "
+                         f"than or equal to {key} limit")
+
+    def retry(self, name: str, rs: Any) -> None:
+        """What the controller parses of a retryStrategy when a node fails
+        (workflow/controller/operator.go:1021-1075, the limit at :1126): limit and factor
+        are integers (intstr), durations parse (utils.go:9-20), a backoff has a duration."""
+        if not isinstance(rs, dict):
+            return
+        where = f"templates.{name}.retryStrategy"
+        limit = rs.get("limit")
+        if limit is not None and "{{" not in str(limit) and not re.fullmatch(r"\d+",
+                                                                              str(limit)):
+            self.add(f'{where}.limit: strconv.Atoi: parsing "{limit}": invalid syntax')
+        backoff = rs.get("backoff")
+        if isinstance(backoff, dict):
+            if not backoff.get("duration"):
+                self.add(f"{where}: no base duration specified for retryStrategy")
+            for key in ("duration", "maxDuration", "cap"):
+                if backoff.get(key):
+                    self.duration(backoff[key], f"{where}.backoff.{key}")
+            factor = backoff.get("factor")
+            if factor is not None and not re.fullmatch(r"-?\d+", str(factor)):
+                self.add(f'{where}.backoff.factor: strconv.Atoi: parsing "{factor}": '
+                         "invalid syntax")
+        if rs.get("expression"):
+            known = {"lastRetry.exitCode": "1", "lastRetry.status": "Failed",
+                     "lastRetry.duration": "1", "lastRetry.message": ""}
+
+            def lookup(n: str) -> str:
+                if n not in known:
+                    raise UnsupportedConstruct(f"unknown name {n}")
+                return known[n]
+
+            try:
+                evaluate(str(rs["expression"]), lookup)
+            except UnsupportedConstruct as exc:
+                self.add(f"{where}.expression: unable to evaluate expression "
+                         f"'{rs['expression']}': {exc}")
+
+    def duration(self, value: Any, where: str) -> None:
+        try:
+            parse_go_duration(str(value))
+        except ValueError as exc:
+            self.add(f"{where}: {exc}")
+
+    def dag(self, t: dict[str, Any], scope: set[str]) -> None:
+        """validateDAG (validate.go:1353-1501)."""
+        name = t["name"]
+        if t.get("activeDeadlineSeconds") is not None:  # validate.go:770-775
+            self.add(f"templates.{name}.activeDeadlineSeconds is only valid for leaf templates")
+        dag = t.get("dag") or {}
+        tasks = [x for x in dag.get("tasks") or [] if isinstance(x, dict)]
+        if not tasks:  # validate.go:1358-1360
+            self.add(f"templates.{name} must have at least one task")
+            return
+        by_name = {str(x.get("name")): x for x in tasks}
+        deps = {str(x.get("name")): depends_names(x) for x in tasks}
+        # validate.go:1374-1377 with util/sorting/topological_sorting.go:16-45
+        sorting = _sort_problem([str(x.get("name")) for x in tasks], deps)
+        if sorting:
+            self.add(f"templates.{name} sorting failed: {sorting}")
+        # validate.go:1379-1382
+        for msg in _names(tasks, f"templates.{name}.tasks"):
+            self.add(msg)
+        using_depends = any(x.get("depends") for x in tasks)
+        for x in tasks:
+            tname = str(x.get("name"))
+            where = f"templates.{name}.tasks.{tname}"
+            if (using_depends or x.get("dependencies")) and tname[:1].isdigit():
+                self.add(f"{where} name cannot begin with a digit when using either 'depends' "
+                         "or 'dependencies'")  # validate.go:1389-1391
+            if using_depends and x.get("dependencies"):  # validate.go:1393-1395
+                self.add(f"templates.{name} cannot use both 'depends' and 'dependencies' in "
+                         "the same DAG template")
+            if using_depends and x.get("continueOn") is not None:  # validate.go:1397-1399
+                self.add(f"templates.{name} cannot use 'continueOn' when using 'depends'. "
+                         "Instead use 'dep-task.Failed'/'dep-task.Errored'")
+            self.holder(str(x.get("template")), f"{where} ")  # validate.go:1401-1405
+            if x.get("depends"):  # ancestry.go:89-107 via validate.go:1413-1416
+                for match in _TASK_RESULT.findall(str(x["depends"])):
+                    task, result = match.split(".", 1)
+                    if result not in DEPENDS_RESULTS:
+                        self.add(f"{where} task result '{result}' for task '{task}' is invalid")
+                try:
+                    parse_depends(str(x["depends"]))
+                except DependsError as exc:  # dag.go:1017-1021 (a run-time Error node)
+                    expr = str(x["depends"]).replace("-", "_")
+                    self.add(f"{where} unable to evaluate expression '{expr}': {exc}")
+            for dep, items in deps[tname].items():  # validate.go:1418-1431
+                other = by_name.get(dep)
+                if other is None:
+                    self.add(f"{where} dependency '{dep}' not defined")
+                elif items and not any(other.get(k) for k in
+                                       ("withItems", "withParam", "withSequence")):
+                    self.add(f"{where} dependency '{dep}' uses an items-based condition such "
+                             "as .AnySucceeded or .AllFailed but does not contain any items")
+        if not sorting:  # validate.go:1551-1585
+            cycle = _cycle(deps)
+            if cycle:
+                self.add(f"templates.{name}.tasks dependency cycle detected: {cycle}")
+        for target in str(dag.get("target") or "").split():  # validate.go:1535-1549
+            if target not in by_name and not re.fullmatch(r"\{\{.*\}\}", target):
+                self.add(f"templates.{name}.targets: target '{target}' is not defined")
+        for x in tasks:
+            self.task(name, x, scope, deps)
+
+    def task(self, dag: str, x: dict[str, Any], scope: set[str],
+             deps: Mapping[str, Mapping[str, bool]]) -> None:
+        tname = str(x.get("name"))
+        where = f"templates.{dag}.tasks.{tname}"
+        loops = [k for k in ("withItems", "withParam", "withSequence") if x.get(k)]
+        if len(loops) > 1:  # validate.go:1058-1071
+            self.add(f"{where} only one of withItems, withParam, withSequence can be specified")
+        seq = x.get("withSequence")
+        if isinstance(seq, dict) and "count" in seq and "end" in seq:  # validate.go:1095-1098
+            self.add(f"{where} only one of count or end can be defined in withSequence")
+        # validate.go:1441-1484: the task's own tags, with its ancestors' outputs in scope
+        task_scope = set(scope)
+        for anc in _ancestry(tname, deps):
+            task_scope |= {f"tasks.{anc}.{k}" for k in
+                           ("id", "startedAt", "finishedAt", "hostNodeName", "status")}
+            t = self.templates.get(str(self.task_template(dag, anc)))
+            if t is not None and t.get("container") is not None:
+                task_scope |= {f"tasks.{anc}.outputs.result", f"tasks.{anc}.exitCode"}
+            for p in ((t or {}).get("outputs") or {}).get("parameters") or []:
+                task_scope.add(f"tasks.{anc}.outputs.parameters.{p.get('name')}")
+        for msg in _unresolved({k: v for k, v in x.items() if k not in ("name", "depends")},
+                               task_scope, bool(loops)):
+            self.add(f"{where} {msg}")
+        # validate.go:1485-1488: task arguments need values
+        for msg in _arguments(f"{where}.arguments.", x.get("arguments"), allow_empty=False):
+            self.add(msg)
+        # validate.go:1494-1497 via workflow/common/util.go:146-150: every input supplied
+        t = self.templates.get(str(x.get("template")))
+        if t is not None:
+            given = {str(p.get("name")) for p in (x.get("arguments") or {}).get(
+                "parameters") or [] if isinstance(p, dict)}
+            for p in (t.get("inputs") or {}).get("parameters") or []:
+                if isinstance(p, dict) and p.get("name") not in given and "value" not in p \
+                        and "default" not in p and "valueFrom" not in p:
+                    self.add(f"{where} templates.{t['name']} inputs.parameters.{p['name']} "
+                             "was not supplied")
+
+    def task_template(self, dag: str, task: str) -> str | None:
+        for x in (self.templates.get(dag) or {}).get("dag", {}).get("tasks") or []:
+            if x.get("name") == task:
+                return str(x.get("template"))
+        return None
+
+    def volumes(self) -> None:
+        """Each volumeMount names a volume of the workflow (Kubernetes pod validation:
+        ``volumeMounts[i].name: Not found``); an emptyDir sizeLimit is a quantity."""
+        names = {str(v.get("name")) for v in self.spec.get("volumes") or [] if isinstance(v, dict)}
+        for v in self.spec.get("volumes") or []:
+            size = ((v or {}).get("emptyDir") or {}).get("sizeLimit")
+            if size is not None:
+                try:
+                    parse_k8s_quantity(size)
+                except ValueError as exc:
+                    self.add(f"spec.volumes[{v.get('name')}].emptyDir.sizeLimit: {exc}")
+        for t in self.templates.values():
+            for i, vm in enumerate((t.get("container") or {}).get("volumeMounts") or []):
+                if str(vm.get("name")) not in names:
+                    self.add(f"templates.{t['name']}.container.volumeMounts[{i}].name: Not "
+                             f"found: \"{vm.get('name')}\"")
+
+    def versions(self) -> None:
+        for gate, where in _gated(self.spec):
+            if gate.since > self.target:
+                self.add(f"{where}: {gate.where} needs Argo v{gate.since[0]}.{gate.since[1]} "
+                         f"({gate.source}); the workflows support "
+                         f"v{self.target[0]}.{self.target[1]} and later")
+
+
+def _gated(spec: Mapping[str, Any]) -> list[tuple[VersionGate, str]]:
+    gates = {g.where: g for g in VERSION_GATES}
+    out: list[tuple[VersionGate, str]] = []
+    if "deleteDelayDuration" in (spec.get("podGC") or {}):
+        out.append((gates["podGC.deleteDelayDuration"], "spec.podGC"))
+    for p in (spec.get("arguments") or {}).get("parameters") or []:
+        if isinstance(p, dict) and "description" in p:
+            out.append((gates["parameter description"], f"spec.arguments.{p.get('name')}"))
+    for t in spec.get("templates") or []:
+        if not isinstance(t, dict):
+            continue
+        rs = t.get("retryStrategy") or {}
+        if "expression" in rs:
+            out.append((gates["retryStrategy.expression"], f"templates.{t.get('name')}"))
+        if "cap" in (rs.get("backoff") or {}):
+            out.append((gates["retryStrategy.backoff.cap"], f"templates.{t.get('name')}"))
+        for p in (t.get("inputs") or {}).get("parameters") or []:
+            if isinstance(p, dict) and "description" in p:
+                out.append((gates["parameter description"], f"templates.{t.get('name')}"))
+        for x in (t.get("dag") or {}).get("tasks") or []:
+            if ".Omitted" in str(x.get("depends") or ""):
+                out.append((gates["depends result .Omitted"],
+                            f"templates.{t.get('name')}.tasks.{x.get('name')}"))
+    return out
+
+
+def min_version(doc: Mapping[str, Any]) -> tuple[int, int]:
+    """The oldest Argo release (major, minor) that knows every field ``doc`` uses among
+    :data:`VERSION_GATES` (v3.0 when none)."""
+    return max([g.since for g, _ in _gated(doc.get("spec") or {})], default=(3, 0))
+
+
+def _sort_problem(names: list[str], deps: Mapping[str, Mapping[str, bool]]) -> str:
+    """util/sorting/topological_sorting.go:12-59: the first error Argo's sort reports."""
+    seen: set[str] = set()
+    for n in names:
+        if n in seen:
+            return f"duplicated nodeName {n}"
+        seen.add(n)
+    for n in names:
+        for d in deps.get(n, {}):
+            if d not in seen:
+                return f"invalid dependency {d}"
+    indeg = {n: len(deps.get(n, {})) for n in names}
+    queue = [n for n in names if indeg[n] == 0]
+    done = 0
+    while queue:
+        cur = queue.pop()
+        done += 1
+        for n in names:
+            if cur in deps.get(n, {}):
+                indeg[n] -= 1
+                if indeg[n] == 0:
+                    queue.append(n)
+    return "" if done == len(names) else "graph with cycle"
+
+
+def _cycle(deps: Mapping[str, Mapping[str, bool]]) -> str:
+    """verifyNoCycles (validate.go:1551-1585): the first cycle, as Argo writes it."""
+    visited: set[str] = set()
+
+    def walk(n: str, path: list[str]) -> str:
+        if n in visited:
+            return ""
+        for d in deps.get(n, {}):
+            if d in path:
+                return f"{'->'.join(path)}->{d}"
+            found = walk(d, [*path, d])
+            if found:
+                return found
+        visited.add(n)
+        return ""
+
+    for n in deps:
+        found = walk(n, [])
+        if found:
+            return found
+    return ""
+
+
+def _ancestry(task: str, deps: Mapping[str, Mapping[str, bool]]) -> set[str]:
+    """GetTaskAncestry (workflow/common/ancestry.go:140-166): every task ``task`` waits on."""
+    out: set[str] = set()
+    stack = list(deps.get(task, {}))
+    while stack:
+        n = stack.pop()
+        if n not in out and n in deps:
+            out.add(n)
+            stack += list(deps[n])
+    return out
+
+
+def check_workflow(doc: Any, target: tuple[int, int] = MIN_ARGO_VERSION) -> list[str]:
+    """Every reason Argo (release :data:`ARGO_RELEASE`, or the Kubernetes API server for
+    its pods) would refuse ``doc``, in Argo's words; empty when it would run it.
+    ``target``: the oldest Argo release the workflow must run on (version-gated fields)."""
+    if not isinstance(doc, dict) or doc.get("kind") != "Workflow":
+        return ["not a Workflow (kind: Workflow, apiVersion: argoproj.io/v1alpha1)"]
+    if not isinstance(doc.get("spec"), dict):
+        return ["spec is required"]
+    return _Checker(doc, target).run()
