@@ -288,7 +288,9 @@ _CONTAINER_KEYS = {"image", "command", "args", "env", "volumeMounts", "resources
                    "securityContext"}
 _CSC_KEYS = {"allowPrivilegeEscalation", "readOnlyRootFilesystem", "runAsNonRoot",
              "capabilities", "runAsUser", "runAsGroup"}
-_PSC_KEYS = {"runAsNonRoot", "runAsUser", "runAsGroup"}
+_PSC_KEYS = {"runAsNonRoot", "runAsUser", "runAsGroup", "seccompProfile"}
+"""Honoured by the pod runner; ``seccompProfile`` only as ``RuntimeDefault`` (the engine's
+default profile, which the buildah path applies to every pod)."""
 _RETRY_KEYS = {"limit", "retryPolicy", "expression", "backoff"}
 _POLICIES = {"Always", "OnFailure", "OnError"}
 
@@ -302,7 +304,6 @@ CLUSTER_ONLY: dict[str, str] = {
     "spec.podMetadata": "pod labels the cluster's network policies select on",
     "spec.securityContext.fsGroup": "group ownership of mounted volumes (local volumes are "
                                     "owned by the pod user already)",
-    "spec.securityContext.seccompProfile": "the node's seccomp profile",
     "template.metadata": "pod labels and annotations (the API egress label selects a "
                          "network policy; the local sandbox lets every pod reach the stub)",
     "template.nodeSelector": "scheduling onto a node pool",
@@ -394,6 +395,10 @@ class Workflow:
         self.volumes()
         _check_keys(spec.get("securityContext") or {}, _PSC_KEYS, f"{self.path}: securityContext",
                     "spec.securityContext")
+        seccomp = (spec.get("securityContext") or {}).get("seccompProfile")
+        if seccomp is not None and (seccomp or {}).get("type") != "RuntimeDefault":
+            raise UnsupportedConstruct(f"{self.path}: securityContext.seccompProfile "
+                                       f"{seccomp!r}: only RuntimeDefault is applied locally")
         _params_list(spec.get("arguments"), f"{self.path}: spec.arguments", _ENUM)
 
     def _check_template(self, name: str, t: dict[str, Any]) -> None:

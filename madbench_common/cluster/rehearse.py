@@ -88,6 +88,7 @@ from madbench_common.cluster.argo_local import (
     WorkflowResult,
 )
 from madbench_common.cluster.lint import check_pods, check_target, image_slug
+from madbench_common.cluster.relaxations import relaxations as argo_relaxations
 from madbench_common.core.errors import ConfigError, MadbenchError
 
 __all__ = ["BANNER", "ImageProvider", "PodRunner", "Profile", "State", "add_commands",
@@ -1628,6 +1629,7 @@ def _rehearse(opts: Options, work: Path) -> int:
     results: dict[str, WorkflowResult] = {}
     memos: dict[str, StateMemo] = {}
     executors: dict[str, Executor] = {}
+    departures: dict[str, list[dict[str, Any]]] = {}
     try:
         isolation = ns.check_isolated()
         s3 = NamespacedS3(work / "s3", ns)  # bound first: an interrupt during its start
@@ -1658,6 +1660,10 @@ def _rehearse(opts: Options, work: Path) -> int:
             ex.on_event = _events(ex, provider)
             provider.cancel = ex.cancel
             executors[flow.name] = ex
+            departures[flow.name] = [r.as_dict() for r in argo_relaxations(
+                wf, params, cpu_deadline_scale=profile.cpu_deadline_scale,
+                workers=opts.workers or profile.workers, stop_on_failure=not opts.keep_going,
+                backoff_scale=opts.backoff_scale)]
             _say(f"{flow.name}: executing {flow.file} as workflow {ex.name} (run id "
                  f"{flow.run_id})")
             started = time.monotonic()
@@ -1691,6 +1697,7 @@ def _rehearse(opts: Options, work: Path) -> int:
         ns.stop()
     wall = time.monotonic() - t0
     records = build_records(state, results, markers, provider, wall, opts, profile)
+    records["argo_departures"] = departures  # per workflow, as cluster.relaxations lists them
     if interrupted is not None:
         records["complete"] = False
         records["interrupted"] = str(interrupted) or "Ctrl-C"
@@ -1948,10 +1955,10 @@ def relaxations(profile: Profile, opts: Options, flows: Sequence[WorkflowProfile
                         "value": {s: sorted(v) for s, v in sorted(flow.stage_params.items())},
                         "what": f"{flow.file}: the profile's stage parameters (QC thresholds, "
                                 "sizes, the API stub)"})
-    if opts.keep_going:
-        out.append({"name": "fail_fast_off", "value": True,
-                    "what": "independent branches run on after a failed task (Argo's "
-                            "failFast stops them)"})
+    if not opts.keep_going:
+        out.append({"name": "stop_on_failure", "value": True,
+                    "what": "no new task of a DAG started after its first failure (stricter "
+                            "than Argo, which keeps scheduling while any node runs)"})
     return out
 
 
