@@ -104,7 +104,7 @@ class WhisperASR:
         with torch.inference_mode():
             logits = self._model(input_features=features.to(self.device, self._dtype),
                                  decoder_input_ids=ids[:, :-1], use_cache=False).logits[0]
-        logits = logits[len(prefix) - 1:].float().cpu()
+        logits = logits[len(prefix) - 1:].float().cpu().clone()  # a normal tensor to mask
         # openai-whisper scores after its logit filters (SuppressTokens, SuppressBlank):
         # the checkpoint's suppressed tokens everywhere, the begin-suppressed ones first
         config = self._model.generation_config
