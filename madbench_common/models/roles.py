@@ -62,7 +62,8 @@ class Transcript:
     (Whisper), else ``""``; ``language_prob`` is its probability where exposed.
     ``no_speech_prob`` is the ASR's own probability that the audio holds no speech
     (Whisper: its ``<|nospeech|>`` token at the start-of-transcript position), ``None``
-    for an ASR without such a signal (PocketSphinx).
+    for an ASR without such a signal (PocketSphinx). ``avg_logprob`` goes with it: openai-
+    whisper calls a window silent only when both say so (``transcribe.py``).
     """
 
     text: str
@@ -71,6 +72,9 @@ class Transcript:
     language: str = ""
     language_prob: float | None = None
     no_speech_prob: float | None = None
+    avg_logprob: float | None = None
+    """The decoded tokens' mean log-probability as openai-whisper computes it (the sum over
+    the tokens and the end token, divided by their count), ``None`` without one."""
 
 
 @dataclass(frozen=True)

@@ -11,6 +11,7 @@ from madbench_common.media.audio import resample
 from madbench_common.models.adapters.whisper import (
     REPO,
     REVISION,
+    mean_token_logprob,
     no_speech_probability,
     word_coverage,
 )
@@ -44,6 +45,38 @@ def test_no_speech_probability_is_the_softmax_over_the_whole_vocabulary() -> Non
     logits = torch.tensor([0.0, math.log(2.0), math.log(5.0), 0.0])
     assert no_speech_probability(logits, 2) == pytest.approx(5 / 9)
     assert no_speech_probability(logits, None) is None
+
+
+def test_mean_token_logprob_by_hand() -> None:
+    """openai-whisper's avg_logprob: (sum of the text tokens' and the end token's
+    log-probabilities) / (len(text tokens) + 1). Two rows of logits (ln 1, ln 3) -> token 1
+    has p = 3/4, then (ln 1, ln 1) -> the end token 0 has p = 1/2: (ln 3/4 + ln 1/2) / 2."""
+    torch = pytest.importorskip("torch")
+    import math
+
+    logits = torch.tensor([[0.0, math.log(3.0)], [0.0, 0.0]])
+    assert mean_token_logprob(logits, [1, 0]) == pytest.approx(
+        (math.log(0.75) + math.log(0.5)) / 2)
+
+
+def test_avg_logprob_matches_generate_scores(asr: Any) -> None:
+    """The teacher-forced pass gives what greedy decoding scored: the mean of generate()'s
+    per-step log-probabilities of its own tokens, the end token included."""
+    import torch
+
+    x = demo_mixture()[:32000]
+    features = asr._processor.feature_extractor(x, sampling_rate=16000,
+                                                return_tensors="pt").input_features
+    eos = asr._processor.tokenizer.eos_token_id
+    out = asr._model.generate(features, language="en", task="transcribe", max_new_tokens=6,
+                              return_dict_in_generate=True, output_scores=True)
+    steps = torch.stack(out.scores, dim=1)[0].float().log_softmax(-1)
+    tokens = out.sequences[0, -len(out.scores):].tolist()
+    n = tokens.index(eos) + 1 if eos in tokens else len(tokens)
+    expect = float(steps[torch.arange(n), torch.tensor(tokens[:n])].mean())
+    assert asr.tokens_logprob(x, "en", tokens[:n]) == pytest.approx(expect, abs=1e-3)
+    got = asr.transcribe(x, 16000)
+    assert got.avg_logprob is not None and got.avg_logprob <= 0.0
 
 
 def test_no_speech_probability_comes_with_every_transcript(asr: Any) -> None:

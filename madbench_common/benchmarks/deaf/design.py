@@ -13,12 +13,15 @@ from madbench_common.core.errors import ConfigError
 from madbench_common.models.adapters.elevenlabs import ELEVENLABS_VOICES
 
 __all__ = [
+    "BEACH",
     "CATEGORIES",
     "CONFLICTS",
     "CROSS_CATEGORY",
     "ELEVENLABS_VOICES",
     "EMOTIONS",
     "ENVIRONMENTS",
+    "EXTENSION_LEVEL",
+    "LEVEL2_BSC_CLAIMS",
     "LEVELS",
     "SNRS_DB",
     "VOICE_PROFILES",
@@ -27,7 +30,8 @@ __all__ = [
     "category_of",
     "cross_mismatch",
     "environment",
-    "level2_cross_claim",
+    "level2_bsc_claim",
+    "level2_extension_claims",
     "voice_profile",
     "within_mismatch",
 ]
@@ -122,28 +126,43 @@ def cross_mismatch(code: str) -> str:
     return _members(CROSS_CATEGORY[category])[_members(category).index(code)]
 
 
-LEVEL2_CROSS_CLAIMS = MappingProxyType({"Nature": "STRAFFIC", "Office": "NPARK"})
-"""Background category → the environment a Level 2 Cross claim names, where Appendix A.3
-names a DEMAND environment: "Background is nature → 'This audio was recorded in a busy
-city with traffic noise'" (STRAFFIC) and "Background is office → '… outdoors in a forest
-with birds'" (NPARK). A.3's third pair, traffic → "a quiet beach with ocean waves",
-names no DEMAND environment (no clip could be its matched control), so Street
-backgrounds, like the categories A.3 does not list, take A.2.2's Cross pairing."""
+LEVEL2_BSC_CLAIMS = MappingProxyType({"Street": "beach", "Nature": "STRAFFIC",
+                                      "Office": "NPARK"})
+"""Background category → what a Level 2 BSC prompt claims (Appendix A.3, "BSC prompts"):
+"Background is traffic → 'This audio was recorded at a quiet beach with ocean waves'",
+"Background is nature → '… in a busy city with traffic noise'" (DEMAND's STRAFFIC) and
+"Background is office → '… outdoors in a forest with birds'" (DEMAND's NPARK). "Traffic" is
+read as DEMAND's Street category, as "nature" and "office" name categories. A beach is no
+DEMAND environment, so a traffic-background trial has no same-sentence control clip (eq. 2)
+and is quarantined (``control_unavailable``). A.3 names no claim for the Domestic, Public
+and Transportation categories: they have no paper Level 2 trial."""
+
+BEACH = "beach"
+"""The one A.3 claim that names no DEMAND environment."""
+
+EXTENSION_LEVEL = "L2x"
+"""Level 2 trials of this project's own, kept out of the paper's tables: each neutral clip
+asked with a Within claim (:func:`within_mismatch`) and, over the categories A.3 does not
+cover, a Cross claim (:func:`cross_mismatch`), so that an EDI under a misleading prompt
+(Table 4's L2 column, whose construction the paper does not give) can be reported apart."""
 
 
-def level2_cross_claim(code: str) -> str:
-    """The environment a Level 2 Cross-Mismatch prompt claims over background ``code``.
+def level2_bsc_claim(code: str) -> str | None:
+    """The environment a paper Level 2 BSC prompt claims over background ``code``, or None.
 
     §2.3 / Appendix A.3: a Level 2 prompt describes an environment the neutral-content
-    audio does not carry, chosen by the background's category. The paper does not say how
-    its Level 2 Within and Cross conditions (Table 4's L2 column) were built; here each
-    neutral clip is asked twice, once with a Cross claim (this one, another category) and
-    once with a Within claim (:func:`within_mismatch`, same category).
+    audio does not carry, chosen by the background's category (:data:`LEVEL2_BSC_CLAIMS`).
     """
-    category = category_of(code)
-    if category in LEVEL2_CROSS_CLAIMS:
-        return LEVEL2_CROSS_CLAIMS[category]
-    return cross_mismatch(code)
+    return LEVEL2_BSC_CLAIMS.get(category_of(code))
+
+
+def level2_extension_claims(code: str) -> list[tuple[str, str]]:
+    """``(claim, subdim)`` of this project's own Level 2 BSC trials over ``code``
+    (:data:`EXTENSION_LEVEL`): a Within claim always, a Cross claim where A.3 has none."""
+    out = [(within_mismatch(code), "within")]
+    if level2_bsc_claim(code) is None:
+        out.append((cross_mismatch(code), "cross"))
+    return out
 
 
 @dataclass(frozen=True)

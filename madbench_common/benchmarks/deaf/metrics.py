@@ -4,8 +4,10 @@ For a set of trials (one model, conflict type and level) with ``R`` repeats, eve
 has a test label ``a_i^mismatch`` and, for Q1, a control label ``a_i^match`` — both judged
 against the trial's key (:mod:`madbench_common.benchmarks.deaf.trials`). Per repeat ``r``:
 
-* ``Acc_r = N_C / N`` over the trials with a test label (eq. 1);
-* ``ASS_r = (1/N) Σ 𝕀[a_i^match ≠ a_i^mismatch]`` over the trials with both labels (eq. 2);
+* ``Acc_r = N_C / N`` (eq. 1) and ``ASS_r = (1/N) Σ 𝕀[a_i^match ≠ a_i^mismatch]`` (eq. 2)
+  over the same ``N`` trials: for Q1 (a *paired* matrix, every trial with a control) those
+  with both labels in repeat ``r``, so ARS's two terms describe one set of trials; for Q2
+  (no control) those with a test label;
 * ``ARS_r = 2·Acc_r·ASS_r / (Acc_r + ASS_r)``, 0 when both are 0 (eq. 3);
 
 and the reported value is the mean over repeats (§3.1: "repeated three times, with the
@@ -52,6 +54,8 @@ class LabelMatrix:
     test: IntArray
     control: IntArray
     groups: tuple[str, ...] = ()
+    paired: bool = False
+    """Every trial has a control query (Q1): Acc is then taken over the ASS pairs."""
 
     def __post_init__(self) -> None:
         if not self.groups:
@@ -66,20 +70,22 @@ class LabelMatrix:
     def take(self, mask: npt.NDArray[np.bool_]) -> LabelMatrix:
         ids = tuple(t for t, keep in zip(self.trial_ids, mask) if keep)
         groups = tuple(g for g, keep in zip(self.groups, mask) if keep)
-        return LabelMatrix(ids, self.test[mask], self.control[mask], groups)
+        return LabelMatrix(ids, self.test[mask], self.control[mask], groups, self.paired)
 
 
 def label_matrix(trial_ids: Sequence[str], labels: dict[tuple[str, str, int], str],
-                 repeats: int, groups: Sequence[str] = ()) -> LabelMatrix:
+                 repeats: int, groups: Sequence[str] = (), paired: bool = False
+                 ) -> LabelMatrix:
     """Matrices from ``{(trial_id, role, repeat): label}`` (role ``test``/``control``);
-    ``groups`` names each trial's sentence (the bootstrap's resampling unit)."""
+    ``groups`` names each trial's sentence (the bootstrap's resampling unit); ``paired``
+    for Q1 trials, which all have a control query."""
     shape = (len(trial_ids), repeats)
     test, control = np.full(shape, _MISSING, np.int8), np.full(shape, _MISSING, np.int8)
     for i, t in enumerate(trial_ids):
         for r in range(repeats):
             test[i, r] = CODES.get(labels.get((t, "test", r), ""), _MISSING)
             control[i, r] = CODES.get(labels.get((t, "control", r), ""), _MISSING)
-    return LabelMatrix(tuple(trial_ids), test, control, tuple(groups))
+    return LabelMatrix(tuple(trial_ids), test, control, tuple(groups), paired)
 
 
 def harmonic(a: npt.ArrayLike, b: npt.ArrayLike) -> npt.NDArray[np.float64]:
@@ -93,9 +99,9 @@ def harmonic(a: npt.ArrayLike, b: npt.ArrayLike) -> npt.NDArray[np.float64]:
 def _rates(weights: npt.NDArray[np.float64], m: LabelMatrix
            ) -> tuple[npt.NDArray[np.float64], npt.NDArray[np.float64]]:
     """Acc and ASS per (resample, repeat): ``weights`` is (B, n) trial multiplicities."""
-    valid = (m.test >= 0).astype(np.float64)
-    correct = (m.test == CODES["C"]).astype(np.float64)
     pair = ((m.test >= 0) & (m.control >= 0)).astype(np.float64)
+    valid = pair if m.paired else (m.test >= 0).astype(np.float64)
+    correct = (m.test == CODES["C"]).astype(np.float64) * valid
     changed = (pair > 0) & (m.test != m.control)
     with np.errstate(invalid="ignore", divide="ignore"):
         acc = (weights @ correct) / (weights @ valid)

@@ -5,7 +5,12 @@
 * BSC (Appendix A.2.2): each environment sentence over its own environment (Matched),
   the next one in its category (Within-Mismatch) and the paired category's
   (Cross-Mismatch); each neutral sentence over three environments of three different
-  categories drawn at random; each at every SNR (252 per SNR, 1,260 in all).
+  categories drawn at random; each at every SNR (252 per SNR, 1,260 in all). Eq. 2 needs
+  each Level 2 trial's control to be *the same sentence* over the background the prompt
+  claims; the paper's neutral clips rarely carry it (three random categories), so each
+  neutral sentence is also mixed over every claimed environment it lacks (pairing
+  ``control``, :func:`bsc_control_backgrounds`). These control clips are this project's
+  addition and are not counted in Table 1.
 * SIC (§2.1): the paper gives 82 sentences, four profiles and 248 clips (208
   identity-specific + 40 neutral) — not 82 × 4 = 328. 248 is what you get when gender
   sentences are voiced by two profiles (their own gender and the other, same age), age
@@ -29,12 +34,15 @@ from madbench_common.benchmarks.deaf.design import (
     SNRS_DB,
     VOICE_PROFILES,
     cross_mismatch,
+    level2_bsc_claim,
+    level2_extension_claims,
     voice_profile,
     within_mismatch,
 )
 from madbench_common.benchmarks.deaf.sentences import Sentence, implied_identity
 
-__all__ = ["ClipSpec", "bsc_neutral_backgrounds", "plan_bsc", "plan_esc", "plan_sic"]
+__all__ = ["ClipSpec", "bsc_control_backgrounds", "bsc_neutral_backgrounds", "plan_bsc",
+           "plan_esc", "plan_sic"]
 
 
 @dataclass(frozen=True)
@@ -80,9 +88,24 @@ def bsc_neutral_backgrounds(sentence_id: str, seed: int) -> list[str]:
     return out
 
 
+def bsc_control_backgrounds(backgrounds: Sequence[str]) -> list[str]:
+    """The DEMAND environments Level 2 prompts claim over a neutral sentence's
+    ``backgrounds`` (A.3's and this project's own) that the sentence is not already mixed
+    over: the same-sentence control clips eq. 2 needs, in first-claimed order."""
+    claimed: list[str] = []
+    for bg in backgrounds:
+        paper = level2_bsc_claim(bg)
+        for env in [paper or "", *(c for c, _ in level2_extension_claims(bg))]:
+            if env in {e.code for e in ENVIRONMENTS} and env not in claimed:
+                claimed.append(env)
+    return [env for env in claimed if env not in backgrounds]
+
+
 def _bsc_pairs(s: Sentence, seed: int) -> list[tuple[str, str]]:
     if s.label == "neutral":
-        return [("neutral", bg) for bg in bsc_neutral_backgrounds(s.sentence_id, seed)]
+        backgrounds = bsc_neutral_backgrounds(s.sentence_id, seed)
+        return [*(("neutral", bg) for bg in backgrounds),
+                *(("control", env) for env in bsc_control_backgrounds(backgrounds))]
     return [("matched", s.label), ("within", within_mismatch(s.label)),
             ("cross", cross_mismatch(s.label))]
 

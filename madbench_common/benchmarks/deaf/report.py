@@ -24,7 +24,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from madbench_common.benchmarks.deaf.design import CONFLICTS, LEVELS
+from madbench_common.benchmarks.deaf.design import CONFLICTS, EXTENSION_LEVEL, LEVELS
 from madbench_common.benchmarks.deaf.radar import radar_png, radar_svg
 from madbench_common.benchmarks.deaf.rows import EnvRow, MetricRow, StimulusRow, VerdictRow
 from madbench_common.benchmarks.deaf.voices import AGE_TRANSFORMS, BASE_VOICES
@@ -89,6 +89,26 @@ def _edi_table(inp: ReportInputs) -> tuple[list[str], list[list[str]]]:
     rows = [[m.stage, *(_pct(getattr(idx.get((m.stage, "bsc", lv, "all", "edi")), "value", None))
                         for lv in LEVELS)] for m in inp.models]
     return ["model", "L1", "L2", "L3"], rows
+
+
+def _extension_table(inp: ReportInputs) -> tuple[list[str], list[list[str]]]:
+    idx = _index(inp.metrics)
+    lv, rows = EXTENSION_LEVEL, []
+    for m in inp.models:
+        cells = [_pct(getattr(idx.get((m.stage, "bsc", lv, g, metric)), "value", None))
+                 for metric in ("ars", "acc", "ass") for g in ("all", "within", "cross")]
+        edi = _pct(getattr(idx.get((m.stage, "bsc", lv, "all", "edi")), "value", None))
+        rows.append([m.stage, *cells, edi])
+    return ["model", *(f"{metric} {g}" for metric in ("ARS", "Acc", "ASS")
+                       for g in ("all", "Within", "Cross")), "EDI"], rows
+
+
+def _not_built_table(inp: ReportInputs) -> tuple[list[str], list[list[str]]]:
+    seen: dict[tuple[str, str, str], int] = {}
+    for r in inp.metrics:
+        if r.metric == "not_built" and r.value is not None:
+            seen[(r.conflict.upper(), r.level, r.group)] = int(r.value)
+    return ["type", "level", "reason", "trials"], [[*k, str(n)] for k, n in sorted(seen.items())]
 
 
 def _stars(p: float | None) -> str:
@@ -209,7 +229,9 @@ def _model_table(inp: ReportInputs) -> tuple[list[str], list[list[str]]]:
 
 SECTIONS: list[tuple[str, Callable[[ReportInputs], tuple[list[str], list[list[str]]]]]] = [
     ("Table 3: Acoustic Robustness Score (ARS, %)", lambda i: _level_table(i, "ars")),
-    ("Table 4: Environment Discrimination Index (EDI, %) for BSC", _edi_table),
+    ("Table 4: Environment Discrimination Index (EDI, %) for BSC. L2: Appendix A.3's "
+     "claims are all cross-category (traffic → beach, nature → city, office → forest), so "
+     "there is no Within trial and no L2 EDI; this project's L2x table gives one", _edi_table),
     ("Table 5: Δ ARS (%, Explicit − Implicit), L1 and L3 pooled, 95% bootstrap CI",
      _delta_table),
     ("Table 7: Acoustic Sensitivity Score (ASS, %)", lambda i: _level_table(i, "ass")),
@@ -217,6 +239,11 @@ SECTIONS: list[tuple[str, Callable[[ReportInputs], tuple[list[str], list[list[st
      _breakdown_table),
     ("Trap rate (% of test answers following the text)", lambda i: _level_table(i, "trap")),
     ("BSC accuracy (%) per SNR", _snr_table),
+    ("Extension, not in the paper: L2x, Level 2 BSC with this project's Within claims (and "
+     "Cross claims over the categories A.3 names none for), each with its same-sentence "
+     "control", _extension_table),
+    ("Trials not built: no same-sentence control clip (eq. 2), so neither Acc nor ASS "
+     "counts them", _not_built_table),
     ("Models", _model_table),
     ("Answers (empty replies are judged Other)", _answers_table),
     ("Judges (share of verdicts decided by each; the paper's is the LLM judge)",

@@ -21,13 +21,14 @@ import dataclasses
 import hashlib
 import logging
 import os
+from collections import Counter
 from collections.abc import Mapping, Sequence
 from functools import cached_property
 from typing import Any, ClassVar
 
 from madbench_common.benchmarks.deaf import metrics as mx
 from madbench_common.benchmarks.deaf.cache import ResponseCache, cache_key, open_cache
-from madbench_common.benchmarks.deaf.design import CONFLICTS, LEVELS
+from madbench_common.benchmarks.deaf.design import CONFLICTS, EXTENSION_LEVEL, LEVELS
 from madbench_common.benchmarks.deaf.judge import (
     DEFAULT_MODE,
     JUDGE_MAX_TOKENS,
@@ -340,8 +341,11 @@ def _labels(verdicts: list[VerdictRow]) -> dict[tuple[str, str, int], str]:
 
 
 def model_metrics(model: str, trials: list[TrialRow], verdicts: list[VerdictRow],
-                  n_boot: int = 10_000, seed: int = 0) -> list[MetricRow]:
-    """Every metric row of one model (see the module docstring)."""
+                  n_boot: int = 10_000, seed: int = 0,
+                  not_built: Sequence[TrialRow] = ()) -> list[MetricRow]:
+    """Every metric row of one model (see the module docstring); ``not_built`` are the
+    trials quarantined when built (no control clip), counted per conflict, level and reason
+    (metric ``not_built``)."""
     labels, repeats = _labels(verdicts), 1 + max((v.repeat for v in verdicts), default=0)
     rows: list[MetricRow] = []
 
@@ -354,10 +358,11 @@ def model_metrics(model: str, trials: list[TrialRow], verdicts: list[VerdictRow]
 
     def matrix(ts: list[TrialRow]) -> mx.LabelMatrix:
         return mx.label_matrix([t.trial_id for t in ts], labels, repeats,
-                               [f"{t.conflict}|{t.sentence_id}" for t in ts])
+                               [f"{t.conflict}|{t.sentence_id}" for t in ts],
+                               paired=bool(ts) and all(t.question == "q1" for t in ts))
 
     for conflict in CONFLICTS:
-        for level in LEVELS:
+        for level in (*LEVELS, EXTENSION_LEVEL) if conflict == "bsc" else LEVELS:
             q1 = [t for t in trials if t.conflict == conflict and t.level == level
                   and t.question == "q1"]
             for group, ts in _subgroups(q1).items():
@@ -376,6 +381,9 @@ def model_metrics(model: str, trials: list[TrialRow], verdicts: list[VerdictRow]
         imp = matrix([t for t in pooled if t.condition == "implicit"])
         delta, lo, hi, p = mx.bootstrap_delta_ars(exp, imp, n_boot, seed)
         add(conflict, "L1+L3", "explicit-implicit", "delta_ars", delta, exp.n + imp.n, lo, hi, p)
+    counts = Counter((t.conflict, t.level, t.reason) for t in not_built)
+    for (conflict, level, reason), n in sorted(counts.items()):
+        add(conflict, level, reason, "not_built", float(n), n)
     return rows
 
 
@@ -398,8 +406,10 @@ class MetricsStage(StageImpl[MetricRow]):
         return sorted(self.verdicts)
 
     def run_items(self, items: Sequence[str]) -> list[MetricRow]:
-        trials = _read_trials(self.ctx)
+        every = self.ctx.read_input("deaf_trials", TrialRow)
+        trials, not_built = [t for t in every if t.ok], [t for t in every if not t.ok]
         prov = self.ctx.provenance()
         n_boot = int(self.ctx.params["n_boot"])
         return [r.with_provenance(prov) for m in items
-                for r in model_metrics(m, trials, self.verdicts[m], n_boot, self.ctx.seed)]
+                for r in model_metrics(m, trials, self.verdicts[m], n_boot, self.ctx.seed,
+                                       not_built)]

@@ -13,25 +13,23 @@ follows the sound changes label.
   ESC's neutral sentences count (neutral is an ESC class, as in the paper's 936
   mismatched clips), BSC's and SIC's neutral sentences do not (they imply no
   environment or voice) and serve Level 2.
-* **L2**: neutral sentences with a misleading claim. ESC: each non-neutral prosody with
-  the Appendix A.3 claim (happy → sad, sad → happy, angry → calm). SIC: each voice
-  twice, once claiming the other gender and once the other age group. BSC: each neutral
-  clip twice, with a claim chosen by its background as A.3's claims are ("Background is
-  office → … a forest with birds"): a **Within** claim (another environment of the
-  background's category, A.2.2's rotation) and a **Cross** claim
-  (:func:`~.design.level2_cross_claim`: A.3's environment where it names one, else A.2.2's
-  category pairing), so Table 4's EDI exists at L2 (the paper reports it; it does not
-  say how its L2 Within/Cross trials were built, so this is the choice here). The
-  control is the clip whose audio has the claimed property: for ESC and SIC the same
-  sentence's; for BSC a neutral sentence's clip over the claimed background at the same
-  SNR — the same sentence's where it has one, else the first other neutral sentence's
-  (neutral words carry no environment, and the prompt and question are the same). An L2
-  BSC trial with no such clip keeps its Acc and has no ASS pair.
+* **L2**: neutral sentences with a misleading claim; the control is the *same sentence*
+  whose audio has the claimed property (eq. 2: "the same text and question under two
+  conditions"). ESC: each non-neutral prosody with the Appendix A.3 claim (happy → sad,
+  sad → happy, angry → calm). SIC: each voice twice, once claiming the other gender and
+  once the other age group. BSC: each neutral clip with A.3's claim for its background's
+  category (:data:`~.design.LEVEL2_BSC_CLAIMS`: traffic → beach, nature → city traffic,
+  office → forest), its control the same sentence mixed over the claimed environment (the
+  plan adds those clips). A beach is no DEMAND environment, so those trials are built as
+  ``rejected`` (``control_unavailable``) and counted, never scored. This project's own
+  Within/Cross claims (:func:`~.design.level2_extension_claims`) go to level
+  :data:`~.design.EXTENSION_LEVEL` (``L2x``), out of the paper's tables.
 * **L3**: L1's mismatched clips with the claim of the words' own class; the control is
   the matched clip under the same claim.
 
-A trial whose control clip is missing from the run (quarantined upstream) is kept as a
-``rejected`` row (``control_missing``) and scored nowhere.
+A trial whose control clip is missing from the run (quarantined upstream, or left out of a
+subset) is kept as a ``rejected`` row (``control_missing``) and scored nowhere, so Acc and
+ASS are computed over the same trials.
 """
 
 from __future__ import annotations
@@ -41,9 +39,11 @@ from collections.abc import Iterable, Sequence
 from typing import Protocol
 
 from madbench_common.benchmarks.deaf.design import (
+    BEACH,
+    EXTENSION_LEVEL,
     VOICE_PROFILES,
-    level2_cross_claim,
-    within_mismatch,
+    level2_bsc_claim,
+    level2_extension_claims,
 )
 from madbench_common.benchmarks.deaf.prompts import PromptSet
 from madbench_common.benchmarks.deaf.rows import TrialRow
@@ -102,21 +102,12 @@ class _Index:
 
     def __init__(self, clips: Iterable[Clip]) -> None:
         self.by_key: dict[tuple[str, str, str, int], Clip] = {}
-        self.neutral_bsc: dict[tuple[str, int], list[Clip]] = {}
         for c in clips:
             self.by_key[(c.sentence_id, c.setting, c.acoustic, c.snr_db)] = c
-            if c.conflict == "bsc" and c.semantic == "neutral":
-                self.neutral_bsc.setdefault((c.acoustic, c.snr_db), []).append(c)
 
     def find(self, like: Clip, acoustic: str) -> Clip | None:
+        """``like``'s sentence (and setting, SNR) with audio class ``acoustic``."""
         return self.by_key.get((like.sentence_id, like.setting, acoustic, like.snr_db))
-
-    def neutral_over(self, like: Clip, background: str) -> Clip | None:
-        """A neutral BSC clip over ``background`` at ``like``'s SNR: ``like``'s own
-        sentence's if it has one, else the first by sentence id."""
-        found = sorted(self.neutral_bsc.get((background, like.snr_db), []),
-                       key=lambda c: (c.sentence_id != like.sentence_id, c.sentence_id))
-        return found[0] if found else None
 
 
 def _is_conflict(c: Clip) -> bool:
@@ -163,32 +154,36 @@ def _matched_acoustic(c: Clip, index: _Index) -> str:
     return c.semantic
 
 
-def _level2_claims(c: Clip, prompts: PromptSet) -> list[tuple[str, str, str]]:
-    """(claim, acoustic label of the control clip, subdim) for a neutral-sentence clip."""
+def _level2_claims(c: Clip, prompts: PromptSet) -> list[tuple[str, str, str, str]]:
+    """(level, claim, acoustic label of the control clip, subdim) for a neutral clip."""
     if c.conflict == "esc":
         if c.acoustic == "neutral":
             return []
         claim = prompts.esc_level2[c.acoustic]
-        return [(claim, claim, "")]
+        return [("L2", claim, claim, "")]
     if c.conflict == "bsc":
-        within, cross = within_mismatch(c.acoustic), level2_cross_claim(c.acoustic)
-        return [(within, within, "within"), (cross, cross, "cross")]
+        paper = level2_bsc_claim(c.acoustic)
+        own = [(EXTENSION_LEVEL, env, env, sub) for env, sub in level2_extension_claims(c.acoustic)]
+        return [("L2", paper, paper, "cross"), *own] if paper else own
     voice = next(p for p in VOICE_PROFILES if p.name == c.acoustic)
     gender = "female" if voice.gender == "male" else "male"
     age = "young" if voice.age == "elderly" else "elderly"
-    return [(gender, f"{voice.age}_{gender}", ""), (age, f"{age}_{voice.gender}", "")]
+    return [("L2", gender, f"{voice.age}_{gender}", ""), ("L2", age, f"{age}_{voice.gender}", "")]
 
 
 def _level2(c: Clip, index: _Index, prompts: PromptSet) -> list[TrialRow]:
     out = []
-    for claim, control_label, subdim in _level2_claims(c, prompts):
-        if c.conflict == "bsc":
-            control = index.neutral_over(c, control_label)
-            out.append(_trial(c, control, "L2", "q1", claim, claim, prompts, subdim))
-            continue
+    for level, claim, control_label, subdim in _level2_claims(c, prompts):
         control = index.find(c, control_label)
-        if control is not None:  # a subset run may lack it; the full set never does
-            out.append(_trial(c, control, "L2", "q1", claim, claim, prompts))
+        t = _trial(c, control, level, "q1", claim, claim, prompts, subdim)
+        if control_label == BEACH:
+            t = dataclasses.replace(t, status="rejected", reason="control_unavailable",
+                                    detail="A.3's claim names a beach, which no DEMAND "
+                                           "environment records: no same-sentence control")
+        elif control is None:
+            t = dataclasses.replace(t, status="rejected", reason="control_missing",
+                                    detail=f"no clip of {c.sentence_id} over {control_label}")
+        out.append(t)
     return out
 
 
@@ -197,6 +192,8 @@ def build_trials(clips: Sequence[Clip], prompts: PromptSet) -> list[TrialRow]:
     index = _Index(clips)
     out: list[TrialRow] = []
     for c in clips:
+        if c.pairing == "control":  # a control-only clip: never a test clip
+            continue
         if (c.semantic == "neutral" and c.conflict in ("bsc", "sic")) or (
                 c.conflict == "esc" and c.semantic == "neutral" and not c.matched):
             out += _level2(c, index, prompts)

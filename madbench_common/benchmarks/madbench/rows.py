@@ -84,7 +84,7 @@ class StemRow(ManifestRow):
     """Per output, the gain fitted to the mixture before the choice."""
 
 
-@manifest("source_qc", 3)
+@manifest("source_qc", 4)
 @row
 class SourceQCRow(ManifestRow):
     """Source quality control scores and the eligibility verdict for one clip."""
@@ -107,6 +107,8 @@ class SourceQCRow(ManifestRow):
     already failed)."""
     env_asr_no_speech_prob: float | None = None
     """The ASR's own no-speech probability for ê (Whisper), ``None`` without one."""
+    env_asr_avg_logprob: float | None = None
+    """The ASR's mean token log-probability for ê (Whisper's rule pairs it with the above)."""
     env_asr_speech: bool | None = None
     """Whether the ASR detected speech in ê (``source_qc.asr_detects_speech``, §3.2)."""
     speech_asr_text: str = ""
@@ -142,7 +144,7 @@ class SplitRow(ManifestRow):
     embedding: tuple[float, ...] = ()
 
 
-@manifest("components", 2)
+@manifest("components", 3)
 @row
 class ComponentRow(ManifestRow):
     """One generated component (fake speech or fake environment) and its QC."""
@@ -192,11 +194,14 @@ class ComponentRow(ManifestRow):
     component (a diagnostic)."""
     asr_no_speech_prob: float | None = None
     """Env only: the ASR's own no-speech probability for the component (Whisper)."""
+    asr_avg_logprob: float | None = None
+    """Env only: the ASR's mean token log-probability for the component (Whisper)."""
     asr_speech: bool | None = None
     """Env only: whether the ASR detected speech (``source_qc.asr_detects_speech``)."""
     music_prob: float | None = None
-    """Env only: highest tagger probability over the music/media labels (a diagnostic,
-    paper §3.4; a filter only with ``music_filter=true``)."""
+    """Env only: highest tagger probability over the music/media labels (paper §3.4
+    "detectable speech or music content": a filter at ``max_music_prob`` unless
+    ``music_filter=false``)."""
     events: tuple[str, ...] = ()
     """Env only: the tagger's top event labels (AST in the paper; a diagnostic)."""
     event_probs: tuple[float, ...] = ()

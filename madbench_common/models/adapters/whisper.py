@@ -19,6 +19,11 @@ leakage). The paper names no ASR model; this adapter runs ``openai/whisper-large
   the language detection. QC reads it to tell speech from Whisper's hallucinations on
   noise (paper §3.2 "ASR checks detect no speech in any environmental residual";
   :func:`madbench_common.benchmarks.madbench.stages.source_qc.asr_detects_speech`).
+* **Mean log-probability** (``Transcript.avg_logprob``): openai-whisper's
+  ``avg_logprob`` (``decoding.py``: the summed log-probabilities of the decoded text
+  tokens and the end token, over their count, after its suppress-token filters), from
+  one teacher-forced decoder pass over the pipeline's transcript; openai-whisper's
+  no-speech rule needs both.
 """
 
 from __future__ import annotations
@@ -33,7 +38,8 @@ from madbench_common.media.audio import resample
 from madbench_common.models._hf import model_version, snapshot, torch_device
 from madbench_common.models.roles import Transcript
 
-__all__ = ["REPO", "REVISION", "WhisperASR", "no_speech_probability", "word_coverage"]
+__all__ = ["REPO", "REVISION", "WhisperASR", "mean_token_logprob", "no_speech_probability",
+           "word_coverage"]
 
 REPO = "openai/whisper-large-v3"
 REVISION = "06f233fe06e710322aca913c1bc4249a0d71fce1"
@@ -70,9 +76,41 @@ class WhisperASR:
         duration = len(x) / _RATE
         words = tuple((str(c["text"]).strip(), *_span(c["timestamp"], duration))
                       for c in out.get("chunks", []) if str(c["text"]).strip())
-        return Transcript(text=str(out["text"]).strip(), coverage=word_coverage(words, duration),
+        text = str(out["text"]).strip()
+        return Transcript(text=text, coverage=word_coverage(words, duration),
                           words=words, language=language, language_prob=prob,
-                          no_speech_prob=no_speech)
+                          no_speech_prob=no_speech,
+                          avg_logprob=self.avg_logprob(x, language, str(out["text"])))
+
+    def avg_logprob(self, x: Audio, language: str, text: str) -> float:
+        """openai-whisper's ``avg_logprob`` of ``text`` as the transcript of 16 kHz ``x``:
+        one decoder pass over ``<|startoftranscript|><|lang|><|transcribe|>
+        <|notimestamps|>`` + the text's tokens + ``<|endoftext|>``."""
+        tok = self._processor.tokenizer
+        body = [*tok.encode(text, add_special_tokens=False), tok.eos_token_id]
+        return self.tokens_logprob(x, language, body)
+
+    def tokens_logprob(self, x: Audio, language: str, body: list[int]) -> float:
+        """Mean log-probability of the decoded tokens ``body`` (ending with the end token)
+        after the transcription prefix, by one teacher-forced decoder pass."""
+        import torch
+
+        tok = self._processor.tokenizer
+        prefix = tok.convert_tokens_to_ids(["<|startoftranscript|>", f"<|{language}|>",
+                                            "<|transcribe|>", "<|notimestamps|>"])
+        ids = torch.tensor([[*prefix, *body]], device=self.device)
+        features = self._processor.feature_extractor(
+            x, sampling_rate=_RATE, return_tensors="pt").input_features
+        with torch.inference_mode():
+            logits = self._model(input_features=features.to(self.device, self._dtype),
+                                 decoder_input_ids=ids[:, :-1], use_cache=False).logits[0]
+        logits = logits[len(prefix) - 1:].float().cpu().clone()  # a normal tensor to mask
+        # openai-whisper scores after its logit filters (SuppressTokens, SuppressBlank):
+        # the checkpoint's suppressed tokens everywhere, the begin-suppressed ones first
+        config = self._model.generation_config
+        logits[:, list(getattr(config, "suppress_tokens", None) or [])] = -float("inf")
+        logits[0, list(getattr(config, "begin_suppress_tokens", None) or [])] = -float("inf")
+        return mean_token_logprob(logits, body)
 
     def detect_language(self, x: Audio) -> tuple[str, float, float | None]:
         """The most probable language code of 16 kHz ``x``, its probability, and the
@@ -110,6 +148,17 @@ def no_speech_probability(sot_logits: Any, token_id: int | None) -> float | None
     if token_id is None:
         return None
     return float(torch.softmax(sot_logits.float(), dim=-1)[token_id])
+
+
+def mean_token_logprob(logits: Any, token_ids: list[int]) -> float:
+    """Sum of ``log_softmax(logits[i])[token_ids[i]]`` over the tokens, divided by their
+    count (openai-whisper's ``sum_logprobs / (len(tokens) + 1)``, where its ``tokens`` are
+    the text tokens and the ``+ 1`` the end token that ``token_ids`` ends with)."""
+    import torch
+
+    logprobs = torch.log_softmax(logits.float(), dim=-1)
+    picked = logprobs[torch.arange(len(token_ids)), torch.tensor(token_ids)]
+    return float(picked.sum() / len(token_ids))
 
 
 def _span(stamp: Any, duration: float) -> tuple[float, float]:

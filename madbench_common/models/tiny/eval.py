@@ -17,7 +17,8 @@ from typing import Any
 
 from madbench_common.models.weights import TINY_ARCH_FILE, install_local_snapshot, tiny_layout
 
-__all__ = ["IMAGEBIND_TINY", "audio_torch", "cavmae_sync", "imagebind", "msclap", "tf5"]
+__all__ = ["IMAGEBIND_TINY", "audio_torch", "cavmae_sync", "imagebind", "msclap",
+           "msclap_2023", "tf5"]
 
 _TEXT = {"hidden_size": 32, "intermediate_size": 64, "num_hidden_layers": 1,
          "num_attention_heads": 2, "vocab_size": 16, "pad_token_id": 0, "bos_token_id": 1,
@@ -196,29 +197,50 @@ def _tiny_gpt2(dest: Path) -> None:
                          n_positions=128)).save_pretrained(dest)
 
 
-@tiny_layout({"microsoft/msclap": ("CLAP_weights_2023.pth",),
-              "openai-community/gpt2": ("config.json", "model.safetensors", "tokenizer.json",
-                                        "tokenizer_config.json", "vocab.json", "merges.txt")})
-def msclap(root: str | Path, audio_state: bool = True) -> Path:
-    """msclap's CLAP 2023 (HTSAT audio encoder at its released size, a 1-layer GPT-2 text
-    tower) as ``microsoft/msclap``'s ``CLAP_weights_2023.pth`` (``{"model": state}``) and
-    the ``openai-community/gpt2`` snapshot. ``audio_state=False`` leaves the audio tower
-    out (a broken checkpoint for the refusal test)."""
+def _tiny_bert(dest: Path) -> None:
+    """BERT as ``google-bert/bert-base-uncased`` lays it out (a WordPiece vocab.txt), its
+    hidden size (768, msclap 2022's ``transformer_embed_dim``) but one layer."""
+    import torch
+    from transformers import BertConfig, BertModel, BertTokenizerFast
+
+    words = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "a", "dog", "barks", "rain",
+             "on", "roof", "speech", "in", "room"]
+    vocab = dest / "vocab.txt"
+    vocab.write_text("\n".join(words) + "\n")
+    BertTokenizerFast(vocab_file=str(vocab), do_lower_case=True).save_pretrained(dest)
+    (dest / "special_tokens_map.json").unlink(missing_ok=True)
+    torch.manual_seed(0)
+    BertModel(BertConfig(hidden_size=768, num_hidden_layers=1, num_attention_heads=12,
+                         intermediate_size=256, vocab_size=len(words),
+                         max_position_embeddings=128)).save_pretrained(dest)
+
+
+@tiny_layout({"microsoft/msclap": ("CLAP_weights_2022.pth",),
+              "google-bert/bert-base-uncased": ("config.json", "model.safetensors",
+                                                "tokenizer.json", "tokenizer_config.json",
+                                                "vocab.txt")})
+def msclap(root: str | Path, audio_state: bool = True, version: str = "2022") -> Path:
+    """msclap's CLAP at its released audio-encoder size (2022: CNN14; 2023: HTSAT) with a
+    1-layer text tower (2022: BERT; 2023: GPT-2), saved as ``microsoft/msclap``'s
+    ``CLAP_weights_<version>.pth`` (``{"model": state}``) and the text tower's snapshot.
+    ``audio_state=False`` leaves the audio tower out (a broken checkpoint for the refusal
+    test)."""
     import msclap as msclap_pkg
     import torch
     import yaml
     from msclap.models.clap import CLAP
 
-    from madbench_common.models.adapters.msclap import TEXT_REPO, WEIGHTS_FILE, WEIGHTS_REPO
+    from madbench_common.models.adapters.msclap import VERSIONS, WEIGHTS_REPO
 
+    weights_file, text_repo, _ = VERSIONS[version]
     with tempfile.TemporaryDirectory() as tmp:
-        gpt, ckpt = Path(tmp) / "gpt2", Path(tmp) / "msclap"
-        gpt.mkdir()
+        txt, ckpt = Path(tmp) / text_repo.split("/")[-1], Path(tmp) / "msclap"
+        txt.mkdir()
         ckpt.mkdir()
-        _tiny_gpt2(gpt)
-        text = install_local_snapshot(root, TEXT_REPO, gpt)
-        cfg = yaml.safe_load((Path(msclap_pkg.__file__).parent / "configs" / "config_2023.yml")
-                             .read_text())
+        (_tiny_bert if version == "2022" else _tiny_gpt2)(txt)
+        text = install_local_snapshot(root, text_repo, txt)
+        cfg = yaml.safe_load((Path(msclap_pkg.__file__).parent / "configs" /
+                              f"config_{version}.yml").read_text())
         torch.manual_seed(0)
         clap = CLAP(audioenc_name=cfg["audioenc_name"], sample_rate=cfg["sampling_rate"],
                     window_size=cfg["window_size"], hop_size=cfg["hop_size"],
@@ -228,9 +250,14 @@ def msclap(root: str | Path, audio_state: bool = True) -> Path:
                     d_proj=cfg["d_proj"])
         state = {k: v for k, v in clap.state_dict().items()
                  if audio_state or not k.startswith("audio_encoder.")}
-        torch.save({"model": state}, ckpt / WEIGHTS_FILE)
+        torch.save({"model": state}, ckpt / weights_file)
         install_local_snapshot(root, WEIGHTS_REPO, ckpt)
     return Path(root)
+
+
+def msclap_2023(root: str | Path) -> Path:
+    """The 2023 checkpoint layout (the labelled non-paper option)."""
+    return msclap(root, version="2023")
 
 
 IMAGEBIND_TINY: dict[str, Any] = {

@@ -12,10 +12,17 @@ from madbench_common.benchmarks.deaf.design import (
     ENVIRONMENTS,
     category_of,
     cross_mismatch,
-    level2_cross_claim,
+    level2_bsc_claim,
+    level2_extension_claims,
     within_mismatch,
 )
-from madbench_common.benchmarks.deaf.plan import ClipSpec, plan_bsc, plan_esc, plan_sic
+from madbench_common.benchmarks.deaf.plan import (
+    ClipSpec,
+    bsc_control_backgrounds,
+    plan_bsc,
+    plan_esc,
+    plan_sic,
+)
 from madbench_common.benchmarks.deaf.prompts import load_judge_prompt, load_prompts
 from madbench_common.benchmarks.deaf.sentences import (
     committed_sentences,
@@ -55,7 +62,13 @@ def test_pairings_follow_appendix_a22() -> None:
 def test_table1_counts() -> None:
     esc = [c for s in "abc" for c in plan_esc(SENTENCES, s)]
     assert len(esc) == 1248 and sum(c.matched for c in esc) == 312
-    bsc = plan_bsc(SENTENCES)
+    planned = plan_bsc(SENTENCES)
+    bsc = [c for c in planned if c.pairing != "control"]  # eq. 2's controls: not in Table 1
+    controls = [c for c in planned if c.pairing == "control"]
+    assert controls and all(c.semantic == "neutral" and not c.matched for c in controls)
+    for c in controls:  # each is its neutral sentence over an environment it otherwise lacks
+        own = {x.acoustic for x in bsc if x.sentence_id == c.sentence_id}
+        assert c.acoustic not in own and len(own) == 3
     assert len(bsc) == 1260 and Counter(c.snr_db for c in bsc) == {s: 252 for s in
                                                                    (-10, -5, 0, 5, 10)}
     per_snr = Counter(c.pairing for c in bsc if c.snr_db == 0)
@@ -78,16 +91,30 @@ def test_trial_counts_per_level() -> None:
     assert by[("esc", "L1", "q1")] == by[("esc", "L3", "q1")] == by[("esc", "L1", "q2")] == 936
     assert by[("esc", "L2", "q1")] == 26 * 3 * 3
     assert by[("bsc", "L1", "q1")] == by[("bsc", "L3", "q1")] == 144 * 5
-    # L2 BSC: each of the 36 neutral clips per SNR asked with a Within and a Cross claim
-    assert by[("bsc", "L2", "q1")] == 36 * 2 * 5
-    l2 = Counter(t.subdim for t in trials if t.conflict == "bsc" and t.level == "L2")
-    assert l2 == {"within": 180, "cross": 180}
+    # L2 BSC (A.3): a neutral clip over a Street, Nature or Office background gets A.3's
+    # claim for its category; Domestic, Public and Transportation backgrounds get none.
+    neutral = [c for c in clips if c.conflict == "bsc" and c.pairing == "neutral"]
+    a3 = [c for c in neutral if category_of(c.acoustic) in ("Street", "Nature", "Office")]
+    assert by[("bsc", "L2", "q1")] == len(a3) > 0
+    l2 = [t for t in trials if t.conflict == "bsc" and t.level == "L2"]
+    beach = [t for t in l2 if category_of(t.test_stimulus.split("-")[3]) == "Street"]
+    assert {t.claim for t in beach} == {"beach"}
+    assert {(t.status, t.reason) for t in beach} == {("rejected", "control_unavailable")}
+    # every other L2 BSC trial (and every L2x one) has the same sentence as its control
+    scored = [t for t in trials if t.conflict == "bsc" and t.level in ("L2", "L2x")
+              and t.status != "rejected"]
+    assert len(scored) == len(l2) - len(beach) + by[("bsc", "L2x", "q1")]
+    stim = {c.stimulus_id: c for c in clips}
+    for t in scored:
+        control = stim[t.control_stimulus]
+        assert control.sentence_id == t.sentence_id and control.acoustic == t.claim
+        assert control.snr_db == t.snr_db
+    assert not any(t.status == "rejected" for t in trials if t.reason != "control_unavailable")
     assert by[("sic", "L1", "q1")] == 136 and by[("sic", "L2", "q1")] == 80
     for t in trials:
         if t.question == "q1":
-            # an L2 BSC claim over a background no neutral clip carries has no ASS pair
-            bsc_l2 = t.conflict == "bsc" and t.level == "L2"
-            assert (t.control_stimulus or bsc_l2) and t.correct != t.trap
+            assert (t.control_stimulus or t.reason == "control_unavailable")
+            assert t.correct != t.trap
             assert (t.level == "L1") == (not t.claim)
         if t.level == "L3":
             assert t.prompt.startswith(prompts.claim(t.conflict, t.claim))
@@ -147,26 +174,42 @@ def _neutral(sid: str, bg: str, snr: int = 5) -> ClipSpec:
                     pairing="neutral", snr_db=snr)
 
 
-def test_level2_bsc_claims_within_and_cross_per_appendix_a3() -> None:
-    # A.3 keys claims by the background's category: nature -> busy city with traffic
-    # (STRAFFIC), office -> forest with birds (NPARK); Domestic is not listed -> A.2.2's
-    # Domestic -> Street pairing at the same index (DKITCHEN -> SCAFE).
-    assert [level2_cross_claim(c) for c in ("NRIVER", "OOFFICE", "DKITCHEN", "STRAFFIC")] == [
-        "STRAFFIC", "NPARK", "SCAFE", "DWASHING"]
-    # n1 over DKITCHEN, NPARK, OOFFICE; n2 over DLIVING, STRAFFIC (controls for n1's claims)
+def _control(sid: str, bg: str, snr: int = 5) -> ClipSpec:
+    return ClipSpec(f"bsc-{sid}-control-{bg}-snr{snr}", "bsc", sid, "", "neutral",
+                    "Let me know which option you prefer.", "neutral", bg, False,
+                    pairing="control", snr_db=snr)
+
+
+def test_level2_bsc_claims_and_same_sentence_controls_per_appendix_a3_and_eq2() -> None:
+    """A.3's BSC claims by background category (traffic -> beach, nature -> busy city with
+    traffic = STRAFFIC, office -> forest with birds = NPARK), each trial's control the same
+    sentence over the claimed environment (eq. 2); this project's Within/Cross claims are
+    level L2x."""
+    assert [level2_bsc_claim(c) for c in ("NRIVER", "OOFFICE", "SCAFE", "DKITCHEN", "TBUS",
+                                          "PRESTO")] == ["STRAFFIC", "NPARK", "beach", None,
+                                                         None, None]
+    assert level2_extension_claims("DKITCHEN") == [("DLIVING", "within"), ("SCAFE", "cross")]
+    assert level2_extension_claims("OOFFICE") == [("OHALLWAY", "within")]
+    # n1 over DKITCHEN, NPARK, OOFFICE; n2 over STRAFFIC (a Nature claim's environment)
+    assert bsc_control_backgrounds(["DKITCHEN", "NPARK", "OOFFICE"]) == [
+        "DLIVING", "SCAFE", "STRAFFIC", "NRIVER", "OHALLWAY"]  # NPARK: n1 has it already
     clips = [_neutral("n1", "DKITCHEN"), _neutral("n1", "NPARK"), _neutral("n1", "OOFFICE"),
-             _neutral("n2", "DLIVING"), _neutral("n2", "STRAFFIC")]
-    trials = {(t.test_stimulus.split("-")[3], t.subdim): t
+             _control("n1", "DLIVING"), _control("n1", "SCAFE"), _control("n1", "STRAFFIC"),
+             _neutral("n2", "STRAFFIC")]
+    trials = {(t.test_stimulus.split("-")[3], t.level, t.subdim): t
               for t in build_trials(clips, load_prompts()) if t.sentence_id == "n1"}
-    claims = {k: (t.claim, t.control_stimulus) for k, t in trials.items()}
+    claims = {k: (t.claim, t.control_stimulus, t.reason) for k, t in trials.items()}
     assert claims == {
-        ("DKITCHEN", "within"): ("DLIVING", "bsc-n2-neutral-DLIVING-snr5"),  # other sentence
-        ("DKITCHEN", "cross"): ("SCAFE", ""),                               # no clip: no pair
-        ("NPARK", "within"): ("NRIVER", ""),
-        ("NPARK", "cross"): ("STRAFFIC", "bsc-n2-neutral-STRAFFIC-snr5"),
-        ("OOFFICE", "within"): ("OHALLWAY", ""),
-        ("OOFFICE", "cross"): ("NPARK", "bsc-n1-neutral-NPARK-snr5"),       # own sentence
+        ("DKITCHEN", "L2x", "within"): ("DLIVING", "bsc-n1-control-DLIVING-snr5", ""),
+        ("DKITCHEN", "L2x", "cross"): ("SCAFE", "bsc-n1-control-SCAFE-snr5", ""),
+        ("NPARK", "L2", "cross"): ("STRAFFIC", "bsc-n1-control-STRAFFIC-snr5", ""),
+        ("NPARK", "L2x", "within"): ("NRIVER", "", "control_missing"),  # left out above
+        ("OOFFICE", "L2", "cross"): ("NPARK", "bsc-n1-neutral-NPARK-snr5", ""),
+        ("OOFFICE", "L2x", "within"): ("OHALLWAY", "", "control_missing"),
     }
-    t = trials[("OOFFICE", "cross")]
+    # n2's clip over STRAFFIC is never n1's control, and control clips are never tested
+    assert all("n2" not in t.control_stimulus for t in trials.values())
+    assert not any("control" in t.test_stimulus for t in build_trials(clips, load_prompts()))
+    t = trials[("OOFFICE", "L2", "cross")]
     assert (t.level, t.correct, t.trap) == ("L2", "OOFFICE", "NPARK")
     assert t.prompt.startswith("This audio was recorded outdoors in a forest with birds.")

@@ -129,27 +129,42 @@ def test_delta_ars_interval_resamples_sentences_hand_checked() -> None:
 
 
 def test_edi_per_level_from_trial_rows() -> None:
-    """model_metrics groups BSC trials by level and Within/Cross: L2 (neutral audio with a
-    Within or a Cross claim) gets its own EDI. Hand-worked: L1 cross C,C within C,T ->
-    EDI 1 - 0.5 = 0.5; L2 cross C,T within C,C -> 0.5 - 1 = -0.5 (the sign Table 4's
-    L2 column shows for two models); L3 has no Within trial -> no EDI."""
+    """model_metrics groups BSC trials by level and Within/Cross: this project's L2x
+    (neutral audio with a Within or a Cross claim of its own) gets its own EDI. Hand-worked:
+    L1 cross C,C within C,T -> EDI 1 - 0.5 = 0.5; L2x cross C,T within C,C -> 0.5 - 1 = -0.5;
+    L3 has no Within trial -> no EDI. Every Q1 trial has a control answer (eq. 2's pair)."""
     from madbench_common.benchmarks.deaf.rows import TrialRow, VerdictRow
     from madbench_common.benchmarks.deaf.stages_eval import model_metrics
 
     cases = [("L1", "cross", "C"), ("L1", "cross", "C"), ("L1", "within", "C"),
-             ("L1", "within", "T"), ("L2", "cross", "C"), ("L2", "cross", "T"),
-             ("L2", "within", "C"), ("L2", "within", "C"), ("L3", "cross", "T")]
+             ("L1", "within", "T"), ("L2x", "cross", "C"), ("L2x", "cross", "T"),
+             ("L2x", "within", "C"), ("L2x", "within", "C"), ("L3", "cross", "T")]
     trials, verdicts = [], []
     for i, (level, subdim, label) in enumerate(cases):
         tid = f"{level}|q{i}"
         trials.append(TrialRow(trial_id=tid, conflict="bsc", level=level, question="q1",
                                subdim=subdim, condition="neutral", sentence_id=f"s{i}",
                                correct="DKITCHEN", trap="DLIVING"))
-        verdicts.append(VerdictRow(verdict_id=tid, model="m", trial_id=tid, role="test",
-                                   label=label))
+        verdicts += [VerdictRow(verdict_id=f"{tid}|{role}", model="m", trial_id=tid, role=role,
+                                label=label if role == "test" else "C")
+                     for role in ("test", "control")]
     rows = {(r.level, r.group, r.metric): r for r in model_metrics("m", trials, verdicts, 10)}
     assert rows[("L1", "all", "edi")].value == 0.5
-    assert rows[("L2", "all", "edi")].value == -0.5 and rows[("L2", "all", "edi")].n == 4
+    assert rows[("L2x", "all", "edi")].value == -0.5 and rows[("L2x", "all", "edi")].n == 4
+    assert math.isnan(rows[("L2", "all", "edi")].value)  # type: ignore[arg-type]
     assert math.isnan(rows[("L3", "all", "edi")].value)  # type: ignore[arg-type]
-    assert rows[("L2", "within", "acc")].value == 1.0
-    assert rows[("L2", "cross", "acc")].value == 0.5
+    assert rows[("L2x", "within", "acc")].value == 1.0
+    assert rows[("L2x", "cross", "acc")].value == 0.5
+
+
+def test_acc_and_ass_over_the_same_trials() -> None:
+    """Eq. 1-3: ARS combines Acc and ASS of one set of trials. Hand-worked, one repeat:
+    t0 test C control T (changed), t1 test C control C, t2 test T with its control answer
+    missing (the call failed). Over the pairs {t0, t1}: Acc 2/2 = 1, ASS 1/2, ARS 2/3;
+    counting t2's test in Acc alone would give Acc 2/3 and ARS 4/7."""
+    labels = {("t0", "test", 0): "C", ("t0", "control", 0): "T",
+              ("t1", "test", 0): "C", ("t1", "control", 0): "C", ("t2", "test", 0): "T"}
+    s = score(label_matrix(["t0", "t1", "t2"], labels, 1, paired=True))
+    assert (s.acc, s.ass) == (1.0, 0.5) and s.ars == pytest.approx(2 / 3)
+    q2 = score(label_matrix(["t0", "t1", "t2"], labels, 1))  # no pairs (Q2): every test label
+    assert q2.acc == pytest.approx(2 / 3)

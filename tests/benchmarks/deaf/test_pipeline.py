@@ -70,11 +70,21 @@ def test_deaf_run_end_to_end(tmp_path: Path, capsys: pytest.CaptureFixture[str])
     # the paper's protocol: the LLM judge labels every answer (the stub's judge says O)
     assert {v.judge for v in verdicts} == {"llm:stub-judge"}
     assert {v.label for v in verdicts} == {"O"}
-    assert {t.subdim for t in ok if t.level == "L2" and t.conflict == "bsc"} == {"within",
-                                                                                  "cross"}
+    # b3 (neutral) is over TMETRO, OMEETING (not in the offline library) and PSTATION: no
+    # paper L2 trial survives (A.3 has claims for Street/Nature/Office only); the L2x
+    # trials have same-sentence controls, and PSTATION's Within claim (PCAFETER, not in
+    # the library) has none, so it is not built and is counted
+    bsc_l2 = [t for t in ok if t.level in ("L2", "L2x") and t.conflict == "bsc"]
+    assert {(t.level, t.subdim, t.claim) for t in bsc_l2} == {
+        ("L2x", "within", "TBUS"), ("L2x", "cross", "NRIVER"), ("L2x", "cross", "DWASHING")}
+    assert all(t.control_stimulus.startswith("bsc-b3-") for t in bsc_l2)
+    assert [(t.level, t.claim, t.reason) for t in trials if not t.ok] == [
+        ("L2x", "PCAFETER", "control_missing")]
 
     metrics = {(m.model, m.conflict, m.level, m.group, m.metric): m
                for m in _rows(run, "deaf_metrics", MetricRow)}
+    assert metrics[("answer_gemini_25_flash", "bsc", "L2x", "control_missing",
+                    "not_built")].value == 1
     esc_l2 = metrics[("answer_gemini_25_flash", "esc", "L2", "all", "other")]
     assert esc_l2.value == 1.0 and esc_l2.repeats == 2
     report = {r.name: r for r in _rows(run, "deaf_report", ReportRow)}

@@ -20,8 +20,10 @@ Checks (paper §3.3–3.4), each a stored score and a configurable threshold:
   cross-identity TTS and voice conversion must end closer to the target than to the
   source (``sim_target − sim_source``, i.e. target similarity and source leakage);
 * fake environment (§3.4 "detectable speech or music content ... VAD and ASR detect
-  speech leakage"): VAD speech share ≤ ``max_env_leakage``; the ASR must detect no
-  speech, by the same definition as source QC
+  speech leakage"): VAD speech share ≤ ``max_env_leakage``; no music: the tagger's
+  highest probability over ``music_labels`` < ``max_music_prob`` (0.5, the tagger's own
+  decision threshold; ``music_filter=false`` makes it a diagnostic); the ASR must detect
+  no speech over the whole track, by the same definition as source QC
   (:func:`madbench_common.benchmarks.madbench.stages.source_qc.asr_detects_speech`: the ASR's own
   no-speech signal and content words), on **every** environment component
   (``env_asr_branches``: all three paradigms — text- and video-conditioned generators
@@ -30,12 +32,10 @@ Checks (paper §3.3–3.4), each a stored score and a configurable threshold:
   replacement pairing for mismatch variants"; replaced tracks are checked when
   assembly borrows them);
 * diagnostics, never filters (§3.4 "AST-based event checks and CLAP-style
-  audio-prompt matching scores serve as diagnostic signals"): the tagger's music/media
-  probability (``music_prob``), its top ``top_events`` labels and probabilities, and the
-  CLAP audio–prompt score where a ``prompt_model`` (an ``AudioTextScorer``) is
-  configured. Music is kept out of generated tracks by the prompts (every negative
-  prompt names music, §3.4). ``music_filter=true`` turns the tagger's music
-  probability back into a filter (``max_music_prob``), the pre-issue-20 behaviour.
+  audio-prompt matching scores serve as diagnostic signals"): the tagger's top
+  ``top_events`` labels and probabilities (the *event* checks; music is a check above,
+  §3.4 lists it beside speech), and the CLAP audio–prompt score where a ``prompt_model``
+  (an ``AudioTextScorer``) is configured.
 
 Word error rate needs a reference transcript the ASR can read. The reference ASR
 (PocketSphinx) is English-only while the demo's transcripts are in six languages, so
@@ -254,10 +254,11 @@ class ComponentQCStage(MapStage[ComponentRow]):
                              if self.scorer is not None and row.prompt else None)}
         if row.branch in p["env_asr_branches"] and out["speech_leakage"] <= p["max_env_leakage"]:
             asr: ASR = self.models["asr"]
-            heard = asr.transcribe(speech_active(audio, *clip.regions, rate), rate)
+            heard = asr.transcribe(audio, rate)  # §3.2/§3.4: the whole track
             said = self._source_asr(row.clip_id)
             out |= {"asr_leak_recall": word_recall(said, heard.text),
                     "asr_no_speech_prob": heard.no_speech_prob,
+                    "asr_avg_logprob": heard.avg_logprob,
                     "asr_speech": asr_detects_speech(heard, said, p)}
         return out
 

@@ -16,15 +16,19 @@ residual. All residuals also satisfy a minimum environmental-energy criterion."
   cluster the QC image's Whisper identifies the language.
 * **No speech in ê, by VAD and by ASR** ("independent VAD and ASR checks detect no
   speech in any environmental residual"): VAD coverage of ê ≤ ``max_env_leakage`` (0:
-  the paper finds none), and the ASR must not *detect speech* in ê over the source
-  speech regions (:func:`asr_detects_speech`, shared with component QC). An ASR's
+  the paper finds none), and the ASR must not *detect speech* anywhere in ê ("in any
+  environmental residual": the whole track, not only the source speech regions;
+  :func:`asr_detects_speech`, shared with component QC). An ASR's
   words on non-speech are not evidence of speech (PocketSphinx decodes words from any
   noise; Whisper hallucinates on silence), so "detected" is defined with the ASR's own
   no-speech signal and *content words* (3+ letters, not an English function word):
 
-  - an ASR with a no-speech probability (Whisper): detected when that probability is
-    below ``no_speech_threshold`` (0.6, openai-whisper's own default) **and** the
-    transcript holds at least ``min_content_words`` (2) content words;
+  - an ASR with a no-speech probability (Whisper): openai-whisper's own rule
+    (``whisper/transcribe.py``: a window is skipped as silent when ``no_speech_prob >
+    no_speech_threshold``, unless ``avg_logprob > logprob_threshold``; defaults 0.6 and
+    −1.0): detected when Whisper does not call ê silent **and** the transcript holds at
+    least ``min_content_words`` (2) content words (this project's guard against
+    Whisper's hallucinated filler);
   - an ASR without one (the PocketSphinx reference): detected when at least
     ``min_content_words`` of the content words it hears in ŝ are heard again in ê, in
     order. Its words on ambience are not speech (on clean demo ambience stems it
@@ -152,14 +156,25 @@ def word_recall(reference: str, hypothesis: str) -> float:
 def asr_detects_speech(heard: Transcript, reference: str, params: dict[str, Any]) -> bool:
     """Whether the ASR detected speech in an environment track (module docstring, §3.2).
 
-    ``heard`` is the ASR's transcript of the track, ``reference`` its words for the
-    clip's ŝ over the same regions (used only by an ASR without a no-speech signal).
+    ``heard`` is the ASR's transcript of the whole track, ``reference`` its words for the
+    clip's ŝ (used only by an ASR without a no-speech signal).
     """
     need = int(params["min_content_words"])
     if heard.no_speech_prob is not None:
-        return (heard.no_speech_prob < params["no_speech_threshold"]
+        return (not whisper_silent(heard, params)
                 and len(content_words(heard.text)) >= need)
     return recovered_words(reference, heard.text) >= need
+
+
+def whisper_silent(heard: Transcript, params: dict[str, Any]) -> bool:
+    """openai-whisper's no-speech rule (``transcribe.py``, ``transcribe()``): silent when
+    ``no_speech_prob > no_speech_threshold``, unless ``avg_logprob > logprob_threshold``
+    (the decoder was confident in what it read); without ``avg_logprob``, the first test."""
+    if heard.no_speech_prob is None or heard.no_speech_prob <= params["no_speech_threshold"]:
+        return False
+    threshold = params.get("logprob_threshold")
+    return not (threshold is not None and heard.avg_logprob is not None
+                and heard.avg_logprob > threshold)
 
 
 class SourceQCStage(MapStage[SourceQCRow]):
@@ -225,11 +240,12 @@ class SourceQCStage(MapStage[SourceQCRow]):
         """Language of ŝ, ASR speech detection in ê, music/media probability of ê and ŝ."""
         starts, ends = [s.start for s in segments], [s.end for s in segments]
         said = self.asr.transcribe(speech_active(speech, starts, ends, rate), rate)
-        heard = self.asr.transcribe(speech_active(env, starts, ends, rate), rate)
+        heard = self.asr.transcribe(env, rate)  # "any environmental residual": all of ê
         return {"language": said.language, "language_prob": said.language_prob,
                 "speech_asr_text": said.text, "speech_asr_model": asr_identity(self.asr),
                 "env_asr_text": heard.text, "env_asr_recall": word_recall(said.text, heard.text),
                 "env_asr_no_speech_prob": heard.no_speech_prob,
+                "env_asr_avg_logprob": heard.avg_logprob,
                 "env_asr_speech": asr_detects_speech(heard, said.text, self.ctx.params),
                 "music_prob": self._music(env, rate),
                 "speech_music_prob": self._music(speech, rate)}

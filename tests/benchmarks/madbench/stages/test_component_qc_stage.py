@@ -51,10 +51,12 @@ def test_wer_gates_only_against_english_transcripts() -> None:
 
 
 def test_env_checks_as_the_paper_states_them() -> None:
-    """§3.4: speech by VAD and ASR, valid mismatch pairing filter; AST and CLAP are
+    """§3.4: "detectable speech or music content" are checks (speech by VAD and ASR, music
+    by the tagger at 0.5), valid mismatch pairing filter; AST *event* tags and CLAP are
     diagnostics ("AST-based event checks and CLAP-style audio-prompt matching scores
     serve as diagnostic signals"), the ASR runs on every paradigm."""
-    assert P["env_asr_branches"] == ["t2a", "v2a", "a2a"] and P["music_filter"] is False
+    assert P["env_asr_branches"] == ["t2a", "v2a", "a2a"] and P["music_filter"] is True
+    assert P["max_music_prob"] == 0.5
     env = {"component": "env", "branch": "t2a", "scene_label": "forest"}
     assert qc_verdict(_row(**env, speech_leakage=0.0, asr_speech=False,
                            music_prob=0.1), P) == ()
@@ -62,9 +64,12 @@ def test_env_checks_as_the_paper_states_them() -> None:
     assert qc_verdict(_row(**env, asr_speech=True), P) == ("asr_speech_leakage",)
     # a high recall alone is a diagnostic now: the detection rule decides
     assert qc_verdict(_row(**env, asr_leak_recall=0.6, asr_speech=False), P) == ()
-    # AST music probability: a diagnostic by default, a filter only as an option
-    assert qc_verdict(_row(**env, music_prob=0.8), P) == ()
-    assert qc_verdict(_row(**env, music_prob=0.8), P | {"music_filter": True}) == ("music",)
+    # music is a filter by default (0.5 is the tagger's decision threshold: 0.5 fails,
+    # 0.49 passes); music_filter=false keeps it as a diagnostic
+    assert qc_verdict(_row(**env, music_prob=0.8), P) == ("music",)
+    assert qc_verdict(_row(**env, music_prob=0.5), P) == ("music",)
+    assert qc_verdict(_row(**env, music_prob=0.49), P) == ()
+    assert qc_verdict(_row(**env, music_prob=0.8), P | {"music_filter": False}) == ()
     # diagnostics never fail a component, however poor
     assert qc_verdict(_row(**env, prompt_match=-1.0, events=("Music",),
                            event_probs=(0.4,)), P) == ()

@@ -50,21 +50,29 @@ def test_word_recall_by_hand() -> None:
     assert word_recall("", "anything") == 0.0
 
 
-def _heard(text: str, no_speech: float | None) -> Transcript:
-    return Transcript(text=text, coverage=0.5, no_speech_prob=no_speech)
+def _heard(text: str, no_speech: float | None, avg_logprob: float | None = None) -> Transcript:
+    return Transcript(text=text, coverage=0.5, no_speech_prob=no_speech,
+                      avg_logprob=avg_logprob)
 
 
 def test_asr_detection_with_a_no_speech_signal() -> None:
-    """Whisper-like ASR: speech iff no-speech probability < 0.6 and 2+ content words."""
+    """Whisper-like ASR: openai-whisper's rule (transcribe.py: silent when no_speech_prob >
+    0.6 unless avg_logprob > -1.0), and 2+ content words."""
     assert PARAMS["no_speech_threshold"] == 0.6 and PARAMS["min_content_words"] == 2
+    assert PARAMS["logprob_threshold"] == -1.0
     ref = "please enter your password"  # unused when the ASR has its own signal
     assert asr_detects_speech(_heard("the market opens at nine today", 0.1), ref, PARAMS)
     # a hallucination Whisper itself flags as no speech
     assert not asr_detects_speech(_heard("thank you for watching", 0.9), ref, PARAMS)
     # confident, but one content word ("thank") is not speech content
     assert not asr_detects_speech(_heard("thank you", 0.2), ref, PARAMS)
-    # 0.6 itself is no longer "below the threshold"
-    assert not asr_detects_speech(_heard("market opens today", 0.6), ref, PARAMS)
+    # openai-whisper skips only when no_speech_prob is *above* 0.6: 0.6 itself is speech
+    assert asr_detects_speech(_heard("market opens today", 0.6), ref, PARAMS)
+    # above 0.6 but the decoder was confident (avg_logprob > -1): whisper keeps the words
+    assert asr_detects_speech(_heard("market opens today", 0.8, -0.4), ref, PARAMS)
+    # above 0.6 and unsure (avg_logprob <= -1): silent
+    assert not asr_detects_speech(_heard("market opens today", 0.8, -1.0), ref, PARAMS)
+    assert not asr_detects_speech(_heard("market opens today", 0.8, -2.5), ref, PARAMS)
 
 
 def test_asr_detection_without_a_no_speech_signal_needs_the_clips_own_words() -> None:
@@ -108,3 +116,37 @@ def test_consistent_mask_moves_speech_dominated_bins_to_the_speech_stem() -> Non
     leak = float(np.sqrt(np.mean((residual[on] - env[on]) ** 2)))
     assert leak < 0.01 * 0.3  # under −40 dB of the speech (was −6 dB: 0.5 × speech)
     assert np.allclose(s_hat + residual, x)
+
+
+def test_the_asr_hears_the_whole_residual_not_only_the_speech_regions() -> None:
+    """§3.2 "no speech in any environmental residual": speech leaking into ê outside the
+    source speech regions must reach the ASR. A recording ASR shows what it is given:
+    ŝ over the speech regions (its words, the reference), all of ê."""
+    from types import SimpleNamespace
+
+    from madbench_common.benchmarks.madbench.stages.source_qc import SourceQCStage
+    from madbench_common.models.roles import Segment
+
+    heard: list[np.ndarray] = []
+
+    class RecordingASR:
+        slug, version = "rec", "1"
+
+        def transcribe(self, audio: np.ndarray, rate: int) -> Transcript:
+            heard.append(np.asarray(audio).copy())
+            return Transcript(text="", coverage=0.0)
+
+    class NoMusic:
+        def tag(self, audio: np.ndarray, rate: int) -> dict[str, float]:
+            return {}
+
+    rate = 16000
+    speech = np.zeros(4 * rate, np.float32)
+    env = np.zeros(4 * rate, np.float32)
+    env[3 * rate:] = 0.5  # leakage in the last second, after the only speech region
+    stage = SourceQCStage.__new__(SourceQCStage)
+    stage.__dict__.update(asr=RecordingASR(), tagger=NoMusic(),
+                          ctx=SimpleNamespace(params=dict(PARAMS)))
+    stage._env_scores(speech, env, rate, [Segment(0.0, 1.0)])
+    assert len(heard) == 2
+    assert len(heard[1]) == len(env) and np.array_equal(heard[1], env)
