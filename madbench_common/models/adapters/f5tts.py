@@ -27,7 +27,8 @@ One call:
   process with a serial executor in its place (:func:`_serial_chunks`): the chunks are
   sampled one after another on the calling thread, in order, from the seeded RNG;
   upstream's chunking, per-chunk duration split and cross-fade are unchanged;
-* output 24 kHz (Vocos), resampled to the pipeline rate by :mod:`madbench_common.models.speech_prep`.
+* output 24 kHz (Vocos), resampled to the pipeline rate by
+  :mod:`madbench_common.models.speech_prep`.
 
 Sampler defaults are upstream's: 32 NFE steps (Euler), CFG strength 2, sway sampling
 -1. The paper does not state them.
@@ -50,7 +51,6 @@ import soundfile as sf
 
 from madbench_common.core.types import Audio, Hertz, Seconds
 from madbench_common.media.audio import resample
-from madbench_common.models.weights import TINY_ARCH_FILE, hf_path, tiny_layout
 from madbench_common.models.speech_prep import (
     GenerationFailed,
     GenerationReport,
@@ -61,6 +61,7 @@ from madbench_common.models.speech_prep import (
     prepare_reference,
     seed_all,
 )
+from madbench_common.models.weights import TINY_ARCH_FILE, hf_path, tiny_layout
 
 __all__ = ["F5CrossTTS", "F5SameTTS", "F5TTSGenerator", "SerialExecutor",
            "write_tiny_checkpoint"]

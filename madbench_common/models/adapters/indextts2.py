@@ -55,7 +55,6 @@ import soundfile as sf
 from madbench_common.core.compat import zip_strict
 from madbench_common.core.errors import EnvironmentMissing
 from madbench_common.core.types import Audio, Hertz, Seconds
-from madbench_common.models.weights import hf_path
 from madbench_common.models.speech_prep import (
     GenerationFailed,
     GenerationReport,
@@ -66,6 +65,7 @@ from madbench_common.models.speech_prep import (
     prepare_reference,
     seed_all,
 )
+from madbench_common.models.weights import hf_path
 
 __all__ = ["IndexTTS2CrossTTS", "IndexTTS2Generator", "IndexTTS2SameTTS", "LengthControl",
            "build_normalizer_cache", "check_normalizer_cache", "normalizer_grammars",

@@ -36,7 +36,6 @@ import yaml
 
 from madbench_common.core.types import Audio, Hertz, Seconds
 from madbench_common.media.audio import resample
-from madbench_common.models.weights import hf_path, tiny_layout
 from madbench_common.models.speech_prep import (
     GenerationFailed,
     GenerationReport,
@@ -46,6 +45,7 @@ from madbench_common.models.speech_prep import (
     prepare_reference,
     seed_all,
 )
+from madbench_common.models.weights import hf_path, tiny_layout
 
 __all__ = ["SeedVC", "write_tiny_checkpoint"]
 

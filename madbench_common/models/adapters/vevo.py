@@ -43,13 +43,6 @@ import soundfile as sf
 from madbench_common.core.compat import working_dir
 from madbench_common.core.types import Audio, Hertz, Seconds
 from madbench_common.media.audio import resample
-from madbench_common.models.weights import (
-    TINY_ARCH_FILE,
-    WeightsMissing,
-    hf_path,
-    url_file,
-    weights_root,
-)
 from madbench_common.models.speech_prep import (
     GenerationFailed,
     GenerationReport,
@@ -58,6 +51,13 @@ from madbench_common.models.speech_prep import (
     guard_oom,
     prepare_reference,
     seed_all,
+)
+from madbench_common.models.weights import (
+    TINY_ARCH_FILE,
+    WeightsMissing,
+    hf_path,
+    url_file,
+    weights_root,
 )
 
 __all__ = ["VevoTimbre", "amphion_root", "config_files", "routed_hubert", "sized_configs"]

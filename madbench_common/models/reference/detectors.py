@@ -42,7 +42,6 @@ import numpy.typing as npt
 from scipy.special import expit
 
 from madbench_common.core.types import Audio, Hertz
-from madbench_common.models.roles import Embedding, Frames, InputSpec
 from madbench_common.models.reference.encoders import (
     _HOP,
     _SR,
@@ -53,6 +52,7 @@ from madbench_common.models.reference.encoders import (
     _power_spectrogram,
     _to_16k,
 )
+from madbench_common.models.roles import Embedding, Frames, InputSpec
 
 __all__ = ["AVSyncDetector", "HFArtifactDetector", "ModulationDetector"]
 
