@@ -59,6 +59,7 @@ from madbench_common.models.speech_prep import (
     fit_speech,
     guard_oom,
     prepare_reference,
+    same_and_cross,
     seed_all,
 )
 from madbench_common.models.weights import TINY_ARCH_FILE, hf_path, tiny_layout
@@ -226,18 +227,8 @@ def _load(model_name: str, ckpt: Path, vocos_dir: Path, device: str,
     return model, vocoder
 
 
-class F5SameTTS(F5TTSGenerator):
-    """Same-identity TTS: the source transcript in the source speaker's voice."""
-
-    slug = "tts-f5-same"
-    branch = "tts_same"
-
-
-class F5CrossTTS(F5TTSGenerator):
-    """Cross-identity TTS: the source transcript in the paired target speaker's voice."""
-
-    slug = "tts-f5-cross"
-    branch = "tts_cross"
+F5SameTTS, F5CrossTTS = same_and_cross(
+    F5TTSGenerator, "tts-f5", ("F5SameTTS", "F5CrossTTS"))
 
 
 @tiny_layout({REPO: ("F5TTS_v1_Base/model_1250000.safetensors", f"F5TTS_v1_Base/{ARCH_FILE}"),
