@@ -1,4 +1,4 @@
-"""Catalog integrity (issue 18, Deliver 4): every name the registry, the image folders and the
+"""Catalog integrity: every name the registry, the image folders and the
 rendered workflows use resolves, so that what CI cannot run (the model images) cannot drift.
 
 Checked by parsing files only. A ``module:attr`` resolves when the module's file exists where

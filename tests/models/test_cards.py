@@ -1,4 +1,4 @@
-"""The model catalog (issue 22, item 1): one card per model; the registry, the role rows,
+"""The model catalog: one card per model; the registry, the role rows,
 the GPU table and the reference licences are derived from the cards, and one test here
 checks the cards against the graphs and the images."""
 

@@ -1,5 +1,5 @@
 """CPU reference detectors (roles.Detector): fixed-rule stand-ins for the paper's pretrained
-detectors, so a reference run fills the detector groups of Tables 2–5 (issue 23).
+detectors, so a reference run fills the detector groups of Tables 2–5.
 
 A pretrained detector brings two things to MADBench (paper §4.2): a native score, used
 as is for binary direct transfer, and frozen features, on which heads are fitted for the

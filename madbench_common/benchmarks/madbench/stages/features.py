@@ -98,7 +98,7 @@ class FeatureStage(StageImpl[FeatureRow]):
     @cached_property
     def samples(self) -> dict[str, SampleRow]:
         """The clean samples and, where the stage reads ``perturb``, every robustness
-        condition's samples (issue 23)."""
+        condition's samples."""
         source = str(self.ctx.params.get("samples_stage", "assemble"))
         rows: list[SampleRow] = list(self.ctx.read_input(source, SampleRow))
         if "perturb" in self.ctx.stage.inputs:
