@@ -1,6 +1,6 @@
-"""Issue 19's closing table: hostile and careless inputs made here, run against one tree.
+"""Hostile and careless inputs made here, run against one tree.
 
-None of these inputs was used while fixing issue 19 (its regression tests are in
+None of these inputs was used while hardening ingest (its regression tests are in
 ``tests/benchmarks/madbench/stages/test_hostile_sources.py``, ``tests/pipeline/test_faults.py`` and
 others); they are
 variations an attacker or a careless user would try next. Each attack builds a fresh

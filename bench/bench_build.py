@@ -4,7 +4,7 @@ Assembly renders the six distinct tracks of a clip (R, S, E and Q with a matched
 mismatched environment) for every demo clip, in ``MADBENCH_BENCH_WORKERS`` processes
 (default 2), from the demo's reference stems (fake components stand in as
 time-reversed stems: only the signal path is measured). Throughput is rendered
-audio seconds per wall second. Floor (issue 3): assembly ≥ 200× real time on 2 cores.
+audio seconds per wall second. Floor: assembly ≥ 200× real time on 2 cores.
 
 With ``MADBENCH_BENCH_RUN=<store>:<run_id>`` of a finished build, generator throughput
 (clip seconds per generator-call second, from the generator stages' shard markers) is

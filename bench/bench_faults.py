@@ -1,4 +1,4 @@
-"""Fault sweep (issue 15, §2): SIGKILL the whole demo graph at seeded random points.
+"""Fault sweep: SIGKILL the whole demo graph at seeded random points.
 
 For each seed and each store (the file store and a local SeaweedFS), ``madbench run``
 on three demo clips is killed (its whole process group) at a point drawn uniformly

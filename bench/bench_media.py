@@ -1,4 +1,4 @@
-"""Untrusted media (issue 15, §4): time to reject each hostile input, and the cost of the
+"""Untrusted media: time to reject each hostile input, and the cost of the
 bounds on ordinary clips (guarded decode vs plain PyAV). Results: ``.bench/media.json``."""
 
 from __future__ import annotations

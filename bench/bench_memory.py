@@ -1,4 +1,4 @@
-"""Per-stage peak memory (issue 15, §3): the demo with every shard in a fresh process.
+"""Per-stage peak memory: the demo with every shard in a fresh process.
 
 Runs the whole graph on the demo corpus with ``isolate`` (one fresh process per shard
 and merge, as pods run), takes each stage's largest peak RSS from the run log

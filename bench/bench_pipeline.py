@@ -1,6 +1,6 @@
 """Pipeline throughput on the demo corpus: per stage, and S3 (SeaweedFS) vs the file store.
 
-Throughput is source-audio seconds per wall second on this machine. Floors (issue 2):
+Throughput is source-audio seconds per wall second on this machine. Floors:
 ingest + source_qc together ≥ 50× real time; S3/file wall-time ratio ≤ 1.3.
 """
 

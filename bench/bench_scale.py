@@ -1,4 +1,4 @@
-"""Scale benchmark (issue 15, §3): the real runner and stores at the paper's scale.
+"""Scale benchmark: the real runner and stores at the paper's scale.
 
 The synthetic graph (``bench/synthstages.py``) has the stages, shard counts and row
 types of ``workflows/full.yaml`` (33 stages: every paper model), with cheap bodies and

@@ -1,6 +1,6 @@
 """Separator residual check: share of demo clips whose ê has no speech by VAD and by ASR.
 
-Issue 8 item 6: on clean speech over natural ambience (the 28 demo clips), at least
+On clean speech over natural ambience (the 28 demo clips), at least
 90 % of clips must be eligible with no speech in ê = x − ŝ, by Silero VAD (no segment)
 and by the ASR (the share of ASR(ŝ)'s words recovered from ASR(ê) over the speech
 regions under 0.5, as source QC checks it). Prints JSON and writes

@@ -1,12 +1,12 @@
 """Run every benchmark in its own process, then print each figure beside its floor.
 
 Floors (from the issues): ingest + source QC ≥ 50× real time and S3/file wall time
-≤ 1.3 (issue 2); assembly ≥ 200× real time (issue 3); all heads for all tasks ×
-3 protocols × 2 input modes at paper scale ≤ 20 s (issue 4); ≥ 90 % of the demo's
-clean-speech-over-ambience clips with no speech in ê by VAD and ASR (issue 8); every
+≤ 1.3; assembly ≥ 200× real time; all heads for all tasks ×
+3 protocols × 2 input modes at paper scale ≤ 20 s; ≥ 90 % of the demo's
+clean-speech-over-ambience clips with no speech in ê by VAD and ASR; every
 SIGKILL seed survived with no finished shard redone, orchestration < 5 % of the real
 stages at the paper's scale with merge memory flat in the shard count, hostile media
-refused within 10 s (issue 15). Results: ``.bench/*.json``.
+refused within 10 s. Results: ``.bench/*.json``.
 """
 
 from __future__ import annotations
@@ -51,7 +51,7 @@ def _floors() -> list[tuple[str, float, str, bool]]:
 
 
 def _hardening_floors() -> list[tuple[str, float, str, bool]]:
-    """Issue 15: faults survived, orchestration overhead and memory at the paper's scale."""
+    """Faults survived, orchestration overhead and memory at the paper's scale."""
     f = json.loads((OUT / "faults.json").read_text())
     s = json.loads((OUT / "scale.json").read_text())
     m = json.loads((OUT / "media.json").read_text())

@@ -39,7 +39,7 @@ __all__ = ["PAPER_SAMPLE_ROWS", "paper_counts", "paper_graph", "synthetic_graph"
 
 _PROTOCOLS = 3
 PAPER_SAMPLE_ROWS = PAPER_SAMPLES * _PROTOCOLS
-"""Sample rows of ``assemble``: 16,536 × 3 = 49,608, as issue 15 sizes the benchmark. Paper
+"""Sample rows of ``assemble``: 16,536 × 3 = 49,608, the benchmark's paper scale. Paper
 Table 1 counts 16,536 samples *across* the three protocols (5,512 each), so this is a
 3× upper bound of the paper's own count."""
 _SPEECH_GENERATED, _ENV_GENERATED = 34_056, 22_987

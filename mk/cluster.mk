@@ -1,4 +1,4 @@
-# Cluster targets (issue 5); included from the top-level Makefile.
+# Cluster targets; included from the top-level Makefile.
 PY ?= .venv/bin/python
 BIN ?= $(dir $(PY))
 

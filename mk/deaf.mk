@@ -1,4 +1,4 @@
-# DEAF (issue 14): the acoustic-faithfulness benchmark on the same platform.
+# DEAF: the acoustic-faithfulness benchmark on the same platform.
 #   make demo-deaf   offline stimuli (reduced subset), a tiny-random Qwen2-Audio in
 #                    .venvs/deaf-tf5, the Gemini adapter against the local API stub, the
 #                    stub's OpenAI-compatible judge labelling every answer (the paper's

@@ -1,4 +1,4 @@
-# Hardening targets (issue 15); included from the top-level Makefile.
+# Hardening targets; included from the top-level Makefile.
 PY ?= .venv/bin/python
 
 .PHONY: faults scale sbom measure-memory

@@ -1,4 +1,4 @@
-# Zero-shot omni models (issue 13); included from the top-level Makefile.
+# Zero-shot omni models; included from the top-level Makefile.
 #   make demo-omni   make demo, plus the omni_qwen25omni stage on a tiny random Qwen2.5-Omni
 #                    thinker (run with .venvs/omni-qwen25omni's interpreter), then the report
 #                    with the "Omni models (zero-shot)" group and its parse rates

@@ -1,4 +1,4 @@
-# Registry targets (issue 21); included from the Makefile.
+# Registry targets; included from the Makefile.
 #   make push IMAGE=<slug> REGISTRY=registry.example.org/team
 #                           push a built image, record its manifest digest in images.lock.yaml
 #   make push-all REGISTRY=registry.example.org/team

@@ -1,6 +1,6 @@
 """Build the robustness noise set under madbench_common/data/noise/ from a Debian package.
 
-The ``perturb`` stage's additive-noise conditions (issue 23) draw their noise from a set
+The ``perturb`` stage's additive-noise conditions draw their noise from a set
 that no generator uses: the demo corpus takes its ambience from ``megaglest-data`` and
 ``supertuxkart-data``, the reference environment generators are procedural, and DEAF's
 background library (``scripts/build_deaf_envlib.py``) takes other ``lincity-ng-data``

@@ -1,4 +1,4 @@
-"""Catalog integrity (issue 18, Deliver 4): every name the registry, the image folders and the
+"""Catalog integrity: every name the registry, the image folders and the
 rendered workflows use resolves, so that what CI cannot run (the model images) cannot drift.
 
 Checked by parsing files only. A ``module:attr`` resolves when the module's file exists where
@@ -42,6 +42,7 @@ import yaml
 
 from madbench_common.benchmarks.deaf.graph import build_deaf_graph
 from madbench_common.benchmarks.madbench.graph import build_graph
+from madbench_common.build.images import load_image
 from madbench_common.models.registry import REGISTRY, ModelSpec
 from madbench_common.pipeline.graph import Graph
 
@@ -198,8 +199,18 @@ def graph_of(stages: list[str]) -> str | None:
 
 @cache
 def image_docs() -> dict[str, dict[str, Any]]:
-    return {p.parent.name: yaml.safe_load(p.read_text()) or {}
-            for p in sorted(IMAGES.glob("*/image.yaml"))}
+    """Each image.yaml with what it reads from the cards filled in (``models``,
+    ``image_test`` stages and params: :func:`madbench_common.build.images.load_image`)."""
+    out = {}
+    for path in sorted(IMAGES.glob("*/image.yaml")):
+        doc = yaml.safe_load(path.read_text()) or {}
+        info = load_image(path.parent.name, IMAGES)
+        doc["models"] = list(info.models)
+        if info.image_test is not None:
+            doc["image_test"] = {**doc["image_test"], "stages": list(info.image_test.stages),
+                                 "params": info.image_test.params}
+        out[path.parent.name] = doc
+    return out
 
 
 @cache

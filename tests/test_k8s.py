@@ -123,7 +123,7 @@ STAGE_POD = {"workflows.argoproj.io/workflow": "full-abcde", "app.kubernetes.io/
 def test_media_decoding_pods_have_no_internet_egress(target: Path) -> None:
     """Stage pods decode untrusted media: they reach private addresses only (the object
     store, the API server), never 0.0.0.0/0; only the labelled weights-fetch and hosted-
-    API pods go out (issue 19, §9)."""
+    API pods go out."""
     import ipaddress
 
     objs = _objects(target)

@@ -1,4 +1,4 @@
-"""The package's layers and the one rule between them (issue 22): an import points down
+"""The package's layers and the one rule between them: an import points down
 or sideways, never up, so there is no cycle between folders.
 
 Strings are not imports: the CLI finds its command modules, the engine a benchmark's

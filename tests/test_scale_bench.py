@@ -1,4 +1,4 @@
-"""The scale benchmark's synthetic graph (issue 15, §3) stays the real graph's shape."""
+"""The scale benchmark's synthetic graph stays the real graph's shape."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""The bugs found by executing workflows/smoke.yaml step by step (issue 15, §5), and the
+"""The bugs found by executing workflows/smoke.yaml step by step, and the
 CLI's error line: each with the real forms Argo produces."""
 
 from __future__ import annotations

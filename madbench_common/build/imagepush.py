@@ -1,4 +1,4 @@
-"""Pushing built images to a registry and recording their manifest digests (issue 21).
+"""Pushing built images to a registry and recording their manifest digests.
 
 ``make push IMAGE=<slug> REGISTRY=registry.example.org/team`` (``python -m
 madbench_common.build.imagepush push <slug>... --registry …``) pushes the local build

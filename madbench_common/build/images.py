@@ -34,8 +34,12 @@ the image (adapter-test venvs and SBOMs use it).
 Code that is not on PyPI is listed under ``upstream_src`` at a pinned commit with the
 sha256 of its unpacked tree (:mod:`madbench_common.build.upstream`).
 
-An optional ``image_test:`` block says how ``make image-test IMAGE=<slug>`` proves the
-built image (see :class:`ImageTest` and ``madbench_common.testing.imagetest``).
+A model image's ``models`` are the catalog cards that name it, and its image test runs
+each card's slot stages with the card's model (:func:`card_models`, :func:`card_stages`):
+image.yaml does not repeat them. Its optional ``image_test:`` block adds the builder of
+the tiny weights, extra stages and parameters (see :class:`ImageTest` and
+``madbench_common.testing.imagetest``). An image.yaml that lists ``models`` itself
+(reference-cpu, which runs none of its references in its image test) derives nothing.
 
 ``python -m madbench_common.build.images <command> <slug>`` is what the Makefile calls.
 """
@@ -59,7 +63,8 @@ from madbench_common.build.upstream import UpstreamSource, fetch_source, record_
 from madbench_common.core.errors import ConfigError
 
 __all__ = ["IMAGES", "KINDS", "ImageInfo", "ImageTest", "UpstreamSource", "all_images",
-           "build_order", "effective_lock", "effective_pins", "fetch_upstream", "list_images",
+           "build_order", "card_models", "card_stages", "effective_lock", "effective_pins",
+           "fetch_upstream", "list_images",
            "load_image", "lock_blocks", "lock_command", "lock_inputs_sha256", "lock_is_current",
            "lock_misses", "lock_problems", "select_lock", "torch_base", "write_lock"]
 
@@ -76,6 +81,8 @@ _KEYS = {"slug", "kind", "description", "licenses", "paper_name", "upstream", "l
 _MODEL_KEYS = ("paper_name", "upstream", "licence", "torch", "gpu")
 _SRC_KEYS = {"repo", "commit", "dest", "install", "subdir", "exclude", "tree_sha256"}
 _TEST_KEYS = {"stages", "params", "weights", "clips", "load_models"}
+_UNAVAILABLE = "models.adapters.unavailable:"
+"""Card targets of paper models with no public code or weights (never run)."""
 _HEADER = "# madbench-lock inputs-sha256="
 _PYTHONS = ("3.11", "3.9")
 TORCH_FAMILY = re.compile(r"^(torch|torchvision|torchaudio|triton|nvidia-.+|cuda-.+)$")
@@ -116,20 +123,46 @@ class ImageTest:
     load_models: bool = True
 
 
-def _image_test(doc: Any, path: Path) -> ImageTest | None:
+def card_models(slug: str) -> tuple[str, ...]:
+    """The models of image ``slug``: every catalog card that names it (an unavailable slot,
+    which has no code to run, excepted), in slug order."""
+    from madbench_common.models.catalog import cards
+
+    return tuple(c.slug for c in cards().values()
+                 if c.image == slug and not c.target.startswith(_UNAVAILABLE))
+
+
+def card_stages(models: Iterable[str]) -> dict[str, dict[str, Any]]:
+    """stage → ``{model: slug}`` for each slot stage of the cards of ``models``."""
+    from madbench_common.models.catalog import cards
+
+    every = cards()
+    return {stage: {"model": slug} for slug in models if (card := every.get(slug)) and card.slot
+            for stage in card.slot.stages}
+
+
+def _image_test(doc: Any, path: Path, derived: dict[str, dict[str, Any]]) -> ImageTest | None:
+    """The ``image_test:`` block; ``derived`` (the cards' slot stages, when the image's
+    models come from the cards) runs first, and the block's ``stages`` and ``params`` add
+    to it (a stage's params are merged over its card's ``model``)."""
     if doc is None:
         return None
     unknown = set(doc) - _TEST_KEYS if isinstance(doc, dict) else {"<not a mapping>"}
-    if unknown or not doc.get("stages"):
-        raise ConfigError(f"{path}: image_test needs `stages` and takes only "
-                          f"{sorted(_TEST_KEYS)} (unknown: {sorted(unknown)})")
+    if unknown or not (doc.get("stages") or derived):
+        raise ConfigError(f"{path}: image_test needs `stages` (or models whose cards have a "
+                          f"slot) and takes only {sorted(_TEST_KEYS)} "
+                          f"(unknown: {sorted(unknown)})")
     weights = str(doc.get("weights") or "")
     if weights and not re.match(r"^[\w.]+:\w+$", weights):
         raise ConfigError(f"{path}: image_test.weights must be module:function")
     params = doc.get("params") or {}
     if not all(isinstance(v, dict) for v in params.values()):
         raise ConfigError(f"{path}: image_test.params maps a stage to its parameters")
-    return ImageTest(stages=tuple(doc["stages"]), params=dict(params), weights=weights,
+    stages = [*derived, *(s for s in doc.get("stages") or () if s not in derived)]
+    merged = {k: dict(v) for k, v in derived.items()}
+    for stage, extra in params.items():
+        merged[stage] = {**merged.get(stage, {}), **extra}
+    return ImageTest(stages=tuple(stages), params=merged, weights=weights,
                      clips=int(doc.get("clips", 2)), load_models=bool(doc.get("load_models",
                                                                                True)))
 
@@ -234,15 +267,20 @@ def load_image(slug: str, images_dir: Path | None = None) -> ImageInfo:
         raise ConfigError(f"{path}: missing key(s) {missing}")
     if kind == "torch" and not doc.get("torch"):
         raise ConfigError(f"{path}: a torch base names its torch version")
+    # A model image's models and image-test stages come from the catalog cards naming it,
+    # unless image.yaml lists its models itself (reference-cpu: none of its references).
+    listed = "models" in doc
+    models = tuple(doc.get("models") or ()) if listed or kind != "model" else card_models(slug)
+    derived = {} if listed or kind != "model" else card_stages(models)
     return ImageInfo(
         slug=slug, kind=kind, paper_name=str(doc.get("paper_name", "")),
         upstream=str(doc.get("upstream", "")), licence=str(doc.get("licence", "")),
         python=str(doc["python"]), torch=str(doc.get("torch") or ""),
-        gpu=bool(doc.get("gpu", False)), models=tuple(doc.get("models") or ()),
+        gpu=bool(doc.get("gpu", False)), models=models,
         adapter_tests=tuple(doc.get("adapter_tests") or ()),
         upstream_src=_sources(doc.get("upstream_src"), path),
         uv_args=tuple(doc.get("uv_args") or ()), notes=str(doc.get("notes", "")),
-        image_test=_image_test(doc.get("image_test"), path), folder=folder,
+        image_test=_image_test(doc.get("image_test"), path, derived), folder=folder,
         description=str(doc.get("description", "")), licenses=str(doc.get("licenses", "")),
         apt=tuple(doc.get("apt") or ()), sdists=tuple(doc.get("sdists") or ()))
 

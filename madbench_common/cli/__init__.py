@@ -35,6 +35,7 @@ _EXTENSIONS = (
     "madbench_common.cli.taxonomy",
     "madbench_common.cli.omni",
     "madbench_common.cli.deaf",
+    "madbench_common.cli.scaffold",
     "madbench_common.cluster.rehearse",
     "madbench_common.cluster.lint",
 )

@@ -33,7 +33,7 @@ def add_commands(sub: argparse._SubParsersAction[Any]) -> None:
     p.add_argument("--no-logo", action="store_true", help="skip leave-one-generator-out")
     p.add_argument("--drop-constant", action="store_true", help="drop constant feature columns")
     p.add_argument("--seed", type=int, default=0)
-    x = p.add_argument_group("cross-dataset (issue 23): heads fitted on one corpus's train "
+    x = p.add_argument_group("cross-dataset: heads fitted on one corpus's train "
                              "split, scored on another's test split")
     x.add_argument("--train", metavar="CORPUS:PATH", help="training corpus: madbench:<store>/"
                    "<run_id>, fakeavceleb:DIR, asvspoof2019_la:DIR, asvspoof5:DIR, "

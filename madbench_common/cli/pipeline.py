@@ -243,9 +243,9 @@ def cmd_report(args: argparse.Namespace) -> int:
         raise ConfigError(f"{run.uri(args.stage)}: stage {args.stage!r} has not finished")
     text = run.get_bytes(f"{marker['prefix']}/report/report.md").decode()
     print(main_section(text))  # plain print: Markdown rows must not be re-wrapped
-    for section in zero_shot_sections(text):  # omni parse rates and prompts (issue 13)
+    for section in zero_shot_sections(text):  # omni parse rates and prompts
         print("\n" + section)
-    for section in robustness_sections(text):  # AUC per robustness condition (issue 23)
+    for section in robustness_sections(text):  # AUC per robustness condition
         print("\n" + section)
     print(f"report: {run.uri(marker['prefix'] + '/report/report.html')}")
     print(f"tables: {run.uri(marker['prefix'] + '/report/report.md')} (and report.json)")
@@ -265,7 +265,7 @@ def zero_shot_sections(markdown: str) -> list[str]:
 
 
 def robustness_sections(markdown: str) -> list[str]:
-    """The report's compact robustness section (AUC by condition, issue 23), if any."""
+    """The report's compact robustness section (AUC by condition), if any."""
     return ["## " + part.strip() for part in markdown.split("\n## ")[1:]
             if part.startswith("Robustness: binary AUC by condition")]
 

@@ -4,7 +4,7 @@
   returns text only), a forward hook on its inner causal LM records the logits of the
   **first** forward call: the prefill over the whole prompt, whose last position is the
   answer position. The scores thus come from the very forward pass that produced the
-  greedy answer, on the same inputs (issue 13 item 2).
+  greedy answer, on the same inputs.
 - :func:`one_second_chunks` — MiniCPM-o's omni layout: one frame, then one second of
   16 kHz audio, per second of the clip.
 - :func:`flash_attn_varlen_sdpa` / :func:`install_remote_shims` — Baichuan-Omni-1.5's

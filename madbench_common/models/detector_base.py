@@ -1,4 +1,4 @@
-"""The shared tail of the detector adapters (issue 22 item 5).
+"""The shared tail of the detector adapters.
 
 AASIST, DF-Arena, XLSR-Mamba (mode A) and AV-Anomaly, AVH-Align, BA-TFD+ (mode AV) each
 compute, in one forward, the native score and the features of a clip as an

@@ -148,6 +148,32 @@ def prepare_reference(audio: Audio, sample_rate: Hertz, *, min_seconds: Seconds,
     return core
 
 
+def conversion_inputs(source_audio: Audio | None, ref_audio: Audio, sample_rate: Hertz, *,
+                      min_seconds: Seconds, seed: int) -> tuple[Audio, Audio]:
+    """A voice conversion's source and reference speech, trimmed and checked
+    (:func:`prepare_reference`), with every RNG seeded (:func:`seed_all`)."""
+    if source_audio is None:
+        raise GenerationFailed("source_too_short", "voice conversion needs source_audio")
+    src = prepare_reference(source_audio, sample_rate, min_seconds=min_seconds, what="source")
+    ref = prepare_reference(ref_audio, sample_rate, min_seconds=min_seconds)
+    seed_all(seed)
+    return src, ref
+
+
+def same_and_cross(base: type[Any], slug: str, names: tuple[str, str]) -> tuple[type[Any],
+                                                                              type[Any]]:
+    """A TTS generator's two registered models (MADBench §3.3): ``<slug>-same``, the source
+    transcript in the source speaker's voice (branch ``tts_same``), and ``<slug>-cross``,
+    in the paired target speaker's voice (``tts_cross``), as subclasses named ``names``."""
+    whose = {"same": "the source speaker's voice", "cross": "the paired target speaker's voice"}
+    made = [type(name, (base,), {
+        "slug": f"{slug}-{kind}", "branch": f"tts_{kind}", "__module__": base.__module__,
+        "__qualname__": name,
+        "__doc__": f"{kind.title()}-identity TTS: the source transcript in {whose[kind]}."})
+        for name, kind in zip(names, ("same", "cross"))]
+    return made[0], made[1]
+
+
 def seed_all(seed: int) -> None:
     """Seed Python, NumPy and torch (CPU and every CUDA device) with ``seed``."""
     random.seed(seed)

@@ -1,25 +1,24 @@
-"""A model's identity: what a model stage's output depends on besides its inputs (issue 21).
+"""A model's identity: what a model stage's output depends on besides its inputs.
 
-A stage's fingerprint (:func:`madbench_common.pipeline.stage.fingerprint`) already holds the
-stage's image reference — a registry ``@sha256:`` digest once the images lock pins one,
-and the local image's digest when the local container engine runs it — its parameters
-and its inputs. For every model the stage runs (its ``model`` parameter and every
-parameter naming a registered slug: the compound QC stages' ``vad``, ``asr``…),
+A stage's fingerprint (:func:`madbench_common.pipeline.stage.fingerprint`) holds the
+stage's image reference (a registry ``@sha256:`` digest once the images lock pins one),
+its parameters and its inputs. For every model the stage runs (its ``model`` parameter
+and every parameter naming a registered slug: the compound QC stages' ``vad``, ``asr``…),
 :func:`model_identity` adds:
 
-- ``adapter``: the sha256 of the adapter module's source and of its helpers — every
-  ``madbench_common`` module it imports, transitively, except the interface and plumbing
-  modules of :data:`_NOT_HELPERS` — plus the identity of every model its source names by
-  slug (the A-V detectors' face cropper ``ref-haar-face``), so an edit to the adapter,
-  its preprocessing or its cropper changes it;
+- ``adapter``: the model's card slug and a digest of its code in normal form
+  (:func:`adapter_code`): the adapter class and every top-level definition of the package
+  it names, transitively, each as its AST dump with docstrings and module paths taken out.
+  A move, a rename of a module or a reformat changes nothing; an edit to code the adapter
+  runs changes it. Models its code names by slug (the A-V detectors' face cropper
+  ``ref-haar-face``) add their own adapter identity;
 - ``weights``: the pins in ``images/<image>/weights.yaml`` (a hub entry's commit and the
   sha256 of each file, a URL entry's sha256; ``null`` while unpinned) of the entries the
-  adapter reads: those whose repository id or file name its sources spell out, or, where
+  adapter reads: those whose repository id or file name its code spells out, or, where
   none is spelled out, every entry of the image;
-- ``dtype``: the stage's ``dtype`` parameter, else ``auto:cuda`` or ``auto:cpu`` — the
-  adapters pick bf16/fp16 on a GPU and fp32 on the CPU, so the device class the stage
-  runs on stands for the dtype it will load (the caches, which run after loading, record
-  the loaded dtype itself: :func:`loaded_dtype`).
+- ``dtype``: the stage's ``dtype`` parameter, else ``auto:cuda`` or ``auto:cpu`` (the
+  adapters pick bf16/fp16 on a GPU and fp32 on the CPU; the caches, which run after
+  loading, record the loaded dtype itself: :func:`loaded_dtype`).
 
 The omni response cache also keys on the full message layout, system prompt included
 (:func:`message_layout`). Nothing here imports a model: the orchestrator stays light.
@@ -35,92 +34,16 @@ import json
 import os
 import re
 from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
-__all__ = ["LEGACY_MODULES", "accelerator", "adapter_sources", "cache_identity",
-           "canonical_name", "canonical_source", "compute_dtype",
+__all__ = ["accelerator", "adapter_code", "cache_identity", "canonical_name", "compute_dtype",
            "identity_digest", "loaded_dtype", "message_layout", "model_identity",
            "stage_identity", "stage_models", "unpinned_weights"]
 
 _PACKAGE = "madbench_common"
-_NOT_HELPERS = frozenset({
-    "madbench_common", "madbench_common.core.errors", "madbench_common.core.types",
-    "madbench_common.models.roles", "madbench_common.models.registry",
-    "madbench_common.models.weights",
-    "madbench_common.models.weights_layout", "madbench_common.models.weights_pin",
-    "madbench_common.core.manifest", "madbench_common.benchmarks.madbench.rows",
-    "madbench_common.core.store",
-    "madbench_common.core.s3client", "madbench_common.models", "madbench_common.models.reference",
-    "madbench_common.models.tiny",
-})
-"""Modules whose code does not shape a model's output: errors, type aliases, role
-protocols, the registry and weights lookups (the weights' own pins are in the identity),
-manifests and storage, and bare packages."""
-
-LEGACY_MODULES: dict[str, str] = {
-    f"{_PACKAGE}.{new}": f"{_PACKAGE}.{old}" for new, old in (
-        ("benchmarks.madbench.stages", "stages"), ("benchmarks.madbench.rows", "rows"),
-        ("benchmarks.madbench.sources", "sources"),
-        ("models.speech_prep", "speech_prep"),
-        ("benchmarks.madbench.taxonomy_propose", "taxonomy_propose"),
-        ("models.taxonomy", "taxonomy"),
-        ("models.data", "data"),  # the models' data files: taxonomy.json
-        ("benchmarks.madbench.corpora", "corpora"), ("benchmarks.madbench.eval", "eval"),
-        ("benchmarks.madbench.omni_models", "pipeline.omni_models"),
-        ("benchmarks.madbench.omni", "omni"), ("models.answer_cache", "omni.cache"),
-        ("benchmarks.madbench.release", "release"),
-        ("benchmarks.madbench.robustness", "robustness"),
-        ("benchmarks.madbench.prompts", "prompts"),
-        ("benchmarks.madbench.graph", "pipeline.definition"),
-        ("benchmarks.madbench.eval_models", "pipeline.eval_models"),
-        ("benchmarks.deaf", "deaf"), ("models.deaf_roles", "deaf.roles"),
-        ("models.reference", "reference"), ("models.adapters", "models"),
-        ("build.images", "images"), ("build.imagebuild", "imagebuild"),
-        ("build.imagelock", "imagelock"), ("build.imagepush", "imagepush"),
-        ("testing.imagetest", "imagetest"), ("build.adaptertest", "adaptertest"),
-        ("build.sbom", "sbom"), ("build.containers", "containers"),
-        ("build.secrets_scan", "secrets_scan"), ("build.dockerfile", "dockerfile"),
-        ("build.upstream", "upstream"), ("core.usage", "pipeline.usage"),
-        ("core.orphans", "pipeline.orphans"), ("cli.deaf", "deaf.cli"))}
-"""Where modules lived before the package was laid out by concern (issue 22): new → old.
-
-Fingerprints and model identities name code by this older, canonical name
-(:func:`canonical_name`, :func:`canonical_source`), so that the move alone changes no
-stage's fingerprint: a run started before it resumes after it without recomputing a
-stage, and a cache keeps its hits. An edit to a module's code still changes them."""
-
-_LEGACY_LONGEST_FIRST = sorted(LEGACY_MODULES.items(), key=lambda kv: -len(kv[0]))
-"""The entries, the longest new name first, so a nested move wins over its parent's."""
-_LEGACY_RX = [(re.compile(rf"(?<![\w.]){re.escape(new)}(?![\w])"), old)
-              for new, old in _LEGACY_LONGEST_FIRST]
-_LEGACY_PATHS = [(re.compile(rf"(?<![\w/]){re.escape(new.replace('.', '/'))}(?![\w])"),
-                  old.replace(".", "/")) for new, old in _LEGACY_LONGEST_FIRST]
-_LEGACY_TESTS = [(re.compile(rf"(?<![\w/]){re.escape(new)}" + ("" if new.endswith("/") else
-                                                              r"(?![\w])")), old)
-                 for new, old in (
-    ("tests/benchmarks/madbench/", "tests/"), ("tests/benchmarks/deaf", "tests/deaf"),
-    ("tests/models/reference", "tests/reference"), ("tests/build/", "tests/"))]
-
-
-def canonical_name(name: str) -> str:
-    """A module name or ``module:attr`` target under its canonical (pre-move) module name."""
-    module, sep, attr = name.partition(":")
-    for new, old in _LEGACY_LONGEST_FIRST:
-        if module == new or module.startswith(f"{new}."):
-            return f"{old}{module[len(new):]}{sep}{attr}"
-    return name
-
-
-def canonical_source(text: str) -> str:
-    """A module's source with every moved module named as it was before the move (dotted
-    names, ``madbench_common/…`` paths and the tests' paths)."""
-    for rx, old in _LEGACY_RX:
-        text = rx.sub(old, text)
-    for rx, old in _LEGACY_PATHS + _LEGACY_TESTS:
-        text = rx.sub(old, text)
-    return text
 
 
 # ---------------------------------------------------------------- which models a stage runs
@@ -137,6 +60,13 @@ def stage_models(model: str, params: Mapping[str, Any]) -> list[str]:
 
 
 # ---------------------------------------------------------------- adapter code
+
+
+def canonical_name(target: str) -> str:
+    """A ``module:attr`` target (or a module) named the way a move leaves unchanged: the
+    attribute alone, or a bare module's last component."""
+    module, _, attr = target.partition(":")
+    return attr or module.rsplit(".", 1)[-1]
 
 
 def _module_file(name: str) -> Path | None:
@@ -159,81 +89,186 @@ def _module_file(name: str) -> Path | None:
     return None
 
 
-def _imports(tree: ast.AST, module: str) -> set[str]:
-    """Every module imported anywhere in ``tree`` (inside functions too), absolute."""
-    found: set[str] = set()
-    package = module.rsplit(".", 1)[0]
+_Ref = tuple[str, "str | None"]
+"""(module, top-level name), or (module, None) for the whole module."""
+
+
+@dataclass(frozen=True)
+class _Module:
+    """One parsed module: its top-level statements, normalised, and what they refer to."""
+
+    code: dict[int, tuple[str, frozenset[_Ref], frozenset[str]]]
+    """statement index → (sha256 of its normalised AST dump, the code it names, its string
+    constants, docstrings included)."""
+    defs: dict[str, tuple[int, ...]]
+    """name → the statements that bind it."""
+    imports: dict[str, tuple[str, str | None]]
+    """name → where the module's top-level imports take it from (re-exports)."""
+    glue: tuple[int, ...]
+    """Statements that are not definitions (``if``/``try`` blocks, calls run at import):
+    part of the module whenever any of it is used."""
+    doc: frozenset[str]
+    """The module docstring (its strings count where the module is used)."""
+
+
+def _ours(name: str, roots: tuple[str, ...]) -> bool:
+    return any(name == r or name.startswith(f"{r}.") for r in roots)
+
+
+def _import_map(stmts: Iterable[ast.stmt], module: str,
+                is_package: bool) -> dict[str, tuple[str, str | None]]:
+    """local name → (module, name imported from it; None for ``import a.b``) of every
+    import in ``stmts``, nested ones included."""
+    package = module.split(".") if is_package else module.split(".")[:-1]
+    out: dict[str, tuple[str, str | None]] = {}
+    for stmt in stmts:
+        for node in ast.walk(stmt):
+            if isinstance(node, ast.Import):
+                for a in node.names:
+                    out[a.asname or a.name.split(".")[0]] = (a.name, None)
+            elif isinstance(node, ast.ImportFrom):
+                base = node.module or ""
+                if node.level:
+                    parts = package[:len(package) - node.level + 1]
+                    base = ".".join(parts + ([base] if base else []))
+                for a in node.names:
+                    out[a.asname or a.name] = (base, a.name)
+    return out
+
+
+def _strip_docstrings(tree: ast.AST) -> None:
     for node in ast.walk(tree):
-        if isinstance(node, ast.Import):
-            found.update(a.name for a in node.names)
-        elif isinstance(node, ast.ImportFrom):
-            base = node.module or ""
-            if node.level:
-                parts = package.split(".")
-                base = ".".join(parts[:len(parts) - node.level + 1] + ([base] if base else []))
-            found.add(base)
-            found.update(f"{base}.{a.name}" for a in node.names)
-    return found
+        if isinstance(node, (ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef)):
+            first = node.body[0]
+            if isinstance(first, ast.Expr) and isinstance(first.value, ast.Constant) and \
+                    isinstance(first.value.value, str):
+                node.body = node.body[1:] or [ast.Pass()]
 
 
-def _strings(tree: ast.AST) -> set[str]:
-    return {n.value for n in ast.walk(tree) if isinstance(n, ast.Constant)
-            and isinstance(n.value, str) and len(n.value) < 200}
+_TARGET = re.compile(r"^[A-Za-z_]\w*(\.\w+)+(:\w+)?$")
 
 
-@lru_cache(maxsize=512)
-def _parse(path: str, module: str, mtime_ns: int,
-           size: int) -> tuple[str, frozenset[str], frozenset[str]]:
-    """(sha256 of the source, imported modules, string constants) of one module's file."""
+def _drop_locations(tree: ast.AST, roots: tuple[str, ...]) -> None:
+    """Take out where code lives: an import from our packages keeps only the names it
+    binds, and a string naming one of our modules only its last part."""
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ImportFrom) and (node.level or _ours(node.module or "", roots)):
+            node.module, node.level = None, 0
+        elif isinstance(node, ast.Import):
+            for a in node.names:
+                if _ours(a.name, roots):
+                    a.name = canonical_name(a.name)
+        elif isinstance(node, ast.Constant) and isinstance(node.value, str) and \
+                _TARGET.match(node.value) and _ours(node.value.split(":")[0], roots):
+            node.value = canonical_name(node.value)
+
+
+def _binds(stmt: ast.stmt) -> set[str]:
+    if isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+        return {stmt.name}
+    if isinstance(stmt, ast.AnnAssign) and isinstance(stmt.target, ast.Name):
+        return {stmt.target.id}
+    return {n.id for n in ast.walk(stmt) if isinstance(n, ast.Name)
+            and isinstance(n.ctx, ast.Store)}
+
+
+def _constants(node: ast.AST) -> frozenset[str]:
+    return frozenset(n.value for n in ast.walk(node) if isinstance(n, ast.Constant)
+                     and isinstance(n.value, str) and len(n.value) < 200)
+
+
+@lru_cache(maxsize=1024)
+def _parse(path: str, module: str, roots: tuple[str, ...], mtime_ns: int,
+           size: int) -> _Module:
+    """One module's statements (cached until the file changes)."""
     del mtime_ns, size  # the cache key: a changed file is read again
-    text = Path(path).read_bytes()
-    tree = ast.parse(text)
-    canonical = canonical_source(text.decode()).encode()
-    return (hashlib.sha256(canonical).hexdigest(), frozenset(_imports(tree, module)),
-            frozenset(_strings(tree)))
+    tree = ast.parse(Path(path).read_bytes())
+    is_package = path.endswith("__init__.py")
+    body = list(tree.body)
+    doc: frozenset[str] = frozenset()
+    if body and isinstance(body[0], ast.Expr) and isinstance(body[0].value, ast.Constant):
+        doc = _constants(body.pop(0))
+    imports = _import_map(body, module, is_package)
+    code: dict[int, tuple[str, frozenset[_Ref], frozenset[str]]] = {}
+    defs: dict[str, list[int]] = {}
+    glue: list[int] = []
+    for i, stmt in enumerate(body):
+        if isinstance(stmt, (ast.Import, ast.ImportFrom)):
+            continue  # followed where a statement uses the name it binds
+        used = {n.id for n in ast.walk(stmt) if isinstance(n, ast.Name)}
+        refs: set[_Ref] = {(module, n) for n in used}
+        refs |= {imports[n] for n in used if n in imports}
+        refs |= set(_import_map([stmt], module, is_package).values())  # nested imports
+        strings = _constants(stmt)
+        _strip_docstrings(stmt)
+        _drop_locations(stmt, roots)
+        code[i] = (hashlib.sha256(ast.dump(stmt).encode()).hexdigest(), frozenset(refs),
+                   strings)
+        if isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef,
+                             ast.Assign, ast.AnnAssign)):
+            for name in _binds(stmt):
+                defs.setdefault(name, []).append(i)
+        else:
+            glue.append(i)
+    return _Module(code, {k: tuple(v) for k, v in defs.items()},
+                   {k: v for k, v in imports.items() if v[1] is not None}, tuple(glue), doc)
 
 
-def _read(name: str) -> tuple[str, frozenset[str], frozenset[str]] | None:
+def _read(name: str, roots: tuple[str, ...]) -> _Module | None:
     path = _module_file(name)
     if path is None:
         return None
     st = path.stat()
-    return _parse(str(path), name, st.st_mtime_ns, st.st_size)
+    return _parse(str(path), name, roots, st.st_mtime_ns, st.st_size)
 
 
-def _helper_modules(module: str) -> dict[str, str]:
-    """module → sha256 of its canonical source (:func:`canonical_source`): the adapter
-    module and its helpers — the modules of ``madbench_common`` and of the adapter's own
-    package it imports — transitively."""
-    roots = (_PACKAGE, module.split(".")[0])
-    out: dict[str, str] = {}
-    todo = [module]
+def _closure(target: str) -> tuple[list[str], set[str]]:
+    """(sorted sha256 of each normalised statement, string constants) of the code a
+    ``module:attr`` target runs: its definition and, transitively, every top-level
+    definition of our packages that it names. It follows names, not modules: a move, a
+    reformat or an edit elsewhere in a helper's module leaves it unchanged."""
+    module, _, attr = target.partition(":")
+    roots = tuple(sorted({_PACKAGE, module.split(".")[0]}))
+    todo: list[_Ref] = [(module, attr or None)]
+    seen: set[_Ref] = set()
+    done: set[tuple[str, int]] = set()
+    digests: list[str] = []
+    strings: set[str] = set()
     while todo:
-        name = todo.pop()
-        if name in out:
+        ref = todo.pop()
+        mod, name = ref
+        if ref in seen or not _ours(mod, roots):
             continue
-        parsed = _read(name)
-        if parsed is None:
+        seen.add(ref)
+        parsed = _read(mod, roots)
+        if parsed is None:  # ``from a import b``: ``b`` may be a module
             continue
-        out[name] = parsed[0]
-        todo += [m for m in parsed[1] if m not in _NOT_HELPERS and m not in out
-                 and any(m == r or m.startswith(f"{r}.") for r in roots)]
-    return out
+        if name is None:
+            keys = list(parsed.code)
+        elif name in parsed.defs:
+            keys = list(parsed.defs[name]) + list(parsed.glue)
+        elif name in parsed.imports:  # a re-export
+            todo.append(parsed.imports[name])
+            continue
+        else:
+            todo.append((f"{mod}.{name}", None))
+            continue
+        strings |= parsed.doc
+        for key in keys:
+            if (mod, key) in done:
+                continue
+            done.add((mod, key))
+            digest, refs, found = parsed.code[key]
+            digests.append(digest)
+            strings |= found
+            todo += [r for r in refs if r not in seen and (r[0] != mod or r[1] in parsed.defs
+                                                           or r[1] in parsed.imports)]
+    return sorted(digests), strings
 
 
-def adapter_sources(module: str) -> dict[str, str]:
-    """Canonical module name (:func:`canonical_name`) → sha256 of its canonical source, for
-    the adapter module and its helpers (see :func:`_helper_modules`)."""
-    return dict(sorted((canonical_name(k), v) for k, v in _helper_modules(module).items()))
-
-
-def _strings_of(modules: Iterable[str]) -> set[str]:
-    found: set[str] = set()
-    for name in modules:
-        parsed = _read(name)
-        if parsed is not None:
-            found |= parsed[2]
-    return found
+def adapter_code(target: str) -> str:
+    """sha256 of the normalised code a target runs (:func:`_closure`)."""
+    return identity_digest(_closure(target)[0])
 
 
 # ---------------------------------------------------------------- weights
@@ -242,7 +277,7 @@ def _strings_of(modules: Iterable[str]) -> set[str]:
 def _model_strings(slug: str) -> set[str]:
     from madbench_common.models.registry import REGISTRY
 
-    return _strings_of(_helper_modules(REGISTRY[slug].target.partition(":")[0]))
+    return _closure(REGISTRY[slug].target)[1]
 
 
 def _weights_pins(image: str, strings: set[str]) -> dict[str, Any]:
@@ -306,11 +341,9 @@ def model_identity(slug: str, params: Mapping[str, Any] | None = None,
     from madbench_common.models.registry import REGISTRY
 
     spec = REGISTRY[slug]
-    module = spec.target.partition(":")[0]
-    sources = adapter_sources(module)
-    strings = _strings_of(_helper_modules(module))
+    digests, strings = _closure(spec.target)
     uses = sorted(s for s in strings if s in REGISTRY and s != slug and s not in _seen)
-    adapter = {"target": canonical_name(spec.target), "sources": sources,
+    adapter = {"slug": slug, "code": identity_digest(digests),
                "uses": {u: model_identity(u, None, _seen | {slug})["adapter"] for u in uses}}
     return {"adapter": identity_digest(adapter),
             "weights": _weights_pins(spec.image, strings),

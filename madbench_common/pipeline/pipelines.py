@@ -1,5 +1,5 @@
 """The benchmarks this platform runs, by name: the one table that the CLI and the cluster
-tools look a pipeline up in (issue 22).
+tools look a pipeline up in.
 
 Each entry names its graph builder as ``module:function``, imported only when asked for,
 so the generic engine (``pipeline/``, ``cluster/``) never imports a benchmark: the arrows

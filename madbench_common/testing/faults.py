@@ -30,6 +30,7 @@ from pathlib import Path
 from typing import Any
 
 from madbench_common.benchmarks.madbench.robustness.conditions import builtin_conditions
+from madbench_common.core.errors import ConfigError
 from madbench_common.core.store import RunStore, open_store
 from madbench_common.pipeline.graph import Graph
 from madbench_common.pipeline.stage import shard_key
@@ -61,6 +62,8 @@ def demo_sources(dest: Path, clips: Sequence[str] | int = FAULT_CLIPS) -> Path:
         every = list(csv.DictReader(fh))
     rows = every[:clips] if isinstance(clips, int) else [r for r in every
                                                          if r["clip_id"] in clips]
+    if not rows:
+        raise ConfigError(f"{_DEMO / 'sources.csv'}: no demo clips among {clips!r}")
     dest.mkdir(parents=True, exist_ok=True)
     for row in rows:
         for col in ("path", "speech_stem", "env_stem"):

@@ -33,7 +33,6 @@ in the container name the same files. Any failure raises; nothing is skipped her
 from __future__ import annotations
 
 import argparse
-import csv
 import json
 import os
 import shutil
@@ -53,12 +52,12 @@ from madbench_common.build.imagelock import record_image_test
 from madbench_common.build.images import IMAGES, ImageTest, load_image
 from madbench_common.core.errors import ConfigError, MadbenchError
 from madbench_common.pipeline.graph import Graph
+from madbench_common.testing.faults import demo_sources
 
 __all__ = ["BASE_TEST", "RUN_ID", "Pipeline", "StageOutcome", "check_imports", "check_models",
            "demo_sources", "image_test_params", "pipeline_of", "run_image_test"]
 
 RUN_ID = "image-test"
-_DEMO = IMAGES.parent / "data" / "demo"
 BASE_TEST = ImageTest(stages=("ingest",), load_models=False)
 """The bases' test (they have no image.yaml): every module imports, and ingest runs."""
 
@@ -70,25 +69,6 @@ class StageOutcome:
     stage: str
     rows: int
     rejected: int
-
-
-def demo_sources(dest: Path, clips: int) -> Path:
-    """Copy the first ``clips`` demo clips (with stems) to ``dest``; return their CSV."""
-    with open(_DEMO / "sources.csv", newline="") as fh:
-        rows = list(csv.DictReader(fh))[:clips]
-    if not rows:
-        raise ConfigError(f"{_DEMO / 'sources.csv'}: no demo clips")
-    for row in rows:
-        for col in ("path", "speech_stem", "env_stem"):
-            if row.get(col):
-                (dest / row[col]).parent.mkdir(parents=True, exist_ok=True)
-                shutil.copy2(_DEMO / row[col], dest / row[col])
-    out = dest / "sources.csv"
-    with open(out, "w", newline="") as fh:
-        writer = csv.DictWriter(fh, fieldnames=list(rows[0]))
-        writer.writeheader()
-        writer.writerows(rows)
-    return out
 
 
 @dataclass(frozen=True)

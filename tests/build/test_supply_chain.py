@@ -1,4 +1,4 @@
-"""Supply chain (issue 15, §6): an SBOM per image lock, licences listed, and no secret in
+"""Supply chain: an SBOM per image lock, licences listed, and no secret in
 any YAML, log, manifest, SBOM or image layer."""
 
 from __future__ import annotations
@@ -117,7 +117,7 @@ ALNUM = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789"
 
 def test_scanner_finds_the_keys_the_workflows_inject(tmp_path: Path) -> None:
     """OpenAI, Gemini, ElevenLabs and JSON-form AWS secrets, and any value assigned to a
-    name the workflows inject (issue 19, §8)."""
+    name the workflows inject."""
     planted = {
         "openai.log": "key=sk-proj-" + _fake(ALNUM + "_-", 120, 1),
         "gemini.json": '{"k": "AIza' + _fake(ALNUM + "_-", 35, 2) + '"}',

@@ -59,7 +59,7 @@ def _deaf_stage(verb: str, store: Path, sentences: Path, *extra: str) -> int:
 
 def test_deaf_pods_share_the_pod_path(tmp_path: Path,
                                       capsys: pytest.CaptureFixture[str]) -> None:
-    """Issue 22: DEAF's pods skipped ``_pod_work``, so they wrote no ``_logs/stage`` record
+    """DEAF's pods used to skip ``_pod_work``, so they wrote no ``_logs/stage`` record
     and a damaged shard failed every resubmission. They now go through the same path."""
     sentences = tmp_path / "s.csv"
     sentences.write_text("sentence_id,conflict,subdim,condition,label,text\n"

@@ -1,5 +1,5 @@
 """``madbench run|status|report|stage --pipeline NAME``: one command surface for every
-benchmark of the pipelines table (issue 22)."""
+benchmark of the pipelines table."""
 
 from __future__ import annotations
 

@@ -304,7 +304,7 @@ def test_s3_conditional_writes(s3_uri: str) -> None:
     _conditional_ops(S3Store(s3_uri))
 
 
-# ---------------------------------------------------------------- URIs and outages (issue 19)
+# ---------------------------------------------------------------- URIs and outages
 
 
 def _cli(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:

@@ -83,7 +83,7 @@ def _encode_audio(out: av.container.OutputContainer, stream: av.audio.stream.Aud
         out.mux(pkt)
 
 
-# ---------------------------------------------------------------- hostile inputs (issue 15)
+# ---------------------------------------------------------------- hostile inputs
 
 
 def _ffmpeg() -> str:

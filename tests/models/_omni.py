@@ -78,3 +78,39 @@ def check_sanity(model: Any) -> None:
     checks = {c.name: c for c in modality_sanity(model, clips, BIN, SC)}
     assert set(checks) == {"silence", "noise", "shuffled_video"}
     assert all(c.passed and c.max_change > 1e-6 for c in checks.values()), checks
+
+
+def require_omni_image(attr: str, what: str) -> None:
+    """Skip the calling test module outside the omni-qwen25omni image's venv: torchvision,
+    torch and a transformers that has ``attr`` (``what`` says which model needs it)."""
+    reason = "run make adapter-test IMAGE=omni-qwen25omni"
+    pytest.importorskip("torchvision", reason=reason)
+    pytest.importorskip("torch", reason=reason)
+    tf = pytest.importorskip("transformers", reason=reason)
+    if not hasattr(tf, attr):
+        pytest.skip(f"transformers without {what}: {reason}", allow_module_level=True)
+
+
+class OmniChecks:
+    """The checks every omni adapter passes on its tiny checkpoint; a test module subclasses
+    this as ``Test…`` with its adapter class, beside a ``model`` fixture."""
+
+    adapter: Any = None
+
+    def test_answer_position(self, model: Any) -> None:
+        check_answer_position(model)
+
+    def test_generated_text_is_parsed_never_guessed(self, model: Any) -> None:
+        check_parsed_never_guessed(model)
+
+    def test_cache_serves_a_rerun(self, model: Any, tmp_path: Path) -> None:
+        check_cache(model, tmp_path)
+
+    def test_modality_sanity_silence_noise_and_shuffled_video(self, model: Any) -> None:
+        check_sanity(model)
+
+    def test_missing_weights_name_the_fix(self, tmp_path: Path) -> None:
+        from madbench_common.core.errors import ConfigError
+
+        with pytest.raises(ConfigError, match="madbench weights fetch --image omni-qwen25omni"):
+            self.adapter(device="cpu", root=tmp_path)

@@ -63,7 +63,7 @@ def assembled_run(root: Path, clips: Sequence[int] = (2, 4), split: str = "test"
               "image": "", "manifest_sha256": info.sha256, "rows": len(rows), "rejected": 0,
               "schema": f"{SampleRow.SCHEMA_NAME}/v{SampleRow.SCHEMA_VERSION}"}
     run.put_bytes("assemble/_SUCCESS", json.dumps(marker).encode())
-    # the feature stages read perturb's robustness copies too (issue 23): the real stage,
+    # the feature stages read perturb's robustness copies too: the real stage,
     # with no condition (so no copy)
     run_stage(run, "perturb", {"conditions": []})
     return run

@@ -1,4 +1,4 @@
-"""The model catalog (issue 22, item 1): one card per model; the registry, the role rows,
+"""The model catalog: one card per model; the registry, the role rows,
 the GPU table and the reference licences are derived from the cards, and one test here
 checks the cards against the graphs and the images."""
 
@@ -13,7 +13,6 @@ from madbench_common.benchmarks.deaf.graph import PAPER_MODELS, build_deaf_graph
 from madbench_common.benchmarks.madbench.eval_models import EVAL_MODELS
 from madbench_common.benchmarks.madbench.graph import ENV_FULL, SPEECH_FULL, build_graph
 from madbench_common.benchmarks.madbench.omni_models import OMNI_MODELS
-from madbench_common.build.images import all_images
 from madbench_common.core.errors import ConfigError
 from madbench_common.models.catalog import cards, load_card
 from madbench_common.models.registry import REGISTRY
@@ -90,21 +89,6 @@ def test_every_model_stage_of_the_full_profile_has_a_card() -> None:
                 if card is None or card.image != image:
                     bad.append(f"{stage.name}: {model!r} on {image!r}")
     assert not bad, bad
-
-
-def test_image_model_lists_match_the_cards() -> None:
-    """``image.yaml``'s ``models`` is checked against the cards (both ways): an image lists
-    exactly the cards that name it. The reference-cpu image, which serves the references
-    and hosted APIs, lists none."""
-    listed = {info.slug: set(info.models) for info in all_images()}
-    for slug, models in listed.items():
-        if slug == "reference-cpu":
-            assert not models
-            continue
-        carded = {c.slug for c in cards().values() if c.image == slug}
-        unavailable = {c.slug for c in cards().values()
-                       if c.image == slug and c.target.startswith("models.unavailable:")}
-        assert models == carded - unavailable, slug
 
 
 def test_gpu_figures_come_from_the_cards() -> None:

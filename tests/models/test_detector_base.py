@@ -1,4 +1,4 @@
-"""The six detector adapters share one ``score()``/``features()`` tail (issue 22 item 5):
+"""The six detector adapters share one ``score()``/``features()`` tail:
 :class:`EmbeddingDetector` runs ``embed()`` once in the detector's mode; the adapters'
 own tests (in their image venvs) exercise it on tiny models of the real architectures."""
 

@@ -60,7 +60,7 @@ def _venv(*args: str, env: dict[str, str]) -> str:
 def run(tmp_path_factory: pytest.TempPathFactory) -> RunStore:
     tmp = tmp_path_factory.mktemp("e2e")
     store = str(tmp / "store")
-    # the feature stages also read perturb (issue 23): run it, without conditions
+    # the feature stages also read perturb: run it, without conditions
     opts = RunOptions(store=store, run_id="e", workers=2, progress=False, until="perturb",
                       params={"ingest": {"sources": str(_sources(tmp))},
                               "perturb": {"conditions": []}})

@@ -8,29 +8,20 @@ shares that image); the checkpoint is built by
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import pytest
 
-pytest.importorskip("torchvision", reason="run make adapter-test IMAGE=omni-qwen25omni")
-torch = pytest.importorskip("torch")
-tf = pytest.importorskip("transformers", reason="run make adapter-test IMAGE=omni-qwen25omni")
-if not hasattr(tf, "Gemma4ForConditionalGeneration"):
-    pytest.skip("transformers < 5.5 has no Gemma 4: run make adapter-test IMAGE=omni-qwen25omni",
-                allow_module_level=True)
+from ._omni import require_omni_image
 
-from madbench_common.core.errors import ConfigError  # noqa: E402
+require_omni_image("Gemma4ForConditionalGeneration", "Gemma 4 (5.5 or later)")
+
 from madbench_common.models.adapters.gemma4 import Gemma4Omni  # noqa: E402
 from madbench_common.models.tiny.omni import install_tiny_gemma4  # noqa: E402
 
 from ._omni import (  # noqa: E402
     BIN,
     SC,
-    check_answer_position,
-    check_cache,
+    OmniChecks,
     check_four_way_and_scene,
-    check_parsed_never_guessed,
-    check_sanity,
     clip,
 )
 
@@ -68,26 +59,9 @@ def test_frames_reach_the_vision_tower_with_timestamps(model: Gemma4Omni) -> Non
     assert "00:00" in text and "00:01" in text  # frames at 0, 0.5, 1.0 s
 
 
-def test_answer_position(model: Gemma4Omni) -> None:
-    check_answer_position(model)
-
-
 def test_four_way_and_scene(model: Gemma4Omni) -> None:
     check_four_way_and_scene(model)
 
 
-def test_generated_text_is_parsed_never_guessed(model: Gemma4Omni) -> None:
-    check_parsed_never_guessed(model)
-
-
-def test_cache_serves_a_rerun(model: Gemma4Omni, tmp_path: Path) -> None:
-    check_cache(model, tmp_path)
-
-
-def test_modality_sanity_silence_noise_and_shuffled_video(model: Gemma4Omni) -> None:
-    check_sanity(model)
-
-
-def test_missing_weights_name_the_fix(tmp_path: Path) -> None:
-    with pytest.raises(ConfigError, match="madbench weights fetch --image omni-qwen25omni"):
-        Gemma4Omni(device="cpu", root=tmp_path)
+class TestOmniChecks(OmniChecks):
+    adapter = Gemma4Omni

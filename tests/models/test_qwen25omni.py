@@ -10,12 +10,9 @@ from pathlib import Path
 
 import pytest
 
-pytest.importorskip("torchvision", reason="run make adapter-test IMAGE=omni-qwen25omni")
-torch = pytest.importorskip("torch")
-tf = pytest.importorskip("transformers", reason="run make adapter-test IMAGE=omni-qwen25omni")
-if not hasattr(tf, "Qwen2_5OmniProcessor"):
-    pytest.skip("transformers without Qwen2.5-Omni: run make adapter-test IMAGE=omni-qwen25omni",
-                allow_module_level=True)
+from ._omni import require_omni_image
+
+require_omni_image("Qwen2_5OmniProcessor", "Qwen2.5-Omni")
 
 from madbench_common.core.errors import ConfigError  # noqa: E402
 from madbench_common.models.adapters.qwen25omni import QwenOmni  # noqa: E402
@@ -25,11 +22,8 @@ from ._omni import (  # noqa: E402
     BIN,
     FOUR,
     SC,
-    check_answer_position,
-    check_cache,
+    OmniChecks,
     check_four_way_and_scene,
-    check_parsed_never_guessed,
-    check_sanity,
     clip,
 )
 
@@ -57,10 +51,6 @@ def test_audio_goes_through_whisper_features_at_16k(model: QwenOmni) -> None:
     assert int(batch["feature_attention_mask"].sum()) == 200  # 2 s at 100 frames/s
 
 
-def test_answer_position(model: QwenOmni) -> None:
-    check_answer_position(model)
-
-
 def test_audio_visual_input_reaches_the_thinker(model: QwenOmni) -> None:
     m = clip(1, video=True)
     batch = model.inputs(SC.full_text, m.audio, m.sample_rate, m.frames, m.fps)
@@ -78,23 +68,6 @@ def test_odd_frame_counts_and_long_audio_are_handled(model: QwenOmni) -> None:
     assert int(batch["video_grid_thw"][0][0]) == 2
 
 
-def test_generated_text_is_parsed_never_guessed(model: QwenOmni) -> None:
-    check_parsed_never_guessed(model)
-
-
-def test_cache_serves_a_rerun(model: QwenOmni, tmp_path: Path) -> None:
-    check_cache(model, tmp_path)
-
-
-def test_modality_sanity_silence_noise_and_shuffled_video(model: QwenOmni) -> None:
-    check_sanity(model)
-
-
-def test_missing_weights_name_the_fix(tmp_path: Path) -> None:
-    with pytest.raises(ConfigError, match="madbench weights fetch --image omni-qwen25omni"):
-        QwenOmni(device="cpu", root=tmp_path)
-
-
 def test_a_tiny_checkpoint_is_labelled_as_such(model: QwenOmni, tmp_path: Path) -> None:
     from madbench_common.models.adapters.qwen25omni import TinyQwenOmni
 
@@ -104,3 +77,7 @@ def test_a_tiny_checkpoint_is_labelled_as_such(model: QwenOmni, tmp_path: Path) 
     (snap / "madbench_tiny_random.json").unlink()
     with pytest.raises(ConfigError, match="not a tiny random checkpoint"):
         TinyQwenOmni(device="cpu", root=tmp_path)
+
+
+class TestOmniChecks(OmniChecks):
+    adapter = QwenOmni

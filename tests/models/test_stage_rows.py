@@ -1,6 +1,6 @@
 """The fixture the adapter venvs run their model stages on (``stage_rows``), checked in the
 main venv: CI cannot run those venvs, and a model stage that gained an input (the feature
-stages read ``perturb`` since issue 23) failed there unseen."""
+stages came to read ``perturb``) failed there unseen."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Tiny checkpoints in the real release layout, image by image (issue 18, Deliver 1).
+"""Tiny checkpoints in the real release layout, image by image.
 
 Each image's ``image_test.weights`` writer (image.yaml) puts a tiny random checkpoint of
 every model the image registers where the released files go, so the adapters' own
@@ -37,14 +37,10 @@ from madbench_common.models.weights import (
     written_layout,
 )
 
-IMAGES = ("separator-mossformer2", "qc", "scene-qwen25vl", "tts-f5", "tts-indextts2",
-          "vc-seedvc", "vc-vevo", "env-audioldm2", "env-audiogen", "v2a-mmaudio",
-          "v2a-foleycrafter", "a2a-audiox",
-          "enc-tf5", "enc-msclap", "audio-torch", "enc-imagebind", "enc-cavmae-sync",
-          "det-df-arena", "det-xlsr-mamba", "det-av-anomaly", "det-batfd", "det-avh-align",
-          "omni-qwen25omni", "omni-minicpmo45", "omni-baichuan15", "deaf-tf5")
-"""The generation and QC images, and the evaluation, omni and DEAF images (reference-cpu
-has no weights: its models ship in wheels)."""
+IMAGES = tuple(sorted(p.parent.name for p in
+                     (Path(__file__).resolve().parents[2] / "images").glob("*/weights.yaml")))
+"""Every image with a ``weights.yaml``: its models read released weights, so its image test
+writes a tiny checkpoint of them (reference-cpu has none: its models ship in wheels)."""
 NO_IMAGE_TEST = {"deaf-tf5": "madbench_common.models.tiny.audio_lm:install_tiny_deaf_tf5"}
 """Writers of images without an image test: deaf-tf5's stages are in the DEAF graph, which
 ``make image-test`` does not build (madbench_common.testing.imagetest runs the main graph)."""
@@ -58,7 +54,14 @@ def _writer(slug: str) -> Callable[..., Any]:
     return getattr(importlib.import_module(module), name)
 
 
-@pytest.mark.parametrize("slug", IMAGES)
+UNDECLARED = {"deaf-salmonn": "tiny.salmonn:install_tiny declares no tiny_layout yet (the "
+                             "files it writes need checking in the deaf-salmonn image)"}
+"""Images whose writer declares no layout: strict xfails, so a declaration must drop its
+entry here. The list above used to be hand-kept and left this image out silently."""
+
+
+@pytest.mark.parametrize("slug", [pytest.param(s, marks=pytest.mark.xfail(
+    reason=UNDECLARED[s], strict=True)) if s in UNDECLARED else s for s in IMAGES])
 def test_declared_tiny_layout_is_the_release_layout(slug: str) -> None:
     layout = declared_layout(_writer(slug))
     assert layout_problems(slug, layout) == []

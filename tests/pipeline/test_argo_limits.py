@@ -1,4 +1,4 @@
-"""Argo limits at the paper's scale (issue 15, §3) and memory requests from measurements."""
+"""Argo limits at the paper's scale and memory requests from measurements."""
 
 from __future__ import annotations
 

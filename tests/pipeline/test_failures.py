@@ -1,5 +1,5 @@
 """One bad item never stops a run; a fault of the whole stage fails it with the README's
-exit code and one line naming it (issue 19, item 3)."""
+exit code and one line naming it."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Faults on the real runner and stores (issue 15, §1–2; issue 19): relocation, SIGKILL
+"""Faults on the real runner and stores: relocation, SIGKILL
 (also before the first marker, and resumed with another worker count), S3 outage,
 throttling, damage (an artifact, a merged manifest), a second runner, an edited sources
 file, a full disk (no mount: RLIMIT_FSIZE), and a runner killed alone (its workers and

@@ -1,5 +1,5 @@
-"""The embedded backend warns about a GPU only where the model a stage runs needs one
-(issue 22): the demo used to print "requests 1 GPU(s); the embedded backend runs it on
+"""The embedded backend warns about a GPU only where the model a stage runs needs one:
+the demo used to print "requests 1 GPU(s); the embedded backend runs it on
 the CPU" for each of its 12 generator stages, whose CPU references never use a GPU."""
 
 from __future__ import annotations

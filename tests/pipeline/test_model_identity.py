@@ -1,4 +1,4 @@
-"""Fingerprints and caches that notice every change (issue 21 item 5).
+"""Fingerprints and caches that notice every change.
 
 A toy graph — ``source`` → ``feat_a`` (model A, image img-a) → ``combine_a``, and
 ``source`` → ``feat_b`` (model B, image img-b) — runs as the Argo pods do: each stage's
@@ -15,6 +15,7 @@ import hashlib
 import sys
 import textwrap
 from collections.abc import Iterator
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -238,10 +239,11 @@ def test_an_av_detector_identity_covers_its_helpers_and_face_cropper(
     assert set(before["weights"]["urls"]) == {"self_large_vox_433h.pt", "AVH-Align_AV1M.pt"}
     real = identity._read
 
-    def edited(name: str) -> Any:
-        got = real(name)
+    def edited(name: str, roots: tuple[str, ...]) -> Any:
+        got = real(name, roots)
         if name == "madbench_common.models.reference.face" and got is not None:
-            return ("0" * 64, got[1], got[2])
+            code = {k: ("0" * 64, refs, found) for k, (_, refs, found) in got.code.items()}
+            return replace(got, code=code)
         return got
 
     monkeypatch.setattr(identity, "_read", edited)
@@ -284,3 +286,16 @@ def test_cache_keys_change_with_dtype_layout_image_and_weights(
     cache.put(key, OmniAnswer("yes", (), "", 0.1))
     assert cache.get(key) is not None
     assert cache.get(ResponseKey("m", "1", "img", "p", ("a",), "A", identity="y")) is None
+
+
+def test_identities_name_code_without_its_module_path() -> None:
+    """A target is named by its attribute alone, and a model's identity holds its slug and
+    the digest of its code, never a module path (a move changes nothing:
+    ``test_identity_moves.py``)."""
+    from madbench_common.pipeline.identity import canonical_name
+
+    assert canonical_name("madbench_common.benchmarks.madbench.stages.ingest:IngestStage") == \
+        "IngestStage"
+    assert canonical_name("madbench_common.cli.deaf") == "deaf"
+    ident = model_identity("ref-av-sync-det")
+    assert "madbench_common" not in str(ident)

@@ -1,4 +1,4 @@
-"""Stage parameters are checked (issue 22 item 3): a ``--set`` typo, an unknown stage or a
+"""Stage parameters are checked: a ``--set`` typo, an unknown stage or a
 pod parameter no stage takes is a clear exit 3 naming the stage, the key, the closest
 valid key and every valid key, instead of a run that changes its fingerprint and nothing
 else. The valid keys come from one place: the graph's declared defaults plus the keys an
@@ -249,7 +249,7 @@ def _own_defaults(tree: ast.AST) -> set[str]:
 @pytest.mark.parametrize("graph", [build_graph(), build_deaf_graph()],
                          ids=["madbench", "deaf"])
 def test_a_declared_parameter_has_one_default(graph: Graph) -> None:
-    """One default per parameter (issue 22 item 3): the graph's declaration, typed by its
+    """One default per parameter: the graph's declaration, typed by its
     value. A stage class reads a declared key as ``params[key]``, never with a default of
     its own that could drift from it, and every key its class body subscripts (unguarded by
     ``"key" in params``) is declared for every stage that runs the class, in every profile

@@ -1,4 +1,4 @@
-"""The pipelines table: the engine finds each benchmark's graph by name (issue 22; the
+"""The pipelines table: the engine finds each benchmark's graph by name (the
 import rule between layers is tests/test_layers.py)."""
 
 from __future__ import annotations

@@ -84,14 +84,21 @@ def test_cli_plan_prints_table_and_sources(capsys: pytest.CaptureFixture[str]) -
     assert "sources:" in out and "total" in out
 
 
-def test_readme_shows_the_current_paper_scale_plan() -> None:
-    """Golden: the README's plan is exactly what the current graph and table print."""
-    from madbench_common.pipeline.plan import format_plan, plan_run
+def test_readme_shows_the_current_paper_scale_plan(tmp_path: Path) -> None:
+    """The README's plan is generated between its markers (``madbench render``), and
+    ``render --check`` reports it stale once the graph's plan differs."""
+    from madbench_common.cli.cluster import PLAN_BEGIN, PLAN_END, readme_plan, render_readme_plan
 
     doc = (ROOT / "README.md").read_text()
-    assert f"$ madbench plan --clips {PAPER_CLIPS}\n" in doc
-    assert format_plan(plan_run(build_graph().profiled("full"), PAPER_CLIPS)) in doc, (
-        "README plan is stale: paste the output of `madbench plan --clips 1892`")
+    assert f"{PLAN_BEGIN}\n{readme_plan()}{PLAN_END}" in doc, \
+        "README plan is stale: run `madbench render` and commit README.md"
+    stale = tmp_path / "README.md"
+    stale.write_text(f"# x\n{PLAN_BEGIN}\n```console\nold\n```\n{PLAN_END}\nafter\n")
+    assert render_readme_plan(str(stale), check=True) == [stale]
+    assert "old" in stale.read_text()  # --check writes nothing
+    assert render_readme_plan(str(stale)) == [stale]
+    assert stale.read_text() == f"# x\n{PLAN_BEGIN}\n{readme_plan()}{PLAN_END}\nafter\n"
+    assert render_readme_plan(str(stale), check=True) == []
 
 
 def test_every_model_stage_has_gpu_figures_and_no_question_marks() -> None:

@@ -1,4 +1,4 @@
-"""Fail fast (issue 20 item 11): before the first stage, every missing key, weight, tool,
+"""Fail fast: before the first stage, every missing key, weight, tool,
 module and image of the chosen models is listed in one error (exit 3), and nothing runs."""
 
 from __future__ import annotations

@@ -90,7 +90,7 @@ def test_damage_nothing_can_rebuild_is_reported(tmp_path: Path) -> None:
 
 
 def test_damaged_merged_manifest_is_rebuilt_by_run_until_and_status(tmp_path: Path) -> None:
-    """Issue 19, item 6: was exit 3 (a ChecksumError) in `run --until` and `status`."""
+    """Was exit 3 (a ChecksumError) in `run --until` and `status`."""
     from madbench_common.pipeline.status import collect_status
 
     counter = tmp_path / "calls.txt"

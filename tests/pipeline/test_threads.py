@@ -1,5 +1,5 @@
 """Math-library threads are pinned, and a count other than the default is in every
-fingerprint (issue 19, item 5: split's speaker embeddings differed in low-order bits
+fingerprint (split's speaker embeddings differed in low-order bits
 between 1 and 2 workers, whose thread counts were cores / workers)."""
 
 from __future__ import annotations

@@ -72,7 +72,7 @@ def calls(counter: Path) -> list[str]:
     return counter.read_text().splitlines() if counter.exists() else []
 
 
-# ---------------------------------------------------------------- failing items (issue 19)
+# ---------------------------------------------------------------- failing items
 
 
 def _fail(how: str, item: str) -> None:

@@ -30,7 +30,6 @@ import soundfile as sf
 
 from madbench_common.core.errors import ConfigError
 from madbench_common.core.types import Audio, Hertz
-from madbench_common.models.deaf_roles import NARRATOR
 from madbench_common.media.audio import resample
 from madbench_common.media.dsp import (
     normalise,
@@ -40,6 +39,7 @@ from madbench_common.media.dsp import (
     world_analyse,
     world_synthesise,
 )
+from madbench_common.models.deaf_roles import NARRATOR
 
 __all__ = ["AGE_TRANSFORMS", "BASE_VOICES", "AgeTransform", "ReferenceVoices", "apply_age", "speak"]
 

@@ -59,8 +59,8 @@ source (AVSpeech), 360 = 12 s at 30 fps."""
 REFERENCE_MODELS = ("ref-av-lfcc", "ref-logmel-stats", "ref-lfcc-stats", "ref-resemblyzer-enc",
                     "ref-dnsmos", "ref-hf-artifact-det", "ref-modulation-det", "ref-av-sync-det")
 """The CPU reference encoders and detector stand-ins a reference run evaluates beside the
-``features`` stage's ``ref-av-stats`` (issue 23: several rows in every group of Tables
-2–5). In the ``full`` profile the list is empty: the paper's models have their own stages."""
+``features`` stage's ``ref-av-stats`` (so that every group of Tables 2–5 has several
+rows). In the ``full`` profile the list is empty: the paper's models have their own stages."""
 
 
 def reference_stages(models: tuple[str, ...] = REFERENCE_MODELS) -> list[Stage]:

@@ -297,7 +297,7 @@ class SampleRow(ManifestRow):
 @manifest("perturbed", 1)
 @row
 class PerturbedRow(SampleRow):
-    """A test sample under one robustness condition (issue 23): a protocol of its own.
+    """A test sample under one robustness condition: a protocol of its own.
 
     Every label and provenance column is the clean sample's; ``audio_*`` is the perturbed
     track, ``video_*`` the clean clip's untouched video stream remuxed beside that track

@@ -35,8 +35,8 @@ import soundfile as sf
 
 from madbench_common.core.errors import ConfigError
 from madbench_common.core.types import Audio, Hertz
-from madbench_common.models.deaf_roles import NARRATOR
 from madbench_common.media.audio import resample
+from madbench_common.models.deaf_roles import NARRATOR
 from madbench_common.models.http_api import JsonApi, SpendMeter, api_key
 
 __all__ = ["DEFAULT_FORMAT", "DEFAULT_VOICE", "AzureNeuralTTS", "check_format", "decode_audio",

@@ -27,7 +27,8 @@ One call:
   process with a serial executor in its place (:func:`_serial_chunks`): the chunks are
   sampled one after another on the calling thread, in order, from the seeded RNG;
   upstream's chunking, per-chunk duration split and cross-fade are unchanged;
-* output 24 kHz (Vocos), resampled to the pipeline rate by :mod:`madbench_common.models.speech_prep`.
+* output 24 kHz (Vocos), resampled to the pipeline rate by
+  :mod:`madbench_common.models.speech_prep`.
 
 Sampler defaults are upstream's: 32 NFE steps (Euler), CFG strength 2, sway sampling
 -1. The paper does not state them.
@@ -50,7 +51,6 @@ import soundfile as sf
 
 from madbench_common.core.types import Audio, Hertz, Seconds
 from madbench_common.media.audio import resample
-from madbench_common.models.weights import TINY_ARCH_FILE, hf_path, tiny_layout
 from madbench_common.models.speech_prep import (
     GenerationFailed,
     GenerationReport,
@@ -59,8 +59,10 @@ from madbench_common.models.speech_prep import (
     fit_speech,
     guard_oom,
     prepare_reference,
+    same_and_cross,
     seed_all,
 )
+from madbench_common.models.weights import TINY_ARCH_FILE, hf_path, tiny_layout
 
 __all__ = ["F5CrossTTS", "F5SameTTS", "F5TTSGenerator", "SerialExecutor",
            "write_tiny_checkpoint"]
@@ -225,18 +227,8 @@ def _load(model_name: str, ckpt: Path, vocos_dir: Path, device: str,
     return model, vocoder
 
 
-class F5SameTTS(F5TTSGenerator):
-    """Same-identity TTS: the source transcript in the source speaker's voice."""
-
-    slug = "tts-f5-same"
-    branch = "tts_same"
-
-
-class F5CrossTTS(F5TTSGenerator):
-    """Cross-identity TTS: the source transcript in the paired target speaker's voice."""
-
-    slug = "tts-f5-cross"
-    branch = "tts_cross"
+F5SameTTS, F5CrossTTS = same_and_cross(
+    F5TTSGenerator, "tts-f5", ("F5SameTTS", "F5CrossTTS"))
 
 
 @tiny_layout({REPO: ("F5TTS_v1_Base/model_1250000.safetensors", f"F5TTS_v1_Base/{ARCH_FILE}"),

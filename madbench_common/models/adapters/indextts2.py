@@ -55,7 +55,6 @@ import soundfile as sf
 from madbench_common.core.compat import zip_strict
 from madbench_common.core.errors import EnvironmentMissing
 from madbench_common.core.types import Audio, Hertz, Seconds
-from madbench_common.models.weights import hf_path
 from madbench_common.models.speech_prep import (
     GenerationFailed,
     GenerationReport,
@@ -64,8 +63,10 @@ from madbench_common.models.speech_prep import (
     fit_speech,
     guard_oom,
     prepare_reference,
+    same_and_cross,
     seed_all,
 )
+from madbench_common.models.weights import hf_path
 
 __all__ = ["IndexTTS2CrossTTS", "IndexTTS2Generator", "IndexTTS2SameTTS", "LengthControl",
            "build_normalizer_cache", "check_normalizer_cache", "normalizer_grammars",
@@ -268,18 +269,8 @@ class IndexTTS2Generator(ReportingGenerator):
         return int(sr), np.asarray(pcm, np.float32).reshape(-1) / 32767.0
 
 
-class IndexTTS2SameTTS(IndexTTS2Generator):
-    """Same-identity TTS: the source transcript in the source speaker's voice."""
-
-    slug = "tts-indextts2-same"
-    branch = "tts_same"
-
-
-class IndexTTS2CrossTTS(IndexTTS2Generator):
-    """Cross-identity TTS: the source transcript in the paired target speaker's voice."""
-
-    slug = "tts-indextts2-cross"
-    branch = "tts_cross"
+IndexTTS2SameTTS, IndexTTS2CrossTTS = same_and_cross(
+    IndexTTS2Generator, "tts-indextts2", ("IndexTTS2SameTTS", "IndexTTS2CrossTTS"))
 
 
 def _main(argv: list[str]) -> int:

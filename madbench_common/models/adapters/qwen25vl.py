@@ -26,8 +26,8 @@ import numpy as np
 from madbench_common.core.errors import ConfigError
 from madbench_common.models.env_common import resolve_device
 from madbench_common.models.roles import Frames
-from madbench_common.models.weights import hf_path
 from madbench_common.models.taxonomy import Taxonomy, assign_label, load_taxonomy
+from madbench_common.models.weights import hf_path
 
 __all__ = ["DESCRIBE_PROMPT", "Qwen25VLSceneLabeller", "assign_prompt", "parse_label"]
 

@@ -36,16 +36,14 @@ import yaml
 
 from madbench_common.core.types import Audio, Hertz, Seconds
 from madbench_common.media.audio import resample
-from madbench_common.models.weights import hf_path, tiny_layout
 from madbench_common.models.speech_prep import (
-    GenerationFailed,
     GenerationReport,
     ReportingGenerator,
+    conversion_inputs,
     fit_speech,
     guard_oom,
-    prepare_reference,
-    seed_all,
 )
+from madbench_common.models.weights import hf_path, tiny_layout
 
 __all__ = ["SeedVC", "write_tiny_checkpoint"]
 
@@ -125,12 +123,8 @@ class SeedVC(ReportingGenerator):
                  ref_text: str = "", text: str = "", source_audio: Audio | None = None,
                  seed: int = 0) -> Audio:
         """``source_audio`` (the source's active speech) in the voice of ``ref_audio``."""
-        if source_audio is None:
-            raise GenerationFailed("source_too_short", "voice conversion needs source_audio")
-        src = prepare_reference(source_audio, sample_rate, min_seconds=_MIN_SECONDS,
-                                what="source")
-        ref = prepare_reference(ref_audio, sample_rate, min_seconds=_MIN_SECONDS)
-        seed_all(seed)
+        src, ref = conversion_inputs(source_audio, ref_audio, sample_rate,
+                                     min_seconds=_MIN_SECONDS, seed=seed)
         with guard_oom():
             wave = self._convert(resample(src, sample_rate, self.rate),
                                  resample(ref, sample_rate, self.rate)[: self.rate * _MAX_PROMPT_S])

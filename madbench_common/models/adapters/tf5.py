@@ -26,7 +26,7 @@ mark its rows). It is the self-supervised front end of most recent audio anti-sp
 detectors (XLSR-Mamba's and DF-Arena's among them), so a logistic-regression head on its
 frozen features separates what the front end already hears from what those detectors'
 trained heads add. The same recipe as WavLM: 16 kHz, mean of the last hidden state
-(1,024-d). It was added by following ``models/catalog/README.md`` (issue 22).
+(1,024-d). It was added by following ``models/catalog/README.md``.
 """
 
 from __future__ import annotations

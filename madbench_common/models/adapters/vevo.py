@@ -43,21 +43,19 @@ import soundfile as sf
 from madbench_common.core.compat import working_dir
 from madbench_common.core.types import Audio, Hertz, Seconds
 from madbench_common.media.audio import resample
+from madbench_common.models.speech_prep import (
+    GenerationReport,
+    ReportingGenerator,
+    conversion_inputs,
+    fit_speech,
+    guard_oom,
+)
 from madbench_common.models.weights import (
     TINY_ARCH_FILE,
     WeightsMissing,
     hf_path,
     url_file,
     weights_root,
-)
-from madbench_common.models.speech_prep import (
-    GenerationFailed,
-    GenerationReport,
-    ReportingGenerator,
-    fit_speech,
-    guard_oom,
-    prepare_reference,
-    seed_all,
 )
 
 __all__ = ["VevoTimbre", "amphion_root", "config_files", "routed_hubert", "sized_configs"]
@@ -187,12 +185,8 @@ class VevoTimbre(ReportingGenerator):
                  ref_text: str = "", text: str = "", source_audio: Audio | None = None,
                  seed: int = 0) -> Audio:
         """``source_audio`` (the source's active speech) in the timbre of ``ref_audio``."""
-        if source_audio is None:
-            raise GenerationFailed("source_too_short", "voice conversion needs source_audio")
-        src = prepare_reference(source_audio, sample_rate, min_seconds=_MIN_SECONDS,
-                                what="source")
-        ref = prepare_reference(ref_audio, sample_rate, min_seconds=_MIN_SECONDS)
-        seed_all(seed)
+        src, ref = conversion_inputs(source_audio, ref_audio, sample_rate,
+                                     min_seconds=_MIN_SECONDS, seed=seed)
         wave = self._convert(resample(src, sample_rate, _SR), resample(ref, sample_rate, _SR))
         audio, self.last_report = fit_speech(
             wave, _SR, sample_rate=sample_rate, duration=duration,

@@ -1,4 +1,4 @@
-"""The model catalog: one card per model, ``models/catalog/<slug>.yaml`` (issue 22).
+"""The model catalog: one card per model, ``models/catalog/<slug>.yaml``.
 
 A card is the one hand-written place for what MADBench knows about a model without
 importing it: its role, adapter target, image, the paper's name and section, its

@@ -1,5 +1,5 @@
 """CPU reference detectors (roles.Detector): fixed-rule stand-ins for the paper's pretrained
-detectors, so a reference run fills the detector groups of Tables 2–5 (issue 23).
+detectors, so a reference run fills the detector groups of Tables 2–5.
 
 A pretrained detector brings two things to MADBench (paper §4.2): a native score, used
 as is for binary direct transfer, and frozen features, on which heads are fitted for the
@@ -42,7 +42,6 @@ import numpy.typing as npt
 from scipy.special import expit
 
 from madbench_common.core.types import Audio, Hertz
-from madbench_common.models.roles import Embedding, Frames, InputSpec
 from madbench_common.models.reference.encoders import (
     _HOP,
     _SR,
@@ -53,6 +52,7 @@ from madbench_common.models.reference.encoders import (
     _power_spectrogram,
     _to_16k,
 )
+from madbench_common.models.roles import Embedding, Frames, InputSpec
 
 __all__ = ["AVSyncDetector", "HFArtifactDetector", "ModulationDetector"]
 

@@ -14,8 +14,8 @@ encoders so the evaluation runs on a laptop; each is labelled ``reference=True``
 * ``ref-av-stats`` (A, V, AV): log-mel stats ⊕ frame stats ⊕ cross-modal features —
   the correlation of the audio RMS envelope with visual motion at lags −2…2 frames,
   and of audio spectral flux with motion (6-d).
-* ``ref-av-lfcc`` (A, V, AV): a second reference A-V encoder (issue 23: Tables 2–5 get
-  several rows per group) — LFCC stats ⊕ frame stats ⊕ the correlation of four audio
+* ``ref-av-lfcc`` (A, V, AV): a second reference A-V encoder (so that Tables 2–5
+  get several rows per group) — LFCC stats ⊕ frame stats ⊕ the correlation of four audio
   band envelopes (0–1, 1–2, 2–4, 4–8 kHz) with visual motion at lags −2…2 frames (20-d).
 """
 

@@ -66,7 +66,7 @@ from madbench_common.media.dsp import (
     world_analyse,
     world_synthesise,
 )
-from madbench_common.models.speech_prep import GenerationReport
+from madbench_common.models.speech_prep import GenerationReport, same_and_cross
 
 __all__ = [
     "EspeakPsolaCrossTTS",
@@ -295,32 +295,12 @@ class _EspeakPsolaTTS(_TTSBase):
         return psola_convert(speech16, ref16, n16)
 
 
-class FliteWorldSameTTS(_FliteWorldTTS):
-    """Same-identity TTS: flite voice adapted to the source speaker with WORLD."""
-
-    slug = "ref-flite-world-tts-same"
-    branch = "tts_same"
+FliteWorldSameTTS, FliteWorldCrossTTS = same_and_cross(
+    _FliteWorldTTS, "ref-flite-world-tts", ("FliteWorldSameTTS", "FliteWorldCrossTTS"))
 
 
-class FliteWorldCrossTTS(_FliteWorldTTS):
-    """Cross-identity TTS: flite voice adapted to the target speaker with WORLD."""
-
-    slug = "ref-flite-world-tts-cross"
-    branch = "tts_cross"
-
-
-class EspeakPsolaSameTTS(_EspeakPsolaTTS):
-    """Same-identity TTS: espeak-ng adapted to the source speaker with PSOLA + cepstra."""
-
-    slug = "ref-espeak-psola-tts-same"
-    branch = "tts_same"
-
-
-class EspeakPsolaCrossTTS(_EspeakPsolaTTS):
-    """Cross-identity TTS: espeak-ng adapted to the target speaker with PSOLA + cepstra."""
-
-    slug = "ref-espeak-psola-tts-cross"
-    branch = "tts_cross"
+EspeakPsolaSameTTS, EspeakPsolaCrossTTS = same_and_cross(
+    _EspeakPsolaTTS, "ref-espeak-psola-tts", ("EspeakPsolaSameTTS", "EspeakPsolaCrossTTS"))
 
 
 class _VCBase(_SpeechBase):

@@ -1,4 +1,4 @@
-"""Tiny randomly initialised checkpoints of the four detectors of issue 12, in the real layout.
+"""Tiny randomly initialised checkpoints of four detectors in the real layout.
 
 The companion of :mod:`madbench_common.models.tiny.eval` for XLSR-Mamba, AVH-Align,
 AV Anomaly and BA-TFD+: ``make image-test`` calls these inside a built image

@@ -30,6 +30,7 @@ from pathlib import Path
 from typing import Any
 
 from madbench_common.models.adapters.salmonn import TINY_REVISION as REVISION
+from madbench_common.models.tiny.vocab import write_sentencepiece
 from madbench_common.models.weights import install_local_snapshot
 
 __all__ = ["REVISION", "install_tiny", "llama_sentencepiece"]
@@ -59,31 +60,14 @@ BERT_TINY = {"hidden_size": 32, "num_hidden_layers": 2, "num_attention_heads": 2
 
 def llama_sentencepiece(path: Path) -> Path:
     """A SentencePiece model with LLaMA's special ids (``<unk>`` 0, ``<s>`` 1, ``</s>`` 2),
-    the DEAF prompt words and single letters; written as a ModelProto (no trainer run)."""
-    from sentencepiece import sentencepiece_model_pb2 as pb
-
-    model = pb.ModelProto()
-    kinds = {"<unk>": pb.ModelProto.SentencePiece.UNKNOWN,
-             "<s>": pb.ModelProto.SentencePiece.CONTROL,
-             "</s>": pb.ModelProto.SentencePiece.CONTROL}
+    the DEAF prompt words and single letters."""
+    specials = {"<unk>": "unknown", "<s>": "control", "</s>": "control"}
     letters = sorted({c for w in _WORDS for c in w} | set("ABCDEFGHIJKLMNOPQRSTUVWXYZ.,?!:'"))
-    pieces = [(s, 0.0) for s in kinds]
+    pieces = [(s, 0.0) for s in specials]
     pieces += [("▁" + w, -float(i + 1)) for i, w in enumerate(sorted(set(_WORDS)))]
     pieces += [("▁", -90.0)] + [(c, -100.0) for c in letters]
-    for piece, score in pieces:
-        sp = model.pieces.add()
-        sp.piece, sp.score = piece, score
-        sp.type = kinds.get(piece, pb.ModelProto.SentencePiece.NORMAL)
-    spec = model.trainer_spec
-    spec.model_type = pb.TrainerSpec.UNIGRAM
-    spec.vocab_size = len(model.pieces)
-    spec.unk_id, spec.bos_id, spec.eos_id, spec.pad_id = 0, 1, 2, -1
-    model.normalizer_spec.name = "identity"
-    model.normalizer_spec.add_dummy_prefix = True
-    model.normalizer_spec.escape_whitespaces = True
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_bytes(model.SerializeToString())
-    return path
+    return write_sentencepiece(path, pieces, specials,
+                               {"unk_id": 0, "bos_id": 1, "eos_id": 2, "pad_id": -1})
 
 
 def _vicuna(dest: Path) -> None:

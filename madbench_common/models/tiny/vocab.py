@@ -7,7 +7,7 @@ tiny model's ``from_pretrained`` finds a tokenizer in the real layout.
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 __all__ = [
@@ -17,6 +17,7 @@ __all__ = [
     "sentencepiece_model",
     "unigram_pieces",
     "write_bpe_files",
+    "write_sentencepiece",
     "write_t5_tokenizer",
 ]
 
@@ -73,30 +74,40 @@ def unigram_pieces(specials: Sequence[str] = ("<pad>", "</s>", "<unk>")) -> list
     return pieces
 
 
-def sentencepiece_model(path: Path) -> Path:
-    """Write a SentencePiece unigram model (T5's ``spiece.model`` layout) for
-    :func:`unigram_pieces` directly as a ModelProto: no trainer run (sentencepiece 0.1.99's
-    trainer segfaults under pytest here), deterministic bytes. Ids: pad 0, eos 1, unk 2."""
+def write_sentencepiece(path: Path, pieces: Sequence[tuple[str, float]],
+                        specials: Mapping[str, str], ids: Mapping[str, int]) -> Path:
+    """Write a SentencePiece unigram model of ``pieces`` directly as a ModelProto: no
+    trainer run (sentencepiece 0.1.99's trainer segfaults under pytest here), deterministic
+    bytes. ``specials``: piece → ``control`` or ``unknown``; ``ids``: the trainer spec's
+    ``unk_id``, ``bos_id``, ``eos_id`` and ``pad_id`` (-1: none)."""
     from sentencepiece import sentencepiece_model_pb2 as pb
 
+    kinds = {"control": pb.ModelProto.SentencePiece.CONTROL,
+             "unknown": pb.ModelProto.SentencePiece.UNKNOWN}
     model = pb.ModelProto()
-    kinds = {"<pad>": pb.ModelProto.SentencePiece.CONTROL,
-             "</s>": pb.ModelProto.SentencePiece.CONTROL,
-             "<unk>": pb.ModelProto.SentencePiece.UNKNOWN}
-    for piece, score in unigram_pieces():
+    for piece, score in pieces:
         sp = model.pieces.add()
         sp.piece, sp.score = piece, score
-        sp.type = kinds.get(piece, pb.ModelProto.SentencePiece.NORMAL)
+        sp.type = kinds[specials[piece]] if piece in specials else \
+            pb.ModelProto.SentencePiece.NORMAL
     spec = model.trainer_spec
     spec.model_type = pb.TrainerSpec.UNIGRAM
     spec.vocab_size = len(model.pieces)
-    spec.pad_id, spec.eos_id, spec.unk_id, spec.bos_id = 0, 1, 2, -1
+    for name, value in ids.items():
+        setattr(spec, name, value)
     model.normalizer_spec.name = "identity"
     model.normalizer_spec.add_dummy_prefix = True
     model.normalizer_spec.escape_whitespaces = True
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_bytes(model.SerializeToString())
     return path
+
+
+def sentencepiece_model(path: Path) -> Path:
+    """T5's ``spiece.model`` layout for :func:`unigram_pieces` (ids: pad 0, eos 1, unk 2)."""
+    return write_sentencepiece(
+        path, unigram_pieces(), {"<pad>": "control", "</s>": "control", "<unk>": "unknown"},
+        {"pad_id": 0, "eos_id": 1, "unk_id": 2, "bos_id": -1})
 
 
 def write_t5_tokenizer(folder: Path) -> int:

@@ -1,5 +1,5 @@
 """Reference detector stand-ins: documented features, native scores from fixed rules, and the
-reference stages that evaluate every CPU reference (issue 23)."""
+reference stages that evaluate every CPU reference."""
 
 from __future__ import annotations
 

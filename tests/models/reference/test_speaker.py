@@ -16,7 +16,7 @@ DEMO = Path(__file__).resolve().parents[3] / "data" / "demo" / "clips" / "demo_0
 
 
 def test_embedding_runs_no_numba_code(tmp_path: Path) -> None:
-    """Each pod used to spend ~20 s compiling librosa's numba kernels (issue 15)."""
+    """Each pod used to spend ~20 s compiling librosa's numba kernels."""
     code = ("import sys, numpy as np\n"
             "from madbench_common.models.registry import load_model\n"
             "m = load_model('ref-resemblyzer')\n"

@@ -17,7 +17,7 @@ Definitions (paper §5):
 * Δ_pair = AUC_P − AUC_Sh per scene-consistency condition, on the same test rows
   scored once with the intended and once with the shuffled video (§5.3).
 
-Robustness (issue 23, beyond the paper): per robustness condition, AUC, EER and AP of
+Robustness (beyond the paper): per robustness condition, AUC, EER and AP of
 every binary task with the clean heads, per protocol and as the mean over the core
 protocols, and the drop from clean (ΔAUC = clean − condition, with a clip-paired
 interval: the condition's samples are the clean test clips).

@@ -1,4 +1,4 @@
-"""Compare runs side by side from their ``report.json`` files (``madbench compare``, issue 23).
+"""Compare runs side by side from their ``report.json`` files (``madbench compare``).
 
 A user who evaluates one new model ranks it against a published run without rerunning
 anything: every model record of every report is read back as an

@@ -8,7 +8,7 @@
   Φ⁻¹(rate), ticked in percent), rates clipped to [0.05 %, 99.95 %] so that a point at
   0 or 1 stays on the plot. Every legend entry carries the curve's AUC and EER.
 * **Robustness**: AUC of the binary task (mean over the core protocols) against
-  condition, one line per model, ``clean`` first (issue 23).
+  condition, one line per model, ``clean`` first.
 * **Per-generator bars**: AUC of each generator's test fakes against all test reals
   (binary task, mean over the core protocols), one bar per model and generator.
 

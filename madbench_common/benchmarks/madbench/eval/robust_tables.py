@@ -1,4 +1,4 @@
-"""The robustness tables (issue 23): binary detection under each robustness condition.
+"""The robustness tables: binary detection under each robustness condition.
 
 Both read the ``robustness`` records (:func:`~madbench_common.benchmarks.madbench.eval.analysis.
 robustness_records`) of the binary task in a model's primary input mode (A-V where it

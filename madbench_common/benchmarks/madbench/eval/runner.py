@@ -97,7 +97,7 @@ class GroupScores:
     """``head`` (fitted on frozen features) or ``native`` (the model's own scores)."""
     standardiser: Standardiser | None = None
     condition: str = ""
-    """A robustness condition's name where the test rows are perturbed (issue 23), else
+    """A robustness condition's name where the test rows are perturbed, else
     ``""`` (the clean test split)."""
 
 
@@ -243,7 +243,7 @@ def condition_order(perturbed: pd.DataFrame) -> list[str]:
 
 def score_conditions(groups: list[GroupScores], perturbed: pd.DataFrame,
                      features: FeatureSet) -> list[GroupScores]:
-    """Robustness (issue 23): the clean groups' heads, unchanged, on each condition's rows.
+    """Robustness: the clean groups' heads, unchanged, on each condition's rows.
 
     ``perturbed`` holds the conditions' test samples (``condition`` column; the clean
     sample's protocol, labels and clip). Every head fitted on clean training data — with

@@ -349,7 +349,7 @@ def ap_table(results: list[EvalResult]) -> Table:
 
 
 def cross_table(results: list[EvalResult]) -> Table:
-    """Cross-dataset directions (issue 23): which tasks each direction supports, and sizes."""
+    """Cross-dataset directions: which tasks each direction supports, and sizes."""
     t = Table("cross", "Cross-dataset protocol: tasks each direction supports",
               ["Model", "Train on", "Test on", "Input", "Tasks evaluated", "Not evaluated",
                "N train / val / test"])

@@ -3,7 +3,7 @@
 The parser never guesses: an answer that does not clearly name one option is
 ``unparsed`` (or ``refusal`` when the model declines), and such rows are scored from
 the option logits where the model exposes them, else excluded (paper §5: zero-shot
-prompts; issue 13 item 3). Rules, in order, on the answer with Markdown emphasis,
+prompts). Rules, in order, on the answer with Markdown emphasis,
 quotes and surrounding punctuation removed (case-insensitive unless noted):
 
 1. **Leading answer**: the answer starts with an option's answer or synonym, as a whole

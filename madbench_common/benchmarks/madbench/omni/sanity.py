@@ -1,7 +1,7 @@
 """The modality sanity check: does the model's answer depend on the audio and the video?
 
 Public evaluation harnesses have silently dropped a modality in the processor (the
-model then answers from the prompt alone). Issue 13 item 6 asks, before trusting an
+model then answers from the prompt alone). So, before trusting an
 omni model's numbers:
 
 - **silence** and **noise**: the same audio question with the audio replaced by

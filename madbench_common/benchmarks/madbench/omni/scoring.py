@@ -1,6 +1,6 @@
 """Label probabilities from an omni model's next-token logits at the answer position.
 
-Issue 13 item 2 (and paper §5: AUC needs a score, not an answer): each option is scored
+Paper §5: AUC needs a score, not an answer: each option is scored
 by the probability of the **first token** of its answer string at the position right
 after the prompt, where the answer starts. An option's probability is the sum over the
 distinct first tokens of its surface forms (``fake``, ``Fake``, `` fake``… — a model

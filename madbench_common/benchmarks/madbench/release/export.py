@@ -1,4 +1,4 @@
-"""``madbench export``: a finished run as a dataset others load without this project (issue 23).
+"""``madbench export``: a finished run as a dataset others load without this project.
 
 Layout (a local folder or ``s3://bucket/prefix``; nothing is uploaded to any hub — the
 user does that)::

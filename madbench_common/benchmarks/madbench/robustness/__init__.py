@@ -1,4 +1,4 @@
-"""Robustness protocols: named, seeded perturbations of the test split (issue 23).
+"""Robustness protocols: named, seeded perturbations of the test split.
 
 ``conditions`` parses the user-extensible condition list, ``noise`` the noise set,
 ``chain`` applies one condition to one track; the ``perturb`` stage

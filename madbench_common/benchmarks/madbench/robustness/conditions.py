@@ -1,4 +1,4 @@
-"""Robustness conditions: named chains of codec, resampling, filter and noise steps (issue 23).
+"""Robustness conditions: named chains of codec, resampling, filter and noise steps.
 
 The packaged list (``madbench_common/data/robustness.yaml``) is the ``perturb`` stage's
 default; its header documents the steps. A user's list replaces it with

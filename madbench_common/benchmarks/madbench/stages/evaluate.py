@@ -1,7 +1,7 @@
 """Evaluation stage: heads, metrics and one report for every model of the run.
 
 Reads ``samples`` from ``assemble`` (param ``samples_stage``), the robustness
-conditions' samples from ``perturb`` where it is an input (issue 23: the same heads,
+conditions' samples from ``perturb`` where it is an input (the same heads,
 trained on clean data only, score every condition), and every other input stage of the
 graph: each stage that writes ``features`` (one per encoder or
 detector, e.g. ``features`` or ``features_<slug>``) and each that writes ``scores``

@@ -98,7 +98,7 @@ class FeatureStage(StageImpl[FeatureRow]):
     @cached_property
     def samples(self) -> dict[str, SampleRow]:
         """The clean samples and, where the stage reads ``perturb``, every robustness
-        condition's samples (issue 23)."""
+        condition's samples."""
         source = str(self.ctx.params.get("samples_stage", "assemble"))
         rows: list[SampleRow] = list(self.ctx.read_input(source, SampleRow))
         if "perturb" in self.ctx.stage.inputs:
@@ -140,16 +140,22 @@ class FeatureStage(StageImpl[FeatureRow]):
                               pairing=pairing, status="rejected", reason="no_shuffle_partner")
         sha = input_sha256(mode, s.audio_sha256, video.video_sha256)
         try:
-            vec = self._cached(sha, mode, s, video)
-        except Exception as exc:  # quarantines this row, unless the whole stage must fail
+            encoded = self._encoded(sha, mode, s, video)
+        except Exception as exc:  # one input's failure quarantines its row (a missing
+            # module, weight or writable path, or a full disk, fails the stage instead)
             failed = row_failure(exc, f"{s.sample_id} {mode}/{pairing}")
-            log.warning("features: %s %s/%s failed: %s", s.sample_id, mode, pairing, failed)
+            log.warning("%s: %s %s/%s failed: %s", self.ctx.stage.name, s.sample_id, mode,
+                        pairing, failed)
             return FeatureRow(sample_id=s.sample_id, sample_sha256=sha, mode=mode,
                               pairing=pairing, status="rejected",
                               reason=failed.reason if is_fault(failed.reason) else "encode_failed",
                               detail=f"{s.sample_id} {mode}/{pairing}: {failed.detail}"[:500])
         return FeatureRow(sample_id=s.sample_id, sample_sha256=sha, mode=mode, pairing=pairing,
-                          features=tuple(float(v) for v in vec))
+                          **encoded)
+
+    def _encoded(self, sha: str, mode: str, s: SampleRow, video: SampleRow) -> dict[str, Any]:
+        """The row's feature columns for one input (raises where encoding fails)."""
+        return {"features": tuple(float(v) for v in self._cached(sha, mode, s, video))}
 
     @cached_property
     def identity(self) -> str:

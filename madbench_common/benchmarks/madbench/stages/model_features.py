@@ -36,10 +36,9 @@ from typing import Any
 import numpy as np
 
 from madbench_common.benchmarks.madbench.rows import FeatureRow, SampleRow
-from madbench_common.benchmarks.madbench.stages.features import FeatureStage, input_sha256
+from madbench_common.benchmarks.madbench.stages.features import FeatureStage
 from madbench_common.models.registry import load_model
 from madbench_common.models.roles import Embedding, InputSpec
-from madbench_common.pipeline.failures import is_fault, row_failure
 
 __all__ = ["ModelFeatureStage", "image_id"]
 
@@ -104,26 +103,10 @@ class ModelFeatureStage(FeatureStage):
         return (f"_cache/features/{self.encoder.slug}-{self.encoder.version}/"
                 f"{self.identity}/{self.prep_hash}/{mode}/{sha}.npz")
 
-    def _row(self, s: SampleRow, mode: str, pairing: str) -> FeatureRow:
-        video = s if pairing == "paired" else self.partners.get(s.sample_id)
-        if video is None:
-            return FeatureRow(sample_id=s.sample_id, sample_sha256="", mode=mode,
-                              pairing=pairing, status="rejected", reason="no_shuffle_partner")
-        sha = input_sha256(mode, s.audio_sha256, video.video_sha256)
-        try:
-            emb = self._embedding(sha, mode, s, video)
-        except Exception as exc:  # one input's failure quarantines its row (a missing
-            # module, weight or writable path, or a full disk, fails the stage instead)
-            failed = row_failure(exc, f"{s.sample_id} {mode}/{pairing}")
-            log.warning("%s: %s %s/%s failed: %s", self.ctx.stage.name, s.sample_id, mode,
-                        pairing, failed)
-            return FeatureRow(sample_id=s.sample_id, sample_sha256=sha, mode=mode,
-                              pairing=pairing, status="rejected",
-                              reason=failed.reason if is_fault(failed.reason) else "encode_failed",
-                              detail=f"{s.sample_id} {mode}/{pairing}: {failed.detail}"[:500])
-        return FeatureRow(sample_id=s.sample_id, sample_sha256=sha, mode=mode, pairing=pairing,
-                          features=tuple(float(v) for v in emb.vector), score=emb.score,
-                          score_kind=emb.score_kind, **_spec_columns(emb.spec))
+    def _encoded(self, sha: str, mode: str, s: SampleRow, video: SampleRow) -> dict[str, Any]:
+        emb = self._embedding(sha, mode, s, video)
+        return {"features": tuple(float(v) for v in emb.vector), "score": emb.score,
+                "score_kind": emb.score_kind, **_spec_columns(emb.spec)}
 
     def _embedding(self, sha: str, mode: str, s: SampleRow, video: SampleRow) -> Embedding:
         store, key = self.ctx.run.store, self.cache_key(mode, sha)

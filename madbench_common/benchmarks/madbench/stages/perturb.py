@@ -1,6 +1,6 @@
 """Robustness stage (``perturb``): every robustness condition on the test split of every protocol.
 
-Issue 23: "does the detector survive what happens to media on the way to it?" For each
+The question: "does the detector survive what happens to media on the way to it?" For each
 test clip of ``assemble``'s samples (all protocols, scene consistency included), each
 distinct audio track (a clip's R track serves all of its protocols) is run through every
 condition of the ``conditions`` parameter (:mod:`madbench_common.benchmarks.madbench.robustness`;

@@ -33,7 +33,7 @@ def generate_speech(gen: SpeechGenerator, *, source: Audio, reference: Audio, ra
     ``source`` and ``reference`` are full-length ŝ tracks of the source and of the
     reference speaker (the source itself for same-identity TTS). ``ref_text`` is what
     the reference says: the source transcript (``text``, the default) for same-identity
-    TTS, the target's own transcript for cross-identity TTS (issue 10).
+    TTS, the target's own transcript for cross-identity TTS.
     """
     active = speech_active(source, starts, ends, rate)
     ref = speech_active(reference, starts, ends, rate) if reference is source else reference

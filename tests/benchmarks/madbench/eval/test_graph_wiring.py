@@ -12,7 +12,7 @@ def test_evaluate_depends_on_every_model_stage() -> None:
                   if s.name != "evaluate" and s.outputs[:1] in (("features",), ("scores",)))
     assert "features" in feeds and "features_enc_tf5_pe_av_base" in feeds
     assert {"features_references", "scores_references"} <= set(feeds)
-    # the clean samples, the robustness conditions' samples (issue 23), every model
+    # the clean samples, the robustness conditions' samples, every model
     assert graph.stages["evaluate"].inputs == ("assemble", "perturb", *feeds)
     assert all("perturb" in graph.stages[f].inputs for f in feeds if f.startswith("features"))
     extra = [Stage("features_pe_av", "encoder", "x:Y", ("assemble",), ("features",)),

@@ -1,4 +1,4 @@
-"""Robustness evaluation (issue 23): clean heads score every condition; records and tables."""
+"""Robustness evaluation: clean heads score every condition; records and tables."""
 
 from __future__ import annotations
 

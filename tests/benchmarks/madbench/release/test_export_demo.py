@@ -1,5 +1,5 @@
 """``madbench export`` of the demo build: loads with ``datasets.load_dataset`` (Audio feature),
-the card lists every licence, incomplete runs are refused, S3 works (issue 23)."""
+the card lists every licence, incomplete runs are refused, S3 works."""
 
 from __future__ import annotations
 

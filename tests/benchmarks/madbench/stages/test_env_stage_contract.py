@@ -1,4 +1,4 @@
-"""What the environment stages pass to a generator and record from it (issue 11): the
+"""What the environment stages pass to a generator and record from it: the
 negative prompt, the model's own frame request, the generator seed and its settings."""
 
 from __future__ import annotations

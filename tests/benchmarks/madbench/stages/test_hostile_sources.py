@@ -1,4 +1,4 @@
-"""Ingest against hostile or careless sources (issue 19): content fingerprints, one guarded
+"""Ingest against hostile or careless sources: content fingerprints, one guarded
 path for stems and listings, confined paths, one bad row never stops the run."""
 
 from __future__ import annotations

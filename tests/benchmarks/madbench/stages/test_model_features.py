@@ -27,7 +27,7 @@ _TOY = "tests.benchmarks.madbench.stages.toy_detector"
 TOY_SPEC = ModelSpec("test-rms-detector", "detector", f"{_TOY}:RmsDetector", True,
                      "reference-cpu", "test double: logistic of the RMS level")
 TEST_SPECS = (TOY_SPEC, *(ModelSpec(slug, "detector", f"{_TOY}:{cls}", True,
-                                    "reference-cpu", "test double (issue 19)")
+                                    "reference-cpu", "test double")
                           for slug, cls in (("test-flaky-detector", "FlakyDetector"),
                                             ("test-unloadable-detector", "UnloadableDetector"),
                                             ("test-moduleless-detector", "ModulelessDetector"))))
@@ -135,7 +135,7 @@ def test_graph_has_one_feature_stage_per_model_and_full_profile_sets_it() -> Non
 
 
 def test_a_model_exception_on_one_input_rejects_that_row_only(run: RunStore) -> None:
-    """Issue 19: a model error on an item quarantines its row with a reason and a message;
+    """A model error on an item quarantines its row with a reason and a message;
     the other inputs of the same samples go on. A CUDA error is a fault, not a data
     reason: the row keeps ``device_error``, and over the stage's rejection budget (here
     every AV row: 52 %) the stage fails with exit 3 naming it."""

@@ -36,7 +36,7 @@ def test_language_asr_leakage_and_music_checks() -> None:
     assert env_checks({"language": ""}, PARAMS) == ()  # ASR without language id: not applied
     assert env_checks({"env_asr_speech": True}, PARAMS) == ("asr_speech_in_env",)
     assert env_checks({"music_prob": 0.7}, PARAMS) == ("music_or_media",)
-    # music the separator moved into ŝ is music in the clip too (issue 20)
+    # music the separator moved into ŝ is music in the clip too
     assert env_checks({"music_prob": 0.1, "speech_music_prob": 0.7}, PARAMS) == (
         "music_or_media",)
 

@@ -124,7 +124,7 @@ def test_branch_inputs(voices: dict[str, np.ndarray]) -> None:
 
 
 def test_cross_identity_tts_gets_the_targets_transcript_as_ref_text() -> None:
-    """Issue 8 item 7: the reference transcript belongs to the reference audio (the target)."""
+    """The reference transcript belongs to the reference audio (the target)."""
     from madbench_common.benchmarks.madbench.stages.speech_gen import generate_speech
 
     seen: dict[str, object] = {}

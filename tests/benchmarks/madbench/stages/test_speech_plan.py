@@ -21,7 +21,7 @@ def test_cross_identity_tts_conditions_on_the_targets_own_words() -> None:
 
 
 def test_cross_identity_tts_without_a_target_transcript_is_rejected() -> None:
-    """Before issue 20 it fell back to the source's transcript: the target's audio paired
+    """It used to fall back to the source's transcript: the target's audio paired
     with words it never says."""
     with pytest.raises(InputRejected) as err:
         reference_text(_plan("tts_cross", "t", "  "))

@@ -1,4 +1,4 @@
-"""Hostile sources are rejected with a reason, in bounded time and memory (issue 15, §4)."""
+"""Hostile sources are rejected with a reason, in bounded time and memory."""
 
 from __future__ import annotations
 
