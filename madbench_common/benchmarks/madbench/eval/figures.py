@@ -20,7 +20,7 @@ from madbench_common.benchmarks.madbench.eval.suite import EvalResult
 from madbench_common.benchmarks.madbench.eval.tables import Table, _label, _primary_mode
 from madbench_common.benchmarks.madbench.eval.tasks import CORE_PROTOCOLS, SC_PROTOCOL
 
-__all__ = ["figures_html", "generator_bars", "robustness_lines", "roc_curves"]
+__all__ = ["figure_groups", "figures_html", "generator_bars", "robustness_lines", "roc_curves"]
 
 Record = dict[str, Any]
 _TITLES = {"balanced": "Balanced", "scene_matched": "Scene-matched",
@@ -91,17 +91,27 @@ def _roc_section(results: list[EvalResult]) -> list[str]:
     return parts
 
 
-def figures_html(results: list[EvalResult]) -> str:
-    """Every figure of the report as HTML ``<figure>`` elements with inline SVG."""
-    parts = _roc_section(results)
+def figure_groups(results: list[EvalResult]) -> dict[str, str]:
+    """The report's figures by the table they sit under: ``table2a`` (ROC and DET),
+    ``robustness_pivot`` (robustness by condition), ``generators`` (per-generator bars);
+    each an HTML ``<figure>`` with inline SVG, absent where there is nothing to draw."""
+    out = {}
+    if roc := _roc_section(results):
+        out["table2a"] = "".join(roc)
     conds, lines = robustness_lines(results)
     if conds and lines:
-        parts.append(_figure("Robustness", plots.to_svg(plots.robustness_figure(conds, lines)),
-                             "AUC of the binary task per condition, one line per model "
-                             "(heads trained on clean data only)."))
+        out["robustness_pivot"] = _figure(
+            "Robustness", plots.to_svg(plots.robustness_figure(conds, lines)),
+            "AUC of the binary task per condition, one line per model (heads trained on "
+            "clean data only).")
     gens, bars = generator_bars(results)
     if gens and bars:
-        parts.append(_figure("Per-generator detection",
-                             plots.to_svg(plots.generator_figure(gens, bars)),
-                             "AUC of each generator's test fakes against all test reals."))
-    return "".join(parts)
+        out["generators"] = _figure(
+            "Per-generator detection", plots.to_svg(plots.generator_figure(gens, bars)),
+            "AUC of each generator's test fakes against all test reals.")
+    return out
+
+
+def figures_html(results: list[EvalResult]) -> str:
+    """Every figure of the report as HTML ``<figure>`` elements with inline SVG."""
+    return "".join(figure_groups(results).values())
