@@ -126,6 +126,10 @@ def fact_lines(results: Sequence[EvalResult], runs: Sequence[Facts] = ()
     lines = []
     for f in runs:
         who = f" ({f['label']})" if len(runs) > 1 and f.get("label") else ""
+        if "pipeline" not in f:  # a report.json written before reports had run facts
+            lines.append((f"Run{who}", f"{f.get('run_id', '?')}, read from "
+                          f"{f.get('store', '?')} (this report.json has no run facts)."))
+            continue
         desc = f": {f['pipeline_description']}" if f.get("pipeline_description") else ""
         lines.append((f"Pipeline{who}", f"{f.get('pipeline', '?')}{desc}. Run "
                       f"{f.get('run_id', '?')} in {f.get('store', '?')}; "

@@ -266,8 +266,10 @@ def _why(r: EvalResult, task: str, mode: str, protocol: str = "") -> str:
             "env": "environment (H_E)", "scene": "scene-consistency"}.get(task, task)
     if not r.has_task(task):
         if r.model.group == "omni" or r.tables.get("parse"):
-            return f"no {name} answers (the model was not asked this task's prompt)"
-        return f"no {name} scores for this model (no head or native scores of this task)"
+            return (f"no {name} answers from this model in the run (never filled from "
+                    "another task)")
+        return (f"no {name} scores for this model (no head or native scores of this task; "
+                "never filled from another task)")
     if mode not in r.modes():
         return f"no {_MODE.get(mode, mode)} input (the model takes {', '.join(r.modes())})"
     if protocol:

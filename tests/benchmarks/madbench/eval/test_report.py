@@ -108,8 +108,8 @@ def test_groups_in_the_papers_order(several: list[EvalResult]) -> None:
     t4 = md[md.find("## Table 4"):md.find("## Table 5")]
     assert "AudioEnc" not in t4 and "ref-av-stats †" in t4 and "Omni-X" in t4
     # omni gave P_bin rows only: the note under Table 4 says so
-    assert "No scene-consistency answers (the model was not asked this task's prompt): " \
-        "Omni-X." in t4
+    assert "— No scene-consistency answers from this model in the run (never filled from " \
+        "another task): Omni-X." in t4
     assert "| Omni-X | A-V | P_bin (zero-shot) |" in table2
 
 
