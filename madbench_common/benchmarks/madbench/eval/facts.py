@@ -19,6 +19,7 @@ from importlib import metadata
 from pathlib import Path
 from typing import Any
 
+from madbench_common.core.errors import MadbenchError
 from madbench_common.core.store import RunStore
 from madbench_common.pipeline.graph import Graph
 
@@ -71,7 +72,12 @@ def run_facts(run: RunStore, graph: Graph, pipeline: str = "madbench",
     from madbench_common.pipeline.pipelines import PIPELINES
     from madbench_common.pipeline.status import collect_status
 
-    status = collect_status(run, graph)
+    try:
+        status = collect_status(run, graph)
+    except (MadbenchError, ImportError) as exc:  # a stage whose rows this image cannot read
+        return {"run_id": run.run_id, "store": run.store.uri(run.run_id), "pipeline": pipeline,
+                "commit": code_revision(), "images": _images(run, graph),
+                "unavailable": f"the run's status could not be read here: {exc}"}
     counts = {s.stage: s.counts for s in status.stages if s.done}
     rows = {s.stage: (s.rows, s.rejected) for s in status.stages if s.done}
     sam = counts.get("assemble", {})

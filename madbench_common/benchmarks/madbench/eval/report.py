@@ -120,6 +120,31 @@ def _models_line(results: Sequence[EvalResult]) -> str:
     return ", ".join(parts)
 
 
+def _sources_line(f: Facts) -> str:
+    c = f.get("clips") or {}
+    protos = " · ".join(f"{_PROTOCOL_NAMES.get(p, p)} {v.get('total', 0)} ({_split(v)})"
+                        for p, v in (f.get("samples") or {}).items())
+    sc = " · ".join(f"{k} {v}" for k, v in (f.get("scene_consistency") or {}).items())
+    conds = f.get("robustness_conditions") or []
+    eligible = c.get("eligible")
+    return (f"{c.get('ingested', '?')} source clips ingested, "
+            + (f"{eligible} eligible, " if eligible is not None else "")
+            + f"{c.get('in_samples', 0)} in the benchmark (train / val / test {_split(c)})."
+            + (f" Samples per protocol (train / val / test): {protos}." if protos else "")
+            + (f" Scene consistency: {sc}." if sc else "")
+            + (f" Robustness conditions: {len(conds)}." if conds else ""))
+
+
+def _quarantine_line(f: Facts) -> str:
+    q = f.get("quarantine") or {}
+    if not q.get("total"):
+        return "none."
+    return f"{q['total']} row{'s' if q['total'] != 1 else ''}: " + "; ".join(
+        f"{x['reason']} × {x['count']} in {x['stage']} (e.g. "
+        f"{', '.join(str(e) for e in x.get('examples', []))})"
+        for x in q.get("by_stage", [])) + "."
+
+
 def fact_lines(results: Sequence[EvalResult], runs: Sequence[Facts] = ()
                ) -> list[tuple[str, str]]:
     """The summary's facts as (label, plain text) lines; renderers escape the text."""
@@ -131,36 +156,21 @@ def fact_lines(results: Sequence[EvalResult], runs: Sequence[Facts] = ()
                           f"{f.get('store', '?')} (this report.json has no run facts)."))
             continue
         desc = f": {f['pipeline_description']}" if f.get("pipeline_description") else ""
-        lines.append((f"Pipeline{who}", f"{f.get('pipeline', '?')}{desc}. Run "
-                      f"{f.get('run_id', '?')} in {f.get('store', '?')}; "
-                      f"{f.get('stages_done', '?')} of {f.get('stages', '?')} stages done."))
-        c = f.get("clips") or {}
-        sam = f.get("samples") or {}
-        protos = " · ".join(f"{_PROTOCOL_NAMES.get(p, p)} {v.get('total', 0)} ({_split(v)})"
-                            for p, v in sam.items())
-        sc = " · ".join(f"{k} {v}" for k, v in (f.get("scene_consistency") or {}).items())
-        conds = f.get("robustness_conditions") or []
-        eligible = c.get("eligible")
-        lines.append((f"Sources{who}", f"{c.get('ingested', '?')} source clips ingested, "
-                      + (f"{eligible} eligible, " if eligible is not None else "")
-                      + f"{c.get('in_samples', 0)} in the benchmark (train / val / test "
-                      f"{_split(c)}). Samples per protocol (train / val / test): {protos}."
-                      + (f" Scene consistency: {sc}." if sc else "")
-                      + (f" Robustness conditions: {len(conds)}." if conds else "")))
+        done = (f"; {f['stages_done']} of {f['stages']} stages done" if "stages" in f else "")
+        lines.append((f"Pipeline{who}", f"{f['pipeline']}{desc}. Run {f.get('run_id', '?')} "
+                      f"in {f.get('store', '?')}{done}."))
+        if f.get("unavailable"):
+            lines.append((f"Sources{who}", str(f["unavailable"])))
+        else:
+            lines.append((f"Sources{who}", _sources_line(f)))
         images = "; ".join(f"{img} ({len(st)} stage{'s' if len(st) != 1 else ''})"
                            for img, st in (f.get("images") or {}).items())
         lines.append((f"Code{who}", f"commit {f.get('commit', 'unknown')}; images: "
                       + (images or "none recorded")
                       + (" (embedded = in-process, no container)"
                          if "embedded" in (f.get("images") or {}) else "") + "."))
-        q = f.get("quarantine") or {}
-        if not q.get("total"):
-            text = "none."
-        else:
-            text = f"{q['total']} row{'s' if q['total'] != 1 else ''}: " + "; ".join(
-                f"{x['reason']} × {x['count']} in {x['stage']} (e.g. "
-                f"{', '.join(x.get('examples', []))})" for x in q.get("by_stage", [])) + "."
-        lines.append((f"Quarantined{who}", text))
+        if not f.get("unavailable"):
+            lines.append((f"Quarantined{who}", _quarantine_line(f)))
     lines.append(("Models", _models_line(results) + "."))
     return lines
 
@@ -317,7 +327,8 @@ def _table_html(t: Table) -> str:
             trs.append(f'<tr class=group><th colspan="{len(t.headers)}">{_esc(title)}</th></tr>')
         for ri, row in enumerate(rows):
             cont = " class=cont" if ri and row and row[0] == "" else ""
-            trs.append(f"<tr{cont}>" + "".join(_td(c, (si, ri, ci) in best)
+            group = f' title="{html.escape(title, quote=True)}"' if title else ""
+            trs.append(f"<tr{cont}{group}>" + "".join(_td(c, (si, ri, ci) in best)
                                                for ci, c in enumerate(row)) + "</tr>")
         body.append("<tbody>" + "".join(trs) + "</tbody>")
     if not t.sections:
@@ -408,6 +419,7 @@ _STYLE = (
     " table.paper thead th[aria-sort=ascending]::after{content:' ▲'}"
     " table.paper thead th[aria-sort=descending]::after{content:' ▼'}"
     " tr.group th{text-align:left;background:#eef;font-weight:600}"
+    " table.sorted tr.group{display:none}"
     " td.best{font-weight:700;background:#e6f4e6} td.na{color:#999;text-align:center}"
     " a.mark{text-decoration:none;color:#a33} .shown{font-size:12px;color:#555;margin:.2em 0}"
     " .notes{font-size:12px;color:#444;margin:.3em 0 0} .legend{font-size:12px;color:#333;"
@@ -433,23 +445,23 @@ _SCRIPT = """
     var asc = th.getAttribute('aria-sort') === 'descending';
     table.querySelectorAll('thead th').forEach(function (h) { h.removeAttribute('aria-sort'); });
     th.setAttribute('aria-sort', asc ? 'ascending' : 'descending');
-    table.querySelectorAll('tbody').forEach(function (tb) {
-      var units = [], cur = null;
-      Array.prototype.forEach.call(tb.rows, function (tr) {
-        if (tr.classList.contains('group')) return;
-        if (tr.classList.contains('cont') && cur) { cur.push(tr); return; }
-        cur = [tr];
-        units.push(cur);
-      });
-      units.sort(function (a, b) {
-        var x = key(a, i), y = key(b, i);
-        if (x === null || y === null) return (x === null) - (y === null);
-        var d = (typeof x === 'number' && typeof y === 'number') ? x - y
-          : String(x).localeCompare(String(y));
-        return asc ? d : -d;
-      });
-      units.forEach(function (u) { u.forEach(function (tr) { tb.appendChild(tr); }); });
+    // one ranking over every model: the group rows hide, each row keeps its group as a title
+    var units = [], cur = null, body = table.tBodies[0];
+    table.querySelectorAll('tbody tr').forEach(function (tr) {
+      if (tr.classList.contains('group')) return;
+      if (tr.classList.contains('cont') && cur) { cur.push(tr); return; }
+      cur = [tr];
+      units.push(cur);
     });
+    units.sort(function (a, b) {
+      var x = key(a, i), y = key(b, i);
+      if (x === null || y === null) return (x === null) - (y === null);
+      var d = (typeof x === 'number' && typeof y === 'number') ? x - y
+        : String(x).localeCompare(String(y));
+      return asc ? d : -d;
+    });
+    table.classList.add('sorted');
+    units.forEach(function (u) { u.forEach(function (tr) { body.appendChild(tr); }); });
   }
   document.querySelectorAll('table.sortable').forEach(function (table) {
     table.querySelectorAll('thead th').forEach(function (th, i) {

@@ -194,8 +194,12 @@ def test_evaluate_stage_reports_every_model(first_run: RunStore) -> None:
     assert env["auc"] > 0.9
     omni = report["models"][2]["tables"]
     assert {r["task"] for r in omni["tasks"]} == {"binary"} and omni["parse"]
+    facts = report["runs"][0]  # the summary's facts of the run that wrote the report
+    assert facts["run_id"] == first_run.run_id and facts["pipeline"] == "madbench"
+    assert facts["commit"] and not any("evaluate" in st for st in facts["images"].values())
     md = first_run.get_bytes(next(k for k in keys if k.endswith("report.md"))).decode()
-    table2 = md.split("\n## ")[1]
+    assert md.split("\n## ")[1].startswith("Summary")
+    table2 = md.split("\n## ")[2]
     assert table2.startswith("Table 2") and "| omni-x | A-V | P_bin (zero-shot) |" in table2
     assert "(excl. 0.0%)" not in table2
     assert table2.find("Frozen A-V encoders") < table2.find("Frozen audio encoders") < \
