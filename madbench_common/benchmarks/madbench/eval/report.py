@@ -353,7 +353,7 @@ def _dot_plot(t: Table) -> str:
     """The headline table as an inline SVG dot plot: AUC and macro-F1 on [0, 1] (chance
     AUC 0.5 dotted), the gaps Δ_E−S and Δ_pair on [−1, 1] (0 dotted), one row per model."""
     rows = [row for _, rs in t.sections for row in rs]
-    h, top, label_w, panel, gap = 18, 34, 190, 220, 30
+    h, top, label_w, panel, gap = 22, 40, 150, 170, 24
     width = label_w + 2 * panel + gap + 10
     height = top + h * len(rows) + 24
     x1 = lambda v: label_w + v * panel  # noqa: E731 - [0, 1]
@@ -361,7 +361,7 @@ def _dot_plot(t: Table) -> str:
     out = [f'<svg class=dots xmlns="http://www.w3.org/2000/svg" width="{width}" '
            f'height="{height}" viewBox="0 0 {width} {height}" role="img" '
            'aria-label="Headline numbers per model">',
-           '<style>text{font:11px sans-serif}</style>']
+           '<style>text{font:12px sans-serif} .g{font-size:15px}</style>']
     for x, lab in ((x1(0), "0"), (x1(0.5), "0.5"), (x1(1), "1"), (x2(-1), "−1"), (x2(0), "0"),
                    (x2(1), "1")):
         out.append(f'<text x="{x:.1f}" y="{height - 6}" text-anchor="middle" '
@@ -374,21 +374,22 @@ def _dot_plot(t: Table) -> str:
             ("●", "#2ca02c", "Δ_E−S"), ("▲", "#9467bd", "Δ_pair (D-R, S-R, D-S)"))
     x = 4.0
     for glyph, colour, name in keys:
-        out.append(f'<text x="{x:.0f}" y="12" fill="{colour}">{glyph}</text>'
-                   f'<text x="{x + 12:.0f}" y="12">{html.escape(name)}</text>')
-        x += 24 + 6.2 * len(name)
-    out.append(f'<text x="{x1(0.5):.0f}" y="27" text-anchor="middle" fill="#555">AUC, F1'
-               f'</text><text x="{x2(0):.0f}" y="27" text-anchor="middle" fill="#555">gaps'
+        out.append(f'<text class=g x="{x:.0f}" y="13" fill="{colour}">{glyph}</text>'
+                   f'<text x="{x + 14:.0f}" y="13">{html.escape(name)}</text>')
+        x += 26 + 6.4 * len(name)
+    out.append(f'<text x="{x1(0.5):.0f}" y="32" text-anchor="middle" fill="#555">AUC, F1'
+               f'</text><text x="{x2(0):.0f}" y="32" text-anchor="middle" fill="#555">Δ (gaps)'
                "</text>")
 
     def dot(x: float, y: float, glyph: str, colour: str, tip: str) -> str:
-        return (f'<text x="{x:.1f}" y="{y + 4:.1f}" text-anchor="middle" fill="{colour}">'
+        return (f'<text class=g x="{x:.1f}" y="{y + 5:.1f}" text-anchor="middle" '
+                f'fill="{colour}">'
                 f"{glyph}<title>{html.escape(tip)}</title></text>")
 
     for i, row in enumerate(rows):
         y = top + h * i + h / 2
         name = str(row[0])
-        short = name if len(name) <= 30 else name[:29] + "…"
+        short = name if len(name) <= 24 else name[:23] + "…"
         out.append(f'<text x="{label_w - 6}" y="{y + 4:.1f}" text-anchor="end">'
                    f"{html.escape(short)}<title>{html.escape(name)}</title></text>")
         for ci, glyph, colour, scale in ((3, "●", "#1f77b4", x1), (4, "◆", "#d62728", x1),
