@@ -416,6 +416,10 @@ def _why_shuffled(r: EvalResult, rec: Record) -> str:
     shuffled = any(x["pairing"] == "shuffled" and x["task"] == "scene"
                    for x in r.tables.get("tasks", []) if x["source"] == rec["source"])
     if not shuffled:
+        clips = rec.get("n_clips")
+        if isinstance(clips, int) and clips < 2:
+            return ("no AUC_Sh or Δ_pair: Sh shows each scene-consistency test clip the video "
+                    f"of another test clip, and this run's test split has {clips} such clip")
         return ("no AUC_Sh or Δ_pair: the run scored no shuffled-video (Sh) samples for this "
                 "model (its features or answers have no shuffled pairing)")
     return (f"no AUC_Sh or Δ_pair for {rec['condition']}: no test row has a usable score with "
