@@ -77,8 +77,10 @@ def _figure(title: str, svg: str, caption: str) -> str:
             f"{html.escape(caption)}</figcaption>{svg}</figure>")
 
 
-def _roc_section(results: list[EvalResult]) -> list[str]:
-    protocols = {c["protocol"] for r in results for c in r.tables.get("curves", [])}
+def _roc_section(results: list[EvalResult], scene: bool = False) -> list[str]:
+    """ROC and DET of the core protocols (``scene``: of scene consistency alone)."""
+    protocols = {c["protocol"] for r in results for c in r.tables.get("curves", [])
+                 if (c["protocol"] == SC_PROTOCOL) == scene}
     parts = []
     for proto in plots.protocol_order(protocols):
         curves = roc_curves(results, proto)
@@ -92,12 +94,15 @@ def _roc_section(results: list[EvalResult]) -> list[str]:
 
 
 def figure_groups(results: list[EvalResult]) -> dict[str, str]:
-    """The report's figures by the table they sit under: ``table2a`` (ROC and DET),
-    ``robustness_pivot`` (robustness by condition), ``generators`` (per-generator bars);
-    each an HTML ``<figure>`` with inline SVG, absent where there is nothing to draw."""
+    """The report's figures by the table they sit under: ``table2a`` (ROC and DET per core
+    protocol), ``table4`` (ROC and DET of scene consistency), ``robustness_pivot``
+    (robustness by condition), ``generators`` (per-generator bars); each HTML
+    ``<figure>`` elements with inline SVG, absent where there is nothing to draw."""
     out = {}
     if roc := _roc_section(results):
         out["table2a"] = "".join(roc)
+    if roc := _roc_section(results, scene=True):
+        out["table4"] = "".join(roc)
     conds, lines = robustness_lines(results)
     if conds and lines:
         out["robustness_pivot"] = _figure(

@@ -184,7 +184,8 @@ def _used_marks(tables: Sequence[Table]) -> list[str]:
 
 _READING = ("Each cell shows one number; hover it (or read report.md / report.json) for "
             "its clip-paired bootstrap 95 % interval and the secondary metrics. Bold: the "
-            "best value of its column (↑ higher is better, ↓ lower). Click a column header "
+            "best value of its column (↑ higher is better, ↓ lower; a tie of three or more is "
+            "not marked). Click a column header "
             "to sort. Every — has its reason in the notes under its table.")
 
 
@@ -299,9 +300,10 @@ def _best_cells(t: Table) -> set[tuple[int, int, int]]:
                                                        (si, ri, ci)))
     best = set()
     for values in columns.values():
-        if len(values) > 1 and len({v for v, _ in values}) > 1:
-            top = max(v for v, _ in values)
-            best |= {where for v, where in values if v == top}
+        top = max((v for v, _ in values), default=0.0)
+        winners = {where for v, where in values if v == top}
+        if len(values) > 1 and len(winners) <= 2:  # a tie of three or more marks nothing
+            best |= winners
     return best
 
 
@@ -353,7 +355,7 @@ def _dot_plot(t: Table) -> str:
     """The headline table as an inline SVG dot plot: AUC and macro-F1 on [0, 1] (chance
     AUC 0.5 dotted), the gaps Δ_E−S and Δ_pair on [−1, 1] (0 dotted), one row per model."""
     rows = [row for _, rs in t.sections for row in rs]
-    h, top, label_w, panel, gap = 22, 40, 150, 170, 24
+    h, top, label_w, panel, gap = 22, 40, 130, 150, 22
     width = label_w + 2 * panel + gap + 10
     height = top + h * len(rows) + 24
     x1 = lambda v: label_w + v * panel  # noqa: E731 - [0, 1]
@@ -389,7 +391,7 @@ def _dot_plot(t: Table) -> str:
     for i, row in enumerate(rows):
         y = top + h * i + h / 2
         name = str(row[0])
-        short = name if len(name) <= 24 else name[:23] + "…"
+        short = name if len(name) <= 20 else name[:19] + "…"
         out.append(f'<text x="{label_w - 6}" y="{y + 4:.1f}" text-anchor="end">'
                    f"{html.escape(short)}<title>{html.escape(name)}</title></text>")
         for ci, glyph, colour, scale in ((3, "●", "#1f77b4", x1), (4, "◆", "#d62728", x1),
@@ -428,6 +430,7 @@ _STYLE = (
     " .legend ul{margin:.2em 0;padding-left:1.2em} .legend li:target{background:#ffd}"
     " nav#contents{font-size:13px;margin:.5em 0} nav#contents ol{display:inline;padding:0}"
     " nav#contents li{display:inline;margin-right:1em}"
+    " .figs{display:grid;grid-template-columns:repeat(auto-fit,minmax(560px,1fr));gap:0 1.5em}"
     " figure.plot{margin:1em 0} figure.plot svg{max-width:100%;height:auto}"
     " figcaption{font-size:13px;margin-bottom:.4em} .cms{display:flex;flex-wrap:wrap;gap:1.5em}"
     " .cmbox h4{font-size:12px;margin:.3em 0} table.cm td{padding:4px 8px;text-align:right}"
@@ -506,6 +509,7 @@ def _section_html(t: Table, figure: str, after: str) -> tuple[str, str]:
     heading = _heading(t).strip().removeprefix("## ")
     sub = f"<h3>{_esc(t.title)}</h3>" if t.key in ("table2a", "table2b") else ""
     shown = f"<p class=shown>{_esc(t.shown)}</p>" if t.shown else ""
+    figure = f"<div class=figs>{figure}</div>" if figure else ""
     body = (f"{sub}{shown}{_table_html(t)}{_notes_html(t)}{figure}{after}")
     if heading:
         short = _TOC.get(t.key) or heading.split(":")[0]

@@ -216,8 +216,8 @@ def stands_in_for(r: EvalResult) -> str:
     """What a model is: the paper's model it stands in for (a CPU reference), or its kind."""
     m = r.model
     if m.reference:
-        return f"CPU reference for {m.stands_in_for}" if m.stands_in_for else "CPU reference"
-    return "the paper's model" if m.in_paper else "extra model (not in the paper)"
+        return m.stands_in_for or "(CPU reference)"
+    return "(the paper's model)" if m.in_paper else "(extra model, not in the paper)"
 
 
 def _via(r: EvalResult, task: str) -> str:
@@ -389,8 +389,7 @@ def table4(results: list[EvalResult]) -> Table:
             for cond in SC_CONDITIONS:
                 rec = _pair_rec(r, "AV", cond)
                 if rec is None:
-                    why = _why(r, "scene", "AV", SC_PROTOCOL)
-                    cells += [t.dash(r.model.name, why)] * 3
+                    cells += [t.dash(r.model.name, _why_scene(r, cond))] * 3
                     continue
                 why_sh = _why_shuffled(r, rec)
                 cells += [_ci(rec, "auc_P"), _or_dash(t, r, _ci(rec, "auc_Sh"), why_sh),
@@ -409,6 +408,14 @@ def table4(results: list[EvalResult]) -> Table:
                + "; ".join(f"{c} {k} / {n}" for c, (k, n) in looped.items())
                + " (a repeat is an audio-only cue; long-enough donors are preferred).")
     return t
+
+
+def _why_scene(r: EvalResult, cond: str) -> str:
+    """Why ``r`` has no scene-consistency record of condition ``cond``."""
+    if not r.has_task("scene"):
+        return _why(r, "scene", "AV")
+    return (f"no {cond} test rows with both classes (consistent and inconsistent) in the "
+            "scene-consistency test split")
 
 
 def _why_shuffled(r: EvalResult, rec: Record) -> str:
@@ -584,7 +591,7 @@ def summary_table(results: list[EvalResult]) -> Table:
                 if "AV" not in r.modes():
                     why = "no Δ_pair: it needs an A-V input (the model is audio-only)"
                 elif rec is None:
-                    why = _why(r, "scene", "AV", SC_PROTOCOL)
+                    why = _why_scene(r, cond)
                 else:
                     why = _why_shuffled(r, rec)
                 cells.append(_or_dash(t, r, _ci(rec, "delta_pair"), why))
