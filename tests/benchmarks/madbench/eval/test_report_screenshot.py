@@ -43,4 +43,4 @@ def test_report_renders_tables_and_figures(samples: pd.DataFrame, features: Feat
     assert 0.5 < _colour_share(top, np.array([255, 255, 255]), 10) < 0.995
     # the figures: the curves' blue is drawn (inline SVG rendered, not a broken image)
     assert _colour_share(figures, BLUE) > 0.001
-    assert _colour_share(top, BLUE) < _colour_share(figures, BLUE)
+    assert _colour_share(top, BLUE) > 0  # the summary's dot plot (binary AUC dots)
