@@ -271,7 +271,8 @@ def _why(r: EvalResult, task: str, mode: str, protocol: str = "") -> str:
         return (f"no {name} scores for this model (no head or native scores of this task; "
                 "never filled from another task)")
     if mode not in r.modes():
-        return f"no {_MODE.get(mode, mode)} input (the model takes {', '.join(r.modes())})"
+        takes = ", ".join(_MODE.get(m, m) for m in r.modes())
+        return f"no {_MODE.get(mode, mode)} input (the model takes {takes} only)"
     if protocol:
         where = {**_PROTOCOL_TITLES, SC_PROTOCOL: "scene-consistency"}.get(protocol, protocol)
         return (f"no {where} test rows with both classes "
@@ -481,8 +482,8 @@ def ap_table(results: list[EvalResult]) -> Table:
             cells = [_or_dash(t, r, _ci(_mean_rec(r, task, "ap", mode), "ap"),
                               _why(r, task, mode)) for task in ("binary", "speech", "env")]
             cells += [_or_dash(t, r, _ci(_pair_rec(r, mode, cond), "ap_P"),
-                               _why(r, "scene", mode, SC_PROTOCOL) if mode == "AV" else
-                               "scene consistency needs an A-V input")
+                               _why_scene(r, cond) if mode == "AV" else
+                               "scene consistency needs an A-V input (the model is audio-only)")
                       for cond in SC_CONDITIONS]
             rows.append([_label(r, t), _MODE.get(mode, mode), *cells])
         t.sections.append((group_title, rows))
