@@ -74,7 +74,9 @@ def run_facts(run: RunStore, graph: Graph, pipeline: str = "madbench",
 
     try:
         status = collect_status(run, graph)
-    except (MadbenchError, ImportError) as exc:  # a stage whose rows this image cannot read
+    except (MadbenchError, ImportError, KeyError, ValueError, OSError) as exc:
+        # a stage whose rows this image cannot read, or a marker of another layout: the
+        # summary says so and the report is written all the same
         return {"run_id": run.run_id, "store": run.store.uri(run.run_id), "pipeline": pipeline,
                 "commit": code_revision(), "images": _images(run, graph),
                 "unavailable": f"the run's status could not be read here: {exc}"}

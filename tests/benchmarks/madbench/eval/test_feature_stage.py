@@ -204,3 +204,22 @@ def test_evaluate_stage_reports_every_model(first_run: RunStore) -> None:
     assert "(excl. 0.0%)" not in table2
     assert table2.find("Frozen A-V encoders") < table2.find("Frozen audio encoders") < \
         table2.find("Other models")
+
+
+def test_report_render_writes_the_report_again(first_run: RunStore,
+                                               capsys: pytest.CaptureFixture[str]) -> None:
+    """``madbench report --render``: the three files again from report.json, no scoring."""
+    from madbench_common.cli import main
+
+    if not first_run.exists("evaluate/_SUCCESS"):
+        test_evaluate_stage_reports_every_model(first_run)
+    html = next(k for k in first_run.list("evaluate") if k.endswith("report.html"))
+    before = json.loads(first_run.get_bytes(html.replace(".html", ".json")))
+    first_run.put_bytes(html, b"stale")
+    assert main(["report", "--store", first_run.store.root, "--run-id", first_run.run_id,
+                 "--render"]) == 0
+    assert capsys.readouterr().out.startswith("## Summary")
+    page = first_run.get_bytes(html).decode()
+    assert page.startswith("<!doctype html>") and "id=summary" in page
+    after = json.loads(first_run.get_bytes(html.replace(".html", ".json")))
+    assert after["models"] == before["models"]  # every record kept as it was
