@@ -9,7 +9,7 @@ STAMP  := $(VENV)/.installed
 STORE  ?= runs
 RUN_ID ?= demo
 WORKERS ?= 2
-SYSTEM_TOOLS := espeak-ng flite
+SYSTEM_TOOLS := espeak-ng flite chromium
 
 .PHONY: setup sysdeps demo test test-fast bench lint typecheck clean help
 
@@ -30,8 +30,9 @@ $(STAMP): pyproject.toml
 	$(PIP) install -q -e '.[reference,report,argo,test,dev]'
 	touch $(STAMP)
 
-# Debian packages the CPU reference generators call (TTS voices). Installed when we can;
-# otherwise a clear message says what to install.
+# Debian packages the CPU reference generators call (TTS voices), and chromium, in which
+# the report's tests read report.html as a person does (headless screenshots, sorting).
+# Installed when we can; otherwise a clear message says what to install.
 sysdeps:
 	@missing=""; for t in $(SYSTEM_TOOLS); do command -v $$t >/dev/null || missing="$$missing $$t"; done; \
 	if [ -n "$$missing" ]; then \
@@ -59,10 +60,10 @@ demo: setup
 	$(VENV)/bin/madbench report --store $(STORE) --run-id $(RUN_ID)
 	@echo "results: $(abspath $(STORE))/$(RUN_ID)/  (madbench status --store $(STORE) --run-id $(RUN_ID))"
 
-test: setup
+test: setup sysdeps
 	$(VENV)/bin/pytest -q
 
-test-fast: setup
+test-fast: setup sysdeps
 	$(VENV)/bin/pytest -q -m "not slow and not s3"
 
 bench: setup

@@ -130,16 +130,23 @@ def _add_compare(sub: argparse._SubParsersAction[Any]) -> None:
 def _compare(args: argparse.Namespace) -> int:
     from pathlib import Path
 
-    from madbench_common.benchmarks.madbench.eval.compare import compare_runs
+    from madbench_common.benchmarks.madbench.eval.compare import (
+        facts_of,
+        load_runs,
+        results_of,
+    )
     from madbench_common.benchmarks.madbench.eval.report import render_markdown, write_report
+    from madbench_common.benchmarks.madbench.stages.evaluate import order_results
     from madbench_common.cli.pipeline import main_section, robustness_sections
 
     labels = [x.strip() for x in args.labels.split(",")] if args.labels else None
-    results = compare_runs(list(args.runs), labels)
+    runs = load_runs(list(args.runs), labels)
+    results = order_results([res for run in runs for res in results_of(run)])
+    facts = facts_of(runs)
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
-    write_report(results, lambda n, b: (out / n).write_bytes(b))
-    md = render_markdown(results)
+    write_report(results, lambda n, b: (out / n).write_bytes(b), runs=facts)
+    md = render_markdown(results, facts)
     print(main_section(md))
     for section in robustness_sections(md):
         print("\n" + section)

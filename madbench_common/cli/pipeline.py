@@ -97,9 +97,13 @@ def add_commands(sub: argparse._SubParsersAction[Any]) -> None:
                         help="list every quarantined input (default: counts per stage and reason)")
     status.set_defaults(func=cmd_status)
 
-    report = sub.add_parser("report", help="print the main results table and the report's location")
+    report = sub.add_parser("report", help="print the report's summary and its location")
     _common(report)
     report.add_argument("--stage", default="evaluate")
+    report.add_argument("--render", action="store_true",
+                        help="write report.md/.html/.json again from the stage's report.json "
+                             "and the run's current facts (after a change to the report's "
+                             "layout; no model is scored again)")
     report.set_defaults(func=cmd_report)
 
     add_stage_commands(sub, _common, lambda args: build_graph(),
@@ -241,6 +245,8 @@ def cmd_report(args: argparse.Namespace) -> int:
     marker = read_marker(run, args.stage)
     if marker is None:
         raise ConfigError(f"{run.uri(args.stage)}: stage {args.stage!r} has not finished")
+    if args.render:
+        _render_again(run, f"{marker['prefix']}/report", args.stage)
     text = run.get_bytes(f"{marker['prefix']}/report/report.md").decode()
     print(main_section(text))  # plain print: Markdown rows must not be re-wrapped
     for section in zero_shot_sections(text):  # omni parse rates and prompts
@@ -252,8 +258,23 @@ def cmd_report(args: argparse.Namespace) -> int:
     return 0
 
 
+def _render_again(run: RunStore, prefix: str, stage: str) -> None:
+    """Rewrite a run's report from its report.json records and the run's facts."""
+    import json
+
+    from madbench_common.benchmarks.madbench.eval.compare import CompareRun, results_of
+    from madbench_common.benchmarks.madbench.eval.facts import run_facts
+    from madbench_common.benchmarks.madbench.eval.report import write_report
+
+    report = json.loads(run.get_bytes(f"{prefix}/report.json"))
+    results = results_of(CompareRun("", report, run.uri(f"{prefix}/report.json")))
+    facts = run_facts(run, build_graph(), writing=stage)
+    write_report(results, lambda name, data: run.put_bytes(f"{prefix}/{name}", data),
+                 runs=[facts], rejections=report.get("rejections"))
+
+
 def main_section(markdown: str) -> str:
-    """The first ``## `` section of a report (the paper's main table)."""
+    """The first ``## `` section of a report (its summary)."""
     sections = markdown.split("\n## ")
     return "## " + sections[1].strip() if len(sections) > 1 else markdown
 

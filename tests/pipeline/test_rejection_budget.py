@@ -203,7 +203,7 @@ def test_a_raised_budget_lets_the_faulty_stage_pass_and_keeps_its_fingerprint(
     table = rejection_table(run, failing_graph())
     assert table == [{"stage": "flaky", "reason": "device_error", "kind": "fault", "count": 2,
                       "rows": 10, "max_failed_fraction": 0.25}]
-    assert json.loads(render_json([], table))["rejections"] == table
+    assert json.loads(render_json([], rejections=table))["rejections"] == table
 
 
 def test_the_budget_is_a_parameter_of_every_stage_and_must_be_a_fraction(

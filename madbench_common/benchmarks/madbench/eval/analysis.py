@@ -83,7 +83,8 @@ def _key(g: GroupScores) -> Record:
 def _counts(views: list[View]) -> Record:
     total = sum(v.n_total for v in views)
     excluded = sum(v.n_excluded for v in views)
-    return {"n": sum(v.n for v in views), "n_excluded": excluded,
+    clips = {str(c) for v in views for c in v.clips}  # source clips the rows come from
+    return {"n": sum(v.n for v in views), "n_clips": len(clips), "n_excluded": excluded,
             "excluded_rate": excluded / total if total else float("nan")}
 
 

@@ -24,7 +24,7 @@ from madbench_common.benchmarks.madbench.eval.suite import EvalResult, ModelInfo
 from madbench_common.core.errors import ConfigError
 from madbench_common.core.store import RunStore, open_store
 
-__all__ = ["CompareRun", "compare_runs", "load_report", "results_of"]
+__all__ = ["CompareRun", "compare_runs", "facts_of", "load_report", "load_runs", "results_of"]
 
 
 @dataclass(frozen=True)
@@ -80,10 +80,12 @@ def load_report(spec: str, label: str = "") -> CompareRun:
 
 
 def results_of(run: CompareRun) -> list[EvalResult]:
-    """The report's models as records-only results, named ``<name> [<label>]``."""
+    """The report's models as records-only results, named ``<name> [<label>]`` (``<name>``
+    where the label is empty: a run's own report read back)."""
     out = []
     for m in run.report["models"]:
-        info = ModelInfo(str(m["slug"]), f"{m.get('name') or m['slug']} [{run.label}]",
+        name = str(m.get("name") or m["slug"])
+        info = ModelInfo(str(m["slug"]), f"{name} [{run.label}]" if run.label else name,
                          str(m.get("group") or ""), bool(m.get("reference")),
                          str(m.get("stands_in_for") or ""), bool(m.get("in_paper", True)))
         tables = {k: [_nan(r) for r in v] for k, v in (m.get("tables") or {}).items()}
@@ -104,10 +106,27 @@ def _numeric(key: str) -> bool:
                                                    "macro_f1", "excluded_rate", "threshold"}
 
 
+def facts_of(runs: list[CompareRun]) -> list[dict[str, Any]]:
+    """Each run's summary facts (``runs`` of its report.json) under its label; a report
+    written before reports had facts gives its label and where it was read from."""
+    out = []
+    for run in runs:
+        facts = [f for f in run.report.get("runs") or [] if isinstance(f, dict)]
+        for f in facts or [{"run_id": run.label, "store": run.where}]:
+            out.append({**f, "label": run.label})
+    return out
+
+
 def compare_runs(specs: list[str], labels: list[str] | None = None) -> list[EvalResult]:
     """Every model of every run, in the report's group order (same model adjacent)."""
     from madbench_common.benchmarks.madbench.stages.evaluate import order_results
 
+    runs = load_runs(specs, labels)
+    return order_results([res for run in runs for res in results_of(run)])
+
+
+def load_runs(specs: list[str], labels: list[str] | None = None) -> list[CompareRun]:
+    """Every run's report, with distinct labels."""
     if len(specs) < 1:
         raise ConfigError("madbench compare needs at least one run")
     labels = labels or []
@@ -117,4 +136,4 @@ def compare_runs(specs: list[str], labels: list[str] | None = None) -> list[Eval
     names = [r.label for r in runs]
     if len(set(names)) != len(names):
         raise ConfigError(f"two runs have the same label {names}; give --labels")
-    return order_results([res for run in runs for res in results_of(run)])
+    return runs

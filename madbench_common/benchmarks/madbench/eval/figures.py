@@ -20,7 +20,7 @@ from madbench_common.benchmarks.madbench.eval.suite import EvalResult
 from madbench_common.benchmarks.madbench.eval.tables import Table, _label, _primary_mode
 from madbench_common.benchmarks.madbench.eval.tasks import CORE_PROTOCOLS, SC_PROTOCOL
 
-__all__ = ["figures_html", "generator_bars", "robustness_lines", "roc_curves"]
+__all__ = ["figure_groups", "figures_html", "generator_bars", "robustness_lines", "roc_curves"]
 
 Record = dict[str, Any]
 _TITLES = {"balanced": "Balanced", "scene_matched": "Scene-matched",
@@ -77,8 +77,10 @@ def _figure(title: str, svg: str, caption: str) -> str:
             f"{html.escape(caption)}</figcaption>{svg}</figure>")
 
 
-def _roc_section(results: list[EvalResult]) -> list[str]:
-    protocols = {c["protocol"] for r in results for c in r.tables.get("curves", [])}
+def _roc_section(results: list[EvalResult], scene: bool = False) -> list[str]:
+    """ROC and DET of the core protocols (``scene``: of scene consistency alone)."""
+    protocols = {c["protocol"] for r in results for c in r.tables.get("curves", [])
+                 if (c["protocol"] == SC_PROTOCOL) == scene}
     parts = []
     for proto in plots.protocol_order(protocols):
         curves = roc_curves(results, proto)
@@ -91,17 +93,30 @@ def _roc_section(results: list[EvalResult]) -> list[str]:
     return parts
 
 
-def figures_html(results: list[EvalResult]) -> str:
-    """Every figure of the report as HTML ``<figure>`` elements with inline SVG."""
-    parts = _roc_section(results)
+def figure_groups(results: list[EvalResult]) -> dict[str, str]:
+    """The report's figures by the table they sit under: ``table2a`` (ROC and DET per core
+    protocol), ``table4`` (ROC and DET of scene consistency), ``robustness_pivot``
+    (robustness by condition), ``generators`` (per-generator bars); each HTML
+    ``<figure>`` elements with inline SVG, absent where there is nothing to draw."""
+    out = {}
+    if roc := _roc_section(results):
+        out["table2a"] = "".join(roc)
+    if roc := _roc_section(results, scene=True):
+        out["table4"] = "".join(roc)
     conds, lines = robustness_lines(results)
     if conds and lines:
-        parts.append(_figure("Robustness", plots.to_svg(plots.robustness_figure(conds, lines)),
-                             "AUC of the binary task per condition, one line per model "
-                             "(heads trained on clean data only)."))
+        out["robustness_pivot"] = _figure(
+            "Robustness", plots.to_svg(plots.robustness_figure(conds, lines)),
+            "AUC of the binary task per condition, one line per model (heads trained on "
+            "clean data only).")
     gens, bars = generator_bars(results)
     if gens and bars:
-        parts.append(_figure("Per-generator detection",
-                             plots.to_svg(plots.generator_figure(gens, bars)),
-                             "AUC of each generator's test fakes against all test reals."))
-    return "".join(parts)
+        out["generators"] = _figure(
+            "Per-generator detection", plots.to_svg(plots.generator_figure(gens, bars)),
+            "AUC of each generator's test fakes against all test reals.")
+    return out
+
+
+def figures_html(results: list[EvalResult]) -> str:
+    """Every figure of the report as HTML ``<figure>`` elements with inline SVG."""
+    return "".join(figure_groups(results).values())

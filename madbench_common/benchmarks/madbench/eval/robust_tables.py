@@ -18,7 +18,7 @@ from typing import Any
 
 from madbench_common.benchmarks.madbench.eval.suite import EvalResult
 from madbench_common.benchmarks.madbench.eval.tables import (
-    DASH,
+    Cell,
     Table,
     _by_group,
     _ci,
@@ -67,8 +67,11 @@ def robustness_table(results: list[EvalResult]) -> Table:
                 if rec is None:
                     continue
                 drop = "" if cond == "clean" else _ci(rec, "auc_drop")
+                eer = rec.get("eer")
                 rows.append([_label(r, t) if i == 0 else "", _mode(r) if i == 0 else "", cond,
-                             _ci(rec, "auc"), fmt(rec.get("eer")), _ci(rec, "ap"), drop])
+                             _ci(rec, "auc"), Cell(fmt(eer), value=eer, metric="eer",
+                                                   hint=f"EER {fmt(eer)}"),
+                             _ci(rec, "ap"), drop])
         if rows:
             t.sections.append((group_title, rows))
     if not t.sections:
@@ -89,12 +92,16 @@ def robustness_pivot(results: list[EvalResult]) -> Table:
         for r in models:
             rec = robust_mean(r, cond)
             if rec is None:
-                cells.append(DASH)
+                cells.append(t.dash(r.model.name, f"no scored test rows under {cond}"))
             elif cond == "clean":
-                cells.append(fmt(rec.get("auc")))
+                cells.append(Cell(fmt(rec.get("auc")), value=rec.get("auc"), metric="auc",
+                                  hint=f"AUC {fmt(rec.get('auc'))} (clean)"))
             else:
                 change = round(-float(rec["auc_drop"]), 3) + 0.0  # no "-0.000"
-                cells.append(f"{fmt(rec.get('auc'))} ({change:+.3f})")
+                text = f"{fmt(rec.get('auc'))} ({change:+.3f})"
+                cells.append(Cell(text, value=rec.get("auc"), metric="auc",
+                                  hint=f"AUC {fmt(rec.get('auc'))}; change from clean "
+                                       f"{change:+.3f}"))
         rows.append([cond, *cells])
     if rows:
         t.sections.append(("", rows))

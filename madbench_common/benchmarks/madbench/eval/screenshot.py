@@ -6,7 +6,10 @@ window. ``fragment`` (an element id, e.g. ``figures``) renders the page from tha
 on: the same document and style with the body cut to start there (headless Chromium does
 not repaint after scrolling to an anchor, so the cut replaces the scroll).
 :func:`find_browser` names the binary, or ``None`` where no Chromium is installed
-(``apt-get install chromium``).
+(``apt-get install chromium``; ``make test`` installs it). :func:`dump_dom` loads a
+copy of the page with a script appended (a probe that clicks, measures and writes what it
+found into the DOM) and returns the DOM as Chromium serialises it after the page's and
+the probe's scripts ran: a test reads the page as a person does, with no DevTools port.
 """
 
 from __future__ import annotations
@@ -18,7 +21,7 @@ from pathlib import Path
 
 from madbench_common.core.errors import EnvironmentMissing
 
-__all__ = ["BROWSERS", "find_browser", "screenshot"]
+__all__ = ["BROWSERS", "dump_dom", "find_browser", "screenshot"]
 
 BROWSERS = ("chromium", "chromium-browser", "google-chrome", "google-chrome-stable")
 
@@ -26,6 +29,37 @@ BROWSERS = ("chromium", "chromium-browser", "google-chrome", "google-chrome-stab
 def find_browser() -> str | None:
     """The first Chromium-family binary on ``PATH``."""
     return next((p for p in (shutil.which(b) for b in BROWSERS) if p), None)
+
+
+def _flags(profile: str, width: int, height: int) -> list[str]:
+    return ["--headless", "--no-sandbox", "--disable-gpu", "--hide-scrollbars",
+            "--disable-dev-shm-usage", "--no-first-run", "--disable-extensions",
+            "--disable-background-networking", "--disable-component-update", "--disable-sync",
+            "--disable-quic", f"--user-data-dir={profile}", f"--window-size={width},{height}",
+            "--virtual-time-budget=5000"]
+
+
+def dump_dom(html: Path, probe: str = "", *, width: int = 1400, height: int = 900,
+             timeout: float = 180.0) -> str:
+    """The DOM of ``html`` after its scripts and then ``probe`` (JavaScript) ran, loaded
+    headless in a ``width`` × ``height`` window (``probe`` runs on a copy of the page)."""
+    browser = find_browser()
+    if browser is None:
+        raise EnvironmentMissing("no Chromium to load the page with (apt-get install "
+                                 "chromium)")
+    with tempfile.TemporaryDirectory(prefix="madbench-chromium-") as profile:
+        page = Path(profile) / "page.html"
+        text = html.read_text(encoding="utf-8")
+        end = text.rfind("</body>")
+        end = end if end >= 0 else len(text)
+        page.write_text(text[:end] + f"<script>{probe}</script>" + text[end:],
+                        encoding="utf-8")
+        cmd = [browser, *_flags(profile, width, height), "--dump-dom", page.resolve().as_uri()]
+        done = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout,
+                              check=False)
+    if done.returncode != 0 or "<html" not in done.stdout:
+        raise RuntimeError(f"{browser} failed ({done.returncode}): {done.stderr[-800:]}")
+    return done.stdout
 
 
 def screenshot(html: Path, png: Path, *, width: int = 1400, height: int = 2400,
@@ -38,10 +72,7 @@ def screenshot(html: Path, png: Path, *, width: int = 1400, height: int = 2400,
     with tempfile.TemporaryDirectory(prefix="madbench-chromium-") as profile:
         page = _from(html, fragment, Path(profile)) if fragment else html
         url = page.resolve().as_uri()
-        cmd = [browser, "--headless", "--no-sandbox", "--disable-gpu", "--hide-scrollbars",
-               "--disable-dev-shm-usage", "--no-first-run", "--disable-extensions",
-               f"--user-data-dir={profile}", f"--window-size={width},{height}",
-               "--virtual-time-budget=5000", f"--screenshot={png.resolve()}", url]
+        cmd = [browser, *_flags(profile, width, height), f"--screenshot={png.resolve()}", url]
         done = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout,
                               check=False)
     if done.returncode != 0 or not png.is_file():

@@ -51,8 +51,9 @@ from madbench_common.benchmarks.madbench.eval.tasks import (
 )
 from madbench_common.models.registry import GROUPS
 
-__all__ = ["GROUP_TITLES", "Table", "ap_table", "col", "cross_table", "fmt", "head_check",
-           "long_table", "paper_tables", "parse_table", "protocols"]
+__all__ = ["GROUP_TITLES", "LEGEND", "Cell", "Table", "ap_table", "col", "cross_table", "fmt",
+           "head_check", "long_table", "paper_tables", "parse_table", "protocols",
+           "summary_table"]
 
 Record = dict[str, Any]
 GROUP_TITLES = {
@@ -71,21 +72,89 @@ _HEAD = {"binary": "H_bin", "fourway": "H_4way", "speech": "H_S", "env": "H_E",
 _PROMPT = {"binary": "P_bin", "fourway": "P_4way", "speech": "P_comp", "env": "P_comp",
            "scene": "P_SC"}
 DASH = "—"
+LEGEND = {
+    "†": ("ref", "CPU reference implementation, not the paper's model: a stand-in that runs "
+          "on a laptop (the summary's “Stands in for” column names the paper's model)."),
+    "‡": ("extra", "Optional extra model, not evaluated in the paper."),
+    "ⁿ": ("native", "The model's own scores (direct transfer, zero-shot answers)."),
+    "ʰ": ("head", "A logistic-regression head on the model's frozen features (§4.2)."),
+}
+"""The report's marks: mark → (anchor, meaning). Explained once per report, where first
+used; a table records the marks it uses (:meth:`Table.mark`), never their meaning."""
+_HIGHER = {"auc", "ap", "acc", "macro_f1", "auc_P", "auc_Sh", "auc_seen", "auc_held_out",
+           "ap_P", "ap_seen", "ap_held_out"}
+_LOWER = {"eer"}
+
+
+class Cell(str):
+    """A table cell: its full text (every number: what Markdown and JSON show) and, for
+    HTML, the one number shown (``primary``), the value sorting and the best mark read
+    (``value``, higher or lower better by ``metric``), the hover text (``hint``: the
+    interval and secondary metrics) and, for ``—``, why it is empty (``reason``)."""
+
+    primary: str
+    value: float | None
+    metric: str
+    hint: str
+    reason: str
+
+    def __new__(cls, text: str, primary: str | None = None, value: float | None = None,
+                metric: str = "", hint: str = "", reason: str = "") -> Cell:
+        obj = super().__new__(cls, text)
+        obj.primary = text if primary is None else primary
+        obj.value = value
+        obj.metric = metric
+        obj.hint = hint
+        obj.reason = reason
+        return obj
+
+    @property
+    def better(self) -> int:
+        """+1 higher is better, −1 lower is better, 0 neither (a gap, a count)."""
+        return 1 if self.metric in _HIGHER else -1 if self.metric in _LOWER else 0
+
+    def suffixed(self, mark: str) -> Cell:
+        """The same cell with ``mark`` after its text (e.g. ``ⁿ``)."""
+        return Cell(f"{self} {mark}", f"{self.primary} {mark}", self.value, self.metric,
+                    self.hint, self.reason)
 
 
 @dataclass
 class Table:
-    """A rendered-agnostic table: header, rows in titled groups, notes."""
+    """A rendered-agnostic table: header, rows in titled groups, notes, the marks used."""
 
     key: str
     title: str
     headers: list[str]
     sections: list[tuple[str, list[list[str]]]] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
+    marks: list[str] = field(default_factory=list)
+    """Marks of :data:`LEGEND` the table uses, in order of first use."""
+    shown: str = ""
+    """Which of several numbers per cell the HTML shows (the others are in the hover)."""
+    dashes: dict[str, list[str]] = field(default_factory=dict)
+    """Why cells are ``—``: reason → the models (or rows) it applies to."""
 
     def note(self, text: str) -> None:
         if text not in self.notes:
             self.notes.append(text)
+
+    def mark(self, mark: str) -> None:
+        if mark not in self.marks:
+            self.marks.append(mark)
+
+    def dash(self, who: str, reason: str) -> Cell:
+        """An empty cell, recording why for the table's notes (``who``: the model's name)."""
+        names = self.dashes.setdefault(reason, [])
+        if who not in names:
+            names.append(who)
+        return Cell(DASH, reason=reason)
+
+    def all_notes(self) -> list[str]:
+        """The notes a reader sees: one per reason for ``—`` (naming its models), then the
+        table's own notes."""
+        return [f"{DASH} {reason[:1].upper()}{reason[1:]}: {', '.join(who)}."
+                for reason, who in self.dashes.items()] + self.notes
 
 
 def fmt(x: Any, digits: int = 3) -> str:
@@ -95,17 +164,31 @@ def fmt(x: Any, digits: int = 3) -> str:
     return f"{x:.{digits}f}" if isinstance(x, float) else str(x)
 
 
-def _ci(r: Record | None, name: str) -> str:
+_METRIC_NAMES = {"auc": "AUC", "eer": "EER", "ap": "AP", "acc": "Acc.", "macro_f1": "Macro-F1",
+                 "delta_E_S": "Δ_E−S", "delta_pair": "Δ_pair", "auc_P": "AUC_P",
+                 "auc_Sh": "AUC_Sh", "auc_drop": "ΔAUC", "G_S": "G_S", "G_E": "G_E",
+                 "ap_P": "AP_P"}
+
+
+def _ci(r: Record | None, name: str) -> Cell:
+    """``value [lo, hi]`` (and the excluded share of a model's own scores) as a cell whose
+    primary is the value alone; ``—`` when the record or the value is absent."""
     if not r or r.get(name) is None or (isinstance(r[name], float) and math.isnan(r[name])):
-        return DASH
+        return Cell(DASH, metric=name)
     lo, hi = r.get(f"{name}_lo"), r.get(f"{name}_hi")
     text = fmt(r[name])
+    primary = text
     if lo is not None and hi is not None and not (math.isnan(lo) or math.isnan(hi)):
         text += f" [{fmt(lo)}, {fmt(hi)}]"
     rate = r.get("excluded_rate")
     if r.get("source") == "native" and rate and not math.isnan(rate):
         text += f" (excl. {100 * rate:.1f}%)"
-    return text
+    return Cell(text, primary, float(r[name]), name, f"{_METRIC_NAMES.get(name, name)} {text}")
+
+
+def _or_dash(t: Table, r: EvalResult, cell: Cell, reason: str) -> Cell:
+    """``cell``, or when it is ``—`` the same with ``reason`` (and the table's note)."""
+    return t.dash(r.model.name, reason) if cell == DASH else cell
 
 
 def _by_group(results: list[EvalResult]) -> list[tuple[str, list[EvalResult]]]:
@@ -121,13 +204,20 @@ def _by_group(results: list[EvalResult]) -> list[tuple[str, list[EvalResult]]]:
 def _label(r: EvalResult, t: Table) -> str:
     m = r.model
     if m.reference:
-        t.note("† CPU reference implementation, not the paper's model"
-               + (f" ({m.slug} stands in for {m.stands_in_for})" if m.stands_in_for else ""))
+        t.mark("†")
         return f"{m.name} †"
     if not m.in_paper:
-        t.note("‡ optional extra model, not evaluated in the paper")
+        t.mark("‡")
         return f"{m.name} ‡"
     return m.name
+
+
+def stands_in_for(r: EvalResult) -> str:
+    """What a model is: the paper's model it stands in for (a CPU reference), or its kind."""
+    m = r.model
+    if m.reference:
+        return m.stands_in_for or "(CPU reference)"
+    return "(the paper's model)" if m.in_paper else "(extra model, not in the paper)"
 
 
 def _via(r: EvalResult, task: str) -> str:
@@ -170,17 +260,38 @@ def protocols(results: list[EvalResult]) -> list[str]:
     return [p for p in CORE_PROTOCOLS if p in found] + sorted(found - set(CORE_PROTOCOLS))
 
 
-def _absent(t: Table, r: EvalResult, what: str) -> None:
-    t.note(f"{DASH} {r.model.name}: no {what} (no scored samples of that task for this "
-           "model; absent, not filled from another task)")
+def _why(r: EvalResult, task: str, mode: str, protocol: str = "") -> str:
+    """Why ``r`` has no ``task`` value in ``mode`` (on ``protocol``): the actual cause."""
+    name = {"binary": "binary", "fourway": "four-way", "speech": "speech (H_S)",
+            "env": "environment (H_E)", "scene": "scene-consistency"}.get(task, task)
+    if not r.has_task(task):
+        if r.model.group == "omni" or r.tables.get("parse"):
+            return (f"no {name} answers from this model in the run (never filled from "
+                    "another task)")
+        return (f"no {name} scores for this model (no head or native scores of this task; "
+                "never filled from another task)")
+    if mode not in r.modes():
+        takes = ", ".join(_MODE.get(m, m) for m in r.modes())
+        return f"no {_MODE.get(mode, mode)} input (the model takes {takes} only)"
+    if protocol:
+        where = {**_PROTOCOL_TITLES, SC_PROTOCOL: "scene-consistency"}.get(protocol, protocol)
+        return (f"no {where} test rows with both classes "
+                f"for the {name} task")
+    return f"the {name} metric is undefined on its test rows (one class, or all excluded)"
 
 
-def _pair(*cells: str) -> str:
-    return DASH if all(c == DASH for c in cells) else " / ".join(cells)
+def _pair(*cells: Cell, primary: int = 0) -> Cell:
+    """Several metrics of one cell: ``cells[primary]`` is shown, all are in the hover."""
+    if all(c == DASH for c in cells):
+        return cells[primary]
+    first = cells[primary]
+    return Cell(" / ".join(cells), first.primary, first.value, first.metric,
+                " · ".join(c.hint or f"{_METRIC_NAMES.get(c.metric, c.metric)} {DASH}"
+                           for c in cells))
 
 
 def _table2_part(results: list[EvalResult], key: str, title: str, task: str,
-                 metrics: tuple[str, ...]) -> Table:
+                 metrics: tuple[str, ...], primary: int = 0) -> Table:
     protos = protocols(results)
     t = Table(key, title, ["Model", "Input", "via", *[_PROTOCOL_TITLES.get(p, p) for p in protos],
                            "Mean"])
@@ -188,14 +299,14 @@ def _table2_part(results: list[EvalResult], key: str, title: str, task: str,
         rows = []
         for r in members:
             mode = _primary_mode(r)
-            cells = [_pair(*(_ci(rec, m) for m in metrics))
-                     for rec in (_task_rec(r, task, mode, p) for p in protos)]
+            cells = [_or_dash(t, r, _pair(*(_ci(rec, m) for m in metrics), primary=primary),
+                              _why(r, task, mode, p))
+                     for rec, p in ((_task_rec(r, task, mode, p), p) for p in protos)]
             means = [_mean_rec(r, task, m, mode) for m in metrics]
-            cells.append(_pair(*(_ci(rec, m) for rec, m in zip(means, metrics))))
+            cells.append(_or_dash(t, r, _pair(*(_ci(rec, m) for rec, m in zip(means, metrics)),
+                                              primary=primary), _why(r, task, mode)))
             m0 = means[0]
-            if all(c == DASH for c in cells):
-                _absent(t, r, f"{task} results")
-            elif m0 and len(m0["protocols"]) < len(protos):
+            if m0 and len(m0["protocols"]) < len(protos):
                 t.note(f"Mean of {r.model.name} averages the protocols it has: "
                        + ", ".join(m0["protocols"]))
             rows.append([_label(r, t), _MODE.get(mode, mode), _via(r, task), *cells])
@@ -208,11 +319,13 @@ def table2(results: list[EvalResult]) -> list[Table]:
     a = _table2_part(results, "table2a",
                      "(a) Binary any-fake detection (AUC ↑ / EER ↓ / AP ↑)",
                      "binary", ("auc", "eer", "ap"))
+    a.shown = "Cells show AUC ↑; hover (or report.md) for EER ↓, AP ↑ and 95 % intervals."
     a.note("AP: average precision with fake as the positive class (not reported in the "
            "paper; it depends on the fake share of the test split).")
     b = _table2_part(results, "table2b",
                      "(b) Four-way manipulation classification (Acc. ↑ / Macro-F1 ↑)",
-                     "fourway", ("acc", "macro_f1"))
+                     "fourway", ("acc", "macro_f1"), primary=1)
+    b.shown = "Cells show Macro-F1 ↑; hover (or report.md) for Acc. ↑ and 95 % intervals."
     return [a, b]
 
 
@@ -235,18 +348,28 @@ def table3(results: list[EvalResult]) -> Table:
             mode = _primary_mode(r)
             mean = _component(r, mode, "mean")
             for comp, task, gap in (("S", "speech", "G_S"), ("E", "env", "G_E")):
-                cells = [_ci(_task_rec(r, task, mode, p), "auc") for p in protos]
-                cells.append(_ci(_mean_rec(r, task, "auc", mode), "auc"))
-                if all(c == DASH for c in cells):
-                    _absent(t, r, f"{task} results")
-                delta = _ci(mean, "delta_E_S") if comp == "S" else ""
+                cells = [_or_dash(t, r, _ci(_task_rec(r, task, mode, p), "auc"),
+                                  _why(r, task, mode, p)) for p in protos]
+                cells.append(_or_dash(t, r, _ci(_mean_rec(r, task, "auc", mode), "auc"),
+                                      _why(r, task, mode)))
+                delta = _or_dash(t, r, _ci(mean, "delta_E_S"), _why_gap(r, mode, "Δ_E−S")) \
+                    if comp == "S" else ""
                 rows.append([_label(r, t) if comp == "S" else "", comp, _MODE.get(mode, mode),
-                             _via(r, task), *cells, delta, _ci(mean, gap)])
+                             _via(r, task), *cells, delta,
+                             _or_dash(t, r, _ci(mean, gap), _why_gap(r, mode, gap))])
         t.sections.append((group_title, rows))
     t.note("Δ_E−S = mean AUC_E − mean AUC_S over the protocols (§5.2); G_S = AUC(S vs R) − "
            "AUC(Q vs E) with the speech scores, G_E = AUC(E vs R) − AUC(Q vs S) with the "
            "environment scores, averaged over the protocols.")
     return t
+
+
+def _why_gap(r: EvalResult, mode: str, what: str) -> str:
+    """Why a Table 3 gap (Δ_E−S, G_S, G_E) is absent for ``r``."""
+    if not (r.has_task("speech") and r.has_task("env")):
+        return f"no {what}: it needs both the speech (H_S) and the environment (H_E) scores"
+    return (f"no {what}: no protocol has test rows of every variant it compares (R, S, E, Q) "
+            f"in the {_MODE.get(mode, mode)} input")
 
 
 def _pair_rec(r: EvalResult, mode: str, cond: str) -> Record | None:
@@ -266,11 +389,12 @@ def table4(results: list[EvalResult]) -> Table:
             cells = []
             for cond in SC_CONDITIONS:
                 rec = _pair_rec(r, "AV", cond)
-                cells += [_ci(rec, "auc_P"), _ci(rec, "auc_Sh"), _ci(rec, "delta_pair")]
-            if all(c == DASH for c in cells):
-                _absent(t, r, "scene-consistency results")
-            elif any(c == DASH for c in cells[1::3]):
-                t.note(f"{DASH} Sh of {r.model.name}: no shuffled-video scores")
+                if rec is None:
+                    cells += [t.dash(r.model.name, _why_scene(r, cond))] * 3
+                    continue
+                why_sh = _why_shuffled(r, rec)
+                cells += [_ci(rec, "auc_P"), _or_dash(t, r, _ci(rec, "auc_Sh"), why_sh),
+                          _or_dash(t, r, _ci(rec, "delta_pair"), why_sh)]
             rows.append([_label(r, t), "A-V", _via(r, "scene"), *cells])
         if rows:
             t.sections.append((group_title, rows))
@@ -285,6 +409,29 @@ def table4(results: list[EvalResult]) -> Table:
                + "; ".join(f"{c} {k} / {n}" for c, (k, n) in looped.items())
                + " (a repeat is an audio-only cue; long-enough donors are preferred).")
     return t
+
+
+def _why_scene(r: EvalResult, cond: str) -> str:
+    """Why ``r`` has no scene-consistency record of condition ``cond``."""
+    if not r.has_task("scene"):
+        return _why(r, "scene", "AV")
+    return (f"no {cond} test rows with both classes (consistent and inconsistent) in the "
+            "scene-consistency test split")
+
+
+def _why_shuffled(r: EvalResult, rec: Record) -> str:
+    """Why a Table 4 record has AUC_P but no AUC_Sh (and so no Δ_pair)."""
+    shuffled = any(x["pairing"] == "shuffled" and x["task"] == "scene"
+                   for x in r.tables.get("tasks", []) if x["source"] == rec["source"])
+    if not shuffled:
+        clips = rec.get("n_clips")
+        if isinstance(clips, int) and clips < 2:
+            return ("no AUC_Sh or Δ_pair: Sh shows each scene-consistency test clip the video "
+                    f"of another test clip, and this run's test split has {clips} such clip")
+        return ("no AUC_Sh or Δ_pair: the run scored no shuffled-video (Sh) samples for this "
+                "model (its features or answers have no shuffled pairing)")
+    return (f"no AUC_Sh or Δ_pair for {rec['condition']}: no test row has a usable score with "
+            "both paired and shuffled video")
 
 
 def _loop_share(results: list[EvalResult]) -> dict[str, tuple[int, int]]:
@@ -316,14 +463,11 @@ def table5(results: list[EvalResult]) -> Table:
         for r in members:
             modes = ["A", "AV"] if "AV" in r.modes() else [_primary_mode(r)]
             for i, mode in enumerate(modes):
-                cells = [_marked(r, task, _ci(_mean_rec(r, task, metric, mode), metric))
+                cells = [_marked(t, r, task, _or_dash(
+                    t, r, _ci(_mean_rec(r, task, metric, mode), metric), _why(r, task, mode)))
                          for task, metric in _T5]
-                if all(c == DASH for c in cells):
-                    _absent(t, r, f"results with input {_MODE.get(mode, mode)}")
                 rows.append([_label(r, t) if i == 0 else "", _MODE.get(mode, mode), *cells])
         t.sections.append((group_title, rows))
-    t.note("ⁿ the model's own scores (direct transfer, zero-shot answers); ʰ a "
-           "logistic-regression head on its frozen features (§4.2).")
     return t
 
 
@@ -335,11 +479,12 @@ def ap_table(results: list[EvalResult]) -> Table:
         rows = []
         for r in members:
             mode = _primary_mode(r)
-            cells = [_ci(_mean_rec(r, task, "ap", mode), "ap")
-                     for task in ("binary", "speech", "env")]
-            cells += [_ci(_pair_rec(r, mode, cond), "ap_P") for cond in SC_CONDITIONS]
-            if all(c == DASH for c in cells):
-                _absent(t, r, "binary-task results")
+            cells = [_or_dash(t, r, _ci(_mean_rec(r, task, "ap", mode), "ap"),
+                              _why(r, task, mode)) for task in ("binary", "speech", "env")]
+            cells += [_or_dash(t, r, _ci(_pair_rec(r, mode, cond), "ap_P"),
+                               _why_scene(r, cond) if mode == "AV" else
+                               "scene consistency needs an A-V input (the model is audio-only)")
+                      for cond in SC_CONDITIONS]
             rows.append([_label(r, t), _MODE.get(mode, mode), *cells])
         t.sections.append((group_title, rows))
     t.note("Binary, Speech and Env.: mean over the core protocols of the AP of H_bin, H_S and "
@@ -372,11 +517,13 @@ def cross_table(results: list[EvalResult]) -> Table:
     return t
 
 
-def _marked(r: EvalResult, task: str, cell: str) -> str:
+def _marked(t: Table, r: EvalResult, task: str, cell: Cell) -> Cell:
     """``cell`` with its source mark (ⁿ native, ʰ head), ``—`` unmarked."""
     if cell == DASH:
         return cell
-    return cell + (" ⁿ" if r.source_for(task) == "native" else " ʰ")
+    mark = "ⁿ" if r.source_for(task) == "native" else "ʰ"
+    t.mark(mark)
+    return cell.suffixed(mark)
 
 
 def head_check(results: list[EvalResult]) -> Table:
@@ -417,6 +564,41 @@ def _source_mean(r: EvalResult, source: str) -> tuple[str, Record] | None:
         if rec is not None and rec.get("auc") is not None:
             return mode, rec
     return None
+
+
+def summary_table(results: list[EvalResult]) -> Table:
+    """The report's headline table: one row per model, one number per cell.
+
+    Binary AUC and four-way macro-F1 are Table 2's Means (over the core protocols),
+    Δ_E−S = mean AUC_E − mean AUC_S (§5.2, Table 3) and Δ_pair = AUC_P − AUC_Sh per
+    scene-consistency condition (§5.3, Table 4): the paper's own quantities, with their
+    intervals in the hover text.
+    """
+    t = Table("summary", "Headline numbers (test split; binary AUC and macro-F1: mean over "
+              "the protocols)",
+              ["Model", "Stands in for", "Input", "Binary AUC ↑", "4-way Macro-F1 ↑", "Δ_E−S",
+               *[f"Δ_pair {c}" for c in SC_CONDITIONS]])
+    for group_title, members in _by_group(results):
+        rows = []
+        for r in members:
+            mode = _primary_mode(r)
+            cells = [_marked(t, r, task, _or_dash(
+                t, r, _ci(_mean_rec(r, task, metric, mode), metric), _why(r, task, mode)))
+                for task, metric in (("binary", "auc"), ("fourway", "macro_f1"))]
+            cells.append(_or_dash(t, r, _ci(_component(r, mode, "mean"), "delta_E_S"),
+                                  _why_gap(r, mode, "Δ_E−S")))
+            for cond in SC_CONDITIONS:
+                rec = _pair_rec(r, "AV", cond)
+                if "AV" not in r.modes():
+                    why = "no Δ_pair: it needs an A-V input (the model is audio-only)"
+                elif rec is None:
+                    why = _why_scene(r, cond)
+                else:
+                    why = _why_shuffled(r, rec)
+                cells.append(_or_dash(t, r, _ci(rec, "delta_pair"), why))
+            rows.append([_label(r, t), stands_in_for(r), _MODE.get(mode, mode), *cells])
+        t.sections.append((group_title, rows))
+    return t
 
 
 def paper_tables(results: list[EvalResult]) -> list[Table]:

@@ -8,7 +8,8 @@ detector, e.g. ``features`` or ``features_<slug>``) and each that writes ``score
 (detector native scores, ``omni_<slug>``). Rows are grouped into models by their
 registry slug (``FeatureRow.model_slug``; ``ScoreRow.model``, else its
 ``model_slug``), so one model's features and native scores meet in one evaluation.
-Writes the report (``report.md``, ``report.json``, ``report.html``) under
+Writes the report (``report.md``, ``report.json``, ``report.html``; its summary names the
+run's sources, code, images and quarantine: ``eval.facts.run_facts``) under
 ``<stage>/<fingerprint>/report/`` and one :class:`ScoreRow` per model, head and test
 sample (``score`` = P(positive); ``probs`` for the four-way head).
 """
@@ -127,12 +128,15 @@ class EvaluateStage(StageImpl[ScoreRow]):
         return order_results(results)
 
     def run_items(self, items: Sequence[str]) -> list[ScoreRow]:
+        from madbench_common.benchmarks.madbench.eval.facts import run_facts
         from madbench_common.benchmarks.madbench.eval.report import write_report
         from madbench_common.pipeline.status import rejection_table
 
         results = self.evaluate()
+        facts = run_facts(self.ctx.run, self.ctx.graph)
         write_report(results, lambda name, data: self.ctx.run.put_bytes(
-            self.ctx.key("report", name), data), rejection_table(self.ctx.run, self.ctx.graph))
+            self.ctx.key("report", name), data), runs=[facts],
+            rejections=rejection_table(self.ctx.run, self.ctx.graph))
         prov = self.ctx.provenance("")
         return [row.with_provenance(prov) for r in results for g in r.groups
                 if g.source == "head" for row in _score_rows(r.model.slug, g)]

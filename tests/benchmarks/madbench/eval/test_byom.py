@@ -84,7 +84,8 @@ def test_cli_eval_per_task_scores(files: dict[str, Path]) -> None:
     assert recs["env"]["auc"] == 1.0 and recs["env"]["n_excluded"] == 3
     assert recs["fourway"]["acc"] == 1.0
     md = (out / "report.md").read_text()
-    assert "omni-y: no binary results" in md
+    assert "— No binary answers from this model in the run (never filled from another task): " \
+        "omni-y." in md
 
 
 def test_scores_must_cover_the_test_rows_of_their_task(files: dict[str, Path]) -> None:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 import pandas as pd
@@ -27,9 +28,12 @@ def two_runs(samples: pd.DataFrame, features: FeatureSet,
     mine = [run_evaluation(ModelInfo("new", "MyModel", "audio_encoder"), samples,
                            features=audio, config=EvalConfig(n_boot=20, logo=False, c=0.01))]
     dirs = []
-    for name, results in (("published", published), ("mine", mine)):
+    facts = {"run_id": "paper", "pipeline": "madbench", "store": "s3://bucket/runs",
+             "commit": "0123abcd", "images": {"embedded": ["evaluate"]},
+             "clips": {"ingested": 5}, "samples": {}, "quarantine": {"total": 0}}
+    for name, results, runs in (("published", published, [facts]), ("mine", mine, [])):
         d = tmp_path_factory.mktemp(name)
-        write_report(results, lambda n, b, d=d: (d / n).write_bytes(b))
+        write_report(results, lambda n, b, d=d: (d / n).write_bytes(b), runs=runs)
         dirs.append(d)
     return dirs[0], dirs[1]
 
@@ -40,7 +44,7 @@ def test_models_of_both_runs_in_one_report(two_runs: tuple[Path, Path]) -> None:
     names = [r.model.name for r in results]
     assert names == ["ref-av-stats [paper-v1]", "AudioEnc [paper-v1]", "MyModel [mine]"]
     md = render_markdown(results)
-    table2 = md.split("\n## ")[1]
+    table2 = md.split("\n## ")[2]
     assert "| ref-av-stats [paper-v1] † | A-V | H_bin |" in table2
     assert "| MyModel [mine] | A | H_bin |" in table2
     # the records are the runs' own: the published Mean AUC is unchanged
@@ -58,8 +62,14 @@ def test_compare_command_writes_the_same_tables_and_figures(two_runs: tuple[Path
     out = tmp_path / "cmp"
     assert main(["compare", str(pub), str(mine), "--out", str(out)]) == 0
     printed = capsys.readouterr().out
-    assert printed.startswith("## Table 2") and "MyModel [" in printed
+    # the same layout as a run's report: the summary first, with each run's facts
+    assert printed.startswith("## Summary") and "MyModel [" in printed
+    assert "**Pipeline (published" in printed and "commit 0123abcd" in printed
+    assert "**Run (mine" in printed and "no run facts" in printed
     html = (out / "report.html").read_text()
+    one = (pub / "report.html").read_text()
+    assert re.findall(r'<section id="?([\w]+)', html) == re.findall(r'<section id="?([\w]+)', one)
+    assert re.search(r"<h1>MADBench comparison: published\w* vs mine\w*</h1>", html)
     assert html.count("<svg") >= 4 and "ROC and DET: Balanced" in html
     assert "MyModel [" in html and "AudioEnc [" in html
     data = json.loads((out / "report.json").read_text())

@@ -194,9 +194,32 @@ def test_evaluate_stage_reports_every_model(first_run: RunStore) -> None:
     assert env["auc"] > 0.9
     omni = report["models"][2]["tables"]
     assert {r["task"] for r in omni["tasks"]} == {"binary"} and omni["parse"]
+    facts = report["runs"][0]  # the summary's facts of the run that wrote the report
+    assert facts["run_id"] == first_run.run_id and facts["pipeline"] == "madbench"
+    assert facts["commit"] and not any("evaluate" in st for st in facts["images"].values())
     md = first_run.get_bytes(next(k for k in keys if k.endswith("report.md"))).decode()
-    table2 = md.split("\n## ")[1]
+    assert md.split("\n## ")[1].startswith("Summary")
+    table2 = md.split("\n## ")[2]
     assert table2.startswith("Table 2") and "| omni-x | A-V | P_bin (zero-shot) |" in table2
     assert "(excl. 0.0%)" not in table2
     assert table2.find("Frozen A-V encoders") < table2.find("Frozen audio encoders") < \
         table2.find("Other models")
+
+
+def test_report_render_writes_the_report_again(first_run: RunStore,
+                                               capsys: pytest.CaptureFixture[str]) -> None:
+    """``madbench report --render``: the three files again from report.json, no scoring."""
+    from madbench_common.cli import main
+
+    if not first_run.exists("evaluate/_SUCCESS"):
+        test_evaluate_stage_reports_every_model(first_run)
+    html = next(k for k in first_run.list("evaluate") if k.endswith("report.html"))
+    before = json.loads(first_run.get_bytes(html.replace(".html", ".json")))
+    first_run.put_bytes(html, b"stale")
+    assert main(["report", "--store", first_run.store.root, "--run-id", first_run.run_id,
+                 "--render"]) == 0
+    assert capsys.readouterr().out.startswith("## Summary")
+    page = first_run.get_bytes(html).decode()
+    assert page.startswith("<!doctype html>") and "id=summary" in page
+    after = json.loads(first_run.get_bytes(html.replace(".html", ".json")))
+    assert after["models"] == before["models"]  # every record kept as it was

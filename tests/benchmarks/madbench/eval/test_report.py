@@ -66,21 +66,23 @@ def test_records_cover_the_protocol(result: EvalResult) -> None:
 def test_table2_first_with_mean_and_intervals(result: EvalResult) -> None:
     md = render_markdown([result])
     sections = md.split("\n## ")
-    assert sections[1].startswith("Table 2")
+    assert sections[1].startswith("Summary") and sections[2].startswith("Table 2")
     order = [md.find(f"## Table {n}") for n in (2, 3, 4, 5)]
     assert order == sorted(order) and order[0] > 0
     header = next(line for line in md.splitlines() if line.startswith("| Model | Input | via |"))
     assert header.endswith("| Balanced | Matched | Mismatched | Mean |")
-    row = next(line for line in sections[1].splitlines() if line.startswith("| ref-av-stats †"))
+    row = next(line for line in sections[2].splitlines() if line.startswith("| ref-av-stats †"))
     cells = row.strip("|").split("|")
     assert cells[1].strip() == "A-V"  # Tables 2–4 use the A-V input of an A-V model
     # every protocol cell and the Mean: "AUC [lo, hi] / EER [lo, hi] / AP [lo, hi]"
     assert all(re.fullmatch(r" \d\.\d{3} \[\d\.\d{3}, \d\.\d{3}\] / \d\.\d{3} \[\S+, \S+\]"
                             r" / \d\.\d{3} \[\S+, \S+\] ", c)
                for c in cells[3:])
+    # the legend: once, in the summary, not under every table
+    assert md.count("† CPU reference implementation") == 1
     assert "† CPU reference implementation" in sections[1]
-    assert main_section(md).startswith("## Table 2") and "## Table 3" not in main_section(md)
-    assert main_table([result]) == main_section(md).strip()[: len(main_table([result]))]
+    assert main_section(md).startswith("## Summary") and "## Table 2" not in main_section(md)
+    assert main_table([result]) == ("## " + sections[2]).strip()[: len(main_table([result]))]
 
 
 def test_mean_is_the_average_over_protocols(result: EvalResult) -> None:
@@ -94,7 +96,7 @@ def test_mean_is_the_average_over_protocols(result: EvalResult) -> None:
 
 def test_groups_in_the_papers_order(several: list[EvalResult]) -> None:
     md = render_markdown(several)
-    table2 = main_section(md)
+    table2 = md[md.find("## Table 2"):md.find("## Table 3")]
     titles = ["Pretrained A-V detectors", "Frozen A-V encoders", "Frozen audio encoders",
               "Omni models (zero-shot)"]
     pos = [table2.find(f"**{t}**") for t in titles]
@@ -105,7 +107,9 @@ def test_groups_in_the_papers_order(several: list[EvalResult]) -> None:
     assert re.search(r"\| AudioEnc \| A \|", t5) and "| AudioEnc | A-V |" not in t5
     t4 = md[md.find("## Table 4"):md.find("## Table 5")]
     assert "AudioEnc" not in t4 and "ref-av-stats †" in t4 and "Omni-X" in t4
-    assert "Omni-X: no scene-consistency results" in t4  # omni gave P_bin rows only
+    # omni gave P_bin rows only: the note under Table 4 says so
+    assert "— No scene-consistency answers from this model in the run (never filled from " \
+        "another task): Omni-X." in t4
     assert "| Omni-X | A-V | P_bin (zero-shot) |" in table2
 
 
@@ -118,11 +122,21 @@ def test_markdown_json_html(several: list[EvalResult], tmp_path: Path) -> None:
     assert {"table2a", "table2b", "table3", "table4", "table5"} <= set(data["layout"])
     assert "NaN" not in (tmp_path / "report.json").read_text()
     html = render_html(several)
-    assert html.find("Table 2") < html.find("Table 3") < html.find("<svg")
+    # the summary, then Table 2 with its ROC/DET figure (matplotlib SVG) beneath, Table 3
+    assert html.find("id=summary") < html.find('id="table2a"') < html.find("ROC and DET") \
+        < html.find('id="table3"')
     assert "ROC and DET: Balanced" in html and "normal deviate" in html
-    assert "<table class=paper>" in html and "true \\ pred" in html
-    first_table = html[html.find("<table"):html.find("</table>")]
-    assert "Mean" in first_table and "Balanced" in first_table
+    assert 'class="paper sortable"' in html and "true \\ pred" in html
+    headline = html[html.find('id="tbl-summary"'):]
+    headline = headline[:headline.find("</table>")]
+    assert "Binary AUC" in headline and "Δ_pair D-R" in headline
+    table2 = html[html.find('id="tbl-table2a"'):]
+    table2 = table2[:table2.find("</table>")]
+    assert "Mean" in table2 and "Balanced" in table2
+    # one number per cell: no interval in any cell's text, only in its hover title
+    cells = re.findall(r"<td[^>]*>(.*?)</td>", table2)
+    assert cells and not any("[" in c for c in cells)
+    assert re.search(r'title="AUC \d\.\d{3} \[\d\.\d{3}, \d\.\d{3}\]', table2)
 
 
 def test_report_command_prints_the_zero_shot_sections() -> None:
