@@ -206,15 +206,21 @@ def _md_table(t: Table) -> str:
     if not t.sections:
         lines.append("| (no results) |" + " |" * (width - 1))
     notes = [f"- {_md_escape(n)}" for n in t.all_notes()]
-    return "\n".join([f"### {t.title}" if t.key in ("table2a", "table2b") else "", *lines, "",
+    return "\n".join([f"### {t.title}" if t.key.removesuffix("_extra") in ("table2a", "table2b")
+                      else "", *lines, "",
                       *notes]).strip("\n")
 
 
 def _heading(t: Table) -> str:
-    if t.key == "table2b":
+    if t.key in ("table2b", "table2b_extra"):
         return ""
     if t.key == "table2a":
         return "## Table 2: binary detection and four-way classification (paper §5.1)\n\n"
+    if t.key == "table2a_extra":
+        return ("## Beyond the paper — Table 2's layout for models the paper's Table 2 does "
+                "not list\n\n")
+    if t.key.endswith("_extra") and t.key.removesuffix("_extra") in _TITLES:
+        return f"## Beyond the paper — {_TITLES[t.key.removesuffix('_extra')]}: {t.title}\n\n"
     name = _TITLES.get(t.key)
     return f"## {name}: {t.title}\n\n" if name else f"## {t.title}\n\n"
 
@@ -511,7 +517,8 @@ _TOC = {"ap": "AP", "head_check": "§5.1 head check", "robustness_pivot": "Robus
 def _section_html(t: Table, figure: str, after: str) -> tuple[str, str]:
     """(toc entry, HTML) of one table with its notes, then its figure and ``after``."""
     heading = _heading(t).strip().removeprefix("## ")
-    sub = f"<h3>{_esc(t.title)}</h3>" if t.key in ("table2a", "table2b") else ""
+    sub = (f"<h3>{_esc(t.title)}</h3>" if t.key.removesuffix("_extra") in ("table2a", "table2b")
+           else "")
     shown = f"<p class=shown>{_esc(t.shown)}</p>" if t.shown else ""
     figure = f"<div class=figs>{figure}</div>" if figure else ""
     body = (f"{sub}{shown}{_table_html(t)}{_notes_html(t)}{figure}{after}")

@@ -1,10 +1,12 @@
 """The paper's Tables 2–5 built from the result records of several models.
 
-Layout (paper §5): rows are models, grouped in the order of
-:data:`~madbench_common.models.registry.GROUPS` (pretrained A-V detectors, frozen A-V
-encoders, frozen audio encoders, pretrained audio detectors, omni models), named by
-the paper's model name; CPU reference implementations are marked † and named by
-their slug. Every cell carries its clip-paired 95% bootstrap interval in brackets.
+Layout (paper §5): rows are models, grouped as each paper table groups them
+(:data:`PAPER_GROUPS`: Tables 2–4 pretrained A-V detectors, frozen A-V encoders, omni
+models; Table 5 frozen audio encoders, pretrained audio detectors, frozen A-V encoders,
+omni models), named by the paper's model name; models of the other groups get the same
+layout in "beyond the paper" tables (:func:`beyond_paper_tables`); CPU reference
+implementations are marked † and named by their slug. Every cell carries its clip-paired
+95% bootstrap interval in brackets.
 
 * Table 2 (§5.1): (a) binary AUC / EER (and average precision, AP, which the paper does
   not report) and (b) four-way accuracy / macro-F1 per core protocol, plus Mean (the
@@ -51,9 +53,9 @@ from madbench_common.benchmarks.madbench.eval.tasks import (
 )
 from madbench_common.models.registry import GROUPS
 
-__all__ = ["GROUP_TITLES", "LEGEND", "Cell", "Table", "ap_table", "col", "cross_table", "fmt",
-           "head_check", "long_table", "paper_tables", "parse_table", "protocols",
-           "summary_table"]
+__all__ = ["GROUP_TITLES", "LEGEND", "PAPER_GROUPS", "Cell", "Table", "ap_table",
+           "beyond_paper_tables", "col", "cross_table", "fmt", "head_check", "long_table",
+           "paper_tables", "parse_table", "protocols", "summary_table"]
 
 Record = dict[str, Any]
 GROUP_TITLES = {
@@ -191,9 +193,24 @@ def _or_dash(t: Table, r: EvalResult, cell: Cell, reason: str) -> Cell:
     return t.dash(r.model.name, reason) if cell == DASH else cell
 
 
-def _by_group(results: list[EvalResult]) -> list[tuple[str, list[EvalResult]]]:
+PAPER_GROUPS: dict[str, tuple[str, ...]] = {
+    "table2": ("av_detector", "av_encoder", "omni", ""),
+    "table3": ("av_detector", "av_encoder", "omni", ""),
+    "table4": ("av_detector", "av_encoder", "omni", ""),
+    "table5": ("audio_encoder", "audio_detector", "av_encoder", "omni", ""),
+}
+"""The model groups each paper table lists, in its order: Tables 2–4 (§5.1–5.3) list the
+pretrained A-V detectors, the frozen A-V encoders and the omni models; Table 5 (§5.4) the
+frozen audio encoders, the pretrained audio detectors, the frozen A-V encoders and the
+omni models. A model of no group (your own, through ``madbench eval``) closes each table
+as "Other models"; the project's other groups go into a "beyond the paper" table of the
+same layout."""
+
+
+def _by_group(results: list[EvalResult], groups: tuple[str, ...] = (*GROUPS, "")
+              ) -> list[tuple[str, list[EvalResult]]]:
     out = []
-    for group in (*GROUPS, ""):
+    for group in groups:
         members = [r for r in results if (r.model.group if r.model.group in GROUPS else "")
                    == group]
         if members:
@@ -291,11 +308,12 @@ def _pair(*cells: Cell, primary: int = 0) -> Cell:
 
 
 def _table2_part(results: list[EvalResult], key: str, title: str, task: str,
-                 metrics: tuple[str, ...], primary: int = 0) -> Table:
+                 metrics: tuple[str, ...], primary: int = 0,
+                 groups: tuple[str, ...] = PAPER_GROUPS["table2"]) -> Table:
     protos = protocols(results)
     t = Table(key, title, ["Model", "Input", "via", *[_PROTOCOL_TITLES.get(p, p) for p in protos],
                            "Mean"])
-    for group_title, members in _by_group(results):
+    for group_title, members in _by_group(results, groups):
         rows = []
         for r in members:
             mode = _primary_mode(r)
@@ -314,17 +332,18 @@ def _table2_part(results: list[EvalResult], key: str, title: str, task: str,
     return t
 
 
-def table2(results: list[EvalResult]) -> list[Table]:
+def table2(results: list[EvalResult], groups: tuple[str, ...] = PAPER_GROUPS["table2"]
+           ) -> list[Table]:
     """Table 2 (a) binary AUC / EER and (b) four-way Acc / macro-F1, per protocol and Mean."""
     a = _table2_part(results, "table2a",
                      "(a) Binary any-fake detection (AUC ↑ / EER ↓ / AP ↑)",
-                     "binary", ("auc", "eer", "ap"))
+                     "binary", ("auc", "eer", "ap"), groups=groups)
     a.shown = "Cells show AUC ↑; hover (or report.md) for EER ↓, AP ↑ and 95 % intervals."
     a.note("AP: average precision with fake as the positive class (not reported in the "
            "paper; it depends on the fake share of the test split).")
     b = _table2_part(results, "table2b",
                      "(b) Four-way manipulation classification (Acc. ↑ / Macro-F1 ↑)",
-                     "fourway", ("acc", "macro_f1"), primary=1)
+                     "fourway", ("acc", "macro_f1"), primary=1, groups=groups)
     b.shown = "Cells show Macro-F1 ↑; hover (or report.md) for Acc. ↑ and 95 % intervals."
     return [a, b]
 
@@ -335,14 +354,15 @@ def _component(r: EvalResult, mode: str, protocol: str) -> Record | None:
                  and x["mode"] == mode and x["protocol"] == protocol), None)
 
 
-def table3(results: list[EvalResult]) -> Table:
+def table3(results: list[EvalResult], groups: tuple[str, ...] = PAPER_GROUPS["table3"]
+           ) -> Table:
     """Table 3: component AUC per protocol and Mean; Δ_E−S; G_S (S row) and G_E (E row)."""
     protos = protocols(results)
     short = {"balanced": "Bal.", "scene_matched": "Mat.", "scene_mismatched": "Mis."}
     t = Table("table3", "Component-level detection: speech (S) and environment (E) AUC",
               ["Model", "Comp.", "Input", "via", *[short.get(p, p) for p in protos], "Mean",
                "Δ_E−S", "G_S / G_E"])
-    for group_title, members in _by_group(results):
+    for group_title, members in _by_group(results, groups):
         rows = []
         for r in members:
             mode = _primary_mode(r)
@@ -378,12 +398,13 @@ def _pair_rec(r: EvalResult, mode: str, cond: str) -> Record | None:
                  and x["mode"] == mode and x["condition"] == cond), None)
 
 
-def table4(results: list[EvalResult]) -> Table:
+def table4(results: list[EvalResult], groups: tuple[str, ...] = PAPER_GROUPS["table4"]
+           ) -> Table:
     """Table 4: scene consistency AUC with paired (P) and shuffled (Sh) video, Δ_pair."""
     heads = [f"{c} {m}" for c in SC_CONDITIONS for m in ("P", "Sh", "Δ_pair")]
     t = Table("table4", "Audio-visual scene consistency (AUC) with paired (P) and shuffled (Sh) "
               "video; Δ_pair = AUC_P − AUC_Sh", ["Model", "Input", "via", *heads])
-    for group_title, members in _by_group(results):
+    for group_title, members in _by_group(results, groups):
         rows = []
         for r in (r for r in members if "AV" in r.modes()):
             cells = []
@@ -453,12 +474,13 @@ def _loop_share(results: list[EvalResult]) -> dict[str, tuple[int, int]]:
 _T5 = (("binary", "auc"), ("fourway", "macro_f1"), ("speech", "auc"), ("env", "auc"))
 
 
-def table5(results: list[EvalResult]) -> Table:
+def table5(results: list[EvalResult], groups: tuple[str, ...] = PAPER_GROUPS["table5"]
+           ) -> Table:
     """Table 5: A vs A-V, each metric averaged over the core protocols."""
     t = Table("table5", "Input-modality ablation (mean over protocols)",
               ["Model", "Input", "Binary AUC ↑", "4-way Macro-F1 ↑", "Speech AUC ↑",
                "Env. AUC ↑"])
-    for group_title, members in _by_group(results):
+    for group_title, members in _by_group(results, groups):
         rows = []
         for r in members:
             modes = ["A", "AV"] if "AV" in r.modes() else [_primary_mode(r)]
@@ -602,9 +624,30 @@ def summary_table(results: list[EvalResult]) -> Table:
 
 
 def paper_tables(results: list[EvalResult]) -> list[Table]:
-    """Tables 2(a), 2(b), 3, 4 and 5 in the paper's layout, then the §5.1 head check."""
+    """Tables 2(a), 2(b), 3, 4 and 5 with the paper's groups in its order, then the same
+    layouts for the models those tables do not list, then the §5.1 head check."""
     return [*table2(results), table3(results), table4(results), table5(results),
-            head_check(results)]
+            *beyond_paper_tables(results), head_check(results)]
+
+
+def _beyond(table: str) -> tuple[str, ...]:
+    return tuple(g for g in GROUPS if g not in PAPER_GROUPS[table])
+
+
+def beyond_paper_tables(results: list[EvalResult]) -> list[Table]:
+    """The paper tables' layouts for the groups each does not list (audio-only encoders and
+    detectors in Tables 2–4, the A-V detectors in Table 5), keyed
+    ``<key>_extra`` and titled as such; a layout with no such model is left out."""
+    built = [*table2(results, _beyond("table2")), table3(results, _beyond("table3")),
+             table4(results, _beyond("table4")), table5(results, _beyond("table5"))]
+    out = []
+    for t in built:
+        if not t.sections:
+            continue
+        t.key = f"{t.key}_extra"
+        t.title = f"{t.title} — models the paper's table does not list"
+        out.append(t)
+    return out
 
 
 def _parse_cells(p: Record) -> list[str]:

@@ -97,13 +97,20 @@ def test_mean_is_the_average_over_protocols(result: EvalResult) -> None:
 def test_groups_in_the_papers_order(several: list[EvalResult]) -> None:
     md = render_markdown(several)
     table2 = md[md.find("## Table 2"):md.find("## Table 3")]
-    titles = ["Pretrained A-V detectors", "Frozen A-V encoders", "Frozen audio encoders",
-              "Omni models (zero-shot)"]
+    # §5.1 Table 2: pretrained A-V detectors, frozen A-V encoders, omni models, in that order
+    titles = ["Pretrained A-V detectors", "Frozen A-V encoders", "Omni models (zero-shot)"]
     pos = [table2.find(f"**{t}**") for t in titles]
     assert all(p > 0 for p in pos) and pos == sorted(pos)
+    assert "Frozen audio encoders" not in table2 and "AudioEnc" not in table2
+    beyond = md[md.find("## Beyond the paper — Table 2"):]
+    assert "**Frozen audio encoders**" in beyond and "| AudioEnc | A |" in beyond
     t5 = md[md.find("## Table 5"):]
     t5 = t5[: t5.find("\n## ")]
-    assert re.search(r"\| DetX \| A \|.*\n\|  \| A-V \|", t5)  # a row pair per A-V model
+    assert re.search(r"\| ref-av-stats † \| A \|.*\n\|  \| A-V \|", t5)  # a pair per A-V model
+    # §5.4's Table 5 lists no A-V detector: DetX goes to the same layout beyond the paper
+    assert "DetX" not in t5
+    beyond5 = md[md.find("## Beyond the paper — Table 5"):]
+    assert re.search(r"\| DetX \| A \|.*\n\|  \| A-V \|", beyond5)
     assert re.search(r"\| AudioEnc \| A \|", t5) and "| AudioEnc | A-V |" not in t5
     t4 = md[md.find("## Table 4"):md.find("## Table 5")]
     assert "AudioEnc" not in t4 and "ref-av-stats †" in t4 and "Omni-X" in t4

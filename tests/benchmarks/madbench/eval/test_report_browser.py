@@ -77,6 +77,10 @@ def page(samples: pd.DataFrame, features: FeatureSet, tmp_path_factory: pytest.T
     results = [
         run_evaluation(ModelInfo("det", "Det" + HOSTILE, "av_detector"), hostile,
                        features=fs, config=cfg, perturbed=perturbed),
+        # ref-c before ref-a: a lower Mean first, so sorting must move a row
+        run_evaluation(ModelInfo("ref-c", "ref-c", "av_encoder", reference=True,
+                                 stands_in_for="CAV-MAE Sync"), hostile,
+                       features=make_features(hostile, seed=9), config=cfg),
         run_evaluation(ModelInfo("ref-a", "ref-a", "av_encoder", reference=True,
                                  stands_in_for="PE-AV"), hostile,
                        features=make_features(hostile, seed=5), config=cfg),
