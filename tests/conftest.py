@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import shutil
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -86,3 +87,31 @@ def demo_build(demo_sources_csv: Path) -> RunStore:
                               "perturb": {"conditions": faults.ONE_CONDITION}})
     LocalRunner(build_graph, opts).execute()
     return RunStore(open_store(opts.store), "b")
+
+
+# ---------------------------------------------------------------- external programs
+# A test that runs an external program says so with ``@pytest.mark.needs_tools(*programs,
+# root=...)``: where one is missing it is skipped with a reason naming it and its Debian
+# package (``make test`` installs them as root, as ``make sysdeps`` does espeak-ng), never
+# failed with FileNotFoundError.
+TOOL_PACKAGES = {"buildah": "buildah", "skopeo": "skopeo", "docker-registry": "docker-registry",
+                 "chromium": "chromium", "flite": "flite", "espeak-ng": "espeak-ng",
+                 "unshare": "util-linux", "nsenter": "util-linux"}
+
+
+def tools_missing(*tools: str, root: bool = False) -> str | None:
+    """Why a test that runs ``tools`` (as root when ``root``) cannot run here, else None."""
+    missing = [t for t in tools if shutil.which(t) is None]
+    if missing:
+        packages = " ".join(dict.fromkeys(TOOL_PACKAGES.get(t, t) for t in missing))
+        return (f"needs {', '.join(missing)}: not on PATH (make test installs them as root; "
+                f"or: apt-get install {packages})")
+    if root and os.geteuid() != 0:
+        return f"needs root to run {', '.join(tools)} (buildah's chroot isolation)"
+    return None
+
+
+def pytest_runtest_setup(item: pytest.Item) -> None:
+    for mark in item.iter_markers("needs_tools"):
+        if reason := tools_missing(*mark.args, root=bool(mark.kwargs.get("root"))):
+            pytest.skip(reason)
