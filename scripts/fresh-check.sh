@@ -74,7 +74,7 @@ cleanup() {
 }
 trap cleanup EXIT
 
-MOUNTS=(--mount "type=bind,src=$WORK/src,dst=/madbench"
+MOUNTS=(--mount "type=bind,src=$WORK/src,dst=/madbench,rw"
         --mount "type=bind,src=$CA,dst=/run/secrets/hostca,ro")
 ENVS=()
 for v in PIP_CERT SSL_CERT_FILE REQUESTS_CA_BUNDLE CURL_CA_BUNDLE GIT_SSL_CAINFO; do
