@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import functools
 import os
 import shutil
+import subprocess
+import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -108,7 +111,28 @@ def tools_missing(*tools: str, root: bool = False) -> str | None:
                 f"or: apt-get install {packages})")
     if root and os.geteuid() != 0:
         return f"needs root to run {', '.join(tools)} (buildah's chroot isolation)"
+    if "buildah" in tools:
+        return _buildah_problem()
     return None
+
+
+@functools.cache
+def _buildah_problem() -> str | None:
+    """Why buildah, on PATH, cannot make containers here, else None: nested in another
+    container (make fresh-check) it cannot open its storage or make one. Probed once, with
+    the machine's storage (read only) and a private one (a container FROM scratch)."""
+    def fails(cmd: list[str]) -> str | None:
+        out = subprocess.run(cmd, capture_output=True, text=True, timeout=120)
+        lines = (out.stderr or out.stdout).strip().splitlines()
+        return None if out.returncode == 0 else (lines[-1] if lines else f"exit {out.returncode}")
+
+    with tempfile.TemporaryDirectory(prefix="madbench-buildah-probe-") as tmp:
+        private = ["buildah", "--root", f"{tmp}/graph", "--runroot", f"{tmp}/run",
+                   "--storage-driver", "vfs"]
+        error = fails(["buildah", "containers", "--quiet"]) or fails(
+            [*private, "from", "--name", "probe", "scratch"]) or fails([*private, "rm", "probe"])
+    return f"buildah cannot make containers here (inside a container?): {error}" if error \
+        else None
 
 
 def pytest_runtest_setup(item: pytest.Item) -> None:
