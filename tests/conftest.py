@@ -95,20 +95,16 @@ def demo_build(demo_sources_csv: Path) -> RunStore:
 # ---------------------------------------------------------------- external programs
 # A test that runs an external program says so with ``@pytest.mark.needs_tools(*programs,
 # root=...)``: where one is missing it is skipped with a reason naming it and its Debian
-# package (``make test`` installs them as root, as ``make sysdeps`` does espeak-ng), never
-# failed with FileNotFoundError.
-TOOL_PACKAGES = {"buildah": "buildah", "skopeo": "skopeo", "docker-registry": "docker-registry",
-                 "chromium": "chromium", "flite": "flite", "espeak-ng": "espeak-ng",
-                 "unshare": "util-linux", "nsenter": "util-linux"}
+# package, of the same name (``make test`` installs them as root, as ``make sysdeps`` does
+# espeak-ng), never failed with FileNotFoundError.
 
 
 def tools_missing(*tools: str, root: bool = False) -> str | None:
     """Why a test that runs ``tools`` (as root when ``root``) cannot run here, else None."""
     missing = [t for t in tools if shutil.which(t) is None]
     if missing:
-        packages = " ".join(dict.fromkeys(TOOL_PACKAGES.get(t, t) for t in missing))
         return (f"needs {', '.join(missing)}: not on PATH (make test installs them as root; "
-                f"or: apt-get install {packages})")
+                f"or: apt-get install {' '.join(missing)})")
     if root and os.geteuid() != 0:
         return f"needs root to run {', '.join(tools)} (buildah's chroot isolation)"
     if "buildah" in tools:
