@@ -55,12 +55,13 @@ fi
 
 # 2. a clean clone of HEAD: what is committed, not the work tree
 HEAD=$(git -C "$ROOT" rev-parse HEAD)
+SHORT=$(git -C "$ROOT" rev-parse --short HEAD)
 if [ -n "$(git -C "$ROOT" status --porcelain --untracked-files=no)" ]; then
   say "note: uncommitted changes in $ROOT are not part of the check (it clones HEAD)"
 fi
 git clone --quiet --no-checkout --no-hardlinks "$ROOT" "$WORK/src"
 git -C "$WORK/src" checkout --quiet --detach "$HEAD"
-say "clone of $(git -C "$ROOT" rev-parse --short HEAD) in $WORK/src"
+say "clone of $SHORT in $WORK/src"
 
 # 3. a clean container of the base
 NAME=madbench-fresh-check-$STAMP-$$
@@ -115,5 +116,5 @@ mapfile -t STEPS < <(printf '%s\n' "$CMD" | sed 's/[[:space:]]*&&[[:space:]]*/\n
 for s in "${STEPS[@]}"; do
   if [ -n "${s// /}" ]; then run_step "$s" "$s"; fi
 done
-say "passed: \`$CMD\` on a clean clone of $(git -C "$ROOT" rev-parse --short HEAD) in \
+say "passed: \`$CMD\` on a clean clone of $SHORT in \
 $(( $(date +%s) - T0 )) s; log: $LOG" | tee -a "$LOG"

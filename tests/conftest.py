@@ -119,8 +119,10 @@ def _buildah_problem() -> str | None:
     the machine's storage (read only) and a private one (a container FROM scratch)."""
     def fails(cmd: list[str]) -> str | None:
         out = subprocess.run(cmd, capture_output=True, text=True, timeout=120)
+        # the first line says why ("Error during unshare(CLONE_NEWUSER): Operation not
+        # permitted"); the log lines after it do not
         lines = (out.stderr or out.stdout).strip().splitlines()
-        return None if out.returncode == 0 else (lines[-1] if lines else f"exit {out.returncode}")
+        return None if out.returncode == 0 else (lines[0] if lines else f"exit {out.returncode}")
 
     with tempfile.TemporaryDirectory(prefix="madbench-buildah-probe-") as tmp:
         private = ["buildah", "--root", f"{tmp}/graph", "--runroot", f"{tmp}/run",
