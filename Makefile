@@ -9,41 +9,41 @@ STAMP  := $(VENV)/.installed
 STORE  ?= runs
 RUN_ID ?= demo
 WORKERS ?= 2
-SYSTEM_TOOLS := espeak-ng flite chromium
+SYSTEM_TOOLS := espeak-ng flite
+TEST_TOOLS ?= buildah skopeo docker-registry chromium
 
-.PHONY: setup sysdeps demo test test-fast bench lint typecheck clean help
+.PHONY: setup sysdeps test-tools demo test test-fast fresh-check bench lint typecheck clean help
 
 help:
 	@echo "make demo   - build (and evaluate) the benchmark from data/demo into $(STORE)/$(RUN_ID)"
 	@echo "make test   - run the test suite (starts a local SeaweedFS S3 server itself)"
 	@echo "make bench  - throughput benchmarks, results in .bench/"
-	@echo "make lint   - ruff + mypy"
+	@echo "make lint   - ruff + mypy (make typecheck: mypy alone)"
+	@echo "make fresh-check - make demo and make test in a clean bookworm container on a clone of HEAD"
 	@echo "make base-images | image IMAGE=<slug> | image-test IMAGE=<slug> - model images (images/README.md)"
 
 setup: $(STAMP)
 
 $(STAMP): pyproject.toml
 	@$(MAKE) --no-print-directory sysdeps
+	@test -x $(PY) || $(PYTHON) -c 'import sys; sys.exit(sys.version_info < (3, 11))' || { \
+	  echo "error: the venv needs Python >= 3.11 ($(PYTHON) is $$($(PYTHON) -V 2>&1)); run: make PYTHON=python3.11 ..." >&2; exit 1; }
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PIP) install -q --upgrade pip 'setuptools<81' wheel
 	$(PIP) install -q torch==2.13.0
 	$(PIP) install -q -e '.[reference,report,argo,test,dev]'
 	touch $(STAMP)
 
-# Debian packages the CPU reference generators call (TTS voices), and chromium, in which
-# the report's tests read report.html as a person does (headless screenshots, sorting).
-# Installed when we can; otherwise a clear message says what to install.
+# Debian packages the CPU reference generators call (TTS voices). Installed when we can;
+# otherwise a clear message says what to install.
 sysdeps:
-	@missing=""; for t in $(SYSTEM_TOOLS); do command -v $$t >/dev/null || missing="$$missing $$t"; done; \
-	if [ -n "$$missing" ]; then \
-	  if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null; then \
-	    echo "installing system packages:$$missing"; \
-	    (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $$missing >/dev/null) \
-	      || { echo "error: could not install$$missing; install them with your package manager" >&2; exit 1; }; \
-	  else \
-	    echo "error: missing system packages:$$missing (Debian/Ubuntu: sudo apt-get install$$missing)" >&2; exit 1; \
-	  fi; \
-	fi
+	@sh scripts/system-tools.sh $(SYSTEM_TOOLS)
+
+# Programs some tests run (tests/conftest.py, needs_tools): a container engine, a registry,
+# a headless browser (the report's tests read report.html as a person does). Installed as sysdeps does when we can; otherwise those tests skip,
+# each naming the program it needs.
+test-tools:
+	@sh scripts/system-tools.sh --optional "the tests that run them skip" $(TEST_TOOLS)
 
 # The paper's candidate plan is 18 speech and 12 environment components per clip
 # (plan_components targets=4, mismatch_prompts=3); the demo plans 6 and 8 to stay
@@ -60,17 +60,26 @@ demo: setup
 	$(VENV)/bin/madbench report --store $(STORE) --run-id $(RUN_ID)
 	@echo "results: $(abspath $(STORE))/$(RUN_ID)/  (madbench status --store $(STORE) --run-id $(RUN_ID))"
 
-test: setup sysdeps
+test: setup test-tools
 	$(VENV)/bin/pytest -q
 
-test-fast: setup sysdeps
+test-fast: setup test-tools
 	$(VENV)/bin/pytest -q -m "not slow and not s3"
+
+# The README's two commands (FRESH_CHECK_CMD, default "make demo && make test") on a clean
+# clone of HEAD in a clean container of the debootstrap bookworm base (scripts/fresh-check.sh):
+# a missing install step fails here. Root and buildah (image-tools); about 40 min on 2 cores.
+fresh-check: setup image-tools
+	@PY=$(abspath $(PY)) bash scripts/fresh-check.sh
 
 bench: setup
 	$(PY) bench/run.py
 
 lint: setup
 	$(VENV)/bin/ruff check madbench_common tests bench scripts
+	@$(MAKE) --no-print-directory typecheck
+
+typecheck: setup
 	$(VENV)/bin/mypy
 
 clean:

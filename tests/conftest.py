@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
+import functools
 import os
+import shutil
+import subprocess
+import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -86,3 +90,50 @@ def demo_build(demo_sources_csv: Path) -> RunStore:
                               "perturb": {"conditions": faults.ONE_CONDITION}})
     LocalRunner(build_graph, opts).execute()
     return RunStore(open_store(opts.store), "b")
+
+
+# ---------------------------------------------------------------- external programs
+# A test that runs an external program says so with ``@pytest.mark.needs_tools(*programs,
+# root=...)``: where one is missing it is skipped with a reason naming it and its Debian
+# package, of the same name (``make test`` installs them as root, as ``make sysdeps`` does
+# espeak-ng), never failed with FileNotFoundError.
+
+
+def tools_missing(*tools: str, root: bool = False) -> str | None:
+    """Why a test that runs ``tools`` (as root when ``root``) cannot run here, else None."""
+    missing = [t for t in tools if shutil.which(t) is None]
+    if missing:
+        return (f"needs {', '.join(missing)}: not on PATH (make test installs them as root; "
+                f"or: apt-get install {' '.join(missing)})")
+    if root and os.geteuid() != 0:
+        return f"needs root to run {', '.join(tools)} (buildah's chroot isolation)"
+    if "buildah" in tools:
+        return _buildah_problem()
+    return None
+
+
+@functools.cache
+def _buildah_problem() -> str | None:
+    """Why buildah, on PATH, cannot make containers here, else None: nested in another
+    container (make fresh-check) it cannot open its storage or make one. Probed once, with
+    the machine's storage (read only) and a private one (a container FROM scratch)."""
+    def fails(cmd: list[str]) -> str | None:
+        out = subprocess.run(cmd, capture_output=True, text=True, timeout=120)
+        # the first line says why ("Error during unshare(CLONE_NEWUSER): Operation not
+        # permitted"); the log lines after it do not
+        lines = (out.stderr or out.stdout).strip().splitlines()
+        return None if out.returncode == 0 else (lines[0] if lines else f"exit {out.returncode}")
+
+    with tempfile.TemporaryDirectory(prefix="madbench-buildah-probe-") as tmp:
+        private = ["buildah", "--root", f"{tmp}/graph", "--runroot", f"{tmp}/run",
+                   "--storage-driver", "vfs"]
+        error = fails(["buildah", "containers", "--quiet"]) or fails(
+            [*private, "from", "--name", "probe", "scratch"]) or fails([*private, "rm", "probe"])
+    return f"buildah cannot make containers here (inside a container?): {error}" if error \
+        else None
+
+
+def pytest_runtest_setup(item: pytest.Item) -> None:
+    for mark in item.iter_markers("needs_tools"):
+        if reason := tools_missing(*mark.args, root=bool(mark.kwargs.get("root"))):
+            pytest.skip(reason)

@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import ast
 import fnmatch
 import subprocess
 import sys
@@ -28,3 +29,36 @@ def test_the_build_tests_are_collected_from_the_root() -> None:
                           "-p", "no:cacheprovider", "tests/build/test_upstream.py"],
                          cwd=ROOT, capture_output=True, text=True, timeout=300)
     assert "tests/build/test_upstream.py::" in out.stdout, out.stdout[-2000:]
+
+
+def _unconditional_skips(path: Path) -> list[str]:
+    """Tests of ``path`` that always skip: a ``pytest.skip(...)`` statement directly in the
+    test's body, or a ``pytest.mark.skip`` decorator (``skipif`` has a condition)."""
+    found = []
+    where = path.relative_to(ROOT) if path.is_relative_to(ROOT) else path
+    for node in ast.walk(ast.parse(path.read_text(), str(path))):
+        if not isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) \
+                or not node.name.startswith("test"):
+            continue
+        decorators = [ast.unparse(d.func if isinstance(d, ast.Call) else d)
+                      for d in node.decorator_list]
+        body = [ast.unparse(s.value.func) for s in node.body
+                if isinstance(s, ast.Expr) and isinstance(s.value, ast.Call)]
+        if "pytest.mark.skip" in decorators or "pytest.skip" in body:
+            found.append(f"{where}::{node.name}")
+    return found
+
+
+def test_no_test_skips_unconditionally() -> None:
+    """A test that always skips can never fail: make it a real test, or documentation."""
+    always = [t for p in sorted((ROOT / "tests").rglob("test_*.py")) for t in
+              _unconditional_skips(p)]
+    assert always == []
+
+
+def test_an_unconditional_skip_is_found(tmp_path: Path) -> None:
+    src = tmp_path / "test_x.py"
+    src.write_text("import pytest\n\n\ndef test_a():\n    pytest.skip('never runs')\n\n\n"
+                   "@pytest.mark.skip(reason='r')\ndef test_b():\n    assert 1\n\n\n"
+                   "def test_c():\n    if True:\n        pytest.skip('a condition')\n")
+    assert [s.rsplit("::", 1)[1] for s in _unconditional_skips(src)] == ["test_a", "test_b"]

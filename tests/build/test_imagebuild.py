@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import os
-import shutil
 import subprocess
 import sys
 import time
@@ -42,8 +41,7 @@ def test_buildah_command_uses_chroot_docker_format_and_the_ca_secret(fake_ca: Pa
     assert docker[:2] == ["docker", "build"] and "--secret" in docker
 
 
-@pytest.mark.skipif(shutil.which("buildah") is None or os.geteuid() != 0,
-                    reason="needs buildah as root (make image-tools)")
+@pytest.mark.needs_tools("buildah", root=True)
 def test_a_failed_buildah_build_leaves_no_working_container(tmp_path: Path,
                                                             fake_ca: Path) -> None:
     """The build command's own flags on a Dockerfile whose RUN fails (FROM scratch: no

@@ -26,10 +26,9 @@ from madbench_common.build.imagelock import lock_entry
 from madbench_common.build.imagepush import _main, image_digest, push_image, registry_ref
 from madbench_common.pipeline.argo import VARIANTS, ClusterProfile, ImageLock, compile_workflow
 from madbench_common.pipeline.graph import Graph, Stage
-from tests.loopback_registry import have_registry_tools, local_registry, private_storage
+from tests.loopback_registry import local_registry, private_storage
 
-needs_tools = pytest.mark.skipif(not have_registry_tools(),
-                                 reason="needs docker-registry, buildah, skopeo and root")
+needs_tools = pytest.mark.needs_tools("docker-registry", "buildah", "skopeo", root=True)
 SLUG = "tiny-fam"
 
 

@@ -220,6 +220,7 @@ def test_no_secret_in_a_run_its_logs_or_workflows(s3_server: SeaweedS3, s3_uri: 
 
 
 @pytest.mark.image
+@pytest.mark.needs_tools("buildah", root=True)
 def test_no_secret_in_image_layers(s3_server: SeaweedS3) -> None:
     """Opt-in (MADBENCH_IMAGE_TEST=1): every local madbench image's files and config."""
     if os.environ.get("MADBENCH_IMAGE_TEST") != "1":

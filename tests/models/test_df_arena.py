@@ -1,7 +1,8 @@
 """DF-Arena-1B: everything around the forward, on a stand-in of its hub-only remote code.
 
 The release's architecture is Hugging Face remote code in its checkpoint repository, which
-cannot be read offline, so its forward is not run here (the one skip). The adapter's real
+cannot be read offline, so its forward is not run here (images/README.md, "What adapter
+tests cannot run offline", says where it is run instead). The adapter's real
 loading (``AutoModel.from_pretrained(..., trust_remote_code=True)`` on the snapshot, with its
 backbone's ``Wav2Vec2Config.from_pretrained("facebook/wav2vec2-xls-r-1b")`` resolved from
 the Hugging Face cache under ``HF_HUB_OFFLINE=1``), its pre-processing, the parsing of the
@@ -75,13 +76,6 @@ def test_logits_are_read_from_what_the_remote_forward_returns() -> None:
         logits_of({"scores": z})
     with pytest.raises(ConfigError, match="has no logits"):
         logits_of("spoof")
-
-
-def test_forward_of_the_real_architecture() -> None:
-    pytest.skip("DF_Arena_1B_V_1's architecture is Hugging Face remote code only "
-                "(modeling_antispoofing.py, backbone.py, conformer.py in the checkpoint repo), "
-                "which cannot be read offline; everything around its forward runs on a "
-                "stand-in that returns what it returns (the tests below)")
 
 
 @pytest.fixture(scope="module")

@@ -2,8 +2,9 @@
 resolution, and everything around the forward on a stand-in of its hub-only remote code.
 Runs in ``.venvs/omni-minicpmo45`` (``make adapter-test IMAGE=omni-minicpmo45``).
 
-The architecture's forward is skipped (the one skip): its modeling code is Hugging Face
-remote code (``openbmb/MiniCPM-o-4_5``), and the hub cannot be reached here. The adapter's
+The architecture's forward is not run here: its modeling code is Hugging Face remote code
+(``openbmb/MiniCPM-o-4_5``), and the hub cannot be reached here (images/README.md, "What
+adapter tests cannot run offline", says where it is run instead). The adapter's
 real loading (``trust_remote_code`` from the snapshot, the remote-code copy off the
 read-only weights), its ``chat()`` call, the prefill-logit scores and the ``omni_minicpmo45``
 rows run on a stand-in snapshot (:mod:`madbench_common.models.tiny.remote`) whose
@@ -73,13 +74,6 @@ def test_scores_come_from_the_prefill_of_a_greedy_generate() -> None:
     probs = label_probs(BIN, ans)
     assert probs is not None and sum(probs.probs.values()) == pytest.approx(1.0)
     assert parse_answer(ans.text, BIN) == "fake"
-
-
-def test_forward_of_the_real_architecture() -> None:
-    pytest.skip("MiniCPM-o 4.5's architecture is Hugging Face remote code only "
-                "(openbmb/MiniCPM-o-4_5, trust_remote_code), which cannot be read offline; "
-                "everything around its forward runs on a stand-in that returns what its "
-                "chat() returns (the tests below)")
 
 
 @pytest.fixture(scope="module")

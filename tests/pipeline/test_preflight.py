@@ -103,6 +103,7 @@ def test_judge_needs_its_key_unless_offline(monkeypatch: pytest.MonkeyPatch) -> 
                                  "judge_key_env": ""}) == []  # a local vLLM, no key
 
 
+@pytest.mark.needs_tools("buildah", root=True)
 def test_missing_images_are_listed_with_a_container_engine(tmp_path: Path) -> None:
     """With an engine, a stage whose image is not built is named (before any stage)."""
     from madbench_common.pipeline.container import ContainerEngine

@@ -1,5 +1,6 @@
-"""The HTML report read as a person reads it, in headless Chromium (no skip: ``make test``
-installs chromium with the other system tools).
+"""The HTML report read as a person reads it, in headless Chromium (``make test``
+installs chromium with the other test tools, so CI runs it; elsewhere it skips naming
+chromium where it is missing).
 
 A small synthetic run (three models, robustness conditions, one model name, the run id, a
 generator and the quarantined clip ids carrying HTML) is rendered; then:
@@ -27,6 +28,8 @@ from madbench_common.benchmarks.madbench.eval.suite import EvalConfig, ModelInfo
 
 from .eval_synth import make_features
 from .test_robustness_eval import _perturbed
+
+pytestmark = pytest.mark.needs_tools("chromium")
 
 HOSTILE = '<script>window.PWNED=1</script><img id=pwn src=x onerror="window.PWNED=2">'
 FIRST_SCREEN = 900  # px: the screenshot's height, 1400 × 900

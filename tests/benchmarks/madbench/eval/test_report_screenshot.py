@@ -1,5 +1,5 @@
-"""The HTML report in a headless browser: tables and matplotlib figures render (no skip:
-``make test`` installs chromium)."""
+"""The HTML report in a headless browser: tables and matplotlib figures render (``make test``
+installs chromium, so CI runs it; elsewhere it skips naming chromium where it is missing)."""
 
 from __future__ import annotations
 
@@ -7,6 +7,7 @@ from pathlib import Path
 
 import numpy as np
 import pandas as pd
+import pytest
 
 from madbench_common.benchmarks.madbench.eval.report import render_html
 from madbench_common.benchmarks.madbench.eval.runner import FeatureSet
@@ -14,6 +15,8 @@ from madbench_common.benchmarks.madbench.eval.screenshot import screenshot
 from madbench_common.benchmarks.madbench.eval.suite import EvalConfig, ModelInfo, run_evaluation
 
 from .test_robustness_eval import _perturbed
+
+pytestmark = pytest.mark.needs_tools("chromium")
 
 BLUE = np.array([31, 119, 180])  # the first curve's colour (matplotlib tab:blue)
 

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import shutil
 import subprocess
 from pathlib import Path
 
@@ -16,9 +15,7 @@ from madbench_common.media.dsp import f0_log_stats, f0_track, mean_log_envelope,
 from madbench_common.models.reference import speech_gen as sg
 from madbench_common.models.roles import Model
 
-pytestmark = pytest.mark.skipif(
-    shutil.which("flite") is None or shutil.which("espeak-ng") is None,
-    reason="Debian's flite and espeak-ng are needed (apt-get install flite espeak-ng)")
+pytestmark = pytest.mark.needs_tools("flite", "espeak-ng")
 
 SR = 22050
 TEXT = "Please call Stella and ask her to bring these things with her from the store."
