@@ -123,15 +123,17 @@ def _clean(x: Any) -> Any:
     return x.item() if isinstance(x, np.generic) else x
 
 
-def render_json(results: Sequence[EvalResult]) -> str:
-    """Every record of every model, and the laid-out tables, as strict JSON (NaN → null)."""
+def render_json(results: Sequence[EvalResult], run_id: str = "") -> str:
+    """Every record of every model, and the laid-out tables, as strict JSON (NaN → null);
+    ``run_id`` (the run that wrote it, if any) is what ``madbench compare`` labels it by."""
     models = [{"slug": r.model.slug, "name": r.model.name, "group": r.model.group,
                "reference": r.model.reference, "stands_in_for": r.model.stands_in_for,
                "in_paper": r.model.in_paper, "tables": r.tables} for r in results]
     layout = {t.key: {"title": t.title, "headers": t.headers,
                       "sections": [{"group": g, "rows": rows} for g, rows in t.sections],
                       "notes": t.notes} for t in report_tables(results)}
-    return json.dumps(_clean({"models": models, "layout": layout}), indent=1)
+    head = {"run_id": run_id} if run_id else {}
+    return json.dumps(_clean({**head, "models": models, "layout": layout}), indent=1)
 
 
 def _html_table(t: Table) -> str:
@@ -196,9 +198,10 @@ def render_html(results: Sequence[EvalResult]) -> str:
             "</body></html>")
 
 
-def write_report(results: Sequence[EvalResult], put: Callable[[str, bytes], Any]) -> list[str]:
+def write_report(results: Sequence[EvalResult], put: Callable[[str, bytes], Any],
+                 run_id: str = "") -> list[str]:
     """Write ``report.md``, ``report.json`` and ``report.html`` through ``put(name, data)``."""
-    files = {"report.md": render_markdown(results), "report.json": render_json(results),
+    files = {"report.md": render_markdown(results), "report.json": render_json(results, run_id),
              "report.html": render_html(results)}
     for name, text in files.items():
         put(name, text.encode())

@@ -131,7 +131,7 @@ class EvaluateStage(StageImpl[ScoreRow]):
 
         results = self.evaluate()
         write_report(results, lambda name, data: self.ctx.run.put_bytes(
-            self.ctx.key("report", name), data))
+            self.ctx.key("report", name), data), run_id=self.ctx.run.run_id)
         prov = self.ctx.provenance("")
         return [row.with_provenance(prov) for r in results for g in r.groups
                 if g.source == "head" for row in _score_rows(r.model.slug, g)]
