@@ -94,6 +94,17 @@ def main(argv: Sequence[str] | None = None) -> int:
     except MadbenchError as exc:
         print_error(exc)
         return exc.exit_code
+    except Exception as exc:
+        # a store fault that reached the command raw (a reset socket, an S3 reply no call
+        # expected): one line and its exit code (75 transient, 3 a refusal), no traceback
+        from madbench_common.core.s3client import store_failure
+
+        failure = store_failure(exc)
+        if failure is None:
+            raise
+        logging.getLogger("madbench").debug("store fault", exc_info=exc)
+        print_error(failure)
+        return failure.exit_code
     return code
 
 

@@ -32,7 +32,7 @@ from typing import Any
 from madbench_common.benchmarks.madbench.robustness.conditions import builtin_conditions
 from madbench_common.core.store import RunStore, open_store
 from madbench_common.pipeline.graph import Graph
-from madbench_common.pipeline.stage import shard_key
+from madbench_common.pipeline.stage import read_marker, shard_key
 
 __all__ = [
     "KillRecord",
@@ -141,9 +141,17 @@ def kill_run(store: str, run_id: str, sources: Path, markers: int, jitter: float
 
 
 def manifests(run: RunStore, graph: Graph) -> dict[str, bytes]:
-    """Every finished stage's merged manifest bytes."""
-    return {s.name: run.get_bytes(f"{s.name}/manifest.parquet") for s in graph
-            if run.exists(f"{s.name}/_SUCCESS")}
+    """Every finished stage's merged manifest bytes (a stage whose marker or manifest is
+    missing, even one removed while this reads, is not finished)."""
+    out = {}
+    for stage in graph:
+        if read_marker(run, stage.name) is None:
+            continue
+        try:
+            out[stage.name] = run.get_bytes(f"{stage.name}/manifest.parquet")
+        except FileNotFoundError:
+            continue
+    return out
 
 
 def finished_markers(run: RunStore) -> set[str]:
@@ -159,13 +167,21 @@ def last_run_log(run: RunStore) -> dict[str, Any]:
 
 
 def executed_markers(run: RunStore, record: dict[str, Any]) -> set[str]:
-    """Marker keys of the shards a run log says it computed."""
+    """Marker keys of the shards a run log says it computed.
+
+    A stage whose ``_SUCCESS`` is missing (the run stopped before its merge, or a repair
+    removed it) did not finish: its shards are found by their prefix in the store, so the
+    marker's absence is "not done", never a ``FileNotFoundError``."""
     out = set()
     for stage in record["stages"]:
         if stage["skipped"] or not stage["executed"]:
             continue
-        prefix = json.loads(run.get_bytes(f"{stage['stage']}/_SUCCESS"))["prefix"]
-        out |= {shard_key(prefix, i, stage["shards"], "_SUCCESS") for i in stage["executed"]}
+        marker = read_marker(run, stage["stage"])
+        prefixes = [marker["prefix"]] if marker is not None else sorted(
+            {k.rsplit("/shards/", 1)[0] for k in run.list(stage["stage"])
+             if _SHARD_MARKER.match(k)})
+        out |= {shard_key(prefix, i, stage["shards"], "_SUCCESS")
+                for prefix in prefixes for i in stage["executed"]}
     return out
 
 
