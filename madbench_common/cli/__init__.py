@@ -89,6 +89,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     logging.basicConfig(level=level, format="%(message)s", datefmt="[%X]",
                         handlers=[RichHandler(console=Console(stderr=True), show_path=False)])
     logging.getLogger("madbench").setLevel(min(level, logging.INFO))
+    if args.verbose:  # -v lists each rejected corpus row (else one line per reason)
+        logging.getLogger("madbench.corpus").setLevel(logging.DEBUG)
     try:
         code: int = args.func(args)
     except MadbenchError as exc:
