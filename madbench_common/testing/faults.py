@@ -107,9 +107,11 @@ def run_cli(store: str, run_id: str, sources: Path, env: Mapping[str, str] | Non
                           capture_output=True, env={**os.environ, **(env or {})})
 
 
-def count_markers(run: RunStore) -> int:
-    """Shard and stage ``_SUCCESS`` markers written so far: how far a run has come."""
-    return sum(k.endswith("_SUCCESS") for k in run.list())
+def count_markers(run: RunStore, stages: Sequence[str] | None = None) -> int:
+    """Shard and stage ``_SUCCESS`` markers written so far (of ``stages`` only, if given):
+    how far a run has come."""
+    return sum(k.endswith("_SUCCESS") and (stages is None or k.split("/")[0] in stages)
+               for k in run.list())
 
 
 def kill_run(store: str, run_id: str, sources: Path, markers: int, jitter: float,
@@ -218,22 +220,26 @@ class KillRecord:
 
 def sweep_seed(seed: int, store: str, sources: Path, graph: Graph, clean: Mapping[str, bytes],
                clean_markers: int, env: Mapping[str, str] | None = None,
-               workers: int = 2, rerun_workers: int | None = None) -> KillRecord:
+               workers: int = 2, rerun_workers: int | None = None,
+               until: str = "") -> KillRecord:
     """Kill a fresh run at a seeded point of its progress, rerun it (with
     ``rerun_workers``, default ``workers``), check the rerun.
 
     The point: after a uniform draw of 1 … ``clean_markers`` − 1 markers (the clean
     run wrote ``clean_markers``), plus a uniform 0–1 s, so kills also land mid-write.
+    With ``until``, both runs stop after that stage (``madbench run --until``): then
+    ``clean`` and ``clean_markers`` are those of the stages up to it.
     """
     rng = random.Random(seed)
     markers, jitter = rng.randint(1, clean_markers - 1), round(rng.uniform(0.0, 1.0), 2)
     run_id = f"kill-{seed}"
-    killed = kill_run(store, run_id, sources, markers, jitter, env, workers)
+    extra = ("--until", until) if until else ()
+    killed = kill_run(store, run_id, sources, markers, jitter, env, workers, extra)
     run = RunStore(_open(store, env), run_id)
     before = finished_markers(run)
     stages_done = len(manifests(run, graph))
     start = time.monotonic()
-    done = run_cli(store, run_id, sources, env, rerun_workers or workers)
+    done = run_cli(store, run_id, sources, env, rerun_workers or workers, extra)
     seconds = time.monotonic() - start
     record = KillRecord(seed, store, markers, jitter, killed, stages_done, len(before), 0,
                         round(seconds, 1))
@@ -242,6 +248,9 @@ def sweep_seed(seed: int, store: str, sources: Path, graph: Graph, clean: Mappin
         return record
     record.shards_redone = len(executed_markers(run, last_run_log(run)) & before)
     record.problems += check_resume(run, graph, clean, before)
+    if until and set(manifests(run, graph)) != set(clean):
+        record.problems.append(f"stages finished {sorted(manifests(run, graph))}, the clean "
+                               f"run's up to {until}: {sorted(clean)}")
     return record
 
 
