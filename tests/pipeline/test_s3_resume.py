@@ -10,7 +10,7 @@ import json
 import os
 import subprocess
 import sys
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
@@ -112,7 +112,7 @@ def sources(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 @pytest.fixture
-def proxy_for(s3_server: SeaweedS3) -> Iterator[object]:
+def proxy_for(s3_server: SeaweedS3) -> Iterator[Callable[[str], S3FaultProxy]]:
     opened: list[S3FaultProxy] = []
 
     def make(fault: str) -> S3FaultProxy:
@@ -148,9 +148,9 @@ def _one_line(done: subprocess.CompletedProcess[str]) -> str:
 
 @pytest.mark.s3
 @pytest.mark.slow
-def test_a_refusal_in_a_worker_is_one_line_and_exit_3(s3_server: SeaweedS3, sources: Path,
-                                                      proxy_for: object) -> None:
-    proxy = proxy_for("AccessDenied")  # type: ignore[operator]
+def test_a_refusal_in_a_worker_is_one_line_and_exit_3(
+        s3_server: SeaweedS3, sources: Path, proxy_for: Callable[[str], S3FaultProxy]) -> None:
+    proxy = proxy_for("AccessDenied")
     done = _run_until_separate(s3_server, proxy, sources, "refused")
     assert done.returncode == EXIT_DETERMINISTIC, done.stderr[-3000:]
     line = _one_line(done)
@@ -163,8 +163,8 @@ def test_a_refusal_in_a_worker_is_one_line_and_exit_3(s3_server: SeaweedS3, sour
 @pytest.mark.s3
 @pytest.mark.slow
 def test_dropped_connections_in_a_worker_are_one_line_and_exit_75(
-        s3_server: SeaweedS3, sources: Path, proxy_for: object) -> None:
-    proxy = proxy_for("Reset")  # type: ignore[operator]
+        s3_server: SeaweedS3, sources: Path, proxy_for: Callable[[str], S3FaultProxy]) -> None:
+    proxy = proxy_for("Reset")
     done = _run_until_separate(s3_server, proxy, sources, "reset")
     assert done.returncode == EXIT_TRANSIENT, done.stderr[-3000:]
     line = _one_line(done)

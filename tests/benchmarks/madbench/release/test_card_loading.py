@@ -137,7 +137,7 @@ def test_export_groups_a_condition_by_protocol() -> None:
                             sample_id=f"{p}-{c}")
             for i, c in enumerate(("mp3_24k", "noise_10db"))
             for p in ("scene_consistency", "balanced", "scene_matched")]
-    groups = _groups(rows, lambda r: r.condition)  # type: ignore[arg-type]
+    groups = _groups(rows, lambda r: getattr(r, "condition", ""))  # type: ignore[arg-type]
     assert list(groups) == [(f"robustness-{c}-{p}", "test") for c in ("mp3_24k", "noise_10db")
                             for p in ("balanced", "scene_matched", "scene_consistency")]
     assert all(len({r.protocol for r in g}) == 1 for g in groups.values())
