@@ -178,3 +178,17 @@ def test_dropped_connections_in_a_worker_are_one_line_and_exit_75(
     marker = json.loads(run.get_bytes("separate/_SUCCESS"))
     assert marker["rows"] == 2
 
+
+
+@pytest.mark.s3
+def test_a_dead_endpoint_is_one_line_and_exit_75(s3_server: SeaweedS3, sources: Path) -> None:
+    from madbench_common.testing import free_port
+
+    env = {**os.environ, **s3_server.env(), "MADBENCH_S3_OUTAGE_SECONDS": "2",
+           "AWS_ENDPOINT_URL": f"http://127.0.0.1:{free_port()}", "COLUMNS": "1000"}
+    done = subprocess.run([sys.executable, "-m", "madbench_common.cli", "run", "--sources",
+                           str(sources), "--store", "s3://madbench/dead", "--run-id", "r",
+                           "--until", "ingest", "--no-progress"], env=env,
+                          capture_output=True, text=True, timeout=300)
+    assert done.returncode == EXIT_TRANSIENT, done.stderr[-3000:]
+    assert "unreachable" in _one_line(done)
