@@ -274,11 +274,11 @@ def loading_example(config: str, folder: str = "path/to/this/folder") -> str:
 
     ``datasets`` ≥ 4 encodes and decodes the ``Audio`` feature with torchcodec (and torch),
     which it does not install: loading the folder with its ``Audio`` feature fails without
-    them, even to build the table. The first way reads the split's ``metadata.parquet`` as
-    a plain table and each FLAC with soundfile (any version, no torch); the second uses
-    the ``Audio`` feature where it can decode (3.x, or ≥ 4 with torchcodec). The test suite
-    runs this code under each major version (``tests/benchmarks/madbench/release/
-    test_card_loading.py``)."""
+    them, even to build the table (3.x needs librosa to decode it). The first way reads the
+    split's ``metadata.parquet`` as a plain table and each FLAC with soundfile (any
+    version, no torch); the second uses the ``Audio`` feature where its decoder is there.
+    The test suite runs this code under each major version
+    (``tests/benchmarks/madbench/release/test_card_loading.py``)."""
     return (
         "import importlib.util\n\n"
         "import datasets\n"
@@ -291,10 +291,10 @@ def loading_example(config: str, folder: str = "path/to/this/folder") -> str:
         "row = ds[0]\n"
         'array, sampling_rate = sf.read(f"{split}/{row[\'file_name\']}", dtype="float32")\n'
         'print(row["sample_id"], row["label"], array.shape, sampling_rate)\n\n'
-        "# 2. the Audio feature, decoded for you: datasets 3.x decodes it with soundfile,\n"
-        "#    datasets >= 4 only with torchcodec installed (pip install torchcodec; FFmpeg)\n"
+        "# 2. the Audio feature, decoded for you (pip install \"datasets[audio]\"): datasets\n"
+        "#    3.x decodes it with soundfile and librosa, >= 4 with torchcodec (and FFmpeg)\n"
         'major = int(datasets.__version__.split(".")[0])\n'
-        'if major < 4 or importlib.util.find_spec("torchcodec"):\n'
+        'if importlib.util.find_spec("librosa" if major < 4 else "torchcodec"):\n'
         '    ds = load_dataset(folder, config, split="test")\n'
         '    audio = ds[0]["audio"]  # 3.x: {"array", "sampling_rate", "path"}; >= 4: a decoder\n'
         '    print("Audio feature:", ds.features["audio"])\n\n'
@@ -321,8 +321,8 @@ def dataset_card(inputs: CardInputs) -> str:
              "with torchcodec (and torch), which it does not install: without them, "
              "loading this folder with its `Audio` feature fails. The first way below "
              "works under both (the table as Parquet, each FLAC read with soundfile); the "
-             "second gives the `Audio` feature (3.x, or ≥ 4 with `pip install torchcodec` "
-             "and FFmpeg).\n\n```python\n"
+             "second gives the `Audio` feature (`pip install \"datasets[audio]\"`: librosa "
+             "for 3.x, torchcodec and FFmpeg for ≥ 4).\n\n```python\n"
              + loading_example(first) + "```",
              "## Configs and splits\n\n" + _md(["config", "train", "validation", "test"], [
                  [c, *(str(v.get(s, 0)) for s in ("train", "val", "test"))]
