@@ -91,11 +91,24 @@ def main(argv: Sequence[str] | None = None) -> int:
     logging.basicConfig(level=level, format="%(message)s", datefmt="[%X]",
                         handlers=[RichHandler(console=Console(stderr=True), show_path=False)])
     logging.getLogger("madbench").setLevel(min(level, logging.INFO))
+    if args.verbose:  # -v lists each rejected corpus row (else one line per reason)
+        logging.getLogger("madbench.corpus").setLevel(logging.DEBUG)
     try:
         code: int = args.func(args)
     except MadbenchError as exc:
         print_error(exc)
         return exc.exit_code
+    except Exception as exc:
+        # a store fault that reached the command raw (a reset socket, an S3 reply no call
+        # expected): one line and its exit code (75 transient, 3 a refusal), no traceback
+        from madbench_common.core.s3client import store_failure
+
+        failure = store_failure(exc)
+        if failure is None:
+            raise
+        logging.getLogger("madbench").debug("store fault", exc_info=exc)
+        print_error(failure)
+        return failure.exit_code
     return code
 
 

@@ -122,7 +122,7 @@ def _add_compare(sub: argparse._SubParsersAction[Any]) -> None:
                    help="a report.json, a folder with one, or a run root <store>/<run_id> "
                         "(local, file:// or s3://)")
     p.add_argument("--labels", default="", help="comma-separated labels, one per run "
-                   "(default: the run id or folder name)")
+                   "(default: the run id each report.json records)")
     p.add_argument("--out", default="madbench-compare", help="report directory")
     p.set_defaults(func=_compare)
 

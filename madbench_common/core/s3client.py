@@ -24,7 +24,7 @@ from collections import Counter
 from collections.abc import Callable
 from typing import Any, TypeVar
 
-from madbench_common.core.errors import ConfigError, StoreUnavailable
+from madbench_common.core.errors import ConfigError, MadbenchError, StoreUnavailable
 
 __all__ = [
     "S3_MAX_ATTEMPTS",
@@ -38,6 +38,7 @@ __all__ = [
     "reset_retry_stats",
     "retries_since",
     "retry_stats",
+    "store_failure",
 ]
 
 T = TypeVar("T")
@@ -55,6 +56,12 @@ _TRANSIENT_CODES = frozenset({
 })
 _CONFIG_CODES = frozenset({"AccessDenied", "NoSuchBucket", "InvalidAccessKeyId",
                            "SignatureDoesNotMatch", "InvalidBucketName"})
+_TRANSIENT_4XX = frozenset({"408", "429", "OperationAborted"})
+"""4xx replies a retry can cure: a request timeout, too many requests, a conflicting
+operation still in progress. Every other 4xx (a ``403`` with no body, as HEAD replies
+carry, included) is a refusal: retrying it only delays the same answer."""
+_NETWORK_ERRORS = (ConnectionResetError, ConnectionAbortedError, ConnectionRefusedError,
+                   TimeoutError)
 _lock = threading.Lock()
 _stats: Counter[str] = Counter()
 
@@ -193,14 +200,75 @@ def _call_once(client: Any, where: str, fn: Callable[..., T], **kwargs: Any) -> 
     except ClientError as exc:
         if is_not_found(exc) or is_precondition_failed(exc):
             raise
-        code, endpoint = _code(exc), redact_uri(str(client.meta.endpoint_url))
-        if code in _CONFIG_CODES:
-            raise ConfigError(f"{where}: S3 refused ({code}) at {endpoint}: "
-                              f"{redact_uri(str(exc))}") from None
-        raise StoreUnavailable(f"{where}: S3 at {endpoint} failed ({code or 'error'}): "
-                               f"{redact_uri(str(exc))}") from None
+        raise _client_error(exc, where, str(client.meta.endpoint_url)) from None
     except (NoCredentialsError, ParamValidationError) as exc:
         raise ConfigError(f"{where}: {redact_uri(str(exc))}") from None
-    except BotoCoreError as exc:
-        raise StoreUnavailable(f"{where}: S3 at {redact_uri(str(client.meta.endpoint_url))} "
-                               f"unreachable: {redact_uri(str(exc))}") from None
+    except (BotoCoreError, *_NETWORK_ERRORS) as exc:
+        raise _unreachable(exc, where, str(client.meta.endpoint_url)) from None
+    except Exception as exc:
+        if _is_urllib3(exc):  # a reply body broken off below botocore's wrappers
+            raise _unreachable(exc, where, str(client.meta.endpoint_url)) from None
+        raise
+
+
+def _is_transient_reply(exc: Exception) -> bool:
+    code = _code(exc)
+    status = int((getattr(exc, "response", None) or {}).get("ResponseMetadata", {})
+                 .get("HTTPStatusCode", 0) or 0)
+    return (code in _TRANSIENT_CODES or code in _TRANSIENT_4XX or status >= 500
+            or str(status) in _TRANSIENT_4XX or (code.isdigit() and int(code) >= 500))
+
+
+def _client_error(exc: Exception, where: str, endpoint: str) -> MadbenchError:
+    """An S3 error reply as a madbench error: transient (exit 75) when a retry can cure it
+    (throttling, 5xx, a request timeout), else a refusal (exit 3) naming the code."""
+    code, endpoint = _code(exc), redact_uri(endpoint)
+    if _is_transient_reply(exc):
+        return StoreUnavailable(f"{where}: S3 at {endpoint} failed ({code or 'error'}): "
+                                f"{redact_uri(str(exc))}")
+    what = "AccessDenied" if code == "403" else code or "error"
+    return ConfigError(f"{where}: S3 refused ({what}) at {endpoint}: {redact_uri(str(exc))}")
+
+
+def _unreachable(exc: BaseException, where: str, endpoint: str) -> StoreUnavailable:
+    return StoreUnavailable(f"{where}: S3 at {redact_uri(endpoint)} unreachable: "
+                            f"{redact_uri(str(exc) or type(exc).__name__)}")
+
+
+def _is_urllib3(exc: BaseException) -> bool:
+    return type(exc).__module__.startswith("urllib3")
+
+
+def store_failure(exc: BaseException, sockets: bool = True) -> MadbenchError | None:
+    """A store fault that reached a worker or the CLI as a raw exception (not through
+    :func:`call_s3`: a boto3 call made elsewhere, a socket reset while a body streams) as a
+    madbench error: :class:`StoreUnavailable` (exit 75) for a dropped or refused
+    connection, a timeout, throttling or a 5xx reply; a :class:`ConfigError` (exit 3) for
+    any other S3 error reply (access denied, no such bucket). ``None``: not a store fault.
+    The chain (``__cause__`` / ``__context__``) is searched, a few links deep; a plain
+    socket error (a reset, a refused connection, a timeout) counts only with ``sockets``
+    (an item's own decoder or model may raise those too)."""
+    seen: BaseException | None = exc
+    for _ in range(8):
+        if seen is None or isinstance(seen, MadbenchError):
+            return seen
+        found = _store_fault(seen, sockets)
+        if found is not None:
+            return found
+        seen = seen.__cause__ or seen.__context__
+    return None
+
+
+def _store_fault(exc: BaseException, sockets: bool) -> MadbenchError | None:
+    module = type(exc).__module__
+    if module.startswith("botocore"):
+        from botocore.exceptions import ClientError, NoCredentialsError, ParamValidationError
+
+        if isinstance(exc, ClientError):
+            return _client_error(exc, "S3", os.environ.get("AWS_ENDPOINT_URL", "the endpoint"))
+        if isinstance(exc, (NoCredentialsError, ParamValidationError)):
+            return ConfigError(f"S3: {redact_uri(str(exc))}")
+        return _unreachable(exc, "S3", "the endpoint")
+    if _is_urllib3(exc) or (sockets and isinstance(exc, _NETWORK_ERRORS)):
+        return _unreachable(exc, "S3", "the endpoint")
+    return None

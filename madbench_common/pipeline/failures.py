@@ -8,8 +8,10 @@ with it. :func:`row_failure` sorts an exception raised while handling one item:
   ``ImportError``, or a read-only file system where the stage must write: exit 3);
   any other configuration error, a damaged upstream object or manifest (exit 3; the
   runner recomputes what wrote a damaged object); transient trouble (the store
-  unreachable, the run locked) and a full disk (``ENOSPC``, ``EDQUOT``, ``EFBIG``:
-  exit 75);
+  unreachable, the run locked, a raw store fault such as a connection reset or a 5xx
+  reply that reached stage code: :func:`~madbench_common.core.s3client.store_failure`)
+  and a full disk (``ENOSPC``, ``EDQUOT``, ``EFBIG``: exit 75); a store's refusal
+  (access denied, no such bucket: exit 3);
 * **that row only** (returned as an :class:`InputRejected` with a reason code, the
   row is quarantined and the run goes on): everything else, i.e. bad input
   (:class:`InputRejected` with its own reason), a name the store refuses
@@ -58,6 +60,7 @@ from madbench_common.core.errors import (
     StoreWriteError,
 )
 from madbench_common.core.manifest import ManifestRow
+from madbench_common.core.s3client import store_failure
 
 __all__ = ["BUDGET_PARAM", "DEFAULT_MAX_FAILED_FRACTION", "FAULT_REASONS", "BatchOutOfMemory",
            "StageFailed", "blank_row", "environment_cause", "free_gpu_memory", "is_fault",
@@ -202,6 +205,13 @@ def _no_space(exc: BaseException) -> StoreWriteError | None:
     return None
 
 
+def _raw_store_fault(exc: BaseException, sockets: bool = True) -> MadbenchError | None:
+    """A raw boto3/urllib3 (and, with ``sockets``, socket) fault in ``exc``'s chain as a
+    madbench error."""
+    found = store_failure(exc, sockets)
+    return None if found is None or found is exc else found
+
+
 def _detail(exc: BaseException) -> str:
     text = f"{type(exc).__name__}: {exc}"
     return text if len(text) <= _DETAIL_CHARS else text[: _DETAIL_CHARS - 1] + "…"
@@ -220,6 +230,9 @@ def row_failure(exc: Exception, item: str) -> InputRejected:
         raise exc
     if isinstance(exc, InputRejected):
         return exc
+    store = _raw_store_fault(exc, sockets=False)
+    if store is not None:  # the store failed, not the item: never a quarantined row
+        raise store from None
     if is_gpu_oom(exc):
         if _OOM_RETRY.get():
             raise BatchOutOfMemory(exc) from exc
@@ -250,7 +263,8 @@ def stage_failure(exc: Exception, where: str) -> MadbenchError:
     madbench error, else a missing environment, a full disk, or :class:`StageFailed`."""
     if isinstance(exc, MadbenchError):
         return exc
-    found: MadbenchError | None = environment_cause(exc) or _no_space(exc)
+    found: MadbenchError | None = (environment_cause(exc) or _no_space(exc)
+                                   or _raw_store_fault(exc))
     if found is not None:
         return found
     log.debug("%s failed", where, exc_info=exc)

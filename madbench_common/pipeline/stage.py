@@ -518,9 +518,10 @@ def merged_manifest(run: RunStore, prefix: Key, num_shards: int,
     tables = []
     for shard in range(num_shards):
         mark_key = shard_key(prefix, shard, num_shards, "_SUCCESS")
-        if not run.exists(mark_key):
-            raise ManifestError(f"{run.uri(mark_key)}: shard has not finished")
-        mark = _read_json(run, mark_key)
+        try:  # one read, no existence check first (a marker may go between the two)
+            mark = _read_json(run, mark_key)
+        except FileNotFoundError:
+            raise ManifestError(f"{run.uri(mark_key)}: shard has not finished") from None
         key = shard_key(prefix, shard, num_shards, "parquet")
         tables.append(read_manifest_table(row_type, run.get_bytes(key, mark["sha256"]),
                                           run.uri(key)))

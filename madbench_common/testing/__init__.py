@@ -8,8 +8,10 @@ benchmark beside a test run never collide; the ports stay the same across
 
 from __future__ import annotations
 
+import contextlib
 import http.client
 import json
+import re
 import secrets
 import shutil
 import socket
@@ -36,8 +38,6 @@ def free_port() -> int:
 
 def _drop_probe(client: Any, bucket: str) -> None:
     """Delete a readiness probe's object and bucket; a server not yet up may refuse."""
-    import contextlib
-
     with contextlib.suppress(Exception):
         client.delete_object(Bucket=bucket, Key="probe")
     with contextlib.suppress(Exception):
@@ -166,6 +166,8 @@ _FAULTS = {
     "SlowDown": (503, "SlowDown", "Please reduce your request rate."),
     "ServiceUnavailable": (503, "ServiceUnavailable", "Service is unable to handle request."),
     "InternalError": (500, "InternalError", "We encountered an internal error."),
+    "AccessDenied": (403, "AccessDenied", "Access Denied."),
+    "Reset": (0, "", ""),  # the connection closed with no reply (a reset mid-request)
 }
 
 
@@ -174,15 +176,21 @@ class S3FaultProxy:
 
     Every ``every``-th request (counting from ``offset``) gets the next fault of
     ``faults`` in turn (``SlowDown`` 503, ``ServiceUnavailable`` 503, ``InternalError``
-    500) as a real S3 XML error reply; all others are forwarded unchanged (the Host
-    header too, so SigV4 signatures stay valid). :attr:`injected` counts what was sent.
+    500, ``AccessDenied`` 403: a refusal) as a real S3 XML error reply, or ``Reset``:
+    the connection closed with no reply; all others are forwarded unchanged (the Host
+    header too, so SigV4 signatures stay valid). With ``match`` (a regular expression),
+    only requests whose path it finds are counted and faulted (one stage's shards, say).
+    :attr:`injected` counts what was sent.
     """
 
     def __init__(self, upstream: str, every: int = 4, offset: int = 1,
-                 faults: tuple[str, ...] = ("SlowDown", "InternalError")) -> None:
+                 faults: tuple[str, ...] = ("SlowDown", "InternalError"),
+                 match: str = "") -> None:
         parsed = urlparse(upstream)
         self.upstream = (parsed.hostname or "127.0.0.1", parsed.port or 80)
         self.every, self.offset, self.faults = every, offset, faults
+        self.match = match
+        self.matched = 0
         self.injected: Counter[str] = Counter()
         self.requests = 0
         self.log: list[tuple[str, str, str | None]] = []
@@ -205,8 +213,12 @@ class S3FaultProxy:
         with self._lock:
             self.requests += 1
             self.connections.append((port, method, path))
-            n = self.requests - self.offset
             fault = None
+            if self.match and not re.search(self.match, path):
+                self.log.append((method, path, fault))
+                return fault
+            self.matched += 1
+            n = self.matched - self.offset
             if self.every > 0 and n >= 0 and n % self.every == 0:
                 fault = self.faults[(n // self.every) % len(self.faults)]
                 self.injected[fault] += 1
@@ -271,6 +283,11 @@ def _handler(proxy: S3FaultProxy) -> type[BaseHTTPRequestHandler]:
         def _handle(self) -> None:
             body = self._body()
             fault = proxy.next_fault(self.command, self.path, int(self.client_address[1]))
+            if fault == "Reset":
+                self.close_connection = True
+                with contextlib.suppress(OSError):
+                    self.connection.shutdown(socket.SHUT_RDWR)
+                return
             if fault is not None:
                 status, code, message = _FAULTS[fault]
                 payload = (f'<?xml version="1.0" encoding="UTF-8"?><Error><Code>{code}</Code>'

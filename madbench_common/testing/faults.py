@@ -33,7 +33,7 @@ from madbench_common.benchmarks.madbench.robustness.conditions import builtin_co
 from madbench_common.core.errors import ConfigError
 from madbench_common.core.store import RunStore, open_store
 from madbench_common.pipeline.graph import Graph
-from madbench_common.pipeline.stage import shard_key
+from madbench_common.pipeline.stage import read_marker, shard_key
 
 __all__ = [
     "KillRecord",
@@ -110,9 +110,11 @@ def run_cli(store: str, run_id: str, sources: Path, env: Mapping[str, str] | Non
                           capture_output=True, env={**os.environ, **(env or {})})
 
 
-def count_markers(run: RunStore) -> int:
-    """Shard and stage ``_SUCCESS`` markers written so far: how far a run has come."""
-    return sum(k.endswith("_SUCCESS") for k in run.list())
+def count_markers(run: RunStore, stages: Sequence[str] | None = None) -> int:
+    """Shard and stage ``_SUCCESS`` markers written so far (of ``stages`` only, if given):
+    how far a run has come."""
+    return sum(k.endswith("_SUCCESS") and (stages is None or k.split("/")[0] in stages)
+               for k in run.list())
 
 
 def kill_run(store: str, run_id: str, sources: Path, markers: int, jitter: float,
@@ -144,9 +146,17 @@ def kill_run(store: str, run_id: str, sources: Path, markers: int, jitter: float
 
 
 def manifests(run: RunStore, graph: Graph) -> dict[str, bytes]:
-    """Every finished stage's merged manifest bytes."""
-    return {s.name: run.get_bytes(f"{s.name}/manifest.parquet") for s in graph
-            if run.exists(f"{s.name}/_SUCCESS")}
+    """Every finished stage's merged manifest bytes (a stage whose marker or manifest is
+    missing, even one removed while this reads, is not finished)."""
+    out = {}
+    for stage in graph:
+        if read_marker(run, stage.name) is None:
+            continue
+        try:
+            out[stage.name] = run.get_bytes(f"{stage.name}/manifest.parquet")
+        except FileNotFoundError:
+            continue
+    return out
 
 
 def finished_markers(run: RunStore) -> set[str]:
@@ -162,13 +172,21 @@ def last_run_log(run: RunStore) -> dict[str, Any]:
 
 
 def executed_markers(run: RunStore, record: dict[str, Any]) -> set[str]:
-    """Marker keys of the shards a run log says it computed."""
+    """Marker keys of the shards a run log says it computed.
+
+    A stage whose ``_SUCCESS`` is missing (the run stopped before its merge, or a repair
+    removed it) did not finish: its shards are found by their prefix in the store, so the
+    marker's absence is "not done", never a ``FileNotFoundError``."""
     out = set()
     for stage in record["stages"]:
         if stage["skipped"] or not stage["executed"]:
             continue
-        prefix = json.loads(run.get_bytes(f"{stage['stage']}/_SUCCESS"))["prefix"]
-        out |= {shard_key(prefix, i, stage["shards"], "_SUCCESS") for i in stage["executed"]}
+        marker = read_marker(run, stage["stage"])
+        prefixes = [marker["prefix"]] if marker is not None else sorted(
+            {k.rsplit("/shards/", 1)[0] for k in run.list(stage["stage"])
+             if _SHARD_MARKER.match(k)})
+        out |= {shard_key(prefix, i, stage["shards"], "_SUCCESS")
+                for prefix in prefixes for i in stage["executed"]}
     return out
 
 
@@ -205,22 +223,26 @@ class KillRecord:
 
 def sweep_seed(seed: int, store: str, sources: Path, graph: Graph, clean: Mapping[str, bytes],
                clean_markers: int, env: Mapping[str, str] | None = None,
-               workers: int = 2, rerun_workers: int | None = None) -> KillRecord:
+               workers: int = 2, rerun_workers: int | None = None,
+               until: str = "") -> KillRecord:
     """Kill a fresh run at a seeded point of its progress, rerun it (with
     ``rerun_workers``, default ``workers``), check the rerun.
 
     The point: after a uniform draw of 1 … ``clean_markers`` − 1 markers (the clean
     run wrote ``clean_markers``), plus a uniform 0–1 s, so kills also land mid-write.
+    With ``until``, both runs stop after that stage (``madbench run --until``): then
+    ``clean`` and ``clean_markers`` are those of the stages up to it.
     """
     rng = random.Random(seed)
     markers, jitter = rng.randint(1, clean_markers - 1), round(rng.uniform(0.0, 1.0), 2)
     run_id = f"kill-{seed}"
-    killed = kill_run(store, run_id, sources, markers, jitter, env, workers)
+    extra = ("--until", until) if until else ()
+    killed = kill_run(store, run_id, sources, markers, jitter, env, workers, extra)
     run = RunStore(_open(store, env), run_id)
     before = finished_markers(run)
     stages_done = len(manifests(run, graph))
     start = time.monotonic()
-    done = run_cli(store, run_id, sources, env, rerun_workers or workers)
+    done = run_cli(store, run_id, sources, env, rerun_workers or workers, extra)
     seconds = time.monotonic() - start
     record = KillRecord(seed, store, markers, jitter, killed, stages_done, len(before), 0,
                         round(seconds, 1))
@@ -229,6 +251,9 @@ def sweep_seed(seed: int, store: str, sources: Path, graph: Graph, clean: Mappin
         return record
     record.shards_redone = len(executed_markers(run, last_run_log(run)) & before)
     record.problems += check_resume(run, graph, clean, before)
+    if until and set(manifests(run, graph)) != set(clean):
+        record.problems.append(f"stages finished {sorted(manifests(run, graph))}, the clean "
+                               f"run's up to {until}: {sorted(clean)}")
     return record
 
 

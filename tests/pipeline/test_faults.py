@@ -151,6 +151,28 @@ def test_sigkill_then_rerun_on_s3(clean: Clean, s3_uri: str, seed: int) -> None:
     assert record.killed and record.problems == [], record
 
 
+EARLY = "separate"
+"""The seeded S3 kill points below run up to here (ingest and separate: both sharded over
+forked workers that write to the store); the whole graph is ``make faults``' sweep."""
+
+
+@pytest.mark.s3
+@pytest.mark.parametrize("seed", [0, 2, 5])
+def test_seeded_sigkill_on_s3_resumes_to_the_same_bytes(clean: Clean, s3_uri: str,
+                                                        seed: int) -> None:
+    """Kill points drawn as the sweep draws them (seed 2: in ingest, after its first
+    marker; 5: ingest done, separate starting, resumed with one worker; 0: two of
+    separate's shards done), over the markers of ingest and separate: the rerun gives the
+    clean run's bytes and computes no finished shard again."""
+    stages = [s.name for s in build_graph().until(EARLY)]
+    run = RunStore(open_store(str(clean.store)), "clean")
+    early = {s: clean.manifests[s] for s in stages}
+    record = sweep_seed(seed, s3_uri, clean.sources, build_graph(), early,
+                        count_markers(run, stages), workers=2,
+                        rerun_workers=1 if seed % 2 else 2, until=EARLY)
+    assert record.killed and record.problems == [], record
+
+
 @pytest.fixture
 def own_s3(tmp_path: Path) -> Iterator[SeaweedS3]:
     """A SeaweedFS server of this test alone (it gets killed)."""

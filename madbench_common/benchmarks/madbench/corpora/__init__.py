@@ -16,7 +16,7 @@ from madbench_common.benchmarks.madbench.corpora.asvspoof import (
     load_asvspoof5,
     load_asvspoof2019_la,
 )
-from madbench_common.benchmarks.madbench.corpora.base import Corpus
+from madbench_common.benchmarks.madbench.corpora.base import Corpus, log_rejections
 from madbench_common.benchmarks.madbench.corpora.madbench import load_madbench
 from madbench_common.benchmarks.madbench.corpora.wild import load_fakeavceleb, load_in_the_wild
 from madbench_common.core.errors import ConfigError
@@ -41,4 +41,6 @@ def load_corpus(spec: str, **options: Any) -> Corpus:
     loader = LOADERS[name]
     takes = inspect.signature(loader).parameters
     accepted = {k: v for k, v in options.items() if v is not None and k in takes}
-    return loader(path, **accepted)
+    corpus = loader(path, **accepted)
+    log_rejections(corpus)
+    return corpus

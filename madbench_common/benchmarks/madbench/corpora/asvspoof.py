@@ -16,6 +16,10 @@ KEY`` (``LA_0079 LA_T_1138215 - - bonafide``; ``SYSTEM_ID`` A01–A19 for spoofs
     ASVspoof5.dev.track_1.tsv      dev   → val      audio flac_D/
     ASVspoof5.eval.track_1.tsv     eval  → test     audio flac_E_eval/ (or flac_E/)
 
+The audio folders may also sit one level down, as the release's archive names and
+common preparation scripts unpack them: ``ASVspoof5_train/flac_T/``,
+``ASVspoof5_dev/flac_D/``, ``ASVspoof5_eval/flac_E_eval/`` (any ``flac_*`` folder there).
+
 whitespace-separated despite ``.tsv``, ten fields: ``SPEAKER_ID FLAC_FILE_NAME
 SPEAKER_GENDER CODEC CODEC_Q CODEC_SEED ATTACK_TAG ATTACK_LABEL KEY TMP``
 (``T_4850 T_0000000000 F - - - AC3 A05 spoof -``).
@@ -24,8 +28,11 @@ Both are **binary-only**: the datasets define bona fide vs spoof, not which comp
 was manipulated, so only the binary task is evaluated on them (a spoof is carried as
 variant ``S`` for the machinery). The attack (``SYSTEM_ID`` / ``ATTACK_LABEL``) becomes
 the generator of the per-generator breakdown; ASVspoof 5's codec condition is kept in
-columns of its own (``codec``, ``codec_q``, ``attack_tag``, ``gender``). Every utterance
-is its own bootstrap unit.
+columns of its own (``codec``, ``codec_q``, ``codec_seed``, ``attack_tag``, ``gender``).
+Every utterance is its own bootstrap unit, except ASVspoof 5's coded copies: a row whose
+``CODEC_SEED`` names a source utterance joins that utterance's unit (``clip_id``), so the
+copies of one utterance under several codecs are resampled together, not counted as
+independent trials.
 """
 
 from __future__ import annotations
@@ -40,9 +47,10 @@ __all__ = ["load_asvspoof5", "load_asvspoof2019_la"]
 
 _LA_FILES = (("train", "train.trn", "train"), ("val", "dev.trl", "dev"),
              ("test", "eval.trl", "eval"))
-_AS5_FILES = (("train", "ASVspoof5.train.tsv", ("flac_T",)),
-              ("val", "ASVspoof5.dev.track_1.tsv", ("flac_D",)),
-              ("test", "ASVspoof5.eval.track_1.tsv", ("flac_E_eval", "flac_E")))
+_AS5_FILES = (("train", "ASVspoof5.train.tsv", ("flac_T",), "ASVspoof5_train"),
+              ("val", "ASVspoof5.dev.track_1.tsv", ("flac_D",), "ASVspoof5_dev"),
+              ("test", "ASVspoof5.eval.track_1.tsv", ("flac_E_eval", "flac_E"),
+               "ASVspoof5_eval"))
 _KEYS = {"bonafide": "R", "spoof": "S"}
 
 
@@ -53,14 +61,15 @@ def _la_root(root: Path) -> Path:
 
 
 def _trial(split: str, speaker: str, name: str, attack: str, key: str, audio: Path,
-           where: str, **extra: Any) -> dict[str, Any]:
+           where: str, unit: str = "", **extra: Any) -> dict[str, Any]:
     if key not in _KEYS:
         return rejected(name, "bad_label", f"{where}: key {key!r} is not bonafide/spoof")
     if not audio.is_file():
         return rejected(name, "missing", f"{where}: {audio} does not exist", split=split)
-    return {"sample_id": name, "clip_id": name, "variant": _KEYS[key], "split": split,
+    return {"sample_id": name, "clip_id": unit or name, "variant": _KEYS[key], "split": split,
             "audio_path": str(audio), "speaker": speaker, "label_source": key,
-            "speech_generator": attack if key == "spoof" and attack != "-" else "", **extra}
+            "speech_generator": attack if key == "spoof" and attack != "-" else "",
+            "_where": where, **extra}
 
 
 def load_asvspoof2019_la(root: str | Path) -> Corpus:
@@ -98,16 +107,25 @@ def _find(root: Path, name: str) -> Path | None:
     return found or next(iter(sorted(root.rglob(name))), None)
 
 
+def _as5_audio(base: Path, folders: tuple[str, ...], part: str) -> Path:
+    """The split's FLAC folder: ``<base>/flac_T`` or ``<base>/ASVspoof5_train/flac_T`` (any
+    ``flac_*`` there); the first candidate when none exists (its rows are then missing)."""
+    nested = base / part
+    candidates = [*(base / f for f in folders), *(nested / f for f in folders),
+                  *sorted(p for p in nested.glob("flac_*") if p.is_dir())]
+    return next((p for p in candidates if p.is_dir()), candidates[0])
+
+
 def load_asvspoof5(root: str | Path) -> Corpus:
     """ASVspoof 5 (track 1) from its protocol files (see the module notes)."""
     base = Path(root)
     require(base, "the ASVspoof 5 release folder")
     rows = []
-    for split, name, folders in _AS5_FILES:
+    for split, name, folders, part in _AS5_FILES:
         path = _find(base, name)
         if path is None:
             continue
-        audio_dir = next((base / f for f in folders if (base / f).is_dir()), base / folders[0])
+        audio_dir = _as5_audio(base, folders, part)
         for no, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
             fields = line.split()
             if not fields:
@@ -117,13 +135,15 @@ def load_asvspoof5(root: str | Path) -> Corpus:
                 rows.append(rejected(f"{name}:{no}", "bad_protocol_line",
                                      f"{where}: expected 10 fields, got {len(fields)}"))
                 continue
-            speaker, file, gender, codec, codec_q, _, tag, attack, key, _ = fields
+            speaker, file, gender, codec, codec_q, seed, tag, attack, key, _ = fields
             rows.append(_trial(split, speaker, file, attack, key, audio_dir / f"{file}.flac",
-                               where, gender=gender, codec=codec, codec_q=codec_q,
+                               where, unit=seed if seed != "-" else "", gender=gender,
+                               codec=codec, codec_q=codec_q, codec_seed=seed,
                                attack_tag=tag))
     if not rows:
         raise ConfigError(f"{base}: no ASVspoof5.*.tsv protocol file under it")
     return Corpus("asvspoof5", str(base), frame_of(rows, "asvspoof5"), ("binary",),
                   notes=["ASVspoof 5 track 1: bona fide vs spoof only (binary task); train/"
                          "dev/eval protocols → train/val/test; attack label as generator; "
-                         "codec conditions (eval) recorded per row."])
+                         "codec conditions (eval) recorded per row; coded copies of one "
+                         "utterance (CODEC_SEED) are one bootstrap unit."])

@@ -142,6 +142,12 @@ def cross_evaluate(train: Corpus, test: Corpus, encoder_slug: str, *, mode: str 
                    config: EvalConfig | None = None,
                    features: tuple[FeatureSet, FeatureSet] | None = None) -> EvalResult:
     """One direction ``train → test`` (see the module notes)."""
+    if mode == "AV":  # an audio-only side has no frames: refuse, never an empty table
+        audio_only = [c for c in (train, test) if c.modality != "AV"]
+        if audio_only:
+            names = " and ".join(dict.fromkeys(c.name for c in audio_only))
+            raise ConfigError(f"--mode AV: {names} ({audio_only[0].root}) is audio-only; "
+                              "use --mode A, or corpora with video (madbench, fakeavceleb)")
     tasks, missing = direction_tasks(train, test)
     tasks = [t for t in tasks if t != "scene"]  # only MADBench defines it: never both sides
     missing.setdefault("scene", "scene consistency is defined by MADBench only")

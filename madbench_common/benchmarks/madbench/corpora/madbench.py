@@ -11,13 +11,13 @@ each clip enters once.
 from __future__ import annotations
 
 import dataclasses
-import json
 
 from madbench_common.benchmarks.madbench.corpora.base import Corpus, frame_of
 from madbench_common.benchmarks.madbench.rows import SampleRow
 from madbench_common.core.errors import ConfigError
 from madbench_common.core.manifest import read_manifest_bytes
 from madbench_common.core.store import RunStore, open_store
+from madbench_common.pipeline.stage import read_marker
 
 __all__ = ["load_madbench"]
 
@@ -28,9 +28,9 @@ def load_madbench(spec: str) -> Corpus:
     if not run_id:
         raise ConfigError(f"madbench:{spec}: expected <store>/<run_id>")
     run = RunStore(open_store(root or "."), run_id)
-    if not run.exists("assemble/_SUCCESS"):
+    marker = read_marker(run, "assemble")  # one read: a marker gone since is "not done"
+    if marker is None:
         raise ConfigError(f"{run.uri('assemble')}: the run's assemble stage has not finished")
-    marker = json.loads(run.get_bytes("assemble/_SUCCESS"))
     rows = read_manifest_bytes(SampleRow, run.get_bytes("assemble/manifest.parquet",
                                                         marker["manifest_sha256"]))
     shas = {r.audio_uri: r.audio_sha256 for r in rows} | {r.video_uri: r.video_sha256

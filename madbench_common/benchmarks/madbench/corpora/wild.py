@@ -10,7 +10,7 @@ has no splits; it is a test set in the literature. For training on it, speakers 
 split 7:1:2 by a hash of the speaker name (no speaker spans two splits; MADBench's
 choice, the dataset is silent). Every file is its own bootstrap unit.
 
-**FakeAVCeleb v1.2** (``FakeAVCeleb_v1.2/``)::
+**FakeAVCeleb v1.2** (``FakeAVCeleb_v1.2/``, or the folder holding it)::
 
     meta_data.csv       header ``source,target1,target2,method,category,type,race,gender,path,``
                         — ``path`` holds the file name and the tenth, unnamed column its
@@ -18,7 +18,15 @@ choice, the dataset is silent). Every file is its own bootstrap unit.
     <type>/<race>/<gender>/<source>/<file>.mp4
 
 ``type`` is one of ``RealVideo-RealAudio``, ``RealVideo-FakeAudio``,
-``FakeVideo-RealAudio``, ``FakeVideo-FakeAudio``. The dataset defines which modality is
+``FakeVideo-RealAudio``, ``FakeVideo-FakeAudio``. ``method`` names what made the row's
+fake: for ``RealVideo-FakeAudio`` the voice cloner (``rtvc``), for the fake-video types
+the face method (``faceswap``, ``fsgan``, ``wav2lip`` and combinations such as
+``faceswap-wav2lip``). Every fake audio track of the dataset, ``FakeVideo-FakeAudio``'s
+included, is made by one voice cloner, Real-Time Voice Cloning (SV2TTS, ``rtvc``;
+Khalid et al. 2021, arXiv:2108.05080): so a fake-audio row's speech generator is ``rtvc`` (the
+``method`` of a ``RealVideo-FakeAudio`` row, :data:`FAKEAVCELEB_SPEECH_GENERATOR` for a
+``FakeVideo-FakeAudio`` one), never the face method, which goes to ``video_generator``.
+The dataset defines which modality is
 fake, and its fake audio is cloned speech (SV2TTS), so it maps to MADBench's labels as
 far as they go: real audio → R, fake audio → S (fake speech); the binary and speech
 tasks are evaluated; environment, four-way and scene consistency are not (it defines no
@@ -44,12 +52,17 @@ from madbench_common.benchmarks.madbench.corpora.base import (
 )
 from madbench_common.core.errors import ConfigError
 
-__all__ = ["FAKEAVCELEB_TYPES", "load_fakeavceleb", "load_in_the_wild"]
+__all__ = ["FAKEAVCELEB_SPEECH_GENERATOR", "FAKEAVCELEB_TYPES", "load_fakeavceleb",
+           "load_in_the_wild"]
 
 _ITW_LABELS = {"bona-fide": "R", "spoof": "S"}
 FAKEAVCELEB_TYPES = {"RealVideo-RealAudio": ("R", False), "RealVideo-FakeAudio": ("S", False),
                      "FakeVideo-RealAudio": ("R", True), "FakeVideo-FakeAudio": ("S", True)}
 """type → (variant from the audio, whether the video is fake)."""
+FAKEAVCELEB_SPEECH_GENERATOR = "rtvc"
+"""The voice cloner behind every fake audio track of FakeAVCeleb (SV2TTS, Real-Time Voice
+Cloning): the speech generator of ``FakeVideo-FakeAudio`` rows, whose ``method`` names
+the face method."""
 
 
 def load_in_the_wild(root: str | Path) -> Corpus:
@@ -80,7 +93,8 @@ def _itw_row(base: Path, r: dict[str, str], where: str) -> dict[str, Any]:
     if not (base / name).is_file():
         return rejected(sid, "missing", f"{where}: {base / name} does not exist", split=split)
     return {"sample_id": sid, "clip_id": sid, "variant": _ITW_LABELS[label], "split": split,
-            "audio_path": str(base / name), "speaker": speaker, "label_source": label}
+            "audio_path": str(base / name), "speaker": speaker, "label_source": label,
+            "_where": where}
 
 
 def load_fakeavceleb(root: str | Path, video: str = "real") -> Corpus:
@@ -88,6 +102,10 @@ def load_fakeavceleb(root: str | Path, video: str = "real") -> Corpus:
     if video not in ("real", "all"):
         raise ConfigError(f"FakeAVCeleb video={video!r}: expected 'real' or 'all'")
     base = Path(root)
+    if not (base / "meta_data.csv").is_file():  # the parent of the release folder
+        inner = [base / n for n in ("FakeAVCeleb_v1.2", "FakeAVCeleb")
+                 if (base / n / "meta_data.csv").is_file()]
+        base = inner[0] if inner else base
     meta = require(base / "meta_data.csv", "FakeAVCeleb's metadata (meta_data.csv)")
     rows = []
     with meta.open(encoding="utf-8", newline="") as fh:
@@ -127,7 +145,11 @@ def _favc_row(base: Path, fields: list[str], where: str) -> dict[str, Any]:
     if not path.is_file():
         return rejected(sid, "missing", f"{where}: {path} does not exist", split=split,
                         _fake_video=fake_video)
+    speech = ""
+    if variant == "S":  # the voice cloner, never the face method of a fake-video row
+        speech = method if not fake_video and method else FAKEAVCELEB_SPEECH_GENERATOR
     return {"sample_id": sid, "clip_id": f"favc/{source}/{file.split('_')[0].split('.')[0]}",
             "variant": variant, "split": split, "audio_path": str(path), "video_path": str(path),
             "speaker": source, "label_source": kind, "_fake_video": fake_video,
-            "speech_generator": method if variant == "S" else "", "video_fake": fake_video}
+            "speech_generator": speech, "video_fake": fake_video,
+            "video_generator": method if fake_video else "", "_where": where}

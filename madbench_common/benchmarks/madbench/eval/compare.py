@@ -15,6 +15,7 @@ holding one, or a run's root (``<store>/<run_id>``: its ``evaluate`` stage's rep
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from dataclasses import dataclass
 from pathlib import Path
@@ -23,6 +24,7 @@ from typing import Any
 from madbench_common.benchmarks.madbench.eval.suite import EvalResult, ModelInfo
 from madbench_common.core.errors import ConfigError
 from madbench_common.core.store import RunStore, open_store
+from madbench_common.pipeline.stage import read_marker
 
 __all__ = ["CompareRun", "compare_runs", "facts_of", "load_report", "load_runs", "results_of"]
 
@@ -57,10 +59,10 @@ def _report_uri(spec: str) -> str:
     if not run_id:
         raise ConfigError(f"{spec}: not a report.json, a folder with one, or <store>/<run_id>")
     run = RunStore(open_store(root or "."), run_id)
-    if not run.exists("evaluate/_SUCCESS"):
+    marker = read_marker(run, "evaluate")  # one read: a marker gone since is "not done"
+    if marker is None:
         raise ConfigError(f"{spec}: no report.json there and no finished evaluate stage "
                           f"({run.uri('evaluate/_SUCCESS')})")
-    marker = json.loads(run.get_bytes("evaluate/_SUCCESS"))
     return run.uri(f"{marker['prefix']}/report/report.json")
 
 
@@ -73,10 +75,20 @@ def load_report(spec: str, label: str = "") -> CompareRun:
         raise ConfigError(f"{uri}: not JSON ({exc})") from None
     if not isinstance(report, dict) or not isinstance(report.get("models"), list):
         raise ConfigError(f"{uri}: not a MADBench report.json (no models list)")
-    name = label or Path(spec.rstrip("/")).name.removesuffix(".json")
+    return CompareRun(label or default_label(spec, report), report, uri)
+
+
+def default_label(spec: str, report: dict[str, Any]) -> str:
+    """The run id the report records (a run's evaluate stage writes it); for a report
+    without one (``madbench eval``'s, or one written before it was recorded), the run id of
+    a ``<store>/<run_id>`` spec, else the file's or its folder's name."""
+    recorded = report.get("run_id")
+    if isinstance(recorded, str) and recorded:
+        return recorded
+    name = Path(spec.rstrip("/")).name.removesuffix(".json")
     if name == "report":
         name = Path(spec).parent.name or "report"
-    return CompareRun(name, report, uri)
+    return name
 
 
 def results_of(run: CompareRun) -> list[EvalResult]:
@@ -117,6 +129,22 @@ def facts_of(runs: list[CompareRun]) -> list[dict[str, Any]]:
     return out
 
 
+def _distinct(runs: list[CompareRun], specs: list[str]) -> list[CompareRun]:
+    """Default labels made distinct: a label two runs share gets the spec that names each
+    (two runs of one id in two stores, two report.json in folders of one name)."""
+    seen: dict[str, int] = {}
+    for run in runs:
+        seen[run.label] = seen.get(run.label, 0) + 1
+    out = []
+    for run, spec in zip(runs, specs):
+        label = f"{run.label} ({spec})" if seen[run.label] > 1 else run.label
+        out.append(dataclasses.replace(run, label=label))
+    if len({r.label for r in out}) != len(out):
+        raise ConfigError(f"two runs have the same label {[r.label for r in out]}; give "
+                          "--labels")
+    return out
+
+
 def compare_runs(specs: list[str], labels: list[str] | None = None) -> list[EvalResult]:
     """Every model of every run, in the report's group order (same model adjacent)."""
     from madbench_common.benchmarks.madbench.stages.evaluate import order_results
@@ -135,5 +163,7 @@ def load_runs(specs: list[str], labels: list[str] | None = None) -> list[Compare
     runs = [load_report(s, labels[i] if labels else "") for i, s in enumerate(specs)]
     names = [r.label for r in runs]
     if len(set(names)) != len(names):
-        raise ConfigError(f"two runs have the same label {names}; give --labels")
+        if labels:
+            raise ConfigError(f"--labels: two runs have the same label {names}")
+        runs = _distinct(runs, specs)
     return runs

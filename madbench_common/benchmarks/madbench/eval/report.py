@@ -281,7 +281,9 @@ def render_json(results: Sequence[EvalResult], runs: Sequence[Facts] = (),
     layout = {t.key: _layout(t) for t in [summary_table(list(results)),
                                           *report_tables(results)]}
     legend = {m: {"anchor": f"mark-{a}", "meaning": text} for m, (a, text) in LEGEND.items()}
-    doc: dict[str, Any] = {"title": report_title(results, runs), "runs": list(runs),
+    # one run's report carries its run id at the top: madbench compare labels it by that
+    head = {"run_id": runs[0]["run_id"]} if len(runs) == 1 and runs[0].get("run_id") else {}
+    doc: dict[str, Any] = {**head, "title": report_title(results, runs), "runs": list(runs),
                            "models": models, "layout": layout, "legend": legend}
     if rejections is not None:
         doc["rejections"] = [dict(r) for r in rejections]

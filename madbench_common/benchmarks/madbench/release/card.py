@@ -38,7 +38,8 @@ from madbench_common.pipeline.graph import Graph
 from madbench_common.pipeline.stage import make_context, read_marker
 from madbench_common.pipeline.status import collect_status, table_one
 
-__all__ = ["NONCOMMERCIAL", "CardInputs", "Component", "components", "dataset_card"]
+__all__ = ["NONCOMMERCIAL", "CardInputs", "Component", "components", "dataset_card", "hub_configs",
+           "loading_example"]
 
 NONCOMMERCIAL = re.compile(r"(\bNC\b|-NC-|-NC$|non-?commercial)", re.IGNORECASE)
 """A licence text that forbids commercial use (CC-BY-NC-*, "non-commercial")."""
@@ -190,14 +191,20 @@ def _qc(inputs: CardInputs) -> tuple[dict[str, dict[str, Any]], dict[str, bool]]
     return params, verified
 
 
-def _front_matter(inputs: CardInputs, comps: list[Component]) -> str:
-    nc = [c for c in comps if c.noncommercial]
-    configs = []
-    for config, splits in inputs.configs.items():
+def hub_configs(configs: dict[str, dict[str, int]]) -> list[dict[str, Any]]:
+    """The front matter's ``configs``: each config's splits and their files."""
+    out = []
+    for config, splits in configs.items():
         files = [{"split": SPLIT_NAMES[s], "path": [f"{config}/{s}/metadata.parquet",
                                                     f"{config}/{s}/audio/*.flac"]}
                  for s in ("train", "val", "test") if s in splits]
-        configs.append({"config_name": config, "data_files": files})
+        out.append({"config_name": config, "data_files": files})
+    return out
+
+
+def _front_matter(inputs: CardInputs, comps: list[Component]) -> str:
+    nc = [c for c in comps if c.noncommercial]
+    configs = hub_configs(inputs.configs)
     total = sum(sum(v.values()) for v in inputs.configs.values())
     size = ("n<1K" if total < 1000 else "1K<n<10K" if total < 10_000
             else "10K<n<100K" if total < 100_000 else "100K<n<1M")
@@ -262,6 +269,38 @@ def _limitations(gens: list[dict[str, str]], t1: dict[str, str], configs: dict[s
     return out
 
 
+def loading_example(config: str, folder: str = "path/to/this/folder") -> str:
+    """The card's "How to load" code: Python that runs as printed under ``datasets`` 3 and ≥ 4.
+
+    ``datasets`` ≥ 4 encodes and decodes the ``Audio`` feature with torchcodec (and torch),
+    which it does not install: loading the folder with its ``Audio`` feature fails without
+    them, even to build the table (3.x needs librosa to decode it). The first way reads the
+    split's ``metadata.parquet`` as a plain table and each FLAC with soundfile (any
+    version, no torch); the second uses the ``Audio`` feature where its decoder is there.
+    The test suite runs this code under each major version
+    (``tests/benchmarks/madbench/release/test_card_loading.py``)."""
+    return (
+        "import importlib.util\n\n"
+        "import datasets\n"
+        "import soundfile as sf\n"
+        "from datasets import load_dataset\n\n"
+        f"folder, config = {json.dumps(folder)}, {json.dumps(config)}\n"
+        'split = f"{folder}/{config}/test"  # train, val and test where the config has them\n\n'
+        "# 1. any datasets version, no audio decoder: the table, and each FLAC by its path\n"
+        'ds = load_dataset("parquet", data_files=f"{split}/metadata.parquet", split="train")\n'
+        "row = ds[0]\n"
+        'array, sampling_rate = sf.read(f"{split}/{row[\'file_name\']}", dtype="float32")\n'
+        'print(row["sample_id"], row["label"], array.shape, sampling_rate)\n\n'
+        "# 2. the Audio feature, decoded for you (pip install \"datasets[audio]\"): datasets\n"
+        "#    3.x decodes it with soundfile and librosa, >= 4 with torchcodec (and FFmpeg)\n"
+        'major = int(datasets.__version__.split(".")[0])\n'
+        'if importlib.util.find_spec("librosa" if major < 4 else "torchcodec"):\n'
+        '    ds = load_dataset(folder, config, split="test")\n'
+        '    audio = ds[0]["audio"]  # 3.x: {"array", "sampling_rate", "path"}; >= 4: a decoder\n'
+        '    print("Audio feature:", ds.features["audio"])\n\n'
+        "# row[\"video\"]: the sample's MP4, a path relative to its split folder\n")
+
+
 def dataset_card(inputs: CardInputs) -> str:
     """The card's Markdown (front matter first)."""
     gens = _generators(inputs)
@@ -277,10 +316,14 @@ def dataset_card(inputs: CardInputs) -> str:
              "E (fake environment), Q (both) — in three core protocols (balanced, "
              "scene-matched, scene-mismatched), a scene-consistency protocol, and, where "
              "exported, robustness conditions of the test split.",
-             "## How to load\n\n```python\nfrom datasets import load_dataset\n\n"
-             f'ds = load_dataset("path/to/this/folder", "{first}", split="test")\n'
-             'ds[0]["audio"]   # {"array", "sampling_rate", "path"} (the Audio feature)\n'
-             'ds[0]["video"]   # the sample\'s MP4, relative to its split folder\n```',
+             "## How to load\n\nWith Hugging Face `datasets` 3.x or ≥ 4 (`pip install "
+             "datasets soundfile`). `datasets` ≥ 4 encodes and decodes the `Audio` feature "
+             "with torchcodec (and torch), which it does not install: without them, "
+             "loading this folder with its `Audio` feature fails. The first way below "
+             "works under both (the table as Parquet, each FLAC read with soundfile); the "
+             "second gives the `Audio` feature (`pip install \"datasets[audio]\"`: librosa "
+             "for 3.x, torchcodec and FFmpeg for ≥ 4).\n\n```python\n"
+             + loading_example(first) + "```",
              "## Configs and splits\n\n" + _md(["config", "train", "validation", "test"], [
                  [c, *(str(v.get(s, 0)) for s in ("train", "val", "test"))]
                  for c, v in inputs.configs.items()]),
@@ -290,8 +333,9 @@ def dataset_card(inputs: CardInputs) -> str:
              "`scene_consistent`, `speech_generator`, `env_generator`, `scene_label`, "
              "`coarse_label`, `sc_condition`, `clip_id` (resample by clip in bootstraps), "
              "sha256 of the exported audio and video and of the run's audio; robustness "
-             "configs add `condition` and `condition_params` (JSON: what was asked and "
-             "measured).",
+             "configs (`robustness-<condition>-<protocol>`: one protocol each, so `label` "
+             "keeps that protocol's meaning) add `condition` and `condition_params` (JSON: "
+             "what was asked and measured).",
              "## Table 1 (the paper's statistics of this build)\n\n"
              + _md(["statistic", "value"], [[k, v] for k, v in t1.items()]),
              "## Generators\n\n" + _md(
@@ -304,8 +348,9 @@ def dataset_card(inputs: CardInputs) -> str:
                  + yaml.safe_dump(p, sort_keys=True, allow_unicode=True) + "```"
                  for name, p in qc.items())]
     if inputs.conditions:
-        parts.append("## Robustness conditions\n\nEach condition holds the test split of "
-                     "every protocol, perturbed (video untouched): "
+        parts.append("## Robustness conditions\n\nEach condition has one config per "
+                     "protocol (`robustness-<condition>-<protocol>`), its test split "
+                     "perturbed (video untouched): "
                      + ", ".join(f"`{c}`" for c in inputs.conditions) + ". Parameters, as "
                      "asked and as measured, are on every row (`condition_params`).")
     parts.append(_licence_section(comps))

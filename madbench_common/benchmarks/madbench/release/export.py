@@ -8,11 +8,14 @@ user does that)::
     <protocol>/<split>/audio/<sample_id>.flac  the sample's audio, FLAC 24-bit
     <protocol>/<split>/video/<sample_id>.mp4   the sample's MP4: the source's untouched
                                                video packets beside the sample's audio
-    robustness-<condition>/test/…              each robustness condition's test samples
-                                               (``protocol`` column; condition parameters)
+    robustness-<condition>-<protocol>/test/…   one robustness condition's test samples
+                                               of one protocol (condition parameters)
 
 ``protocol`` is ``balanced``, ``scene_matched``, ``scene_mismatched`` or
-``scene_consistency``; ``split`` is ``train``, ``val`` or ``test``. ``metadata.parquet``
+``scene_consistency``; ``split`` is ``train``, ``val`` or ``test``. A config holds one
+protocol, so ``label`` has one meaning in it: fake (the three core protocols) or
+scene-inconsistent (``scene_consistency``); a condition's config mixing them gave real
+rows of the scene-consistency protocol label 1. ``metadata.parquet``
 is the Hugging Face *audiofolder* convention: ``file_name`` (the audio, relative to the
 table) becomes an ``Audio`` feature, so ``datasets.load_dataset(<folder>, "<config>")``
 reads it through the card's ``configs`` (``video`` is a path relative to the table).
@@ -81,8 +84,8 @@ def check_complete(run: RunStore, graph: Graph) -> None:
 
 
 def config_name(protocol: str, condition: str = "") -> str:
-    """The card's config of a protocol (or of a robustness condition)."""
-    return f"robustness-{condition}" if condition else protocol
+    """The card's config of a protocol, or of a robustness condition of one protocol."""
+    return f"robustness-{condition}-{protocol}" if condition else protocol
 
 
 def _rows(run: RunStore, stage: str, kind: type[SampleRow]) -> list[Any]:
@@ -169,12 +172,12 @@ def _groups(rows: Iterable[SampleRow], condition: Callable[[SampleRow], str]
     """(config, split) → rows, core protocols first (paper order), then conditions in their
     list order, splits train/val/test."""
     out: dict[tuple[str, str], list[SampleRow]] = {}
-    rank: dict[str, tuple[int, int, str]] = {}
+    rank: dict[str, tuple[int, int, int, str]] = {}
     for r in rows:
         name = config_name(r.protocol, condition(r))
         out.setdefault((name, r.split), []).append(r)
-        index = getattr(r, "condition_index", 0) if condition(r) else _ORDER.get(r.protocol, 9)
-        rank[name] = (1 if condition(r) else 0, index, name)
+        index = getattr(r, "condition_index", 0) if condition(r) else 0
+        rank[name] = (1 if condition(r) else 0, index, _ORDER.get(r.protocol, 9), name)
     return dict(sorted(out.items(), key=lambda kv: (rank[kv[0][0]], _SPLITS.get(kv[0][1], 9))))
 
 

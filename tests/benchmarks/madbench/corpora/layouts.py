@@ -52,20 +52,25 @@ def asvspoof2019_la(root: Path, per_split: dict[str, int]) -> Path:
     return root
 
 
-def asvspoof5(root: Path, per_split: dict[str, int]) -> Path:
-    """Protocols in ``ASVspoof5_protocols/``, audio in flac_T, flac_D, flac_E_eval."""
+def asvspoof5(root: Path, per_split: dict[str, int], nested: bool = False) -> Path:
+    """Protocols in ``ASVspoof5_protocols/``, audio in flac_T, flac_D, flac_E_eval (with
+    ``nested``: ``ASVspoof5_train/flac_T`` etc., as the release's archives unpack). In eval,
+    utterances come in threes: an uncoded one (``CODEC_SEED`` ``-``) and two coded copies
+    of it (``CODEC_SEED`` its file name), as the release's codec conditions are made."""
     proto = root / "ASVspoof5_protocols"
     proto.mkdir(parents=True)
     files = {"train": ("ASVspoof5.train.tsv", "T", "flac_T"),
              "dev": ("ASVspoof5.dev.track_1.tsv", "D", "flac_D"),
              "eval": ("ASVspoof5.eval.track_1.tsv", "E", "flac_E_eval")}
     for part, (name, letter, folder) in files.items():
+        if nested:
+            folder = f"ASVspoof5_{part}/{folder}"
         lines = []
         for i in range(per_split[part]):
             fake = i % 2 == 1
             file = f"{letter}_{i:010d}"
-            codec = ("C0" + str(1 + i % 9), str(1 + i % 8), "3") if part == "eval" else (
-                "-", "-", "-")
+            codec = ("C0" + str(1 + i % 9), str(1 + i % 8), f"E_{i - i % 3:010d}") if (
+                part == "eval" and i % 3) else ("-", "-", "-")
             tag, attack, key = ("AC3", f"A{5 + i % 4:02d}", "spoof") if fake else (
                 "-", "bonafide", "bonafide")
             lines.append(f"{letter}_{i % 7:04d} {file} {'F' if i % 3 else 'M'} "

@@ -66,12 +66,13 @@ def test_compare_command_writes_the_same_tables_and_figures(two_runs: tuple[Path
     printed = capsys.readouterr().out
     # the same layout as a run's report: the summary first, with each run's facts
     assert printed.startswith("## Summary") and "MyModel [" in printed
-    assert "**Pipeline (published" in printed and "commit 0123abcd" in printed
+    # labelled by the run id its report records ("paper"), the other by its folder
+    assert "**Pipeline (paper)" in printed and "commit 0123abcd" in printed
     assert "**Run (mine" in printed and "no run facts" in printed
     html = (out / "report.html").read_text()
     one = (pub / "report.html").read_text()
     assert re.findall(r'<section id="?([\w]+)', html) == re.findall(r'<section id="?([\w]+)', one)
-    assert re.search(r"<h1>MADBench comparison: published\w* vs mine\w*</h1>", html)
+    assert re.search(r"<h1>MADBench comparison: paper vs mine\w*</h1>", html)
     assert html.count("<svg") >= 4 and "ROC and DET: Balanced" in html
     assert "MyModel [" in html and "AudioEnc [" in html
     data = json.loads((out / "report.json").read_text())
@@ -86,3 +87,31 @@ def test_bad_inputs_are_named(tmp_path: Path, two_runs: tuple[Path, Path]) -> No
         compare_runs([str(tmp_path / "x.json")])
     with pytest.raises(ConfigError, match="same label"):
         compare_runs([str(two_runs[0]), str(two_runs[0])])
+
+
+def test_default_label_is_the_run_id_and_same_named_folders_do_not_collide(
+        samples: pd.DataFrame, features: FeatureSet, tmp_path: Path) -> None:
+    """A run's report lies at ``evaluate/<fp>/report/report.json``: labelled by the folder,
+    every run was "report" and two collided. The default is the run id the report records;
+    two reports in folders of one name and no run id are told apart by their paths."""
+    cfg = EvalConfig(n_boot=0, logo=False)
+    audio = FeatureSet({k: v for k, v in features.matrices.items() if k[0] == "A"})
+    result = [run_evaluation(ModelInfo("aud", "AudioEnc", "audio_encoder"), samples,
+                             features=audio, config=cfg)]
+    specs = []
+    for run_id in ("run-a", "run-b"):
+        d = tmp_path / run_id / "evaluate" / "0f" / "report"
+        d.mkdir(parents=True)
+        write_report(result, lambda n, b, d=d: (d / n).write_bytes(b),
+                     runs=[{"run_id": run_id, "pipeline": "madbench"}])
+        specs.append(str(d / "report.json"))
+    names = [r.model.name for r in compare_runs(specs)]
+    assert names == ["AudioEnc [run-a]", "AudioEnc [run-b]"]
+    bare = []
+    for side in ("x", "y"):
+        d = tmp_path / side / "report"
+        d.mkdir(parents=True)
+        write_report(result, lambda n, b, d=d: (d / n).write_bytes(b))
+        bare.append(str(d / "report.json"))
+    labels = [r.model.name for r in compare_runs(bare)]
+    assert len(set(labels)) == 2 and all(f"({s})" in n for s, n in zip(bare, labels))

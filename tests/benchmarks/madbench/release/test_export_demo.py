@@ -15,6 +15,7 @@ from madbench_common.benchmarks.madbench.release.card import (
     NONCOMMERCIAL,
     Component,
     _licence_section,
+    loading_example,
 )
 from madbench_common.benchmarks.madbench.release.export import export_run
 from madbench_common.benchmarks.madbench.rows import ComponentRow, SampleRow
@@ -60,9 +61,18 @@ def test_every_config_loads_with_the_datasets_audio_feature(exported: Path,
     configs = {c["config_name"]: c for c in meta["configs"]}
     assert {"balanced", "scene_matched", "scene_mismatched", "scene_consistency"} <= set(configs)
     assert any(name.startswith("robustness-mp3") for name in configs)
+    # a robustness config holds one protocol, so `label` keeps that protocol's meaning
+    for name in (n for n in configs if n.startswith("robustness-")):
+        for entry in configs[name]["data_files"]:
+            table = pq.read_table(exported / entry["path"][0]).to_pandas()
+            assert table["protocol"].nunique() == 1 and name.endswith(table["protocol"][0])
+            if table["protocol"][0] == "scene_consistency":
+                assert (table["label"] == (~table["scene_consistent"]).astype(int)).all()
+            else:
+                assert (table["label"] == (table["variant"] != "R").astype(int)).all()
     samples = {s.sample_id: s for s in read_manifest_bytes(
         SampleRow, demo_build.get_bytes("assemble/manifest.parquet")) if s.ok}
-    for name in ("balanced", "robustness-mp3_24k"):  # the condition demo_build perturbs with
+    for name in ("balanced", "robustness-mp3_24k-balanced"):  # demo_build's one condition
         for entry in configs[name]["data_files"]:
             ds = datasets.load_dataset(str(exported), name, split=entry["split"],
                                       cache_dir=cache)
@@ -118,6 +128,7 @@ def test_card_lists_every_licence_and_generator(exported: Path, demo_build: RunS
     assert "## Table 1" in card and "Generation-eligible source clips" in card
     assert "## Known limitations" in card and "CPU reference models" in card
     assert "## Intended uses" in card
+    assert loading_example("balanced") in card  # the code test_card_loading.py runs
     qc = card[card.find("## QC thresholds"):]
     assert "**source_qc** (verified" in qc and "max_wer: 0.8" in qc
 
