@@ -66,7 +66,7 @@ from madbench_common.media.dsp import (
     world_analyse,
     world_synthesise,
 )
-from madbench_common.models.speech_prep import GenerationReport, same_and_cross
+from madbench_common.models.speech_prep import GenerationFailed, GenerationReport, same_and_cross
 
 __all__ = [
     "EspeakPsolaCrossTTS",
@@ -95,7 +95,8 @@ def _ref_f0_stats(ref16: Audio) -> tuple[float, float]:
     try:
         return f0_log_stats(f0_track(ref16, _SR, _FP))
     except ValueError:
-        raise ConfigError("ref_audio has no voiced speech to adapt to") from None
+        raise GenerationFailed("no_voiced_frames",
+                               "ref_audio has no voiced speech to adapt to") from None
 
 
 def _smooth_db_limited(log_ratio: np.ndarray, width: int) -> np.ndarray:
@@ -113,7 +114,8 @@ def world_convert(source16: Audio, ref16: Audio, n_out: int, *, warp: bool) -> A
     try:
         f0 = map_f0(src.f0, f0_log_stats(src.f0), f0_log_stats(ref.f0))
     except ValueError:
-        raise ConfigError("source or reference speech has no voiced frames") from None
+        raise GenerationFailed("no_voiced_frames",
+                               "source or reference speech has no voiced frames") from None
     ref_env = mean_log_envelope(ref.sp, ref.f0)
     sp = src.sp
     if warp:
@@ -181,7 +183,7 @@ def psola_convert(source16: Audio, ref16: Audio, n_out: int) -> Audio:
     try:
         mapped = map_f0(f0, f0_log_stats(f0), _ref_f0_stats(ref16))
     except ValueError:
-        raise ConfigError("source speech has no voiced frames") from None
+        raise GenerationFailed("no_voiced_frames", "source speech has no voiced frames") from None
     ratio = np.where(f0 > 0, mapped / np.where(f0 > 0, f0, 1.0), 1.0)
     y = _psola(x, f0, ratio, n_out)
     spec, env = _cepstral_envelopes(y)
@@ -244,7 +246,7 @@ class _TTSBase(_SpeechBase):
     def _words(self, text: str, ref_text: str) -> str:
         words = " ".join((text or (ref_text if self.branch == "tts_same" else "")).split())
         if not words:
-            raise ConfigError(f"{self.slug}: text is empty")
+            raise GenerationFailed("empty_text", f"{self.slug}: text is empty")
         return words
 
     def _render(self, ref16: Audio, ref_text: str, text: str, src16: Audio | None,
