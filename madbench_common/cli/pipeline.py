@@ -18,6 +18,7 @@ from madbench_common.benchmarks.madbench.graph import build_graph
 from madbench_common.cli.weights import allow_unpinned_arg, allowed_unpinned
 from madbench_common.core.errors import ChecksumError, ConfigError, MadbenchError
 from madbench_common.core.s3client import retries_since, retry_stats
+from madbench_common.core.safetext import console_text, visible
 from madbench_common.core.store import RunStore, copy_run, open_store
 from madbench_common.core.usage import peak_rss_bytes
 from madbench_common.pipeline.graph import Graph
@@ -241,11 +242,12 @@ def cmd_report(args: argparse.Namespace) -> int:
     if marker is None:
         raise ConfigError(f"{run.uri(args.stage)}: stage {args.stage!r} has not finished")
     text = run.get_bytes(f"{marker['prefix']}/report/report.md").decode()
-    print(main_section(text))  # plain print: Markdown rows must not be re-wrapped
+    # plain print: Markdown rows must not be re-wrapped; controls shown, never sent
+    print(visible(main_section(text), newlines=True))
     for section in zero_shot_sections(text):  # omni parse rates and prompts (issue 13)
-        print("\n" + section)
+        print("\n" + visible(section, newlines=True))
     for section in robustness_sections(text):  # AUC per robustness condition (issue 23)
-        print("\n" + section)
+        print("\n" + visible(section, newlines=True))
     print(f"report: {run.uri(marker['prefix'] + '/report/report.html')}")
     print(f"tables: {run.uri(marker['prefix'] + '/report/report.md')} (and report.json)")
     return 0
@@ -273,7 +275,8 @@ def print_status(status: RunStatus, details: bool = False, table1: bool = True) 
     """Stages, retries, MADBench's Table 1 (``table1``; other graphs, e.g. DEAF, have
     their own) and the quarantine."""
     console = Console()
-    table = Table(title=f"run {status.run_id} — {status.uri}")
+    c = console_text
+    table = Table(title=f"run {c(status.run_id)} — {c(status.uri)}")
     for col in ("stage", "state", "rows", "rejected", "shards"):
         table.add_column(col, no_wrap=True)
     table.add_column("counts (Table 1)", overflow="fold")
@@ -281,7 +284,7 @@ def print_status(status: RunStatus, details: bool = False, table1: bool = True) 
         state = "[green]done" if s.done else ("[yellow]partial" if s.shards_done else "pending")
         shards = f"{s.shards_done}/{s.shards_total}" if not s.done and s.shards_total else ""
         counts = " ".join(f"{k}={v}" for k, v in s.counts.items())
-        table.add_row(s.stage, state, str(s.rows), str(s.rejected), shards, counts)
+        table.add_row(c(s.stage), state, str(s.rows), str(s.rejected), shards, c(counts))
     console.print(table)
     if status.s3_retries:
         detail = ", ".join(f"{k} {v}" for k, v in sorted(status.s3_retries.items())
@@ -293,19 +296,22 @@ def print_status(status: RunStatus, details: bool = False, table1: bool = True) 
         one.add_column("statistic")
         one.add_column("count", justify="right")
         for name, value in table_one(status):
-            one.add_row(name, value)
+            one.add_row(c(name), c(value))
         console.print(one)
     if status.quarantine:
         console.print(_quarantine_table(status, details))
 
 
 def _quarantine_table(status: RunStatus, details: bool) -> Table:
+    """Quarantined rows; items and details quote input (clip ids, paths), so each cell is
+    shown as plain text with its control characters escaped (:func:`console_text`)."""
+    c = console_text
     if details:
         q = Table(title="quarantined inputs")
         for col in ("stage", "item", "reason", "detail"):
             q.add_column(col, overflow="fold")
         for e in status.quarantine:
-            q.add_row(e.stage, e.item, e.reason, e.detail)
+            q.add_row(c(e.stage), c(e.item), c(e.reason), c(e.detail))
         return q
     groups: dict[tuple[str, str], list[str]] = {}
     for e in status.quarantine:
@@ -314,7 +320,7 @@ def _quarantine_table(status: RunStatus, details: bool) -> Table:
     for col in ("stage", "reason", "count", "e.g."):
         q.add_column(col, overflow="fold")
     for (stage, reason), items in groups.items():
-        q.add_row(stage, reason, str(len(items)), ", ".join(items[:3]))
+        q.add_row(c(stage), c(reason), str(len(items)), c(", ".join(items[:3])))
     return q
 
 

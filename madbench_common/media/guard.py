@@ -337,7 +337,17 @@ def _child_stem(path: str, rate: int, limits: MediaLimits, exact: bool = False) 
     audio = _decode_bounded(Path(path), rate, limits, (demuxer,), video=False)
     if audio.size == 0:  # padded to the clip, it would pass for a silent reference
         raise InputRejected(path, "no_audio", "no audio stream, or one without samples")
+    _check_finite(audio, path)
     return audio
+
+
+def _check_finite(audio: Audio, path: str) -> None:
+    """NaN or Inf samples (a float WAV may hold them) would be stored and turn every
+    metric computed from them (SI-SDR, levels) into NaN: the file is refused instead."""
+    bad = int(audio.size - np.count_nonzero(np.isfinite(audio)))
+    if bad:
+        raise InputRejected(path, "non_finite_audio",
+                            f"{bad} of {audio.size} decoded samples are NaN or Inf")
 
 
 def _sniff(path: Path) -> str | None:

@@ -2,7 +2,9 @@
 
 Rejects, with a reason per file: ``missing``, ``empty``, ``unreadable``,
 ``truncated``, ``no_audio``, ``no_video``, ``silent``, ``too_short``, ``too_long``,
-``duplicate_clip_id``, the bounds of untrusted media
+``duplicate_clip_id``, ``clip_id_collision`` (different ids that are one after
+sanitising, Unicode normalisation or case folding), ``non_finite_audio`` (NaN or Inf
+samples), the bounds of untrusted media
 (:mod:`madbench_common.media.guard`): ``file_too_large``, ``unsupported_container``,
 ``too_many_streams``, ``resolution_too_high``, ``video_size_invalid``,
 ``too_many_frames``, ``decode_timeout``, ``decode_memory``, ``decode_crashed``,
@@ -10,7 +12,8 @@ Rejects, with a reason per file: ``missing``, ``empty``, ``unreadable``,
 (:mod:`madbench_common.benchmarks.madbench.sources`):
 ``outside_sources``, ``bad_encoding``, ``bad_file_name``, ``bad_clip_id``,
 ``unsupported_location``; a reference stem that fails any of these or has no audio
-(``stem_<reason>``, e.g. ``stem_unsupported_container``, ``stem_no_audio``); and,
+(``stem_<reason>``, e.g. ``stem_unsupported_container``, ``stem_no_audio``,
+``stem_non_finite_audio``); and,
 through the stage runtime, any other failure on one clip
 (:mod:`madbench_common.pipeline.failures`). The original container is copied byte for
 byte into the store, named with the extension of the container FFmpeg found (later
@@ -43,6 +46,7 @@ from madbench_common.benchmarks.madbench.sources import (
     SourceListing,
     SourceSpec,
     fetch_source,
+    id_key,
     listing_identity,
     local_sha256,
     read_listing,
@@ -88,7 +92,7 @@ def _checked(path: Path, sample_rate: int, limits: MediaLimits, name: str,
         raise InputRejected(name, "truncated",
                             f"decoded {seconds:.2f}s of audio, header says {info.duration:.2f}s")
     if not np.isfinite(audio).all():
-        raise InputRejected(name, "unreadable", "audio has NaN or Inf samples")
+        raise InputRejected(name, "non_finite_audio", "audio has NaN or Inf samples")
     return decoded
 
 
@@ -136,6 +140,26 @@ class IngestStage(MapStage[SourceRow]):
             by_id.setdefault(spec.clip_id, []).append(spec)
         return by_id
 
+    @cached_property
+    def collisions(self) -> dict[str, str]:
+        """Clip id → what it collides with: ids that only sanitising, Unicode normalisation
+        or case made equal (``a b`` and ``a_b``, ``Clip`` and ``clip``) would be one file on
+        some stores, so every row involved is quarantined, never merged."""
+        by_key: dict[str, list[str]] = {}
+        for cid in self.specs:
+            by_key.setdefault(id_key(cid), []).append(cid)
+        out: dict[str, str] = {}
+        for cid, specs in self.specs.items():
+            clash = by_key[id_key(cid)]
+            given = {s.given_id for s in specs}
+            if len(clash) > 1 or len(given) > 1:
+                names = sorted({s.given_id for c in clash for s in self.specs[c]})
+                out[cid] = (f"clip id {cid!r} collides after sanitising, Unicode "
+                            f"normalisation or case folding: "
+                            + ", ".join(repr(n) for n in names[:6])
+                            + (" …" if len(names) > 6 else "") + "; give each a distinct id")
+        return out
+
     def plan(self) -> list[str]:
         return sorted(self.specs)
 
@@ -147,6 +171,8 @@ class IngestStage(MapStage[SourceRow]):
 
     def run_item(self, item: str) -> SourceRow:
         specs = self.specs[item]
+        if item in self.collisions:
+            raise InputRejected(specs[0].label, "clip_id_collision", self.collisions[item])
         if len(specs) > 1:
             paths = ", ".join(s.label for s in specs)
             raise InputRejected(specs[0].label, "duplicate_clip_id",
