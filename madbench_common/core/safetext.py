@@ -21,7 +21,7 @@ _CONTROL_LINES = re.compile(f"[\x00-\x1f\x7f-\x9f{_BIDI}\ud800-\udfff\u2028\u202
 FORMULA_START = ("=", "+", "-", "@", "\t", "\r", "\uff1d", "\uff0b", "\uff0d", "\uff20")
 """First characters that make a spreadsheet read a cell as a formula (OWASP CSV injection;
 the full-width forms are read as formulas by some spreadsheets too)."""
-_MD_SPECIAL = re.compile(r"([\\`\[\]|])")
+_MD_SPECIAL = re.compile(r"([\\`|]|(?<=\])[(\[])")
 
 
 def _escape(match: re.Match[str]) -> str:
@@ -49,9 +49,10 @@ def console_text(text: object) -> str:
 
 def md_text(text: object) -> str:
     """``text`` for a Markdown table cell or list item: on one line, controls visible,
-    HTML's ``& < >`` as entities (no tag or script survives a renderer), and the
-    characters of Markdown links, code spans and table cells (``[ ] ` | \\``)
-    backslash-escaped; emphasis characters stay (they cannot inject anything)."""
+    HTML's ``& < >`` as entities (no tag, script or autolink survives a renderer), and
+    backslash escapes for table cells and code spans (``| ` \\``) and for the ``(`` or
+    ``[`` after a ``]`` that would make a link; a bracketed interval such as
+    ``[0.85, 0.95]`` and emphasis characters stay as they are (they inject nothing)."""
     one = visible(str(text).replace("\r\n", " ").replace("\n", " ").replace("\r", " "))
     one = one.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
     return _MD_SPECIAL.sub(r"\\\1", one)

@@ -41,6 +41,7 @@ from madbench_common.benchmarks.madbench.eval.tables import (
     parse_table,
 )
 from madbench_common.core.compat import zip_strict
+from madbench_common.core.safetext import md_text
 
 __all__ = ["main_table", "render_html", "render_json", "render_markdown", "report_tables",
            "write_report"]
@@ -74,15 +75,18 @@ def report_tables(results: Sequence[EvalResult]) -> list[Table]:
 
 
 def _md_table(t: Table) -> str:
+    """``t`` in Markdown; every cell, header and note may quote input (model, generator
+    and source names), so each goes through :func:`md_text`."""
+    e = md_text
     width = len(t.headers)
-    lines = ["| " + " | ".join(t.headers) + " |", "|" + "---|" * width]
+    lines = ["| " + " | ".join(map(e, t.headers)) + " |", "|" + "---|" * width]
     for title, rows in t.sections:
         if title:
-            lines.append(f"| **{title}** |" + " |" * (width - 1))
-        lines += ["| " + " | ".join(row) + " |" for row in rows]
+            lines.append(f"| **{e(title)}** |" + " |" * (width - 1))
+        lines += ["| " + " | ".join(map(e, row)) + " |" for row in rows]
     if not t.sections:
         lines.append("| (no results) |" + " |" * (width - 1))
-    notes = [f"- {n}" for n in t.notes]
+    notes = [f"- {e(n)}" for n in t.notes]
     return "\n".join([f"### {t.title}" if t.key in ("table2a", "table2b") else "", *lines, "",
                       *notes]).strip("\n")
 
@@ -102,7 +106,7 @@ def _names(results: Sequence[EvalResult]) -> str:
 
 def render_markdown(results: Sequence[EvalResult]) -> str:
     """All tables as one Markdown document; the first section is Table 2."""
-    parts = [f"# MADBench evaluation: {_names(results)}"]
+    parts = [f"# MADBench evaluation: {md_text(_names(results))}"]
     for t in report_tables(results):
         parts.append(_heading(t) + _md_table(t))
     return "\n\n".join(parts) + "\n"
