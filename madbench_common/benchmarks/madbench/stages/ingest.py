@@ -217,7 +217,7 @@ class IngestStage(MapStage[SourceRow]):
             width=info.width, height=info.height, fps=info.fps,
             audio_uri=wav.uri, audio_sha256=wav.sha256, duration=duration, sample_rate=rate,
             orig_sample_rate=info.sample_rate, orig_channels=info.channels,
-            orig_audio_codec=info.audio_codec,
+            orig_audio_codec=_audio_note(info),
         ).with_provenance(self.ctx.provenance("ffmpeg", av.__version__))
         return dataclasses.replace(row, **stems)
 
@@ -240,6 +240,15 @@ class IngestStage(MapStage[SourceRow]):
             info = self.ctx.save_audio(f"ref/{name}/{spec.clip_id}.wav", stem, rate)
             out[f"ref_{name}_uri"], out[f"ref_{name}_sha256"] = info.uri, info.sha256
         return out
+
+
+def _audio_note(info: MediaInfo) -> str:
+    """The audio codec, with which stream was used when there were several and how late
+    the audio starts when it starts after the video (both recorded with the row)."""
+    notes = [f"first of {info.audio_streams} audio streams"] if info.audio_streams > 1 else []
+    if info.audio_offset:
+        notes.append(f"starts {info.audio_offset:.2f}s after the video; padded")
+    return info.audio_codec + (f" ({'; '.join(notes)})" if notes else "")
 
 
 def _listing(params: dict[str, Any]) -> SourceListing:
