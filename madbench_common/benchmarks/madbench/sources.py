@@ -66,6 +66,8 @@ store's 255-byte name limit; S3 keys are the same, so both stores hold the same 
 _OPTIONAL = ("clip_id", "speaker", "gender", "source_group", "transcript", "scene_caption",
              "speech_stem", "env_stem")
 _UNSAFE = re.compile(r"[^A-Za-z0-9._-]+")
+_PATH_MAX = getattr(os, "PATH_MAX", 4096)
+_NAME_MAX = 255
 _SCHEME = re.compile(r"^[A-Za-z][A-Za-z0-9+.-]*://")
 
 
@@ -174,9 +176,27 @@ def _locate(text: str, root: str) -> tuple[str, bool]:
     return real, not root.startswith("s3://") and _inside(real, root)
 
 
+def _shorten(text: str, keep: int = 100) -> str:
+    return text if len(text) <= keep else f"{text[:keep // 2]}…{text[-keep // 2:]}"
+
+
+def _check_length(text: str, location: str, what: str) -> None:
+    """:class:`InputRejected` (``path_too_long``) for a local path the system cannot open:
+    over ``PATH_MAX`` bytes, or with a component over ``NAME_MAX`` bytes."""
+    raw = os.fsencode(location)
+    longest = max((len(part) for part in raw.split(b"/")), default=0)
+    if len(raw) >= _PATH_MAX or longest > _NAME_MAX:
+        raise InputRejected(_shorten(text), "path_too_long",
+                            f"{what} {_shorten(text)!r}: {len(raw)} bytes (limit "
+                            f"{_PATH_MAX - 1}), longest name {longest} bytes (limit "
+                            f"{_NAME_MAX}); shorten it")
+
+
 def _resolve(text: str, root: str, allow_outside: bool, what: str) -> str:
     """The location of ``text`` (a ``what``) if it may be read, else :class:`InputRejected`."""
     location, inside = _locate(text, root)
+    if not location.startswith("s3://"):
+        _check_length(text, location, what)
     if not inside and not allow_outside:
         raise InputRejected(text, "outside_sources",
                             f"{what} {text!r} is {location}, outside the sources root {root} "

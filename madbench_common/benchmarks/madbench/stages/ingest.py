@@ -10,7 +10,7 @@ samples), the bounds of untrusted media
 ``too_many_frames``, ``decode_timeout``, ``decode_memory``, ``decode_crashed``,
 ``not_a_file``; what the listing found wrong with a row
 (:mod:`madbench_common.benchmarks.madbench.sources`):
-``outside_sources``, ``bad_encoding``, ``bad_file_name``, ``bad_clip_id``,
+``outside_sources``, ``bad_encoding``, ``bad_file_name``, ``bad_clip_id``, ``path_too_long``,
 ``unsupported_location``; a reference stem that fails any of these or has no audio
 (``stem_<reason>``, e.g. ``stem_unsupported_container``, ``stem_no_audio``,
 ``stem_non_finite_audio``); and,
