@@ -91,6 +91,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     handler.addFilter(_visible_record)
     logging.basicConfig(level=level, format="%(message)s", datefmt="[%X]", handlers=[handler])
     logging.getLogger("madbench").setLevel(min(level, logging.INFO))
+    # one line per quarantined row only with -v; a summary line per reason otherwise
+    logging.getLogger("madbench.rejected").setLevel(logging.INFO if args.verbose
+                                                    else logging.WARNING)
     try:
         code: int = args.func(args)
     except MadbenchError as exc:
