@@ -104,7 +104,12 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 def _visible_record(record: logging.LogRecord) -> bool:
     """Log messages quote input (paths, clip ids): their control characters and escape
-    sequences are shown, never sent to the terminal (the handler renders no markup)."""
+    sequences are shown, never sent to the terminal (the handler renders no markup). The
+    arguments, where input comes in, are escaped whole, line breaks included, so a file
+    name cannot forge a log line; the message's own line breaks stay."""
+    if isinstance(record.args, tuple):
+        record.args = tuple(visible(a) if isinstance(a, (str, BaseException)) else a
+                            for a in record.args)
     record.msg, record.args = visible(record.getMessage(), newlines=True), None
     return True
 

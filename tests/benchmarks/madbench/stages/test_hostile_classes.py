@@ -3,7 +3,8 @@ code or accepted where it is valid media, the run goes on, and nothing from the 
 reaches the terminal as a raw control character or as rich markup.
 
 One sources folder holds a case of every class beside a good clip, ingested once by the
-real ``madbench`` command (a child process, so its log handler is the CLI's own).
+real ``madbench -v`` command (a child process, so its log handler is the CLI's own; ``-v``
+logs each quarantined row, as well as one summary line per reason).
 """
 
 from __future__ import annotations
@@ -77,6 +78,7 @@ def _rows(src: Path, good: Path) -> list[dict[str, str]]:
             dict(clip_id="esc_name", path=_copy(src, good, "\x1b[31mred\x1b]0;t\x07.mp4")),
             dict(clip_id="rtl_name", path=_copy(src, good, "\u202eevil\u2066.mp4")),
             dict(clip_id="markup_missing", path="[bold red]gone[/bold red]\x1b[2J\x9b1m.mp4"),
+            dict(clip_id="forged_line", path="gone.mp4\n[12:00:00] INFO     ingest: all good"),
             dict(clip_id="path_max", path="a/" * 2100 + "x.mp4"),
             dict(clip_id="name_max", path="n" * 300 + ".mp4"),
             dict(clip_id="mega", path=_copy(src, good, "mega.mp4"), transcript="word " * 250_000),
@@ -111,7 +113,7 @@ def ingested(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dict[str, 
         writer.writerows(_rows(src, good))
     env = {**os.environ, "PYTHONPATH": str(ROOT), "COLUMNS": "160"}
     proc = subprocess.run(
-        [sys.executable, "-m", "madbench_common.cli", "run", "--sources",
+        [sys.executable, "-m", "madbench_common.cli", "-v", "run", "--sources",
          str(src / "sources.csv"), "--store", str(base / "store"), "--run-id", "h",
          "--until", "ingest", "--workers", "1", "--no-progress"],
         env=env, capture_output=True, text=True, errors="surrogateescape", timeout=900)
@@ -133,7 +135,7 @@ def test_every_class_is_quarantined_with_a_reason_or_accepted(
                 "script_alert_1_script", "L" * 128):
         assert got[cid] == "ok", (cid, got[cid], rows[cid].detail)
     assert got["folder"] == "not_a_file"
-    assert got["markup_missing"] == "missing"
+    assert got["markup_missing"] == got["forged_line"] == "missing"
     assert got["path_max"] == got["name_max"] == "path_too_long"
     assert got["inf_stem"] == "stem_non_finite_audio"
     assert got["nan_main"] == "non_finite_audio"
@@ -166,6 +168,10 @@ def test_no_raw_control_character_reaches_the_terminal(
     base, _, stderr = ingested
     for ch in RAW:
         assert ch not in stderr, repr(ch)
+    # a file name cannot forge a log line: its line break is shown, in the row's own line
+    assert not any(ln.startswith("[12:00:00]") for ln in stderr.splitlines())
+    assert "gone.mp4\\x0a[12:00:00]" in stderr
+    assert "ingest: 4 rejected: clip_id_collision (e.g. Clip, a_b, caf)" in stderr
     # the log shows the name escaped (rich wraps long lines: compare without spaces)
     assert "[boldred]gone[/boldred]\\x1b[2J\\x9b1m.mp4" in "".join(stderr.split())
     monkeypatch.setenv("COLUMNS", "5000")  # a table cell on one line
