@@ -201,3 +201,37 @@ def test_ids_from_two_long_clip_ids_are_bounded_and_distinct() -> None:
         assert len(f"{cid}.wav.tmp12345678".encode()) < 255  # a file name on the file store
     assert bounded_id("short") == "short"
     assert bounded_id("x" * 300) == bounded_id("x" * 300)
+
+
+def test_128_character_ids_through_the_cross_identity_branch(tmp_path: Path) -> None:
+    """Twelve demo clips with 128-character ids, run on the file store up to a
+    cross-identity generator, whose ids join two clip ids: every component is made."""
+    from madbench_common.benchmarks.madbench.graph import build_graph
+    from madbench_common.benchmarks.madbench.rows import ComponentRow
+    from madbench_common.pipeline.local import LocalRunner, RunOptions
+
+    demo = ROOT / "data" / "demo"
+    with open(demo / "sources.csv", newline="", encoding="utf-8") as fh:
+        rows = list(csv.DictReader(fh))
+    picked = [rows[i] for i in (0, 1, 6, 7, 9, 10, 11, 12, 14, 15, 16, 17)]
+    for i, r in enumerate(picked):
+        r["clip_id"] = (f"L{i:02d}" + "x" * 200)[:128]
+        for key in ("path", "speech_stem", "env_stem"):
+            r[key] = str(demo / r[key])
+    src = tmp_path / "sources.csv"
+    with open(src, "w", newline="", encoding="utf-8") as fh:
+        writer = csv.DictWriter(fh, fieldnames=list(picked[0]))
+        writer.writeheader()
+        writer.writerows(picked)
+    opts = RunOptions(store=str(tmp_path / "store"), run_id="t", until="speech_tts_cross_a",
+                      progress=False, params={"ingest": {"sources": str(src),
+                                                         "allow_outside_sources": True}})
+    LocalRunner(build_graph, opts).execute()
+    data = (tmp_path / "store" / "t" / "speech_tts_cross_a" / "manifest.parquet").read_bytes()
+    made = read_manifest_bytes(ComponentRow, data)
+    # made, or refused for the demo audio itself (a clip without voiced frames), never
+    # for a file name (the file store refused 266-character ids: OSError ENAMETOOLONG)
+    assert sum(r.ok for r in made) > len(made) // 2
+    assert all(r.ok or (r.reason == "generation_failed" and "Errno" not in r.detail)
+               for r in made), [r.detail for r in made if not r.ok][:2]
+    assert all(len(r.component_id) <= MAX_DERIVED_ID for r in made)
