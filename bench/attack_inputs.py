@@ -101,7 +101,8 @@ class Ctx:
 
     @property
     def python(self) -> str:
-        return str(self.tree / ".venv" / "bin" / "python")
+        own = self.tree / ".venv" / "bin" / "python"
+        return str(own) if own.exists() else sys.executable  # a worktree without a venv
 
     def madbench(self, args: list[str], env: dict[str, str] | None = None,
                  cwd: Path | None = None, timeout: float = LIMIT_S
@@ -626,6 +627,73 @@ def scanner_misses(ctx: Ctx, w: Path) -> Result:
     return seen, all(found.get(n) for n in want)
 
 
+# ---------------------------------------------------------------- hostile classes, round 3
+
+
+def folder_row(ctx: Ctx, w: Path) -> Result:
+    src = _src(w)
+    (src / "dir.mp4").mkdir()
+    o = ctx.ingest(w, str(_csv(src / "sources.csv", [
+        {"clip_id": "ok", "path": "ok.mp4"}, {"clip_id": "d", "path": "dir.mp4"}])))
+    return _std(o, "d", _rejected(o, "d"))
+
+
+def megabyte_transcript(ctx: Ctx, w: Path) -> Result:
+    src = _src(w)
+    shutil.copy(GOOD2, src / "m.mp4")
+    o = ctx.ingest(w, str(_csv(src / "sources.csv", [
+        {"clip_id": "ok", "path": "ok.mp4"},
+        {"clip_id": "m", "path": "m.mp4", "transcript": "=cmd|' /C x'!A0 " + "word " * 250_000}])))
+    return _std(o, "m", lambda r: r == "ok")
+
+
+def ids_equal_after_sanitising(ctx: Ctx, w: Path) -> Result:
+    src = _src(w)
+    rows = [{"clip_id": "ok", "path": "ok.mp4"}]
+    for i, cid in enumerate(("a b", "a_b", "Case", "case", "caf\u00e9", "cafe\u0301",
+                             "\uff58", "x")):
+        shutil.copy(GOOD2, src / f"{i}.mp4")
+        rows.append({"clip_id": cid, "path": f"{i}.mp4"})
+    o = ctx.ingest(w, str(_csv(src / "sources.csv", rows)))
+    bad = [c for c, s, _ in o.rows if c != "ok" and s == "ok"]
+    seen = f"rc {o.rc_text()}; ok-row {o.row('ok')}; accepted besides ok: {bad or 'none'}"
+    return seen, o.rc == 0 and o.ok("ok") and not bad
+
+
+def non_finite_stem(ctx: Ctx, w: Path) -> Result:
+    import numpy as np
+    import soundfile as sf
+
+    src = _src(w)
+    shutil.copy(GOOD2, src / "a.mp4")
+    x = np.zeros(16000 * 5, np.float32)
+    x[99] = np.nan
+    sf.write(src / "nan.wav", x, 16000, subtype="FLOAT")
+    o = ctx.ingest(w, str(_csv(src / "sources.csv", [
+        {"clip_id": "ok", "path": "ok.mp4"},
+        {"clip_id": "a", "path": "a.mp4", "speech_stem": "nan.wav"}])))
+    return _std(o, "a", _rejected(o, "a"))
+
+
+def path_beyond_path_max(ctx: Ctx, w: Path) -> Result:
+    src = _src(w)
+    o = ctx.ingest(w, str(_csv(src / "sources.csv", [
+        {"clip_id": "ok", "path": "ok.mp4"}, {"clip_id": "p", "path": "a/" * 2100 + "x.mp4"},
+        {"clip_id": "n", "path": "n" * 300 + ".mp4"}])))
+    seen, held = _std(o, "p", _rejected(o, "p"), f"n {o.row('n')}")
+    return seen, held and o.quarantined("n") and not o.traceback()
+
+
+def escapes_in_names(ctx: Ctx, w: Path) -> Result:
+    src = _src(w)
+    name = "[bold red]x[/bold red]\x1b[2J\x1b]0;t\x07\x9b1m\u202egone.mp4"
+    o = ctx.ingest(w, str(_csv(src / "sources.csv", [
+        {"clip_id": "ok", "path": "ok.mp4"}, {"clip_id": "e", "path": name}])))
+    raw = [f"{ch!r}" for ch in ("\x1b", "\x07", "\x9b", "\u202e") if ch in o.stderr]
+    seen, held = _std(o, "e", _rejected(o, "e"), f"raw in stderr: {raw or 'none'}")
+    return seen, held and not raw
+
+
 @dataclass(frozen=True)
 class Attack:
     name: str
@@ -679,6 +747,16 @@ ATTACKS = [
            store_uri_dotdot),
     Attack("secret scanner: sk-proj in zstd Parquet, AIza in a snappy dictionary page, "
            "JSON SecretAccessKey, ElevenLabs sk_ in a log", "all four found", scanner_misses),
+    Attack("row naming a folder called dir.mp4", "quarantined, run goes on", folder_row),
+    Attack("1.25 MB transcript starting with a formula", "ok (a valid field)",
+           megabyte_transcript),
+    Attack("ids equal after sanitising, NFC/NFD, NFKC or case ('a b'/'a_b', 'Case'/'case', "
+           "café twice, 'ｘ'/'x')", "none accepted silently", ids_equal_after_sanitising),
+    Attack("speech stem with a NaN sample", "quarantined", non_finite_stem),
+    Attack("paths beyond PATH_MAX and NAME_MAX", "both quarantined, no traceback",
+           path_beyond_path_max),
+    Attack("missing file named with ESC, OSC, BEL, C1, RLO and rich markup",
+           "quarantined, no raw control byte on stderr", escapes_in_names),
 ]
 
 
@@ -694,7 +772,8 @@ def main() -> int:
     # any S3 call goes to a closed local port with made-up credentials
     env |= {"AWS_ENDPOINT_URL": f"http://127.0.0.1:{_closed_port()}",
             "AWS_ACCESS_KEY_ID": "AKIAEXAMPLEEXAMPLE00", "AWS_SECRET_ACCESS_KEY": "x" * 40,
-            "AWS_REGION": "us-east-1", "COLUMNS": "200", "PYTHONDONTWRITEBYTECODE": "1"}
+            "AWS_REGION": "us-east-1", "COLUMNS": "200", "PYTHONDONTWRITEBYTECODE": "1",
+            "PYTHONPATH": str(tree)}  # the tree's own code, whichever venv runs it
     commit = subprocess.run(["git", "-C", str(tree), "rev-parse", "--short", "HEAD"],
                             capture_output=True, text=True).stdout.strip()
     lines = [f"# attack table: tree {tree} at {commit}, "

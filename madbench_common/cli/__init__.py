@@ -22,6 +22,7 @@ from madbench_common.core.errors import (
     ConfigError,
     MadbenchError,
 )
+from madbench_common.core.safetext import visible
 
 __all__ = ["EXIT_DETERMINISTIC", "EXIT_TRANSIENT", "PIPELINE_COMMANDS", "leave", "main",
            "pipeline_argv", "run"]
@@ -88,11 +89,15 @@ def main(argv: Sequence[str] | None = None) -> int:
         return exc.exit_code
     args = build_parser().parse_args(resolved)
     level = logging.DEBUG if args.verbose > 1 else logging.INFO if args.verbose else logging.WARNING
-    logging.basicConfig(level=level, format="%(message)s", datefmt="[%X]",
-                        handlers=[RichHandler(console=Console(stderr=True), show_path=False)])
+    handler = RichHandler(console=Console(stderr=True), show_path=False)
+    handler.addFilter(_visible_record)
+    logging.basicConfig(level=level, format="%(message)s", datefmt="[%X]", handlers=[handler])
     logging.getLogger("madbench").setLevel(min(level, logging.INFO))
     if args.verbose:  # -v lists each rejected corpus row (else one line per reason)
         logging.getLogger("madbench.corpus").setLevel(logging.DEBUG)
+    # one line per quarantined row only with -v; a summary line per reason otherwise
+    logging.getLogger("madbench.rejected").setLevel(logging.INFO if args.verbose
+                                                    else logging.WARNING)
     try:
         code: int = args.func(args)
     except MadbenchError as exc:
@@ -112,10 +117,23 @@ def main(argv: Sequence[str] | None = None) -> int:
     return code
 
 
+def _visible_record(record: logging.LogRecord) -> bool:
+    """Log messages quote input (paths, clip ids): their control characters and escape
+    sequences are shown, never sent to the terminal (the handler renders no markup). The
+    arguments, where input comes in, are escaped whole, line breaks included, so a file
+    name cannot forge a log line; the message's own line breaks stay."""
+    if isinstance(record.args, tuple):
+        record.args = tuple(visible(a) if isinstance(a, (str, BaseException)) else a
+                            for a in record.args)
+    record.msg, record.args = visible(record.getMessage(), newlines=True), None
+    return True
+
+
 def print_error(exc: BaseException) -> None:
-    """``error: <message>`` on one line (a long path is never wrapped onto a line of its own)."""
+    """``error: <message>`` on one line (a long path is never wrapped onto a line of its own);
+    control characters from input in the message are shown as escapes."""
     console = Console(stderr=True, soft_wrap=True, highlight=False)
-    console.print(Text.assemble(("error:", "red"), " ", str(exc)))
+    console.print(Text.assemble(("error:", "red"), " ", visible(exc, newlines=True)))
 
 
 def run() -> None:

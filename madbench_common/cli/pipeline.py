@@ -18,6 +18,7 @@ from madbench_common.benchmarks.madbench.graph import build_graph
 from madbench_common.cli.weights import allow_unpinned_arg, allowed_unpinned
 from madbench_common.core.errors import ChecksumError, ConfigError, MadbenchError
 from madbench_common.core.s3client import retries_since, retry_stats
+from madbench_common.core.safetext import console_text, visible
 from madbench_common.core.store import RunStore, copy_run, open_store
 from madbench_common.core.usage import peak_rss_bytes
 from madbench_common.pipeline.failures import is_fault
@@ -248,11 +249,12 @@ def cmd_report(args: argparse.Namespace) -> int:
     if args.render:
         _render_again(run, f"{marker['prefix']}/report", args.stage)
     text = run.get_bytes(f"{marker['prefix']}/report/report.md").decode()
-    print(main_section(text))  # plain print: Markdown rows must not be re-wrapped
+    # plain print: Markdown rows must not be re-wrapped; controls shown, never sent
+    print(visible(main_section(text), newlines=True))
     for section in zero_shot_sections(text):  # omni parse rates and prompts
-        print("\n" + section)
+        print("\n" + visible(section, newlines=True))
     for section in robustness_sections(text):  # AUC per robustness condition
-        print("\n" + section)
+        print("\n" + visible(section, newlines=True))
     print(f"report: {run.uri(marker['prefix'] + '/report/report.html')}")
     print(f"tables: {run.uri(marker['prefix'] + '/report/report.md')} (and report.json)")
     return 0
@@ -295,7 +297,8 @@ def print_status(status: RunStatus, details: bool = False, table1: bool = True) 
     """Stages, retries, MADBench's Table 1 (``table1``; other graphs, e.g. DEAF, have
     their own) and the quarantine."""
     console = Console()
-    table = Table(title=f"run {status.run_id} — {status.uri}")
+    c = console_text
+    table = Table(title=f"run {c(status.run_id)} — {c(status.uri)}")
     for col in ("stage", "state", "rows", "rejected", "faults / budget", "shards"):
         table.add_column(col, no_wrap=True)
     table.add_column("counts (Table 1)", overflow="fold")
@@ -305,7 +308,8 @@ def print_status(status: RunStatus, details: bool = False, table1: bool = True) 
         counts = " ".join(f"{k}={v}" for k, v in s.counts.items())
         budget = "" if not s.done else f"{s.failed}" + (
             f" / {int(s.budget * s.rows)}" if s.budget is not None else "")
-        table.add_row(s.stage, state, str(s.rows), str(s.rejected), budget, shards, counts)
+        table.add_row(c(s.stage), state, str(s.rows), str(s.rejected), budget, shards,
+                      c(counts))
     console.print(table)
     if status.s3_retries:
         detail = ", ".join(f"{k} {v}" for k, v in sorted(status.s3_retries.items())
@@ -317,19 +321,22 @@ def print_status(status: RunStatus, details: bool = False, table1: bool = True) 
         one.add_column("statistic")
         one.add_column("count", justify="right")
         for name, value in table_one(status):
-            one.add_row(name, value)
+            one.add_row(c(name), c(value))
         console.print(one)
     if status.quarantine:
         console.print(_quarantine_table(status, details))
 
 
 def _quarantine_table(status: RunStatus, details: bool) -> Table:
+    """Quarantined rows; items and details quote input (clip ids, paths), so each cell is
+    shown as plain text with its control characters escaped (:func:`console_text`)."""
+    c = console_text
     if details:
         q = Table(title="quarantined inputs")
         for col in ("stage", "item", "reason", "detail"):
             q.add_column(col, overflow="fold")
         for e in status.quarantine:
-            q.add_row(e.stage, e.item, e.reason, e.detail)
+            q.add_row(c(e.stage), c(e.item), c(e.reason), c(e.detail))
         return q
     groups: dict[tuple[str, str], list[str]] = {}
     for e in status.quarantine:
@@ -339,8 +346,8 @@ def _quarantine_table(status: RunStatus, details: bool) -> Table:
     for col in ("stage", "reason", "kind", "count", "e.g."):
         q.add_column(col, overflow="fold")
     for (stage, reason), items in groups.items():
-        q.add_row(stage, reason, "fault" if is_fault(reason) else "data", str(len(items)),
-                  ", ".join(items[:3]))
+        q.add_row(c(stage), c(reason), "fault" if is_fault(reason) else "data",
+                  str(len(items)), c(", ".join(items[:3])))
     return q
 
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import csv
+import os
 from pathlib import Path
 from typing import Any
 
@@ -29,7 +30,10 @@ def add_commands(sub: argparse._SubParsersAction[Any]) -> None:
 
 def _rows(args: argparse.Namespace) -> list[dict[str, Any]]:
     if args.captions:
+        from madbench_common.media.listing import allow_fields
+
         with open(args.captions, newline="", encoding="utf-8") as fh:
+            allow_fields(os.fstat(fh.fileno()).st_size)  # a megabyte caption is one field
             rows = list(csv.DictReader(fh))
         return [{**r, "split": r.get("split") or "train"} for r in rows]
     from madbench_common.benchmarks.madbench.rows import SceneRow

@@ -41,6 +41,11 @@ class MediaInfo:
     audio_codec: str = ""
     sample_rate: Hertz = 0
     channels: int = 0
+    audio_streams: int = 0
+    """How many audio streams the file has (the first is the one decoded)."""
+    audio_offset: Seconds = 0.0
+    """Seconds the first audio stream starts after the first video stream (0 if it does
+    not start later); decoded audio is padded by this much, so it lines up with the video."""
 
 
 def probe(path: str | Path) -> MediaInfo:

@@ -337,7 +337,17 @@ def _child_stem(path: str, rate: int, limits: MediaLimits, exact: bool = False) 
     audio = _decode_bounded(Path(path), rate, limits, (demuxer,), video=False)
     if audio.size == 0:  # padded to the clip, it would pass for a silent reference
         raise InputRejected(path, "no_audio", "no audio stream, or one without samples")
+    _check_finite(audio, path)
     return audio
+
+
+def _check_finite(audio: Audio, path: str) -> None:
+    """NaN or Inf samples (a float WAV may hold them) would be stored and turn every
+    metric computed from them (SI-SDR, levels) into NaN: the file is refused instead."""
+    bad = int(audio.size - np.count_nonzero(np.isfinite(audio)))
+    if bad:
+        raise InputRejected(path, "non_finite_audio",
+                            f"{bad} of {audio.size} decoded samples are NaN or Inf")
 
 
 def _sniff(path: Path) -> str | None:
@@ -487,7 +497,28 @@ def _info(container: Any, duration: float) -> MediaInfo:
         audio_codec=audio.codec_context.name if audio else "",
         sample_rate=audio.codec_context.sample_rate if audio else 0,
         channels=audio.codec_context.channels if audio else 0,
+        audio_streams=len(container.streams.audio),
+        audio_offset=_audio_offset(audio, video),
     )
+
+
+_MIN_OFFSET = 0.05
+"""Seconds: a later start of the audio than this is padded (encoder priming and
+container rounding are smaller)."""
+
+
+def _start(stream: Any) -> float:
+    if stream is None or stream.start_time is None or not stream.time_base:
+        return 0.0
+    return float(stream.start_time * stream.time_base)
+
+
+def _audio_offset(audio: Any, video: Any) -> float:
+    """Seconds the audio stream starts after the video stream (0 when it does not)."""
+    if audio is None or video is None:
+        return 0.0
+    offset = _start(audio) - _start(video)
+    return offset if offset > _MIN_OFFSET else 0.0
 
 
 class _VideoMeter:
@@ -525,8 +556,15 @@ def _decode_bounded(path: Path, sample_rate: int, limits: MediaLimits,
     meter = _VideoMeter(path, limits)
     with _open(path, limits, formats) as container:
         audio = container.streams.audio[0] if container.streams.audio else None
-        streams = [s for s in (audio, container.streams.video[0] if video and
-                               container.streams.video else None) if s is not None]
+        first_video = container.streams.video[0] if container.streams.video else None
+        streams = [s for s in (audio, first_video if video else None) if s is not None]
+        lead = round(_audio_offset(audio, first_video if video else None) * sample_rate)
+        if lead > budget:
+            raise InputRejected(str(path), "too_long", f"the audio starts "
+                                f"{lead / sample_rate:.1f}s after the video")
+        if lead:  # silence until the audio starts, so sample 0 is the video's first frame
+            chunks.append(np.zeros(lead, dtype=np.float32))
+            total = lead
         for packet in container.demux(*streams) if streams else ():
             for frame in packet.decode():
                 if packet.stream is not audio:

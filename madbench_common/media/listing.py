@@ -18,8 +18,8 @@ import stat
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-__all__ = ["CsvRow", "FolderEntry", "hash_files", "parse_csv", "printable", "read_csv",
-           "walk_folder"]
+__all__ = ["CsvRow", "FolderEntry", "allow_fields", "hash_files", "parse_csv", "printable",
+           "read_csv", "walk_folder"]
 
 _NO_FOLLOW = getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NONBLOCK", 0)
 
@@ -59,10 +59,11 @@ def read_csv(path: str, required: str, max_rows: int, max_bytes: int
     """sha256, header and rows of the CSV file at ``path`` (a regular file of at most
     ``max_bytes``; see :func:`parse_csv`)."""
     fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0))
+    info = os.fstat(fd)  # before fdopen: opening a folder's descriptor raises there
+    if not stat.S_ISREG(info.st_mode):
+        os.close(fd)
+        raise ValueError("not a regular file")
     with os.fdopen(fd, "rb") as fh:
-        info = os.fstat(fd)
-        if not stat.S_ISREG(info.st_mode):
-            raise ValueError("not a regular file")
         if info.st_size > max_bytes:
             raise ValueError(f"{info.st_size} bytes > {max_bytes} bytes")
         data = fh.read(max_bytes + 1)
@@ -75,6 +76,7 @@ def parse_csv(data: bytes, required: str, max_rows: int) -> tuple[list[str], lis
     """Header and rows of a CSV; a row with bytes that are not UTF-8 (or a NUL) is
     returned with problem ``bad_encoding`` and its fields made printable."""
     text = data.decode("utf-8", "surrogateescape").removeprefix("\ufeff")
+    allow_fields(len(text))
     reader = csv.reader(io.StringIO(text, newline=""))
     try:
         header = next(reader, None)
@@ -105,6 +107,15 @@ def _row(line: int, header: list[str], values: list[str]) -> CsvRow:
     return CsvRow(line, shown, "bad_encoding",
                   f"line {line}: column(s) {', '.join(bad)} are not UTF-8 text "
                   f"(e.g. \"{shown[bad[0]][:80]}\"); save the CSV as UTF-8")
+
+
+def allow_fields(chars: int) -> None:
+    """Let the ``csv`` module read a field of up to ``chars`` characters (its default stops
+    at 131,072: a megabyte transcript is a valid field, and the listing's size is already
+    bounded). Only ever raises the process-wide limit, never lowers it."""
+    wanted = min(max(chars, 1 << 17), (1 << 31) - 1)
+    if csv.field_size_limit() < wanted:
+        csv.field_size_limit(wanted)
 
 
 def walk_folder(root: str, extensions: Sequence[str], max_entries: int) -> list[FolderEntry]:
@@ -139,10 +150,11 @@ def _hash_one(path: str, max_bytes: int) -> str:
         if exc.errno == errno.ENOENT:
             return "missing"
         return f"error:{errno.errorcode.get(exc.errno or 0, exc.errno)}"
+    info = os.fstat(fd)  # before fdopen, which raises on a folder's descriptor
+    if not stat.S_ISREG(info.st_mode):
+        os.close(fd)
+        return "not_a_file"
     with os.fdopen(fd, "rb", buffering=0) as fh:
-        info = os.fstat(fd)
-        if not stat.S_ISREG(info.st_mode):
-            return "not_a_file"
         if info.st_size > max_bytes:
             return f"too_large:{info.st_size}"
         digest = hashlib.sha256()

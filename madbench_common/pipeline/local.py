@@ -322,6 +322,8 @@ class LocalRunner:
         seconds = time.perf_counter() - start
         log.info("%s: %d rows (%d rejected) in %.1fs", stage.name, marker["rows"],
                  marker["rejected"], seconds)
+        if marker["rejected"]:
+            _log_rejections(self.run, stage, marker)
         return StageReport(
             stage.name, False, n, sum(r.skipped for r in results), marker["rows"],
             marker["rejected"], seconds, [r.shard for r in results if not r.skipped],
@@ -374,3 +376,27 @@ class LocalRunner:
             "s3_retries": self._run_retries(),
         }
         self.run.put_bytes(f"_logs/run-{stamp}.json", json.dumps(record, indent=1).encode())
+
+
+def _log_rejections(run: RunStore, stage: Stage, marker: dict[str, Any]) -> None:
+    """One warning per rejection reason of a finished stage: its count and a few items
+    (``madbench -v`` lists every row; ``madbench status --details`` too)."""
+    import io
+
+    import pyarrow.parquet as pq
+
+    data = run.get_bytes(f"{stage.name}/manifest.parquet", marker["manifest_sha256"])
+    names = pq.read_schema(io.BytesIO(data)).names
+    # the row's own id (the runner does not import stage code): the most specific *_id
+    ids = [n for n in ("sample_id", "component_id", "pair_id") if n in names]
+    id_field = (ids or [n for n in names if n.endswith("_id")] or names)[0]
+    table = pq.read_table(io.BytesIO(data), columns=[id_field, "status", "reason"])
+    items: dict[str, list[str]] = {}
+    for item, status, reason in zip(*(table.column(c).to_pylist()
+                                      for c in (id_field, "status", "reason")), strict=True):
+        if status != "ok":
+            items.setdefault(reason or "unknown", []).append(str(item))
+    for reason, ids in sorted(items.items(), key=lambda kv: (-len(kv[1]), kv[0])):
+        log.warning("%s: %d rejected: %s (e.g. %s)%s", stage.name, len(ids), reason,
+                    ", ".join(i[:60] for i in ids[:3]), "; -v lists each" if len(ids) > 3
+                    else "")

@@ -109,6 +109,9 @@ __all__ = [
 ]
 
 log = logging.getLogger("madbench")
+rejected_log = logging.getLogger("madbench.rejected")
+"""One line per quarantined row (``madbench -v`` shows them); the runner logs one summary
+line per stage and reason instead, so 100,000 missing files are not 100,000 lines."""
 ROW = TypeVar("ROW", bound=ManifestRow)
 
 
@@ -264,7 +267,7 @@ class MapStage(StageImpl[ROW]):
                 rejected = row_failure(exc, item)
                 if rejected is not exc:
                     log.debug("%s: %s failed", self.ctx.stage.name, item, exc_info=exc)
-                log.warning("%s: rejected %s", self.ctx.stage.name, rejected)
+                rejected_log.info("%s: rejected %s", self.ctx.stage.name, rejected)
                 row = self.rejected_row(item, rejected)
             # a stage may record a narrower time itself (a generator: its model call only)
             self.item_seconds.setdefault(item, round(time.perf_counter() - start, 4))
@@ -483,7 +486,7 @@ def _run_items(impl: StageImpl[Any], items: Sequence[str]) -> list[Any]:
             rows += impl.run_items([item])
         except Exception as exc:
             rejected = row_failure(exc, item)
-            log.warning("%s: rejected %s", impl.ctx.stage.name, rejected)
+            rejected_log.info("%s: rejected %s", impl.ctx.stage.name, rejected)
             rows.append(impl.quarantine_row(item, rejected))
     return rows
 

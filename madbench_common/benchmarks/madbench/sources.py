@@ -24,6 +24,7 @@ import os
 import posixpath
 import re
 import tempfile
+import unicodedata
 from collections.abc import Iterable
 from dataclasses import dataclass, field, replace
 from functools import lru_cache
@@ -38,10 +39,14 @@ from madbench_common.media.listing import CsvRow, FolderEntry, printable
 
 __all__ = [
     "MAX_CLIP_ID",
+    "MAX_DERIVED_ID",
     "VIDEO_EXTENSIONS",
     "SourceListing",
     "SourceSpec",
+    "bounded_id",
+    "clip_id_of",
     "fetch_source",
+    "id_key",
     "list_sources",
     "listing_identity",
     "local_sha256",
@@ -54,9 +59,15 @@ VIDEO_EXTENSIONS = (".mp4", ".mov", ".mkv", ".webm", ".avi", ".m4v")
 MAX_CLIP_ID = 128
 """Characters of a clip id: with the suffixes later stages add, store keys stay well
 under the 255 bytes a file name may have."""
+MAX_DERIVED_ID = 160
+"""Characters of an id built from clip ids (a component of one clip with another's
+voice): :func:`bounded_id` keeps it, and the file names made from it, under the file
+store's 255-byte name limit; S3 keys are the same, so both stores hold the same keys."""
 _OPTIONAL = ("clip_id", "speaker", "gender", "source_group", "transcript", "scene_caption",
              "speech_stem", "env_stem")
 _UNSAFE = re.compile(r"[^A-Za-z0-9._-]+")
+_PATH_MAX = getattr(os, "PATH_MAX", 4096)
+_NAME_MAX = 255
 _SCHEME = re.compile(r"^[A-Za-z][A-Za-z0-9+.-]*://")
 
 
@@ -76,6 +87,8 @@ class SourceSpec:
     env_stem: str = ""
     name: str = ""
     """How rows and messages name the file: as the listing spells it."""
+    given_id: str = ""
+    """The clip id as the listing spells it (its ``clip_id`` or, without one, the path)."""
     problem: str = ""
     """A reason code when the row cannot be ingested (its detail in :attr:`detail`)."""
     detail: str = ""
@@ -98,10 +111,34 @@ class SourceListing:
 # ---------------------------------------------------------------- locations
 
 
+def clip_id_of(text: str, path: str = "") -> str:
+    """The clip id a listing row gets (from its ``clip_id``, else its file name): what
+    ingest stores, and what anything matching rows of a sources CSV to a run (the
+    dataset card's licences) must compare against."""
+    return _clip_id(text, path)[0]
+
+
+def bounded_id(text: str, limit: int = MAX_DERIVED_ID) -> str:
+    """``text`` if it has at most ``limit`` characters, else its first characters and a
+    stable hash of all of it (``…_h<16 hex>``): distinct ids stay distinct, the same id
+    is the same on every store and in every run."""
+    if len(text) <= limit:
+        return text
+    digest = hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()[:16]
+    return f"{text[:limit - 18]}_h{digest}"
+
+
+def id_key(clip_id: str) -> str:
+    """Two clip ids with one key are one on a case-insensitive file system: a collision."""
+    return clip_id.casefold()
+
+
 def _clip_id(text: str, fallback_path: str) -> tuple[str, str]:
-    """A safe clip id from ``text`` (or the file name), and a problem if it is too long."""
+    """A safe clip id from ``text`` (or the file name), and a problem if it is too long.
+    Unicode is NFKC-normalised first, so one name in NFC or NFD (or full-width) form is
+    one id; what is left outside ``[A-Za-z0-9._-]`` becomes ``_``."""
     raw = text or PurePosixPath(fallback_path.replace("\\", "/")).stem
-    cid = _UNSAFE.sub("_", raw).strip("._") or "clip"
+    cid = _UNSAFE.sub("_", unicodedata.normalize("NFKC", raw)).strip("._") or "clip"
     if len(cid) <= MAX_CLIP_ID:
         return cid, ""
     short = f"{cid[:100]}_{hashlib.sha256(cid.encode()).hexdigest()[:12]}"
@@ -139,9 +176,27 @@ def _locate(text: str, root: str) -> tuple[str, bool]:
     return real, not root.startswith("s3://") and _inside(real, root)
 
 
+def _shorten(text: str, keep: int = 100) -> str:
+    return text if len(text) <= keep else f"{text[:keep // 2]}…{text[-keep // 2:]}"
+
+
+def _check_length(text: str, location: str, what: str) -> None:
+    """:class:`InputRejected` (``path_too_long``) for a local path the system cannot open:
+    over ``PATH_MAX`` bytes, or with a component over ``NAME_MAX`` bytes."""
+    raw = os.fsencode(location)
+    longest = max((len(part) for part in raw.split(b"/")), default=0)
+    if len(raw) >= _PATH_MAX or longest > _NAME_MAX:
+        raise InputRejected(_shorten(text), "path_too_long",
+                            f"{what} {_shorten(text)!r}: {len(raw)} bytes (limit "
+                            f"{_PATH_MAX - 1}), longest name {longest} bytes (limit "
+                            f"{_NAME_MAX}); shorten it")
+
+
 def _resolve(text: str, root: str, allow_outside: bool, what: str) -> str:
     """The location of ``text`` (a ``what``) if it may be read, else :class:`InputRejected`."""
     location, inside = _locate(text, root)
+    if not location.startswith("s3://"):
+        _check_length(text, location, what)
     if not inside and not allow_outside:
         raise InputRejected(text, "outside_sources",
                             f"{what} {text!r} is {location}, outside the sources root {root} "
@@ -156,8 +211,9 @@ def _spec_from_fields(fields: dict[str, str], root: str, allow_outside: bool,
                       where: str) -> SourceSpec:
     opt = {k: (fields.get(k) or "").strip() for k in _OPTIONAL}
     text = (fields.get("path") or "").strip()
-    cid, too_long = _clip_id(opt.pop("clip_id"), text)
-    spec = SourceSpec(cid, "", name=text, **opt)
+    given = opt.pop("clip_id")
+    cid, too_long = _clip_id(given, text)
+    spec = SourceSpec(cid, "", name=text, given_id=given or text, **opt)
     if too_long:
         return replace(spec, problem="bad_clip_id", detail=f"{where}: {too_long}")
     if not text:

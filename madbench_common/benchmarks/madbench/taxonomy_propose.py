@@ -33,6 +33,7 @@ import numpy.typing as npt
 
 from madbench_common.core.compat import zip_strict
 from madbench_common.core.errors import ConfigError
+from madbench_common.core.safetext import formula_safe, md_text
 from madbench_common.models.taxonomy import (
     Taxonomy,
     assign_label,
@@ -136,20 +137,23 @@ def propose_taxonomy(captions: Sequence[str], *, fine: int = 63, coarse: int = 1
 
 
 def review_sheet(draft: DraftTaxonomy) -> str:
-    """Markdown for the reviewer: coarse groups, fine labels, sounds, examples, mismatches."""
+    """Markdown for the reviewer: coarse groups, fine labels, sounds, examples, mismatches.
+    Examples are captions (input text): each is Markdown- and HTML-escaped on one line
+    (:func:`md_text`), and one that a spreadsheet would run as a formula starts with ``'``."""
+    e = md_text
     lines = [f"# Draft scene taxonomy ({draft.n_captions} captions)", "",
              "Review before use: rename labels, merge or split clusters, fill coarse domains "
              "and descriptions, add missing scenes, and validate every mismatch relation "
              "(paper §3.4). The committed taxonomy stays the default.", ""]
     for c in draft.doc["coarse"]:
-        lines += [f"## {c['name']} ({c['n_fine']} fine)", ""]
+        lines += [f"## {e(c['name'])} ({c['n_fine']} fine)", ""]
         for f in (f for f in draft.doc["fine"] if f["coarse"] == c["name"]):
-            lines += [f"### {f['name']} — {f['n_captions']} captions "
-                      f"(closest committed label: `{f['closest_committed_label']}`)",
-                      f"- keywords: {', '.join(f['keywords']) or '—'}",
-                      f"- expected sounds: {', '.join(f['expected_sounds']) or '—'}",
+            lines += [f"### {e(f['name'])} — {f['n_captions']} captions "
+                      f"(closest committed label: `{e(f['closest_committed_label'])}`)",
+                      f"- keywords: {e(', '.join(f['keywords'])) or '—'}",
+                      f"- expected sounds: {e(', '.join(f['expected_sounds'])) or '—'}",
                       f"- proposed mismatches: {len(f['mismatch'])}",
-                      *[f"- example: {e}" for e in f["examples"]], ""]
+                      *[f"- example: {e(formula_safe(x))}" for x in f["examples"]], ""]
     return "\n".join(lines)
 
 

@@ -68,3 +68,29 @@ def _caption_csv(tmp_path: Path) -> str:
         w.writerow(["caption", "split"])
         w.writerows([c, "train"] for c in _captions())
     return str(path)
+
+
+def test_hostile_captions_reach_the_review_sheet_escaped(tmp_path: Path) -> None:
+    """HTML/JS, links, formulas, right-to-left overrides and a megabyte caption: the sheet
+    shows each as text (escaped, formula-safe), the CLI reads the CSV whole."""
+    hostile = ["<script>alert(1)</script> forest birds",
+               "=cmd|' /C calc'!A0 forest birds",
+               "[click](javascript:alert(1)) forest birds | table",
+               "\u202edrib\u202c forest \x1b[31mbirds",
+               "forest birds " + "wind " * 30_000]  # over the csv module's default field
+    path = tmp_path / "captions.csv"
+    with open(path, "w", newline="", encoding="utf-8") as fh:
+        w = csv.writer(fh)
+        w.writerow(["caption", "split"])
+        w.writerows([c, "train"] for c in hostile)
+    out = tmp_path / "draft"
+    assert main(["taxonomy", "propose", "--captions", str(path), "--fine", "5",
+                 "--coarse", "2", "--out", str(out)]) == 0
+    sheet = out.with_suffix(".md").read_text(encoding="utf-8")
+    for raw in ("<script>", "](javascript", "\u202e", "\x1b", "example: =cmd"):
+        assert raw not in sheet, raw
+    examples = [ln for ln in sheet.splitlines() if ln.startswith("- example: ")]
+    assert len(examples) == len(hostile)  # one cluster each: every caption is shown
+    assert all("|" not in ln.replace("\\|", "") for ln in examples)
+    assert any(ln.startswith("- example: '=cmd") for ln in examples)
+    assert any("&lt;script&gt;" in ln for ln in examples)

@@ -55,6 +55,7 @@ from madbench_common.benchmarks.madbench.eval.tables import (
     summary_table,
 )
 from madbench_common.core.compat import zip_strict
+from madbench_common.core.safetext import md_text
 
 __all__ = ["fact_lines", "main_table", "render_html", "render_json", "render_markdown",
            "report_tables", "report_title", "write_report"]
@@ -192,11 +193,14 @@ _READING = ("Each cell shows one number; hover it (or read report.md / report.js
 # ---------------------------------------------------------------------------- Markdown
 
 def _md_escape(text: str) -> str:
-    """A cell's text safe inside a Markdown table row (pipes and line breaks)."""
-    return text.replace("|", "\\|").replace("\n", " ")
+    """A cell's text safe inside a Markdown table row: on one line, controls visible, no
+    HTML, link or pipe that input could inject (:func:`md_text`)."""
+    return md_text(text)
 
 
 def _md_table(t: Table) -> str:
+    """``t`` in Markdown; every cell, header and note may quote input (model, generator
+    and source names), so each goes through :func:`md_text`."""
     width = len(t.headers)
     lines = ["| " + " | ".join(_md_escape(h) for h in t.headers) + " |", "|" + "---|" * width]
     for title, rows in t.sections:

@@ -30,9 +30,12 @@ import yaml
 from madbench_common.benchmarks.madbench.release.export import SPLIT_NAMES
 from madbench_common.benchmarks.madbench.robustness.noise import load_noise_set
 from madbench_common.benchmarks.madbench.rows import ComponentRow, SampleRow, StemRow
+from madbench_common.benchmarks.madbench.sources import clip_id_of
 from madbench_common.core.errors import ConfigError
 from madbench_common.core.manifest import read_manifest_bytes
+from madbench_common.core.safetext import md_text
 from madbench_common.core.store import RunStore
+from madbench_common.media.listing import allow_fields
 from madbench_common.models.registry import REGISTRY
 from madbench_common.pipeline.graph import Graph
 from madbench_common.pipeline.stage import make_context, read_marker
@@ -43,6 +46,8 @@ __all__ = ["NONCOMMERCIAL", "CardInputs", "Component", "components", "dataset_ca
 
 NONCOMMERCIAL = re.compile(r"(\bNC\b|-NC-|-NC$|non-?commercial)", re.IGNORECASE)
 """A licence text that forbids commercial use (CC-BY-NC-*, "non-commercial")."""
+UNKNOWN = "unknown"
+"""How a licence that could not be read starts."""
 _QC = ("source_qc", "component_qc")
 _VERIFIED = {True: "verified: these parameters reproduce the stage's fingerprint",
              False: "not verified: the run used other parameters; export with the same "
@@ -76,6 +81,12 @@ class Component:
     @property
     def noncommercial(self) -> bool:
         return bool(NONCOMMERCIAL.search(self.licence))
+
+    @property
+    def unknown(self) -> bool:
+        """Whether the licence could not be read: then no claim about it can be made."""
+        text = self.licence.strip().lower()
+        return not text or text.startswith(UNKNOWN)
 
 
 def _model_licence(slug: str) -> tuple[str, str]:
@@ -145,20 +156,32 @@ def _generators(inputs: CardInputs) -> list[dict[str, str]]:
 
 def _source_licences(inputs: CardInputs) -> tuple[dict[str, list[str]], str]:
     """licence → clip ids (every clip whose audio or video is in the dataset), and where
-    the licences were read."""
+    the licences were read. CSV rows are matched by the clip id ingest gives them
+    (:func:`~madbench_common.benchmarks.madbench.sources.clip_id_of`: sanitised, as the
+    run's ids are); a clip no row matches is listed under an ``unknown`` licence, so the
+    card never claims what it could not check."""
     clips: set[str] = set()
     for r in (r for r in _rows(inputs.run, "assemble", SampleRow) if r.ok):
         # the clip, and the clips whose audio went into it: a cross-identity target's
         # voice, a scene-consistency donor's environment
         clips |= {r.clip_id, r.target_clip_id, r.env_donor_clip_id} - {""}
     if not inputs.sources:
-        return {"unknown (export with --sources <the run's sources CSV>)": sorted(clips)}, ""
-    text = Path(inputs.sources).read_text(encoding="utf-8-sig")
+        return {f"{UNKNOWN} (export with --sources <the run's sources CSV>)": sorted(clips)}, ""
+    path = Path(inputs.sources.removeprefix("file://"))
+    if not path.is_file():
+        return {f"{UNKNOWN} (--sources is not a CSV file with a license column)":
+                sorted(clips)}, inputs.sources
+    text = path.read_text(encoding="utf-8-sig", errors="replace")
+    allow_fields(len(text))
+    given: dict[str, set[str]] = {}
+    for row in csv.DictReader(io.StringIO(text, newline="")):
+        cid = clip_id_of((row.get("clip_id") or "").strip(), (row.get("path") or "").strip())
+        lic = (row.get("license") or "").strip() or f"{UNKNOWN} (empty license column)"
+        given.setdefault(cid, set()).add(lic)
     out: dict[str, list[str]] = {}
-    for row in csv.DictReader(io.StringIO(text)):
-        cid = (row.get("clip_id") or Path(row.get("path", "")).stem).strip()
-        if cid in clips:
-            out.setdefault((row.get("license") or "unknown").strip(), []).append(cid)
+    for cid in sorted(clips):
+        for lic in sorted(given.get(cid) or {f"{UNKNOWN} (no row of --sources has this clip)"}):
+            out.setdefault(lic, []).append(cid)
     return out, inputs.sources
 
 
@@ -210,7 +233,8 @@ def _front_matter(inputs: CardInputs, comps: list[Component]) -> str:
             else "10K<n<100K" if total < 100_000 else "100K<n<1M")
     meta = {"pretty_name": f"MADBench ({inputs.run.run_id})",
             "license": "other",
-            "license_name": "madbench-noncommercial" if nc else "madbench-composite",
+            "license_name": ("madbench-noncommercial" if nc else "madbench-unknown"
+                             if any(c.unknown for c in comps) else "madbench-composite"),
             "license_link": "README.md#licences",
             "task_categories": ["audio-classification"],
             "tags": ["audio-deepfake-detection", "deepfake", "audio-visual", "benchmark",
@@ -220,21 +244,30 @@ def _front_matter(inputs: CardInputs, comps: list[Component]) -> str:
 
 
 def _md(headers: list[str], rows: list[list[str]]) -> str:
-    def cell(x: str) -> str:
-        return str(x).replace("|", "\\|").replace("\n", " ")
     lines = ["| " + " | ".join(headers) + " |", "|" + "---|" * len(headers)]
-    return "\n".join(lines + ["| " + " | ".join(cell(c) for c in r) + " |" for r in rows])
+    return "\n".join(lines + ["| " + " | ".join(md_text(c) for c in r) + " |" for r in rows])
 
 
 def _licence_section(comps: list[Component]) -> str:
     nc = [c for c in comps if c.noncommercial]
+    unknown = [c for c in comps if c.unknown and not c.noncommercial]
     rows = [[c.kind, c.name, c.licence, c.source, c.detail] for c in comps]
     if nc:
         verdict = ("**This dataset is non-commercial.** It contains output of components "
                    "under non-commercial licences: " + "; ".join(
-                       f"{c.name} ({c.licence})" for c in nc) + ". A non-commercial model "
-                   "makes the data it generated, and so this dataset, usable for "
-                   "non-commercial purposes only.")
+                       md_text(f"{c.name} ({c.licence})") for c in nc) + ". A "
+                   "non-commercial model makes the data it generated, and so this dataset, "
+                   "usable for non-commercial purposes only.")
+        if unknown:
+            verdict += (" The licences of other components could not be read: "
+                        + "; ".join(md_text(f"{c.name} ({c.licence})") for c in unknown)
+                        + ".")
+    elif unknown:
+        verdict = ("**The licences of some components could not be read**, so this card "
+                   "cannot say whether the dataset may be used commercially: " + "; ".join(
+                       md_text(f"{c.name} ({c.licence})") for c in unknown) + ". Export "
+                   "with --sources naming the run's sources CSV (with a `license` column for "
+                   "every clip), or check those licences before any use.")
     else:
         verdict = ("No component is under a non-commercial licence. The dataset is a "
                    "composite: each sample is a derivative of its source clip and of the "

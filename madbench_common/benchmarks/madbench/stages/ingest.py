@@ -2,15 +2,18 @@
 
 Rejects, with a reason per file: ``missing``, ``empty``, ``unreadable``,
 ``truncated``, ``no_audio``, ``no_video``, ``silent``, ``too_short``, ``too_long``,
-``duplicate_clip_id``, the bounds of untrusted media
+``duplicate_clip_id``, ``clip_id_collision`` (different ids that are one after
+sanitising, Unicode normalisation or case folding), ``non_finite_audio`` (NaN or Inf
+samples), the bounds of untrusted media
 (:mod:`madbench_common.media.guard`): ``file_too_large``, ``unsupported_container``,
 ``too_many_streams``, ``resolution_too_high``, ``video_size_invalid``,
 ``too_many_frames``, ``decode_timeout``, ``decode_memory``, ``decode_crashed``,
 ``not_a_file``; what the listing found wrong with a row
 (:mod:`madbench_common.benchmarks.madbench.sources`):
-``outside_sources``, ``bad_encoding``, ``bad_file_name``, ``bad_clip_id``,
+``outside_sources``, ``bad_encoding``, ``bad_file_name``, ``bad_clip_id``, ``path_too_long``,
 ``unsupported_location``; a reference stem that fails any of these or has no audio
-(``stem_<reason>``, e.g. ``stem_unsupported_container``, ``stem_no_audio``); and,
+(``stem_<reason>``, e.g. ``stem_unsupported_container``, ``stem_no_audio``,
+``stem_non_finite_audio``); and,
 through the stage runtime, any other failure on one clip
 (:mod:`madbench_common.pipeline.failures`). The original container is copied byte for
 byte into the store, named with the extension of the container FFmpeg found (later
@@ -29,6 +32,7 @@ from __future__ import annotations
 
 import dataclasses
 import logging
+import os
 import re
 from collections import OrderedDict
 from functools import cached_property
@@ -43,6 +47,7 @@ from madbench_common.benchmarks.madbench.sources import (
     SourceListing,
     SourceSpec,
     fetch_source,
+    id_key,
     listing_identity,
     local_sha256,
     read_listing,
@@ -88,7 +93,7 @@ def _checked(path: Path, sample_rate: int, limits: MediaLimits, name: str,
         raise InputRejected(name, "truncated",
                             f"decoded {seconds:.2f}s of audio, header says {info.duration:.2f}s")
     if not np.isfinite(audio).all():
-        raise InputRejected(name, "unreadable", "audio has NaN or Inf samples")
+        raise InputRejected(name, "non_finite_audio", "audio has NaN or Inf samples")
     return decoded
 
 
@@ -136,6 +141,26 @@ class IngestStage(MapStage[SourceRow]):
             by_id.setdefault(spec.clip_id, []).append(spec)
         return by_id
 
+    @cached_property
+    def collisions(self) -> dict[str, str]:
+        """Clip id → what it collides with: ids that only sanitising, Unicode normalisation
+        or case made equal (``a b`` and ``a_b``, ``Clip`` and ``clip``) would be one file on
+        some stores, so every row involved is quarantined, never merged."""
+        by_key: dict[str, list[str]] = {}
+        for cid in self.specs:
+            by_key.setdefault(id_key(cid), []).append(cid)
+        out: dict[str, str] = {}
+        for cid, specs in self.specs.items():
+            clash = by_key[id_key(cid)]
+            given = {s.given_id for s in specs}
+            if len(clash) > 1 or len(given) > 1:
+                names = sorted({s.given_id for c in clash for s in self.specs[c]})
+                out[cid] = (f"clip id {cid!r} collides after sanitising, Unicode "
+                            f"normalisation or case folding: "
+                            + ", ".join(repr(n) for n in names[:6])
+                            + (" …" if len(names) > 6 else "") + "; give each a distinct id")
+        return out
+
     def plan(self) -> list[str]:
         return sorted(self.specs)
 
@@ -147,6 +172,8 @@ class IngestStage(MapStage[SourceRow]):
 
     def run_item(self, item: str) -> SourceRow:
         specs = self.specs[item]
+        if item in self.collisions:
+            raise InputRejected(specs[0].label, "clip_id_collision", self.collisions[item])
         if len(specs) > 1:
             paths = ", ".join(s.label for s in specs)
             raise InputRejected(specs[0].label, "duplicate_clip_id",
@@ -154,6 +181,9 @@ class IngestStage(MapStage[SourceRow]):
         spec = specs[0]
         if spec.problem:
             raise InputRejected(spec.label, spec.problem, spec.detail)
+        if not spec.path.startswith("s3://") and not os.path.lexists(spec.path):
+            # before any temporary folder: a listing of 100,000 missing files stays fast
+            raise InputRejected(spec.label, "missing", "file does not exist")
         with self.ctx.tempdir() as tmp:
             return self._ingest(spec, tmp)
 
@@ -191,7 +221,7 @@ class IngestStage(MapStage[SourceRow]):
             width=info.width, height=info.height, fps=info.fps,
             audio_uri=wav.uri, audio_sha256=wav.sha256, duration=duration, sample_rate=rate,
             orig_sample_rate=info.sample_rate, orig_channels=info.channels,
-            orig_audio_codec=info.audio_codec,
+            orig_audio_codec=_audio_note(info),
         ).with_provenance(self.ctx.provenance("ffmpeg", av.__version__))
         return dataclasses.replace(row, **stems)
 
@@ -214,6 +244,15 @@ class IngestStage(MapStage[SourceRow]):
             info = self.ctx.save_audio(f"ref/{name}/{spec.clip_id}.wav", stem, rate)
             out[f"ref_{name}_uri"], out[f"ref_{name}_sha256"] = info.uri, info.sha256
         return out
+
+
+def _audio_note(info: MediaInfo) -> str:
+    """The audio codec, with which stream was used when there were several and how late
+    the audio starts when it starts after the video (both recorded with the row)."""
+    notes = [f"first of {info.audio_streams} audio streams"] if info.audio_streams > 1 else []
+    if info.audio_offset:
+        notes.append(f"starts {info.audio_offset:.2f}s after the video; padded")
+    return info.audio_codec + (f" ({'; '.join(notes)})" if notes else "")
 
 
 def _listing(params: dict[str, Any]) -> SourceListing:

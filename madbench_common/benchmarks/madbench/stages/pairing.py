@@ -28,6 +28,7 @@ from functools import cached_property
 import numpy as np
 
 from madbench_common.benchmarks.madbench.rows import PairRow
+from madbench_common.benchmarks.madbench.sources import bounded_id
 from madbench_common.benchmarks.madbench.stages.clips import ClipInputs, load_clip_inputs
 from madbench_common.core.compat import zip_strict
 from madbench_common.media.dsp import f0_track
@@ -176,7 +177,7 @@ class PairingStage(StageImpl[PairRow]):
     def _row(speakers: Sequence[Speaker], genders: Sequence[tuple[str, str]], emb: np.ndarray,
              i: int, j: int, rank: int, relaxed: tuple[str, ...]) -> PairRow:
         a, b = speakers[i], speakers[j]
-        return PairRow(pair_id=f"{a.clip_id}>{b.clip_id}", clip_id=a.clip_id,
+        return PairRow(pair_id=bounded_id(f"{a.clip_id}>{b.clip_id}"), clip_id=a.clip_id,
                        target_clip_id=b.clip_id, rank=rank,
                        similarity=float(emb[i] @ emb[j]), gender=a.gender,
                        target_gender=b.gender, gender_source=genders[i][1], split=a.split,

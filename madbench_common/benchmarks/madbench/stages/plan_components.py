@@ -32,6 +32,7 @@ from collections.abc import Sequence
 from functools import cached_property
 
 from madbench_common.benchmarks.madbench.rows import ComponentRow, PairRow
+from madbench_common.benchmarks.madbench.sources import bounded_id
 from madbench_common.benchmarks.madbench.stages.clips import ClipInputs, load_clip_inputs
 from madbench_common.models.taxonomy import build_prompt, load_taxonomy
 from madbench_common.pipeline.graph import Stage
@@ -50,9 +51,11 @@ def generator_stages(stages: Sequence[Stage], component: str) -> list[Stage]:
 
 
 def component_id(clip_id: str, setting: str, scene_match: bool = True, extra: str = "") -> str:
-    """``<clip>.<setting>`` plus ``.<target>`` or ``.mismatch.<label>`` for the many-per-setting."""
+    """``<clip>.<setting>`` plus ``.<target>`` or ``.mismatch.<label>`` for the many-per-setting;
+    bounded (:func:`~madbench_common.benchmarks.madbench.sources.bounded_id`): two 128-character
+    clip ids must still name a file on the file store."""
     base = f"{clip_id}.{setting}" + ("" if scene_match else ".mismatch")
-    return f"{base}.{extra}" if extra else base
+    return bounded_id(f"{base}.{extra}" if extra else base)
 
 
 def mismatch_labels(label: str, first: str, k: int, seed: int) -> list[str]:
