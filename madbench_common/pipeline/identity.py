@@ -28,13 +28,15 @@ The omni response cache also keys on the full message layout, system prompt incl
 from __future__ import annotations
 
 import ast
+import contextlib
+import contextvars
 import glob
 import hashlib
 import importlib.util
 import json
 import os
 import re
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from functools import lru_cache
 from pathlib import Path
 from typing import Any
@@ -201,10 +203,43 @@ def _read(name: str) -> tuple[str, frozenset[str], frozenset[str]] | None:
     return _parse(str(path), name, st.st_mtime_ns, st.st_size)
 
 
+_SNAPSHOT: contextvars.ContextVar[dict[Any, Any] | None] = contextvars.ContextVar(
+    "identity_snapshot", default=None)
+"""Helper closures (by module) and adapter digests (by slug and the slugs above it), kept
+while one identity is computed (:func:`_snapshot`)."""
+
+
+@contextlib.contextmanager
+def _snapshot() -> Iterator[None]:
+    """Within it, each module's helper closure is walked, and each adapter digest computed,
+    once. One model's identity walks the same closures many times (every model it names,
+    each of those models' own, every model of its image for the weights): a stage's
+    identity took about a second, and ``madbench run``'s preflight, which computes every
+    stage's, 10–40 s. Outside it, every call reads the files again (a long-lived process
+    sees edits)."""
+    if _SNAPSHOT.get() is not None:
+        yield
+        return
+    token = _SNAPSHOT.set({})
+    try:
+        yield
+    finally:
+        _SNAPSHOT.reset(token)
+
+
 def _helper_modules(module: str) -> dict[str, str]:
     """module → sha256 of its canonical source (:func:`canonical_source`): the adapter
     module and its helpers — the modules of ``madbench_common`` and of the adapter's own
     package it imports — transitively."""
+    kept = _SNAPSHOT.get()
+    if kept is None:
+        return _walk_helpers(module)
+    if ("helpers", module) not in kept:
+        kept["helpers", module] = _walk_helpers(module)
+    return dict(kept["helpers", module])
+
+
+def _walk_helpers(module: str) -> dict[str, str]:
     roots = (_PACKAGE, module.split(".")[0])
     out: dict[str, str] = {}
     todo = [module]
@@ -303,23 +338,46 @@ def loaded_dtype(model: Any) -> str:
 def model_identity(slug: str, params: Mapping[str, Any] | None = None,
                    _seen: frozenset[str] = frozenset()) -> dict[str, Any]:
     """Adapter code, weights pins and dtype of a registered model (see the module doc)."""
+    with _snapshot():
+        return _model_identity(slug, params, _seen)
+
+
+def _model_identity(slug: str, params: Mapping[str, Any] | None,
+                    _seen: frozenset[str]) -> dict[str, Any]:
     from madbench_common.models.registry import REGISTRY
 
     spec = REGISTRY[slug]
-    module = spec.target.partition(":")[0]
-    sources = adapter_sources(module)
-    strings = _strings_of(_helper_modules(module))
-    uses = sorted(s for s in strings if s in REGISTRY and s != slug and s not in _seen)
-    adapter = {"target": canonical_name(spec.target), "sources": sources,
-               "uses": {u: model_identity(u, None, _seen | {slug})["adapter"] for u in uses}}
-    return {"adapter": identity_digest(adapter),
+    strings = _strings_of(_helper_modules(spec.target.partition(":")[0]))
+    return {"adapter": _adapter_digest(slug, _seen),
             "weights": _weights_pins(spec.image, strings),
             "dtype": compute_dtype(params or {})}
 
 
+def _adapter_digest(slug: str, seen: frozenset[str]) -> str:
+    """The ``adapter`` of :func:`model_identity`: its sources and, by slug, the adapters
+    of the models they name (``seen``: the slugs above it, which break cycles)."""
+    from madbench_common.models.registry import REGISTRY
+
+    kept = _SNAPSHOT.get()
+    if kept is not None and ("adapter", slug, seen) in kept:
+        return str(kept["adapter", slug, seen])
+    spec = REGISTRY[slug]
+    module = spec.target.partition(":")[0]
+    sources = adapter_sources(module)
+    strings = _strings_of(_helper_modules(module))
+    uses = sorted(s for s in strings if s in REGISTRY and s != slug and s not in seen)
+    adapter = {"target": canonical_name(spec.target), "sources": sources,
+               "uses": {u: _adapter_digest(u, seen | {slug}) for u in uses}}
+    digest = identity_digest(adapter)
+    if kept is not None:
+        kept["adapter", slug, seen] = digest
+    return digest
+
+
 def stage_identity(model: str, params: Mapping[str, Any]) -> dict[str, dict[str, Any]]:
     """slug → :func:`model_identity` for every model a stage runs (``{}`` for core stages)."""
-    return {slug: model_identity(slug, params) for slug in stage_models(model, params)}
+    with _snapshot():
+        return {slug: model_identity(slug, params) for slug in stage_models(model, params)}
 
 
 def unpinned_weights(identities: Mapping[str, Mapping[str, Any]]) -> list[str]:
