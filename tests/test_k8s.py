@@ -12,6 +12,7 @@ import pytest
 import yaml
 
 from madbench_common.pipeline.argo import ClusterProfile
+from tests.yaml_docs import load_yaml
 
 ROOT = Path(__file__).resolve().parents[1]
 K8S = ROOT / "k8s"
@@ -184,6 +185,6 @@ def test_workflow_names_match_cluster_objects() -> None:
     key = annotations["workflows.argoproj.io/default-artifact-repository"]
     repo = yaml.safe_load(configmaps["artifact-repositories"]["data"][key])
     assert repo["s3"]["accessKeySecret"]["name"] == profile.s3_secret
-    full = yaml.safe_load((ROOT / "workflows" / "full.yaml").read_text())["spec"]
+    full = load_yaml(ROOT / "workflows" / "full.yaml")["spec"]
     assert full["serviceAccountName"] == profile.service_account
     assert full["podPriorityClassName"] == profile.priority_class

@@ -11,13 +11,13 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-import yaml
 
 from madbench_common.benchmarks.madbench.graph import build_graph
 from madbench_common.cli.pipeline import parse_params
 from madbench_common.core.manifest import params_json
 from madbench_common.pipeline.argo import MAX_BACKOFF_SECONDS, parse_failures, write_exit_summary
 from madbench_common.pipeline.stage import stage_params
+from tests.yaml_docs import load_yaml
 
 ROOT = Path(__file__).resolve().parents[1]
 _PARAM = re.compile(r"\{\{workflow\.parameters\.([A-Za-z0-9_-]+)\}\}")
@@ -25,7 +25,7 @@ _RUN_ID = "{{=workflow.parameters.run_id == '' ? workflow.name : workflow.parame
 
 
 def _workflow(name: str) -> dict[str, Any]:
-    data: dict[str, Any] = yaml.safe_load((ROOT / "workflows" / f"{name}.yaml").read_text())
+    data: dict[str, Any] = load_yaml(ROOT / "workflows" / f"{name}.yaml")
     return data
 
 

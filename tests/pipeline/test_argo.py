@@ -24,6 +24,7 @@ from madbench_common.pipeline.argo import (
     write_exit_summary,
 )
 from madbench_common.pipeline.graph import Graph, Stage
+from tests.yaml_docs import load_yaml
 
 ROOT = Path(__file__).resolve().parents[2]
 SCHEMA = ROOT.parent / "shared" / "schemas" / "argo-workflows.schema.json"
@@ -35,7 +36,7 @@ _PARAM = re.compile(r"\{\{workflow\.parameters\.([A-Za-z0-9_-]+)\}\}")
 
 
 def _load(path: Path) -> dict[str, Any]:
-    data: dict[str, Any] = yaml.safe_load(path.read_text())
+    data: dict[str, Any] = load_yaml(path)
     return data
 
 

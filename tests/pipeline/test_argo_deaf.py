@@ -19,6 +19,7 @@ from madbench_common.benchmarks.deaf.workflow import deaf_lock, render_deaf_work
 from madbench_common.pipeline.argo import API_EGRESS_LABEL, ClusterProfile, ImageLock
 from madbench_common.pipeline.argo_limits import ETCD_LIMIT_BYTES, workflow_limits
 from tests.pipeline.test_argo import task_deps, task_runs
+from tests.yaml_docs import load_yaml
 
 ROOT = Path(__file__).resolve().parents[2]
 LOCK = ROOT / "images" / "images.lock.yaml"
@@ -29,7 +30,7 @@ _KEYS = {"GEMINI_API_KEY", "OPENAI_API_KEY", "ELEVENLABS_API_KEY", "JUDGE_API_KE
 
 
 def _doc() -> dict[str, Any]:
-    data: dict[str, Any] = yaml.safe_load(DEAF.read_text())
+    data: dict[str, Any] = load_yaml(DEAF)
     return data
 
 

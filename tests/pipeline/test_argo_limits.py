@@ -6,19 +6,19 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-import yaml
 
 from madbench_common.benchmarks.madbench.graph import build_graph
 from madbench_common.pipeline import argo
 from madbench_common.pipeline.argo_limits import ETCD_LIMIT_BYTES, node_bytes, workflow_limits
 from madbench_common.pipeline.graph import Stage
 from madbench_common.pipeline.plan import PAPER_CLIPS, Throughput, plan_run
+from tests.yaml_docs import load_yaml
 
 ROOT = Path(__file__).resolve().parents[2]
 
 
 def _full() -> dict[str, Any]:
-    doc: dict[str, Any] = yaml.safe_load((ROOT / "workflows" / "full.yaml").read_text())
+    doc: dict[str, Any] = load_yaml(ROOT / "workflows" / "full.yaml")
     return doc
 
 
@@ -39,7 +39,7 @@ def test_full_workflow_at_paper_scale_fits_etcd() -> None:
 
 
 def test_smoke_workflow_keeps_the_stages_shard_counts() -> None:
-    doc = yaml.safe_load((ROOT / "workflows" / "smoke.yaml").read_text())
+    doc = load_yaml(ROOT / "workflows" / "smoke.yaml")
     limits = workflow_limits(doc, build_graph(), {})
     assert all(s.shards == (build_graph()[s.stage].shards if build_graph()[s.stage].sharded
                             else 1) for s in limits.stages)
@@ -70,7 +70,7 @@ def test_memory_requests_come_from_the_measured_peak(monkeypatch: pytest.MonkeyP
 def test_rendered_requests_match_the_table() -> None:
     table = argo._measured()
     for variant in ("full", "smoke"):
-        doc = yaml.safe_load((ROOT / "workflows" / f"{variant}.yaml").read_text())
+        doc = load_yaml(ROOT / "workflows" / f"{variant}.yaml")
         templates = {t["name"]: t for t in doc["spec"]["templates"]}
         graph = build_graph().profiled("full") if variant == "full" else build_graph()
         for stage in graph:

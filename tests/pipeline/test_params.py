@@ -14,7 +14,6 @@ from collections import defaultdict
 from pathlib import Path
 
 import pytest
-import yaml
 
 from madbench_common.benchmarks.deaf.graph import build_deaf_graph
 from madbench_common.benchmarks.madbench.graph import build_graph
@@ -28,6 +27,7 @@ from madbench_common.pipeline.params import (
     valid_keys,
 )
 from madbench_common.pipeline.stage import load_impl
+from tests.yaml_docs import load_yaml
 
 _REPO = Path(__file__).resolve().parents[2]
 _ENGINE = "madbench_common.pipeline.stage"
@@ -171,7 +171,7 @@ def _json_params(args: list[str]) -> dict[str, object]:
 def test_every_rendered_pod_passes_only_valid_parameters(workflow: str) -> None:
     """The workflow's ``--param`` / ``--params-json`` (sources, model, workflow parameters,
     the profile's params) are all keys the pod's stage takes: the pod check refuses none."""
-    doc = yaml.safe_load((_REPO / "workflows" / f"{workflow}.yaml").read_text())
+    doc = load_yaml(_REPO / "workflows" / f"{workflow}.yaml")
     graph = build_deaf_graph() if workflow == "deaf" else build_graph()
     seen = set()
     for template in doc["spec"]["templates"]:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 from pathlib import Path
 
 import pytest
@@ -40,10 +41,29 @@ def _rows(run: RunStore, stage: str, kind: type) -> list:  # type: ignore[type-a
     return read_manifest_bytes(kind, run.get_bytes(f"{stage}/manifest.parquet"))
 
 
-@pytest.mark.slow
-def test_deaf_run_end_to_end(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    csv = tmp_path / "sentences.csv"
+@pytest.fixture(scope="module")
+def trials(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
+    """The sentences CSV and a store whose run ``t`` is done up to ``deaf_trials`` (the
+    stimuli: TTS and mixing, most of a tiny run's time), made once; each test works on its
+    own copy of the store."""
+    tmp = tmp_path_factory.mktemp("deaf-trials")
+    csv = tmp / "sentences.csv"
     csv.write_text(SENTENCES)
+    assert main(["deaf", "run", "--store", str(tmp / "store"), "--run-id", "t", "--models",
+                 "gemini_25_flash,gpt_4o_audio", "--sentences", str(csv), "--snrs", "0",
+                 "--no-progress", "--until", "deaf_trials"]) == 0
+    return csv, tmp / "store"
+
+
+def _copy(trials: tuple[Path, Path], tmp_path: Path) -> tuple[Path, Path]:
+    shutil.copytree(trials[1], tmp_path / "store")
+    return trials[0], tmp_path / "store"
+
+
+@pytest.mark.slow
+def test_deaf_run_end_to_end(trials: tuple[Path, Path], tmp_path: Path,
+                             capsys: pytest.CaptureFixture[str]) -> None:
+    csv, _ = _copy(trials, tmp_path)
     argv = ["deaf", "run", "--store", str(tmp_path / "store"), "--run-id", "t",
             "--models", "gemini_25_flash,gpt_4o_audio", "--sentences", str(csv),
             "--snrs", "0", "--repeats", "2", "--stub-apis", "--no-progress",
@@ -121,16 +141,16 @@ def test_graph_declares_the_paper_models_and_secrets() -> None:
 
 
 @pytest.mark.slow
-def test_a_failed_answer_stage_leaves_judge_metrics_and_report_running(tmp_path: Path) -> None:
+def test_a_failed_answer_stage_leaves_judge_metrics_and_report_running(
+        trials: tuple[Path, Path], tmp_path: Path) -> None:
     """What the pods of workflows/deaf.yaml do when one model's answer stage fails (exit 3:
     no API key): the judge, metrics and report run on the other model, and the report
     names the absent one. (tests/pipeline/test_argo_deaf.py checks that Argo schedules them.)"""
     from madbench_common.benchmarks.deaf.runner import stub_apis
     from madbench_common.benchmarks.deaf.stage_report import ABSENT
 
-    csv = tmp_path / "sentences.csv"
-    csv.write_text(SENTENCES)
-    store, models = str(tmp_path / "store"), "gemini_25_flash,gpt_4o_audio"
+    csv, copied = _copy(trials, tmp_path)
+    store, models = str(copied), "gemini_25_flash,gpt_4o_audio"
     assert main(["deaf", "run", "--store", store, "--run-id", "t", "--models", models,
                  "--sentences", str(csv), "--snrs", "0", "--no-progress",
                  "--until", "deaf_trials"]) == 0

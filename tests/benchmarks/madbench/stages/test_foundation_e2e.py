@@ -12,8 +12,11 @@ from madbench_common.benchmarks.madbench.rows import SourceQCRow, SourceRow, Spl
 from madbench_common.core.manifest import read_manifest_bytes
 from madbench_common.core.store import RunStore, open_store
 from madbench_common.pipeline.local import LocalRunner, RunOptions
+from madbench_common.testing.faults import demo_sources
 
 pytestmark = pytest.mark.slow
+
+DEMO = Path(__file__).resolve().parents[4] / "data" / "demo"
 
 
 def _rows(run: RunStore, stage: str, cls: type) -> list:
@@ -44,26 +47,41 @@ def _check_run(run: RunStore, n: int) -> None:
         assert abs(norm - 1.0) < 1e-3
 
 
-def test_foundation_on_file_store(demo_sources: Path, tmp_path: Path) -> None:
-    opts = RunOptions(store=str(tmp_path / "store"), run_id="e2e", progress=False,
-                      params={"ingest": {"sources": str(demo_sources)}}, until="split")
+def _run(store: str, sources: Path) -> RunStore:
+    opts = RunOptions(store=store, run_id="e2e", progress=False, until="split",
+                      params={"ingest": {"sources": str(sources)}})
     LocalRunner(build_graph, opts).execute()
-    _check_run(RunStore(open_store(opts.store), "e2e"), 4)
+    return RunStore(open_store(store), "e2e")
+
+
+@pytest.fixture(scope="module")
+def file_run(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, RunStore]:
+    """The file-store run, once for both tests (they only read it): its sources CSV (the
+    first four demo clips) and the run."""
+    if not (DEMO / "sources.csv").exists():
+        pytest.skip("data/demo not built (scripts/build_demo_corpus.py)")
+    tmp = tmp_path_factory.mktemp("foundation")
+    sources = demo_sources(tmp / "demo-sources", 4)
+    return sources, _run(str(tmp / "store"), sources)
+
+
+def test_foundation_on_file_store(file_run: tuple[Path, RunStore]) -> None:
+    _check_run(file_run[1], 4)
+
+
+def _ids(run: RunStore) -> dict[str, list[tuple[str, ...]]]:
+    return {"split": [(r.clip_id, r.split, r.speech_sha256 if hasattr(r, "speech_sha256")
+                       else "") for r in _rows(run, "split", SplitRow)],
+            "stems": [(r.clip_id, r.speech_sha256, r.env_sha256)
+                      for r in _rows(run, "separate", StemRow)]}
 
 
 @pytest.mark.s3
-def test_foundation_on_s3_matches_file_store(demo_sources: Path, tmp_path: Path,
+def test_foundation_on_s3_matches_file_store(file_run: tuple[Path, RunStore],
                                              s3_uri: str) -> None:
-    results = {}
-    for name, store in (("file", str(tmp_path / "store")), ("s3", s3_uri)):
-        opts = RunOptions(store=store, run_id="e2e", progress=False, until="split",
-                          params={"ingest": {"sources": str(demo_sources)}})
-        LocalRunner(build_graph, opts).execute()
-        run = RunStore(open_store(store), "e2e")
-        _check_run(run, 4)
-        results[name] = [(r.clip_id, r.split, r.speech_sha256 if hasattr(r, "speech_sha256")
-                          else "") for r in _rows(run, "split", SplitRow)]
-        results[name + "_stems"] = [(r.clip_id, r.speech_sha256, r.env_sha256)
-                                    for r in _rows(run, "separate", StemRow)]
-    assert results["file"] == results["s3"]
-    assert results["file_stems"] == results["s3_stems"]
+    sources, file = file_run
+    s3 = _run(s3_uri, sources)
+    _check_run(file, 4)
+    _check_run(s3, 4)
+    assert _ids(file)["split"] == _ids(s3)["split"]
+    assert _ids(file)["stems"] == _ids(s3)["stems"]
