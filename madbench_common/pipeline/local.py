@@ -389,7 +389,8 @@ def _log_rejections(run: RunStore, stage: Stage, marker: dict[str, Any]) -> None
     names = pq.read_schema(io.BytesIO(data)).names
     # the row's own id (the runner does not import stage code): the most specific *_id
     ids = [n for n in ("sample_id", "component_id", "pair_id") if n in names]
-    id_field = (ids or [n for n in names if n.endswith("_id")] or names)[0]
+    own = [n for n in names if n not in ("status", "reason", "detail")]  # after the base's
+    id_field = (ids or [n for n in own if n.endswith("_id")] or own or names)[0]
     table = pq.read_table(io.BytesIO(data), columns=[id_field, "status", "reason"])
     items: dict[str, list[str]] = {}
     for item, status, reason in zip(*(table.column(c).to_pylist()

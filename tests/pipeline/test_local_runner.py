@@ -162,3 +162,30 @@ def test_shard_workers_on_s3_do_not_share_the_runners_connections(
         assert [c for c in seen[last + 1:] if c[0] == port] == []
         run = RunStore(open_store(s3_uri), "r")
         assert len(read_manifest_bytes(ToyRow, run.get_bytes("second/manifest.parquet"))) == 8
+
+
+def test_rejections_of_a_row_type_without_an_id_field_are_summarised(
+        tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    """A stage whose rows have no ``*_id`` column (DEAF's environment library: ``code``)
+    still gets its one-line-per-reason summary: the id is the row's first own column, not
+    the base's ``status`` (read twice, pyarrow refused the duplicate column)."""
+    import hashlib
+    import io
+    import logging
+
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    from madbench_common.pipeline.local import _log_rejections
+
+    run = RunStore(open_store(str(tmp_path)), "r")
+    table = pa.table({"status": ["ok", "rejected"], "reason": ["", "environment_missing"],
+                      "detail": ["", "office"], "code": ["DKITCHEN", "OOFFICE"]})
+    buf = io.BytesIO()
+    pq.write_table(table, buf)
+    run.put_bytes("envlib/manifest.parquet", buf.getvalue())
+    stage = Stage(name="envlib", role="x", target="x:y", inputs=(), outputs=("envlib",))
+    with caplog.at_level(logging.WARNING, logger="madbench"):
+        _log_rejections(run, stage, {"manifest_sha256": hashlib.sha256(buf.getvalue())
+                                     .hexdigest()})
+    assert "envlib: 1 rejected: environment_missing (e.g. OOFFICE)" in caplog.text
