@@ -104,7 +104,7 @@ def test_exit_summary_stores_a_list_not_a_quoted_string(tmp_path: Path) -> None:
 def test_retry_backoff_fits_argo_3_5() -> None:
     """``backoff.cap`` exists only from Argo v3.7; the README supports v3.5+."""
     readme = (ROOT / "README.md").read_text()
-    assert "Argo Workflows (v3.5 or later)" in readme
+    assert "Argo Workflows (v3.5 or later" in readme
     for variant in ("full", "smoke"):
         for tpl in _workflow(variant)["spec"]["templates"]:
             retry = tpl.get("retryStrategy")

@@ -32,6 +32,7 @@ from typing import TYPE_CHECKING, Any
 
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
+from madbench_common.core.compat import zip_strict
 from madbench_common.core.errors import ChecksumError, ConfigError
 from madbench_common.core.orphans import die_with_parent
 from madbench_common.core.s3client import retries_since, retry_stats
@@ -393,8 +394,8 @@ def _log_rejections(run: RunStore, stage: Stage, marker: dict[str, Any]) -> None
     id_field = (ids or [n for n in own if n.endswith("_id")] or own or names)[0]
     table = pq.read_table(io.BytesIO(data), columns=[id_field, "status", "reason"])
     items: dict[str, list[str]] = {}
-    for item, status, reason in zip(*(table.column(c).to_pylist()
-                                      for c in (id_field, "status", "reason")), strict=True):
+    for item, status, reason in zip_strict(*(table.column(c).to_pylist()
+                                             for c in (id_field, "status", "reason"))):
         if status != "ok":
             items.setdefault(reason or "unknown", []).append(str(item))
     for reason, ids in sorted(items.items(), key=lambda kv: (-len(kv[1]), kv[0])):

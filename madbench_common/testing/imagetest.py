@@ -319,7 +319,7 @@ def _main(argv: Sequence[str] | None = None) -> int:
 
 
 def _image_code(image: str) -> str | None:
-    from madbench_common.cluster.rehearse import image_code_digest
+    from madbench_common.build.codedigest import image_code_digest
 
     try:
         return image_code_digest(image) if image else None
