@@ -248,24 +248,27 @@ def _md(headers: list[str], rows: list[list[str]]) -> str:
     return "\n".join(lines + ["| " + " | ".join(md_text(c) for c in r) + " |" for r in rows])
 
 
+def _named(comps: list[Component]) -> str:
+    """``name (licence); …`` of ``comps``, escaped for Markdown."""
+    return "; ".join(md_text(f"{c.name} ({c.licence})") for c in comps)
+
+
 def _licence_section(comps: list[Component]) -> str:
     nc = [c for c in comps if c.noncommercial]
     unknown = [c for c in comps if c.unknown and not c.noncommercial]
     rows = [[c.kind, c.name, c.licence, c.source, c.detail] for c in comps]
     if nc:
         verdict = ("**This dataset is non-commercial.** It contains output of components "
-                   "under non-commercial licences: " + "; ".join(
-                       md_text(f"{c.name} ({c.licence})") for c in nc) + ". A "
+                   "under non-commercial licences: " + _named(nc) + ". A "
                    "non-commercial model makes the data it generated, and so this dataset, "
                    "usable for non-commercial purposes only.")
         if unknown:
             verdict += (" The licences of other components could not be read: "
-                        + "; ".join(md_text(f"{c.name} ({c.licence})") for c in unknown)
-                        + ".")
+                        + _named(unknown) + ".")
     elif unknown:
         verdict = ("**The licences of some components could not be read**, so this card "
-                   "cannot say whether the dataset may be used commercially: " + "; ".join(
-                       md_text(f"{c.name} ({c.licence})") for c in unknown) + ". Export "
+                   "cannot say whether the dataset may be used commercially: "
+                   + _named(unknown) + ". Export "
                    "with --sources naming the run's sources CSV (with a `license` column for "
                    "every clip), or check those licences before any use.")
     else:
