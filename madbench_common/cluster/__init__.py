@@ -6,6 +6,6 @@
 * :mod:`.podexec`: the per-pod launcher (network namespace, memory cgroup, container);
 * :mod:`.sandbox`: a private network namespace with only loopback, the object store
   (SeaweedFS) and the API stub inside it;
-* :mod:`.rehearse`: ``make rehearsal``, the paper's graphs on tiny random checkpoints,
+* :mod:`.rehearsal`: ``make rehearsal``, the paper's graphs on tiny random checkpoints,
   every stage in its own image under the pod policy.
 """

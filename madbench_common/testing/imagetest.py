@@ -340,7 +340,7 @@ def _record(slug: str, start: float, outcomes: Sequence[StageOutcome], error: st
         "tested_at": datetime.now(timezone.utc).strftime("%Y-%m-%d"),
         "stages": {o.stage: f"{o.rows} rows, {o.rejected} rejected" for o in outcomes},
         # the code the test ran (its image's): a later edit of any file a pod reads, a
-        # catalog card included, makes this record stale (rehearse.stale_evidence)
+        # catalog card included, makes this record stale (rehearsal.preflight.stale_evidence)
         "code_digest": _image_code(image)}
     if error:
         # the reason, not the whole log: the last lines say what failed

@@ -20,22 +20,14 @@ from madbench_common.benchmarks.madbench.graph import ENV_SETTINGS, build_graph
 from madbench_common.cli.pipeline import stage_overrides
 from madbench_common.cluster.argo_local import Executor, Pod, PodResult, SecretRef, Workflow
 from madbench_common.cluster.lint import check_pods, check_target, image_slug
-from madbench_common.cluster.rehearse import (
-    _API_SECRET,
-    _S3_KEYS,
-    _S3_SECRET,
-    BANNER,
-    ImageProvider,
-    Options,
-    PodRunner,
-    State,
-    build_records,
-    load_profile,
-    records_markdown,
-    secret_problems,
-    upstream_problems,
-    workflow_params,
-)
+from madbench_common.cluster.rehearsal.images import ImageProvider
+from madbench_common.cluster.rehearsal.objectstore import _S3_KEYS, _S3_SECRET
+from madbench_common.cluster.rehearsal.pods import PodRunner
+from madbench_common.cluster.rehearsal.preflight import secret_problems, upstream_problems
+from madbench_common.cluster.rehearsal.profile import BANNER, Options, load_profile
+from madbench_common.cluster.rehearsal.records import build_records, records_markdown
+from madbench_common.cluster.rehearsal.run import _API_SECRET, workflow_params
+from madbench_common.cluster.rehearsal.state import State
 from madbench_common.cluster.sandbox import STUB_PORT
 from madbench_common.core.errors import ConfigError
 
@@ -285,9 +277,9 @@ def nothing_built_here(monkeypatch: pytest.MonkeyPatch) -> None:
     """No local build of any image: the provider's lookup (``buildah inspect``) answers
     "none", so these tests of how parameters are bound need no container engine and do not
     depend on the images this machine holds."""
-    from madbench_common.cluster import rehearse
+    from madbench_common.cluster.rehearsal import images
 
-    monkeypatch.setattr(rehearse, "_image_id", lambda _ref: None)
+    monkeypatch.setattr(images, "_image_id", lambda _ref: None)
 
 
 def test_image_parameters_pin_the_bound_build(tmp_path: Path, nothing_built_here: None) -> None:
@@ -467,7 +459,7 @@ def test_the_record_adds_up_the_parts_of_a_pass_resumed_across_sessions(
     that part's minutes (6.2 of about 141). Each part is in the state from its start, its
     wall time kept up to date at every save, so a part killed outright still counts; a run
     after a complete pass starts a new pass."""
-    from madbench_common.cluster.rehearse import _wall_text, add_parts
+    from madbench_common.cluster.rehearsal.records import _wall_text, add_parts
 
     path = tmp_path / "state.json"
     state = State(path)
@@ -505,7 +497,8 @@ def test_a_build_that_cannot_fit_on_the_disk_stops_before_it_starts(
     failed minutes in with "no space left on device", twice (the second time 12 GB were
     temp folders that killed builds had left in /var/tmp). The check names the need from
     the lock's measured peaks, the free space and the leftovers, before the build."""
-    import madbench_common.cluster.rehearse as rh
+    from madbench_common.cluster.rehearsal import images
+    from madbench_common.cluster.rehearsal import imagestore as store
 
     lock = {"python-py311": {"build": {"disk_peak_gb": 4.8}},
             "torch-2.0.1-py311": {"build": {"disk_peak_gb": 17.0}},
@@ -515,28 +508,29 @@ def test_a_build_that_cannot_fit_on_the_disk_stops_before_it_starts(
     (tmp / "buildah123456" / "layer" / "blob").write_bytes(b"\0" * 4096)
     (tmp / "storage987").mkdir()
     (tmp / "unrelated").mkdir()
-    monkeypatch.setattr(rh, "_BUILD_TMP", tmp)
-    monkeypatch.setattr(rh, "_STORAGE", tmp_path / "no-store")
+    monkeypatch.setattr(store, "_BUILD_TMP", tmp)
+    monkeypatch.setattr(store, "_STORAGE", tmp_path / "no-store")
     gib = 2**30
     base_present = lambda s: s == "python-py311"  # noqa: E731
-    problem = rh.disk_problem("deaf-salmonn", present=base_present, lock=lock,
-                              free=lambda _p: 17 * gib)
+    problem = store.disk_problem("deaf-salmonn", present=base_present, lock=lock,
+                                 free=lambda _p: 17 * gib)
     assert problem is not None
     assert "17.0 GiB free" in problem and "at least 20.2 GiB" in problem
     assert "torch-2.0.1-py311 17.0, deaf-salmonn 1.2" in problem and "python-py311" not in problem
     assert "2 temp folders" in problem and "buildah123456, storage987" in problem
     assert "unrelated" not in problem
     # with the base built only the leaf's peak counts; with room enough, no problem
-    assert rh.disk_problem("deaf-salmonn", present=lambda s: True, lock=lock,
-                           free=lambda _p: 17 * gib) is None
-    assert rh.disk_problem("deaf-salmonn", present=base_present, lock=lock,
-                           free=lambda _p: 21 * gib) is None
-    assert rh.disk_problem("no-such-image", lock=lock, free=lambda _p: 0) is None
+    assert store.disk_problem("deaf-salmonn", present=lambda s: True, lock=lock,
+                              free=lambda _p: 17 * gib) is None
+    assert store.disk_problem("deaf-salmonn", present=base_present, lock=lock,
+                              free=lambda _p: 21 * gib) is None
+    assert store.disk_problem("no-such-image", lock=lock, free=lambda _p: 0) is None
 
     state = State(tmp_path / "state.json")
     provider = ImageProvider(state, tmp_path)
     ran: list[Any] = []
-    monkeypatch.setattr(rh, "disk_problem", lambda slug: f"image {slug}: no room")
+    # the provider checks through the name it imported
+    monkeypatch.setattr(images, "disk_problem", lambda slug: f"image {slug}: no room")
     monkeypatch.setattr(provider, "_run_logged", lambda *a: ran.append(a))
     with pytest.raises(ConfigError, match="image deaf-salmonn: no room"):
         provider._run_build(["image", "deaf-salmonn"], tmp_path / "log", {}, "deaf-salmonn")
@@ -547,7 +541,7 @@ def test_a_quick_rerun_does_not_overwrite_the_run_that_did_the_work(tmp_path: Pa
     """A shard that finished before its stage did is run again on resume (the memo skips a
     pod only once its stage is done); it finds its output and ends in seconds. The memo
     keeps the larger measures, those of the run that did the work."""
-    from madbench_common.cluster.rehearse import StateMemo
+    from madbench_common.cluster.rehearsal.pods import StateMemo
 
     state = State(tmp_path / "state.json")
     provider = ImageProvider(state, tmp_path)
@@ -607,7 +601,7 @@ def test_smoke_rehearsal_in_real_containers(tmp_path: Path) -> None:
     SeaweedFS; ends with the report and a record. Builds reference-cpu when missing."""
     if os.environ.get("MADBENCH_IMAGE_TEST") != "1":
         pytest.skip("opt-in: set MADBENCH_IMAGE_TEST=1 (runs ~200 pods in reference-cpu)")
-    from madbench_common.cluster.rehearse import rehearse
+    from madbench_common.cluster.rehearsal.run import rehearse
 
     records = tmp_path / "rehearsal.json"
     code = rehearse(Options(work=tmp_path / "work", workflows=("smoke",), keep_images=True,
@@ -636,7 +630,7 @@ def test_a_pod_over_its_memory_limit_is_killed_and_reported(tmp_path: Path) -> N
     import subprocess
     import sys
 
-    from madbench_common.cluster.rehearse import _Cgroup, _memory_cgroup
+    from madbench_common.cluster.rehearsal.pods import _Cgroup, _memory_cgroup
 
     if _memory_cgroup() is None:
         pytest.skip("no writable memory cgroup here")
@@ -675,7 +669,7 @@ def test_the_exit_handler_runs_without_hera(tmp_path: Path, group: list[str]) ->
 
 def test_command_line_overrides_reach_only_the_workflows_that_have_them(
         tmp_path: Path, nothing_built_here: None) -> None:
-    from madbench_common.cluster.rehearse import _overrides
+    from madbench_common.cluster.rehearsal.run import _overrides
 
     profile = load_profile()
     flows = [f for f in profile.workflows if f.name in ("full", "deaf")]
@@ -719,7 +713,7 @@ _OPTIONAL_KEYS = {"max_new_tokens", "rpm", "model_args"}
 @pytest.mark.parametrize("flow", ["smoke", "full", "deaf"])
 def test_every_relaxation_of_the_profile_names_a_parameter_its_stage_has(flow: str) -> None:
     """A stage parameter renamed upstream would silently undo a relaxation: fail instead."""
-    from madbench_common.cluster.rehearse import _graph_for
+    from madbench_common.cluster.rehearsal.profile import _graph_for
     from madbench_common.pipeline.stage import stage_params
 
     (wp,) = [f for f in load_profile().workflows if f.name == flow]
@@ -756,7 +750,7 @@ def test_an_interrupt_while_the_store_starts_leaves_no_server(tmp_path: Path) ->
 
 
 def test_profile_fields_leave_json_braces_alone() -> None:
-    from madbench_common.cluster.rehearse import _fill, _param_text
+    from madbench_common.cluster.rehearsal.profile import _fill, _param_text
 
     text = _param_text({"base_url": "http://127.0.0.1:{stub_port}", "rpm": 0})
     assert json.loads(_fill(text, {"stub_port": 7})) == {"base_url": "http://127.0.0.1:7",
@@ -815,7 +809,7 @@ def test_the_profile_s_model_args_are_constructor_arguments_of_the_full_models()
     import importlib
     import inspect
 
-    from madbench_common.cluster.rehearse import _graph_for
+    from madbench_common.cluster.rehearsal.profile import _graph_for
     from madbench_common.models.registry import REGISTRY
 
     (wp,) = [f for f in load_profile().workflows if f.name == "full"]
@@ -919,7 +913,7 @@ def test_a_second_pass_in_one_work_folder_is_refused(tmp_path: Path) -> None:
     import fcntl
     import signal
 
-    from madbench_common.cluster.rehearse import rehearse
+    from madbench_common.cluster.rehearsal.run import rehearse
 
     tmp_path.joinpath(".lock").touch()
     with open(tmp_path / ".lock") as held:
@@ -991,7 +985,7 @@ def _pass(tmp_path: Path, ids: dict[str, str], recipes: dict[str, str] | None = 
           ) -> tuple[_CountingRunner, int]:
     """One execution of the smoke workflow as the rehearsal makes it: parameters pinned to
     ``ids`` (the local builds), the state memo, the provider's pod identity."""
-    from madbench_common.cluster.rehearse import StateMemo
+    from madbench_common.cluster.rehearsal.pods import StateMemo
 
     state = State(tmp_path / "state.json")
     provider = ImageProvider(state, tmp_path)
@@ -1037,31 +1031,31 @@ def test_the_recipe_follows_the_build_inputs_and_not_the_commit(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """What changes a recipe: the image's folder, a parent's, the code digest (leaves
     only); what does not: an sbom (a build output) or another image's folder."""
-    from madbench_common.cluster import rehearse
+    from madbench_common.cluster.rehearsal import images
 
-    base = rehearse.image_recipe("reference-cpu", "code")
-    assert base and base == rehearse.image_recipe("reference-cpu", "code")
-    assert rehearse.image_recipe("reference-cpu", "other code") != base
-    parent = rehearse.image_recipe("torch-2.13.0-py311", "code")
-    assert parent == rehearse.image_recipe("torch-2.13.0-py311", "other code")  # no code in it
-    assert rehearse.image_recipe("no-such-image", "code") is None
+    base = images.image_recipe("reference-cpu", "code")
+    assert base and base == images.image_recipe("reference-cpu", "code")
+    assert images.image_recipe("reference-cpu", "other code") != base
+    parent = images.image_recipe("torch-2.13.0-py311", "code")
+    assert parent == images.image_recipe("torch-2.13.0-py311", "other code")  # no code in it
+    assert images.image_recipe("no-such-image", "code") is None
 
     fake_root = tmp_path / "root"
     shutil.copytree(ROOT / "images", fake_root / "images",
                     ignore=shutil.ignore_patterns(".upstream"))
     shutil.copy(ROOT / "pyproject.toml", fake_root)
-    monkeypatch.setattr(rehearse, "ROOT", fake_root)
+    monkeypatch.setattr(images, "ROOT", fake_root)
     from madbench_common.build import images as images_mod
 
     monkeypatch.setattr(images_mod, "IMAGES", fake_root / "images", raising=False)
-    assert rehearse.image_recipe("reference-cpu", "code") == base
+    assert images.image_recipe("reference-cpu", "code") == base
     (fake_root / "images" / "reference-cpu" / "sbom.cdx.json").write_text("{}")
     (fake_root / "images" / "qc" / "requirements.lock").write_text("x")
-    assert rehearse.image_recipe("reference-cpu", "code") == base
+    assert images.image_recipe("reference-cpu", "code") == base
     chain = images_mod.chain(images_mod.load_image("reference-cpu"))
     parent_lock = fake_root / "images" / chain[-2].slug / "requirements.lock"
     parent_lock.write_text(parent_lock.read_text() + "\n# changed\n")
-    assert rehearse.image_recipe("reference-cpu", "code") != base
+    assert images.image_recipe("reference-cpu", "code") != base
 
 
 @pytest.mark.parametrize("built_by_rehearsal", [True, False])
@@ -1073,7 +1067,7 @@ def test_a_rebuild_removes_the_build_it_superseded(monkeypatch: pytest.MonkeyPat
     build, under the build lock; an image it found on the machine stays."""
     import subprocess
 
-    from madbench_common.cluster import rehearse
+    from madbench_common.cluster.rehearsal import images
 
     calls: list[list[str]] = []
 
@@ -1085,7 +1079,7 @@ def test_a_rebuild_removes_the_build_it_superseded(monkeypatch: pytest.MonkeyPat
     ids = iter([old, new])
     monkeypatch.setattr(subprocess, "run", run)
     monkeypatch.setenv("MADBENCH_BUILD_LOCK", str(tmp_path / "build.lock"))
-    monkeypatch.setattr(rehearse, "_image_id", lambda ref: next(ids))
+    monkeypatch.setattr(images, "_image_id", lambda ref: next(ids))
     state = State(tmp_path / "state.json")
     if built_by_rehearsal:
         state.update_image("det-mine", build_image_id=old)
@@ -1111,7 +1105,7 @@ def _image_test_provider(monkeypatch: pytest.MonkeyPatch, tmp_path: Path,
                                                             list[str]]:
     """A provider whose build is faked and whose image test 'records' ``outcome`` in a lock
     held in ``lock`` (the real test needs a built image)."""
-    from madbench_common.cluster import rehearse
+    from madbench_common.cluster.rehearsal import images
 
     runs: list[list[str]] = []
     lines: list[str] = []
@@ -1124,7 +1118,7 @@ def _image_test_provider(monkeypatch: pytest.MonkeyPatch, tmp_path: Path,
             if outcome["result"] != "pass":
                 raise ConfigError(f"{what} failed (exit 1; log {log}):\nerror: no rows")
 
-    monkeypatch.setattr(rehearse, "_lock_image_test", lambda slug: dict(lock.get(slug, {})))
+    monkeypatch.setattr(images, "_lock_image_test", lambda slug: dict(lock.get(slug, {})))
     provider = ImageProvider(State(tmp_path / "state.json"), tmp_path, log=lines.append,
                              image_tests=image_tests)
     monkeypatch.setattr(provider, "_ensure", lambda slug, ref: "b" * 64)
@@ -1242,7 +1236,7 @@ def test_every_image_whose_pods_request_a_gpu_is_recorded_as_run_on_the_cpu(
     """27 of 28 images request nvidia.com/gpu; the record said so for one (the field came
     only from attempts that ran in this part, and memo entries dropped it)."""
     from madbench_common.cluster.argo_local import WorkflowResult
-    from madbench_common.cluster.rehearse import StateMemo
+    from madbench_common.cluster.rehearsal.pods import StateMemo
     from tests.cluster.test_argo_local import Recorder, container, workflow
 
     # the executor's node snapshot carries the template's GPU request
@@ -1280,7 +1274,7 @@ def test_stand_ins_and_the_api_stub_are_marked_per_stage(tmp_path: Path) -> None
     """The banner's "tiny checkpoint in the real release layout" does not hold for the
     stand-ins of hub-only code (DF-Arena, MiniCPM-o) nor for API models on the stub."""
     from madbench_common.cluster.argo_local import WorkflowResult
-    from madbench_common.cluster.rehearse import MODEL_KINDS, model_kind
+    from madbench_common.cluster.rehearsal.records import MODEL_KINDS, model_kind
 
     state = State(tmp_path / "state.json")
     full = {"w.1": _node("features-det-df-arena-shard", "ghcr.io/madbench/det-df-arena:0.1"),
