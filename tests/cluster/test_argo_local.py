@@ -610,3 +610,7 @@ def test_a_judge_that_waits_on_answers_which_may_fail() -> None:
     doc["spec"]["templates"][0]["dag"]["target"] = " ".join(t["name"] for t in tasks)
     result = Executor(Workflow.from_doc(doc), runner=rec, name="w").run()
     assert result.phase == "Error"  # every task a target, as rendered: the failure shows
+
+
+def test_podresult_defaults() -> None:
+    assert PodResult("Succeeded").info == {}
