@@ -1,4 +1,4 @@
-# Rehearsal (issue 18); included from the top-level Makefile.
+# Rehearsal; included from the top-level Makefile.
 #   make rehearsal            workflows/full.yaml, then workflows/deaf.yaml, executed from the
 #                             rendered YAML on this machine: every image built (bases first),
 #                             tiny random weights, every pod in its image under the pod policy,

@@ -1,4 +1,4 @@
-"""workflows/deaf.yaml (issue 14): current, the DEAF graph's DAG, GPU requests, API keys only
+"""workflows/deaf.yaml: current, the DEAF graph's DAG, GPU requests, API keys only
 by secretKeyRef, pods that run the ``madbench deaf`` commands. The strict schema, reference,
 parameter, lock-down and S3-secret checks of tests/pipeline/test_argo.py run over it too (they glob
 ``workflows/*.yaml``)."""
@@ -171,7 +171,7 @@ def test_pods_run_the_deaf_commands_and_parse() -> None:
         args = [_substitute(a, params) for a in tpl["container"]["args"]]
         assert tpl["container"]["command"] == ["madbench"] and args[0] == "deaf", tpl["name"]
         ns = parser.parse_args(args)
-        if args[1] == "stage":  # MADBench's pod path (issue 22), on the DEAF graph
+        if args[1] == "stage":  # MADBench's pod path, on the DEAF graph
             assert ns.func.__module__ == "madbench_common.cli.pipeline", tpl["name"]
             assert ns.stage in ns.graph_of(ns).stages, tpl["name"]
         else:

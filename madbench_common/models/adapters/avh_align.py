@@ -82,7 +82,7 @@ def _labels_or_none(load: Callable[[Any], Any]) -> Callable[[Any], Any]:
     """``load_dictionaries`` that yields ``None`` dictionaries when the label files are absent.
 
     A fine-tuned checkpoint rebuilds its pre-training task from the stored config, whose
-    ``label_dir`` is a path on the authors' cluster (av_hubert issue #42); ``AVHubertModel``
+    ``label_dir`` is a path on the authors' cluster (an av_hubert GitHub issue); ``AVHubertModel``
     has a branch for ``None`` dictionaries ("assume will be used for fine-tuning").
     """
     def wrapped(task: Any) -> Any:

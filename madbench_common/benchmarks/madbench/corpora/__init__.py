@@ -1,4 +1,4 @@
-"""Other datasets in their own release layouts, for cross-dataset evaluation (issue 23).
+"""Other datasets in their own release layouts, for cross-dataset evaluation.
 
 ``load_corpus("<name>:<path>")`` reads one of :data:`LOADERS`: ``madbench`` (a run's
 ``assemble`` samples: ``madbench:<store>/<run_id>``), ``fakeavceleb``, ``asvspoof2019_la``,

@@ -1,5 +1,5 @@
 """Cross-dataset evaluation: heads fitted on one corpus's training split, scored on another's
-test split (issue 23), with the tasks both corpora define.
+test split, with the tasks both corpora define.
 
 The direction ``A → B`` takes A's ``train`` and ``val`` rows (heads and their validation
 thresholds, paper §4.2) and B's ``test`` rows; a MADBench run contributes one protocol

@@ -1,4 +1,4 @@
-"""A headless-Chromium screenshot of an HTML report (the report's rendering test, issue 23).
+"""A headless-Chromium screenshot of an HTML report (the report's rendering test).
 
 ``screenshot(html, png)`` loads the page from the file system in Debian's ``chromium``
 (``--headless``, no network, no GPU) and writes a PNG of a ``width`` × ``height``

@@ -1,4 +1,4 @@
-"""Corpus loaders on tiny fixtures in each dataset's real layout (issue 23)."""
+"""Corpus loaders on tiny fixtures in each dataset's real layout."""
 
 from __future__ import annotations
 
