@@ -63,15 +63,14 @@ from typing import Any, Protocol, Union
 import yaml
 
 from madbench_common.core.errors import ConfigError
-from madbench_common.pipeline.argo_rules import (
-    ARGO_RELEASE,
+from madbench_common.pipeline.argo_expr import (
     UnsupportedConstruct,
-    _truth,
-    check_workflow,
     depends_names,
     evaluate,
     parse_depends,
+    truth,
 )
+from madbench_common.pipeline.argo_rules import ARGO_RELEASE, check_workflow
 
 __all__ = [
     "Executor",
@@ -1090,7 +1089,7 @@ class Executor:
                      "lastRetry.status": result.phase,
                      "lastRetry.duration": f"{result.seconds:.0f}",
                      "lastRetry.message": result.message[-500:]}
-            if not _truth(evaluate(retry.expression, lambda n: _scoped(scope, n))):
+            if not truth(evaluate(retry.expression, lambda n: _scoped(scope, n))):
                 return None
         if retry.max_duration is not None and pn.first_start is not None and \
                 time.time() - pn.first_start > retry.max_duration:
