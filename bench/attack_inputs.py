@@ -15,255 +15,46 @@ in the store, a file written outside the run, a hang).
 ``--tree``: the checkout whose ``.venv/bin/python`` runs madbench (default: this one),
 so the same script measures a tree before the fixes and after them. A verdict of
 ``held`` means the observation matched the expectation; ``FAILED`` means it did not.
+The harness (the child run, its outcome, the hostile media) is ``bench/attack_harness.py``.
 """
 
 from __future__ import annotations
 
 import argparse
-import contextlib
-import http.server
 import json
 import os
 import random
 import shutil
-import socket
 import string
-import struct
 import subprocess
 import sys
 import tempfile
-import threading
 import time
-from collections.abc import Callable, Iterator
-from dataclasses import dataclass, field
+from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
-DEMO = ROOT / "data" / "demo"
-GOOD = DEMO / "clips" / "demo_001.mp4"
-GOOD2 = DEMO / "clips" / "demo_002.mp4"
-GOOD3 = DEMO / "clips" / "demo_003.mp4"
-STEM = DEMO / "stems" / "speech" / "demo_001.flac"
-LIMIT_S = 180
-"""Wall-clock limit of one madbench run; a run past it is reported as a hang."""
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-
-def _ffmpeg() -> str:
-    import imageio_ffmpeg
-
-    return str(imageio_ffmpeg.get_ffmpeg_exe())
-
-
-def _closed_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
-@dataclass
-class Outcome:
-    rc: int | None
-    """Exit code; ``None`` when the run was killed at :data:`LIMIT_S`."""
-    rows: list[tuple[str, str, str]]
-    """(clip_id, status, reason) of every ingest row."""
-    stderr: str
-    seconds: float
-
-    def row(self, clip: str) -> str:
-        found = [f"{s}/{r}" if r else s for c, s, r in self.rows if c == clip]
-        return ",".join(found) if found else "absent"
-
-    def ok(self, clip: str) -> bool:
-        return self.row(clip) == "ok"
-
-    def quarantined(self, clip: str) -> bool:
-        return self.row(clip).startswith("rejected/")
-
-    def rc_text(self) -> str:
-        return "hang" if self.rc is None else str(self.rc)
-
-    def traceback(self) -> bool:
-        return "Traceback (most recent call last)" in self.stderr
-
-    def last_error(self) -> str:
-        lines = [ln for ln in self.stderr.splitlines() if ln.strip()]
-        errs = [ln for ln in lines if ln.startswith("error")]
-        return (errs or lines or [""])[-1][:160]
-
-
-@dataclass
-class Ctx:
-    tree: Path
-    base: Path
-    env: dict[str, str]
-    http_hits: list[str] = field(default_factory=list)
-    http_port: int = 0
-
-    @property
-    def python(self) -> str:
-        own = self.tree / ".venv" / "bin" / "python"
-        return str(own) if own.exists() else sys.executable  # a worktree without a venv
-
-    def madbench(self, args: list[str], env: dict[str, str] | None = None,
-                 cwd: Path | None = None, timeout: float = LIMIT_S
-                 ) -> tuple[int | None, str, str, float]:
-        start = time.monotonic()
-        proc = subprocess.Popen([self.python, "-m", "madbench_common.cli", *args],
-                                cwd=cwd or self.base, env={**self.env, **(env or {})},
-                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                                errors="replace", start_new_session=True)
-        try:
-            out, err = proc.communicate(timeout=timeout)
-            rc: int | None = proc.returncode
-        except subprocess.TimeoutExpired:
-            os.killpg(proc.pid, 9)
-            out, err = proc.communicate()
-            rc = None
-        return rc, out, err, time.monotonic() - start
-
-    def ingest(self, where: Path, sources: str, env: dict[str, str] | None = None,
-               cwd: Path | None = None, run_id: str = "a") -> Outcome:
-        rc, _, err, secs = self.madbench(
-            ["run", "--sources", sources, "--store", str(where / "store"), "--run-id", run_id,
-             "--until", "ingest", "--workers", "1", "--no-progress"], env, cwd)
-        return Outcome(rc, _rows(where / "store" / run_id), err, secs)
-
-
-def _rows(run: Path) -> list[tuple[str, str, str]]:
-    path = run / "ingest" / "manifest.parquet"
-    if not path.exists():
-        return []
-    import pyarrow.parquet as pq
-
-    try:
-        table = pq.read_table(path, columns=["clip_id", "status", "reason"]).to_pylist()
-    except Exception:
-        return []
-    return [(r["clip_id"], r["status"], r["reason"]) for r in table]
-
-
-def _csv(path: Path, rows: list[dict[str, str]]) -> Path:
-    import csv
-
-    cols = ["clip_id", "path", "transcript", "speech_stem", "env_stem"]
-    path.parent.mkdir(parents=True, exist_ok=True)
-    with open(path, "w", newline="", encoding="utf-8") as fh:
-        w = csv.DictWriter(fh, fieldnames=cols)
-        w.writeheader()
-        w.writerows(rows)
-    return path
-
-
-def _src(where: Path) -> Path:
-    src = where / "src"
-    src.mkdir(parents=True, exist_ok=True)
-    shutil.copy(GOOD, src / "ok.mp4")
-    return src
-
-
-def _files(root: Path) -> set[str]:
-    return {str(p.relative_to(root)) for p in root.rglob("*") if p.is_file()
-            or p.is_symlink()}
-
-
-def _written_outside_run(where: Path, before: set[str], run_id: str = "a") -> list[str]:
-    """Files that appeared under ``where`` but outside ``store/<run_id>``."""
-    inside = f"store{os.sep}{run_id}{os.sep}"
-    return sorted(p for p in _files(where) - before if not p.startswith(inside))
-
-
-def _store_contains(where: Path, needle: bytes) -> bool:
-    store = where / "store"
-    return store.exists() and any(needle in p.read_bytes() for p in store.rglob("*")
-                                  if p.is_file())
-
-
-# ---------------------------------------------------------------- media made here
-
-
-def _make_av(path: Path, seconds: float, audio: bool = True, video: bool = True,
-             extra: tuple[str, ...] = ()) -> Path:
-    args = [_ffmpeg(), "-v", "error", "-y"]
-    if video:
-        args += ["-f", "lavfi", "-i", f"testsrc=size=64x48:rate=10:duration={seconds}"]
-    if audio:
-        args += ["-f", "lavfi", "-i",
-                 f"sine=frequency=300:sample_rate=16000:duration={seconds}"]
-    if video:
-        args += ["-c:v", "libx264", "-pix_fmt", "yuv420p", "-g", "50"]
-    if audio:
-        args += ["-c:a", "aac" if path.suffix == ".mp4" else "flac"]
-    subprocess.run([*args, *extra, str(path)], check=True)
-    return path
-
-
-def _mp4_lying_duration(path: Path, claim: float) -> None:
-    """Rewrite every duration an MP4 header states (mvhd, tkhd, mdhd) to ``claim`` s."""
-    data = bytearray(path.read_bytes())
-    movie_scale = [1]
-
-    def walk(start: int, end: int) -> None:
-        while start + 8 <= end:
-            size = int.from_bytes(data[start:start + 4], "big")
-            kind = bytes(data[start + 4:start + 8])
-            if size < 8:
-                return
-            body = start + 8
-            if kind in (b"moov", b"trak", b"mdia"):
-                walk(body, start + size)
-            elif kind in (b"mvhd", b"mdhd"):
-                v1 = data[body] == 1
-                ts_at = body + (20 if v1 else 12)
-                scale = int.from_bytes(data[ts_at:ts_at + 4], "big")
-                if kind == b"mvhd":
-                    movie_scale[0] = scale
-                width = 8 if v1 else 4
-                data[ts_at + 4:ts_at + 4 + width] = int(claim * scale).to_bytes(width, "big")
-            elif kind == b"tkhd":
-                v1 = data[body] == 1
-                at = body + (28 if v1 else 20)
-                width = 8 if v1 else 4
-                data[at:at + width] = int(claim * movie_scale[0]).to_bytes(width, "big")
-            start += size
-
-    walk(0, len(data))
-    path.write_bytes(bytes(data))
-
-
-def _mkv_lying_duration(path: Path, claim_ms: float) -> None:
-    data = bytearray(path.read_bytes())
-    at = data.find(b"\x44\x89\x88")  # Segment Info / Duration, an 8-byte float (ms)
-    assert at > 0, "no Duration element"
-    data[at + 3:at + 11] = struct.pack(">d", claim_ms)
-    path.write_bytes(bytes(data))
-
-
-@contextlib.contextmanager
-def _http_server(ctx: Ctx) -> Iterator[None]:
-    """A local HTTP server that records every request (a fetch is the attack's success)."""
-    hits = ctx.http_hits
-
-    class Handler(http.server.BaseHTTPRequestHandler):
-        def do_GET(self) -> None:
-            hits.append(self.path)
-            self.send_response(200)
-            self.send_header("Content-Type", "video/mp2t")
-            self.end_headers()
-            self.wfile.write(GOOD.read_bytes())
-
-        def log_message(self, *_: object) -> None:
-            pass
-
-    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    ctx.http_port = server.server_address[1]
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    try:
-        yield
-    finally:
-        server.shutdown()
-        server.server_close()
-
+from bench.attack_harness import (
+    GOOD,
+    GOOD2,
+    GOOD3,
+    LIMIT_S,
+    ROOT,
+    Ctx,
+    Outcome,
+    closed_port,
+    files_under,
+    http_server,
+    make_av,
+    make_src,
+    mkv_lying_duration,
+    mp4_lying_duration,
+    store_contains,
+    write_csv,
+    written_outside_run,
+)
 
 # ---------------------------------------------------------------- the attacks
 
@@ -285,19 +76,19 @@ def _rejected(o: Outcome, clip: str) -> Callable[[str], bool]:
 
 
 def baseline(ctx: Ctx, w: Path) -> Result:
-    src = _src(w)
-    o = ctx.ingest(w, str(_csv(src / "sources.csv", [{"clip_id": "ok", "path": "ok.mp4"}])))
+    src = make_src(w)
+    o = ctx.ingest(w, str(write_csv(src / "sources.csv", [{"clip_id": "ok", "path": "ok.mp4"}])))
     return f"rc {o.rc_text()}; ok-row {o.row('ok')}; {o.seconds:.1f}s", o.rc == 0 and o.ok("ok")
 
 
 def hls_http_stem(ctx: Ctx, w: Path) -> Result:
-    src = _src(w)
+    src = make_src(w)
     shutil.copy(GOOD2, src / "a.mp4")
     (src / "voice.wav").write_text(
         "#EXTM3U\n#EXT-X-VERSION:3\n#EXT-X-TARGETDURATION:5\n#EXTINF:5.0,\n"
         f"http://127.0.0.1:{ctx.http_port}/seg0.ts\n#EXT-X-ENDLIST\n")
     before = len(ctx.http_hits)
-    o = ctx.ingest(w, str(_csv(src / "sources.csv", [
+    o = ctx.ingest(w, str(write_csv(src / "sources.csv", [
         {"clip_id": "ok", "path": "ok.mp4"},
         {"clip_id": "a", "path": "a.mp4", "speech_stem": "voice.wav"}])))
     fetched = len(ctx.http_hits) - before
@@ -306,12 +97,12 @@ def hls_http_stem(ctx: Ctx, w: Path) -> Result:
 
 
 def hls_http_main(ctx: Ctx, w: Path) -> Result:
-    src = _src(w)
+    src = make_src(w)
     (src / "clip.mkv").write_text(
         "#EXTM3U\n#EXT-X-TARGETDURATION:5\n#EXTINF:5.0,\n"
         f"http://127.0.0.1:{ctx.http_port}/main.ts\n#EXT-X-ENDLIST\n")
     before = len(ctx.http_hits)
-    o = ctx.ingest(w, str(_csv(src / "sources.csv", [
+    o = ctx.ingest(w, str(write_csv(src / "sources.csv", [
         {"clip_id": "ok", "path": "ok.mp4"}, {"clip_id": "h", "path": "clip.mkv"}])))
     fetched = len(ctx.http_hits) - before
     seen, held = _std(o, "h", _rejected(o, "h"), f"HTTP requests {fetched}")
@@ -319,37 +110,37 @@ def hls_http_main(ctx: Ctx, w: Path) -> Result:
 
 
 def lying_duration_mp4(ctx: Ctx, w: Path) -> Result:
-    src = _src(w)
-    clip = _make_av(src / "liar.mp4", 40.0, extra=("-use_editlist", "0"))
-    _mp4_lying_duration(clip, 5.0)
-    o = ctx.ingest(w, str(_csv(src / "sources.csv", [
+    src = make_src(w)
+    clip = make_av(src / "liar.mp4", 40.0, extra=("-use_editlist", "0"))
+    mp4_lying_duration(clip, 5.0)
+    o = ctx.ingest(w, str(write_csv(src / "sources.csv", [
         {"clip_id": "ok", "path": "ok.mp4"}, {"clip_id": "liar", "path": "liar.mp4"}])))
     return _std(o, "liar", lambda r: r == "rejected/too_long")
 
 
 def lying_duration_mkv(ctx: Ctx, w: Path) -> Result:
-    src = _src(w)
-    clip = _make_av(src / "liar.mkv", 40.0)
-    _mkv_lying_duration(clip, 5000.0)
-    o = ctx.ingest(w, str(_csv(src / "sources.csv", [
+    src = make_src(w)
+    clip = make_av(src / "liar.mkv", 40.0)
+    mkv_lying_duration(clip, 5000.0)
+    o = ctx.ingest(w, str(write_csv(src / "sources.csv", [
         {"clip_id": "ok", "path": "ok.mp4"}, {"clip_id": "liar", "path": "liar.mkv"}])))
     return _std(o, "liar", lambda r: r == "rejected/too_long")
 
 
 def ffconcat_row(ctx: Ctx, w: Path) -> Result:
-    src = _src(w)
+    src = make_src(w)
     outside = w / "elsewhere" / "private.mp4"
     outside.parent.mkdir()
     shutil.copy(GOOD2, outside)
     (src / "joined.mkv").write_text(
         f"ffconcat version 1.0\nfile 'ok.mp4'\nfile '{outside}'\n")
-    o = ctx.ingest(w, str(_csv(src / "sources.csv", [
+    o = ctx.ingest(w, str(write_csv(src / "sources.csv", [
         {"clip_id": "ok", "path": "ok.mp4"}, {"clip_id": "cat", "path": "joined.mkv"}])))
     return _std(o, "cat", _rejected(o, "cat"))
 
 
 def csv_bom_crlf_nul(ctx: Ctx, w: Path) -> Result:
-    src = _src(w)
+    src = make_src(w)
     shutil.copy(GOOD2, src / "two.mp4")
     text = ("\ufeffclip_id,path,transcript\r\nok,ok.mp4,fine words\r\n"
             "nul,two.mp4,a NUL\x00byte\r\n")
@@ -360,17 +151,17 @@ def csv_bom_crlf_nul(ctx: Ctx, w: Path) -> Result:
 
 
 def clip_id_traversal(ctx: Ctx, w: Path) -> Result:
-    src = _src(w)
+    src = make_src(w)
     for name in ("x1.mp4", "x2.mp4", "x3.mp4"):
         shutil.copy(GOOD2, src / name)
-    csv_path = _csv(src / "sources.csv", [
+    csv_path = write_csv(src / "sources.csv", [
         {"clip_id": "ok", "path": "ok.mp4"},
         {"clip_id": "../../escaped", "path": "x1.mp4"},
         {"clip_id": "a/b", "path": "x2.mp4"},
         {"clip_id": "..", "path": "x3.mp4"}])
-    before = _files(w)
+    before = files_under(w)
     o = ctx.ingest(w, str(csv_path))
-    stray = _written_outside_run(w, before)
+    stray = written_outside_run(w, before)
     rows = "; ".join(f"{c!r} {s}/{r}" if r else f"{c!r} {s}" for c, s, r in o.rows
                      if c != "ok")
     seen = (f"rc {o.rc_text()}; ok-row {o.row('ok')}; other rows: {rows or 'none'}; "
@@ -383,11 +174,11 @@ def clip_id_traversal(ctx: Ctx, w: Path) -> Result:
 
 
 def symlink_loop(ctx: Ctx, w: Path) -> Result:
-    src = _src(w)
+    src = make_src(w)
     (src / "self.mp4").symlink_to("self.mp4")
     (src / "a.mp4").symlink_to("b.mp4")
     (src / "b.mp4").symlink_to("a.mp4")
-    o = ctx.ingest(w, str(_csv(src / "sources.csv", [
+    o = ctx.ingest(w, str(write_csv(src / "sources.csv", [
         {"clip_id": "ok", "path": "ok.mp4"}, {"clip_id": "self", "path": "self.mp4"},
         {"clip_id": "ab", "path": "a.mp4"}])))
     seen, held = _std(o, "self", _rejected(o, "self"), f"ab {o.row('ab')}")
@@ -395,16 +186,16 @@ def symlink_loop(ctx: Ctx, w: Path) -> Result:
 
 
 def zero_byte_mp4(ctx: Ctx, w: Path) -> Result:
-    src = _src(w)
+    src = make_src(w)
     (src / "empty.mp4").write_bytes(b"")
-    o = ctx.ingest(w, str(_csv(src / "sources.csv", [
+    o = ctx.ingest(w, str(write_csv(src / "sources.csv", [
         {"clip_id": "ok", "path": "ok.mp4"}, {"clip_id": "empty", "path": "empty.mp4"}])))
     return _std(o, "empty", _rejected(o, "empty"))
 
 
 def s3_other_bucket_row(ctx: Ctx, w: Path) -> Result:
-    src = _src(w)
-    o = ctx.ingest(w, str(_csv(src / "sources.csv", [
+    src = make_src(w)
+    o = ctx.ingest(w, str(write_csv(src / "sources.csv", [
         {"clip_id": "ok", "path": "ok.mp4"},
         {"clip_id": "s3", "path": "s3://other-bucket/private/clip.mp4"}])))
     return _std(o, "s3", lambda r: r == "rejected/outside_sources")
@@ -425,46 +216,46 @@ def newline_file_name(ctx: Ctx, w: Path) -> Result:
 
 
 def proc_environ(ctx: Ctx, w: Path) -> Result:
-    src = _src(w)
+    src = make_src(w)
     key = "sk-proj-" + "".join(random.Random(19).choices(string.ascii_letters, k=40))
     (src / "env.mp4").symlink_to("/proc/self/environ")
-    o = ctx.ingest(w, str(_csv(src / "sources.csv", [
+    o = ctx.ingest(w, str(write_csv(src / "sources.csv", [
         {"clip_id": "ok", "path": "ok.mp4"},
         {"clip_id": "abs", "path": "/proc/self/environ"},
         {"clip_id": "link", "path": "env.mp4"}])), env={"OPENAI_API_KEY": key})
-    leaked = _store_contains(w, key.encode())
+    leaked = store_contains(w, key.encode())
     seen, held = _std(o, "abs", lambda r: r == "rejected/outside_sources",
                       f"link {o.row('link')}; planted key in store: {leaked}")
     return seen, held and o.row("link") == "rejected/outside_sources" and not leaked
 
 
 def dev_zero_link(ctx: Ctx, w: Path) -> Result:
-    src = _src(w)
+    src = make_src(w)
     (src / "zero.mp4").symlink_to("/dev/zero")
-    o = ctx.ingest(w, str(_csv(src / "sources.csv", [
+    o = ctx.ingest(w, str(write_csv(src / "sources.csv", [
         {"clip_id": "ok", "path": "ok.mp4"}, {"clip_id": "zero", "path": "zero.mp4"}])))
     seen, held = _std(o, "zero", _rejected(o, "zero"), f"{o.seconds:.0f}s")
     return seen, held
 
 
 def fifo_stem(ctx: Ctx, w: Path) -> Result:
-    src = _src(w)
+    src = make_src(w)
     shutil.copy(GOOD2, src / "a.mp4")
     os.mkfifo(src / "pipe.flac")
-    o = ctx.ingest(w, str(_csv(src / "sources.csv", [
+    o = ctx.ingest(w, str(write_csv(src / "sources.csv", [
         {"clip_id": "ok", "path": "ok.mp4"},
         {"clip_id": "a", "path": "a.mp4", "speech_stem": "pipe.flac"}])))
     return _std(o, "a", _rejected(o, "a"), f"{o.seconds:.0f}s")
 
 
 def dir_link_component(ctx: Ctx, w: Path) -> Result:
-    src = _src(w)
+    src = make_src(w)
     outside = w / "outside"
     outside.mkdir()
     shutil.copy(GOOD2, outside / "x.mp4")
     (src / "d").symlink_to(outside)
     (src / "sub").mkdir()
-    o = ctx.ingest(w, str(_csv(src / "sources.csv", [
+    o = ctx.ingest(w, str(write_csv(src / "sources.csv", [
         {"clip_id": "ok", "path": "ok.mp4"}, {"clip_id": "dlink", "path": "d/x.mp4"},
         {"clip_id": "norm", "path": "sub/../../outside/x.mp4"}])))
     seen, held = _std(o, "dlink", lambda r: r == "rejected/outside_sources",
@@ -473,27 +264,27 @@ def dir_link_component(ctx: Ctx, w: Path) -> Result:
 
 
 def csv_as_media(ctx: Ctx, w: Path) -> Result:
-    src = _src(w)
-    o = ctx.ingest(w, str(_csv(src / "sources.csv", [
+    src = make_src(w)
+    o = ctx.ingest(w, str(write_csv(src / "sources.csv", [
         {"clip_id": "ok", "path": "ok.mp4"}, {"clip_id": "me", "path": "sources.csv"}])))
     return _std(o, "me", _rejected(o, "me"))
 
 
 def video_only_stem(ctx: Ctx, w: Path) -> Result:
-    src = _src(w)
+    src = make_src(w)
     shutil.copy(GOOD2, src / "a.mp4")
-    _make_av(src / "amb.mp4", 5.0, audio=False)
-    o = ctx.ingest(w, str(_csv(src / "sources.csv", [
+    make_av(src / "amb.mp4", 5.0, audio=False)
+    o = ctx.ingest(w, str(write_csv(src / "sources.csv", [
         {"clip_id": "ok", "path": "ok.mp4"},
         {"clip_id": "a", "path": "a.mp4", "env_stem": "amb.mp4"}])))
     return _std(o, "a", _rejected(o, "a"))
 
 
 def duplicate_clip_id(ctx: Ctx, w: Path) -> Result:
-    src = _src(w)
+    src = make_src(w)
     shutil.copy(GOOD2, src / "two.mp4")
     shutil.copy(GOOD3, src / "three.mp4")
-    o = ctx.ingest(w, str(_csv(src / "sources.csv", [
+    o = ctx.ingest(w, str(write_csv(src / "sources.csv", [
         {"clip_id": "ok", "path": "ok.mp4"}, {"clip_id": "dup", "path": "two.mp4"},
         {"clip_id": "dup", "path": "three.mp4"}])))
     rows = "; ".join(f"{c!r} {s}/{r}" if r else f"{c!r} {s}" for c, s, r in o.rows)
@@ -504,7 +295,7 @@ def duplicate_clip_id(ctx: Ctx, w: Path) -> Result:
 
 
 def utf16_csv(ctx: Ctx, w: Path) -> Result:
-    src = _src(w)
+    src = make_src(w)
     (src / "sources.csv").write_bytes("clip_id,path\nok,ok.mp4\n".encode("utf-16"))
     o = ctx.ingest(w, str(src / "sources.csv"))
     named = "sources.csv" in o.stderr
@@ -514,10 +305,10 @@ def utf16_csv(ctx: Ctx, w: Path) -> Result:
 
 
 def many_rows_one_file(ctx: Ctx, w: Path) -> Result:
-    src = _src(w)
-    one = ctx.ingest(w, str(_csv(src / "one.csv", [{"clip_id": "ok", "path": "ok.mp4"}])),
+    src = make_src(w)
+    one = ctx.ingest(w, str(write_csv(src / "one.csv", [{"clip_id": "ok", "path": "ok.mp4"}])),
                      run_id="one")
-    o = ctx.ingest(w, str(_csv(src / "sources.csv", [
+    o = ctx.ingest(w, str(write_csv(src / "sources.csv", [
         {"clip_id": f"c{i:03d}", "path": "ok.mp4"} for i in range(300)])))
     good = sum(s == "ok" for _, s, _ in o.rows)
     seen = (f"rc {o.rc_text()}; {good}/300 ok; 300 rows {o.seconds:.1f}s vs 1 row "
@@ -526,11 +317,11 @@ def many_rows_one_file(ctx: Ctx, w: Path) -> Result:
 
 
 def edited_csv_and_other_path(ctx: Ctx, w: Path) -> Result:
-    src = _src(w)
-    csv_path = _csv(src / "sources.csv", [{"clip_id": "ok", "path": "ok.mp4",
+    src = make_src(w)
+    csv_path = write_csv(src / "sources.csv", [{"clip_id": "ok", "path": "ok.mp4",
                                            "transcript": "first words"}])
     ctx.ingest(w, str(csv_path))
-    _csv(csv_path, [{"clip_id": "ok", "path": "ok.mp4", "transcript": "second words"}])
+    write_csv(csv_path, [{"clip_id": "ok", "path": "ok.mp4", "transcript": "second words"}])
     ctx.ingest(w, str(csv_path))
     import pyarrow.parquet as pq
 
@@ -546,8 +337,8 @@ def edited_csv_and_other_path(ctx: Ctx, w: Path) -> Result:
 
 
 def damaged_merged_manifest(ctx: Ctx, w: Path) -> Result:
-    src = _src(w)
-    csv_path = _csv(src / "sources.csv", [{"clip_id": "ok", "path": "ok.mp4"}])
+    src = make_src(w)
+    csv_path = write_csv(src / "sources.csv", [{"clip_id": "ok", "path": "ok.mp4"}])
     ctx.ingest(w, str(csv_path))
     manifest = w / "store" / "a" / "ingest" / "manifest.parquet"
     clean = manifest.read_bytes()
@@ -568,7 +359,7 @@ def damaged_merged_manifest(ctx: Ctx, w: Path) -> Result:
 def store_uri_credentials(ctx: Ctx, w: Path) -> Result:
     secret = "Zq8" + "".join(random.Random(7).choices(string.ascii_letters, k=30))
     rc, out, err, secs = ctx.madbench(
-        ["run", "--sources", str(_src(w)), "--store",
+        ["run", "--sources", str(make_src(w)), "--store",
          f"s3://AKIAQQQQQQQQQQQQQQQQ:{secret}@bucket/prefix", "--run-id", "a", "--until",
          "ingest", "--no-progress"])
     echoed = secret in out or secret in err
@@ -578,7 +369,7 @@ def store_uri_credentials(ctx: Ctx, w: Path) -> Result:
 
 def store_uri_dotdot(ctx: Ctx, w: Path) -> Result:
     rc, _, err, secs = ctx.madbench(
-        ["run", "--sources", str(_src(w)), "--store", "s3://bucket/runs/../other",
+        ["run", "--sources", str(make_src(w)), "--store", "s3://bucket/runs/../other",
          "--run-id", "a", "--until", "ingest", "--no-progress"])
     last = [ln for ln in err.splitlines() if ln.strip()][-1:] or [""]
     return (f"rc {rc if rc is not None else 'hang'} in {secs:.0f}s; {last[0][:120]}",
@@ -631,30 +422,30 @@ def scanner_misses(ctx: Ctx, w: Path) -> Result:
 
 
 def folder_row(ctx: Ctx, w: Path) -> Result:
-    src = _src(w)
+    src = make_src(w)
     (src / "dir.mp4").mkdir()
-    o = ctx.ingest(w, str(_csv(src / "sources.csv", [
+    o = ctx.ingest(w, str(write_csv(src / "sources.csv", [
         {"clip_id": "ok", "path": "ok.mp4"}, {"clip_id": "d", "path": "dir.mp4"}])))
     return _std(o, "d", _rejected(o, "d"))
 
 
 def megabyte_transcript(ctx: Ctx, w: Path) -> Result:
-    src = _src(w)
+    src = make_src(w)
     shutil.copy(GOOD2, src / "m.mp4")
-    o = ctx.ingest(w, str(_csv(src / "sources.csv", [
+    o = ctx.ingest(w, str(write_csv(src / "sources.csv", [
         {"clip_id": "ok", "path": "ok.mp4"},
         {"clip_id": "m", "path": "m.mp4", "transcript": "=cmd|' /C x'!A0 " + "word " * 250_000}])))
     return _std(o, "m", lambda r: r == "ok")
 
 
 def ids_equal_after_sanitising(ctx: Ctx, w: Path) -> Result:
-    src = _src(w)
+    src = make_src(w)
     rows = [{"clip_id": "ok", "path": "ok.mp4"}]
     for i, cid in enumerate(("a b", "a_b", "Case", "case", "caf\u00e9", "cafe\u0301",
                              "\uff58", "x")):
         shutil.copy(GOOD2, src / f"{i}.mp4")
         rows.append({"clip_id": cid, "path": f"{i}.mp4"})
-    o = ctx.ingest(w, str(_csv(src / "sources.csv", rows)))
+    o = ctx.ingest(w, str(write_csv(src / "sources.csv", rows)))
     bad = [c for c, s, _ in o.rows if c != "ok" and s == "ok"]
     seen = f"rc {o.rc_text()}; ok-row {o.row('ok')}; accepted besides ok: {bad or 'none'}"
     return seen, o.rc == 0 and o.ok("ok") and not bad
@@ -664,20 +455,20 @@ def non_finite_stem(ctx: Ctx, w: Path) -> Result:
     import numpy as np
     import soundfile as sf
 
-    src = _src(w)
+    src = make_src(w)
     shutil.copy(GOOD2, src / "a.mp4")
     x = np.zeros(16000 * 5, np.float32)
     x[99] = np.nan
     sf.write(src / "nan.wav", x, 16000, subtype="FLOAT")
-    o = ctx.ingest(w, str(_csv(src / "sources.csv", [
+    o = ctx.ingest(w, str(write_csv(src / "sources.csv", [
         {"clip_id": "ok", "path": "ok.mp4"},
         {"clip_id": "a", "path": "a.mp4", "speech_stem": "nan.wav"}])))
     return _std(o, "a", _rejected(o, "a"))
 
 
 def path_beyond_path_max(ctx: Ctx, w: Path) -> Result:
-    src = _src(w)
-    o = ctx.ingest(w, str(_csv(src / "sources.csv", [
+    src = make_src(w)
+    o = ctx.ingest(w, str(write_csv(src / "sources.csv", [
         {"clip_id": "ok", "path": "ok.mp4"}, {"clip_id": "p", "path": "a/" * 2100 + "x.mp4"},
         {"clip_id": "n", "path": "n" * 300 + ".mp4"}])))
     seen, held = _std(o, "p", _rejected(o, "p"), f"n {o.row('n')}")
@@ -685,9 +476,9 @@ def path_beyond_path_max(ctx: Ctx, w: Path) -> Result:
 
 
 def escapes_in_names(ctx: Ctx, w: Path) -> Result:
-    src = _src(w)
+    src = make_src(w)
     name = "[bold red]x[/bold red]\x1b[2J\x1b]0;t\x07\x9b1m\u202egone.mp4"
-    o = ctx.ingest(w, str(_csv(src / "sources.csv", [
+    o = ctx.ingest(w, str(write_csv(src / "sources.csv", [
         {"clip_id": "ok", "path": "ok.mp4"}, {"clip_id": "e", "path": name}])))
     raw = [f"{ch!r}" for ch in ("\x1b", "\x07", "\x9b", "\u202e") if ch in o.stderr]
     seen, held = _std(o, "e", _rejected(o, "e"), f"raw in stderr: {raw or 'none'}")
@@ -770,7 +561,7 @@ def main() -> int:
     env = {k: v for k, v in os.environ.items()
            if not k.startswith(("AWS_", "MADBENCH_")) and not k.endswith(("_API_KEY", "_TOKEN"))}
     # any S3 call goes to a closed local port with made-up credentials
-    env |= {"AWS_ENDPOINT_URL": f"http://127.0.0.1:{_closed_port()}",
+    env |= {"AWS_ENDPOINT_URL": f"http://127.0.0.1:{closed_port()}",
             "AWS_ACCESS_KEY_ID": "AKIAEXAMPLEEXAMPLE00", "AWS_SECRET_ACCESS_KEY": "x" * 40,
             "AWS_REGION": "us-east-1", "COLUMNS": "200", "PYTHONDONTWRITEBYTECODE": "1",
             "PYTHONPATH": str(tree)}  # the tree's own code, whichever venv runs it
@@ -782,7 +573,7 @@ def main() -> int:
     print(lines[0], flush=True)
     with tempfile.TemporaryDirectory(prefix="madbench-attacks-") as tmp:
         ctx = Ctx(tree, Path(tmp), env)
-        with _http_server(ctx):
+        with http_server(ctx):
             for i, attack in enumerate(ATTACKS):
                 if args.only and not any(o in attack.run.__name__ for o in args.only):
                     continue

@@ -488,7 +488,7 @@ def _wiring(stage: Stage, graph: Graph, depends: bool) -> dict[str, Any]:
     """``dependencies`` on every input's merge, or, in a DAG where any stage has an optional
     input (``depends``), the same as a ``depends`` expression: Argo refuses a DAG template
     that mixes the two fields (validateDAG, workflow/validate/validate.go:1393-1395 at
-    v3.7.18; :mod:`madbench_common.cluster.argo_rules`). A bare task name in ``depends``
+    v3.7.18; :mod:`madbench_common.pipeline.argo_rules`). A bare task name in ``depends``
     means what ``dependencies`` does: Succeeded, Skipped or Daemoned."""
     merges = {d: f"{task_name(graph[d])}-merge" for d in stage.inputs}
     if not merges:
