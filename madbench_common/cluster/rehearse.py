@@ -109,6 +109,9 @@ _BUCKET = "madbench"
 _STORE = f"s3://{_BUCKET}/runs"
 _SOURCES = f"s3://{_BUCKET}/sources"
 _WEIGHTS_CLAIM = "madbench-weights"
+_DATA_CLAIM = "madbench-data"
+"""deaf.yaml's data sets (DEMAND, EMIS): an empty folder here; the rehearsal profile runs
+the data stages on their stand-ins (``<stage>_stand_ins=allow``)."""
 _S3_SECRET = "madbench-s3"
 _API_SECRET = "madbench-api-keys"
 _S3_KEYS = ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_ENDPOINT_URL", "AWS_REGION")
@@ -1187,6 +1190,10 @@ class PodRunner:
                 if m.path != "/tmp":
                     raise ConfigError(f"emptyDir at {m.path}: only /tmp (the engine's tmpfs) "
                                       "is supported")
+                continue
+            if m.claim == _DATA_CLAIM and m.read_only:
+                (self.work / "data").mkdir(parents=True, exist_ok=True)
+                out.append([str(self.work / "data"), m.path, True])
                 continue
             if m.claim != _WEIGHTS_CLAIM:
                 raise ConfigError(f"no local volume for the claim {m.claim!r}")
