@@ -263,3 +263,11 @@ def test_the_data_claim_is_a_cluster_object() -> None:
     assert "data-pvc.yaml" in yaml.safe_load(
         (ROOT / "k8s" / "base" / "kustomization.yaml").read_text())["resources"]
     assert ClusterProfile().data_claim == "madbench-data"
+
+
+def test_the_readme_says_how_to_fill_and_use_the_data_volume() -> None:
+    readme = (ROOT / "README.md").read_text()
+    assert "argo submit -n madbench workflows/data.yaml" in readme
+    assert "madbench data pin" in readme and "allow_unpinned=true" in readme
+    assert "/data/demand" in readme and "/data/emis" in readme
+    assert "<CODE>/ch01.wav" in readme
