@@ -208,9 +208,13 @@ def _download(item: DataFile, dest: Path, spec_path: Path) -> str:
         return item.sha256
     dest.parent.mkdir(parents=True, exist_ok=True)
     with tempfile.NamedTemporaryFile(dir=dest.parent, prefix=f".{item.name}.",
-                                     delete=False) as tmp, \
-            urllib.request.urlopen(item.url, timeout=600) as resp:
-        shutil.copyfileobj(resp, tmp, 1 << 20)
+                                     delete=False) as tmp:
+        try:
+            with urllib.request.urlopen(item.url, timeout=600) as resp:
+                shutil.copyfileobj(resp, tmp, 1 << 20)
+        except BaseException:
+            Path(tmp.name).unlink(missing_ok=True)  # a broken download leaves nothing
+            raise
     why = _mismatch(Path(tmp.name), item)
     if why:
         Path(tmp.name).unlink()
@@ -230,13 +234,14 @@ def _safe_member(name: str) -> PurePosixPath | None:
     return path
 
 
-def _unpack(archive: Path, target: Path, patterns: tuple[str, ...]) -> list[str]:
+def _unpack(archive: Path, target: Path, patterns: tuple[str, ...]) -> list[Path]:
     """Members of the zip ``archive`` matching ``patterns`` into ``target`` (a zip inside it
-    is unpacked in turn: Zenodo's whole-record archive wraps the record's own zips)."""
+    is unpacked in turn: Zenodo's whole-record archive wraps the record's own zips); a file
+    that is no zip is copied as it is. Returns the files written."""
     if not zipfile.is_zipfile(archive):
         shutil.copyfile(archive, target / archive.name)
-        return [archive.name]
-    written = []
+        return [target / archive.name]
+    written: list[Path] = []
     with zipfile.ZipFile(archive) as zf:
         for info in zf.infolist():
             rel = _safe_member(info.filename)
@@ -250,7 +255,7 @@ def _unpack(archive: Path, target: Path, patterns: tuple[str, ...]) -> list[str]
                 written += _unpack(out, out.parent, patterns)
                 out.unlink()
             else:
-                written.append(out.relative_to(target).as_posix())
+                written.append(out)
     return written
 
 

@@ -271,3 +271,35 @@ def test_the_readme_says_how_to_fill_and_use_the_data_volume() -> None:
     assert "madbench data pin" in readme and "allow_unpinned=true" in readme
     assert "/data/demand" in readme and "/data/emis" in readme
     assert "<CODE>/ch01.wav" in readme
+
+
+def test_a_whole_record_archive_is_unpacked_with_the_zips_inside(tmp_path: Path) -> None:
+    """EMIS comes as Zenodo's archive of the whole record: a zip in it is unpacked too."""
+    inner = _zip({"wav/1_happyexplicit_sad_0011_cosyvoice.wav": b"RIFF",
+                  "sentences.csv": b"ID,Sentence\n1,I am thrilled today.\n"})
+    outer = tmp_path / "emis.zip"
+    outer.write_bytes(_zip({"EMIS.zip": inner}))
+    spec = tmp_path / "spec.yaml"
+    spec.write_text(f"""version: 1
+datasets:
+  emis: {{licence: CC-BY-4.0, source: https://example.invalid, extract: ["*"]}}
+urls:
+  - {{name: emis.zip, dataset: emis, url: {outer.as_uri()},
+      sha256: "{hashlib.sha256(outer.read_bytes()).hexdigest()}"}}
+""")
+    lock = json.loads(fetch_dataset("emis", tmp_path / "v", spec=load_spec(spec)).read_text())
+    emis = tmp_path / "v" / "emis"
+    assert (emis / "wav" / "1_happyexplicit_sad_0011_cosyvoice.wav").read_bytes() == b"RIFF"
+    assert (emis / "sentences.csv").is_file() and not (emis / "EMIS.zip").exists()
+    assert lock["files"][0]["members"] == 2
+
+
+def test_a_failed_download_keeps_nothing(tmp_path: Path,
+                                         http_root: tuple[str, Path]) -> None:
+    import urllib.error
+
+    base, _ = http_root
+    spec = load_spec(_spec(tmp_path, f"{base}/missing.zip", '"' + "b" * 64 + '"'))
+    with pytest.raises(urllib.error.HTTPError):
+        fetch_dataset("demand", tmp_path / "v", spec=spec)
+    assert list((tmp_path / "v" / "archives" / "demand").iterdir()) == []

@@ -254,9 +254,10 @@ class EscStage(_ClipStage):
         spec = REGISTRY.get(slug)
         if _refuses_stand_ins(params) and not params.get("emis") and (
                 spec is None or spec.reference):
-            out.append(f"no EMIS copy (emis='') and {slug or 'no model'} in the emotional-TTS "
-                       "slot is a CPU reference: the clips would be stand-ins; "
-                       + _DATA_HINT + ", or put a registered emotional_tts model in the slot")
+            what = "is a CPU reference" if spec is not None else "is no registered model"
+            out.append(f"no EMIS copy (emis='') and {slug or 'the model'} in the emotional-TTS "
+                       f"slot {what}: the clips would be stand-ins; " + _DATA_HINT +
+                       ", or put a registered emotional_tts model in the slot")
         return out + _emis_problem(params)
 
     def plan(self) -> list[str]:
