@@ -33,6 +33,7 @@ _EXTENSIONS = (
     "madbench_common.cli.eval",
     "madbench_common.cli.export",
     "madbench_common.cli.weights",
+    "madbench_common.cli.data",
     "madbench_common.cli.taxonomy",
     "madbench_common.cli.omni",
     "madbench_common.cli.deaf",
