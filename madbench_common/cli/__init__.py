@@ -37,6 +37,7 @@ _EXTENSIONS = (
     "madbench_common.cli.omni",
     "madbench_common.cli.deaf",
     "madbench_common.cli.scaffold",
+    "madbench_common.cli.catalog",
     "madbench_common.cluster.rehearse",
     "madbench_common.cluster.lint",
 )
