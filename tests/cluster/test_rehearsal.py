@@ -120,7 +120,8 @@ def test_the_dry_run_finds_nothing_wrong_in_the_build_graphs(name: str) -> None:
 def test_the_dry_run_names_what_does_not_exist() -> None:
     pods = dry("deaf")
     problems = check_pods(pods)
-    # deaf.yaml names SALMONN's image and module (issue 18); any other problem is new
+    # deaf.yaml names SALMONN's image and module (a known gap of that image); any other
+    # problem is new
     assert all("salmonn" in p for p in problems), problems
     bad = Pod(node="w.x", template="x-shard", image="ghcr.io/madbench/no-such-image:0.1.0",
               argv=("madbench", "stage", "run", "--stage", "separate", "--param",

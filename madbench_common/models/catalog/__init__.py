@@ -2,9 +2,9 @@
 
 A card is the one hand-written place for what MADBench knows about a model without
 importing it: its role, adapter target, image, the paper's name and section, its
-evaluation group, where it runs in the paper's graph (its *slot*: stages, pod
-resources, frame sampling, order in the paper's tables) and its GPU figures. Everything
-else is derived from the cards:
+evaluation group, where it runs in the graphs (its *slot*: stages, pod resources, frame
+sampling, order in the paper's tables or in a list stage, the demo; or its QC role) and
+its GPU figures. Everything else is derived from the cards:
 
 - the registry (:data:`madbench_common.models.registry.REGISTRY`);
 - every model's place in the graphs (:func:`stage_cards`): the per-model stages
@@ -111,7 +111,9 @@ class Card:
     group: str = ""
     """Evaluation group in the order of the paper's Tables 2–5 (``""`` elsewhere)."""
     reference: bool = False
-    """A CPU stand-in or a tiny random checkpoint, never the paper's model."""
+    """A CPU stand-in or a tiny random checkpoint, never the paper's model. It decides what
+    the slot and ``qc`` mean: the default of those stages (reference) or their ``full``
+    model (paper)."""
     in_paper: bool = True
     licence: dict[str, str] = field(default_factory=dict)
     """``spdx`` and ``source``; where absent, the licence of the model's image
