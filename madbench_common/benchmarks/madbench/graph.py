@@ -187,8 +187,10 @@ def _wire_evaluate(stages: list[Stage]) -> list[Stage]:
             for s in stages]
 
 
-def _generator(component: str, branch: str, slot: str) -> Stage:
-    name = f"{component}_{branch}_{slot}"
+def _generator(name: str) -> Stage:
+    """``<component>_<branch>_<slot>``: a speech or environment generator stage."""
+    component, _, setting = name.partition("_")
+    branch = setting.rpartition("_")[0]
     role = "speech_generator" if component == "speech" else "env_generator"
     module = "speech_gen:SpeechGenStage" if component == "speech" else "env_gen:EnvGenStage"
     # model_args: the generator's constructor arguments (diffusion steps, guidance...);
@@ -216,9 +218,7 @@ def _generator(component: str, branch: str, slot: str) -> Stage:
 
 def _build_stages() -> list[Stage]:
     """Scene labelling, pairing, component plan, 12 generator settings, QC, assembly."""
-    generators = [_generator(component, branch, slot)
-                  for component, branches in (("speech", SPEECH_BRANCHES), ("env", ENV_BRANCHES))
-                  for branch in branches for slot in GENERATOR_SLOTS]
+    generators = [_generator(name) for name in _GENERATORS]
     qc_refs, qc_model, qc_full = _qc_models(
         ("vad", "asr", "speaker", "tagger"),
         {"prompt_model": _qc_card("prompt_model", reference=False), "asr_all": True,
