@@ -189,6 +189,7 @@ def test_a_reference_card_gives_its_licence_to_the_dataset_card() -> None:
     ("slot: {stages: [features_xlsr]}\n", "named after it: 'features_x'"),
     ("qc: vad\n", "is not a QC role of a detector model"),
     ("slot: {stages: [s], demo: 1}\n", "slot.demo is true or false"),
+    ("slot: {stages: [s], demo: false}\n", "slot.demo narrows a list stage's models"),
     ("gpu: {model: X, params_m: 1, step_params_m: 1, bytes_per_param: 2, steps: 1, passes: 1, "
      "frames: 1, status: estimated, source: s}\n", "gpu figures need the stages"),
     ("slot: {stages: [s]}\ngpu: {stages: [t], model: X, params_m: 1, step_params_m: 1, "

@@ -173,6 +173,9 @@ def _slot(raw: Any, where: str, slug: str, reference: bool) -> Slot:
                               f"paper model and named after it: {stage_name(prefix, slug)!r}")
     if not isinstance(raw.get("demo", True), bool):
         raise ConfigError(f"{where}: slot.demo is true or false")
+    if "demo" in raw and not set(stages) & set(LIST_STAGES):
+        raise ConfigError(f"{where}: slot.demo narrows a list stage's models "
+                          f"({', '.join(LIST_STAGES)}); this slot names none")
     return Slot(stages=stages, order=int(raw.get("order", 0)),
                 modes=tuple(raw.get("modes") or ()), frames=frames,
                 memory=str(raw.get("memory", "")), gpu=int(raw.get("gpu", 0)),
