@@ -55,10 +55,12 @@ DEMO_PLAN ?= --set plan_components.targets=1 --set plan_components.mismatch_prom
 # groups in test (4 S-R, 9 D-R receivers). DEMO_SPLIT= (empty) keeps 7:1:2.
 DEMO_SPLIT ?= --set 'split.ratios=[0.55,0.15,0.3]'
 # The demo evaluates every CPU reference encoder and detector stand-in (features_references)
-# except ref-dnsmos: DNSMOS costs about 2 CPU-s per clip, 14 CPU-minutes over the demo's
-# clean and perturbed samples, which would break the demo's 10-minute budget on 2 cores.
-# DEMO_MODELS= (empty) runs the stage's full list, ref-dnsmos included.
-DEMO_MODELS ?= --set 'features_references.models=["ref-av-lfcc","ref-logmel-stats","ref-lfcc-stats","ref-resemblyzer-enc","ref-hf-artifact-det","ref-modulation-det","ref-av-sync-det"]'
+# but those whose catalog card says `demo: false` in its slot (ref-dnsmos: DNSMOS costs about
+# 2 CPU-s per clip, 14 CPU-minutes over the demo's clean and perturbed samples, which would
+# break the demo's 10-minute budget on 2 cores). The cards give the list (madbench catalog
+# demo-set), read when the demo runs, after setup. DEMO_MODELS= (empty) runs the stage's
+# full list, ref-dnsmos included.
+DEMO_MODELS ?= $(shell $(PY) -m madbench_common.cli catalog demo-set)
 
 demo: setup
 	$(VENV)/bin/madbench run --sources data/demo/sources.csv --store $(STORE) --run-id $(RUN_ID) --workers $(WORKERS) $(DEMO_PLAN) $(DEMO_SPLIT) $(DEMO_MODELS)

@@ -12,9 +12,9 @@ from pathlib import Path
 
 import pytest
 
-from madbench_common.benchmarks.madbench.eval_models import REFERENCE_MODELS
 from madbench_common.benchmarks.madbench.graph import build_graph
 from madbench_common.core.store import RunStore, open_store
+from madbench_common.models.catalog import demo_params
 from madbench_common.pipeline.local import LocalRunner, RunOptions
 from madbench_common.testing import SeaweedS3, faults
 
@@ -62,7 +62,8 @@ def demo_sources(tmp_path: Path) -> Path:
 # The whole build graph on six demo clips, once per session (tests/pipeline/test_build_e2e.py,
 # tests/benchmarks/madbench/release/test_export_demo.py).
 CLIPS = ("demo_002", "demo_003", "demo_004", "demo_007", "demo_011", "demo_027")
-DEMO_MODELS = [m for m in REFERENCE_MODELS if m != "ref-dnsmos"]
+DEMO_PARAMS = demo_params()
+"""make demo's model lists (the cards: ref-dnsmos is too slow for it)."""
 
 
 @pytest.fixture(scope="session")
@@ -82,8 +83,8 @@ def demo_build(demo_sources_csv: Path) -> RunStore:
                       params={"ingest": {"sources": str(demo_sources_csv)},
                               # the demo's plan (make demo): 6 speech + 8 env per clip
                               "plan_components": {"targets": 1, "mismatch_prompts": 1},
-                              # and its models (make demo leaves out ref-dnsmos: slow)
-                              "features_references": {"models": DEMO_MODELS},
+                              # and its models (make demo's: the cards' demo lists)
+                              **DEMO_PARAMS,
                               # one robustness condition of 14 (the tests here check the
                               # build; tests/benchmarks/madbench/stages/test_perturb_stage.py
                               # checks all 14)

@@ -38,6 +38,7 @@ _EXTENSIONS = (
     "madbench_common.cli.omni",
     "madbench_common.cli.deaf",
     "madbench_common.cli.scaffold",
+    "madbench_common.cli.catalog",
     "madbench_common.cli.rehearse",
     "madbench_common.cluster.lint",
 )

@@ -59,6 +59,7 @@ from madbench_common.benchmarks.deaf.judge import (
     R1_MODEL,
 )
 from madbench_common.core.errors import ConfigError
+from madbench_common.models.catalog import model_cards, model_name, stage_card
 from madbench_common.pipeline.graph import Graph, Stage
 from madbench_common.pipeline.paper_data import DATA_PATHS
 
@@ -84,16 +85,16 @@ class AnswerModel:
 
     @property
     def stage(self) -> str:
+        """``answer_<name>``: for a card's model, the catalog's per-model stage
+        (:func:`~madbench_common.models.catalog.stage_name`)."""
         return f"answer_{self.name}"
 
 
 def _from_cards() -> tuple[AnswerModel, ...]:
     """Every catalog card with an ``answer_<name>`` slot, in the paper's order."""
-    from madbench_common.models.catalog import slot_cards
-
-    return tuple(AnswerModel(stage.removeprefix("answer_"), c.slug, c.image, c.slot.gpu,
+    return tuple(AnswerModel(model_name("answer", c.slug), c.slug, c.image, c.slot.gpu,
                              c.slot.secrets, c.slot.memory or "48Gi", c.slot.gpu_memory_gib)
-                 for c in slot_cards("answer_") if c.slot for stage in c.slot.stages)
+                 for c in model_cards("answer") if c.slot)
 
 
 PAPER_MODELS = _from_cards()
@@ -136,11 +137,21 @@ def resolve_models(names: Sequence[str]) -> list[AnswerModel]:
     return out
 
 
+def _default(stage: str) -> str:
+    """The stage's default model: the reference card whose slot names it."""
+    return stage_card(stage, reference=True).slug
+
+
+def _paper(stage: str) -> str:
+    """The stage's ``full`` model: the paper card whose slot names it."""
+    return stage_card(stage, reference=False).slug
+
+
 def _stimulus_stages() -> list[Stage]:
     esc = [Stage(name=f"esc_tts_{s}", role="emotional_tts",
                  target=f"{_PKG}.stages_stimuli:EscStage",
                  inputs=("deaf_sentences",), outputs=("deaf_stimuli",),
-                 model=f"ref-deaf-emotion-{s}", shards=4,
+                 model=_default(f"esc_tts_{s}"), shards=4,
                  params={"setting": s, "emis": "", "model_args": {}},
                  full={"params": {"emis": DATA_PATHS["emis"], "stand_ins": "refuse"}},
                  workflow_params=("emis", "model_args", "stand_ins"))
@@ -158,9 +169,9 @@ def _stimulus_stages() -> list[Stage]:
               workflow_params=("demand", "stand_ins")),
         *esc,
         Stage(name="bsc_speech", role="voice_tts", target=f"{_PKG}.stages_stimuli:BscSpeechStage",
-              inputs=("deaf_sentences",), outputs=("deaf_stimuli",), model="ref-deaf-voices",
+              inputs=("deaf_sentences",), outputs=("deaf_stimuli",), model=_default("bsc_speech"),
               shards=2, params={"model_args": {}},
-              full={"model": "deaf-azure-tts",
+              full={"model": _paper("bsc_speech"),
                     "params": {"model_args": {"region": "eastus",
                                               "voices": {"narrator": "en-US-GuyNeural"}}}},
               secrets=("AZURE_SPEECH_KEY",), workflow_params=("model_args",)),
@@ -168,9 +179,9 @@ def _stimulus_stages() -> list[Stage]:
               inputs=("deaf_sentences", "bsc_speech", "deaf_envlib"), outputs=("deaf_stimuli",),
               shards=4, params={"snrs": [-10, -5, 0, 5, 10]}),
         Stage(name="sic_tts", role="voice_tts", target=f"{_PKG}.stages_stimuli:SicStage",
-              inputs=("deaf_sentences",), outputs=("deaf_stimuli",), model="ref-deaf-voices",
+              inputs=("deaf_sentences",), outputs=("deaf_stimuli",), model=_default("sic_tts"),
               shards=2, params={"model_args": {}, "voices": ""},
-              full={"model": "deaf-elevenlabs", "params": {"voices": dict(ELEVENLABS_VOICES)}},
+              full={"model": _paper("sic_tts"), "params": {"voices": dict(ELEVENLABS_VOICES)}},
               secrets=("ELEVENLABS_API_KEY",), workflow_params=("voices",)),
     ]
 
