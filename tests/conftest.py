@@ -93,6 +93,26 @@ def demo_build(demo_sources_csv: Path) -> RunStore:
     return RunStore(open_store(opts.store), "b")
 
 
+# ---------------------------------------------------------------- parallel runs
+# `make test` runs two pytest-xdist workers (--dist loadgroup). A test file is one group,
+# so its module fixtures are built once; the files sharing the session's demo build
+# (``demo_build``) are one group too, so that build runs once.
+DEMO_BUILD_GROUP = "demo_build"
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    if not config.pluginmanager.hasplugin("xdist"):
+        return
+    def path(item: pytest.Item) -> str:
+        return item.nodeid.split("::")[0]
+
+    shared = {path(i) for i in items if "demo_build" in getattr(i, "fixturenames", ())}
+    for item in items:
+        if item.get_closest_marker("xdist_group") is None:
+            group = DEMO_BUILD_GROUP if path(item) in shared else path(item)
+            item.add_marker(pytest.mark.xdist_group(group))
+
+
 # ---------------------------------------------------------------- external programs
 # A test that runs an external program says so with ``@pytest.mark.needs_tools(*programs,
 # root=...)``: where one is missing it is skipped with a reason naming it and its Debian
