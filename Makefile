@@ -83,10 +83,10 @@ fresh-check: setup image-tools
 	@PY=$(abspath $(PY)) bash scripts/fresh-check.sh
 
 bench: setup
-	$(PY) bench/run.py
+	$(PY) perf/run.py
 
 lint: setup
-	$(VENV)/bin/ruff check madbench_common tests bench scripts
+	$(VENV)/bin/ruff check madbench_common tests perf scripts
 	@$(MAKE) --no-print-directory typecheck
 
 typecheck: setup

@@ -8,7 +8,7 @@ import subprocess
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-FOLDERS = ("madbench_common", "tests", "bench", "scripts")
+FOLDERS = ("madbench_common", "tests", "perf", "scripts")
 MAX_LINES = 800
 
 def _python_files(root: Path) -> list[str]:

@@ -11,7 +11,7 @@ pod's secret environment never appears in an argument list or a file)::
 It moves itself into ``cgroup`` (whose memory limit the caller set; every process of
 the pod inherits it), enters ``netns`` (a private namespace with only loopback: the pod
 reaches what runs there and nothing else), and runs the container through
-:func:`madbench_common.build.containers.run_in_image` under the pod policy (uid 10001,
+:func:`madbench_common.imagefactory.containers.run_in_image` under the pod policy (uid 10001,
 read-only root, ``/tmp`` a tmpfs, capabilities dropped, no-new-privileges, the
 runtime-default seccomp profile, ``runAsNonRoot`` enforced), sharing that namespace.
 The container's output goes to this process's stdout and stderr. The result file gets
@@ -110,8 +110,8 @@ def main() -> int:
             Path(request["cgroup"], "cgroup.procs").write_text(str(os.getpid()))
         if request.get("netns"):
             enter_netns(request["netns"])
-        from madbench_common.build.containers import ContainerFailed, Mount, run_in_image
         from madbench_common.core.errors import MadbenchError
+        from madbench_common.imagefactory.containers import ContainerFailed, Mount, run_in_image
 
         mounts = [Mount(Path(h), t, bool(ro)) for h, t, ro in request.get("mounts", [])]
         try:

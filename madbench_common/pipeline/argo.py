@@ -69,7 +69,7 @@ _UID = 10001
 _BACKOFF_SECONDS = 30
 _MEMORY_HEADROOM, _MEMORY_STEP_MI, _MEMORY_FLOOR_MI = 1.5, 256, 512
 MERGE_MEMORY = "1Gi"
-"""Merge pods' memory (see ``bench/bench_scale.py``: the largest merge at the paper's
+"""Merge pods' memory (see ``perf/bench_scale.py``: the largest merge at the paper's
 scale, 49,608 sample rows, peaks well below it)."""
 SHARD_TIMEOUT_SHARE = 0.5
 """A shard's planned time at the paper's scale stays under this share of its timeout."""
@@ -190,7 +190,7 @@ class ImageLock:
             raise ConfigError(
                 f"image {slug!r} is not in the images lock; add it to images/images.lock.yaml"
             ) from None
-        from madbench_common.build.imagepush import registry_ref
+        from madbench_common.imagefactory.imagepush import registry_ref
 
         digest, ref = entry.get("digest"), registry_ref(str(entry["ref"]), self.registry)
         if digest is None:

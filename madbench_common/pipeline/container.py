@@ -4,7 +4,7 @@
 Each stage's image is its ``image`` slug's local build (``localhost/madbench/<slug>:<tag>``,
 ``make image IMAGE=<slug>``), or the one ``--image`` given for every stage (a slug or a
 full ref; ``--image reference-cpu`` is the smoke run). Containers follow the pod policy
-of :mod:`madbench_common.build.containers` (uid 10001, read-only root, ``/tmp`` a tmpfs, no
+of :mod:`madbench_common.imagefactory.containers` (uid 10001, read-only root, ``/tmp`` a tmpfs, no
 network, capabilities dropped) with
 
 - the store mounted read-write at its own path (a ``file://`` or plain path store; an
@@ -34,8 +34,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from madbench_common.build.containers import USER, Mount, run_engine, run_in_image
 from madbench_common.core.errors import ConfigError
+from madbench_common.imagefactory.containers import USER, Mount, run_engine, run_in_image
 from madbench_common.pipeline.graph import Stage
 from madbench_common.pipeline.stage import ShardResult
 
@@ -94,8 +94,8 @@ class ContainerEngine:
         """The local image a stage runs in (checked to exist), by an immutable name: the
         tag pinned to the image's manifest digest (its id with docker), so a rebuilt image
         gives the stage another fingerprint."""
-        from madbench_common.build.imagebuild import image_exists, local_ref
-        from madbench_common.build.imagepush import local_image_digest
+        from madbench_common.imagefactory.imagebuild import image_exists, local_ref
+        from madbench_common.imagefactory.imagepush import local_image_digest
 
         wanted = self.image or stage.image
         ref = wanted if ("/" in wanted or ":" in wanted) else local_ref(wanted)

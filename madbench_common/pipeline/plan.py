@@ -240,7 +240,7 @@ def image_pull_line(graph: Graph, lock_path: Path | None = None) -> str:
     """What a node that runs every stage of ``graph`` pulls: the unique layers of the
     stages' images (shared bases counted once) against the sum of their sizes, from the
     build records in ``images/images.lock.yaml`` (uncompressed layer sizes)."""
-    from madbench_common.build.imagelock import layer_totals
+    from madbench_common.imagefactory.imagelock import layer_totals
 
     slugs = sorted({s.image for s in graph})
     t = layer_totals(slugs, lock_path)

@@ -1,14 +1,14 @@
 """``make image-test IMAGE=<slug>``: prove a built image by running stage shards inside it.
 
 What it does, from the slug's ``image_test:`` block
-(:class:`madbench_common.build.images.ImageTest`):
+(:class:`madbench_common.imagefactory.images.ImageTest`):
 
 1. a work folder under ``$MADBENCH_IMAGE_TEST_DIR`` (default ``/var/tmp``; not ``/tmp``,
    which is a tmpfs inside the container) holds the sources (the first ``clips`` demo
    clips and their CSV), a file store and a weights root;
 2. the stages the tested stages read from run first on the host, in-process, with their
    default CPU reference models (the run id is ``image-test``);
-3. inside the image, under the pod policy of :mod:`madbench_common.build.containers` (uid
+3. inside the image, under the pod policy of :mod:`madbench_common.imagefactory.containers` (uid
    10001, read-only root, no network, ``/tmp`` a tmpfs): the ``weights`` callable writes
    its tiny random checkpoint into the weights root (mounted writable for that step
    only); every model the image registers is imported (and instantiated with
@@ -46,11 +46,11 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
-from madbench_common.build.containers import Mount, run_in_image
-from madbench_common.build.imagebuild import image_exists, local_ref
-from madbench_common.build.imagelock import record_image_test
-from madbench_common.build.images import IMAGES, ImageTest, load_image
 from madbench_common.core.errors import ConfigError, MadbenchError
+from madbench_common.imagefactory.containers import Mount, run_in_image
+from madbench_common.imagefactory.imagebuild import image_exists, local_ref
+from madbench_common.imagefactory.imagelock import record_image_test
+from madbench_common.imagefactory.images import IMAGES, ImageTest, load_image
 from madbench_common.pipeline.graph import Graph
 from madbench_common.testing.faults import demo_sources
 
@@ -220,7 +220,7 @@ def image_test_params(spec: ImageTest, pipeline: Pipeline, sources: Path
 
 def tested_image(slug: str) -> str:
     """The id of the image the slug's local tag names now."""
-    from madbench_common.build.imagebuild import image_id
+    from madbench_common.imagefactory.imagebuild import image_id
 
     return image_id(local_ref(slug))
 
@@ -319,7 +319,7 @@ def _main(argv: Sequence[str] | None = None) -> int:
 
 
 def _image_code(image: str) -> str | None:
-    from madbench_common.build.codedigest import image_code_digest
+    from madbench_common.imagefactory.codedigest import image_code_digest
 
     try:
         return image_code_digest(image) if image else None

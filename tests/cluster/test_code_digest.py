@@ -16,8 +16,8 @@ import pytest
 import tomllib
 import yaml
 
-from madbench_common.build.codedigest import code_digest, package_data_globs
 from madbench_common.cluster.rehearsal.preflight import stale_evidence
+from madbench_common.imagefactory.codedigest import code_digest, package_data_globs
 
 ROOT = Path(__file__).parents[2]
 

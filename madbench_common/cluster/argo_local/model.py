@@ -185,7 +185,7 @@ honoured: a memory cgroup; ``resources.limits.nvidia.com/gpu`` is not a cluster-
 field but a rehearsal relaxation: :mod:`madbench_common.cluster.relaxations`.)"""
 
 POD_UID = 10001
-"""The one user the local engine runs pods as (madbench_common.build.containers.USER)."""
+"""The one user the local engine runs pods as (madbench_common.imagefactory.containers.USER)."""
 
 
 def _check_keys(obj: Any, allowed: set[str], where: str, kind: str = "") -> dict[str, Any]:

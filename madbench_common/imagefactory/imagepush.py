@@ -1,12 +1,12 @@
 """Pushing built images to a registry and recording their manifest digests.
 
 ``make push IMAGE=<slug> REGISTRY=registry.example.org/team`` (``python -m
-madbench_common.build.imagepush push <slug>... --registry …``) pushes the local build
+madbench_common.imagefactory.imagepush push <slug>... --registry …``) pushes the local build
 ``localhost/madbench/<slug>:<tag>`` to ``<registry>/<slug>:<tag>`` with ``buildah push``
 (``skopeo copy`` where buildah is absent), reads back the registry's manifest
 (``skopeo inspect --raw``), checks that its sha256 is the digest the push reported, and
 records that ``sha256:`` digest in ``images/images.lock.yaml`` (``status: pinned``,
-:func:`madbench_common.build.imagelock.record_push`). ``madbench render`` then writes
+:func:`madbench_common.imagefactory.imagelock.record_push`). ``madbench render`` then writes
 ``<ref>@sha256:…`` for the slug, and ``madbench render --registry <registry>`` renders
 every workflow against that registry (:func:`registry_ref`).
 
@@ -120,7 +120,7 @@ def local_image_digest(ref: str, engine: str) -> str:
 def local_image_ref(slug: str, lock_path: Path | None = None) -> str:
     """The local build of ``slug``: its lock entry's ``build.local_ref``, else
     ``localhost/madbench/<slug>:<tag>``."""
-    from madbench_common.build.imagelock import lock_entry
+    from madbench_common.imagefactory.imagelock import lock_entry
 
     entry = lock_entry(slug, lock_path)
     local = (entry.get("build") or {}).get("local_ref")
@@ -135,7 +135,7 @@ def push_image(slug: str, registry: str | None = None, *, source: str | None = N
                record: bool = True) -> Pushed:
     """Push ``slug``'s local build to ``registry`` (default: the host of its lock ``ref``),
     check the digest against the manifest read back, and record it in the lock."""
-    from madbench_common.build.imagelock import lock_entry, record_push
+    from madbench_common.imagefactory.imagelock import lock_entry, record_push
 
     entry = lock_entry(slug, lock_path)
     dest = registry_ref(str(entry["ref"]), registry)
@@ -153,7 +153,7 @@ def push_image(slug: str, registry: str | None = None, *, source: str | None = N
 
 
 def _main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m madbench_common.build.imagepush")
+    parser = argparse.ArgumentParser(prog="python -m madbench_common.imagefactory.imagepush")
     sub = parser.add_subparsers(dest="command", required=True)
     p = sub.add_parser("push", help="push built images and record their digests in the lock")
     p.add_argument("slugs", nargs="*", help="image slugs (default with --built: every built one)")
@@ -164,7 +164,7 @@ def _main(argv: list[str] | None = None) -> int:
     p.add_argument("--insecure", action="store_true", help="plain HTTP / no TLS verification")
     p.add_argument("--lock", type=Path, default=None, help="images lock (default: the repo's)")
     args = parser.parse_args(argv)
-    from madbench_common.build.imagelock import read_lock
+    from madbench_common.imagefactory.imagelock import read_lock
 
     slugs = list(args.slugs)
     if args.built:

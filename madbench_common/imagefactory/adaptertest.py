@@ -22,10 +22,10 @@ import subprocess
 import sys
 from pathlib import Path
 
-from madbench_common.build.containers import ContainerFailed, Mount, run_in_image
-from madbench_common.build.imagebuild import BASES, host_ca, image_exists, local_ref
-from madbench_common.build.images import IMAGES, fetch_upstream, load_image
 from madbench_common.core.errors import ConfigError, MadbenchError
+from madbench_common.imagefactory.containers import ContainerFailed, Mount, run_in_image
+from madbench_common.imagefactory.imagebuild import BASES, host_ca, image_exists, local_ref
+from madbench_common.imagefactory.images import IMAGES, fetch_upstream, load_image
 
 __all__ = ["run_adapter_tests_in_base"]
 
@@ -66,7 +66,7 @@ def run_adapter_tests_in_base(slug: str) -> None:
 
 def _main(argv: list[str]) -> int:
     if len(argv) != 1:
-        print("usage: python -m madbench_common.build.adaptertest <slug>", file=sys.stderr)
+        print("usage: python -m madbench_common.imagefactory.adaptertest <slug>", file=sys.stderr)
         return 2
     try:
         run_adapter_tests_in_base(argv[0])

@@ -6,12 +6,13 @@ image is data in ``image.yaml`` (``kind``, ``description``, ``licenses``, ``apt`
 ``images/<slug>/Dockerfile.extra`` that the template places after the image's packages and
 upstream sources, before madbench_common, and ``images/<slug>/Dockerfile.post`` for steps
 that run madbench_common itself (placed after it). ``make dockerfiles`` (``python -m
-madbench_common.build.images render``) writes them; ``--check`` writes nothing and lists the
+madbench_common.imagefactory.images render``) writes them; ``--check`` writes nothing and lists the
 stale ones, and a test fails on a stale Dockerfile, as for ``workflows/*.yaml``. The
 same command writes the image table of ``images/README.md`` (between its ``BEGIN``/``END``
 markers) from the same ``image.yaml`` files, so no image lacks its row.
 
-The conventions the template carries (``tests/build/test_images.py`` and hadolint check them):
+The conventions the template carries (``tests/imagefactory/test_images.py`` and hadolint
+check them):
 ``FROM`` an ARG (a registry base elsewhere, the debootstrap base here); the lock
 installed ``--require-hashes --no-deps``; pip reaching PyPI only through the build secret
 ``hostca``; no compilers in the final stage; madbench_common last in every runnable image;
@@ -24,9 +25,9 @@ import re
 import tempfile
 from pathlib import Path
 
-from madbench_common.build.imagelock import LOCK, lock_entry, with_new_entries
-from madbench_common.build.images import IMAGES, KINDS, ImageInfo, all_images, lock_blocks
 from madbench_common.core.errors import ConfigError
+from madbench_common.imagefactory.imagelock import LOCK, lock_entry, with_new_entries
+from madbench_common.imagefactory.images import IMAGES, KINDS, ImageInfo, all_images, lock_blocks
 
 __all__ = ["README", "TEMPLATE", "image_table", "render", "render_all"]
 

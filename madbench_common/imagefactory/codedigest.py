@@ -98,7 +98,7 @@ def code_digest(root: Path | None = None, listing: bool = False) -> str:
 
 def image_code_digest(image: str, engine: str | None = None, name: str | None = None) -> str:
     """:func:`code_digest` of the ``madbench_common`` installed in ``image``."""
-    from madbench_common.build.containers import run_in_image
+    from madbench_common.imagefactory.containers import run_in_image
 
     rules = json.dumps(package_data_globs(), sort_keys=True)
     return run_in_image(image, ["python", "-c", _DIGEST_CODE, rules], capture=True,

@@ -222,7 +222,7 @@ def fetch_source(src: UpstreamSource, dest: Path, where: str) -> str:
     if not src.tree_sha256:
         raise ConfigError(f"{where}: upstream_src {src.repo} has no tree_sha256; record the "
                           f"unpacked tree's ({digest}) with: python -m "
-                          f"madbench_common.build.images upstream <slug> --record")
+                          f"madbench_common.imagefactory.images upstream <slug> --record")
     if digest != src.tree_sha256:
         raise ConfigError(
             f"{src.repo}@{src.commit[:12]}: the unpacked tree's sha256 is {digest}, but {where} "

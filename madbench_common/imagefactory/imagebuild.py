@@ -17,7 +17,7 @@ builds ``images/<slug>/Dockerfile`` FROM its parent. Every build
 - samples the disk use of the storage file system once a second and records the image
   id, size, build seconds, disk peak, torch/CUDA versions, the commit it was built from
   and every layer of the image (uncompressed diff id and size: what
-  :func:`madbench_common.build.imagelock.layer_totals` adds up) under the slug in
+  :func:`madbench_common.imagefactory.imagelock.layer_totals` adds up) under the slug in
   ``images/images.lock.yaml`` (``status: built``), only when the image id changed.
 
 Local tags are ``localhost/madbench/<slug>:<tag>``, the tag taken from the slug's ``ref``
@@ -45,9 +45,15 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
-from madbench_common.build.imagelock import LOCK, lock_entry, record_build
-from madbench_common.build.images import IMAGES, ImageInfo, build_order, fetch_upstream, load_image
 from madbench_common.core.errors import ConfigError, MadbenchError
+from madbench_common.imagefactory.imagelock import LOCK, lock_entry, record_build
+from madbench_common.imagefactory.images import (
+    IMAGES,
+    ImageInfo,
+    build_order,
+    fetch_upstream,
+    load_image,
+)
 
 __all__ = ["BASES", "PYTHON_BASES", "BuildFailed", "BuildRecord", "NoEngine", "build_bases",
            "build_image", "build_lock", "debian_python", "engine", "image_exists", "image_id",
@@ -267,7 +273,7 @@ def _revision(info: ImageInfo) -> str:
     that an unrelated commit leaves the base, and every layer above it, cached."""
     if info.leaf:
         return _git("rev-parse", "--short", "HEAD") or "unknown"
-    from madbench_common.build.images import chain
+    from madbench_common.imagefactory.images import chain
 
     dirs = [f"images/{i.slug}" for i in chain(info)] + ["images/common.in"]
     return _git("log", "-1", "--format=%h", "--", *dirs) or "unknown"
@@ -358,7 +364,7 @@ def image_id(ref: str, eng: str | None = None) -> str:
 
 def _torch_version(ref: str) -> tuple[str, str]:
     """(torch version, CUDA version) inside the image, ``("", "")`` without torch."""
-    from madbench_common.build.containers import run_in_image
+    from madbench_common.imagefactory.containers import run_in_image
 
     code = ("import importlib.util as u\nif u.find_spec('torch'):\n import torch\n"
             " print(torch.__version__, torch.version.cuda or '')")
@@ -439,7 +445,7 @@ def _summary(rec: BuildRecord) -> str:
 
 
 def _main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m madbench_common.build.imagebuild")
+    parser = argparse.ArgumentParser(prog="python -m madbench_common.imagefactory.imagebuild")
     parser.add_argument("command", choices=["bases", "image", "ref"])
     parser.add_argument("slugs", nargs="*")
     parser.add_argument("--python-source", choices=["debootstrap", "registry"],

@@ -182,7 +182,8 @@ def record_image_test(slug: str, result: dict[str, Any], path: Path | None = Non
 
 def record_push(slug: str, digest: str, registry: str, path: Path | None = None) -> None:
     """Set the slug's ``status: pinned``, its registry manifest ``digest`` and ``pushed_to``
-    (the registry it was read back from; :mod:`madbench_common.build.imagepush`), under the lock."""
+    (the registry it was read back from; :mod:`madbench_common.imagefactory.imagepush`),
+    under the lock."""
     if not re.fullmatch(r"sha256:[0-9a-f]{64}", digest):
         raise ConfigError(f"image {slug!r}: digest {digest!r} is not sha256:<64 hex>")
 

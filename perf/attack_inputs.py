@@ -10,12 +10,12 @@ wall-clock limit, and reads what came out: the exit code, each row's status and 
 code, and what must not happen (a network request, outside bytes or a planted secret
 in the store, a file written outside the run, a hang).
 
-    python bench/attack_inputs.py [--tree PATH] [--out FILE] [--only NAME ...]
+    python perf/attack_inputs.py [--tree PATH] [--out FILE] [--only NAME ...]
 
 ``--tree``: the checkout whose ``.venv/bin/python`` runs madbench (default: this one),
 so the same script measures a tree before the fixes and after them. A verdict of
 ``held`` means the observation matched the expectation; ``FAILED`` means it did not.
-The harness (the child run, its outcome, the hostile media) is ``bench/attack_harness.py``.
+The harness (the child run, its outcome, the hostile media) is ``perf/attack_harness.py``.
 """
 
 from __future__ import annotations
@@ -36,7 +36,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from bench.attack_harness import (
+from perf.attack_harness import (
     GOOD,
     GOOD2,
     GOOD3,
@@ -378,7 +378,7 @@ def store_uri_dotdot(ctx: Ctx, w: Path) -> Result:
 
 def _scan(ctx: Ctx, w: Path) -> dict[str, list[str]]:
     code = ("import json,sys; from pathlib import Path; "
-            "from madbench_common.build.secrets_scan import scan_paths; "
+            "from madbench_common.imagefactory.secrets_scan import scan_paths; "
             "print(json.dumps([[f.where, f.kind] for f in scan_paths([Path(sys.argv[1])])]))")
     done = subprocess.run([ctx.python, "-c", code, str(w)], capture_output=True, text=True,
                           env=ctx.env, cwd=w, timeout=LIMIT_S)

@@ -17,7 +17,7 @@ A model image's parent is ``torch-<torch>-py<python>`` (from its ``torch`` and
 them once, and a cold build installs them once.
 
 Every folder holds ``image.yaml`` and a ``Dockerfile`` generated from it through the one
-template ``images/Dockerfile.j2`` (:mod:`madbench_common.build.dockerfile`; an optional
+template ``images/Dockerfile.j2`` (:mod:`madbench_common.imagefactory.dockerfile`; an optional
 ``Dockerfile.extra`` fragment); images with packages add ``requirements.in`` and its
 ``requirements.lock``; model images add ``weights.yaml``.
 
@@ -32,7 +32,7 @@ moved under it) is caught offline; :func:`effective_lock` is the whole set insta
 the image (adapter-test venvs and SBOMs use it).
 
 Code that is not on PyPI is listed under ``upstream_src`` at a pinned commit with the
-sha256 of its unpacked tree (:mod:`madbench_common.build.upstream`).
+sha256 of its unpacked tree (:mod:`madbench_common.imagefactory.upstream`).
 
 A model image's ``models`` are the catalog cards that name it, and its image test runs
 each card's slot stages with the card's model (:func:`card_models`, :func:`card_stages`):
@@ -41,7 +41,7 @@ the tiny weights, extra stages and parameters (see :class:`ImageTest` and
 ``madbench_common.testing.imagetest``). An image.yaml that lists ``models`` itself
 (reference-cpu, which runs none of its references in its image test) derives nothing.
 
-``python -m madbench_common.build.images <command> <slug>`` is what the Makefile calls.
+``python -m madbench_common.imagefactory.images <command> <slug>`` is what the Makefile calls.
 """
 
 from __future__ import annotations
@@ -59,8 +59,8 @@ from typing import Any
 
 import yaml
 
-from madbench_common.build.upstream import UpstreamSource, fetch_source, record_tree_sha256
 from madbench_common.core.errors import ConfigError
+from madbench_common.imagefactory.upstream import UpstreamSource, fetch_source, record_tree_sha256
 
 __all__ = ["IMAGES", "KINDS", "ImageInfo", "ImageTest", "UpstreamSource", "all_images",
            "build_order", "card_models", "card_stages", "effective_lock", "effective_pins",
@@ -518,7 +518,7 @@ def write_lock(info: ImageInfo, uv: str = "uv") -> Path:
     kept = {n: b for n, b in resolved.items()
             if n not in inherited or _pin(inherited[n]) != _pin(b)}
     parent_note = (f"# on top of {parent.slug}: pins equal to its chain's are left out "
-                   f"(python -m madbench_common.build.images effective-lock {info.slug})\n"
+                   f"(python -m madbench_common.imagefactory.images effective-lock {info.slug})\n"
                    if parent is not None and inherited else "")
     lock.write_text(f"{_HEADER}{lock_inputs_sha256(info)}\n"
                     f"# regenerate with: make lock IMAGE={info.slug}\n{parent_note}"
@@ -562,7 +562,7 @@ def fetch_upstream(info: ImageInfo) -> list[Path]:
 
 def record_upstream(info: ImageInfo) -> list[str]:
     """Unpack every ``upstream_src`` afresh and write its tree's sha256 into image.yaml."""
-    from madbench_common.build.upstream import extract
+    from madbench_common.imagefactory.upstream import extract
 
     lines = []
     for src in info.upstream_src:
@@ -573,7 +573,7 @@ def record_upstream(info: ImageInfo) -> list[str]:
 
 
 def _main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m madbench_common.build.images")
+    parser = argparse.ArgumentParser(prog="python -m madbench_common.imagefactory.images")
     parser.add_argument("command", choices=["list", "show", "lock-cmd", "lock", "check-lock",
                                             "upstream", "tests", "select", "effective-lock",
                                             "render"])
@@ -592,7 +592,7 @@ def _main(argv: list[str] | None = None) -> int:
         print("\n".join(i.slug for i in infos))
         return 0
     if args.command == "render":
-        from madbench_common.build.dockerfile import render_all
+        from madbench_common.imagefactory.dockerfile import render_all
 
         stale = render_all(check=args.check)
         for path in stale:

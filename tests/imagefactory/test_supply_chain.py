@@ -12,10 +12,10 @@ from pathlib import Path
 import pytest
 import yaml
 
-from madbench_common.build.imagelock import read_lock
-from madbench_common.build.sbom import _licenses, make_sbom, parse_lock, sbom_problems
-from madbench_common.build.secrets_scan import INJECTED_KEYS, scan_bytes, scan_paths
 from madbench_common.core.store import RunStore, open_store
+from madbench_common.imagefactory.imagelock import read_lock
+from madbench_common.imagefactory.sbom import _licenses, make_sbom, parse_lock, sbom_problems
+from madbench_common.imagefactory.secrets_scan import INJECTED_KEYS, scan_bytes, scan_paths
 from madbench_common.testing import SeaweedS3
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -26,7 +26,8 @@ LOCKED = sorted(p.parent.name for p in IMAGES.glob("*/image.yaml"))
 
 @pytest.mark.parametrize("slug", LOCKED)
 def test_every_image_lock_has_its_current_sbom(slug: str) -> None:
-    """Regenerate with `make sbom` (python -m madbench_common.build.sbom) after a lock changes."""
+    """Regenerate with `make sbom` (python -m madbench_common.imagefactory.sbom) after a
+    lock changes."""
     assert sbom_problems(slug) == []
     entry = read_lock()[slug]
     assert entry["sbom"]["image"] == (entry.get("digest") or (entry.get("build") or {})
@@ -225,7 +226,7 @@ def test_no_secret_in_image_layers(s3_server: SeaweedS3) -> None:
     """Opt-in (MADBENCH_IMAGE_TEST=1): every local madbench image's files and config."""
     if os.environ.get("MADBENCH_IMAGE_TEST") != "1":
         pytest.skip("opt-in: set MADBENCH_IMAGE_TEST=1 (reads every file of every image)")
-    from madbench_common.build.imagebuild import image_exists, local_ref
+    from madbench_common.imagefactory.imagebuild import image_exists, local_ref
 
     refs = [r for r in (local_ref(s) for s in read_lock()) if image_exists(r)]
     if not refs:

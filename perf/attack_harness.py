@@ -1,4 +1,4 @@
-"""The harness of ``bench/attack_inputs.py``: a child ``madbench run --until ingest`` of
+"""The harness of ``perf/attack_inputs.py``: a child ``madbench run --until ingest`` of
 the tree under test with a wall-clock limit (:class:`Ctx`), what came out of it
 (:class:`Outcome`), and the hostile media and files the attacks are built from (MP4 and
 MKV headers that lie about their duration, a local HTTP server that records every fetch).

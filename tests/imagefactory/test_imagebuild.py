@@ -10,9 +10,9 @@ from pathlib import Path
 
 import pytest
 
-from madbench_common.build import imagebuild
-from madbench_common.build.imagebuild import BuildRecord, NoEngine, build_lock
 from madbench_common.core.errors import ConfigError
+from madbench_common.imagefactory import imagebuild
+from madbench_common.imagefactory.imagebuild import BuildRecord, NoEngine, build_lock
 from madbench_common.testing.imagetest import _host_stages, demo_sources, pipeline_of
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -113,7 +113,7 @@ def test_build_lock_serialises_and_says_whom_it_waits_for(
         capsys: pytest.CaptureFixture[str]) -> None:
     lock = tmp_path / "build.lock"
     monkeypatch.setenv("MADBENCH_BUILD_LOCK", str(lock))
-    code = ("import time\nfrom madbench_common.build.imagebuild import build_lock\n"
+    code = ("import time\nfrom madbench_common.imagefactory.imagebuild import build_lock\n"
             "with build_lock('other-image'):\n    print('held', flush=True)\n    time.sleep(2)\n")
     holder = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, text=True,
                               env={**os.environ, "PYTHONPATH": str(ROOT)})
@@ -166,8 +166,8 @@ def test_deaf_image_test_host_part_gives_the_answer_stage_its_queries(tmp_path: 
     """The host half of `make image-test IMAGE=deaf-salmonn`: stimuli and trials from the
     committed four sentences, so the answer stage in the image has a few dozen queries."""
     from madbench_common.benchmarks.deaf.stages_eval import AnswerStage
-    from madbench_common.build.images import load_image
     from madbench_common.core.store import RunStore, open_store
+    from madbench_common.imagefactory.images import load_image
     from madbench_common.pipeline.stage import make_context
     from madbench_common.testing.imagetest import _run_on_host, image_test_params
 

@@ -1,5 +1,5 @@
-"""Upstream sources verified by content (madbench_common/build/upstream.py): the same tree sha256
-from a git mirror and from GitHub's tarball, a mismatch fails naming the repository, a
+"""Upstream sources verified by content (madbench_common/imagefactory/upstream.py): the same
+tree sha256 from a git mirror and from GitHub's tarball, a mismatch fails naming the repository, a
 partial mirror or a missing one fails at once saying how to fix it."""
 
 from __future__ import annotations
@@ -11,9 +11,10 @@ from pathlib import Path
 
 import pytest
 
-from madbench_common.build import upstream
-from madbench_common.build.images import list_images
-from madbench_common.build.upstream import (
+from madbench_common.core.errors import ConfigError
+from madbench_common.imagefactory import upstream
+from madbench_common.imagefactory.images import list_images
+from madbench_common.imagefactory.upstream import (
     STAMP,
     UpstreamSource,
     extract,
@@ -21,7 +22,6 @@ from madbench_common.build.upstream import (
     record_tree_sha256,
     tree_sha256,
 )
-from madbench_common.core.errors import ConfigError
 
 REPO = "owner/name"
 

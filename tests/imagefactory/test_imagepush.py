@@ -22,8 +22,8 @@ import pytest
 
 from madbench_common import cli
 from madbench_common.benchmarks.madbench.sources import source_files
-from madbench_common.build.imagelock import lock_entry
-from madbench_common.build.imagepush import _main, image_digest, push_image, registry_ref
+from madbench_common.imagefactory.imagelock import lock_entry
+from madbench_common.imagefactory.imagepush import _main, image_digest, push_image, registry_ref
 from madbench_common.pipeline.argo import VARIANTS, ClusterProfile, ImageLock, compile_workflow
 from madbench_common.pipeline.graph import Graph, Stage
 from tests.loopback_registry import local_registry, private_storage
@@ -146,8 +146,8 @@ def test_push_pull_by_digest_and_run_a_stage(tmp_path: Path, registry: str,
     if os.environ.get("MADBENCH_IMAGE_TEST") != "1":
         pytest.skip("opt-in: set MADBENCH_IMAGE_TEST=1 (needs the built base-py311 image)")
     from madbench_common.benchmarks.madbench.graph import build_graph
-    from madbench_common.build.imagebuild import image_exists
     from madbench_common.core.store import RunStore, open_store
+    from madbench_common.imagefactory.imagebuild import image_exists
     from madbench_common.pipeline.container import ContainerEngine
     from madbench_common.pipeline.local import LocalRunner, RunOptions
     from madbench_common.pipeline.stage import read_marker

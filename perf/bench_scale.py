@@ -1,6 +1,6 @@
 """Scale benchmark: the real runner and stores at the paper's scale.
 
-The synthetic graph (``bench/synthstages.py``) has the stages, shard counts and row
+The synthetic graph (``perf/synthstages.py``) has the stages, shard counts and row
 types of ``workflows/full.yaml`` (33 stages: every paper model), with cheap bodies and
 the paper's counts: 1,892 clips, 57,043 generated components, 16,536 × 3 = 49,608 sample
 rows (3× Table 1's total), their feature rows per model and input group, and the
@@ -31,7 +31,6 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-from bench.synthstages import paper_counts, paper_graph  # noqa: E402
 from madbench_common.benchmarks.madbench.graph import build_graph  # noqa: E402
 from madbench_common.cli.pipeline import print_status  # noqa: E402
 from madbench_common.core.store import RunStore, open_store  # noqa: E402
@@ -40,6 +39,7 @@ from madbench_common.pipeline.local import LocalRunner, RunOptions  # noqa: E402
 from madbench_common.pipeline.plan import PAPER_CLIPS, plan_run  # noqa: E402
 from madbench_common.pipeline.status import collect_status  # noqa: E402
 from madbench_common.testing import SeaweedS3  # noqa: E402
+from perf.synthstages import paper_counts, paper_graph  # noqa: E402
 
 WORKERS = int(os.environ.get("MADBENCH_BENCH_WORKERS", "2"))
 SWEEP = tuple(int(n) for n in os.environ.get("MADBENCH_SCALE_SHARDS", "4,16,64,256").split(","))

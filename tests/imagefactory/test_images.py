@@ -14,8 +14,9 @@ from pathlib import Path
 import pytest
 import yaml
 
-from madbench_common.build.imagelock import STATUSES, record_build
-from madbench_common.build.images import (
+from madbench_common.core.errors import ConfigError
+from madbench_common.imagefactory.imagelock import STATUSES, record_build
+from madbench_common.imagefactory.images import (
     TORCH_FAMILY,
     ImageInfo,
     all_images,
@@ -29,7 +30,6 @@ from madbench_common.build.images import (
     select_lock,
     torch_base,
 )
-from madbench_common.core.errors import ConfigError
 
 ROOT = Path(__file__).resolve().parents[2]
 IMAGES = ROOT / "images"
@@ -81,15 +81,15 @@ def test_every_image_folder_has_an_image_yaml_and_models_are_listed() -> None:
 
 def test_dockerfiles_are_generated_from_image_yaml() -> None:
     """Golden: every Dockerfile is what images/Dockerfile.j2 makes of its image.yaml;
-    regenerate with `make dockerfiles` (python -m madbench_common.build.images render)."""
-    from madbench_common.build.dockerfile import render_all
+    regenerate with `make dockerfiles` (python -m madbench_common.imagefactory.images render)."""
+    from madbench_common.imagefactory.dockerfile import render_all
 
     stale = render_all(check=True)
     assert stale == [], f"stale: {stale}; run make dockerfiles"
 
 
 def test_a_stale_dockerfile_is_caught_and_the_extra_fragment_lands(tmp_path: Path) -> None:
-    from madbench_common.build.dockerfile import render, render_all
+    from madbench_common.imagefactory.dockerfile import render, render_all
 
     shutil.copytree(IMAGES / "qc", tmp_path / "qc", ignore=shutil.ignore_patterns(".upstream"))
     assert render_all(check=True, images_dir=tmp_path) == []
@@ -108,7 +108,7 @@ def test_a_lock_that_pins_pip_installs_that_pip_first() -> None:
     later refuse): each Dockerfile installs that pip,
     hash-checked, before the rest of its lock; an image whose lock leaves pip to its parents
     does not touch pip."""
-    from madbench_common.build.dockerfile import render
+    from madbench_common.imagefactory.dockerfile import render
 
     lock_line = "pip install --no-cache-dir --require-hashes --no-deps -r /tmp/pip.lock"
     for slug in ("det-avh-align", "det-batfd"):
@@ -124,7 +124,7 @@ def test_wheels_of_the_build_stage_are_copied_not_bind_mounted() -> None:
     """buildah 1.28 (Debian 12) cannot bind-mount a stage it took from its layer cache:
     ``RUN --mount=type=bind,from=build`` found no ``/wheels`` when the rehearsal rebuilt
     reference-cpu. Every image with sdists copies the wheels and installs them from /tmp."""
-    from madbench_common.build.dockerfile import render
+    from madbench_common.imagefactory.dockerfile import render
 
     with_sdists = [i for i in all_images() if i.sdists]
     assert with_sdists
@@ -140,13 +140,13 @@ def test_wheels_of_the_build_stage_are_copied_not_bind_mounted() -> None:
 def test_no_runnable_image_installs_a_pair_that_fails_at_import(info: ImageInfo) -> None:
     """numpy<2 with pyarrow 26 resolves (pyarrow's metadata is silent) and then fails at
     import; enc-msclap and det-xlsr-mamba had it, found by make image-test."""
-    from madbench_common.build.images import runtime_conflicts
+    from madbench_common.imagefactory.images import runtime_conflicts
 
     assert runtime_conflicts(info) == []
 
 
 def test_the_numpy1_pyarrow26_pair_is_caught(tmp_path: Path) -> None:
-    from madbench_common.build.images import runtime_conflicts
+    from madbench_common.imagefactory.images import runtime_conflicts
 
     for slug in ("python-py311", "torch-2.2.0-py311", "v2a-foleycrafter"):
         shutil.copytree(IMAGES / slug, tmp_path / slug, ignore=shutil.ignore_patterns(".upstream"))
@@ -163,8 +163,8 @@ def test_the_numpy1_pyarrow26_pair_is_caught(tmp_path: Path) -> None:
 def test_a_new_image_gets_its_lock_entry_generated(tmp_path: Path) -> None:
     """Adding an image folder is enough: ``make dockerfiles`` appends its ``tagged`` entry
     to images.lock.yaml (``CHECK=1`` reports the lock stale until then)."""
-    from madbench_common.build.dockerfile import render_all
-    from madbench_common.build.imagelock import LOCK, read_lock
+    from madbench_common.imagefactory.dockerfile import render_all
+    from madbench_common.imagefactory.imagelock import LOCK, read_lock
 
     images = tmp_path / "images"
     shutil.copytree(IMAGES / "qc", images / "qc-new", ignore=shutil.ignore_patterns(".upstream"))
@@ -283,7 +283,7 @@ def test_requirements_lock_matches_its_inputs(lockfile: Path) -> None:
 
 
 def test_lock_misses_unsatisfied_requirements(tmp_path: Path) -> None:
-    from madbench_common.build.images import lock_misses
+    from madbench_common.imagefactory.images import lock_misses
 
     (tmp_path / "common.in").write_text("numpy>=2.1\nbackport ; python_version < '3.10'\n")
     img = tmp_path / "fam"
@@ -396,7 +396,7 @@ def test_image_builds_and_runs_its_stages(slug: str) -> None:
     A build or run failure fails; only a machine without a build engine skips."""
     if os.environ.get("MADBENCH_IMAGE_TEST") != "1":
         pytest.skip("opt-in: set MADBENCH_IMAGE_TEST=1 (builds images: minutes, GBs)")
-    from madbench_common.build.imagebuild import NoEngine, build_bases, build_image
+    from madbench_common.imagefactory.imagebuild import NoEngine, build_bases, build_image
     from madbench_common.testing.imagetest import run_image_test
 
     try:
@@ -423,7 +423,7 @@ def test_paper_slots_are_locked() -> None:
 def test_the_readme_image_table_is_generated_from_image_yaml(tmp_path: Path) -> None:
     """Every image has its row (five had none while the table was hand-written); a new
     image's row appears by regenerating, and a README without the markers is refused."""
-    from madbench_common.build.dockerfile import README, render_all
+    from madbench_common.imagefactory.dockerfile import README, render_all
 
     table = README.read_text()
     for info in all_images():

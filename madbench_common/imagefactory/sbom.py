@@ -1,13 +1,13 @@
 """CycloneDX SBOM of an image's locked Python packages, with their licences.
 
-``python -m madbench_common.build.sbom [SLUG ...]`` (``make sbom``) writes
+``python -m madbench_common.imagefactory.sbom [SLUG ...]`` (``make sbom``) writes
 ``images/<slug>/sbom.cdx.json`` for every image and records it in
 ``images/images.lock.yaml`` (``sbom:`` path, sha256, the sha256 of the locked set it
 describes, and the image it belongs to: the registry digest once pinned, else the local
 image id, else ``null`` for a lock not yet built).
 
 * **Components** come from the locks alone: the image's whole installed set, i.e. its own
-  lock layered on its parents' (:func:`madbench_common.build.images.effective_lock`: a model
+  lock layered on its parents' (:func:`madbench_common.imagefactory.images.effective_lock`: a model
   image's SBOM lists the torch and CUDA wheels of its torch base too), one
   ``pkg:pypi/<name>@<version>`` library per pin, with every sha256 the lock allows.
 * **Licences** are not in a lock. They come from the locked wheels' own core metadata
@@ -40,14 +40,14 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from madbench_common.build.imagelock import (
+from madbench_common.core.errors import ConfigError
+from madbench_common.imagefactory.imagelock import (
     LOCK,
     image_identity,
     lock_entry,
     read_lock,
     update_entry,
 )
-from madbench_common.core.errors import ConfigError
 
 __all__ = ["Pin", "make_sbom", "parse_lock", "record_sbom", "sbom_problems", "write_sbom"]
 
@@ -214,14 +214,14 @@ def make_sbom(slug: str, text: str, metadata: dict[str, dict[str, Any]]) -> str:
 
 def locked_set(slug: str) -> str:
     """The image's whole locked set (its lock on its parents'), as one lock text."""
-    from madbench_common.build.images import effective_lock, load_image
+    from madbench_common.imagefactory.images import effective_lock, load_image
 
     return effective_lock(load_image(slug))
 
 
 def write_sbom(slug: str) -> Path:
     """Write ``images/<slug>/sbom.cdx.json`` and record it in the images lock."""
-    from madbench_common.build.images import load_image
+    from madbench_common.imagefactory.images import load_image
 
     text = locked_set(slug)
     if not parse_lock(text):
@@ -248,7 +248,7 @@ def sbom_problems(slug: str, lock_path: Path | None = None) -> list[str]:
     locked = locked_set(slug)
     record = entry.get("sbom")
     if record is None:
-        return [f"{slug}: no sbom recorded (python -m madbench_common.build.sbom {slug})"]
+        return [f"{slug}: no sbom recorded (python -m madbench_common.imagefactory.sbom {slug})"]
     sbom = IMAGES.parent / record["path"]
     problems = []
     if hashlib.sha256(locked.encode()).hexdigest() != record["lock_sha256"]:
@@ -267,7 +267,7 @@ def sbom_problems(slug: str, lock_path: Path | None = None) -> list[str]:
 
 
 def _main(argv: Sequence[str] | None = None) -> int:
-    from madbench_common.build.images import all_images
+    from madbench_common.imagefactory.images import all_images
 
     slugs = list(argv if argv is not None else sys.argv[1:]) or [i.slug for i in all_images()]
     for slug in slugs:

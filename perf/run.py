@@ -19,15 +19,15 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 OUT = REPO / ".bench"
 BENCHES = (
-    ["bench/bench_pipeline.py"],
-    ["bench/bench_generators.py"],
-    ["bench/bench_build.py"],
-    ["bench/bench_eval.py"],
-    ["bench/bench_separation.py"],
-    ["bench/bench_media.py"],
-    ["bench/bench_memory.py"],
-    ["bench/bench_scale.py"],
-    ["bench/bench_faults.py"],
+    ["perf/bench_pipeline.py"],
+    ["perf/bench_generators.py"],
+    ["perf/bench_build.py"],
+    ["perf/bench_eval.py"],
+    ["perf/bench_separation.py"],
+    ["perf/bench_media.py"],
+    ["perf/bench_memory.py"],
+    ["perf/bench_scale.py"],
+    ["perf/bench_faults.py"],
 )
 
 
