@@ -104,7 +104,6 @@ __all__ = [
     "run_shard",
     "shard_items",
     "shard_key",
-    "stage_done",
     "stage_params",
 ]
 
@@ -398,18 +397,6 @@ def stage_params(stage: Stage, params: dict[str, Any]) -> dict[str, Any]:
     """
     model = {"model": stage.model} if stage.swappable else {}
     return {**load_impl(stage.target).defaults, **model, **stage.params, **params}
-
-
-def stage_done(ctx: StageContext) -> bool:
-    """Whether the stage finished with the current fingerprint and its merged manifest is
-    intact; a damaged manifest is rebuilt from the shards
-    (:func:`~madbench_common.pipeline.repair.manifest_intact`)."""
-    from madbench_common.pipeline.repair import manifest_intact
-
-    marker = read_marker(ctx.run, ctx.stage.name)
-    if marker is None or marker.get("fingerprint") != ctx.fingerprint:
-        return False
-    return manifest_intact(ctx.run, ctx.stage, marker)
 
 
 def shard_items(items: Sequence[str], shard: int, num_shards: int) -> list[str]:

@@ -110,7 +110,8 @@ def _run_on_host(store: Path, stages: Sequence[str], params: dict[str, dict[str,
                  graph: Graph) -> None:
     from madbench_common.core.store import RunStore, open_store
     from madbench_common.pipeline.local import EMBEDDED_IMAGE
-    from madbench_common.pipeline.stage import make_context, merge_stage, run_shard, stage_done
+    from madbench_common.pipeline.repair import stage_done
+    from madbench_common.pipeline.stage import make_context, merge_stage, run_shard
 
     run = RunStore(open_store(str(store)), RUN_ID)
     for name in stages:
