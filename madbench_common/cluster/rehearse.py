@@ -1406,7 +1406,7 @@ def _upload_sources(s3: Any, csv_path: Path, every: int) -> int:
 
 
 def _graph_for(name: str) -> Any:
-    from madbench_common.pipeline.pipelines import build_pipeline
+    from madbench_common.cli.pipelines import build_pipeline
 
     return build_pipeline("deaf" if name == "deaf" else "madbench")
 

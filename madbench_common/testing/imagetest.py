@@ -83,7 +83,7 @@ class Pipeline:
 
 def pipeline_of(stages: Sequence[str]) -> Pipeline:
     """MADBench's graph when it has all ``stages``, else DEAF's (``madbench deaf stage``)."""
-    from madbench_common.pipeline.pipelines import build_pipeline
+    from madbench_common.cli.pipelines import build_pipeline
 
     for graph, command, sources in ((build_pipeline("madbench"), ("madbench",), True),
                                     (build_pipeline("deaf"), ("madbench", "deaf"), False)):
@@ -127,7 +127,7 @@ def _key_placeholders() -> dict[str, str]:
     check: an API model (ElevenLabs, Gemini, GPT-4o audio, the judge) is constructed with
     its client but calls nothing, and the container has no network. Real keys come only
     from the cluster's Secret, never from here."""
-    from madbench_common.pipeline.pipelines import PIPELINES, build_pipeline
+    from madbench_common.cli.pipelines import PIPELINES, build_pipeline
 
     names = {k for graph in map(build_pipeline, PIPELINES) for st in graph
              for k in st.secrets}

@@ -24,3 +24,7 @@ questions,
 * :mod:`~madbench_common.benchmarks.deaf.graph` — the graph, declared once, run by
   ``madbench deaf run`` and compiled to ``workflows/deaf.yaml``.
 """
+
+DESCRIPTION = "DEAF: do audio language models hear the audio or read its words"
+"""What the benchmark is, in one line (its row of
+:data:`madbench_common.cli.pipelines.PIPELINES`)."""
