@@ -605,7 +605,7 @@ def _merge_stage(ctx: StageContext, num_shards: int) -> dict[str, Any]:
         "budget": {BUDGET_PARAM: budget, "failed": failed},
         "schema": f"{row_type.SCHEMA_NAME}/v{row_type.SCHEMA_VERSION}",
     }
-    if ctx.models:  # provenance of the models (issue 21): identity and the pins choice
+    if ctx.models:  # provenance of the models: identity and the pins choice
         marker["models"] = ctx.models
         marker["weights"] = {"allow_unpinned": ctx.allow_unpinned,
                              "unpinned": unpinned_weights(ctx.models)}

@@ -270,7 +270,7 @@ def test_image_defaults_come_from_lock() -> None:
 
 
 def test_full_profile_runs_the_papers_speech_models_and_smoke_the_references() -> None:
-    """full.yaml defaults the six speech stages to the paper's generators (issue 10);
+    """full.yaml defaults the six speech stages to the paper's generators;
     smoke.yaml and the embedded default (``Stage.model``) stay on the CPU references."""
     from madbench_common.models.registry import REGISTRY
 
@@ -452,7 +452,7 @@ def test_weights_workflow_is_current_and_fills_the_volume() -> None:
     fetch = {t["name"]: t for t in spec["templates"]}["fetch"]
     assert fetch["metadata"]["labels"].items() >= EGRESS_LABEL.items()
     assert fetch["container"]["args"][:2] == ["weights", "fetch"]
-    # unpinned weights.yaml entries are refused unless the submitter allows them (issue 21)
+    # unpinned weights.yaml entries are refused unless the submitter allows them
     params = {p["name"]: p for p in spec["arguments"]["parameters"]}
     assert params["allow_unpinned"]["value"] == "false"
     assert "--allow-unpinned={{workflow.parameters.allow_unpinned}}" in fetch["container"]["args"]
