@@ -64,8 +64,8 @@ def pipeline_argv(argv: Sequence[str]) -> list[str]:
     resolved: MADBench's commands are the top-level ones (the option is dropped), another
     pipeline's are its own subcommands (``madbench status --pipeline deaf …`` is
     ``madbench deaf status …``). An unknown name is a :class:`ConfigError` naming the
-    known ones (:data:`~madbench_common.pipeline.pipelines.PIPELINES`)."""
-    from madbench_common.pipeline.pipelines import PIPELINES
+    known ones (:data:`~madbench_common.cli.pipelines.PIPELINES`)."""
+    from madbench_common.cli.pipelines import PIPELINES
 
     args = list(argv)
     flags = [i for i, a in enumerate(args) if a == "--pipeline" or a.startswith("--pipeline=")]

@@ -73,7 +73,8 @@ def _render(args: argparse.Namespace) -> int:
 
     lock, profile = ImageLock.load(args.lock), ClusterProfile.load(args.profile)
     lock = lock.with_registry(args.registry)
-    changed = render_workflows(build_graph(), lock, profile, args.out, check=args.check)
+    changed = render_workflows(build_graph(), lock, profile, args.out, check=args.check,
+                               source="madbench_common/benchmarks/madbench/graph.py")
     changed += render_weights_workflow(lock, profile, args.out, check=args.check)
     changed += render_data_workflow(lock, profile, args.out, check=args.check)
     changed += render_deaf_workflow(lock, profile, args.out, check=args.check)

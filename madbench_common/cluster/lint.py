@@ -183,7 +183,7 @@ def _check_stage(where: str, args: argparse.Namespace, slug: str, warned: set[st
 
 @functools.cache
 def _graph(deaf: bool, models: str) -> Any:
-    from madbench_common.pipeline.pipelines import build_pipeline
+    from madbench_common.cli.pipelines import build_pipeline
 
     if deaf:
         return build_pipeline("deaf", tuple(m.strip() for m in models.split(",") if m.strip()))

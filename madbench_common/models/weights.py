@@ -49,12 +49,22 @@ import tempfile
 import urllib.request
 from collections.abc import Iterable
 from dataclasses import dataclass, field
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 from typing import Any
 
 import yaml
 
 from madbench_common.core.errors import ConfigError, EnvironmentMissing
+from madbench_common.models.weights_layout import (
+    STANDIN_MARKER,
+    TINY_ARCH_FILE,
+    TINY_MARKER,
+    TinyLayout,
+    declared_layout,
+    install_local_snapshot,
+    tiny_layout,
+    written_layout,
+)
 
 __all__ = [
     "DEFAULT_ROOT",
@@ -522,14 +532,40 @@ def check_weights(image: str, root: str | os.PathLike[str] | None = None,
                        for msg in _check_url(item, image, base, checksums)]
 
 
-from madbench_common.models.weights_layout import (  # noqa: E402 (re-exported; it reads load_spec)
-    STANDIN_MARKER,
-    TINY_ARCH_FILE,
-    TINY_MARKER,
-    TinyLayout,
-    declared_layout,
-    install_local_snapshot,
-    layout_problems,
-    tiny_layout,
-    written_layout,
-)
+_TINY_FILES = (TINY_ARCH_FILE, TINY_MARKER, STANDIN_MARKER)  # allowed anywhere in a layout
+
+
+def layout_problems(image: str, layout: TinyLayout, images_dir: Path | None = None) -> list[str]:
+    """How ``layout`` differs from ``images/<image>/weights.yaml`` by name (no checksums):
+    every file is one the spec fetches (a whole-repo item takes any; ``TINY_ARCH_FILE``
+    and the tiny/stand-in markers are allowed anywhere), every pattern has a file, every
+    URL item is there."""
+    spec = load_spec(image, images_dir)
+    items = {i.repo: i for i in spec.hf}
+    problems = []
+
+    def real(files: Iterable[str]) -> list[str]:
+        return [f for f in files if PurePosixPath(f).name not in _TINY_FILES]
+
+    for repo, files in layout.hub.items():
+        item = items.get(repo)
+        if item is None:
+            problems.append(f"{repo}: written, but images/{image}/weights.yaml fetches no "
+                            "such repository")
+            continue
+        problems += [f"{repo}/{f}: written, but weights.yaml fetches no such file "
+                     f"(files: {list(item.files)})" for f in real(files)
+                     if item.files and not any(fnmatch.fnmatch(f, p) for p in item.files)]
+    for item in spec.hf:
+        have = real(layout.hub.get(item.repo, ()))
+        if not have:
+            problems.append(f"{item.repo}: in weights.yaml, but nothing is written for it")
+            continue
+        problems += [f"{item.repo}: weights.yaml fetches {pat!r}, but no such file is written"
+                     for pat in item.files if not any(fnmatch.fnmatch(f, pat) for f in have)]
+    names = {u.name for u in spec.urls}
+    problems += [f"files/{image}/{n}: written, but weights.yaml has no such URL item"
+                 for n in real(layout.urls) if n not in names]
+    problems += [f"files/{image}/{n}: a URL item of weights.yaml, but not written"
+                 for n in sorted(names - set(layout.urls))]
+    return problems

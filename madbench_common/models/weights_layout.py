@@ -1,21 +1,21 @@
-"""Tiny checkpoints in the release layout: lay them out as hub snapshots and compare what a
-writer writes with ``images/<image>/weights.yaml`` by name (re-exported by
-:mod:`madbench_common.models.weights`)."""
+"""Tiny checkpoints in the release layout: lay them out as hub snapshots and list what a
+writer writes (re-exported by :mod:`madbench_common.models.weights`, whose
+:func:`~madbench_common.models.weights.layout_problems` compares it with
+``images/<image>/weights.yaml`` by name)."""
 
 from __future__ import annotations
 
-import fnmatch
 import os
 import shutil
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
-from pathlib import Path, PurePosixPath
+from pathlib import Path
 from typing import Any, TypeVar
 
 from madbench_common.core.errors import ConfigError
 
 __all__ = ["STANDIN_MARKER", "TINY_ARCH_FILE", "TINY_MARKER", "TinyLayout", "declared_layout",
-           "install_local_snapshot", "layout_problems", "tiny_layout", "written_layout"]
+           "install_local_snapshot", "tiny_layout", "written_layout"]
 
 
 def _hub_cache(root: Path) -> Path:
@@ -49,7 +49,6 @@ audio-LM adapters label their versions (and answers) as such."""
 STANDIN_MARKER = "madbench_standin.json"
 """A file a stand-in snapshot adds (hub-only remote code replaced by
 :mod:`madbench_common.models.standins`): which release it stands in for."""
-_TINY_FILES = (TINY_ARCH_FILE, TINY_MARKER, STANDIN_MARKER)
 
 _F = TypeVar("_F", bound=Callable[..., Any])
 
@@ -107,41 +106,3 @@ def written_layout(root: str | os.PathLike[str], image: str) -> TinyLayout:
     files = base / "files" / image
     urls = sorted(p.name for p in files.iterdir() if p.is_file()) if files.is_dir() else []
     return TinyLayout({r: tuple(sorted(f)) for r, f in hub.items()}, tuple(urls))
-
-
-def layout_problems(image: str, layout: TinyLayout, images_dir: Path | None = None) -> list[str]:
-    """How ``layout`` differs from ``images/<image>/weights.yaml`` by name (no checksums):
-    every file is one the spec fetches (a whole-repo item takes any; ``TINY_ARCH_FILE``
-    and the tiny/stand-in markers are allowed anywhere), every pattern has a file, every
-    URL item is there."""
-    from madbench_common.models.weights import load_spec
-
-    spec = load_spec(image, images_dir)
-    items = {i.repo: i for i in spec.hf}
-    problems = []
-
-    def real(files: Iterable[str]) -> list[str]:
-        return [f for f in files if PurePosixPath(f).name not in _TINY_FILES]
-
-    for repo, files in layout.hub.items():
-        item = items.get(repo)
-        if item is None:
-            problems.append(f"{repo}: written, but images/{image}/weights.yaml fetches no "
-                            "such repository")
-            continue
-        problems += [f"{repo}/{f}: written, but weights.yaml fetches no such file "
-                     f"(files: {list(item.files)})" for f in real(files)
-                     if item.files and not any(fnmatch.fnmatch(f, p) for p in item.files)]
-    for item in spec.hf:
-        have = real(layout.hub.get(item.repo, ()))
-        if not have:
-            problems.append(f"{item.repo}: in weights.yaml, but nothing is written for it")
-            continue
-        problems += [f"{item.repo}: weights.yaml fetches {pat!r}, but no such file is written"
-                     for pat in item.files if not any(fnmatch.fnmatch(f, pat) for f in have)]
-    names = {u.name for u in spec.urls}
-    problems += [f"files/{image}/{n}: written, but weights.yaml has no such URL item"
-                 for n in real(layout.urls) if n not in names]
-    problems += [f"files/{image}/{n}: a URL item of weights.yaml, but not written"
-                 for n in sorted(names - set(layout.urls))]
-    return problems

@@ -121,7 +121,8 @@ def render_data_workflow(lock: ImageLock, profile: ClusterProfile, out_dir: str 
                          check: bool = False) -> list[Path]:
     """Write (or, with ``check``, compare) ``<out_dir>/data.yaml``; returns it if changed."""
     path = Path(out_dir) / "data.yaml"
-    text = workflow_yaml(compile_data_workflow(lock, profile))
+    text = workflow_yaml(compile_data_workflow(lock, profile),
+                         "madbench_common/pipeline/argo_data.py")
     if path.exists() and path.read_text() == text:
         return []
     if not check:

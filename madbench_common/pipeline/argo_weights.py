@@ -128,7 +128,8 @@ def render_weights_workflow(lock: ImageLock, profile: ClusterProfile, out_dir: s
                             check: bool = False) -> list[Path]:
     """Write (or, with ``check``, compare) ``<out_dir>/weights.yaml``; returns it if changed."""
     path = Path(out_dir) / "weights.yaml"
-    text = workflow_yaml(compile_weights_workflow(lock, profile))
+    text = workflow_yaml(compile_weights_workflow(lock, profile),
+                         "madbench_common/pipeline/argo_weights.py")
     if path.exists() and path.read_text() == text:
         return []
     if not check:

@@ -42,7 +42,7 @@ from madbench_common.pipeline.failures import stage_failure
 from madbench_common.pipeline.graph import Graph, Stage
 from madbench_common.pipeline.lease import RunLease
 from madbench_common.pipeline.preflight import Where, check_run, gpu_models, pending_stages
-from madbench_common.pipeline.repair import invalidate
+from madbench_common.pipeline.repair import invalidate, stage_done
 from madbench_common.pipeline.stage import (
     ShardResult,
     StageContext,
@@ -50,7 +50,6 @@ from madbench_common.pipeline.stage import (
     merge_stage,
     read_marker,
     run_shard,
-    stage_done,
 )
 from madbench_common.pipeline.threads import pin_threads
 

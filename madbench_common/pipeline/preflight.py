@@ -42,7 +42,8 @@ from madbench_common.core.errors import ConfigError, EnvironmentMissing, Madbenc
 from madbench_common.core.store import RunStore
 from madbench_common.models.registry import REGISTRY
 from madbench_common.pipeline.graph import Graph, Stage
-from madbench_common.pipeline.stage import make_context, stage_done, stage_params
+from madbench_common.pipeline.repair import stage_done
+from madbench_common.pipeline.stage import make_context, stage_params
 
 __all__ = ["Where", "check_run", "model_slugs", "pending_stages", "stage_problems"]
 

@@ -14,7 +14,8 @@ which yields the same manifest bytes) instead of using the damaged object:
 :func:`manifest_intact` checks a finished stage's merged manifest and rebuilds a damaged
 one from its shards (the merge is deterministic, so the rebuilt bytes must have the
 sha256 the marker recorded); the runner (``madbench run``, with or without
-``--until``) and ``madbench status`` call it, so a damaged manifest is never an error.
+``--until``, through :func:`stage_done`) and ``madbench status`` call it, so a damaged
+manifest is never an error.
 """
 
 from __future__ import annotations
@@ -32,9 +33,9 @@ from madbench_common.core.errors import ChecksumError, ManifestError, StoreKeyEr
 from madbench_common.core.store import RunStore
 from madbench_common.core.types import Key
 from madbench_common.pipeline.graph import Stage
-from madbench_common.pipeline.stage import load_impl, merged_manifest
+from madbench_common.pipeline.stage import StageContext, load_impl, merged_manifest, read_marker
 
-__all__ = ["invalidate", "manifest_intact"]
+__all__ = ["invalidate", "manifest_intact", "stage_done"]
 
 log = logging.getLogger("madbench")
 _SHARD = re.compile(r"^(?P<prefix>[^/]+/[^/]+)/shards/(?P<name>\d+-of-\d+)\.(parquet|_SUCCESS)$")
@@ -132,6 +133,15 @@ def manifest_intact(run: RunStore, stage: Stage, marker: dict[str, Any]) -> bool
     run.delete(f"{stage.name}/_SUCCESS")
     log.warning("%s; stage %s will run again", problem, stage.name)
     return False
+
+
+def stage_done(ctx: StageContext) -> bool:
+    """Whether the stage finished with the current fingerprint and its merged manifest is
+    intact; a damaged manifest is rebuilt from the shards (:func:`manifest_intact`)."""
+    marker = read_marker(ctx.run, ctx.stage.name)
+    if marker is None or marker.get("fingerprint") != ctx.fingerprint:
+        return False
+    return manifest_intact(ctx.run, ctx.stage, marker)
 
 
 def _shard_count(run: RunStore, prefix: str) -> int:

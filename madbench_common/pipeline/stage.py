@@ -104,7 +104,6 @@ __all__ = [
     "run_shard",
     "shard_items",
     "shard_key",
-    "stage_done",
     "stage_params",
 ]
 
@@ -400,18 +399,6 @@ def stage_params(stage: Stage, params: dict[str, Any]) -> dict[str, Any]:
     return {**load_impl(stage.target).defaults, **model, **stage.params, **params}
 
 
-def stage_done(ctx: StageContext) -> bool:
-    """Whether the stage finished with the current fingerprint and its merged manifest is
-    intact; a damaged manifest is rebuilt from the shards
-    (:func:`~madbench_common.pipeline.repair.manifest_intact`)."""
-    from madbench_common.pipeline.repair import manifest_intact
-
-    marker = read_marker(ctx.run, ctx.stage.name)
-    if marker is None or marker.get("fingerprint") != ctx.fingerprint:
-        return False
-    return manifest_intact(ctx.run, ctx.stage, marker)
-
-
 def shard_items(items: Sequence[str], shard: int, num_shards: int) -> list[str]:
     """Contiguous, balanced slice ``shard`` of ``num_shards`` (sizes differ by ≤ 1)."""
     if not 0 <= shard < num_shards:
@@ -618,7 +605,7 @@ def _merge_stage(ctx: StageContext, num_shards: int) -> dict[str, Any]:
         "budget": {BUDGET_PARAM: budget, "failed": failed},
         "schema": f"{row_type.SCHEMA_NAME}/v{row_type.SCHEMA_VERSION}",
     }
-    if ctx.models:  # provenance of the models (issue 21): identity and the pins choice
+    if ctx.models:  # provenance of the models: identity and the pins choice
         marker["models"] = ctx.models
         marker["weights"] = {"allow_unpinned": ctx.allow_unpinned,
                              "unpinned": unpinned_weights(ctx.models)}

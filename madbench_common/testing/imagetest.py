@@ -83,7 +83,7 @@ class Pipeline:
 
 def pipeline_of(stages: Sequence[str]) -> Pipeline:
     """MADBench's graph when it has all ``stages``, else DEAF's (``madbench deaf stage``)."""
-    from madbench_common.pipeline.pipelines import build_pipeline
+    from madbench_common.cli.pipelines import build_pipeline
 
     for graph, command, sources in ((build_pipeline("madbench"), ("madbench",), True),
                                     (build_pipeline("deaf"), ("madbench", "deaf"), False)):
@@ -110,7 +110,8 @@ def _run_on_host(store: Path, stages: Sequence[str], params: dict[str, dict[str,
                  graph: Graph) -> None:
     from madbench_common.core.store import RunStore, open_store
     from madbench_common.pipeline.local import EMBEDDED_IMAGE
-    from madbench_common.pipeline.stage import make_context, merge_stage, run_shard, stage_done
+    from madbench_common.pipeline.repair import stage_done
+    from madbench_common.pipeline.stage import make_context, merge_stage, run_shard
 
     run = RunStore(open_store(str(store)), RUN_ID)
     for name in stages:
@@ -126,7 +127,7 @@ def _key_placeholders() -> dict[str, str]:
     check: an API model (ElevenLabs, Gemini, GPT-4o audio, the judge) is constructed with
     its client but calls nothing, and the container has no network. Real keys come only
     from the cluster's Secret, never from here."""
-    from madbench_common.pipeline.pipelines import PIPELINES, build_pipeline
+    from madbench_common.cli.pipelines import PIPELINES, build_pipeline
 
     names = {k for graph in map(build_pipeline, PIPELINES) for st in graph
              for k in st.secrets}

@@ -82,14 +82,14 @@ def test_every_image_folder_has_an_image_yaml_and_models_are_listed() -> None:
 def test_dockerfiles_are_generated_from_image_yaml() -> None:
     """Golden: every Dockerfile is what images/Dockerfile.j2 makes of its image.yaml;
     regenerate with `make dockerfiles` (python -m madbench_common.imagefactory.images render)."""
-    from madbench_common.imagefactory.dockerfile import render_all
+    from madbench_common.imagefactory.images import render_all
 
     stale = render_all(check=True)
     assert stale == [], f"stale: {stale}; run make dockerfiles"
 
 
 def test_a_stale_dockerfile_is_caught_and_the_extra_fragment_lands(tmp_path: Path) -> None:
-    from madbench_common.imagefactory.dockerfile import render, render_all
+    from madbench_common.imagefactory.images import render, render_all
 
     shutil.copytree(IMAGES / "qc", tmp_path / "qc", ignore=shutil.ignore_patterns(".upstream"))
     assert render_all(check=True, images_dir=tmp_path) == []
@@ -108,7 +108,7 @@ def test_a_lock_that_pins_pip_installs_that_pip_first() -> None:
     later refuse): each Dockerfile installs that pip,
     hash-checked, before the rest of its lock; an image whose lock leaves pip to its parents
     does not touch pip."""
-    from madbench_common.imagefactory.dockerfile import render
+    from madbench_common.imagefactory.images import render
 
     lock_line = "pip install --no-cache-dir --require-hashes --no-deps -r /tmp/pip.lock"
     for slug in ("det-avh-align", "det-batfd"):
@@ -124,7 +124,7 @@ def test_wheels_of_the_build_stage_are_copied_not_bind_mounted() -> None:
     """buildah 1.28 (Debian 12) cannot bind-mount a stage it took from its layer cache:
     ``RUN --mount=type=bind,from=build`` found no ``/wheels`` when the rehearsal rebuilt
     reference-cpu. Every image with sdists copies the wheels and installs them from /tmp."""
-    from madbench_common.imagefactory.dockerfile import render
+    from madbench_common.imagefactory.images import render
 
     with_sdists = [i for i in all_images() if i.sdists]
     assert with_sdists
@@ -163,8 +163,8 @@ def test_the_numpy1_pyarrow26_pair_is_caught(tmp_path: Path) -> None:
 def test_a_new_image_gets_its_lock_entry_generated(tmp_path: Path) -> None:
     """Adding an image folder is enough: ``make dockerfiles`` appends its ``tagged`` entry
     to images.lock.yaml (``CHECK=1`` reports the lock stale until then)."""
-    from madbench_common.imagefactory.dockerfile import render_all
     from madbench_common.imagefactory.imagelock import LOCK, read_lock
+    from madbench_common.imagefactory.images import render_all
 
     images = tmp_path / "images"
     shutil.copytree(IMAGES / "qc", images / "qc-new", ignore=shutil.ignore_patterns(".upstream"))
@@ -423,7 +423,7 @@ def test_paper_slots_are_locked() -> None:
 def test_the_readme_image_table_is_generated_from_image_yaml(tmp_path: Path) -> None:
     """Every image has its row (five had none while the table was hand-written); a new
     image's row appears by regenerating, and a README without the markers is refused."""
-    from madbench_common.imagefactory.dockerfile import README, render_all
+    from madbench_common.imagefactory.images import README, render_all
 
     table = README.read_text()
     for info in all_images():

@@ -27,7 +27,7 @@ import json, sys
 import madbench_common
 from madbench_common.models.registry import REGISTRY
 from madbench_common.pipeline.identity import canonical_name, model_identity, stage_identity
-from madbench_common.pipeline.pipelines import build_pipeline
+from madbench_common.cli.pipelines import build_pipeline
 from madbench_common.pipeline.stage import stage_params
 out = {"_package": madbench_common.__file__}
 for name in ("madbench", "deaf"):

@@ -15,7 +15,8 @@ from madbench_common.core.errors import ConfigError
 from madbench_common.core.manifest import write_manifest_bytes
 from madbench_common.core.store import FileStore, RunStore
 from madbench_common.pipeline.interpreter import InterpreterEngine, parse_interpreters
-from madbench_common.pipeline.stage import make_context, stage_done
+from madbench_common.pipeline.repair import stage_done
+from madbench_common.pipeline.stage import make_context
 
 STAGE = "omni_qwen25omni"
 

@@ -12,8 +12,10 @@ Modules, in pipeline order:
 profiles;
 * :mod:`~madbench_common.benchmarks.deaf.sentences` — the sentence sets (committed, or EMIS);
 * :mod:`~madbench_common.benchmarks.deaf.plan` — which clips to synthesise (Table 1 counts);
-* :mod:`~madbench_common.benchmarks.deaf.prosody`, :mod:`~madbench_common.benchmarks.deaf.voices`,
-  :mod:`~madbench_common.benchmarks.deaf.envlib` — the CPU references that synthesise them;
+* :mod:`~madbench_common.benchmarks.deaf.envlib` — the background library; the CPU references
+  that speak the clips are model code (cards ``ref-deaf-*``):
+  :mod:`~madbench_common.models.reference.deaf_voices` and
+  :mod:`~madbench_common.models.reference.deaf_prosody`;
 * :mod:`~madbench_common.benchmarks.deaf.prompts`, :mod:`~madbench_common.benchmarks.deaf.trials` —
 questions,
   misleading prompts and the trials (test and matched-control queries) per level;
@@ -22,3 +24,7 @@ questions,
 * :mod:`~madbench_common.benchmarks.deaf.graph` — the graph, declared once, run by
   ``madbench deaf run`` and compiled to ``workflows/deaf.yaml``.
 """
+
+DESCRIPTION = "DEAF: do audio language models hear the audio or read its words"
+"""What the benchmark is, in one line (its row of
+:data:`madbench_common.cli.pipelines.PIPELINES`)."""

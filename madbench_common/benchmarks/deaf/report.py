@@ -27,7 +27,7 @@ from typing import Any
 from madbench_common.benchmarks.deaf.design import CONFLICTS, EXTENSION_LEVEL, LEVELS
 from madbench_common.benchmarks.deaf.radar import radar_png, radar_svg
 from madbench_common.benchmarks.deaf.rows import EnvRow, MetricRow, StimulusRow, VerdictRow
-from madbench_common.benchmarks.deaf.voices import AGE_TRANSFORMS, BASE_VOICES
+from madbench_common.models.reference.deaf_voices import AGE_TRANSFORMS, BASE_VOICES
 
 __all__ = ["ModelInfo", "ReportInputs", "absent_note", "render_html", "render_markdown",
            "report_files"]

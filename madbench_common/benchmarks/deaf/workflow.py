@@ -33,4 +33,5 @@ def render_deaf_workflow(lock: ImageLock, profile: ClusterProfile, out_dir: str 
                          check: bool = False) -> list[Path]:
     """Write (or, with ``check``, compare) ``<out_dir>/deaf.yaml``; returns changed files."""
     return render_workflows(build_deaf_graph(), deaf_lock(lock), profile, out_dir,
-                            check=check, variants=("deaf",))
+                            check=check, variants=("deaf",),
+                            source="madbench_common/benchmarks/deaf/graph.py")

@@ -9,3 +9,7 @@
 - :mod:`.eval` (the paper's tasks, heads, metrics, tables and report), :mod:`.omni`,
   :mod:`.corpora` (cross-dataset loaders), :mod:`.robustness`, :mod:`.prompts` and
   :mod:`.release` (the dataset export and its card)."""
+
+DESCRIPTION = "MADBench (2026): component-level audio deepfakes of real clips, R/S/E/Q"
+"""What the benchmark is, in one line (its row of
+:data:`madbench_common.cli.pipelines.PIPELINES`)."""

@@ -125,7 +125,7 @@ def _fill(value: Any, fields: Mapping[str, Any]) -> Any:
 
 
 def _graph_for(name: str) -> Any:
-    from madbench_common.pipeline.pipelines import build_pipeline
+    from madbench_common.cli.pipelines import build_pipeline
 
     return build_pipeline("deaf" if name == "deaf" else "madbench")
 

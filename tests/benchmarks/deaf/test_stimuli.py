@@ -12,12 +12,12 @@ from madbench_common.benchmarks.deaf.envlib import (
     loop_to,
     mix_at_snr,
 )
-from madbench_common.benchmarks.deaf.prosody import ReferenceEmotionTTSB
 from madbench_common.benchmarks.deaf.stages_stimuli import repo_library
-from madbench_common.benchmarks.deaf.voices import ReferenceVoices
 from madbench_common.core.errors import ConfigError
 from madbench_common.media.audio import rms_dbfs
 from madbench_common.media.dsp import f0_track
+from madbench_common.models.reference.deaf_prosody import ReferenceEmotionTTSB
+from madbench_common.models.reference.deaf_voices import ReferenceVoices
 
 TEXT = "The meeting has been moved to the afternoon."
 

@@ -19,6 +19,7 @@ from importlib import metadata
 from pathlib import Path
 from typing import Any
 
+from madbench_common.benchmarks.madbench import DESCRIPTION
 from madbench_common.core.errors import MadbenchError
 from madbench_common.core.store import RunStore
 from madbench_common.pipeline.graph import Graph
@@ -69,7 +70,6 @@ def run_facts(run: RunStore, graph: Graph, pipeline: str = "madbench",
               writing: str = "evaluate") -> Facts:
     """The summary facts of ``run`` (every finished stage of ``graph``; ``writing``, the
     stage writing the report, counts as done)."""
-    from madbench_common.pipeline.pipelines import PIPELINES
     from madbench_common.pipeline.status import collect_status
 
     try:
@@ -97,8 +97,7 @@ def run_facts(run: RunStore, graph: Graph, pipeline: str = "madbench",
         "run_id": run.run_id,
         "store": run.store.uri(run.run_id),
         "pipeline": pipeline,
-        "pipeline_description": PIPELINES[pipeline].description if pipeline in PIPELINES
-        else "",
+        "pipeline_description": DESCRIPTION if pipeline == "madbench" else "",
         "commit": code_revision(),
         "images": _images(run, graph),
         "stages_done": sum(s.done or s.stage == writing for s in status.stages),

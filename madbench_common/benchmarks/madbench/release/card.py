@@ -27,7 +27,6 @@ from typing import Any
 
 import yaml
 
-from madbench_common.benchmarks.madbench.release.export import SPLIT_NAMES
 from madbench_common.benchmarks.madbench.robustness.noise import load_noise_set
 from madbench_common.benchmarks.madbench.rows import ComponentRow, SampleRow, StemRow
 from madbench_common.benchmarks.madbench.sources import clip_id_of
@@ -41,13 +40,16 @@ from madbench_common.pipeline.graph import Graph
 from madbench_common.pipeline.stage import make_context, read_marker
 from madbench_common.pipeline.status import collect_status, table_one
 
-__all__ = ["NONCOMMERCIAL", "CardInputs", "Component", "components", "dataset_card", "hub_configs",
-           "loading_example"]
+__all__ = ["NONCOMMERCIAL", "SPLIT_NAMES", "CardInputs", "Component", "components",
+           "dataset_card", "hub_configs", "loading_example"]
 
 NONCOMMERCIAL = re.compile(r"(\bNC\b|-NC-|-NC$|non-?commercial)", re.IGNORECASE)
 """A licence text that forbids commercial use (CC-BY-NC-*, "non-commercial")."""
 UNKNOWN = "unknown"
 """How a licence that could not be read starts."""
+SPLIT_NAMES = {"train": "train", "val": "validation", "test": "test"}
+"""Run split → the Hugging Face split name in the card's ``configs`` (the export writes
+the splits in this order)."""
 _QC = ("source_qc", "component_qc")
 _VERIFIED = {True: "verified: these parameters reproduce the stage's fingerprint",
              False: "not verified: the run used other parameters; export with the same "

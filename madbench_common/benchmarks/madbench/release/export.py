@@ -40,6 +40,7 @@ import pyarrow.parquet as pq
 import soundfile as sf
 
 from madbench_common.benchmarks.madbench.graph import build_graph
+from madbench_common.benchmarks.madbench.release.card import SPLIT_NAMES, CardInputs, dataset_card
 from madbench_common.benchmarks.madbench.rows import PerturbedRow, SampleRow
 from madbench_common.core.errors import ConfigError
 from madbench_common.core.manifest import read_manifest_bytes
@@ -48,12 +49,9 @@ from madbench_common.media.audio import read_wav_bytes
 from madbench_common.pipeline.graph import Graph
 from madbench_common.pipeline.stage import read_marker
 
-__all__ = ["SPLIT_NAMES", "ExportResult", "check_complete", "config_name", "export_run",
-           "metadata_table"]
+__all__ = ["ExportResult", "check_complete", "config_name", "export_run", "metadata_table"]
 
 log = logging.getLogger("madbench")
-SPLIT_NAMES = {"train": "train", "val": "validation", "test": "test"}
-"""Run split → the Hugging Face split name in the card's ``configs``."""
 _STR = ("sample_id", "clip_id", "variant", "protocol", "split", "speech_generator",
         "env_generator", "speech_branch", "env_branch", "scene_class", "scene_label",
         "coarse_label", "env_scene_label", "mismatch_mode", "env_donor_clip_id",
@@ -185,8 +183,6 @@ def export_run(store: str, run_id: str, to: str, *, sources: str | None = None,
                robustness: bool = True, weights: str | None = None,
                params: dict[str, dict[str, Any]] | None = None, seed: int = 0) -> ExportResult:
     """Export run ``run_id`` of ``store`` to ``to`` (see the module notes)."""
-    from madbench_common.benchmarks.madbench.release.card import CardInputs, dataset_card
-
     run = RunStore(open_store(store), run_id)
     graph = build_graph()
     check_complete(run, graph)

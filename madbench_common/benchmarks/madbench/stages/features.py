@@ -39,7 +39,8 @@ from madbench_common.models.roles import Frames
 from madbench_common.pipeline.failures import is_fault, row_failure
 from madbench_common.pipeline.stage import StageImpl
 
-__all__ = ["FeatureStage", "input_sha256", "shuffle_partners", "shuffle_rng", "shuffled_input"]
+__all__ = ["FeatureStage", "image_id", "input_sha256", "shuffle_partners", "shuffle_rng",
+           "shuffled_input"]
 
 log = logging.getLogger("madbench")
 _DECODED = 4
@@ -82,6 +83,15 @@ def shuffle_partners(samples: Sequence[SampleRow],
     nxt = {clip: clips[cycle[(i + 1) % len(cycle)]] for i, clip in enumerate(cycle)}
     return {s.sample_id: nxt[s.clip_id] for s in samples
             if shuffled_input(s) and s.clip_id in nxt}
+
+
+def image_id(image: str) -> str:
+    """A short, path-safe identity of the image a stage ran in."""
+    if "@sha256:" in image:
+        return image.rsplit("@sha256:", 1)[1][:16]
+    if image in ("", "embedded"):
+        return "embedded"
+    return hashlib.sha256(image.encode()).hexdigest()[:16]
 
 
 class FeatureStage(StageImpl[FeatureRow]):
@@ -162,7 +172,6 @@ class FeatureStage(StageImpl[FeatureRow]):
         """What cached features depend on besides the input: the image, the encoder's adapter
         code, weights pins and loaded dtype (:func:`~madbench_common.pipeline.identity.
         cache_identity`), 16 hex digits."""
-        from madbench_common.benchmarks.madbench.stages.model_features import image_id
         from madbench_common.pipeline.identity import cache_identity
 
         slug = str(self.ctx.params.get("model") or self.ctx.stage.model)

@@ -40,19 +40,10 @@ from madbench_common.benchmarks.madbench.stages.features import FeatureStage
 from madbench_common.models.registry import load_model
 from madbench_common.models.roles import Embedding, InputSpec
 
-__all__ = ["ModelFeatureStage", "image_id"]
+__all__ = ["ModelFeatureStage"]
 
 log = logging.getLogger("madbench")
 _FRAME_PARAMS = ("fps", "frame_size", "max_frames")
-
-
-def image_id(image: str) -> str:
-    """A short, path-safe identity of the image a stage ran in."""
-    if "@sha256:" in image:
-        return image.rsplit("@sha256:", 1)[1][:16]
-    if image in ("", "embedded"):
-        return "embedded"
-    return hashlib.sha256(image.encode()).hexdigest()[:16]
 
 
 def _spec_columns(spec: InputSpec) -> dict[str, Any]:

@@ -13,7 +13,7 @@ from madbench_common.benchmarks.madbench.eval_models import (
     eval_model_stages,
 )
 from madbench_common.benchmarks.madbench.rows import FeatureRow, ScoreRow
-from madbench_common.benchmarks.madbench.stages.model_features import image_id
+from madbench_common.benchmarks.madbench.stages.features import image_id
 from madbench_common.core.manifest import read_manifest_bytes
 from madbench_common.core.store import FileStore, RunStore
 from madbench_common.models.registry import REGISTRY, ModelSpec, register

@@ -27,11 +27,11 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 
-from madbench_common.benchmarks.deaf.voices import SR, speak
 from madbench_common.core.errors import ConfigError
 from madbench_common.core.types import Audio, Hertz
 from madbench_common.media.audio import resample
 from madbench_common.media.dsp import normalise, retime_world, world_analyse, world_synthesise
+from madbench_common.models.reference.deaf_voices import SR, speak
 
 __all__ = ["EMOTION_PROSODY", "ESC_VOICES", "Prosody", "ReferenceEmotionTTS",
            "ReferenceEmotionTTSA", "ReferenceEmotionTTSB", "ReferenceEmotionTTSC",

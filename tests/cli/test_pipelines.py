@@ -1,5 +1,5 @@
-"""The pipelines table: the engine finds each benchmark's graph by name (the
-import rule between layers is tests/test_layers.py)."""
+"""The pipelines table: the CLI, above the benchmarks, finds each one's graph by name and
+hands it to the engine (the import rule between layers is tests/test_layers.py)."""
 
 from __future__ import annotations
 
@@ -7,8 +7,8 @@ import pytest
 
 from madbench_common.benchmarks.deaf.graph import build_deaf_graph
 from madbench_common.benchmarks.madbench.graph import build_graph
+from madbench_common.cli.pipelines import PIPELINES, build_pipeline
 from madbench_common.core.errors import ConfigError
-from madbench_common.pipeline.pipelines import PIPELINES, build_pipeline
 
 
 def test_the_table_builds_each_benchmark() -> None:
