@@ -11,7 +11,7 @@ Modules, in pipeline order:
 * :mod:`~madbench_common.benchmarks.deaf.design` — conditions, environments, pairings, voice
 profiles;
 * :mod:`~madbench_common.benchmarks.deaf.sentences` — the sentence sets (committed, or EMIS);
-* :mod:`~madbench_common.benchmarks.deaf.plan` — which clips to synthesise (Table 1 counts);
+* :mod:`~madbench_common.benchmarks.deaf.clip_plan` — which clips to synthesise (Table 1 counts);
 * :mod:`~madbench_common.benchmarks.deaf.prosody`, :mod:`~madbench_common.benchmarks.deaf.voices`,
   :mod:`~madbench_common.benchmarks.deaf.envlib` — the CPU references that synthesise them;
 * :mod:`~madbench_common.benchmarks.deaf.prompts`, :mod:`~madbench_common.benchmarks.deaf.trials` —

@@ -28,7 +28,7 @@ import numpy as np
 import pandas as pd
 
 from madbench_common.benchmarks.madbench.corpora.base import Corpus
-from madbench_common.benchmarks.madbench.eval.runner import FeatureSet
+from madbench_common.benchmarks.madbench.eval.fit import FeatureSet
 from madbench_common.benchmarks.madbench.eval.suite import (
     EvalConfig,
     EvalResult,

@@ -34,7 +34,7 @@ import numpy.typing as npt
 import pandas as pd
 
 from madbench_common.benchmarks.madbench.eval import metrics as M
-from madbench_common.benchmarks.madbench.eval.runner import GroupScores
+from madbench_common.benchmarks.madbench.eval.fit import GroupScores
 from madbench_common.benchmarks.madbench.eval.tasks import (
     CORE_PROTOCOLS,
     SC_CONDITIONS,

@@ -33,7 +33,7 @@ from urllib.parse import urlparse
 import numpy as np
 import pandas as pd
 
-from madbench_common.benchmarks.madbench.eval.runner import FeatureSet
+from madbench_common.benchmarks.madbench.eval.fit import FeatureSet
 from madbench_common.benchmarks.madbench.eval.suite import (
     EvalConfig,
     EvalResult,

@@ -33,8 +33,8 @@ import numpy.typing as npt
 import pandas as pd
 from scipy.special import logit
 
+from madbench_common.benchmarks.madbench.eval.fit import GroupScores
 from madbench_common.benchmarks.madbench.eval.metrics import eer_threshold
-from madbench_common.benchmarks.madbench.eval.runner import GroupScores
 from madbench_common.benchmarks.madbench.eval.tasks import CORE_TASKS, TASKS, VARIANTS, task_labels
 from madbench_common.core.compat import zip_strict
 

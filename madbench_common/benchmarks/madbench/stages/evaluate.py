@@ -22,7 +22,7 @@ import numpy as np
 import pandas as pd
 from scipy.special import expit
 
-from madbench_common.benchmarks.madbench.eval.runner import FeatureSet, GroupScores
+from madbench_common.benchmarks.madbench.eval.fit import FeatureSet, GroupScores
 from madbench_common.benchmarks.madbench.eval.suite import (
     EvalConfig,
     EvalResult,
