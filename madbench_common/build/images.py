@@ -1,46 +1,9 @@
 """The image factory's metadata: one ``images/<slug>/image.yaml`` per image, of four kinds.
 
-Every image is built FROM its parent and adds only what the parent lacks::
-
-    debian-python:<suite>   python:3.X-slim, or its debootstrap stand-in (imagebuild)
-    └─ python-py3XX         kind python: /opt/venv with madbench_common's locked deps,
-       │                    the user 10001, the environment (no madbench code)
-       ├─ base-py3XX        kind base: + madbench_common and every image's weights.yaml
-       └─ torch-<v>-py3XX   kind torch: + torch, torchvision/torchaudio and the nvidia-*
-          │                 wheels of one torch/CUDA pair, from a hash lock of its own
-          └─ <model image>  kind model: + the family's own lock (its torch pins and every
-                            pin equal to its parent's left out), upstream sources,
-                            madbench_common and the weights.yaml catalogue
-
-A model image's parent is ``torch-<torch>-py<python>`` (from its ``torch`` and
-``python``), so every image of one torch/CUDA pair shares those layers: a node pulls
-them once, and a cold build installs them once.
-
-Every folder holds ``image.yaml`` and a ``Dockerfile`` generated from it through the one
-template ``images/Dockerfile.j2`` (:mod:`madbench_common.build.dockerfile`; an optional
-``Dockerfile.extra`` fragment); images with packages add ``requirements.in`` and its
-``requirements.lock``; model images add ``weights.yaml``.
-
-Locks are layered like the images. ``make lock IMAGE=<slug>`` resolves
-``requirements.in`` with uv for the image's Python on x86_64-manylinux_2_28, preferring
-the versions its parent chain (and the previous lock) pins; a model image's resolution
-is constrained to every pin of its torch base's own lock, so its torch, CUDA wheels and
-their dependencies are the base's. Pins identical to the parent chain's are then left
-out: the lock holds exactly what the image's own layer installs. Its header records the
-sha256 of its inputs, the parent chain's locks included, so a stale lock (or a base that
-moved under it) is caught offline; :func:`effective_lock` is the whole set installed in
-the image (adapter-test venvs and SBOMs use it).
-
-Code that is not on PyPI is listed under ``upstream_src`` at a pinned commit with the
-sha256 of its unpacked tree (:mod:`madbench_common.build.upstream`).
-
-A model image's ``models`` are the catalog cards that name it, and its image test runs
-each card's slot stages with the card's model (:func:`card_models`, :func:`card_stages`):
-image.yaml does not repeat them. Its optional ``image_test:`` block adds the builder of
-the tiny weights, extra stages and parameters (see :class:`ImageTest` and
-``madbench_common.testing.imagetest``). An image.yaml that lists ``models`` itself
-(reference-cpu, which runs none of its references in its image test) derives nothing.
-
+Images are layered python → base or torch → model, each built FROM its parent and adding
+only what the parent lacks (:class:`ImageInfo`); their locks are layered the same way
+(:func:`write_lock`). A model image's test runs its catalog cards' slot stages, plus its
+optional ``image_test:`` block (:class:`ImageTest`, ``madbench_common.testing.imagetest``).
 ``python -m madbench_common.build.images <command> <slug>`` is what the Makefile calls.
 """
 
@@ -174,6 +137,35 @@ def torch_base(python: str, torch: str) -> str:
 
 @dataclass(frozen=True)
 class ImageInfo:
+    """One ``images/<slug>/image.yaml``. Every image is built FROM its parent and adds only
+    what the parent lacks::
+
+        debian-python:<suite>   python:3.X-slim, or its debootstrap stand-in (imagebuild)
+        └─ python-py3XX         kind python: /opt/venv with madbench_common's locked deps,
+           │                    the user 10001, the environment (no madbench code)
+           ├─ base-py3XX        kind base: + madbench_common and every image's weights.yaml
+           └─ torch-<v>-py3XX   kind torch: + torch, torchvision/torchaudio and the nvidia-*
+              │                 wheels of one torch/CUDA pair, from a hash lock of its own
+              └─ <model image>  kind model: + the family's own lock (its torch pins and
+                                every pin equal to its parent's left out), upstream
+                                sources, madbench_common and the weights.yaml catalogue
+
+    A model image's parent is ``torch-<torch>-py<python>`` (from its ``torch`` and
+    ``python``), so every image of one torch/CUDA pair shares those layers: a node pulls
+    them once, and a cold build installs them once. Every folder holds ``image.yaml`` and a
+    ``Dockerfile`` generated from it through the one template ``images/Dockerfile.j2``
+    (:mod:`madbench_common.build.dockerfile`; an optional ``Dockerfile.extra`` fragment);
+    images with packages add ``requirements.in`` and its ``requirements.lock``; model
+    images add ``weights.yaml``. Code that is not on PyPI is listed under ``upstream_src``
+    at a pinned commit with the sha256 of its unpacked tree
+    (:mod:`madbench_common.build.upstream`).
+
+    A model image's ``models`` are the catalog cards that name it (:func:`card_models`,
+    :func:`card_stages`): image.yaml does not repeat them. An image.yaml that lists
+    ``models`` itself (reference-cpu, which runs none of its references in its image
+    test) derives nothing.
+    """
+
     slug: str
     paper_name: str
     upstream: str
@@ -491,8 +483,19 @@ def runtime_conflicts(info: ImageInfo) -> list[str]:
 
 
 def write_lock(info: ImageInfo, uv: str = "uv") -> Path:
-    """Re-resolve ``requirements.lock`` with uv on top of the parent chain (see the module
-    docstring) and stamp its inputs' sha256 in the header."""
+    """Re-resolve ``requirements.lock`` with uv on top of the parent chain and stamp its
+    inputs' sha256 in the header.
+
+    Locks are layered like the images. ``make lock IMAGE=<slug>`` resolves
+    ``requirements.in`` with uv for the image's Python on x86_64-manylinux_2_28, preferring
+    the versions its parent chain (and the previous lock) pins; a model image's resolution
+    is constrained to every pin of its torch base's own lock, so its torch, CUDA wheels and
+    their dependencies are the base's. Pins identical to the parent chain's are then left
+    out: the lock holds exactly what the image's own layer installs. The header records the
+    sha256 of its inputs, the parent chain's locks included, so a stale lock (or a base
+    that moved under it) is caught offline; :func:`effective_lock` is the whole set
+    installed in the image (adapter-test venvs and SBOMs use it).
+    """
     lock = info.dir / "requirements.lock"
     parent = _parent_info(info)
     inherited = effective_blocks(parent) if parent is not None else {}
