@@ -224,7 +224,8 @@ class ComponentQCStage(MapStage[ComponentRow]):
         """VAD and ASR speech leakage, music filter; event tags and CLAP as diagnostics.
 
         The ASR must detect no speech over the whole track, by the same definition as
-        source QC (:func:`~madbench_common.benchmarks.madbench.stages.source_qc.asr_detects_speech`),
+        source QC
+        (:func:`~madbench_common.benchmarks.madbench.stages.source_qc.asr_detects_speech`),
         on **every** environment component (``env_asr_branches``: all three paradigms, since
         text- and video-conditioned generators invent babble too) wherever the VAD found
         none (a VAD hit already fails it). Diagnostics, never filters (§3.4 "AST-based event
