@@ -75,7 +75,8 @@ def weights_status(images: Iterable[str], images_dir: Path | None = None) -> lis
 
 
 def pin_conflicts(images: Iterable[str], images_dir: Path | None = None) -> list[str]:
-    """Hub repos pinned at different commits for one revision by two images."""
+    """Hub repos pinned at different commits for one revision by two images (they share one
+    cache folder, whose ref would flip between the two)."""
     seen: dict[tuple[str, str], dict[str, str]] = {}
     for image in images:
         for item in load_spec(image, images_dir).hf:
