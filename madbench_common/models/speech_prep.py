@@ -39,7 +39,9 @@ _SILENCE_DB = -40.0
 
 
 class GenerationFailed(RuntimeError):
-    """One component could not be generated; ``why`` is a short machine-readable code.
+    """One component could not be generated; ``why`` is a short machine-readable code
+    (``empty_text``, ``unsupported_characters``, ``reference_too_short``,
+    ``source_too_short``, ``out_of_memory``, ``empty_output``).
 
     It subclasses ``RuntimeError`` so that the generator stages record it as a
     ``generation_failed`` row (detail ``GenerationFailed: <why>: <detail>``) and go on:
@@ -64,7 +66,10 @@ class GenerationFailed(RuntimeError):
 
 @dataclass(frozen=True)
 class GenerationReport:
-    """What one generator call did to reach the requested duration."""
+    """What one generator call did to reach the requested duration: how long the model's
+    speech was, the time-stretch factor applied (the "length correction"), which duration
+    control was used (the model's own, or none, so only the time-stretch), and the sampler
+    settings."""
 
     model_rate: Hertz
     """The model's native output rate (before resampling to the pipeline's)."""
