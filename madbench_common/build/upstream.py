@@ -1,7 +1,8 @@
 """Upstream sources at pinned commits, unpacked for image builds and verified by content.
 
 An image's ``upstream_src`` (``images/<slug>/image.yaml``) names a GitHub repository, a
-40-hex commit and a ``tree_sha256``. :func:`fetch_upstream` unpacks that commit into
+40-hex commit and a ``tree_sha256``.
+:func:`~madbench_common.build.images.fetch_upstream` unpacks that commit into
 ``images/<slug>/.upstream/<dest>`` (git-ignored) from a local git mirror or GitHub's archive
 (:func:`_files`). Neither is trusted (GitHub's tarballs are not byte-stable; a mirror may be
 a partial clone): the *extracted tree* is checked (:func:`tree_sha256`), and files an image
