@@ -1,21 +1,11 @@
 """Generate every ``images/<slug>/Dockerfile`` from its ``image.yaml`` through one template.
 
-``images/Dockerfile.j2`` is the only Dockerfile anyone writes. What really differs per
-image is data in ``image.yaml`` (``kind``, ``description``, ``licenses``, ``apt``,
-``sdists``, ``upstream_src``) or, for anything else, an optional fragment
-``images/<slug>/Dockerfile.extra`` that the template places after the image's packages and
-upstream sources, before madbench_common, and ``images/<slug>/Dockerfile.post`` for steps
-that run madbench_common itself (placed after it). ``make dockerfiles`` (``python -m
-madbench_common.build.images render``) writes them; ``--check`` writes nothing and lists the
-stale ones, and a test fails on a stale Dockerfile, as for ``workflows/*.yaml``. The
-same command writes the image table of ``images/README.md`` (between its ``BEGIN``/``END``
-markers) from the same ``image.yaml`` files, so no image lacks its row.
-
-The conventions the template carries (``tests/build/test_images.py`` and hadolint check them):
-``FROM`` an ARG (a registry base elsewhere, the debootstrap base here); the lock
-installed ``--require-hashes --no-deps``; pip reaching PyPI only through the build secret
-``hostca``; no compilers in the final stage; madbench_common last in every runnable image;
-the image ending as uid 10001; OCI labels.
+``images/Dockerfile.j2`` is the only Dockerfile anyone writes (:func:`render`). ``make
+dockerfiles`` (``python -m madbench_common.build.images render``) writes them; ``--check``
+writes nothing and lists the stale ones, and a test fails on a stale Dockerfile, as for
+``workflows/*.yaml``. The same command writes the image table of ``images/README.md``
+(between its ``BEGIN``/``END`` markers) from the same ``image.yaml`` files, so no image
+lacks its row.
 """
 
 from __future__ import annotations
@@ -60,7 +50,19 @@ def _own_pip(info: ImageInfo) -> bool:
 
 
 def render(info: ImageInfo, lock_path: Path | None = None) -> str:
-    """The Dockerfile of ``info``."""
+    """The Dockerfile of ``info``.
+
+    What differs per image is data in ``image.yaml`` (``kind``, ``description``,
+    ``licenses``, ``apt``, ``sdists``, ``upstream_src``) or an optional fragment:
+    ``images/<slug>/Dockerfile.extra``, placed after the image's packages and upstream
+    sources, before madbench_common, and ``images/<slug>/Dockerfile.post`` for steps that
+    run madbench_common itself (placed after it). The template's conventions
+    (``tests/build/test_images.py`` and hadolint check them): ``FROM`` an ARG (a registry
+    base elsewhere, the debootstrap base here); the lock installed ``--require-hashes
+    --no-deps``; pip reaching PyPI only through the build secret ``hostca``; no compilers
+    in the final stage; madbench_common last in every runnable image; the image ending as
+    uid 10001; OCI labels.
+    """
     import jinja2
 
     env = jinja2.Environment(loader=jinja2.FileSystemLoader(str(TEMPLATE.parent)),
