@@ -47,7 +47,11 @@ _REQUIRED: Any = _Required()
 
 @dataclass_transform(kw_only_default=True, frozen_default=True)
 def row(cls: type[_T]) -> type[_T]:
-    """``@dataclass(frozen=True, kw_only=True)``, emulated on Python 3.9."""
+    """``@dataclass(frozen=True, kw_only=True)``, emulated on Python 3.9.
+
+    On 3.9, fields without a default get a sentinel default (so a subclass may add
+    required fields after the base's defaulted ones), ``__init__`` takes keywords only, and
+    a missing required field raises ``TypeError`` as on 3.10."""
     if sys.version_info >= (3, 10):
         return dataclasses.dataclass(frozen=True, kw_only=True)(cls)
     for name in vars(cls).get("__annotations__", {}):
