@@ -1,19 +1,19 @@
 #!/usr/bin/env bash
 # make adapter-test IMAGE=<slug>: build .venvs/<slug> with uv from the image's whole locked
-# set (its own lock on its torch base's and Python base's: `python -m madbench_common.build.images
+# set (its own lock on its torch base's and Python base's: `python -m madbench_common.imagefactory.images
 # effective-lock <slug>`; PyPI's torch wheels are CUDA builds that also run on the CPU) and
 # run that family's adapter tests there, offline, on tiny random models of the real
 # architectures. The venv is rebuilt only when that set changes. Exit status is pytest's.
 # Where the image's Python is not on this machine (3.9 here), the same script runs inside
-# the image's base (localhost/madbench/base-py39, `make base-images`): madbench_common.build.adaptertest.
+# the image's base (localhost/madbench/base-py39, `make base-images`): madbench_common.imagefactory.adaptertest.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 slug=${1:?usage: adapter-test.sh <image slug>}
 PY=${PY:-.venv/bin/python}
 UV=${UV:-$(command -v uv || echo "$(dirname "$PY")/uv")}
 lock=images/$slug/requirements.lock
-python=$("$PY" -m madbench_common.build.images show "$slug" | sed -n 's/^python=\([^ ]*\).*/\1/p')
-tests=$("$PY" -m madbench_common.build.images tests "$slug")
+python=$("$PY" -m madbench_common.imagefactory.images show "$slug" | sed -n 's/^python=\([^ ]*\).*/\1/p')
+tests=$("$PY" -m madbench_common.imagefactory.images tests "$slug")
 [[ -n $tests ]] || { echo "error: images/$slug/image.yaml lists no adapter_tests" >&2; exit 2; }
 [[ -f $lock ]] || { echo "error: $lock missing; run: make lock IMAGE=$slug" >&2; exit 2; }
 interp=$(command -v "python$python" || true)
@@ -21,12 +21,12 @@ interp=$(command -v "python$python" || true)
 [[ -z $interp ]] || "$interp" -c 'import sys' 2>/dev/null || interp=
 if [[ -z $interp ]]; then
   [[ -z ${MADBENCH_IN_BASE:-} ]] || { echo "error: python$python is missing in the base image" >&2; exit 2; }
-  exec "$PY" -m madbench_common.build.adaptertest "$slug"
+  exec "$PY" -m madbench_common.imagefactory.adaptertest "$slug"
 fi
 
 venv=.venvs/$slug
 locked=$(mktemp --suffix=.txt); trap 'rm -f "$locked"' EXIT
-"$PY" -m madbench_common.build.images effective-lock "$slug" > "$locked"
+"$PY" -m madbench_common.imagefactory.images effective-lock "$slug" > "$locked"
 want=$(sha256sum "$locked" | cut -d' ' -f1)
 if [[ ! -x $venv/bin/python || "$(cat "$venv/.lock-sha256" 2>/dev/null)" != "$want" ]]; then
   rm -rf "$venv"
@@ -38,13 +38,13 @@ if [[ ! -x $venv/bin/python || "$(cat "$venv/.lock-sha256" 2>/dev/null)" != "$wa
 fi
 
 pypath=$PWD
-srcs=$("$PY" -m madbench_common.build.images upstream "$slug")
+srcs=$("$PY" -m madbench_common.imagefactory.images upstream "$slug")
 while IFS= read -r src; do
   [[ -n $src ]] || continue
   mode=$("$PY" - "$slug" "$src" <<'PYEOF'
 import sys
 from pathlib import Path
-from madbench_common.build.images import load_image
+from madbench_common.imagefactory.images import load_image
 info = load_image(sys.argv[1])
 print(next(s.install for s in info.upstream_src if Path(sys.argv[2]).name == s.dest))
 PYEOF

@@ -9,18 +9,18 @@ PY ?= .venv/bin/python
 ## before the first marker, a resume with another worker count, a damaged merged manifest, an
 ## edited sources file, a full disk (RLIMIT_FSIZE), a runner killed alone.
 faults: setup
-	$(PY) bench/bench_faults.py
+	$(PY) perf/bench_faults.py
 
 ## scale: the runner and stores at the paper's scale with synthetic stages; .bench/scale.json
 scale: setup
-	$(PY) bench/bench_scale.py
+	$(PY) perf/bench_scale.py
 
 ## sbom [IMAGE=<slug>]: CycloneDX SBOMs of the image locks, recorded in images/images.lock.yaml
 sbom: setup
-	$(PY) -m madbench_common.build.sbom $(IMAGE)
+	$(PY) -m madbench_common.imagefactory.sbom $(IMAGE)
 
 ## measure-memory: the demo with every shard in a fresh process (as pods run), then its
 ## per-stage peak RSS into madbench_common/data/throughput.csv (other columns kept) and the
 ## workflows re-rendered (their memory requests derive from it); .bench/memory.json
 measure-memory: setup
-	$(PY) bench/bench_memory.py
+	$(PY) perf/bench_memory.py

@@ -23,23 +23,23 @@ IMAGE_PY = PYTHONPATH=$(CURDIR) $(PY)
 
 ## dockerfiles: images/<slug>/Dockerfile from images/Dockerfile.j2 and image.yaml (CHECK=1: verify)
 dockerfiles: setup
-	$(IMAGE_PY) -m madbench_common.build.images render $(if $(CHECK),--check)
+	$(IMAGE_PY) -m madbench_common.imagefactory.images render $(if $(CHECK),--check)
 
 ## lock IMAGE=<slug>: re-resolve images/<slug>/requirements.lock (uv, hashes, the image's python)
 ## on top of its parents' locks (lock a torch base before its images: make lock-all does all)
 lock: setup
 	@test -n "$(IMAGE)" || { echo "usage: make lock IMAGE=<slug>" >&2; exit 2; }
-	$(IMAGE_PY) -m madbench_common.build.images lock $(IMAGE) --uv $(abspath $(BIN))/uv
+	$(IMAGE_PY) -m madbench_common.imagefactory.images lock $(IMAGE) --uv $(abspath $(BIN))/uv
 
 ## lock-all: every lock, parents first
 lock-all: setup
-	@set -e; for s in $$($(IMAGE_PY) -m madbench_common.build.images list --all); do \
-	  $(IMAGE_PY) -m madbench_common.build.images lock $$s --uv $(abspath $(BIN))/uv; done
+	@set -e; for s in $$($(IMAGE_PY) -m madbench_common.imagefactory.images list --all); do \
+	  $(IMAGE_PY) -m madbench_common.imagefactory.images lock $$s --uv $(abspath $(BIN))/uv; done
 
 ## check-locks: fail when a requirements.lock is older than its inputs or its parents' locks (offline)
 check-locks: setup
-	@set -e; for s in $$($(IMAGE_PY) -m madbench_common.build.images list --all); do \
-	  $(IMAGE_PY) -m madbench_common.build.images check-lock $$s; done
+	@set -e; for s in $$($(IMAGE_PY) -m madbench_common.imagefactory.images list --all); do \
+	  $(IMAGE_PY) -m madbench_common.imagefactory.images check-lock $$s; done
 
 ## adapter-test IMAGE=<slug>: .venvs/<slug> from the image's lock; run its tiny-model adapter tests
 adapter-test: setup
@@ -61,16 +61,16 @@ image-tools:
 
 ## base-images: the Python bases images/base-py311 and images/base-py39
 base-images: setup image-tools
-	$(IMAGE_PY) -m madbench_common.build.imagebuild bases --python-source $(PYTHON_SOURCE)
+	$(IMAGE_PY) -m madbench_common.imagefactory.imagebuild bases --python-source $(PYTHON_SOURCE)
 
 ## image IMAGE=<slug>: build one image (serialised machine-wide; see images/README.md)
 image: setup image-tools
 	@test -n "$(IMAGE)" || { echo "usage: make image IMAGE=<slug>" >&2; exit 2; }
-	$(IMAGE_PY) -m madbench_common.build.imagebuild image $(IMAGE) --python-source $(PYTHON_SOURCE)
+	$(IMAGE_PY) -m madbench_common.imagefactory.imagebuild image $(IMAGE) --python-source $(PYTHON_SOURCE)
 
 ## images: every image, each after its parent (python → torch base → model)
 images: base-images
-	$(IMAGE_PY) -m madbench_common.build.imagebuild image $$($(IMAGE_PY) -m madbench_common.build.images list --all)
+	$(IMAGE_PY) -m madbench_common.imagefactory.imagebuild image $$($(IMAGE_PY) -m madbench_common.imagefactory.images list --all)
 
 ## image-test IMAGE=<slug>: run the slug's image_test stage shards inside its built image
 image-test: setup
@@ -81,4 +81,4 @@ image-test: setup
 ## `madbench run --engine` giving the in-process manifests (tens of minutes cold; not in make test)
 test-images: setup image-tools
 	MADBENCH_IMAGE_TEST=1 PYTHONPATH=$(CURDIR) $(BIN)pytest -m image -ra \
-	  tests/build/test_images.py tests/pipeline/test_container_engine.py
+	  tests/imagefactory/test_images.py tests/pipeline/test_container_engine.py

@@ -14,8 +14,8 @@ PUSH_ARGS = $(if $(REGISTRY),--registry $(REGISTRY)) $(if $(INSECURE),--insecure
 ## push IMAGE=<slug> [REGISTRY=host/ns]: push one built image and record its digest
 push: setup
 	@test -n "$(IMAGE)" || { echo "usage: make push IMAGE=<slug> [REGISTRY=host[:port]/namespace]" >&2; exit 2; }
-	PYTHONPATH=$(CURDIR) $(PY) -m madbench_common.build.imagepush push $(IMAGE) $(PUSH_ARGS)
+	PYTHONPATH=$(CURDIR) $(PY) -m madbench_common.imagefactory.imagepush push $(IMAGE) $(PUSH_ARGS)
 
 ## push-all [REGISTRY=host/ns]: push every built image and record the digests
 push-all: setup
-	PYTHONPATH=$(CURDIR) $(PY) -m madbench_common.build.imagepush push --built $(PUSH_ARGS)
+	PYTHONPATH=$(CURDIR) $(PY) -m madbench_common.imagefactory.imagepush push --built $(PUSH_ARGS)

@@ -49,7 +49,7 @@ say "log: $LOG"
 if ! buildah inspect --type image "$BASE" >/dev/null 2>&1; then
   say "making $BASE with debootstrap (once, a few minutes)"
   PYTHONPATH=$ROOT "$PY" -c \
-    "from madbench_common.build.imagebuild import debian_python; debian_python('3.11')" \
+    "from madbench_common.imagefactory.imagebuild import debian_python; debian_python('3.11')" \
     >>"$LOG" 2>&1 || die "could not make $BASE (see $LOG)"
 fi
 

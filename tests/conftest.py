@@ -12,9 +12,9 @@ from pathlib import Path
 
 import pytest
 
-from madbench_common.benchmarks.madbench.eval_models import REFERENCE_MODELS
 from madbench_common.benchmarks.madbench.graph import build_graph
 from madbench_common.core.store import RunStore, open_store
+from madbench_common.models.catalog import demo_params
 from madbench_common.pipeline.local import LocalRunner, RunOptions
 from madbench_common.testing import SeaweedS3, faults
 
@@ -62,7 +62,8 @@ def demo_sources(tmp_path: Path) -> Path:
 # The whole build graph on six demo clips, once per session (tests/pipeline/test_build_e2e.py,
 # tests/benchmarks/madbench/release/test_export_demo.py).
 CLIPS = ("demo_002", "demo_003", "demo_004", "demo_007", "demo_011", "demo_027")
-DEMO_MODELS = [m for m in REFERENCE_MODELS if m != "ref-dnsmos"]
+DEMO_PARAMS = demo_params()
+"""make demo's model lists (the cards: ref-dnsmos is too slow for it)."""
 
 
 @pytest.fixture(scope="session")
@@ -82,14 +83,34 @@ def demo_build(demo_sources_csv: Path) -> RunStore:
                       params={"ingest": {"sources": str(demo_sources_csv)},
                               # the demo's plan (make demo): 6 speech + 8 env per clip
                               "plan_components": {"targets": 1, "mismatch_prompts": 1},
-                              # and its models (make demo leaves out ref-dnsmos: slow)
-                              "features_references": {"models": DEMO_MODELS},
+                              # and its models (make demo's: the cards' demo lists)
+                              **DEMO_PARAMS,
                               # one robustness condition of 14 (the tests here check the
                               # build; tests/benchmarks/madbench/stages/test_perturb_stage.py
                               # checks all 14)
                               "perturb": {"conditions": faults.ONE_CONDITION}})
     LocalRunner(build_graph, opts).execute()
     return RunStore(open_store(opts.store), "b")
+
+
+# ---------------------------------------------------------------- parallel runs
+# `make test` runs two pytest-xdist workers (--dist loadgroup). A test file is one group,
+# so its module fixtures are built once; the files sharing the session's demo build
+# (``demo_build``) are one group too, so that build runs once.
+DEMO_BUILD_GROUP = "demo_build"
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    if not config.pluginmanager.hasplugin("xdist"):
+        return
+    def path(item: pytest.Item) -> str:
+        return item.nodeid.split("::")[0]
+
+    shared = {path(i) for i in items if "demo_build" in getattr(i, "fixturenames", ())}
+    for item in items:
+        if item.get_closest_marker("xdist_group") is None:
+            group = DEMO_BUILD_GROUP if path(item) in shared else path(item)
+            item.add_marker(pytest.mark.xdist_group(group))
 
 
 # ---------------------------------------------------------------- external programs

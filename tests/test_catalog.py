@@ -42,7 +42,7 @@ import yaml
 
 from madbench_common.benchmarks.deaf.graph import build_deaf_graph
 from madbench_common.benchmarks.madbench.graph import build_graph
-from madbench_common.build.images import load_image
+from madbench_common.imagefactory.images import load_image
 from madbench_common.models.registry import REGISTRY, ModelSpec
 from madbench_common.pipeline.graph import Graph
 
@@ -200,7 +200,7 @@ def graph_of(stages: list[str]) -> str | None:
 @cache
 def image_docs() -> dict[str, dict[str, Any]]:
     """Each image.yaml with what it reads from the cards filled in (``models``,
-    ``image_test`` stages and params: :func:`madbench_common.build.images.load_image`)."""
+    ``image_test`` stages and params: :func:`madbench_common.imagefactory.images.load_image`)."""
     out = {}
     for path in sorted(IMAGES.glob("*/image.yaml")):
         doc = yaml.safe_load(path.read_text()) or {}

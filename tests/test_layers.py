@@ -15,7 +15,7 @@ LAYERS = (
     ("core",),  # storage, manifests, errors, types, process utilities
     ("media",),  # audio, video, DSP, muxing, guarded decoding
     ("models",),  # roles, cards, registry, weights, adapters, CPU references, tiny builders
-    ("build",),  # image definitions, locks, builds, pushes, SBOMs, the container engine
+    ("imagefactory",),  # image definitions, locks, builds, pushes, SBOMs, the container engine
     ("pipeline",),  # the generic graph engine: stages, runners, plan, status, Argo rendering
     ("benchmarks.madbench", "benchmarks.deaf"),  # each benchmark's graph, stages, evaluation
     ("cli",),  # the `madbench` command

@@ -5,13 +5,13 @@ from __future__ import annotations
 import functools
 from pathlib import Path
 
-from bench.synthstages import PAPER_SAMPLE_ROWS, paper_counts, synthetic_graph
 from madbench_common.benchmarks.madbench.graph import build_graph
 from madbench_common.core.manifest import read_manifest_bytes
 from madbench_common.core.store import RunStore, open_store
 from madbench_common.pipeline.graph import Graph
 from madbench_common.pipeline.local import LocalRunner, RunOptions
 from madbench_common.pipeline.stage import load_impl, read_marker
+from perf.synthstages import PAPER_SAMPLE_ROWS, paper_counts, synthetic_graph
 
 ROOT = Path(__file__).resolve().parents[1]
 

@@ -4,7 +4,7 @@ Opt-in (``MADBENCH_IMAGE_TEST=1``; marked ``image``). For each stage in graph or
 each shard task and then the merge task of ``smoke.yaml`` is executed as Argo would:
 its container ``args`` with the workflow parameters substituted (two shards for a
 fanned-out stage), its plain ``env``, under the pod policy of
-:mod:`madbench_common.build.containers` (uid 10001, read-only root, no network). The rows
+:mod:`madbench_common.imagefactory.containers` (uid 10001, read-only root, no network). The rows
 must equal those of ``madbench run`` on the same clips (all but the run-relative
 ``*_uri`` columns, whose fingerprint prefix names the image; ``params_hash`` included),
 and a TTS stage without ``flite`` on its PATH must exit 3 with the reason.
@@ -46,9 +46,9 @@ _RUN_ID = "{{=workflow.parameters.run_id == '' ? workflow.name : workflow.parame
 def _image() -> str:
     if os.environ.get("MADBENCH_IMAGE_TEST") != "1":
         pytest.skip("opt-in: set MADBENCH_IMAGE_TEST=1 (runs every smoke stage in the image)")
-    from madbench_common.build.containers import run_engine
-    from madbench_common.build.imagebuild import image_exists, local_ref
     from madbench_common.core.errors import ConfigError
+    from madbench_common.imagefactory.containers import run_engine
+    from madbench_common.imagefactory.imagebuild import image_exists, local_ref
 
     ref = os.environ.get("MADBENCH_SMOKE_IMAGE") or local_ref("reference-cpu")
     try:
@@ -109,7 +109,7 @@ def _rows(store: Path, stage: str) -> list[dict[str, Any]]:
 def _in_image(ref: str, argv: list[str], **kw: Any) -> str:
     """``run_in_image``, retried when the engine itself fails (exit 125: on a shared
     machine another user's ``buildah rm --all`` can remove a working container)."""
-    from madbench_common.build.containers import ContainerFailed, run_in_image
+    from madbench_common.imagefactory.containers import ContainerFailed, run_in_image
 
     for attempt in range(3):
         try:
@@ -134,7 +134,7 @@ def test_every_smoke_stage_runs_in_the_image() -> None:
 
 
 def _run_all(ref: str, work: Path) -> None:
-    from madbench_common.build.containers import ContainerFailed, Mount
+    from madbench_common.imagefactory.containers import ContainerFailed, Mount
     from madbench_common.testing.imagetest import _writable
 
     store, sources = _writable(work / "store"), _sources(work)

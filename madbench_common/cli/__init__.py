@@ -33,10 +33,12 @@ _EXTENSIONS = (
     "madbench_common.cli.eval",
     "madbench_common.cli.export",
     "madbench_common.cli.weights",
+    "madbench_common.cli.data",
     "madbench_common.cli.taxonomy",
     "madbench_common.cli.omni",
     "madbench_common.cli.deaf",
     "madbench_common.cli.scaffold",
+    "madbench_common.cli.catalog",
     "madbench_common.cli.rehearse",
     "madbench_common.cluster.lint",
 )

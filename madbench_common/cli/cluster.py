@@ -20,7 +20,8 @@ PLAN_END = "<!-- end of madbench plan -->"
 def add_commands(sub: argparse._SubParsersAction[Any]) -> None:
     """Register ``render``, ``plan`` and ``exit-summary``."""
     p = sub.add_parser("render", help="compile the pipeline graph to workflows/{full,smoke}.yaml, "
-                                      "the weights workflow to workflows/weights.yaml and "
+                                      "the weights workflow to workflows/weights.yaml, the "
+                                      "data-set workflow to workflows/data.yaml and "
                                       "the DEAF graph to workflows/deaf.yaml")
     p.add_argument("--out", default="workflows", help="output folder (default: workflows)")
     p.add_argument("--lock", default=_LOCK, help=f"images lock file (default: {_LOCK})")
@@ -67,12 +68,14 @@ def _render(args: argparse.Namespace) -> int:
     from madbench_common.benchmarks.deaf.workflow import render_deaf_workflow
     from madbench_common.benchmarks.madbench.graph import build_graph
     from madbench_common.pipeline.argo import ClusterProfile, ImageLock, render_workflows
+    from madbench_common.pipeline.argo_data import render_data_workflow
     from madbench_common.pipeline.argo_weights import render_weights_workflow
 
     lock, profile = ImageLock.load(args.lock), ClusterProfile.load(args.profile)
     lock = lock.with_registry(args.registry)
     changed = render_workflows(build_graph(), lock, profile, args.out, check=args.check)
     changed += render_weights_workflow(lock, profile, args.out, check=args.check)
+    changed += render_data_workflow(lock, profile, args.out, check=args.check)
     changed += render_deaf_workflow(lock, profile, args.out, check=args.check)
     if args.readme:
         changed += render_readme_plan(args.readme, check=args.check)

@@ -18,6 +18,7 @@ from typing import Any
 import yaml
 
 from madbench_common.core.errors import ConfigError
+from madbench_common.models.catalog import stage_name
 
 __all__ = ["add_commands", "scaffold_files", "write_scaffold"]
 
@@ -33,7 +34,7 @@ group: audio_encoder
 in_paper: false
 description: {repo} via transformers AutoModel, mean-pooled last hidden state
 slot:
-  stages: [features_{stage}]
+  stages: [{stage}]
   order: {order}
   modes: [A]
   memory: 16Gi
@@ -204,7 +205,7 @@ def _fields(slug: str, repo: str, paper: str, image: str, root: Path) -> dict[st
     cards = sorted((root / "madbench_common" / "models" / "catalog").glob("*.yaml"))
     orders = [int(((yaml.safe_load(p.read_text()) or {}).get("slot") or {}).get("order", 0))
               for p in cards]
-    return {"slug": slug, "family": family, "stage": slug.replace("-", "_"),
+    return {"slug": slug, "family": family, "stage": stage_name("features", slug),
             "cls": "".join(w.title() for w in family.split("_")) + "Encoder",
             "repo": repo, "paper": paper, "image": image, "order": max(orders, default=0) + 1}
 

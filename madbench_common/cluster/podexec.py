@@ -96,7 +96,7 @@ def main() -> int:
     Move into ``cgroup`` (whose memory limit the caller set; every process of the pod
     inherits it), enter ``netns`` (a private namespace with only loopback: the pod reaches
     what runs there and nothing else), and run the container through
-    :func:`madbench_common.build.containers.run_in_image` under the pod policy, sharing that
+    :func:`madbench_common.imagefactory.containers.run_in_image` under the pod policy, sharing that
     namespace. The container's output goes to this process's stdout and stderr. The result
     file gets the exit code and the peak RSS of the largest process of the pod
     (``RUSAGE_CHILDREN``). SIGTERM (a deadline, or the rehearsal stopping) kills every
@@ -113,8 +113,8 @@ def main() -> int:
             Path(request["cgroup"], "cgroup.procs").write_text(str(os.getpid()))
         if request.get("netns"):
             enter_netns(request["netns"])
-        from madbench_common.build.containers import ContainerFailed, Mount, run_in_image
         from madbench_common.core.errors import MadbenchError
+        from madbench_common.imagefactory.containers import ContainerFailed, Mount, run_in_image
 
         mounts = [Mount(Path(h), t, bool(ro)) for h, t, ro in request.get("mounts", [])]
         try:

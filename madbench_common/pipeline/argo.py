@@ -63,11 +63,13 @@ _DIGEST = re.compile(r"^sha256:[0-9a-f]{64}$")
 _SCRATCH = "/tmp"
 _WEIGHTS = "/weights"
 """Where the weights volume is mounted: madbench_common.models.weights.DEFAULT_ROOT."""
+_DATA = "/data"
+"""Where the data volume is mounted: madbench_common.pipeline.paper_data.DATA_ROOT."""
 _UID = 10001
 _BACKOFF_SECONDS = 30
 _MEMORY_HEADROOM, _MEMORY_STEP_MI, _MEMORY_FLOOR_MI = 1.5, 256, 512
 MERGE_MEMORY = "1Gi"
-"""Merge pods' memory (see ``bench/bench_scale.py``: the largest merge at the paper's
+"""Merge pods' memory (see ``perf/bench_scale.py``: the largest merge at the paper's
 scale, 49,608 sample rows, peaks well below it)."""
 SHARD_TIMEOUT_SHARE = 0.5
 """A shard's planned time at the paper's scale stays under this share of its timeout."""
@@ -98,13 +100,16 @@ class Variant:
     planned: bool = True
     """Full-run shard counts are raised by ``madbench plan`` at the paper's scale (a
     MADBench estimate; a graph it does not describe keeps its stages' own counts)."""
+    data: bool = False
+    """Stage pods mount the data volume (the paper's data sets, filled by
+    ``workflows/data.yaml``) read-only at ``/data``."""
 
 
 VARIANTS = {
     "full": Variant("full", False, "MADBench build-then-evaluate graph on its model images"),
     "smoke": Variant("smoke", True, "the same graph on CPU reference images (no GPU needed)"),
     "deaf": Variant("deaf", False, "DEAF acoustic-faithfulness benchmark on the paper's models",
-                    command=("deaf",), sources=False, planned=False),
+                    command=("deaf",), sources=False, planned=False, data=True),
 }
 
 
@@ -118,6 +123,9 @@ class ClusterProfile:
     priority_class: str = "madbench-batch"
     s3_secret: str = "madbench-s3"
     weights_claim: str = "madbench-weights"
+    data_claim: str = "madbench-data"
+    """The volume of the paper's data sets (DEMAND, EMIS): filled by ``workflows/data.yaml``,
+    mounted read-only at ``/data`` where a workflow's variant reads them (``deaf.yaml``)."""
     api_secret: str = "madbench-api-keys"
     """The Secret holding hosted-API keys (one key per variable in ``Stage.secrets``)."""
     gpu_memory_label: str = "nvidia.com/gpu.memory"
@@ -129,7 +137,7 @@ class ClusterProfile:
     def load(cls, path: str | Path) -> ClusterProfile:
         raw = yaml.safe_load(Path(path).read_text()) or {}
         keys = {"gpuNodeSelector", "gpuTolerations", "serviceAccount", "priorityClass",
-                "s3Secret", "weightsClaim", "apiSecret", "gpuMemoryLabel"}
+                "s3Secret", "weightsClaim", "dataClaim", "apiSecret", "gpuMemoryLabel"}
         if unknown := set(raw) - keys:
             raise ConfigError(f"{path}: unknown cluster profile keys {sorted(unknown)}")
         return cls(
@@ -139,6 +147,7 @@ class ClusterProfile:
             priority_class=raw.get("priorityClass", cls.priority_class),
             s3_secret=raw.get("s3Secret", cls.s3_secret),
             weights_claim=raw.get("weightsClaim", cls.weights_claim),
+            data_claim=raw.get("dataClaim", cls.data_claim),
             api_secret=raw.get("apiSecret", cls.api_secret),
             gpu_memory_label=raw.get("gpuMemoryLabel", cls.gpu_memory_label),
         )
@@ -181,7 +190,7 @@ class ImageLock:
             raise ConfigError(
                 f"image {slug!r} is not in the images lock; add it to images/images.lock.yaml"
             ) from None
-        from madbench_common.build.imagepush import registry_ref
+        from madbench_common.imagefactory.imagepush import registry_ref
 
         digest, ref = entry.get("digest"), registry_ref(str(entry["ref"]), self.registry)
         if digest is None:
@@ -305,6 +314,8 @@ def _mounts(variant: Variant) -> list[m.VolumeMount]:
     mounts = [m.VolumeMount(name="scratch", mount_path=_SCRATCH)]
     if not variant.cpu_only:
         mounts.append(m.VolumeMount(name="weights", mount_path=_WEIGHTS, read_only=True))
+        if variant.data:
+            mounts.append(m.VolumeMount(name="data", mount_path=_DATA, read_only=True))
     return mounts
 
 
@@ -488,7 +499,7 @@ def _wiring(stage: Stage, graph: Graph, depends: bool) -> dict[str, Any]:
     """``dependencies`` on every input's merge, or, in a DAG where any stage has an optional
     input (``depends``), the same as a ``depends`` expression: Argo refuses a DAG template
     that mixes the two fields (validateDAG, workflow/validate/validate.go:1393-1395 at
-    v3.7.18; :mod:`madbench_common.cluster.argo_rules`). A bare task name in ``depends``
+    v3.7.18; :mod:`madbench_common.pipeline.argo_rules`). A bare task name in ``depends``
     means what ``dependencies`` does: Succeeded, Skipped or Daemoned."""
     merges = {d: f"{task_name(graph[d])}-merge" for d in stage.inputs}
     if not merges:
@@ -562,6 +573,10 @@ def _volumes(variant: Variant, profile: ClusterProfile) -> list[m.Volume]:
         claim = m.PersistentVolumeClaimVolumeSource(claim_name=profile.weights_claim,
                                                     read_only=True)
         volumes.append(m.Volume(name="weights", persistent_volume_claim=claim))
+        if variant.data:
+            data = m.PersistentVolumeClaimVolumeSource(claim_name=profile.data_claim,
+                                                       read_only=True)
+            volumes.append(m.Volume(name="data", persistent_volume_claim=data))
     return volumes
 
 

@@ -67,7 +67,7 @@ def _fetch_template() -> m.Template:
         ),
         active_deadline_seconds=m.IntOrString(str(6 * 3600)),
         # waits of 1, 2 and 4 minutes; no backoff.cap: it needs Argo v3.7 (the workflows
-        # support v3.5, madbench_common.cluster.argo_rules.VERSION_GATES) and 3 retries
+        # support v3.5, madbench_common.pipeline.argo_rules.VERSION_GATES) and 3 retries
         # never reach one
         retry_strategy=m.RetryStrategy(
             limit=m.IntOrString("3"), retry_policy="Always",

@@ -19,8 +19,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from madbench_common.build.containers import USER, Mount, run_engine, run_in_image
 from madbench_common.core.errors import ConfigError
+from madbench_common.imagefactory.containers import USER, Mount, run_engine, run_in_image
 from madbench_common.pipeline.graph import Stage
 from madbench_common.pipeline.stage import ShardResult
 
@@ -56,7 +56,7 @@ def read_only_mounts(paths: Iterable[str | Path]) -> list[Mount]:
 class ContainerEngine:
     """Runs stage shards and merges in images; what :class:`LocalRunner` delegates to.
 
-    Containers follow the pod policy of :mod:`madbench_common.build.containers` with: the
+    Containers follow the pod policy of :mod:`madbench_common.imagefactory.containers` with: the
     store mounted read-write at its own path (a ``file://`` or plain path store; an
     ``s3://`` store is reached over the network with the caller's ``AWS_*`` variables, the
     one case that gets a network); the sources (the CSV's folder and every folder its rows
@@ -92,8 +92,8 @@ class ContainerEngine:
         """The local image a stage runs in (checked to exist), by an immutable name: the
         tag pinned to the image's manifest digest (its id with docker), so a rebuilt image
         gives the stage another fingerprint."""
-        from madbench_common.build.imagebuild import image_exists, local_ref
-        from madbench_common.build.imagepush import local_image_digest
+        from madbench_common.imagefactory.imagebuild import image_exists, local_ref
+        from madbench_common.imagefactory.imagepush import local_image_digest
 
         wanted = self.image or stage.image
         ref = wanted if ("/" in wanted or ":" in wanted) else local_ref(wanted)

@@ -1,8 +1,8 @@
 """GPU memory and GPU-seconds per item of every model stage, for ``madbench plan``.
 
-Figures come from each model's catalog card (``models/catalog/<slug>.yaml``, ``gpu:``,
-applied to its slot's stages) and, for the stages that run several models at once (the QC
-stages), from ``madbench_common/data/gpu_models.csv`` (``stages`` names them). A row is
+Figures come from the catalog cards (``models/catalog/<slug>.yaml``, ``gpu:``: each block
+applies to its slot's stages, or to the stages it names; a stage that runs several models
+at once, a QC stage, has its figures on one of their cards). A row is
 ``measured`` (``gpu_mem_gb`` and ``gpu_s_per_item`` filled from a GPU run) or
 ``estimated`` from the model's size and sampling steps on the reference GPU below:
 
@@ -25,7 +25,6 @@ from __future__ import annotations
 import csv
 import io
 from dataclasses import dataclass
-from importlib import resources
 from pathlib import Path
 
 from madbench_common.core.errors import ConfigError
@@ -107,29 +106,27 @@ def _row(raw: dict[str, str], where: str) -> GpuModel:
 
 
 def _card_rows() -> list[tuple[dict[str, str], str]]:
-    """The GPU figures of every catalog card that has them, as table rows of its slot's
-    stages (``models/catalog/<slug>.yaml``, ``gpu:``)."""
+    """The GPU figures of every catalog card that has them, one table row per ``gpu`` block
+    (``models/catalog/<slug>.yaml``)."""
     from madbench_common.models.catalog import cards
 
     rows = []
     for card in cards().values():
-        if card.gpu and card.slot:
-            raw = {k: "" if v is None else str(v) for k, v in card.gpu.items()}
+        for block in card.gpu:
+            raw = {k: "" if v is None else str(v) for k, v in block.items() if k != "stages"}
             raw.setdefault("gpu_mem_gb", "")
             raw.setdefault("gpu_s_per_item", "")
-            raw["stages"] = ";".join(card.slot.stages)
+            raw["stages"] = ";".join(block["stages"])
             rows.append((raw, f"madbench_common/models/catalog/{card.slug}.yaml"))
     return rows
 
 
 def load_gpu_models(path: str | Path | None = None) -> dict[str, GpuModel]:
-    """stage name → the GPU row of the model that runs in it: the catalog cards' ``gpu``
-    figures plus the packaged table's rows for stages that run several models (the QC
-    stages); with ``path``, that table alone."""
+    """stage name → the GPU row of the model (or the models) that runs in it: the catalog
+    cards' ``gpu`` figures; with ``path``, a CSV table of the same columns plus ``stages``
+    (``;``-separated) alone."""
     if path is None:
-        text = resources.files("madbench_common").joinpath("data/gpu_models.csv").read_text()
-        where = "madbench_common/data/gpu_models.csv"
-        rows = [(raw, where) for raw in csv.DictReader(io.StringIO(text))] + _card_rows()
+        rows = _card_rows()
     else:
         text, where = Path(path).read_text(), str(path)
         rows = [(raw, where) for raw in csv.DictReader(io.StringIO(text))]

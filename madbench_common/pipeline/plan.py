@@ -3,8 +3,7 @@
 Estimates come from the committed throughput table ``madbench_common/data/throughput.csv``
 (seconds and bytes per item, with the basis and source of every figure). Stages with
 no row are listed as unknown and left out of the totals, never guessed. GPU memory and
-GPU-seconds per item of every model stage come from the models' catalog cards and, for
-the QC stages, ``madbench_common/data/gpu_models.csv``
+GPU-seconds per item of every model stage come from the models' catalog cards
 (:mod:`madbench_common.pipeline.gpuplan`): estimated from model size and sampling steps,
 with the source of each figure, until a GPU run measures them. GPU-hours of a stage that requests
 a GPU use its throughput row when that was measured on a GPU, else the GPU estimate.
@@ -241,7 +240,7 @@ def image_pull_line(graph: Graph, lock_path: Path | None = None) -> str:
     """What a node that runs every stage of ``graph`` pulls: the unique layers of the
     stages' images (shared bases counted once) against the sum of their sizes, from the
     build records in ``images/images.lock.yaml`` (uncompressed layer sizes)."""
-    from madbench_common.build.imagelock import layer_totals
+    from madbench_common.imagefactory.imagelock import layer_totals
 
     slugs = sorted({s.image for s in graph})
     t = layer_totals(slugs, lock_path)
@@ -264,8 +263,8 @@ def format_plan(plan: Plan) -> str:
                  f"{plan.gpu_hours + plan.cpu_hours:>10.2f}{_size(plan.storage_bytes):>11}")
     lines.append(f"\nGPU-GB, GPU-s/it: the paper's model of each model stage per item on an "
                  f"{REFERENCE_GPU}; `estimated` from its size and sampling steps "
-                 "(each model's catalog card, madbench_common/models/catalog/<slug>.yaml; the QC "
-                 "stages: madbench_common/data/gpu_models.csv) until a GPU run measures it. GPU-h "
+                 "(the catalog cards, madbench_common/models/catalog/<slug>.yaml, gpu:) until a "
+                 "GPU run measures it. GPU-h "
                  "counts the stages that request a GPU; compute-h of those is GPU time.")
     if plan.unknown:
         lines.append("\nnot estimated (no row in the throughput table; storage, and the "

@@ -71,7 +71,7 @@ def gpu_models(stage: Stage, params: dict[str, Any]) -> list[str]:
     registered, not a CPU reference, and carried by an image built for a GPU
     (``gpu: true`` in its ``image.yaml``; an image without one counts as a GPU image).
     A compound stage's models are its slug-valued parameters (``vad``, ``asr``, …)."""
-    from madbench_common.build.images import load_image
+    from madbench_common.imagefactory.images import load_image
 
     merged = stage_params(stage, params)
     named = set(model_slugs(stage, merged)) | {

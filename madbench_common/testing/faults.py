@@ -1,6 +1,6 @@
 """Fault-injection harness for the runner: kill it at random points, compare what reruns give.
 
-Used by ``tests/pipeline/test_faults.py`` (a few seeds) and ``bench/bench_faults.py`` (the
+Used by ``tests/pipeline/test_faults.py`` (a few seeds) and ``perf/bench_faults.py`` (the
 full sweep of ``make bench`` / ``make faults``). Everything runs the real CLI in its own
 process group against a real store (the file system or SeaweedFS), so ``SIGKILL`` takes
 the runner and its workers down mid-write exactly as a preempted node would; a rerun must

@@ -1,6 +1,6 @@
 """``make image-test IMAGE=<slug>``: prove a built image by running stage shards inside it.
 
-From the slug's ``image_test:`` block (:class:`madbench_common.build.images.ImageTest`):
+From the slug's ``image_test:`` block (:class:`madbench_common.imagefactory.images.ImageTest`):
 the stages the tested ones read from run on the host with CPU references, then each tested
 stage runs one shard and its merge inside the image under the pod policy, on tiny random
 weights (:func:`run_image_test`). The outcome is recorded under the slug's
@@ -23,11 +23,11 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
-from madbench_common.build.containers import Mount, run_in_image
-from madbench_common.build.imagebuild import image_exists, local_ref
-from madbench_common.build.imagelock import record_image_test
-from madbench_common.build.images import IMAGES, ImageTest, load_image
 from madbench_common.core.errors import ConfigError, MadbenchError
+from madbench_common.imagefactory.containers import Mount, run_in_image
+from madbench_common.imagefactory.imagebuild import image_exists, local_ref
+from madbench_common.imagefactory.imagelock import record_image_test
+from madbench_common.imagefactory.images import IMAGES, ImageTest, load_image
 from madbench_common.pipeline.graph import Graph
 from madbench_common.testing.faults import demo_sources
 
@@ -160,7 +160,7 @@ def run_image_test(slug: str, keep: bool = False, image: str = "") -> list[Stage
        name the same files.
     2. The stages the tested stages read from run first on the host, in-process, with
        their default CPU reference models (the run id is ``image-test``).
-    3. Inside the image, under the pod policy of :mod:`madbench_common.build.containers`
+    3. Inside the image, under the pod policy of :mod:`madbench_common.imagefactory.containers`
        (uid 10001, read-only root, no network, ``/tmp`` a tmpfs): the ``weights`` callable
        writes its tiny random checkpoint into the weights root (mounted writable for that
        step only); every model the image registers is imported (and instantiated with
@@ -220,7 +220,7 @@ def image_test_params(spec: ImageTest, pipeline: Pipeline, sources: Path
 
 def tested_image(slug: str) -> str:
     """The id of the image the slug's local tag names now."""
-    from madbench_common.build.imagebuild import image_id
+    from madbench_common.imagefactory.imagebuild import image_id
 
     return image_id(local_ref(slug))
 
@@ -319,7 +319,7 @@ def _main(argv: Sequence[str] | None = None) -> int:
 
 
 def _image_code(image: str) -> str | None:
-    from madbench_common.build.codedigest import image_code_digest
+    from madbench_common.imagefactory.codedigest import image_code_digest
 
     try:
         return image_code_digest(image) if image else None

@@ -81,7 +81,7 @@ def test_a_scaffolded_encoder_with_its_own_image_is_checked_and_planned(
     # make dockerfiles (Dockerfile, lock entry); then render --check names the README's
     # plan stale, and render writes it with the new feature stage. `make lock` resolves
     # against PyPI (no network here): enc-tf5's lock stands in (same torch, transformers)
-    done = _run(tree, "-m", "madbench_common.build.images", "render")
+    done = _run(tree, "-m", "madbench_common.imagefactory.images", "render")
     assert done.returncode == 0, done.stdout + done.stderr
     stale = _run(tree, "-m", "madbench_common.cli", "render", "--check")
     assert stale.returncode == 1 and "stale: README.md" in stale.stdout, stale.stdout

@@ -20,12 +20,12 @@ from madbench_common.cluster.argo_local import (
     SecretRef,
     UnsupportedConstruct,
     Workflow,
-    _DagNode,
     evaluate,
     parse_duration,
     parse_quantity,
     substitute,
 )
+from madbench_common.cluster.argo_local.executor import _DagNode
 from madbench_common.core.errors import ConfigError
 from madbench_common.pipeline.argo import RUN_ID, parse_failures
 

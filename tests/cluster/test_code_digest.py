@@ -16,8 +16,8 @@ import pytest
 import tomllib
 import yaml
 
-from madbench_common.build.codedigest import code_digest, package_data_globs
 from madbench_common.cluster.rehearsal.preflight import stale_evidence
+from madbench_common.imagefactory.codedigest import code_digest, package_data_globs
 
 ROOT = Path(__file__).parents[2]
 
@@ -47,7 +47,7 @@ def test_the_digest_covers_code_and_package_data_and_nothing_else(tmp_path: Path
     assert digest == code_digest(root) == code_digest()  # the checkout's, caches aside
     cards = [f for f in files if f.startswith("models/catalog/") and f.endswith(".yaml")]
     assert len(cards) > 50
-    for wanted in ("cluster/rehearsal/run.py", "cluster/argo_local.py", "cluster/lint.py",
+    for wanted in ("cluster/rehearsal/run.py", "cluster/argo_local/executor.py", "cluster/lint.py",
                    "models/data/taxonomy.json", "data/rehearsal.yaml", "py.typed"):
         assert wanted in files, wanted
     assert any(f.startswith("data/noise/") for f in files)

@@ -6,7 +6,7 @@ import importlib
 
 import pytest
 
-from madbench_common.build.images import load_image
+from madbench_common.imagefactory.images import load_image
 from madbench_common.models.registry import REGISTRY
 from madbench_common.models.weights import load_spec
 

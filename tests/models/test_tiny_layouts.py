@@ -27,7 +27,7 @@ from typing import Any
 
 import pytest
 
-from madbench_common.build.images import load_image
+from madbench_common.imagefactory.images import load_image
 from madbench_common.models.weights import (
     TINY_ARCH_FILE,
     TinyLayout,

@@ -31,7 +31,7 @@ SCHEMA = ROOT.parent / "shared" / "schemas" / "argo-workflows.schema.json"
 LOCK = ROOT / "images" / "images.lock.yaml"
 PROFILE = ROOT / "k8s" / "overlays" / "gpu-nodepool" / "cluster-profile.yaml"
 WORKFLOWS = sorted((ROOT / "workflows").glob("*.yaml"))
-PIPELINES = [p for p in WORKFLOWS if p.name != "weights.yaml"]
+PIPELINES = [p for p in WORKFLOWS if p.name not in ("weights.yaml", "data.yaml")]
 _PARAM = re.compile(r"\{\{workflow\.parameters\.([A-Za-z0-9_-]+)\}\}")
 
 

@@ -228,12 +228,13 @@ def test_qwen3_omni_asks_for_an_80gb_class_gpu_and_ram_for_its_load_path() -> No
 
 
 def test_paper_stimuli_parameters() -> None:
-    """EMIS and DEMAND copies by s3:// URI, the ESC emotional-TTS slot, and BSC speech from
-    Microsoft neural TTS (en-US-GuyNeural) with its key from the Secret."""
+    """EMIS and DEMAND from the data volume by default (another copy by parameter), the ESC
+    emotional-TTS slot, and BSC speech from Microsoft neural TTS (en-US-GuyNeural) with its
+    key from the Secret."""
     params = _params()
-    for name in ("deaf_sentences_emis", "esc_tts_a_emis", "esc_tts_b_emis", "esc_tts_c_emis",
-                 "deaf_envlib_demand"):
-        assert params[name] == ""
+    for name in ("deaf_sentences_emis", "esc_tts_a_emis", "esc_tts_b_emis", "esc_tts_c_emis"):
+        assert params[name] == "/data/emis"
+    assert params["deaf_envlib_demand"] == "/data/demand"
     assert params["esc_tts_a_model"] == "ref-deaf-emotion-a"
     assert json.loads(params["esc_tts_a_model_args"]) == {}
     assert params["bsc_speech_model"] == "deaf-azure-tts"
@@ -317,3 +318,45 @@ def test_stage_command_takes_verbatim_params(verb: str) -> None:
                    lambda *a: captured.setdefault("params", a[3]))
         cli_pipeline._context(ns)
     assert captured["params"] == {"repeats": 1, "model": "a=b"}
+
+
+# ------------------------------------------------------------------ the paper's data sets
+
+
+_DATA_STAGES = ("deaf_sentences", "deaf_envlib", "esc_tts_a", "esc_tts_b", "esc_tts_c")
+
+
+def test_full_profile_reads_the_data_volume_and_refuses_stand_ins() -> None:
+    """deaf.yaml's full profile names the data-volume paths that workflows/data.yaml fills
+    (DEMAND for BSC, EMIS for the sentences and the ESC emotional-TTS slot), mounts the
+    volume read-only, and refuses the embedded stand-ins (-p <stage>_stand_ins=allow opts in)."""
+    from madbench_common.pipeline.paper_data import DATA_PATHS, DATA_ROOT
+
+    params, profile = _params(), ClusterProfile.load(PROFILE)
+    assert DATA_PATHS == {"demand": "/data/demand", "emis": "/data/emis"}
+    full = build_deaf_graph().profiled("full")
+    assert full["deaf_envlib"].params["demand"] == DATA_PATHS["demand"]
+    for stage in ("deaf_sentences", "esc_tts_a", "esc_tts_b", "esc_tts_c"):
+        assert full[stage].params["emis"] == DATA_PATHS["emis"]
+    for stage in _DATA_STAGES:
+        assert params[f"{stage}_stand_ins"] == "refuse"
+        for verb in ("shard", "merge"):
+            tpl = _templates()[f"{stage.replace('_', '-')}-{verb}"]
+            assert f"stand_ins={{{{workflow.parameters.{stage}_stand_ins}}}}" in \
+                tpl["container"]["args"]
+            mounts = {m["name"]: m for m in tpl["container"]["volumeMounts"]}
+            assert mounts["data"] == {"mountPath": DATA_ROOT, "name": "data", "readOnly": True}
+    volumes = {v["name"]: v for v in _doc()["spec"]["volumes"]}
+    assert volumes["data"]["persistentVolumeClaim"] == {"claimName": profile.data_claim,
+                                                        "readOnly": True}
+    # the embedded (local/demo) profile keeps the stand-ins as its default
+    embedded = build_deaf_graph()
+    for stage in _DATA_STAGES:
+        assert not embedded[stage].params.get("emis") and not embedded[stage].params.get("demand")
+        assert "stand_ins" not in embedded[stage].params
+
+
+def test_madbench_workflows_do_not_mount_the_data_volume() -> None:
+    for name in ("full.yaml", "smoke.yaml", "weights.yaml"):
+        doc = load_yaml(ROOT / "workflows" / name)
+        assert "data" not in {v["name"] for v in doc["spec"]["volumes"]}, name

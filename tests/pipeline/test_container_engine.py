@@ -17,11 +17,11 @@ import pytest
 
 from madbench_common import cli
 from madbench_common.benchmarks.madbench.graph import build_graph
-from madbench_common.build import containers
-from madbench_common.build.containers import Mount, _buildah_script, _oci_cmd, _Policy
 from madbench_common.core.errors import ConfigError
 from madbench_common.core.manifest import read_manifest_bytes
 from madbench_common.core.store import RunStore, open_store
+from madbench_common.imagefactory import containers
+from madbench_common.imagefactory.containers import Mount, _buildah_script, _oci_cmd, _Policy
 from madbench_common.pipeline.container import ContainerEngine, _outermost, read_only_mounts
 from madbench_common.pipeline.local import LocalRunner, RunOptions
 from madbench_common.pipeline.stage import load_impl, read_marker
@@ -68,7 +68,7 @@ def test_oci_run_follows_the_pod_policy() -> None:
 def test_nested_mounts_come_after_their_parents(monkeypatch: pytest.MonkeyPatch) -> None:
     import subprocess
 
-    from madbench_common.build import containers
+    from madbench_common.imagefactory import containers
 
     seen: list[list[str]] = []
     monkeypatch.setattr(containers, "run_engine", lambda _e=None: "docker")
@@ -129,7 +129,7 @@ def _normalised_rows(store: str, run_id: str) -> dict[str, list[dict[str, Any]]]
 def test_engine_run_gives_the_same_manifests(demo_sources: Path, tmp_path: Path) -> None:
     if os.environ.get("MADBENCH_IMAGE_TEST") != "1":
         pytest.skip("opt-in: set MADBENCH_IMAGE_TEST=1 (needs the built reference-cpu image)")
-    from madbench_common.build.imagebuild import image_exists, local_ref
+    from madbench_common.imagefactory.imagebuild import image_exists, local_ref
 
     if not image_exists(local_ref("reference-cpu")):
         pytest.fail("reference-cpu is not built: make base-images && make image "

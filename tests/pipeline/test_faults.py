@@ -3,7 +3,7 @@
 throttling, damage (an artifact, a merged manifest), a second runner, an edited sources
 file, a full disk (no mount: RLIMIT_FSIZE), and a runner killed alone (its workers and
 decoders must not outlive it). The full sweep (≥ 10 seeds per store) is
-``bench/bench_faults.py`` (``make faults``, part of ``make bench``); here, a few seeds."""
+``perf/bench_faults.py`` (``make faults``, part of ``make bench``); here, a few seeds."""
 
 from __future__ import annotations
 

@@ -115,7 +115,7 @@ def test_every_model_stage_has_gpu_figures_and_no_question_marks() -> None:
 def _check_gpu_figures(plan: Plan) -> None:
     for s in plan.stages:
         if s.stage.model:
-            assert s.gpu is not None, f"{s.stage.name}: no row in gpu_models.csv"
+            assert s.gpu is not None, f"{s.stage.name}: no gpu figures on its cards"
             assert s.gpu.memory_gb > 1.5 and s.gpu.seconds_per_item > 0.5
             assert s.gpu.status in {"estimated", "measured"} and s.gpu.source.strip()
         if s.stage.gpu:

@@ -20,14 +20,26 @@ failed stage instead (rerun it, or ``--models`` without that model, to finish).
 SIC voices (``sic_tts``'s ``voices``: profile → ElevenLabs voice id) are the workflow
 parameter ``sic_tts_voices`` (JSON), by default :data:`~.design.ELEVENLABS_VOICES`.
 
-The paper's stimuli on a cluster (§2.1, Appendix A.2): ``deaf_sentences_emis`` and
-``esc_tts_{a,b,c}_emis`` (one ``s3://`` EMIS copy: its sentences and its three TTS
-systems' clips), ``deaf_envlib_demand`` (an ``s3://`` DEMAND copy), and BSC speech from
-Microsoft neural TTS (``bsc_speech``: ``deaf-azure-tts``, en-US-GuyNeural, key
-``AZURE_SPEECH_KEY``, region in ``bsc_speech_model_args``). Each ESC setting is also a
-model slot: ``esc_tts_<s>_model``/``_image``/``_model_args`` take any registered
-``emotional_tts`` model (``synthesise(text, emotion, sample_rate, seed)``) in place of
-the CPU reference when no EMIS copy is given.
+The paper's stimuli on a cluster (§2.1, Appendix A.2): the ``full`` profile reads EMIS
+(its sentences and its three TTS systems' clips: ``deaf_sentences`` and ``esc_tts_{a,b,c}``,
+the ESC emotional-TTS slot) from ``/data/emis`` and DEMAND (``deaf_envlib``) from
+``/data/demand``, on the ``madbench-data`` volume that ``workflows/data.yaml`` fills
+(:mod:`madbench_common.pipeline.paper_data`); the workflow parameters
+``deaf_sentences_emis``, ``esc_tts_<s>_emis`` and ``deaf_envlib_demand`` take another
+folder or an ``s3://`` copy. BSC speech comes from Microsoft neural TTS (``bsc_speech``:
+``deaf-azure-tts``, en-US-GuyNeural, key ``AZURE_SPEECH_KEY``, region in
+``bsc_speech_model_args``). Each ESC setting is also a model slot:
+``esc_tts_<s>_model``/``_image``/``_model_args`` take any registered ``emotional_tts``
+model (``synthesise(text, emotion, sample_rate, seed)``) in place of EMIS's clips when
+``esc_tts_<s>_emis`` is empty.
+
+Stand-ins: the embedded profile (``madbench deaf run``, the demo) falls back to the CPU
+references (committed ESC sentences, the WORLD-prosody emotional TTS, the Debian
+background library ``madbench_common/data/deaf_envlib``), each labelled a stand-in in the
+rows and the report. The ``full`` profile sets ``stand_ins=refuse`` on the data stages: a
+stage that would fall back to one fails its preflight instead (exit 3, naming what is
+missing and ``workflows/data.yaml``); ``-p <stage>_stand_ins=allow`` opts back in (the
+rehearsal does, having no data volume).
 
 Answer stages: the paper's seven models by default (§3.1), or any list of
 :data:`PAPER_MODELS` names and ``name=slug`` pairs naming any registered ``OmniModel``
@@ -47,7 +59,9 @@ from madbench_common.benchmarks.deaf.judge import (
     R1_MODEL,
 )
 from madbench_common.core.errors import ConfigError
+from madbench_common.models.catalog import model_cards, model_name, stage_card
 from madbench_common.pipeline.graph import Graph, Stage
+from madbench_common.pipeline.paper_data import DATA_PATHS
 
 __all__ = ["CLIP_STAGES", "PAPER_MODELS", "AnswerModel", "build_deaf_graph", "resolve_models"]
 
@@ -71,16 +85,16 @@ class AnswerModel:
 
     @property
     def stage(self) -> str:
+        """``answer_<name>``: for a card's model, the catalog's per-model stage
+        (:func:`~madbench_common.models.catalog.stage_name`)."""
         return f"answer_{self.name}"
 
 
 def _from_cards() -> tuple[AnswerModel, ...]:
     """Every catalog card with an ``answer_<name>`` slot, in the paper's order."""
-    from madbench_common.models.catalog import slot_cards
-
-    return tuple(AnswerModel(stage.removeprefix("answer_"), c.slug, c.image, c.slot.gpu,
+    return tuple(AnswerModel(model_name("answer", c.slug), c.slug, c.image, c.slot.gpu,
                              c.slot.secrets, c.slot.memory or "48Gi", c.slot.gpu_memory_gib)
-                 for c in slot_cards("answer_") if c.slot for stage in c.slot.stages)
+                 for c in model_cards("answer") if c.slot)
 
 
 PAPER_MODELS = _from_cards()
@@ -123,28 +137,41 @@ def resolve_models(names: Sequence[str]) -> list[AnswerModel]:
     return out
 
 
+def _default(stage: str) -> str:
+    """The stage's default model: the reference card whose slot names it."""
+    return stage_card(stage, reference=True).slug
+
+
+def _paper(stage: str) -> str:
+    """The stage's ``full`` model: the paper card whose slot names it."""
+    return stage_card(stage, reference=False).slug
+
+
 def _stimulus_stages() -> list[Stage]:
     esc = [Stage(name=f"esc_tts_{s}", role="emotional_tts",
                  target=f"{_PKG}.stages_stimuli:EscStage",
                  inputs=("deaf_sentences",), outputs=("deaf_stimuli",),
-                 model=f"ref-deaf-emotion-{s}", shards=4,
+                 model=_default(f"esc_tts_{s}"), shards=4,
                  params={"setting": s, "emis": "", "model_args": {}},
-                 workflow_params=("emis", "model_args"))
+                 full={"params": {"emis": DATA_PATHS["emis"], "stand_ins": "refuse"}},
+                 workflow_params=("emis", "model_args", "stand_ins"))
            for s in "abc"]
     return [
         Stage(name="deaf_sentences", role="core", target=f"{_PKG}.stages_stimuli:SentencesStage",
               outputs=("deaf_sentences",), timeout=600,
               params={"sentences": "", "emis": "", "per_stratum": 0},
-              workflow_params=("emis",)),
+              full={"params": {"emis": DATA_PATHS["emis"], "stand_ins": "refuse"}},
+              workflow_params=("emis", "stand_ins")),
         Stage(name="deaf_envlib", role="core", target=f"{_PKG}.stages_stimuli:EnvLibStage",
               outputs=("deaf_envlib",), timeout=600,
               params={"library": "", "demand": ""},
-              workflow_params=("demand",)),
+              full={"params": {"demand": DATA_PATHS["demand"], "stand_ins": "refuse"}},
+              workflow_params=("demand", "stand_ins")),
         *esc,
         Stage(name="bsc_speech", role="voice_tts", target=f"{_PKG}.stages_stimuli:BscSpeechStage",
-              inputs=("deaf_sentences",), outputs=("deaf_stimuli",), model="ref-deaf-voices",
+              inputs=("deaf_sentences",), outputs=("deaf_stimuli",), model=_default("bsc_speech"),
               shards=2, params={"model_args": {}},
-              full={"model": "deaf-azure-tts",
+              full={"model": _paper("bsc_speech"),
                     "params": {"model_args": {"region": "eastus",
                                               "voices": {"narrator": "en-US-GuyNeural"}}}},
               secrets=("AZURE_SPEECH_KEY",), workflow_params=("model_args",)),
@@ -152,9 +179,9 @@ def _stimulus_stages() -> list[Stage]:
               inputs=("deaf_sentences", "bsc_speech", "deaf_envlib"), outputs=("deaf_stimuli",),
               shards=4, params={"snrs": [-10, -5, 0, 5, 10]}),
         Stage(name="sic_tts", role="voice_tts", target=f"{_PKG}.stages_stimuli:SicStage",
-              inputs=("deaf_sentences",), outputs=("deaf_stimuli",), model="ref-deaf-voices",
+              inputs=("deaf_sentences",), outputs=("deaf_stimuli",), model=_default("sic_tts"),
               shards=2, params={"model_args": {}, "voices": ""},
-              full={"model": "deaf-elevenlabs", "params": {"voices": dict(ELEVENLABS_VOICES)}},
+              full={"model": _paper("sic_tts"), "params": {"voices": dict(ELEVENLABS_VOICES)}},
               secrets=("ELEVENLABS_API_KEY",), workflow_params=("voices",)),
     ]
 

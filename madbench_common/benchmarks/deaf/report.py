@@ -169,7 +169,9 @@ def _counts_table(inp: ReportInputs) -> tuple[list[str], list[list[str]]]:
 
 
 def _env_table(inp: ReportInputs) -> tuple[list[str], list[list[str]]]:
-    rows = [[e.code, e.category, e.name, e.source, e.quality if e.ok else "missing",
+    rows = [[e.code, e.category, e.name,
+             e.source if e.source == "demand" else f"{e.source} (stand-in)",
+             e.quality if e.ok else "missing",
              e.licence, e.attribution[:80]] for e in sorted(inp.envlib, key=lambda e: e.code)]
     return ["code", "category", "environment", "library", "quality", "licence", "credit"], rows
 
@@ -251,10 +253,12 @@ def _stimulus_note(inp: ReportInputs) -> str:
     parts = []
     for c in CONFLICTS:
         ref, real = refs[(c, True)], refs[(c, False)]
-        parts.append(f"{c.upper()}: {real} paper-material clips, {ref} offline-reference clips")
+        parts.append(f"{c.upper()}: {real} paper-material clips, {ref} offline-reference "
+                     "(stand-in) clips")
     return ("Stimuli — " + "; ".join(parts) + ". Offline references (committed sentences "
             "written for this project, WORLD prosody, flite voices with an age transform, the "
-            "Debian background library) are not the paper's stimuli.")
+            "Debian background library) are stand-ins, not the paper's stimuli: the cluster "
+            "profile reads DEMAND and EMIS from the data volume (workflows/data.yaml).")
 
 
 def radar_series(inp: ReportInputs) -> tuple[list[str], dict[str, list[float]]]:

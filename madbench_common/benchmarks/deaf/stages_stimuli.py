@@ -31,7 +31,7 @@ from madbench_common.benchmarks.deaf.envlib import (
 )
 from madbench_common.benchmarks.deaf.rows import EnvRow, SentenceRow, StimulusRow
 from madbench_common.benchmarks.deaf.sentences import EmisClip, load_sentences, read_emis_clips
-from madbench_common.core.errors import ConfigError, InputRejected
+from madbench_common.core.errors import ConfigError, EnvironmentMissing, InputRejected
 from madbench_common.core.types import Audio
 from madbench_common.media.audio import read_wav_bytes, resample
 from madbench_common.models.deaf_roles import NARRATOR
@@ -39,9 +39,9 @@ from madbench_common.models.registry import REGISTRY, model_args
 from madbench_common.pipeline.failures import model_rejection
 from madbench_common.pipeline.stage import MapStage
 
-__all__ = ["BscMixStage", "BscSpeechStage", "EnvLibStage", "EscStage", "SentencesStage",
-           "SicStage", "instantiate", "model_args", "model_class", "parse_voices",
-           "repo_library"]
+__all__ = ["STAND_INS", "BscMixStage", "BscSpeechStage", "EnvLibStage", "EscStage",
+           "SentencesStage", "SicStage", "instantiate", "model_args", "model_class",
+           "parse_voices", "repo_library"]
 
 log = logging.getLogger("madbench")
 _SR = 16000
@@ -73,14 +73,25 @@ class SentencesStage(MapStage[SentenceRow]):
 
     row_type = SentenceRow
     id_field = "sentence_id"
+    optional_params = ("stand_ins",)
 
     @staticmethod
     def preflight(params: dict[str, Any]) -> list[str]:
-        """The sentence CSV and the EMIS copy named exist (a local one; s3:// is read later)."""
+        """The sentence CSV and the EMIS copy named exist (a local one; s3:// is read later);
+        with ``stand_ins=refuse`` (the cluster profile) an EMIS copy is named: the committed
+        ESC sentences are a stand-in for EMIS's (DEAF §2.1, Appendix A.2.1)."""
         out = []
         if params.get("sentences") and not Path(str(params["sentences"])).is_file():
             out.append(f"sentences CSV {params['sentences']}: no such file")
+        out += _stand_in_problem(params)
+        if _refuses_stand_ins(params) and not params.get("emis"):
+            out.append("no EMIS copy (emis=''): the ESC sentences would fall back to the "
+                       "committed stand-ins; " + _DATA_HINT)
         return out + _emis_problem(params)
+
+    def plan(self) -> list[str]:
+        _refuse_in_pods(self.preflight, self.ctx.params)
+        return sorted(self.sentences)
 
     @cached_property
     def sentences(self) -> dict[str, SentenceRow]:
@@ -95,9 +106,6 @@ class SentencesStage(MapStage[SentenceRow]):
             source="user" if s.conflict in user else source.get(s.conflict, "committed"))
             for s in loaded}
 
-    def plan(self) -> list[str]:
-        return sorted(self.sentences)
-
     def run_item(self, item: str) -> SentenceRow:
         return self.sentences[item].with_provenance(self.ctx.provenance())
 
@@ -109,17 +117,27 @@ class EnvLibStage(MapStage[EnvRow]):
     """The run's BSC backgrounds: DEMAND (``demand``) or the offline library (``library``)."""
 
     defaults: ClassVar[Mapping[str, Any]] = {"seconds": 20.0}
+    optional_params = ("stand_ins",)
 
     row_type = EnvRow
     id_field = "code"
 
     @staticmethod
     def preflight(params: dict[str, Any]) -> list[str]:
-        """A background library exists: the DEMAND folder named, or the offline library."""
+        """A background library exists: the DEMAND folder named, or the offline library —
+        which, with ``stand_ins=refuse`` (the cluster profile), is refused: DEAF mixes
+        DEMAND (§2.1 BSC, Appendix A.2.2 Table 6); the Debian library is a stand-in."""
         demand, library = str(params.get("demand") or ""), params.get("library") or \
             repo_library()
+        if problems := _stand_in_problem(params):
+            return problems
         if demand and not is_remote(demand) and not Path(demand).is_dir():
-            return [f"DEMAND folder {demand}: not found"]
+            return [f"DEMAND folder {demand}: not found" +
+                    (f"; {_DATA_HINT}" if _refuses_stand_ins(params) else "")]
+        if not demand and _refuses_stand_ins(params):
+            return ["no DEMAND copy (demand=''): the backgrounds would fall back to the "
+                    "embedded stand-in library (madbench_common/data/deaf_envlib); "
+                    + _DATA_HINT]
         if not demand and not library:
             return ["no background library: pass library=<folder with envlib.csv> or "
                     "demand=<DEMAND folder or s3:// prefix>"]
@@ -136,6 +154,7 @@ class EnvLibStage(MapStage[EnvRow]):
         return {e.env.code: e for e in library_entries(library, p.get("demand", ""))}
 
     def plan(self) -> list[str]:
+        _refuse_in_pods(self.preflight, self.ctx.params)
         return sorted(self.entries)
 
     def _row(self, e: LibraryEntry, **kw: Any) -> EnvRow:
@@ -223,10 +242,27 @@ class EscStage(_ClipStage):
     ``_model_args``)."""
 
     defaults: ClassVar[Mapping[str, Any]] = {"setting": "a", "model": ""}
+    optional_params = ("stand_ins",)
 
     @staticmethod
     def preflight(params: dict[str, Any]) -> list[str]:
-        return _emis_problem(params)
+        """The EMIS copy named exists; with ``stand_ins=refuse`` (the cluster profile), the
+        clips come from EMIS (DEAF §2.1 ESC, Appendix A.2.1) or from a slotted model that is
+        not a CPU reference: the WORLD-prosody reference is a stand-in."""
+        out = _stand_in_problem(params)
+        slug = str(params.get("model") or "")
+        spec = REGISTRY.get(slug)
+        if _refuses_stand_ins(params) and not params.get("emis") and (
+                spec is None or spec.reference):
+            what = "is a CPU reference" if spec is not None else "is no registered model"
+            out.append(f"no EMIS copy (emis='') and {slug or 'the model'} in the emotional-TTS "
+                       f"slot {what}: the clips would be stand-ins; " + _DATA_HINT +
+                       ", or put a registered emotional_tts model in the slot")
+        return out + _emis_problem(params)
+
+    def plan(self) -> list[str]:
+        _refuse_in_pods(self.preflight, self.ctx.params)
+        return super().plan()
 
     @staticmethod
     def preflight_models(params: dict[str, Any]) -> list[str]:
@@ -290,8 +326,35 @@ class BscSpeechStage(_ClipStage):
 def _emis_problem(params: dict[str, Any]) -> list[str]:
     emis = str(params.get("emis") or "")
     if emis and not is_remote(emis) and not Path(emis).is_dir():
-        return [f"EMIS copy {emis}: no such folder"]
+        return [f"EMIS copy {emis}: no such folder" +
+                (f"; {_DATA_HINT}" if _refuses_stand_ins(params) else "")]
     return []
+
+
+STAND_INS = ("allow", "refuse")
+"""Values of the data stages' ``stand_ins`` parameter: ``allow`` (the embedded default: the
+CPU references stand in where no EMIS/DEMAND copy is named) or ``refuse`` (the ``full``
+profile, i.e. ``workflows/deaf.yaml``: such a stage fails its preflight instead)."""
+_DATA_HINT = ("fill the data volume with `argo submit workflows/data.yaml` (DEMAND and "
+              "EMIS at /data/demand, /data/emis), name another copy (a folder or an s3:// "
+              "prefix), or pass stand_ins=allow to run on the stand-ins (labelled so)")
+
+
+def _stand_in_problem(params: dict[str, Any]) -> list[str]:
+    value = str(params.get("stand_ins") or "allow")
+    return [] if value in STAND_INS else [
+        f"stand_ins={value!r}: expected one of {', '.join(STAND_INS)}"]
+
+
+def _refuses_stand_ins(params: dict[str, Any]) -> bool:
+    return str(params.get("stand_ins") or "allow") == "refuse"
+
+
+def _refuse_in_pods(preflight: Any, params: dict[str, Any]) -> None:
+    """A pod runs no run-wide preflight: the data stages check their own before planning,
+    so a cluster stage that would fall back to a stand-in fails (exit 3) instead."""
+    if problems := preflight(params):
+        raise EnvironmentMissing("; ".join(problems))
 
 
 def parse_voices(value: Any) -> dict[str, str]:

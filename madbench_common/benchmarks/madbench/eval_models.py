@@ -19,10 +19,11 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from madbench_common.models.catalog import model_cards, stage_cards, stage_name
 from madbench_common.pipeline.graph import Stage
 
-__all__ = ["EVAL_MODELS", "REFERENCE_MODELS", "EvalModel", "eval_model_stages",
-           "reference_stages", "stage_name"]
+__all__ = ["EVAL_MODELS", "EvalModel", "eval_model_stages", "reference_models",
+           "reference_stages"]
 
 
 @dataclass(frozen=True)
@@ -39,11 +40,9 @@ class EvalModel:
 
 def _from_cards() -> tuple[EvalModel, ...]:
     """Every catalog card with a ``features_<slug>`` slot, in its table order."""
-    from madbench_common.models.catalog import slot_cards
-
     return tuple(EvalModel(c.slug, c.image, c.slot.modes or ("A",), c.role == "detector",
                            c.slot.memory or "16Gi", dict(c.slot.frames))
-                 for c in slot_cards("features_") if c.slot)
+                 for c in model_cards("features") if c.slot)
 
 
 EVAL_MODELS: tuple[EvalModel, ...] = _from_cards()
@@ -56,16 +55,20 @@ subsample) and aligns them to the audio itself: its 30 fps keeps every frame of 
 source (AVSpeech), 360 = 12 s at 30 fps."""
 
 
-REFERENCE_MODELS = ("ref-av-lfcc", "ref-logmel-stats", "ref-lfcc-stats", "ref-resemblyzer-enc",
-                    "ref-dnsmos", "ref-hf-artifact-det", "ref-modulation-det", "ref-av-sync-det")
-"""The CPU reference encoders and detector stand-ins a reference run evaluates beside the
-``features`` stage's ``ref-av-stats`` (so that every group of Tables 2–5 has several
-rows). In the ``full`` profile the list is empty: the paper's models have their own stages."""
+def reference_models() -> tuple[str, ...]:
+    """The CPU reference encoders and detector stand-ins a reference run evaluates beside the
+    ``features`` stage's ``ref-av-stats`` (so that every group of Tables 2–5 has several
+    rows): the reference cards whose slot names ``features_references``, in their slots'
+    order. In the ``full`` profile the list is empty: the paper's models have their own
+    stages."""
+    return tuple(c.slug for c in stage_cards("features_references", reference=True))
 
 
-def reference_stages(models: tuple[str, ...] = REFERENCE_MODELS) -> list[Stage]:
-    """``features_references`` (every reference model in one stage, ``models`` list) and
-    ``scores_references`` (the detector stand-ins' native binary scores)."""
+def reference_stages(models: tuple[str, ...] | None = None) -> list[Stage]:
+    """``features_references`` (every reference model in one stage, ``models`` list; by
+    default :func:`reference_models`) and ``scores_references`` (the detector stand-ins'
+    native binary scores)."""
+    models = reference_models() if models is None else models
     return [
         Stage(
             name="features_references",
@@ -89,11 +92,6 @@ def reference_stages(models: tuple[str, ...] = REFERENCE_MODELS) -> list[Stage]:
             params={"features_stage": "features_references", "detectors_only": True},
         ),
     ]
-
-
-def stage_name(prefix: str, slug: str) -> str:
-    """``features_<slug>`` with the slug's hyphens as underscores."""
-    return f"{prefix}_{slug.replace('-', '_')}"
 
 
 def _features(m: EvalModel) -> Stage:

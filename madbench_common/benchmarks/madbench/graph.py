@@ -8,53 +8,34 @@ from madbench_common.benchmarks.madbench.eval_models import eval_model_stages, r
 from madbench_common.benchmarks.madbench.omni_models import omni_model_stages
 from madbench_common.benchmarks.madbench.robustness.conditions import builtin_conditions
 from madbench_common.core.errors import ConfigError
-from madbench_common.models.catalog import Card, card_for_stage, slot_cards
+from madbench_common.models.catalog import qc_cards, stage_card
 from madbench_common.pipeline.graph import Graph, Stage
 
-__all__ = ["ENV_FULL", "ENV_SETTINGS", "PAPER_SLOTS", "SCENE_FULL", "SPEECH_FULL",
-           "SPEECH_SETTINGS", "build_graph"]
+__all__ = ["ENV_BRANCHES", "GENERATOR_SLOTS", "PAPER_SLOTS", "SPEECH_BRANCHES", "build_graph"]
 
 _CLIP_INPUTS = ("ingest", "separate", "source_qc", "split")
-SPEECH_SETTINGS = (
-    ("tts_same", "a", "ref-flite-world-tts-same"),
-    ("tts_same", "b", "ref-espeak-psola-tts-same"),
-    ("tts_cross", "a", "ref-flite-world-tts-cross"),
-    ("tts_cross", "b", "ref-espeak-psola-tts-cross"),
-    ("vc", "a", "ref-world-vc"),
-    ("vc", "b", "ref-psola-cepstral-vc"),
-)
-"""(branch, slot, default model): one generator stage ``speech_<branch>_<slot>`` each."""
+SPEECH_BRANCHES = ("tts_same", "tts_cross", "vc")
+ENV_BRANCHES = ("t2a", "v2a", "a2a")
+GENERATOR_SLOTS = ("a", "b")
+"""One generator stage ``speech_<branch>_<slot>`` / ``env_<paradigm>_<slot>`` each (paper
+§3.3–3.4). Which model runs in it is on the catalog cards: the reference card whose slot
+names the stage is its default, the paper card its ``full`` model."""
 
 
-def _slot_models(component: str) -> dict[tuple[str, str], Card]:
-    """(branch, slot) → the catalog card that fills ``<component>_<branch>_<slot>``."""
-    out: dict[tuple[str, str], Card] = {}
-    for card in slot_cards(f"{component}_"):
-        for stage in card.slot.stages if card.slot else ():
-            branch, _, slot = stage.removeprefix(f"{component}_").rpartition("_")
-            out[(branch, slot)] = card
-    return out
+def _default(stage: str) -> str:
+    """The model a one-model stage runs by default: its reference card's slug."""
+    return stage_card(stage, reference=True).slug
 
 
-SPEECH_FULL = {key: (c.slug, c.image) for key, c in _slot_models("speech").items()}
-"""(branch, slot) → (the paper's model, its image) in the ``full`` profile (paper §3.3):
-the catalog cards whose slot names ``speech_<branch>_<slot>``."""
-ENV_SETTINGS = (
-    ("t2a", "a", "ref-layered-t2a"),
-    ("t2a", "b", "ref-spectral-t2a"),
-    ("v2a", "a", "ref-layered-v2a"),
-    ("v2a", "b", "ref-spectral-v2a"),
-    ("a2a", "a", "ref-texture-a2a"),
-    ("a2a", "b", "ref-stft-morph-a2a"),
-)
-
-
-def _stage_card(stage: str) -> Card:
-    card = card_for_stage(stage)
-    if card is None:
-        raise ConfigError(f"no catalog card has stage {stage!r} in its slot "
-                          f"(madbench_common/models/catalog)")
-    return card
+def _full(stage: str) -> dict[str, object]:
+    """A one-model stage's ``full`` profile from its paper card: model, image and the pod
+    fields the card's slot sets."""
+    card = stage_card(stage, reference=False)
+    slot = card.slot
+    assert slot is not None  # stage_card found the stage in it
+    pod = {"gpu": slot.gpu, "memory": slot.memory, "timeout": slot.timeout,
+           "gpu_memory_gib": slot.gpu_memory_gib}
+    return {"model": card.slug, "image": card.image, **{k: v for k, v in pod.items() if v}}
 
 
 _QC_SLOTS = {
@@ -63,46 +44,32 @@ _QC_SLOTS = {
     "component_qc": ("ASR + VAD + ECAPA-TDNN + AST + CLAP", "qc"),
 }
 """The QC stages, which run several models of the ``qc`` image at once (paper §3.2, §3.4)."""
-_CARD_SLOTS = ("separate", "scene", *(f"speech_{b}_{s}" for b, s, _ in SPEECH_SETTINGS),
-               *(f"env_{b}_{s}" for b, s, _ in ENV_SETTINGS))
+_GENERATORS = tuple(f"{component}_{branch}_{slot}"
+                    for component, branches in (("speech", SPEECH_BRANCHES),
+                                                ("env", ENV_BRANCHES))
+                    for branch in branches for slot in GENERATOR_SLOTS)
+_CARD_SLOTS = ("separate", "scene", *_GENERATORS)
 """The one-model stages of the paper's graph, each filled by a catalog card's slot."""
-PAPER_SLOTS = {**{stage: (card.paper, card.image)
-                  for stage, card in zip(_CARD_SLOTS, map(_stage_card, _CARD_SLOTS))},
+PAPER_SLOTS = {**{stage: (card.paper, card.image) for stage, card in
+                  zip(_CARD_SLOTS, (stage_card(s, reference=False) for s in _CARD_SLOTS))},
                **_QC_SLOTS}
 """Stage → (the paper's model, its image slot in ``images/images.lock.yaml``), paper §3.2–3.4:
-from the catalog card whose slot names the stage, or, for the QC stages, ``_QC_SLOTS``.
+from the paper card whose slot names the stage, or, for the QC stages, ``_QC_SLOTS``.
 
-The defaults above are CPU references standing in for these models (each reference's
-``paper_model`` names the model of its slot). ``workflows/full.yaml`` (each stage's
-``full`` profile) runs the slots' models on their images; any one stage can also be switched
-with ``-p <stage>_image=... -p <stage>_model=...``."""
-_FRAMES = {"frame_fps": 2.0, "frame_size": 112, "max_frames": 64}
-ENV_FULL = {key: (c.slug, c.image, c.slot.memory if c.slot else "")
-            for key, c in _slot_models("env").items()}
-"""(paradigm, slot) → (the paper's model, its image, pod memory) in the ``full`` profile
-(paper §3.4: TTA AudioLDM2 / AudioGen, VTA MMAudio / FoleyCrafter, ATA AudioX /
-AudioLDM2-ATA), from the catalog cards. Video models take frames at their own rate and
-size (``frame_request``). A diffusion generator spends tens of seconds per component, so a
-full-profile shard may run 6 h (raise ``<stage>_shards`` at the paper's scale;
-``madbench plan`` compares)."""
-
-
-def _card_profile(stage: str) -> dict[str, object]:
-    """A one-model stage's ``full`` profile from its catalog card: model, image, pod."""
-    card = _stage_card(stage)
-    slot = card.slot
-    assert slot is not None  # _stage_card found the stage in it
-    profile: dict[str, object] = {"model": card.slug, "image": card.image, "gpu": slot.gpu,
-                                  "memory": slot.memory}
-    if slot.timeout:
-        profile["timeout"] = slot.timeout
-    return profile
-
-
-SCENE_FULL = _card_profile("scene")
-"""The scene stage in the ``full`` profile: Qwen2.5-VL-32B (paper §3.4) on one 80 GB GPU
+The defaults are CPU references standing in for these models (each reference card's
+``paper`` names the model of its slot). ``workflows/full.yaml`` (each stage's ``full``
+profile) runs the slots' models on their images; any one stage can also be switched with
+``-p <stage>_image=... -p <stage>_model=...``. Generators in the ``full`` profile: paper
+§3.3 (speech) and §3.4 (TTA AudioLDM2 / AudioGen, VTA MMAudio / FoleyCrafter, ATA AudioX /
+AudioLDM2-ATA). Video models take frames at their own rate and size (``frame_request``). A
+diffusion generator spends tens of seconds per component, so a full-profile shard may run
+6 h (``_ENV_TIMEOUT``; raise ``<stage>_shards`` at the paper's scale; ``madbench plan``
+compares). Scene: Qwen2.5-VL-32B (paper §3.4) on one 80 GB GPU
 (``models/catalog/scene-qwen25vl.yaml``)."""
-_QC_IMAGE = {"image": "qc", "gpu": 1, "memory": "16Gi"}
+_FRAMES = {"frame_fps": 2.0, "frame_size": 112, "max_frames": 64}
+_ENV_TIMEOUT = 21600
+"""An environment generator's shard timeout in the ``full`` profile, unless its card sets one."""
+_QC_POD = {"gpu": 1, "memory": "16Gi"}
 """The ``full`` profile's QC models (Whisper large-v3, ECAPA, AST, CLAP, Silero) share one
 image; Whisper wants a GPU (fp16, about 3 GB)."""
 _ECAPA_SAME_SPEAKER = 0.25
@@ -110,24 +77,38 @@ _ECAPA_SAME_SPEAKER = 0.25
 threshold of speechbrain's ``SpeakerRecognition`` for spkrec-ecapa-voxceleb (the paper
 gives none). The references' 0.6 / 0.2 were tuned for Resemblyzer, whose cosines run higher."""
 _ECAPA_CLUSTER_DISTANCE = 1.0 - _ECAPA_SAME_SPEAKER
-_QC_REFS = {"vad": "ref-silero-vad", "asr": "ref-pocketsphinx", "speaker": "ref-resemblyzer",
-            "tagger": "ref-tonal-music"}
-"""The QC stages' CPU reference models, by parameter (one slug each)."""
-_QC_FULL = {"vad": "qc-silero-vad", "asr": "qc-whisper", "speaker": "qc-ecapa",
-            "tagger": "qc-ast"}
-"""The same parameters in the ``full`` profile (paper §3.3–3.4)."""
 _MUSIC_LABELS = ["Music", "Musical instrument", "Singing", "Television", "Radio"]
 """AudioSet labels that count as music or broadcast sound (both QC stages)."""
 
 
+def _qc_card(role: str, reference: bool) -> str:
+    """The slug of the reference or paper card with QC role ``role``."""
+    card = qc_cards(reference).get(role)
+    if card is None:
+        kind = "reference" if reference else "paper"
+        raise ConfigError(f"no {kind} catalog card has qc: {role} "
+                          f"(madbench_common/models/catalog)")
+    return card.slug
+
+
+def _qc_image() -> str:
+    """The one image of the ``full`` profile's QC models."""
+    images = {c.image for c in qc_cards(reference=False).values()}
+    if len(images) != 1:
+        raise ConfigError(f"the QC models' paper cards name several images: {sorted(images)}")
+    return images.pop()
+
+
 def _qc_models(roles: tuple[str, ...], full_params: dict[str, object] | None = None
                ) -> tuple[dict[str, str], str, dict[str, object]]:
-    """A QC stage's model parameters, its compound ``model`` (``vad+asr+…``, derived from
-    them, never typed twice) and its ``full`` overrides (model, image, params)."""
-    refs = {k: _QC_REFS[k] for k in roles}
-    full = {**{k: _QC_FULL[k] for k in roles}, **(full_params or {})}
+    """A QC stage's model parameters (the cards with those QC roles), its compound ``model``
+    (``vad+asr+…``, derived from them, never typed twice) and its ``full`` overrides
+    (model, image, params)."""
+    refs = {k: _qc_card(k, reference=True) for k in roles}
+    full = {**{k: _qc_card(k, reference=False) for k in roles}, **(full_params or {})}
     compound = "+".join(str(full[k]) for k in roles)
-    return refs, "+".join(refs.values()), {"model": compound, **_QC_IMAGE, "params": full}
+    return refs, "+".join(refs.values()), {"model": compound, "image": _qc_image(), **_QC_POD,
+                                           "params": full}
 
 
 def build_graph() -> Graph:
@@ -155,11 +136,11 @@ def build_graph() -> Graph:
                 target="madbench_common.benchmarks.madbench.stages.separate:SeparateStage",
                 inputs=("ingest",),
                 outputs=("stems",),
-                model="ref-deepfilternet3",
+                model=_default("separate"),
                 shards=4,
                 gpu=0,
                 memory="4Gi",
-                full=_card_profile("separate"),
+                full=_full("separate"),
             ),
             Stage(
                 name="source_qc",
@@ -186,9 +167,10 @@ def build_graph() -> Graph:
                 target="madbench_common.benchmarks.madbench.stages.split:SplitStage",
                 inputs=("ingest", "separate", "source_qc"),
                 outputs=("splits",),
-                model="ref-resemblyzer",
+                model=_qc_card("speaker", reference=True),
                 params={"ratios": [0.7, 0.1, 0.2], "cluster_threshold": 0.2},
-                full={"model": "qc-ecapa", "image": "qc", "memory": "8Gi",
+                full={"model": _qc_card("speaker", reference=False), "image": _qc_image(),
+                      "memory": "8Gi",
                       "params": {"cluster_threshold": _ECAPA_CLUSTER_DISTANCE}},
             ),
             *_build_stages(),
@@ -205,7 +187,10 @@ def _wire_evaluate(stages: list[Stage]) -> list[Stage]:
             for s in stages]
 
 
-def _generator(component: str, branch: str, slot: str, model: str) -> Stage:
+def _generator(name: str) -> Stage:
+    """``<component>_<branch>_<slot>``: a speech or environment generator stage."""
+    component, _, setting = name.partition("_")
+    branch = setting.rpartition("_")[0]
     role = "speech_generator" if component == "speech" else "env_generator"
     module = "speech_gen:SpeechGenStage" if component == "speech" else "env_gen:EnvGenStage"
     # model_args: the generator's constructor arguments (diffusion steps, guidance...);
@@ -213,21 +198,16 @@ def _generator(component: str, branch: str, slot: str, model: str) -> Stage:
     params: dict[str, object] = {"branch": branch, "model_args": {}}
     if branch == "v2a":
         params.update(_FRAMES)
-    full: dict[str, object] = {}
-    if component == "speech" and (branch, slot) in SPEECH_FULL:
-        full_model, full_image = SPEECH_FULL[(branch, slot)]
-        full = {"model": full_model, "image": full_image}
-    elif component == "env" and (branch, slot) in ENV_FULL:
-        env_model, env_image, env_memory = ENV_FULL[(branch, slot)]
-        full = {"model": env_model, "image": env_image, "memory": env_memory,
-                "timeout": 21600}
+    full = _full(name)
+    if component == "env":
+        full.setdefault("timeout", _ENV_TIMEOUT)
     return Stage(
-        name=f"{component}_{branch}_{slot}",
+        name=name,
         role=role,
         target=f"madbench_common.benchmarks.madbench.stages.{module}",
         inputs=(*_CLIP_INPUTS, "scene", "plan_components"),
         outputs=("components",),
-        model=model,
+        model=_default(name),
         full=full,
         gpu=1,
         memory="8Gi",
@@ -238,11 +218,11 @@ def _generator(component: str, branch: str, slot: str, model: str) -> Stage:
 
 def _build_stages() -> list[Stage]:
     """Scene labelling, pairing, component plan, 12 generator settings, QC, assembly."""
-    generators = [_generator("speech", *s) for s in SPEECH_SETTINGS]
-    generators += [_generator("env", *s) for s in ENV_SETTINGS]
+    generators = [_generator(name) for name in _GENERATORS]
     qc_refs, qc_model, qc_full = _qc_models(
         ("vad", "asr", "speaker", "tagger"),
-        {"prompt_model": "qc-clap", "asr_all": True, "min_same_similarity": _ECAPA_SAME_SPEAKER})
+        {"prompt_model": _qc_card("prompt_model", reference=False), "asr_all": True,
+         "min_same_similarity": _ECAPA_SAME_SPEAKER})
     return [
         Stage(
             name="scene",
@@ -250,8 +230,8 @@ def _build_stages() -> list[Stage]:
             target="madbench_common.benchmarks.madbench.stages.scene:SceneStage",
             inputs=_CLIP_INPUTS,
             outputs=("scenes",),
-            model="ref-caption-hint",
-            full=SCENE_FULL,
+            model=_default("scene"),
+            full=_full("scene"),
             shards=2,
             params={"frame_fps": 1.0, "frame_size": 336, "max_frames": 16},
         ),
@@ -334,7 +314,7 @@ def _eval_stages() -> list[Stage]:
             target="madbench_common.benchmarks.madbench.stages.features:FeatureStage",
             inputs=("assemble", "perturb"),
             outputs=("features",),
-            model="ref-av-stats",
+            model=_default("features"),
             shards=4,
             memory="4Gi",
             params={"modes": ["A", "AV"], "fps": 4.0,

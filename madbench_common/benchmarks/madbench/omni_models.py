@@ -19,9 +19,10 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from madbench_common.models.catalog import model_cards, stage_name
 from madbench_common.pipeline.graph import Stage
 
-__all__ = ["OMNI_MODELS", "OmniSlot", "omni_model_stages", "omni_stage_name"]
+__all__ = ["OMNI_MODELS", "OmniSlot", "omni_model_stages"]
 
 
 @dataclass(frozen=True)
@@ -38,25 +39,18 @@ class OmniSlot:
 
 def _from_cards() -> tuple[OmniSlot, ...]:
     """Every catalog card with an ``omni_<name>`` slot, in its table order."""
-    from madbench_common.models.catalog import slot_cards
-
     return tuple(OmniSlot(c.slug, dict(c.slot.frames), "" if c.image == c.slug else c.image,
                           c.slot.memory or "48Gi", c.slot.timeout or 6 * 3600)
-                 for c in slot_cards("omni_") if c.slot)
+                 for c in model_cards("omni") if c.slot)
 
 
 OMNI_MODELS: tuple[OmniSlot, ...] = _from_cards()
 """In the order of the paper's Table 2 (each card's ``slot.order``)."""
 
 
-def omni_stage_name(slug: str) -> str:
-    """``omni_<model>``: the slug without its ``omni-`` prefix, hyphens as underscores."""
-    return "omni_" + slug.removeprefix("omni-").replace("-", "_")
-
-
 def _stage(m: OmniSlot) -> Stage:
     return Stage(
-        name=omni_stage_name(m.slug),
+        name=stage_name("omni", m.slug),
         role="omni",
         target="madbench_common.benchmarks.madbench.stages.omni:OmniStage",
         inputs=("assemble",),

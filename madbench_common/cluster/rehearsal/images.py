@@ -21,7 +21,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from madbench_common.build.codedigest import code_digest, image_code_digest
 from madbench_common.cluster.argo_local import Pod
 from madbench_common.cluster.lint import check_target, image_slug
 from madbench_common.cluster.rehearsal.imagestore import (
@@ -36,6 +35,7 @@ from madbench_common.cluster.rehearsal.preflight import _upstream_message, upstr
 from madbench_common.cluster.rehearsal.profile import ROOT
 from madbench_common.cluster.rehearsal.state import State, _utc_now
 from madbench_common.core.errors import ConfigError, MadbenchError
+from madbench_common.imagefactory.codedigest import code_digest, image_code_digest
 
 _NOT_INPUTS = {"sbom.cdx.json", ".upstream", "__pycache__"}
 _PINNED = re.compile(r"[A-Za-z0-9][A-Za-z0-9._/:-]*@sha256:[0-9a-f]{64}")
@@ -55,8 +55,8 @@ def image_recipe(slug: str, code: str) -> str | None:
     after a complete one rerun the whole full graph (its exit handler rebuilt
     reference-cpu). Not covered: what a build fetches (Debian's packages at debootstrap
     time; PyPI's files, which the locks pin by hash)."""
-    from madbench_common.build.imagebuild import weights_sha256
-    from madbench_common.build.images import chain, load_image
+    from madbench_common.imagefactory.imagebuild import weights_sha256
+    from madbench_common.imagefactory.images import chain, load_image
 
     if not (ROOT / "images" / slug / "image.yaml").is_file():
         return None
@@ -124,13 +124,13 @@ class ImageProvider:
         """Start of the name of every working container this work folder's rehearsals
         make: a killed pass's leftovers are found by it and removed at the next start
         (they kept ``buildah rmi`` from removing their images)."""
-        from madbench_common.build.containers import container_name
+        from madbench_common.imagefactory.containers import container_name
 
         tag = hashlib.sha256(str(self.work.resolve()).encode()).hexdigest()[:10]
         return container_name("madbench-rehearsal", tag) + "-"
 
     def container(self, *parts: str) -> str:
-        from madbench_common.build.containers import container_name
+        from madbench_common.imagefactory.containers import container_name
 
         return container_name(self.prefix + "-".join(parts))
 
@@ -277,7 +277,7 @@ class ImageProvider:
         id (a resumed pass), and for an image with no ``image_test`` block (a base, or an
         image with no folder here). A failure is logged and recorded; the pods still run,
         so the pass says what the image does in the graph too."""
-        from madbench_common.build.images import load_image
+        from madbench_common.imagefactory.images import load_image
 
         if not (ROOT / "images" / slug / "image.yaml").is_file():
             return
@@ -339,7 +339,7 @@ class ImageProvider:
 
     def _build(self, slug: str) -> float:
         """Build the image (its base first); returns the image's own build seconds."""
-        from madbench_common.build.imagebuild import BASES
+        from madbench_common.imagefactory.imagebuild import BASES
 
         missing = upstream_problems([slug])
         if missing:
@@ -348,8 +348,8 @@ class ImageProvider:
         logs.mkdir(parents=True, exist_ok=True)
         env = {**os.environ, "PYTHONPATH": str(ROOT)}
         if (ROOT / "images" / slug / "image.yaml").is_file():  # bases first
-            from madbench_common.build.imagebuild import local_ref
-            from madbench_common.build.images import load_image
+            from madbench_common.imagefactory.imagebuild import local_ref
+            from madbench_common.imagefactory.images import load_image
 
             python = load_image(slug).python
             base = BASES[python][0]
@@ -372,7 +372,7 @@ class ImageProvider:
     def _run_build(self, args: list[str], log: Path, env: dict[str, str], what: str) -> None:
         if problem := disk_problem(what):
             raise ConfigError(problem)
-        self._run_logged(["-m", "madbench_common.build.imagebuild", *args], log, env,
+        self._run_logged(["-m", "madbench_common.imagefactory.imagebuild", *args], log, env,
                          f"building {what}")
 
     def _run_logged(self, args: list[str], log: Path, env: dict[str, str], what: str) -> None:
@@ -402,7 +402,7 @@ class ImageProvider:
         entry = self.state.image(slug)
         if entry.get("described") == image_id:
             return
-        from madbench_common.build.containers import run_in_image
+        from madbench_common.imagefactory.containers import run_in_image
 
         code = ("import importlib.util as u\nif u.find_spec('torch'):\n import torch\n"
                 " print(torch.__version__, torch.version.cuda or '')")
@@ -426,8 +426,8 @@ class ImageProvider:
                                 build_s=build_s, built_by_rehearsal=built_here)
 
     def _weights(self, slug: str, image_id: str) -> None:
-        from madbench_common.build.containers import Mount, run_in_image
-        from madbench_common.build.images import load_image
+        from madbench_common.imagefactory.containers import Mount, run_in_image
+        from madbench_common.imagefactory.images import load_image
 
         folder = self.weights_dir(slug)
         callable_ = ""
@@ -511,7 +511,7 @@ class ImageProvider:
 def _lock_image_test(slug: str) -> dict[str, Any]:
     """The slug's ``image_test:`` record in ``images/images.lock.yaml`` (``{}`` if none)."""
     try:
-        from madbench_common.build.imagelock import lock_entry
+        from madbench_common.imagefactory.imagelock import lock_entry
 
         return dict(lock_entry(slug).get("image_test") or {})
     except (ConfigError, OSError):
@@ -531,7 +531,7 @@ def _test_summary(done: dict[str, Any]) -> dict[str, Any]:
 
 def _lock_build(slug: str) -> dict[str, Any]:
     try:
-        from madbench_common.build.imagelock import lock_entry
+        from madbench_common.imagefactory.imagelock import lock_entry
 
         return dict(lock_entry(slug).get("build") or {})
     except (ConfigError, OSError):

@@ -66,9 +66,9 @@ def disk_problem(slug: str, present: Callable[[str], bool] | None = None,
     Builds that fill the disk fail minutes in with "no space left on device" (a torch
     base peaks at 13 to 26 GiB: torch-2.0.1 failed twice at about 17 GiB free in one
     pass); this names the need, the free space and what takes it before the build."""
-    from madbench_common.build.imagebuild import image_exists, local_ref
-    from madbench_common.build.imagelock import read_lock
-    from madbench_common.build.images import chain, load_image
+    from madbench_common.imagefactory.imagebuild import image_exists, local_ref
+    from madbench_common.imagefactory.imagelock import read_lock
+    from madbench_common.imagefactory.images import chain, load_image
 
     try:
         slugs = [i.slug for i in chain(load_image(slug))]
@@ -118,7 +118,7 @@ def _leftovers() -> str:
 
 
 def _build_lock_path() -> Path:
-    """The machine-wide image build lock that ``madbench_common.build.imagebuild`` holds
+    """The machine-wide image build lock that ``madbench_common.imagefactory.imagebuild`` holds
     for a build (the same file and variable)."""
     return Path(os.environ.get("MADBENCH_BUILD_LOCK", "/tmp/madbench-image-build.lock"))
 

@@ -28,6 +28,9 @@ from madbench_common.cluster.rehearsal.state import State
 from madbench_common.core.errors import ConfigError
 
 _WEIGHTS_CLAIM = "madbench-weights"
+_DATA_CLAIM = "madbench-data"
+"""deaf.yaml's data sets (DEMAND, EMIS): an empty folder here; the rehearsal profile runs
+the data stages on their stand-ins (``<stage>_stand_ins=allow``)."""
 _KILL_GRACE = 30.0
 
 
@@ -235,6 +238,10 @@ class PodRunner:
                 if m.path != "/tmp":
                     raise ConfigError(f"emptyDir at {m.path}: only /tmp (the engine's tmpfs) "
                                       "is supported")
+                continue
+            if m.claim == _DATA_CLAIM and m.read_only:
+                (self.work / "data").mkdir(parents=True, exist_ok=True)
+                out.append([str(self.work / "data"), m.path, True])
                 continue
             if m.claim != _WEIGHTS_CLAIM:
                 raise ConfigError(f"no local volume for the claim {m.claim!r}")

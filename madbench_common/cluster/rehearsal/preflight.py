@@ -12,10 +12,10 @@ from pathlib import Path
 
 import yaml
 
-from madbench_common.build.codedigest import code_digest
 from madbench_common.cluster.argo_local import Pod, SecretRef
 from madbench_common.cluster.lint import check_target
 from madbench_common.cluster.rehearsal.profile import RECORDS, ROOT
+from madbench_common.imagefactory.codedigest import code_digest
 
 
 def stale_evidence(digest: str | None = None, records: Path | None = None,
@@ -25,8 +25,8 @@ def stale_evidence(digest: str | None = None, records: Path | None = None,
     image that installs ``madbench_common`` (a leaf) in ``images/images.lock.yaml``.
     One line for the record, one naming every stale image test; a record without a digest
     (older than this check) counts as stale."""
-    from madbench_common.build.imagelock import read_lock
-    from madbench_common.build.images import load_image
+    from madbench_common.imagefactory.imagelock import read_lock
+    from madbench_common.imagefactory.images import load_image
 
     digest = digest or code_digest()
     records = records or RECORDS
@@ -49,7 +49,7 @@ def stale_evidence(digest: str | None = None, records: Path | None = None,
 def upstream_problems(slugs: Iterable[str]) -> list[str]:
     """Upstream sources (``upstream_src``) that neither are fetched already nor reachable
     through ``$MADBENCH_UPSTREAM_GIT`` mirrors; empty when every build can get its code."""
-    from madbench_common.build.images import load_image
+    from madbench_common.imagefactory.images import load_image
 
     template = os.environ.get("MADBENCH_UPSTREAM_GIT", "")
     missing = []
@@ -80,7 +80,7 @@ def upstream_problems(slugs: Iterable[str]) -> list[str]:
 def weights_problems(slugs: Iterable[str]) -> list[str]:
     """Images whose ``image_test.weights`` callable does not exist in this checkout, or
     that fetch weights (``weights.yaml``) but have no callable to write tiny ones."""
-    from madbench_common.build.images import load_image
+    from madbench_common.imagefactory.images import load_image
 
     out = []
     for slug in sorted(set(slugs)):

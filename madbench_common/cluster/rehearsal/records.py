@@ -173,7 +173,7 @@ MODEL_KINDS = {
 
 
 def _standin_image(slug: str) -> bool:
-    from madbench_common.build.images import load_image
+    from madbench_common.imagefactory.images import load_image
 
     if not (ROOT / "images" / slug / "image.yaml").is_file():
         return False

@@ -107,8 +107,8 @@ def rehearse(opts: Options) -> int:
 
 
 def _rehearse(opts: Options, work: Path) -> int:
-    from madbench_common.build.containers import remove_containers, run_engine
     from madbench_common.cluster.sandbox import STUB_PORT, Namespace, NamespacedS3, start_stub
+    from madbench_common.imagefactory.containers import remove_containers, run_engine
     from madbench_common.models.api_stub import STUB_KEY
 
     t0 = time.monotonic()

@@ -2,17 +2,18 @@
 
 A card is the one hand-written place for what MADBench knows about a model without
 importing it: its role, adapter target, image, the paper's name and section, its
-evaluation group, where it runs in the paper's graph (its *slot*: stages, pod
-resources, frame sampling, order in the paper's tables) and its GPU figures. Everything
-else is derived from the cards:
+evaluation group, where it runs in the graphs (its *slot*: stages, pod resources, frame
+sampling, order in the paper's tables or in a list stage, the demo; or its QC role) and
+its GPU figures. Everything else is derived from the cards:
 
 - the registry (:data:`madbench_common.models.registry.REGISTRY`);
-- the role rows of the graphs: the evaluation models (``benchmarks/madbench/eval_models``),
-  the omni models (``benchmarks/madbench/omni_models``), the generator, separator and scene
-  models of the ``full`` profile (``benchmarks/madbench/graph``) and DEAF's answer models
-  (``benchmarks/deaf/graph``);
-- the GPU table that ``madbench plan`` reads (``pipeline/gpuplan``; only stages that run
-  several models, the QC stages, keep a row in ``data/gpu_models.csv``);
+- every model's place in the graphs (:func:`stage_cards`): the per-model stages
+  (``features_<slug>``, ``omni_<name>``, ``answer_<name>``, named by :func:`stage_name`),
+  the model of every one-model stage in both profiles (a reference card's slot makes it the
+  stage's default, a paper card's slot its ``full`` model), the reference list of
+  ``features_references`` and the models ``make demo`` runs in it (:func:`demo_params`),
+  and the QC stages' models by their QC role (:func:`qc_cards`);
+- the GPU table that ``madbench plan`` reads (``pipeline/gpuplan``);
 - the reference models' licences in an exported dataset card (``benchmarks/madbench/release/card``);
 - the README's image table (``make dockerfiles``).
 
@@ -25,6 +26,7 @@ tools outside Python read them without importing a model library.
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field, fields
 from functools import cache
 from importlib import resources
@@ -34,7 +36,9 @@ import yaml
 
 from madbench_common.core.errors import ConfigError
 
-__all__ = ["ROLES", "Card", "Slot", "card_for_stage", "cards", "load_card", "slot_cards"]
+__all__ = ["LIST_STAGES", "MODEL_STAGES", "QC_ROLES", "ROLES", "Card", "Slot", "cards",
+           "demo_params", "load_card", "model_cards", "model_name", "qc_cards", "stage_card",
+           "stage_cards", "stage_name"]
 
 ROLES = ("separator", "vad", "asr", "audio_tagger", "audio_text_scorer", "speaker_embedder",
          "scene_labeller", "speech_generator", "env_generator", "encoder", "detector",
@@ -48,6 +52,18 @@ _FRAME_KEYS = frozenset({"fps", "frame_size", "max_frames"})
 _GPU_KEYS = ("model", "params_m", "step_params_m", "bytes_per_param", "steps", "passes",
              "frames", "status", "gpu_mem_gb", "gpu_s_per_item", "source")
 _GPU_REQUIRED = frozenset(_GPU_KEYS) - {"gpu_mem_gb", "gpu_s_per_item"}
+MODEL_STAGES = {"features": "", "scores": "", "omni": "omni-", "answer": "deaf-"}
+"""The stage families made one per model: ``<prefix>_<name>``, where the name is the slug
+without the word that repeats the family (``omni-``, ``deaf-``), its hyphens as
+underscores and its dots dropped (:func:`stage_name`). A card's slot names its own stage;
+a detector's ``scores_<name>`` follows its ``features_<name>``."""
+LIST_STAGES = ("features_references",)
+"""Stages that run a list of models (their ``models`` parameter): any number of cards name
+them, each at its slot's ``order``."""
+QC_ROLES = {"vad": "vad", "asr": "asr", "speaker": "speaker_embedder",
+            "tagger": "audio_tagger", "prompt_model": "audio_text_scorer"}
+"""QC role (the parameter of the QC stages ``source_qc`` / ``component_qc`` that names the
+model; ``split`` runs the ``speaker``) → the card role it needs."""
 
 
 @dataclass(frozen=True)
@@ -55,10 +71,16 @@ class Slot:
     """Where a model runs in the paper's graph (its ``full`` profile) and its pod."""
 
     stages: tuple[str, ...]
-    """The stages it runs in: ``features_<slug>``, ``omni_<name>``, ``answer_<name>``, or
-    the generator / ``separate`` / ``scene`` stage it fills."""
+    """The stages it runs in: its own ``features_<slug>``, ``omni_<name>`` or
+    ``answer_<name>`` (:func:`stage_name`), or a stage it fills (``separate``, ``scene``,
+    ``speech_*``, ``env_*``…): as their ``full`` model (a paper card) or their default, which
+    every profile runs unless a paper card fills the stage (a ``reference`` card); or a
+    list stage (:data:`LIST_STAGES`)."""
     order: int = 0
-    """Its row in the paper's table, for the stages made one per model (0: not one)."""
+    """Its row in the paper's table, for the stages made one per model, or its place in a
+    list stage's ``models`` (0: neither)."""
+    demo: bool = True
+    """``False``: ``make demo`` leaves it out of its list stage (:func:`demo_params`)."""
     modes: tuple[str, ...] = ()
     """Input modes of an evaluation model: ``A``, ``AV``."""
     frames: dict[str, Any] = field(default_factory=dict)
@@ -89,15 +111,21 @@ class Card:
     group: str = ""
     """Evaluation group in the order of the paper's Tables 2–5 (``""`` elsewhere)."""
     reference: bool = False
-    """A CPU stand-in or a tiny random checkpoint, never the paper's model."""
+    """A CPU stand-in or a tiny random checkpoint, never the paper's model. It decides what
+    the slot and ``qc`` mean: the default of those stages (reference) or their ``full``
+    model (paper)."""
     in_paper: bool = True
     licence: dict[str, str] = field(default_factory=dict)
     """``spdx`` and ``source``; where absent, the licence of the model's image
     (``images/<image>/image.yaml``)."""
     slot: Slot | None = None
-    gpu: dict[str, Any] = field(default_factory=dict)
-    """GPU figures of the model in its slot's stages (the columns of
-    ``data/gpu_models.csv`` but ``stages``); read by ``madbench plan``."""
+    qc: str = ""
+    """Its QC role (:data:`QC_ROLES`): the QC stages' model for that role, in the ``full``
+    profile (a paper card) or by default (a ``reference`` card)."""
+    gpu: tuple[dict[str, Any], ...] = ()
+    """GPU figures read by ``madbench plan``, one block per set of stages (``stages``: the
+    slot's unless the block names them; a QC card names them): the model's, or, in a stage
+    that runs several models, the stage's."""
 
 
 _CARD_KEYS = tuple(f.name for f in fields(Card))
@@ -111,18 +139,74 @@ def _refuse(where: str, what: str, keys: set[str], valid: tuple[str, ...]) -> No
                           f"valid: {', '.join(valid)}")
 
 
-def _slot(raw: Any, where: str) -> Slot:
+_REFERENCE_SLOT_KEYS = ("stages", "order", "demo")
+"""A reference card's slot: where it is the default; the pod is the stage's."""
+_STAGE = re.compile(r"^[a-z][a-z0-9_]{0,40}$")
+
+
+def model_name(prefix: str, slug: str) -> str:
+    """The name in a per-model stage of family ``prefix`` (:data:`MODEL_STAGES`):
+    ``deaf-gemini-2.5-flash`` → ``gemini_25_flash``."""
+    return slug.removeprefix(MODEL_STAGES[prefix]).replace(".", "").replace("-", "_")
+
+
+def stage_name(prefix: str, slug: str) -> str:
+    """The per-model stage of ``slug`` in family ``prefix``: ``features_det_xlsr_mamba``,
+    ``scores_det_xlsr_mamba``, ``omni_qwen25omni``, ``answer_gemini_25_flash``."""
+    return f"{prefix}_{model_name(prefix, slug)}"
+
+
+def _slot(raw: Any, where: str, slug: str, reference: bool) -> Slot:
     if not isinstance(raw, dict) or not raw.get("stages"):
         raise ConfigError(f"{where}: slot must be a mapping with a non-empty 'stages' list")
-    _refuse(where, "slot", set(raw), _SLOT_KEYS)
+    _refuse(where, "slot", set(raw), _REFERENCE_SLOT_KEYS if reference else _SLOT_KEYS)
     frames = dict(raw.get("frames") or {})
     _refuse(where, "slot.frames", set(frames), tuple(sorted(_FRAME_KEYS)))
-    return Slot(stages=tuple(raw["stages"]), order=int(raw.get("order", 0)),
+    stages = tuple(str(s) for s in raw["stages"])
+    for stage in stages:
+        prefix, per_model, _ = stage.partition("_")
+        if not _STAGE.match(stage):
+            raise ConfigError(f"{where}: slot stage {stage!r} is not a stage name")
+        if per_model and prefix in MODEL_STAGES and stage not in LIST_STAGES and (
+                reference or stage != stage_name(prefix, slug)):
+            raise ConfigError(f"{where}: slot stage {stage!r}: a {prefix}_ stage is made per "
+                              f"paper model and named after it: {stage_name(prefix, slug)!r}")
+    if not isinstance(raw.get("demo", True), bool):
+        raise ConfigError(f"{where}: slot.demo is true or false")
+    if "demo" in raw and not set(stages) & set(LIST_STAGES):
+        raise ConfigError(f"{where}: slot.demo narrows a list stage's models "
+                          f"({', '.join(LIST_STAGES)}); this slot names none")
+    return Slot(stages=stages, order=int(raw.get("order", 0)),
                 modes=tuple(raw.get("modes") or ()), frames=frames,
                 memory=str(raw.get("memory", "")), gpu=int(raw.get("gpu", 0)),
                 timeout=int(raw.get("timeout", 0)),
                 gpu_memory_gib=int(raw.get("gpu_memory_gib", 0)),
-                secrets=tuple(raw.get("secrets") or ()))
+                secrets=tuple(raw.get("secrets") or ()), demo=raw.get("demo", True))
+
+
+def _gpu(raw: Any, where: str, slot: Slot | None, qc: str) -> tuple[dict[str, Any], ...]:
+    """The ``gpu`` blocks: one mapping, or a list of them, each with its ``stages``."""
+    blocks = raw if isinstance(raw, list) else [raw] if raw else []
+    out = []
+    for block in blocks:
+        if not isinstance(block, dict):
+            raise ConfigError(f"{where}: gpu is a mapping or a list of mappings")
+        gpu = dict(block)
+        _refuse(where, "gpu", set(gpu), (*_GPU_KEYS, "stages"))
+        if missing := sorted(_GPU_REQUIRED - set(gpu)):
+            raise ConfigError(f"{where}: gpu needs {missing}")
+        stages = tuple(gpu.pop("stages", None) or (slot.stages if slot else ()))
+        if not stages:
+            raise ConfigError(f"{where}: gpu figures need the stages they apply to (a slot, "
+                              "or `stages` in the block)")
+        if (slot and not set(stages) <= set(slot.stages)) or (not slot and not qc):
+            raise ConfigError(f"{where}: gpu stages {list(stages)} are not stages the model "
+                              f"runs in (its slot's, or a QC card's QC stages)")
+        out.append({**gpu, "stages": stages})
+    if len(blocks) > 1 and len({s for b in out for s in b["stages"]}) != \
+            sum(len(b["stages"]) for b in out):
+        raise ConfigError(f"{where}: two gpu blocks name one stage")
+    return tuple(out)
 
 
 def load_card(text: str, where: str) -> Card:
@@ -142,21 +226,23 @@ def load_card(text: str, where: str) -> Card:
         raise ConfigError(f"{where}: group {raw['group']!r} is not one of {_GROUPS[1:]}")
     if ":" not in raw["target"]:
         raise ConfigError(f"{where}: target {raw['target']!r} is not module:Class")
-    gpu = dict(raw.get("gpu") or {})
-    _refuse(where, "gpu", set(gpu), _GPU_KEYS)
-    if gpu and (missing := sorted(_GPU_REQUIRED - set(gpu))):
-        raise ConfigError(f"{where}: gpu needs {missing}")
-    if gpu and "slot" not in raw:
-        raise ConfigError(f"{where}: gpu figures need a slot (the stages they apply to)")
+    reference = raw.get("reference", False)
+    if not isinstance(reference, bool):
+        raise ConfigError(f"{where}: reference is true or false")
+    qc = str(raw.get("qc", ""))
+    if qc and QC_ROLES.get(qc) != raw["role"]:
+        raise ConfigError(f"{where}: qc {qc!r} is not a QC role of a {raw['role']} model; "
+                          f"QC roles: " + ", ".join(f"{k} ({v})" for k, v in QC_ROLES.items()))
+    slot = _slot(raw["slot"], where, raw["slug"], reference) if "slot" in raw else None
+    gpu = _gpu(raw.get("gpu"), where, slot, qc)
     licence = dict(raw.get("licence") or {})
     if licence and set(licence) != {"spdx", "source"}:
         raise ConfigError(f"{where}: licence needs exactly 'spdx' and 'source'")
     return Card(slug=raw["slug"], role=raw["role"], target=raw["target"], image=raw["image"],
                 paper=str(raw["paper"]), section=str(raw["section"]),
                 description=str(raw["description"]), group=raw.get("group", ""),
-                reference=bool(raw.get("reference", False)),
-                in_paper=bool(raw.get("in_paper", True)), licence=licence,
-                slot=_slot(raw["slot"], where) if "slot" in raw else None, gpu=gpu)
+                reference=reference, in_paper=bool(raw.get("in_paper", True)),
+                licence=licence, slot=slot, qc=qc, gpu=gpu)
 
 
 @cache
@@ -172,27 +258,62 @@ def cards() -> dict[str, Card]:
         if card.slug != entry.name.removesuffix(".yaml"):
             raise ConfigError(f"{where}: slug {card.slug!r} is not the file's name")
         out[card.slug] = card
-    stages: dict[str, str] = {}
+    taken: dict[tuple[str, bool], str] = {}
     for card in out.values():
-        for stage in card.slot.stages if card.slot else ():
-            if stage in stages:
-                raise ConfigError(f"madbench_common/models/catalog: stage {stage!r} is in the "
-                                  f"slots of both {stages[stage]!r} and {card.slug!r}")
-            stages[stage] = card.slug
+        places = [*(card.slot.stages if card.slot else ()), *([f"qc:{card.qc}"] * bool(card.qc))]
+        for place in places:
+            key = (place, card.reference)
+            if place not in LIST_STAGES and key in taken:
+                what = "the QC role" if place.startswith("qc:") else "the stage"
+                raise ConfigError(
+                    f"madbench_common/models/catalog: {what} {place.removeprefix('qc:')!r} "
+                    f"has two {'reference' if card.reference else 'paper'} cards: "
+                    f"{taken[key]!r} and {card.slug!r}")
+            taken[key] = card.slug
     return out
 
 
-def slot_cards(prefix: str) -> list[Card]:
-    """The cards whose slot stages start with ``prefix`` (``features_``, ``omni_``,
-    ``answer_``, ``speech_``, ``env_``), in their table order, then slug order."""
-    found = [c for c in cards().values()
-             if c.slot and any(s.startswith(prefix) for s in c.slot.stages)]
-    return sorted(found, key=lambda c: (c.slot.order if c.slot else 0, c.slug))
+def _order(card: Card) -> tuple[int, str]:
+    return (card.slot.order if card.slot else 0, card.slug)
 
 
-def card_for_stage(stage: str) -> Card | None:
-    """The card whose slot names ``stage``, if any."""
-    for card in cards().values():
-        if card.slot and stage in card.slot.stages:
-            return card
-    return None
+def stage_cards(stage: str, reference: bool) -> list[Card]:
+    """The reference cards (``reference``) or the paper cards whose slot names ``stage``,
+    in their slots' order, then slug order: one for a stage they fill, any number for a
+    list stage."""
+    return sorted((c for c in cards().values()
+                   if c.reference == reference and c.slot and stage in c.slot.stages),
+                  key=_order)
+
+
+def stage_card(stage: str, reference: bool) -> Card:
+    """The one card that fills ``stage``: its default (``reference``) or its ``full`` model."""
+    found = stage_cards(stage, reference)
+    if len(found) != 1:
+        kind = "reference" if reference else "paper"
+        raise ConfigError(f"stage {stage!r} needs one {kind} card whose slot names it "
+                          f"(madbench_common/models/catalog); found {[c.slug for c in found]}")
+    return found[0]
+
+
+def model_cards(prefix: str) -> list[Card]:
+    """The paper cards with a per-model stage of family ``prefix`` (``features``, ``omni``,
+    ``answer``), in their table order (``slot.order``), then slug order."""
+    return sorted((c for c in cards().values() if not c.reference and c.slot
+                   and stage_name(prefix, c.slug) in c.slot.stages), key=_order)
+
+
+def qc_cards(reference: bool) -> dict[str, Card]:
+    """QC role → the reference (``reference``) or paper card that has it."""
+    return {c.qc: c for c in cards().values() if c.qc and c.reference == reference}
+
+
+def demo_params() -> dict[str, dict[str, list[str]]]:
+    """What ``make demo`` (and the tests that run its graph) sets: for each list stage with
+    a card marked ``demo: false``, its ``models`` without those."""
+    out = {}
+    for stage in LIST_STAGES:
+        found = stage_cards(stage, reference=True)
+        if any(c.slot and not c.slot.demo for c in found):
+            out[stage] = {"models": [c.slug for c in found if c.slot and c.slot.demo]}
+    return out

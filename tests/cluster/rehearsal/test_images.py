@@ -129,7 +129,7 @@ def test_pods_and_probes_name_their_containers_after_the_work_folder(tmp_path: P
     """A killed pass leaves buildah working containers that block ``buildah rmi`` of their
     images: every container a pass makes carries the work folder's prefix, by which the
     next pass removes them."""
-    from madbench_common.build.containers import container_name
+    from madbench_common.imagefactory.containers import container_name
 
     provider = ImageProvider(State(tmp_path / "state.json"), tmp_path)
     other = ImageProvider(State(tmp_path / "b" / "state.json"), tmp_path / "b")
@@ -147,7 +147,7 @@ def test_a_killed_pass_s_containers_are_removed_by_name(tmp_path: Path) -> None:
     """Real buildah: a working container left under the prefix goes; another's stays."""
     import subprocess
 
-    from madbench_common.build.containers import remove_containers
+    from madbench_common.imagefactory.containers import remove_containers
 
     prefix = ImageProvider(State(tmp_path / "s.json"), tmp_path).prefix
     mine, theirs = f"{prefix}pod-0", f"other-{prefix}pod-0"
@@ -181,7 +181,7 @@ def test_the_recipe_follows_the_build_inputs_and_not_the_commit(
                     ignore=shutil.ignore_patterns(".upstream"))
     shutil.copy(ROOT / "pyproject.toml", fake_root)
     monkeypatch.setattr(images, "ROOT", fake_root)
-    from madbench_common.build import images as images_mod
+    from madbench_common.imagefactory import images as images_mod
 
     monkeypatch.setattr(images_mod, "IMAGES", fake_root / "images", raising=False)
     assert images.image_recipe("reference-cpu", "code") == base

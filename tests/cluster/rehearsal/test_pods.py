@@ -45,6 +45,26 @@ def test_secrets_reach_the_pod_env_and_nothing_else(tmp_path: Path) -> None:
     assert secret not in "".join(tail)
 
 
+def test_the_deaf_rehearsal_mounts_an_empty_data_volume_and_allows_stand_ins(
+        tmp_path: Path) -> None:
+    """deaf.yaml's pods mount the data volume (madbench-data, read-only at /data): here an
+    empty folder, and the rehearsal profile opts the data stages into their stand-ins,
+    which the workflow's full profile otherwise refuses."""
+    provider = ImageProvider(State(tmp_path / "state.json"), tmp_path)
+    runner = PodRunner(provider, {}, tmp_path, None)
+    profile = load_profile()
+    (wp,) = [f for f in profile.workflows if f.name == "deaf"]
+    wf = Workflow.load(WORKFLOWS / "deaf.yaml")
+    params = workflow_params(wf, wp, profile, None, {"stub_port": STUB_PORT})
+    pods = Executor(wf, params, name="w").dry_run()
+    envlib = next(p for p in pods if "deaf_envlib" in p.argv and "run" in p.argv)
+    assert [str(tmp_path / "data"), "/data", True] in runner._mounts(envlib)
+    for stage in ("deaf_sentences", "deaf_envlib", "esc_tts_a", "esc_tts_b", "esc_tts_c"):
+        assert params[f"{stage}_stand_ins"] == "allow"
+        assert wf.parameters()[f"{stage}_stand_ins"] == "refuse"
+    assert "stand_ins=allow" in envlib.argv and "demand=" in envlib.argv
+
+
 def test_a_pod_missing_a_secret_key_fails_without_starting(tmp_path: Path) -> None:
     provider = ImageProvider(State(tmp_path / "state.json"), tmp_path)
     runner = PodRunner(provider, {}, tmp_path, None)

@@ -125,7 +125,7 @@ def test_check_target_reads_modules_without_importing_them() -> None:
 
 def test_a_missing_upstream_mirror_is_named(monkeypatch: pytest.MonkeyPatch,
                                             tmp_path: Path) -> None:
-    from madbench_common.build.images import list_images
+    from madbench_common.imagefactory.images import list_images
 
     with_src = [i for i in list_images() if i.upstream_src]
     assert with_src
@@ -148,8 +148,8 @@ def test_a_tree_unpacked_at_the_pinned_commit_needs_no_mirror(
     built an image still asked for its mirror)."""
     import dataclasses
 
-    from madbench_common.build import images as images_mod
-    from madbench_common.build.upstream import STAMP
+    from madbench_common.imagefactory import images as images_mod
+    from madbench_common.imagefactory.upstream import STAMP
 
     real = images_mod.load_image("a2a-audiox")
     info = dataclasses.replace(real, folder=tmp_path)

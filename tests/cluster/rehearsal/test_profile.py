@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from madbench_common.benchmarks.madbench.graph import ENV_SETTINGS, build_graph
+from madbench_common.benchmarks.madbench.graph import ENV_BRANCHES, GENERATOR_SLOTS, build_graph
 from madbench_common.cli.pipeline import stage_overrides
 from madbench_common.cluster.argo_local import Executor, SecretRef, Workflow
 from madbench_common.cluster.lint import check_pods
@@ -188,4 +188,5 @@ def test_a_generator_stage_passes_its_model_args_to_the_model(tmp_path: Path) ->
     with pytest.raises(ConfigError, match="no_such_argument"):
         load_model_with("ref-layered-t2a", {"no_such_argument": 1})
     graph = build_graph()
-    assert all(graph[f"env_{b}_{s}"].params["model_args"] == {} for b, s, _ in ENV_SETTINGS)
+    assert all(graph[f"env_{b}_{s}"].params["model_args"] == {}
+               for b in ENV_BRANCHES for s in GENERATOR_SLOTS)

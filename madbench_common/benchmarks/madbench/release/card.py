@@ -98,7 +98,7 @@ def _model_licence(slug: str) -> tuple[str, str]:
     spec = REGISTRY.get(slug)
     if spec is None:
         return "unknown", f"{slug} is not in the registry"
-    from madbench_common.build.images import load_image
+    from madbench_common.imagefactory.images import load_image
 
     try:
         return load_image(spec.image).licence, f"images/{spec.image}/image.yaml"

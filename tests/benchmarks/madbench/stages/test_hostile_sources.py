@@ -150,7 +150,7 @@ def test_a_stem_ffmpeg_cannot_open_rejects_its_clip_only(tmp_path: Path, clip: P
 
 def test_a_stem_without_audio_rejects_its_clip_only(tmp_path: Path, clip: Path) -> None:
     """A video-only file as a stem decoded to no samples, was padded with zeros to the
-    clip's length and passed for a silent reference (found by bench/attack_inputs.py)."""
+    clip's length and passed for a silent reference (found by perf/attack_inputs.py)."""
     stem = tmp_path / "picture.mp4"
     subprocess.run([_ffmpeg(), "-v", "error", "-y", "-f", "lavfi", "-i",
                     "testsrc=size=32x32:rate=5:duration=5", "-c:v", "libx264", "-pix_fmt",

@@ -1,0 +1,130 @@
+"""Compile ``workflows/data.yaml``: the one-off Argo workflow that fills the data volume.
+
+It runs ``madbench data fetch --dataset <name> --dest /data`` once per chosen data set
+(``-p datasets='["demand"]'``; default: every data set of
+``madbench_common/data/paper_data.yaml``, DEMAND and EMIS, DEAF §2.1 / Appendix A.2):
+each file checked against its pinned sha256, then unpacked to ``/data/<name>/``. A data
+set with an unpinned file or an unverified licence fails its pod (exit 3, not retried)
+unless ``-p allow_unpinned=true``, which the data set's lock on the volume
+(``/data/locks/<name>.lock.json``) records. As ``workflows/weights.yaml`` does for
+weights, and with the same pod rules: the ``madbench-data`` volume (cluster profile
+``dataClaim``) read-write at ``/data``; the label ``madbench.io/egress: hub``, which
+``k8s/base/networkpolicy.yaml`` lets out on HTTPS (Zenodo serves both data sets).
+
+``workflows/deaf.yaml``'s full profile then reads ``/data/demand`` and ``/data/emis``
+(:data:`~madbench_common.pipeline.paper_data.DATA_PATHS`) from the same volume,
+mounted read-only. The fetch pods run the base image, whose ``madbench_common`` package
+ships ``paper_data.yaml``: after pinning, rebuild the bases before running this workflow.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from hera.workflows import models as m
+
+from madbench_common.pipeline.argo import ClusterProfile, ImageLock, workflow_yaml
+from madbench_common.pipeline.argo_weights import EGRESS_LABEL
+from madbench_common.pipeline.paper_data import DATA_ROOT, load_spec
+
+__all__ = ["compile_data_workflow", "render_data_workflow"]
+
+_SCRATCH = "/tmp"
+_UID = 10001
+
+
+def _fetch_template() -> m.Template:
+    args = ["data", "fetch", "--dataset", "{{inputs.parameters.dataset}}", "--dest", DATA_ROOT,
+            "--allow-unpinned={{workflow.parameters.allow_unpinned}}"]
+    env = {"HOME": _SCRATCH, "TMPDIR": _SCRATCH, "XDG_CACHE_HOME": f"{_SCRATCH}/.cache",
+           "PYTHONUNBUFFERED": "1"}
+    return m.Template(
+        name="fetch",
+        metadata=m.Metadata(labels={**EGRESS_LABEL, "madbench.io/stage": "data"}),
+        inputs=m.Inputs(parameters=[m.Parameter(name="dataset")]),
+        container=m.Container(
+            image="{{workflow.parameters.fetch_image}}", image_pull_policy="IfNotPresent",
+            command=["madbench"], args=args,
+            env=[m.EnvVar(name=k, value=v) for k, v in env.items()],
+            volume_mounts=[m.VolumeMount(name="scratch", mount_path=_SCRATCH),
+                           m.VolumeMount(name="data", mount_path=DATA_ROOT)],
+            resources=m.ResourceRequirements(
+                requests={"cpu": m.Quantity("1"), "memory": m.Quantity("1Gi")},
+                limits={"memory": m.Quantity("2Gi")}),
+            security_context=m.SecurityContext(
+                allow_privilege_escalation=False, read_only_root_filesystem=True,
+                run_as_non_root=True, capabilities=m.Capabilities(drop=["ALL"])),
+        ),
+        active_deadline_seconds=m.IntOrString(str(6 * 3600)),
+        # as the weights workflow: waits of 1, 2 and 4 minutes; exit 3 (a mismatch, an
+        # unpinned data set) is never retried
+        retry_strategy=m.RetryStrategy(
+            limit=m.IntOrString("3"), retry_policy="Always",
+            expression='lastRetry.exitCode != "3"',
+            backoff=m.Backoff(duration="1m", factor=m.IntOrString("2"))),
+    )
+
+
+def compile_data_workflow(lock: ImageLock, profile: ClusterProfile,
+                          datasets: list[str] | None = None) -> m.Workflow:
+    """The data workflow (``datasets``: the default of its ``datasets`` parameter)."""
+    chosen = list(load_spec().datasets) if datasets is None else datasets
+    task = m.DAGTask(name="fetch", template="fetch",
+                     with_param="{{workflow.parameters.datasets}}",
+                     arguments=m.Arguments(parameters=[m.Parameter(name="dataset",
+                                                                   value="{{item}}")]))
+    params = [
+        m.Parameter(name="datasets", value=json.dumps(chosen),
+                    description="JSON list of data sets of madbench_common/data/"
+                                "paper_data.yaml to fetch"),
+        m.Parameter(name="fetch_image", value=lock.ref("base-py311"),
+                    description="Image that runs madbench data fetch (ships paper_data.yaml)"),
+        m.Parameter(name="allow_unpinned", value="false", enum=["false", "true"],
+                    description="true: fetch data sets with unpinned files or an unverified "
+                                "licence (the digests found are recorded in each data set's "
+                                "lock); false: refuse them (exit 3)"),
+    ]
+    claim = m.PersistentVolumeClaimVolumeSource(claim_name=profile.data_claim)
+    return m.Workflow(
+        api_version="argoproj.io/v1alpha1", kind="Workflow",
+        metadata=m.ObjectMeta(
+            generate_name="madbench-data-",
+            labels={"app.kubernetes.io/name": "madbench", "madbench.io/variant": "data"},
+            annotations={"workflows.argoproj.io/description":
+                         "one-off: fill the madbench-data volume with the paper's data sets "
+                         "(DEMAND, EMIS)"}),
+        spec=m.WorkflowSpec(
+            entrypoint="data", arguments=m.Arguments(parameters=params),
+            templates=[m.Template(name="data", dag=m.DAGTemplate(tasks=[task])),
+                       _fetch_template()],
+            parallelism=2,
+            service_account_name=profile.service_account,
+            pod_priority_class_name=profile.priority_class,
+            pod_metadata=m.Metadata(labels={"app.kubernetes.io/part-of": "madbench"}),
+            security_context=m.PodSecurityContext(
+                run_as_non_root=True, run_as_user=_UID, run_as_group=_UID, fs_group=_UID,
+                seccomp_profile=m.SeccompProfile(type="RuntimeDefault")),
+            volumes=[m.Volume(name="scratch", empty_dir=m.EmptyDirVolumeSource(
+                         size_limit=m.Quantity("5Gi"))),
+                     m.Volume(name="data", persistent_volume_claim=claim)],
+            pod_gc=m.PodGC(strategy="OnPodSuccess", delete_delay_duration="10m"),
+            ttl_strategy=m.TTLStrategy(seconds_after_success=86400,
+                                       seconds_after_failure=7 * 86400),
+            archive_logs=True,
+            active_deadline_seconds=24 * 3600,
+        ),
+    )
+
+
+def render_data_workflow(lock: ImageLock, profile: ClusterProfile, out_dir: str | Path,
+                         check: bool = False) -> list[Path]:
+    """Write (or, with ``check``, compare) ``<out_dir>/data.yaml``; returns it if changed."""
+    path = Path(out_dir) / "data.yaml"
+    text = workflow_yaml(compile_data_workflow(lock, profile))
+    if path.exists() and path.read_text() == text:
+        return []
+    if not check:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text)
+    return [path]
