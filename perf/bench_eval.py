@@ -27,7 +27,7 @@ import numpy as np
 import pandas as pd
 from threadpoolctl import threadpool_limits
 
-from madbench_common.benchmarks.madbench.eval.runner import FeatureSet, run_heads, union_rows
+from madbench_common.benchmarks.madbench.eval.fit import FeatureSet, run_heads, union_rows
 from madbench_common.benchmarks.madbench.eval.tasks import TASKS, task_labels
 
 __all__ = ["main"]

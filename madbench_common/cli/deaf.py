@@ -10,7 +10,7 @@ import json
 from typing import Any
 
 from madbench_common.benchmarks.deaf.graph import build_deaf_graph
-from madbench_common.benchmarks.deaf.runner import DeafRunner, python_of, stub_apis
+from madbench_common.benchmarks.deaf.local_run import DeafRunner, python_of, stub_apis
 from madbench_common.cli.pipeline import (
     add_stage_commands,
     parse_set,

@@ -3,21 +3,9 @@ against this checkout, without running or importing anything heavy.
 
 :func:`lint_workflow` reports every reason Argo would refuse a workflow
 (:mod:`madbench_common.pipeline.argo_rules`: its validator, its controller's run-time
-refusals and the API server's resource rules, at a pinned Argo release).
-
-:func:`check_pods` takes the pods of a dry run (:meth:`Executor.dry_run`) and reports what
-would fail on a cluster before any pod starts:
-
-- the image is a MADBench image (``ghcr.io/madbench/<slug>:<tag>``) whose folder has a
-  Dockerfile and a requirements lock;
-- the command parses with ``madbench``'s own argument parser;
-- a ``stage run|merge`` names a stage of its graph (MADBench, or DEAF's with its
-  ``--models``), its ``--stage-params`` pass the pod's own check, and every model the
-  stage will load (``model`` and the QC stages' ``vad``, ``asr``, ``speaker``,
-  ``tagger``, ``prompt_model``) is registered, lives in the pod's image, and its
-  ``module:Class`` target exists — read from the source file's syntax tree, so no model
-  library is imported;
-- the stage implementation's ``module:Class`` target exists.
+refusals and the API server's resource rules, at a pinned Argo release). :func:`check_pods`
+takes the pods of a dry run (:meth:`Executor.dry_run`) and reports what would fail on a
+cluster before any pod starts.
 """
 
 from __future__ import annotations
@@ -112,7 +100,19 @@ def _parse(argv: list[str]) -> tuple[argparse.Namespace | None, str]:
 
 
 def check_pods(pods: Iterable[Pod], images_dir: Path | None = None) -> list[str]:
-    """Problems found in ``pods`` (empty when every pod would start and find its code)."""
+    """Problems found in ``pods`` (empty when every pod would start and find its code).
+
+    - the image is a MADBench image (``ghcr.io/madbench/<slug>:<tag>``) whose folder has a
+      Dockerfile and a requirements lock;
+    - the command parses with ``madbench``'s own argument parser;
+    - a ``stage run|merge`` names a stage of its graph (MADBench, or DEAF's with its
+      ``--models``), its ``--stage-params`` pass the pod's own check, and every model the
+      stage will load (``model`` and the QC stages' ``vad``, ``asr``, ``speaker``,
+      ``tagger``, ``prompt_model``) is registered, lives in the pod's image, and its
+      ``module:Class`` target exists (read from the source file's syntax tree, so no
+      model library is imported);
+    - the stage implementation's ``module:Class`` target exists.
+    """
     images = images_dir or _ROOT / "images"
     problems: list[str] = []
     warned: set[str] = set()

@@ -1,24 +1,9 @@
 """Start one pod's container: join its network namespace and memory cgroup, run, report.
 
-``python -m madbench_common.cluster.podexec`` reads one JSON request on stdin (so the
-pod's secret environment never appears in an argument list or a file)::
-
-    {"image": <local image id or ref>, "argv": [...], "env": {...},
-     "mounts": [[host, target, read_only], ...], "engine": "buildah",
-     "netns": "/proc/<pid>/ns/net" | null, "cgroup": "<cgroup dir>" | null,
-     "result": "<path of the result JSON>", "name": "<working container name>" | null}
-
-It moves itself into ``cgroup`` (whose memory limit the caller set; every process of
-the pod inherits it), enters ``netns`` (a private namespace with only loopback: the pod
-reaches what runs there and nothing else), and runs the container through
-:func:`madbench_common.imagefactory.containers.run_in_image` under the pod policy (uid 10001,
-read-only root, ``/tmp`` a tmpfs, capabilities dropped, no-new-privileges, the
-runtime-default seccomp profile, ``runAsNonRoot`` enforced), sharing that namespace.
-The container's output goes to this process's stdout and stderr. The result file gets
-the exit code and the peak RSS of the largest process of the pod (``RUSAGE_CHILDREN``).
-
-SIGTERM (a deadline, or the rehearsal stopping) kills every process under this one; the
-engine then removes its working container and the result says ``terminated``.
+``python -m madbench_common.cluster.podexec`` reads one JSON request on stdin and runs the
+container under the pod policy (uid 10001, read-only root, ``/tmp`` a tmpfs, capabilities
+dropped, no-new-privileges, the runtime-default seccomp profile, ``runAsNonRoot``
+enforced) inside the pod's network namespace and memory cgroup (:func:`main`).
 """
 
 from __future__ import annotations
@@ -100,6 +85,24 @@ def _on_term(signum: int, frame: Any) -> None:
 
 
 def main() -> int:
+    """Read one JSON request on stdin (so the pod's secret environment never appears in an
+    argument list or a file)::
+
+        {"image": <local image id or ref>, "argv": [...], "env": {...},
+         "mounts": [[host, target, read_only], ...], "engine": "buildah",
+         "netns": "/proc/<pid>/ns/net" | null, "cgroup": "<cgroup dir>" | null,
+         "result": "<path of the result JSON>", "name": "<working container name>" | null}
+
+    Move into ``cgroup`` (whose memory limit the caller set; every process of the pod
+    inherits it), enter ``netns`` (a private namespace with only loopback: the pod reaches
+    what runs there and nothing else), and run the container through
+    :func:`madbench_common.imagefactory.containers.run_in_image` under the pod policy, sharing that
+    namespace. The container's output goes to this process's stdout and stderr. The result
+    file gets the exit code and the peak RSS of the largest process of the pod
+    (``RUSAGE_CHILDREN``). SIGTERM (a deadline, or the rehearsal stopping) kills every
+    process under this one; the engine then removes its working container and the result
+    says ``terminated``.
+    """
     request = json.loads(sys.stdin.read())
     result_path = Path(request["result"])
     signal.signal(signal.SIGTERM, _on_term)

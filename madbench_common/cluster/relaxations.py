@@ -1,16 +1,12 @@
 """Where a local execution of a workflow departs from what Argo would do on a cluster.
 
-The rehearsal runs the rendered workflows themselves, but not exactly as a cluster
-would: it forces every ``<stage>_shards`` parameter to the profile's count, runs GPU pods
-on the CPU with their deadlines scaled, caps the pods running at once, and has no
-scheduler, garbage collector or RBAC (the executor's cluster-only fields). Nothing of
-that may be silent: :func:`relaxations` lists each departure that applies to one
-workflow execution, with what the rehearsal did and what Argo does instead, so that the
-record of a pass states it.
-
-What is *not* a relaxation: scheduling after a failure and the DAG's phase follow Argo's
-controller (:mod:`madbench_common.cluster.argo_local`); ``stop_on_failure`` is a stricter
-mode and is listed when used.
+The rehearsal runs the rendered workflows themselves, but forces every ``<stage>_shards``
+parameter to the profile's count, runs GPU pods on the CPU with their deadlines scaled,
+caps the pods running at once, and has no scheduler, garbage collector or RBAC. Nothing
+of that may be silent: :func:`relaxations` lists each departure that applies, with what
+Argo does instead, so that the record of a pass states it. Not relaxations: scheduling
+after a failure and the DAG's phase follow Argo's controller
+(:mod:`madbench_common.cluster.argo_local`); ``stop_on_failure`` is stricter, and listed.
 """
 
 from __future__ import annotations

@@ -2,16 +2,10 @@
 
 The cluster's NetworkPolicy (``k8s/base/networkpolicy.yaml``) lets stage pods reach the
 object store and nothing else (API pods: HTTPS too). On one machine the same holds by
-construction: :class:`Namespace` makes a network namespace whose only interface is
-loopback, held open by a sleeping process; SeaweedFS (:class:`NamespacedS3`) and the
-local API stub (:func:`start_stub`) listen inside it on fixed ports (nothing else can
-hold a port there), and every pod joins it (:mod:`madbench_common.cluster.podexec`).
-The host reaches the store only through threads that entered the namespace
-(:meth:`Namespace.call`), as a user's client would.
-
-Needs root (``unshare --net``, ``setns``). The holder and the servers get SIGTERM when
-the process that started them dies (``PR_SET_PDEATHSIG``), so a killed rehearsal leaves
-nothing listening.
+construction: :class:`Namespace` has only loopback; SeaweedFS (:class:`NamespacedS3`) and
+the local API stub (:func:`start_stub`) listen inside it on fixed ports, every pod joins it
+(:mod:`madbench_common.cluster.podexec`), and the host reaches the store only through
+threads that entered it (:meth:`Namespace.call`), as a user's client would.
 """
 
 from __future__ import annotations
@@ -62,7 +56,11 @@ def pdeathsig(sig: int = signal.SIGTERM) -> Callable[[], None]:
 
 
 class Namespace:
-    """A network namespace with only ``lo`` (up), held by a sleeping child process."""
+    """A network namespace with only ``lo`` (up), held by a sleeping child process.
+
+    Needs root (``unshare --net``, ``setns``). The holder and the servers get SIGTERM when
+    the process that started them dies (``PR_SET_PDEATHSIG``), so a killed rehearsal
+    leaves nothing listening."""
 
     def __init__(self) -> None:
         self.proc: subprocess.Popen[str] | None = None

@@ -1,18 +1,11 @@
 """Python 3.9 support: what madbench_common uses from 3.10+, for the bullseye (3.9) images.
 
 The Python 3.9 model images (fairseq-era pins) install madbench_common too, so every
-module must import and run on 3.9. Three 3.10 features are used through this module:
-
-- :func:`row` — ``@dataclass(frozen=True, kw_only=True)``. On 3.9 the keyword-only
-  behaviour is emulated: fields without a default get a sentinel default (so a subclass
-  may add required fields after the base's defaulted ones), ``__init__`` takes keywords
-  only, and a missing required field raises ``TypeError`` as on 3.10;
-- :func:`zip_strict` — ``zip(..., strict=True)``;
-- :func:`type_hints` — ``typing.get_type_hints`` for classes whose (string) annotations
-  use ``X | None``; on 3.9 they are evaluated with ``eval_type_backport``;
-- :func:`working_dir` — ``contextlib.chdir`` (3.11).
-
-``tests/test_py39_compat.py`` rejects the 3.10+ spellings elsewhere in the package.
+module must import and run on 3.9. The newer features go through this module:
+:func:`row` (``@dataclass(frozen=True, kw_only=True)``), :func:`zip_strict`,
+:func:`type_hints` (``X | None`` string annotations) and :func:`working_dir`
+(``contextlib.chdir``). ``tests/test_py39_compat.py`` rejects the 3.10+ spellings
+elsewhere in the package.
 """
 
 from __future__ import annotations
@@ -54,7 +47,11 @@ _REQUIRED: Any = _Required()
 
 @dataclass_transform(kw_only_default=True, frozen_default=True)
 def row(cls: type[_T]) -> type[_T]:
-    """``@dataclass(frozen=True, kw_only=True)``, emulated on Python 3.9."""
+    """``@dataclass(frozen=True, kw_only=True)``, emulated on Python 3.9.
+
+    On 3.9, fields without a default get a sentinel default (so a subclass may add
+    required fields after the base's defaulted ones), ``__init__`` takes keywords only, and
+    a missing required field raises ``TypeError`` as on 3.10."""
     if sys.version_info >= (3, 10):
         return dataclasses.dataclass(frozen=True, kw_only=True)(cls)
     for name in vars(cls).get("__annotations__", {}):

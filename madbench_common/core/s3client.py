@@ -1,17 +1,10 @@
 """The S3 client every store uses: retries for a stated time, counted, and clear errors.
 
-botocore retries throttling (``503 SlowDown``), transient 5xx replies and dropped
-connections itself (``adaptive`` mode: exponential backoff with jitter plus a
-client-side rate limiter, :data:`S3_MAX_ATTEMPTS` attempts). Around that,
-:func:`call_s3` keeps retrying a request whose attempts all failed transiently until
-:data:`S3_OUTAGE_SECONDS` (120 s; ``MADBENCH_S3_OUTAGE_SECONDS``) have passed since it
-was first tried, waiting 1, 2, 4 … 10 s between rounds: that is the outage a run rides
-out, stated in time, whatever the machine's load. What is left after that becomes
-:class:`~madbench_common.core.errors.StoreUnavailable` (retryable, exit 75: Argo retries the
-step, see the README), and a refusal a retry cannot cure (no such bucket, access
-denied, bad credentials) a deterministic error (exit 3) naming the object. Every
-transient reply is counted (:func:`retry_stats`, reported by ``madbench status``).
-An endpoint URL is never shown with credentials in it (:func:`redact_uri`).
+:func:`make_s3_client` builds a client with botocore's adaptive retries; :func:`call_s3`
+rides out an outage of a stated length and turns what is left into a retryable or a
+deterministic error. Every transient reply is counted (:func:`retry_stats`, reported by
+``madbench status``). An endpoint URL is never shown with credentials in it
+(:func:`redact_uri`).
 """
 
 from __future__ import annotations
@@ -165,6 +158,16 @@ def is_precondition_failed(exc: Exception) -> bool:
 def call_s3(client: Any, where: str, fn: Callable[..., T], **kwargs: Any) -> T:
     """``fn(**kwargs)``, retried through an outage of up to :func:`outage_seconds`;
     failures left after that become madbench errors.
+
+    botocore retries throttling (``503 SlowDown``), transient 5xx replies and dropped
+    connections itself (``adaptive`` mode, :data:`S3_MAX_ATTEMPTS` attempts). Around that,
+    a request whose attempts all failed transiently is retried until
+    :data:`S3_OUTAGE_SECONDS` (120 s) have passed since it was first tried, waiting 1, 2,
+    4 … 10 s between rounds: the outage a run rides out, stated in time, whatever the
+    machine's load. What is left becomes
+    :class:`~madbench_common.core.errors.StoreUnavailable` (retryable, exit 75: Argo
+    retries the step), and a refusal a retry cannot cure (no such bucket, access denied,
+    bad credentials) a deterministic error (exit 3) naming the object.
 
     Not-found and precondition replies are re-raised unchanged for the caller.
     """

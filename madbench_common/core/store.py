@@ -1,16 +1,12 @@
 """Object store: one interface over the local file system and S3, scoped to a run prefix.
 
 Every stage reads and writes through :class:`RunStore`, which confines keys to
-``<store>/<run_id>/`` and verifies checksums on read. Writes are atomic on both
-backends (rename on the file system; single PUT / completed multipart upload on S3),
-and each object records its sha256 (S3 metadata; a ``user.madbench.sha256`` extended
-attribute on file systems that have them), so damage is detected on every read.
-
-Runs are relocatable: :class:`RunStore` hands out **run-relative** references
-(``ObjectInfo.uri`` is the key inside the run, e.g. ``ingest/<fp>/audio/c01.wav``)
-and resolves them, or an absolute URI of the same run in any store, at read time
-(:meth:`RunStore.key_of`). A run copied to another store, of either kind, reads the
-same and hashes the same.
+``<store>/<run_id>/`` and verifies checksums on read. Writes are atomic on both backends
+(rename on the file system; single PUT / completed multipart upload on S3), and each object
+records its sha256 (S3 metadata; a ``user.madbench.sha256`` extended attribute where the
+file system has them), so damage is detected on every read. Runs are relocatable: the
+store hands out **run-relative** references and resolves them at read time
+(:meth:`RunStore.key_of`), so a run copied to another store reads and hashes the same.
 """
 
 from __future__ import annotations

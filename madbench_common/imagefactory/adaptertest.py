@@ -1,18 +1,10 @@
 """Adapter tests for images whose Python this machine lacks (3.9): run them in the base image.
 
 ``make adapter-test IMAGE=<slug>`` runs ``images/adapter-test.sh``, which builds
-``.venvs/<slug>`` from the image's lock with uv and runs the family's tests. That needs
-the image's Python on the host; Debian bookworm has no ``python3.9``. Then this module
-runs the same script inside ``localhost/madbench/base-py39`` (``make base-images``):
-
-- the worktree is mounted at its own path (read-write: ``.venvs/<slug>`` lands there, as
-  it would on the host, and is reused while the lock is unchanged);
-- uv comes from the host venv (mounted read-only), its cache is mounted so wheels are
-  downloaded once, and the host CA bundle is mounted for PyPI;
-- the container has the network (uv installs the lock) and runs as root; the tests
-  themselves stay offline (``HF_HUB_OFFLINE=1``, an empty weights root).
-
-Upstream sources are fetched on the host first (the container needs no GitHub access).
+``.venvs/<slug>`` from the image's lock with uv and runs the family's tests. That needs the
+image's Python on the host; Debian bookworm has no ``python3.9``. Then this module runs the
+same script inside ``localhost/madbench/base-py39`` (``make base-images``;
+:func:`run_adapter_tests_in_base`).
 """
 
 from __future__ import annotations
@@ -41,7 +33,16 @@ def _uv() -> Path:
 
 
 def run_adapter_tests_in_base(slug: str) -> None:
-    """Run ``images/adapter-test.sh <slug>`` inside the slug's base image."""
+    """Run ``images/adapter-test.sh <slug>`` inside the slug's base image.
+
+    The worktree is mounted at its own path (read-write: ``.venvs/<slug>`` lands there, as
+    it would on the host, and is reused while the lock is unchanged); uv comes from the
+    host venv (mounted read-only), its cache is mounted so wheels are downloaded once, and
+    the host CA bundle is mounted for PyPI. The container has the network (uv installs the
+    lock) and runs as root; the tests themselves stay offline (``HF_HUB_OFFLINE=1``, an
+    empty weights root). Upstream sources are fetched on the host first (the container
+    needs no GitHub access).
+    """
     info = load_image(slug)
     base = local_ref(BASES[info.python][0])
     if not image_exists(base):

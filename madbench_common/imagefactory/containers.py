@@ -1,32 +1,13 @@
 """Run a command inside a built image with the pod policy: uid 10001, read-only root, no network.
 
 The same policy as the Argo pods: the image's root file system is read-only, ``/tmp`` is
-a fresh tmpfs (``HOME=/tmp``), there is no network, all capabilities are dropped, and
-only the given host folders are mounted (read-only unless asked). Engines:
-
-- ``podman`` / ``docker``: ``run --rm --read-only --tmpfs /tmp --network none --user
-  10001:10001 --cap-drop ALL``; a GPU request adds ``--device nvidia.com/gpu=all``
-  (podman, CDI) or ``--gpus all`` (docker);
-- ``buildah``: for machines where no OCI runtime can start containers (here crun fails
-  with ``setrlimit RLIMIT_NOFILE: Operation not permitted``). A working container is
-  made from the image and its root mounted, bind-remounted read-only inside a private
-  mount namespace, and the command runs there with ``buildah run --isolation chroot``
-  under ``unshare --net`` (no network); ``buildah rm`` removes it afterwards. It needs
-  root and cannot pass GPUs through. The rest of the pods' ``securityContext`` holds
-  here too: ``no-new-privileges`` (``allowPrivilegeEscalation: false``) is set with
-  ``prctl(PR_SET_NO_NEW_PRIVS)`` on the ``buildah run`` process, which the container
-  inherits (buildah 1.28 refuses ``--security-opt no-new-privileges`` with chroot
-  isolation); the seccomp profile is the runtime default
-  (``seccompProfile: RuntimeDefault``): containers-common's ``seccomp.json``, named
-  explicitly on ``buildah from`` where it is installed, else buildah's built-in copy of
-  it; ``runAsNonRoot`` is enforced before the start, as the kubelet does: a user that is
-  uid 0, or a name whose uid cannot be verified, is refused.
-
-Every engine reads the same back inside the container (``/proc/self/status``: ``Uid``
-not 0, ``NoNewPrivs: 1``, ``Seccomp: 2``); a test does.
-
-``$MADBENCH_RUN_ENGINE`` picks the engine; by default the first of podman, docker,
-buildah that can start a container here (probed once per process).
+a fresh tmpfs (``HOME=/tmp``), there is no network, all capabilities are dropped, and only
+the given host folders are mounted (read-only unless asked). Engines: ``podman`` /
+``docker`` (``run --rm --read-only --tmpfs /tmp --network none --user 10001:10001
+--cap-drop ALL``; a GPU by CDI or ``--gpus all``) and ``buildah`` where no OCI runtime
+starts (:func:`_buildah_run`). Every engine reads the same back inside the container
+(``/proc/self/status``: ``Uid`` not 0, ``NoNewPrivs: 1``, ``Seccomp: 2``); a test does.
+``$MADBENCH_RUN_ENGINE`` picks the engine; by default the first that can start one here.
 """
 
 from __future__ import annotations
@@ -195,6 +176,19 @@ def remove_containers(prefix: str, engine: str | None = None) -> list[str]:
 def _buildah_run(image: str, argv: Sequence[str], mounts: Sequence[Mount],
                  env: Mapping[str, str], policy: _Policy,
                  capture: bool, name: str | None = None) -> subprocess.CompletedProcess[str]:
+    """The pod policy without an OCI runtime (where crun fails with ``setrlimit
+    RLIMIT_NOFILE: Operation not permitted``). A working container is made from the image
+    and its root mounted, bind-remounted read-only inside a private mount namespace, and
+    the command runs there with ``buildah run --isolation chroot`` under ``unshare --net``
+    (no network); ``buildah rm`` removes it afterwards. It needs root and cannot pass GPUs
+    through. The rest of the pods' ``securityContext`` holds too: ``no-new-privileges``
+    (``allowPrivilegeEscalation: false``) is set with ``prctl(PR_SET_NO_NEW_PRIVS)`` on the
+    ``buildah run`` process, which the container inherits (buildah 1.28 refuses
+    ``--security-opt no-new-privileges`` with chroot isolation); the seccomp profile is
+    the runtime default (``seccompProfile: RuntimeDefault``): containers-common's
+    ``seccomp.json``, named explicitly on ``buildah from`` where it is installed, else
+    buildah's built-in copy of it; ``runAsNonRoot`` is enforced before the start
+    (:func:`check_non_root`)."""
     named: list[str] = []
     if name:  # a leftover of this name is the caller's own (a killed attempt)
         subprocess.run(["buildah", "rm", name], capture_output=True)

@@ -1,28 +1,12 @@
 """Build MADBench images on one machine, without a registry: bases, model images, records.
 
-``make base-images`` makes the Python bases offline: a Debian stand-in for the registry's
-``python:3.X-slim`` image (``debootstrap --variant=minbase``: bookworm for 3.11, bullseye
-for 3.9), ``images/python-py3XX`` FROM it and ``images/base-py3XX`` FROM that. ``make image
+``make base-images`` makes the Python bases offline (:func:`build_bases`). ``make image
 IMAGE=<slug>`` builds the slug's parent chain first (python → torch base → image; each
 step a cache hit when nothing changed), fetches and verifies its upstream sources, and
-builds ``images/<slug>/Dockerfile`` FROM its parent. Every build
-
-- runs under one machine-wide lock (``$MADBENCH_BUILD_LOCK``, default
-  ``/tmp/madbench-image-build.lock``): builds peak at many GB of disk, so several
-  engineers on one machine build one at a time; a waiting build says whom it waits for;
-- passes the host CA bundle as the build secret ``hostca`` (pip inside ``RUN`` reaches
-  PyPI through it; it is never written into a layer);
-- uses ``buildah bud --isolation chroot --format docker`` (the OCI format drops ``SHELL``),
-  or ``docker build`` (BuildKit) where a daemon answers and buildah is absent;
-- samples the disk use of the storage file system once a second and records the image
-  id, size, build seconds, disk peak, torch/CUDA versions, the commit it was built from
-  and every layer of the image (uncompressed diff id and size: what
-  :func:`madbench_common.imagefactory.imagelock.layer_totals` adds up) under the slug in
-  ``images/images.lock.yaml`` (``status: built``), only when the image id changed.
-
-Local tags are ``localhost/madbench/<slug>:<tag>``, the tag taken from the slug's ``ref``
-in the images lock. A build that fails raises :class:`BuildFailed`; only a machine with
-no build engine at all is a skip (:class:`NoEngine`, exit 77 from the CLI).
+builds ``images/<slug>/Dockerfile`` FROM its parent (:func:`_build_one`). Local tags are
+``localhost/madbench/<slug>:<tag>``, the tag from the slug's ``ref`` in the images lock. A
+failed build raises :class:`BuildFailed`; only a machine with no build engine at all is a
+skip (:class:`NoEngine`, exit 77 from the CLI).
 """
 
 from __future__ import annotations
@@ -374,7 +358,19 @@ def _torch_version(ref: str) -> tuple[str, str]:
 
 
 def _build_one(info: ImageInfo, python_source: str, lock_path: Path | None) -> BuildRecord:
-    """Build one image whose parent exists; record it when its image id changed."""
+    """Build one image whose parent exists; record it when its image id changed.
+
+    The build holds the machine-wide lock (:func:`build_lock`: builds peak at many GB of
+    disk, so several engineers on one machine build one at a time), passes the host CA
+    bundle as the build secret ``hostca`` (pip inside ``RUN`` reaches PyPI through it; it
+    is never written into a layer), and uses ``buildah bud --isolation chroot --format
+    docker`` (the OCI format drops ``SHELL``), or ``docker build`` (BuildKit) where a
+    daemon answers and buildah is absent. It samples the disk use of the storage file
+    system once a second and records the image id, size, build seconds, disk peak,
+    torch/CUDA versions, the commit it was built from and every layer (uncompressed diff
+    id and size: what :func:`madbench_common.imagefactory.imagelock.layer_totals` adds up) under
+    the slug in ``images/images.lock.yaml`` (``status: built``).
+    """
     eng = engine()
     tag = local_ref(info.slug, lock_path)
     fetch_upstream(info)
@@ -433,7 +429,9 @@ def build_bases(pythons: Sequence[str] = ("3.11", "3.9"),
                 python_source: str = "debootstrap",
                 lock_path: Path | None = None) -> list[BuildRecord]:
     """Build the Python bases (``python_source``: ``debootstrap`` offline, or ``registry``):
-    ``python-py3XX`` and the runnable ``base-py3XX`` on it."""
+    ``python-py3XX`` and the runnable ``base-py3XX`` on it. The offline stand-in for the
+    registry's ``python:3.X-slim`` is ``debootstrap --variant=minbase`` (bookworm for 3.11,
+    bullseye for 3.9)."""
     return [build_image(BASES[p][0], python_source, lock_path) for p in pythons]
 
 

@@ -1,18 +1,8 @@
 """Read ``images/images.lock.yaml`` entries and record local builds in it, one slug at a time.
 
-Statuses (``images/images.lock.yaml`` documents them too):
-
-- ``planned``: a slot for a model the paper uses; no Dockerfile yet;
-- ``tagged``: ``images/<slug>/Dockerfile`` exists; never built here;
-- ``built``: built on a machine by ``make image``; ``build:`` holds the local image id,
-  size, build seconds, disk peak, torch/CUDA versions, the commit it was built from and
-  every layer (diff id and bytes; :func:`layer_totals` sums them) (``digest`` stays null: a
-  local image id is not a registry manifest digest); ``image_test:`` the last
-  ``make image-test`` of that image (result, wall seconds, rows per stage);
-- ``pinned``: pushed; ``digest`` is the registry manifest digest the workflows pin.
-
-:func:`record_build` rewrites only the slug's own block, so comments and every other
-entry stay byte for byte (several engineers record builds of different slugs).
+Each slug's entry has a status (``planned``, ``tagged``, ``built``, ``pinned``:
+:func:`read_lock`). :func:`record_build` rewrites only the slug's own block, so comments and
+every other entry stay byte for byte (several engineers record builds of different slugs).
 """
 
 from __future__ import annotations
@@ -38,7 +28,17 @@ STATUSES = ("planned", "tagged", "built", "pinned")
 
 
 def read_lock(path: Path | None = None) -> dict[str, dict[str, Any]]:
-    """slug → entry."""
+    """slug → entry.
+
+    Statuses (``images/images.lock.yaml`` documents them too): ``planned`` (a slot for a
+    model the paper uses; no Dockerfile yet); ``tagged`` (``images/<slug>/Dockerfile``
+    exists; never built here); ``built`` (by ``make image``: ``build:`` holds the local
+    image id, size, build seconds, disk peak, torch/CUDA versions, the commit it was built
+    from and every layer (diff id and bytes; :func:`layer_totals` sums them); ``digest``
+    stays null, since a local image id is not a registry manifest digest; ``image_test:``
+    the last ``make image-test`` of that image); ``pinned`` (pushed; ``digest`` is the
+    registry manifest digest the workflows pin).
+    """
     doc = yaml.safe_load((path or LOCK).read_text()) or {}
     images: dict[str, dict[str, Any]] = doc.get("images") or {}
     return images

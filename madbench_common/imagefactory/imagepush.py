@@ -1,20 +1,10 @@
 """Pushing built images to a registry and recording their manifest digests.
 
 ``make push IMAGE=<slug> REGISTRY=registry.example.org/team`` (``python -m
-madbench_common.imagefactory.imagepush push <slug>... --registry …``) pushes the local build
-``localhost/madbench/<slug>:<tag>`` to ``<registry>/<slug>:<tag>`` with ``buildah push``
-(``skopeo copy`` where buildah is absent), reads back the registry's manifest
-(``skopeo inspect --raw``), checks that its sha256 is the digest the push reported, and
-records that ``sha256:`` digest in ``images/images.lock.yaml`` (``status: pinned``,
-:func:`madbench_common.imagefactory.imagelock.record_push`). ``madbench render`` then writes
-``<ref>@sha256:…`` for the slug, and ``madbench render --registry <registry>`` renders
-every workflow against that registry (:func:`registry_ref`).
-
-A manifest digest is the registry's: the same local image pushed to two registries by
-the same tool gives the same digest, but not across tools or compression settings, so
-push the whole set to the registry you render against. Registries on loopback
-(``127.0.0.1``, ``localhost``) are spoken to over plain HTTP; any other over TLS unless
-``insecure`` (``INSECURE=1``).
+madbench_common.imagefactory.imagepush push <slug>... --registry …``) pushes the local build and
+records its digest in ``images/images.lock.yaml`` (:func:`push_image`). ``madbench render``
+then writes ``<ref>@sha256:…`` for the slug, and ``madbench render --registry <registry>``
+renders every workflow against that registry (:func:`registry_ref`).
 """
 
 from __future__ import annotations
@@ -134,7 +124,18 @@ def push_image(slug: str, registry: str | None = None, *, source: str | None = N
                lock_path: Path | None = None, insecure: bool = False,
                record: bool = True) -> Pushed:
     """Push ``slug``'s local build to ``registry`` (default: the host of its lock ``ref``),
-    check the digest against the manifest read back, and record it in the lock."""
+    check the digest against the manifest read back, and record it in the lock.
+
+    ``localhost/madbench/<slug>:<tag>`` goes to ``<registry>/<slug>:<tag>`` with ``buildah
+    push`` (``skopeo copy`` where buildah is absent); the registry's manifest is read back
+    (``skopeo inspect --raw``) and its sha256 must be the digest the push reported; the
+    ``sha256:`` digest is recorded with ``status: pinned``
+    (:func:`madbench_common.imagefactory.imagelock.record_push`). A manifest digest is the
+    registry's: the same local image pushed to two registries by the same tool gives the
+    same digest, but not across tools or compression settings, so push the whole set to
+    the registry you render against. Registries on loopback (``127.0.0.1``,
+    ``localhost``) are spoken to over plain HTTP; any other over TLS unless ``insecure``.
+    """
     from madbench_common.imagefactory.imagelock import lock_entry, record_push
 
     entry = lock_entry(slug, lock_path)

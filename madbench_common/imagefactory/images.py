@@ -1,62 +1,10 @@
 """The image factory's metadata: one ``images/<slug>/image.yaml`` per image, of four kinds.
 
-Every image is built FROM its parent and adds only what the parent lacks::
-
-    debian-python:<suite>   python:3.X-slim, or its debootstrap stand-in (imagebuild)
-    └─ python-py3XX         kind python: /opt/venv with madbench_common's locked deps,
-       │                    the user 10001, the environment (no madbench code)
-       ├─ base-py3XX        kind base: + madbench_common and every image's weights.yaml
-       └─ torch-<v>-py3XX   kind torch: + torch, torchvision/torchaudio and the nvidia-*
-          │                 wheels of one torch/CUDA pair, from a hash lock of its own
-          └─ <model image>  kind model: + the family's own lock (its torch pins and every
-                            pin equal to its parent's left out), upstream sources,
-                            madbench_common and the weights.yaml catalogue
-
-A model image's parent is ``torch-<torch>-py<python>`` (from its ``torch`` and
-``python``), so every image of one torch/CUDA pair shares those layers: a node pulls
-them once, and a cold build installs them once.
-
-Every folder holds ``image.yaml`` and a ``Dockerfile`` generated from it through the one
-template ``images/Dockerfile.j2`` (:func:`render`; an optional ``Dockerfile.extra``
-fragment); images with packages add ``requirements.in`` and its ``requirements.lock``;
-model images add ``weights.yaml``.
-
-``images/Dockerfile.j2`` is the only Dockerfile anyone writes. What really differs per
-image is data in ``image.yaml`` (``kind``, ``description``, ``licenses``, ``apt``,
-``sdists``, ``upstream_src``) or, for anything else, an optional fragment
-``images/<slug>/Dockerfile.extra`` that the template places after the image's packages and
-upstream sources, before madbench_common, and ``images/<slug>/Dockerfile.post`` for steps
-that run madbench_common itself (placed after it). ``make dockerfiles`` (``python -m
-madbench_common.imagefactory.images render``, :func:`render_all`) writes them; ``--check`` writes
-nothing and lists the stale ones, and a test fails on a stale Dockerfile, as for
-``workflows/*.yaml``. The same command writes the image table of ``images/README.md``
-(between its ``BEGIN``/``END`` markers) from the same ``image.yaml`` files, so no image
-lacks its row. The conventions the template carries (``tests/imagefactory/test_images.py`` and
-hadolint check them): ``FROM`` an ARG (a registry base elsewhere, the debootstrap base
-here); the lock installed ``--require-hashes --no-deps``; pip reaching PyPI only through
-the build secret ``hostca``; no compilers in the final stage; madbench_common last in every
-runnable image; the image ending as uid 10001; OCI labels.
-
-Locks are layered like the images. ``make lock IMAGE=<slug>`` resolves
-``requirements.in`` with uv for the image's Python on x86_64-manylinux_2_28, preferring
-the versions its parent chain (and the previous lock) pins; a model image's resolution
-is constrained to every pin of its torch base's own lock, so its torch, CUDA wheels and
-their dependencies are the base's. Pins identical to the parent chain's are then left
-out: the lock holds exactly what the image's own layer installs. Its header records the
-sha256 of its inputs, the parent chain's locks included, so a stale lock (or a base that
-moved under it) is caught offline; :func:`effective_lock` is the whole set installed in
-the image (adapter-test venvs and SBOMs use it).
-
-Code that is not on PyPI is listed under ``upstream_src`` at a pinned commit with the
-sha256 of its unpacked tree (:mod:`madbench_common.imagefactory.upstream`).
-
-A model image's ``models`` are the catalog cards that name it, and its image test runs
-each card's slot stages with the card's model (:func:`card_models`, :func:`card_stages`):
-image.yaml does not repeat them. Its optional ``image_test:`` block adds the builder of
-the tiny weights, extra stages and parameters (see :class:`ImageTest` and
-``madbench_common.testing.imagetest``). An image.yaml that lists ``models`` itself
-(reference-cpu, which runs none of its references in its image test) derives nothing.
-
+Images are layered python → base or torch → model, each built FROM its parent and adding
+only what the parent lacks (:class:`ImageInfo`); their locks are layered the same way
+(:func:`write_lock`), and each Dockerfile is rendered from ``images/Dockerfile.j2``
+(:func:`render_all`). A model image's test runs its catalog cards' slot stages, plus its
+optional ``image_test:`` block (:class:`ImageTest`, ``madbench_common.testing.imagetest``).
 ``python -m madbench_common.imagefactory.images <command> <slug>`` is what the Makefile calls.
 """
 
@@ -192,6 +140,35 @@ def torch_base(python: str, torch: str) -> str:
 
 @dataclass(frozen=True)
 class ImageInfo:
+    """One ``images/<slug>/image.yaml``. Every image is built FROM its parent and adds only
+    what the parent lacks::
+
+        debian-python:<suite>   python:3.X-slim, or its debootstrap stand-in (imagebuild)
+        └─ python-py3XX         kind python: /opt/venv with madbench_common's locked deps,
+           │                    the user 10001, the environment (no madbench code)
+           ├─ base-py3XX        kind base: + madbench_common and every image's weights.yaml
+           └─ torch-<v>-py3XX   kind torch: + torch, torchvision/torchaudio and the nvidia-*
+              │                 wheels of one torch/CUDA pair, from a hash lock of its own
+              └─ <model image>  kind model: + the family's own lock (its torch pins and
+                                every pin equal to its parent's left out), upstream
+                                sources, madbench_common and the weights.yaml catalogue
+
+    A model image's parent is ``torch-<torch>-py<python>`` (from its ``torch`` and
+    ``python``), so every image of one torch/CUDA pair shares those layers: a node pulls
+    them once, and a cold build installs them once. Every folder holds ``image.yaml`` and a
+    ``Dockerfile`` generated from it through the one template ``images/Dockerfile.j2``
+    (:func:`render_all`; an optional ``Dockerfile.extra`` fragment);
+    images with packages add ``requirements.in`` and its ``requirements.lock``; model
+    images add ``weights.yaml``. Code that is not on PyPI is listed under ``upstream_src``
+    at a pinned commit with the sha256 of its unpacked tree
+    (:mod:`madbench_common.imagefactory.upstream`).
+
+    A model image's ``models`` are the catalog cards that name it (:func:`card_models`,
+    :func:`card_stages`): image.yaml does not repeat them. An image.yaml that lists
+    ``models`` itself (reference-cpu, which runs none of its references in its image
+    test) derives nothing.
+    """
+
     slug: str
     paper_name: str
     upstream: str
@@ -509,8 +486,19 @@ def runtime_conflicts(info: ImageInfo) -> list[str]:
 
 
 def write_lock(info: ImageInfo, uv: str = "uv") -> Path:
-    """Re-resolve ``requirements.lock`` with uv on top of the parent chain (see the module
-    docstring) and stamp its inputs' sha256 in the header."""
+    """Re-resolve ``requirements.lock`` with uv on top of the parent chain and stamp its
+    inputs' sha256 in the header.
+
+    Locks are layered like the images. ``make lock IMAGE=<slug>`` resolves
+    ``requirements.in`` with uv for the image's Python on x86_64-manylinux_2_28, preferring
+    the versions its parent chain (and the previous lock) pins; a model image's resolution
+    is constrained to every pin of its torch base's own lock, so its torch, CUDA wheels and
+    their dependencies are the base's. Pins identical to the parent chain's are then left
+    out: the lock holds exactly what the image's own layer installs. The header records the
+    sha256 of its inputs, the parent chain's locks included, so a stale lock (or a base
+    that moved under it) is caught offline; :func:`effective_lock` is the whole set
+    installed in the image (adapter-test venvs and SBOMs use it).
+    """
     lock = info.dir / "requirements.lock"
     parent = _parent_info(info)
     inherited = effective_blocks(parent) if parent is not None else {}

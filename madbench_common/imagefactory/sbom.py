@@ -2,27 +2,10 @@
 
 ``python -m madbench_common.imagefactory.sbom [SLUG ...]`` (``make sbom``) writes
 ``images/<slug>/sbom.cdx.json`` for every image and records it in
-``images/images.lock.yaml`` (``sbom:`` path, sha256, the sha256 of the locked set it
-describes, and the image it belongs to: the registry digest once pinned, else the local
-image id, else ``null`` for a lock not yet built).
-
-* **Components** come from the locks alone: the image's whole installed set, i.e. its own
-  lock layered on its parents' (:func:`madbench_common.imagefactory.images.effective_lock`: a model
-  image's SBOM lists the torch and CUDA wheels of its torch base too), one
-  ``pkg:pypi/<name>@<version>`` library per pin, with every sha256 the lock allows.
-* **Licences** are not in a lock. They come from the locked wheels' own core metadata
-  (``License-Expression`` (PEP 639), else ``License``, else the ``License ::``
-  classifiers), as ``pip install --dry-run --no-deps --report`` gives it for exactly the
-  locked versions and platform (``--ignore-requires-python``: the lock, not pip, decides
-  what is installed; e.g. a stray ``typing==3.10.0.0`` pin declares Python < 3.5).
-  PyPI serves wheel metadata separately (PEP 658), so no wheel is downloaded. Where
-  that metadata is silent, ``images/licenses.yaml`` names
-  the licence and where it was read; a package with neither is listed with no licence
-  and :func:`sbom_problems` reports it. Each component says its licence's source
-  (property ``madbench:license-source``).
-
-The output is deterministic (no timestamp; the serial number is derived from the lock),
-so an unchanged lock gives byte-identical SBOMs.
+``images/images.lock.yaml`` (:func:`write_sbom`). Components come from the locks alone:
+the image's whole installed set (:func:`madbench_common.imagefactory.images.effective_lock`: a
+model image's SBOM lists its torch base's torch and CUDA wheels too); licences from the
+locked wheels' metadata (:func:`wheel_metadata`).
 """
 
 from __future__ import annotations
@@ -117,6 +100,13 @@ def _dry_run(python: str, cross: str | None, reqs: list[str],
 def wheel_metadata(lock_text: str, python: str, where: str = "lock") -> dict[str, dict[str, Any]]:
     """Core metadata of every locked distribution (pip's dry-run installation report).
 
+    Licences are not in a lock. They come from the locked wheels' own core metadata
+    (``License-Expression`` (PEP 639), else ``License``, else the ``License ::``
+    classifiers), as ``pip install --dry-run --no-deps --report`` gives it for exactly the
+    locked versions and platform (``--ignore-requires-python``: the lock, not pip, decides
+    what is installed; e.g. a stray ``typing==3.10.0.0`` pin declares Python < 3.5). PyPI
+    serves wheel metadata separately (PEP 658), so no wheel is downloaded.
+
     For an image whose Python is not this one, pip reads wheels only; a pin with no wheel
     for that Python (an sdist-only release, e.g. ``antlr4-python3-runtime 4.8``) is read
     by that Python's own pip where this machine has it (``python3.9 -m pip``), since pip
@@ -177,7 +167,15 @@ def _licenses(meta: dict[str, Any]) -> list[Any]:
 
 
 def make_sbom(slug: str, text: str, metadata: dict[str, dict[str, Any]]) -> str:
-    """CycloneDX 1.6 JSON for the locked set ``text`` of image ``slug``."""
+    """CycloneDX 1.6 JSON for the locked set ``text`` of image ``slug``.
+
+    One ``pkg:pypi/<name>@<version>`` library per pin, with every sha256 the lock allows.
+    Where the wheel metadata is silent on the licence, ``images/licenses.yaml`` names it and
+    where it was read; a package with neither is listed with no licence and
+    :func:`sbom_problems` reports it. Each component says its licence's source (property
+    ``madbench:license-source``). The output is deterministic (no timestamp; the serial
+    number is derived from the lock), so an unchanged lock gives byte-identical SBOMs.
+    """
     from cyclonedx.contrib.license.factories import LicenseFactory
     from cyclonedx.model import HashAlgorithm, HashType, Property
     from cyclonedx.model.bom import Bom
@@ -220,7 +218,10 @@ def locked_set(slug: str) -> str:
 
 
 def write_sbom(slug: str) -> Path:
-    """Write ``images/<slug>/sbom.cdx.json`` and record it in the images lock."""
+    """Write ``images/<slug>/sbom.cdx.json`` and record it in the images lock (``sbom:``
+    path, sha256, the sha256 of the locked set it describes, and the image it belongs to:
+    the registry digest once pinned, else the local image id, else ``null`` for a lock not
+    yet built)."""
     from madbench_common.imagefactory.images import load_image
 
     text = locked_set(slug)

@@ -1,18 +1,7 @@
 """Scan files and store objects for secrets: known credentials and credential-shaped strings.
 
-Looked for: literal values the caller knows are secret (e.g. the S3 credentials of a
-test server); AWS access key ids (``AKIA``/``ASIA`` + 16) and secret keys, assigned to
-an AWS-looking name or in JSON form (``"SecretAccessKey": "…"``); OpenAI keys
-(``sk-…``, ``sk-proj-…``), Google / Gemini API keys (``AIza`` + 35), ElevenLabs keys
-(``sk_`` + 48 hex); Hugging Face tokens (``hf_`` + 34 or more); GitHub tokens; PEM
-private keys; and any value assigned to a name the workflows inject from a Secret
-(:data:`INJECTED_KEYS`: ``OPENAI_API_KEY=…``, ``"GEMINI_API_KEY": "…"``), whatever its
-shape. Azure Speech keys (DEAF's BSC voice) are 32 hex digits or 84 alphanumerics, shapes
-that hashes and ids share, so they are found by that assignment form, or in the
-``Ocp-Apim-Subscription-Key`` header they travel in, only. Bytes are
-searched as they are (JSON, logs, image layers alike); a Parquet
-file is also decoded, so a value in a compressed column (zstd, snappy, dictionary
-pages) is found as well.
+Bytes are searched as they are (JSON, logs, image layers alike), and a Parquet file is
+also decoded; what is looked for is listed on :func:`scan_bytes`.
 """
 
 from __future__ import annotations
@@ -101,7 +90,19 @@ def _parquet_values(data: bytes) -> Iterator[tuple[str, bytes]]:
 
 def scan_bytes(data: bytes, where: str, known: Iterable[str] = ()) -> list[Finding]:
     """Findings in ``data`` (``known``: literal secrets that must not appear); a Parquet
-    file's decoded values are scanned too (findings at ``where:<column>``)."""
+    file's decoded values are scanned too (findings at ``where:<column>``), so a value in
+    a compressed column (zstd, snappy, dictionary pages) is found as well.
+
+    Looked for: the ``known`` values; AWS access key ids (``AKIA``/``ASIA`` + 16) and secret
+    keys, assigned to an AWS-looking name or in JSON form (``"SecretAccessKey": "…"``);
+    OpenAI keys (``sk-…``, ``sk-proj-…``), Google / Gemini API keys (``AIza`` + 35),
+    ElevenLabs keys (``sk_`` + 48 hex); Hugging Face tokens (``hf_`` + 34 or more); GitHub
+    tokens; PEM private keys; and any value assigned to a name the workflows inject from a
+    Secret (:data:`INJECTED_KEYS`: ``OPENAI_API_KEY=…``, ``"GEMINI_API_KEY": "…"``),
+    whatever its shape. Azure Speech keys (DEAF's BSC voice) are 32 hex digits or 84
+    alphanumerics, shapes that hashes and ids share, so they are found by that assignment
+    form, or in the ``Ocp-Apim-Subscription-Key`` header they travel in, only.
+    """
     known = list(known)
     found = _scan_raw(data, where, known)
     if data[:4] == b"PAR1" and data[-4:] == b"PAR1":

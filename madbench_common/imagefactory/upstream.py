@@ -1,23 +1,13 @@
 """Upstream sources at pinned commits, unpacked for image builds and verified by content.
 
 An image's ``upstream_src`` (``images/<slug>/image.yaml``) names a GitHub repository, a
-40-hex commit and a ``tree_sha256``. :func:`fetch_upstream` unpacks that commit into
-``images/<slug>/.upstream/<dest>`` (git-ignored, never committed) from one of two sources:
-
-- a local git mirror, where ``$MADBENCH_UPSTREAM_GIT`` names one
-  (``/path/{owner}+{name}/repo``: ``{owner}`` and ``{name}`` are filled in);
-- GitHub's archive of the commit (``codeload.github.com``) otherwise.
-
-GitHub's tarballs are not byte-stable over time, and a mirror may be a partial clone
-that lacks large blobs; so the build does not trust either. It checks the *extracted
-tree*: :func:`tree_sha256` over every regular file's path, mode and bytes, which is the
-same for both sources when they hold the same files. A mismatch fails the build naming
-the repository. Files an image does not need and a mirror may lack (videos, papers,
-checkpoints: never baked in) are left out of both by ``exclude`` patterns, so a build
-from a mirror and one from the network provably get the same files.
-
-Where GitHub cannot be reached and the mirror is missing, the fetch fails at once with
-a message that names the mirror and how to make it.
+40-hex commit and a ``tree_sha256``.
+:func:`~madbench_common.imagefactory.images.fetch_upstream` unpacks that commit into
+``images/<slug>/.upstream/<dest>`` (git-ignored) from a local git mirror or GitHub's archive
+(:func:`_files`). Neither is trusted (GitHub's tarballs are not byte-stable; a mirror may be
+a partial clone): the *extracted tree* is checked (:func:`tree_sha256`), and files an image
+does not need and a mirror may lack (videos, papers, checkpoints) are left out of both by
+``exclude`` patterns, so both sources provably give the same files.
 """
 
 from __future__ import annotations
@@ -176,7 +166,12 @@ def _from_archive(src: UpstreamSource) -> Iterator[tuple[str, bool, bytes]]:
 
 
 def _files(src: UpstreamSource) -> Iterator[tuple[str, bool, bytes]]:
-    """The files of ``src`` from its mirror, else from GitHub; fail at once when neither."""
+    """The files of ``src`` from its mirror, else from GitHub; fail at once when neither.
+
+    The mirror is the local git mirror ``$MADBENCH_UPSTREAM_GIT`` names
+    (``/path/{owner}+{name}/repo``); otherwise GitHub's archive of the commit
+    (``codeload.github.com``). Where GitHub cannot be reached and the mirror is missing,
+    the message names the mirror and how to make it."""
     git_dir = mirror_dir(src.repo)
     if git_dir and Path(git_dir).exists():
         return _from_git(src, git_dir)

@@ -1,39 +1,12 @@
 """The one guarded path for every byte from outside: source media, stems, listings.
 
-Clips come from the internet, and so do the reference stems, the sources CSV and the
-names in a sources folder. Every one of them is read in a child process, forked for
-each request by a small single-threaded server (``python -m
-madbench_common.media.guard``, started once per process, fed through a pipe, and
-killed with its parent), so nothing of the caller's threads or memory is shared:
-
-* :func:`decode_untrusted`: a source clip (probe, measured bounds, 16 kHz mono audio);
-* :func:`decode_stem`: a reference stem (audio only: its own format whitelist, the
-  same duration bound, measured by decoding);
-* :func:`guarded_call`: the listing helpers of :mod:`madbench_common.media.listing` (parse a
-  CSV, walk a folder, hash the files a listing names).
-
-The child
-
-* may grow its address space by at most ``max_memory`` bytes (``RLIMIT_AS``) and is
-  killed after ``timeout`` seconds of wall-clock time;
-* opens the file with FFmpeg restricted to the ``file`` protocol and to the
-  container demuxers of :data:`FORMATS` (no HLS, concat, image2 or network inputs),
-  and with FFmpeg's own ``max_streams`` set to ``max_streams``;
-* rejects from the header, before decoding anything: too many streams, a frame size
-  over ``max_width`` × ``max_height`` (or one FFmpeg cannot establish: sizes such as
-  16384 × 16384 are over its own limits), a frame rate over ``max_fps``, more video
-  frames than ``max_fps`` × the duration limit, or a declared duration over
-  ``max_duration + slack``;
-* then decodes the first audio and the first video stream together, measuring what
-  the headers only claim: it stops as soon as the audio exceeds ``max_duration +
-  slack`` seconds, or the video more frames than ``max_fps`` × that, or a span of
-  frame times over it (a decompression bomb, or a 30-minute video that declares no
-  duration and no frame count, is rejected after that much work, whatever its
-  header claims).
-
-Every rejection is an :class:`~madbench_common.core.errors.InputRejected` with a reason
-code. The limits are ingest parameters (``benchmarks/madbench/graph.py``); the paper fixes none of
-them (its clips are 4–12 s): the defaults leave ordinary clips untouched.
+Clips, reference stems, the sources CSV and the names in a sources folder all come from
+the internet. Each is read in a child forked per request by a small single-threaded
+server (``python -m madbench_common.media.guard``, started once per process, fed through
+a pipe, killed with its parent), bounded in memory and time (:class:`MediaLimits`), so
+nothing of the caller's threads or memory is shared: :func:`decode_untrusted` (a source
+clip), :func:`decode_stem` (a reference stem), :func:`guarded_call` (the listing helpers
+of :mod:`madbench_common.media.listing`). Every rejection is an ``InputRejected`` with a reason.
 """
 
 from __future__ import annotations
@@ -81,7 +54,13 @@ _SERVER_GRACE = 10.0
 
 @dataclass(frozen=True)
 class MediaLimits:
-    """Bounds on one source file (defaults: generous for 4–12 s clips, see the module doc)."""
+    """Bounds on one source file (defaults: generous for 4–12 s clips).
+
+    The limits are ingest parameters (``benchmarks/madbench/graph.py``); the paper fixes
+    none of them (its clips are 4–12 s): the defaults leave ordinary clips untouched. The
+    child may grow its address space by at most ``max_memory`` bytes (``RLIMIT_AS``) and is
+    killed after ``timeout`` seconds of wall-clock time.
+    """
 
     max_duration: float = 12.0
     """Seconds of audio (declared or decoded) beyond which decoding stops (plus ``slack``)."""
@@ -421,7 +400,16 @@ def _open_options(limits: MediaLimits, formats: tuple[str, ...]) -> dict[str, st
 
 
 def _open(path: Path, limits: MediaLimits, formats: tuple[str, ...] = FORMATS) -> Any:
-    """``av.open`` with the restrictions; FFmpeg's refusals become reasons."""
+    """``av.open`` with the restrictions; FFmpeg's refusals become reasons.
+
+    FFmpeg is restricted to the ``file`` protocol and to the container demuxers of
+    :data:`FORMATS` (no HLS, concat, image2 or network inputs), with its own
+    ``max_streams`` set to ``max_streams``. The header is then checked before decoding
+    anything (:func:`probe_bounded`): too many streams, a frame size over ``max_width`` ×
+    ``max_height`` (or one FFmpeg cannot establish: sizes such as 16384 × 16384 are over
+    its own limits), a frame rate over ``max_fps``, more video frames than ``max_fps`` ×
+    the duration limit, or a declared duration over ``max_duration + slack``.
+    """
     with av.logging.Capture() as logs:
         old = av.logging.get_level()
         av.logging.set_level(av.logging.ERROR)
@@ -548,7 +536,13 @@ class _VideoMeter:
 def _decode_bounded(path: Path, sample_rate: int, limits: MediaLimits,
                     formats: tuple[str, ...], video: bool) -> Audio:
     """The first audio stream as mono float32, and (``video``) the first video stream's
-    frames counted and timed; stops past ``max_duration + slack`` either way."""
+    frames counted and timed; stops past ``max_duration + slack`` either way.
+
+    Measures what the headers only claim: it stops as soon as the audio exceeds
+    ``max_duration + slack`` seconds, or the video more frames than ``max_fps`` × that, or
+    a span of frame times over it (a decompression bomb, or a 30-minute video that declares
+    no duration and no frame count, is rejected after that much work, whatever its header
+    claims)."""
     budget = int((limits.max_duration + limits.slack) * sample_rate)
     resampler = av.AudioResampler(format="flt", layout="mono", rate=sample_rate)
     chunks: list[np.ndarray] = []

@@ -1,23 +1,9 @@
 """Audio codec round trips through FFmpeg (PyAV): encode at a set bitrate and rate, measure, decode.
 
-The media layer's third module beside :mod:`~madbench_common.media.audio` (probe, decode) and
-:mod:`~madbench_common.media.mux` (remux beside untouched video). :func:`encode_audio` encodes
-a mono float track with one of FFmpeg's encoders into its usual container, in memory:
-
-========  ============  =========  ================================================
-codec     encoder       container  rate control
-========  ============  =========  ================================================
-mp3       libmp3lame    mp3        CBR at ``bitrate``
-aac       aac (FFmpeg)  mp4        average bitrate ``bitrate`` (FFmpeg's native AAC-LC)
-opus      libopus       ogg        hard CBR (``vbr=off``) at ``bitrate``
-mulaw     pcm_mulaw     wav        G.711 μ-law, 8 bits per sample (64 kbit/s at 8 kHz)
-========  ============  =========  ================================================
-
-:func:`probe_encoded` measures what was written, from the container itself: the
-stream's codec, its sample rate (for Opus the ``OpusHead`` input rate; the decoder
-always runs at 48 kHz), and the **measured** bitrate, 8 × the bytes of every audio
-packet over the stream's duration. :func:`decode_encoded` decodes it back with
-:func:`~madbench_common.media.audio.decode_audio` at any rate.
+The media layer's third module beside :mod:`~madbench_common.media.audio` (probe, decode)
+and :mod:`~madbench_common.media.mux` (remux beside untouched video): :func:`encode_audio`
+encodes a mono float track (MP3, AAC, Opus or μ-law), :func:`probe_encoded` measures what
+was written, and :func:`decode_encoded` decodes it back at any rate.
 """
 
 from __future__ import annotations
@@ -112,7 +98,19 @@ def _frames(audio: Audio, sample_rate: Hertz, stream: AudioStream) -> list[av.Au
 
 
 def encode_audio(audio: Audio, sample_rate: Hertz, spec: CodecSpec) -> Encoded:
-    """Encode mono ``audio`` (at ``sample_rate``) as ``spec`` says; resampled by libswresample."""
+    """Encode mono ``audio`` (at ``sample_rate``) as ``spec`` says; resampled by libswresample.
+
+    In memory, into the codec's usual container:
+
+    ========  ============  =========  ================================================
+    codec     encoder       container  rate control
+    ========  ============  =========  ================================================
+    mp3       libmp3lame    mp3        CBR at ``bitrate``
+    aac       aac (FFmpeg)  mp4        average bitrate ``bitrate`` (FFmpeg's native AAC-LC)
+    opus      libopus       ogg        hard CBR (``vbr=off``) at ``bitrate``
+    mulaw     pcm_mulaw     wav        G.711 μ-law, 8 bits per sample (64 kbit/s at 8 kHz)
+    ========  ============  =========  ================================================
+    """
     codec = CODECS[spec.codec]
     buf = io.BytesIO()
     with av.open(buf, "w", format=codec.container) as out:
@@ -136,7 +134,11 @@ def _opus_input_rate(extradata: bytes | None) -> Hertz:
 
 
 def probe_encoded(data: bytes, codec: str) -> Encoded:
-    """Measure an encoded track: decoder, sample rate, channels, bitrate, duration."""
+    """Measure an encoded track: decoder, sample rate, channels, bitrate, duration.
+
+    From the container itself: the sample rate is, for Opus, the ``OpusHead`` input rate
+    (the decoder always runs at 48 kHz); the bitrate is **measured**, 8 × the bytes of
+    every audio packet over the stream's duration."""
     container = CODECS[codec].container
     with av.open(io.BytesIO(data), "r", format=container) as src:
         stream = src.streams.audio[0]

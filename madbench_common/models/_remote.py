@@ -1,20 +1,9 @@
 """Helpers for the remote-code omni adapters (MiniCPM-o 4.5, Baichuan-Omni-1.5).
 
-- :func:`first_step_logits` — where a model's chat API hides the logits (``chat()``
-  returns text only), a forward hook on its inner causal LM records the logits of the
-  **first** forward call: the prefill over the whole prompt, whose last position is the
-  answer position. The scores thus come from the very forward pass that produced the
-  greedy answer, on the same inputs.
-- :func:`one_second_chunks` — MiniCPM-o's omni layout: one frame, then one second of
-  16 kHz audio, per second of the clip.
-- :func:`flash_attn_varlen_sdpa` / :func:`install_remote_shims` — Baichuan-Omni-1.5's
-  modules import ``flash_attn`` (a CUDA build) and ``deepspeed`` at module level. The
-  shim answers ``flash_attn_varlen_func`` with PyTorch's SDPA per packed sequence (the
-  same block-diagonal attention), and stubs the one ``deepspeed`` call the inference
-  path makes (``zero.register_external_parameter``, a ZeRO-3 training hook).
-- :func:`writable_modules_cache` — ``trust_remote_code`` copies a snapshot's code into
-  transformers' modules cache, ``$HF_HOME/modules`` by default; in a pod ``HF_HOME`` is on
-  the read-only weights volume, so the cache moves to the temporary directory.
+:func:`first_step_logits` (option scores where a chat API returns text only),
+:func:`one_second_chunks` (MiniCPM-o's omni layout), :func:`install_remote_shims` (the
+``flash_attn`` and ``deepspeed`` imports of Baichuan-Omni's modules) and
+:func:`writable_modules_cache` (where ``trust_remote_code`` copies the snapshot's code).
 """
 
 from __future__ import annotations
@@ -54,7 +43,12 @@ def _logits_of(output: Any) -> Any:
 
 @contextmanager
 def first_step_logits(module: Any) -> Iterator[FirstLogits]:
-    """Record ``module``'s first forward output logits at the last position."""
+    """Record ``module``'s first forward output logits at the last position.
+
+    Where a model's chat API hides the logits (``chat()`` returns text only), a forward
+    hook on its inner causal LM records the **first** forward call: the prefill over the
+    whole prompt, whose last position is the answer position. The scores thus come from
+    the very forward pass that produced the greedy answer, on the same inputs."""
     seen = FirstLogits()
 
     def hook(_mod: Any, _args: Any, output: Any) -> None:
@@ -126,7 +120,13 @@ def _module(name: str) -> types.ModuleType:
 
 def install_remote_shims() -> None:
     """Put the SDPA ``flash_attn`` and the ``deepspeed`` stub in ``sys.modules`` unless the
-    real packages import (then they are used)."""
+    real packages import (then they are used).
+
+    Baichuan-Omni-1.5's modules import ``flash_attn`` (a CUDA build) and ``deepspeed`` at
+    module level. The shim answers ``flash_attn_varlen_func`` with PyTorch's SDPA per
+    packed sequence (:func:`flash_attn_varlen_sdpa`, the same block-diagonal attention),
+    and stubs the one ``deepspeed`` call the inference path makes
+    (``zero.register_external_parameter``, a ZeRO-3 training hook)."""
     try:
         import flash_attn  # noqa: F401
     except ImportError:

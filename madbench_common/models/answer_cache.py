@@ -1,16 +1,11 @@
 """The omni response cache: one stored reply per (model, image, prompt, inputs, mode, pairing).
 
 A response is what an :class:`~madbench_common.models.roles.OmniModel` returned for one
-question on one input: the generated text, the option log-probs (with their token
-ids) and the wall time of the call. It is keyed by :class:`ResponseKey` — model slug
-and version, the image it ran in (its reference, with the digest where pinned), the
-question's prompt hash, the sha256 of every input (audio, video), the input mode and
-the pairing, the call settings (frame rate and size, token limit, scored choices), and
-the model's identity (adapter code, weights pins, loaded dtype, message layout) —
-and stored as JSON under ``<store root>/_cache/omni/<slug>/<2 hex>/<key digest>.json``,
-outside any run. A rerun, another run over the same samples, or a new version of one
-prompt therefore calls the model only for what changed. Parsing and scoring are
-recomputed from the stored reply, so a parser change needs no model call at all.
+question on one input: the generated text, the option log-probs (with their token ids) and
+the wall time of the call, keyed by :class:`ResponseKey`. A rerun, another run over the same
+samples, or a new version of one prompt therefore calls the model only for what changed.
+Parsing and scoring are recomputed from the stored reply, so a parser change needs no model
+call at all.
 """
 
 from __future__ import annotations
@@ -35,7 +30,13 @@ _FORMAT = 1
 
 @dataclass(frozen=True)
 class ResponseKey:
-    """What determines an omni model's reply to one question on one input."""
+    """What determines an omni model's reply to one question on one input.
+
+    Model slug and version, the image it ran in (its reference, with the digest where
+    pinned), the question's prompt hash, the sha256 of every input (audio, video), the
+    input mode and the pairing, the call settings (frame rate and size, token limit,
+    scored choices), and the model's identity (adapter code, weights pins, loaded dtype,
+    message layout)."""
 
     model: str
     model_version: str
@@ -73,7 +74,10 @@ def _answer_from(data: bytes) -> OmniAnswer:
 
 
 class ResponseCache:
-    """Replies in a store, keyed by :class:`ResponseKey`; counts hits and misses."""
+    """Replies in a store, keyed by :class:`ResponseKey`; counts hits and misses.
+
+    Stored as JSON under ``<store root>/_cache/omni/<slug>/<2 hex>/<key digest>.json``,
+    outside any run."""
 
     def __init__(self, store: Store, prefix: str = CACHE_PREFIX) -> None:
         self.store = store

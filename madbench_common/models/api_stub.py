@@ -1,25 +1,12 @@
 """A local HTTP server speaking the hosted APIs' request/response shapes, for tests and the demo.
 
-It is never a model: its answers are fixed functions of the request (by default it
-echoes a misleading claim when the prompt carries one, like a sycophant, and otherwise
-declines), and reports built on it say "stub". It checks what the real endpoints check
-— the key header, the body's shape, that the audio is a decodable 16 kHz WAV — and can
-inject errors: :class:`Fault` entries are consumed in order, one per request (a 429 with
-``Retry-After``, a 500, a 400, …), so tests see retries and backoff happen.
-
-Gemini thinks as the real models do by default: unless ``thinkingConfig.thinkingBudget``
-is 0 it spends :data:`STUB_THOUGHT_TOKENS` thinking tokens (fewer if the budget is
-smaller), and those count against ``maxOutputTokens``: when thoughts and answer do not
-fit, the candidate ends with ``finishReason: MAX_TOKENS`` and no text part, as the API
-returns it.
-
-Endpoints: Gemini ``POST /v1beta/models/{model}:generateContent``; OpenAI-compatible
-``POST /v1/chat/completions`` (audio answers and the text-only judge); ElevenLabs
-``POST /v1/text-to-speech/{voice_id}`` (returns PCM, a tone whose pitch depends on the
-voice id); Azure Speech ``POST /cognitiveservices/v1`` (an SSML body with one ``<voice
-name=…>``, the key in ``Ocp-Apim-Subscription-Key``, the reply in the
-``X-Microsoft-OutputFormat`` asked for: MP3, RIFF or raw 16-bit PCM, a tone as above).
-Binds 127.0.0.1 on a free port; stop it by leaving the context.
+It is never a model: its answers are fixed functions of the request (by default it echoes
+a misleading claim when the prompt carries one, like a sycophant, and otherwise declines),
+and reports built on it say "stub". It checks what the real endpoints check (the key
+header, the body's shape, that the audio is a decodable 16 kHz WAV) and can inject
+errors: :class:`Fault` entries are consumed in order, one per request, so tests see
+retries and backoff. Endpoints: Gemini, OpenAI-compatible, ElevenLabs and Azure Speech
+(:func:`_handler`). Binds 127.0.0.1 on a free port; stop it by leaving the context.
 """
 
 from __future__ import annotations
@@ -104,6 +91,18 @@ def _wav_seconds(b64: str) -> float:
 
 
 def _handler(state: StubServer) -> type[BaseHTTPRequestHandler]:
+    """The endpoints. Gemini ``POST /v1beta/models/{model}:generateContent``, thinking as the
+    real models do by default: unless ``thinkingConfig.thinkingBudget`` is 0 it spends
+    :data:`STUB_THOUGHT_TOKENS` thinking tokens (fewer if the budget is smaller), counted
+    against ``maxOutputTokens``: when thoughts and answer do not fit, the candidate ends
+    with ``finishReason: MAX_TOKENS`` and no text part, as the API returns it.
+    OpenAI-compatible ``POST /v1/chat/completions`` (audio answers and the text-only
+    judge). ElevenLabs ``POST /v1/text-to-speech/{voice_id}`` (PCM, a tone whose pitch
+    depends on the voice id). Azure Speech ``POST /cognitiveservices/v1`` (an SSML body
+    with one ``<voice name=…>``, the key in ``Ocp-Apim-Subscription-Key``, the reply in
+    the ``X-Microsoft-OutputFormat`` asked for: MP3, RIFF or raw 16-bit PCM, a tone as
+    above)."""
+
     class Handler(BaseHTTPRequestHandler):
         def log_message(self, *args: Any) -> None:  # keep test output quiet
             pass

@@ -2,26 +2,10 @@
 
 All three upstream pipelines read 25 fps video of a face filling the frame (LRS3,
 VoxCeleb2, FakeAVCeleb, AV-Deepfake1M, LAV-DF are face-track crops) next to 16 kHz audio.
-The feature stage decodes frames at about the model's rate; these helpers bring them to
-exactly 25 fps and crop the face or mouth with a :class:`~madbench_common.models.roles.FaceCropper`
-(``ref-haar-face`` by default). Where the cropper finds no face in the whole clip, the
-model's documented fallback is applied and recorded on the row (``InputSpec.fallback``),
-never silently: ``whole_frame`` is the frame resized to the crop size, which is what
-each upstream data loader does with an uncropped video. Frames where a face was missed
-inside a clip with faces keep the nearest detection (the cropper's rule) and are counted
-(``face_held:<n>/<T>``).
-
-A clip's four samples (R, S, E, Q: the video stays authentic, only the audio changes)
-and its perturbed copies carry the same frames, and a shard's items are sorted by sample
-id, so they come one after another: :func:`face_track` keeps the last few tracks per
-cropper, keyed by a digest of the frames themselves (with the rate, crop size and
-region), and hands out copies. Detection then runs once per distinct video instead of
-once per sample; in the rehearsal the Haar cropper took 36 % of AV Anomaly's shard time,
-and on a GPU node it runs on the CPU while the model waits. The result is the same
-array a fresh detection gives (the key is the exact input; croppers are deterministic).
-
-Numpy, scipy and OpenCV only (OpenCV is imported on use), so the recipes are tested in
-the main suite.
+These helpers bring the stage's frames to exactly 25 fps (:func:`at_fps`) and crop the face
+or mouth with a :class:`~madbench_common.models.roles.FaceCropper` (``ref-haar-face`` by
+default; :func:`face_track`). Numpy, scipy and OpenCV only (OpenCV imported on use), so the
+recipes are tested in the main suite.
 """
 
 from __future__ import annotations
@@ -103,7 +87,19 @@ def face_track(cropper: FaceCropper, frames: Frames, fps: float, *, size: int,
     """Face or mouth crops of every frame, with the ``whole_frame`` fallback when no face.
 
     The last :data:`TRACKS_KEPT` tracks of each cropper are kept by a digest of the
-    frames (module docstring); the caller always gets its own copy."""
+    frames (with the rate, crop size and region); the caller always gets its own copy. A
+    clip's four samples (R, S, E, Q: the video stays authentic, only the audio changes)
+    and its perturbed copies carry the same frames, and a shard's items are sorted by
+    sample id, so detection runs once per distinct video instead of once per sample (the
+    Haar cropper took 36 % of AV Anomaly's shard time, and on a GPU node it runs on the
+    CPU while the model waits). The result is the same array a fresh detection gives (the
+    key is the exact input; croppers are deterministic).
+
+    Where the cropper finds no face in the whole clip, the model's documented fallback is
+    recorded on the row (``InputSpec.fallback``), never silent: ``whole_frame`` is the
+    frame resized to the crop size, which is what each upstream data loader does with an
+    uncropped video. Frames where a face was missed inside a clip with faces keep the
+    nearest detection (the cropper's rule) and are counted (``face_held:<n>/<T>``)."""
     key = _track_key(frames, fps, size, region)
     try:
         with _TRACKS_LOCK:

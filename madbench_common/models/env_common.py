@@ -2,23 +2,11 @@
 
 The environment generators of paper §3.4 differ in native sample rate (16 kHz for
 AudioLDM2, AudioGen, FoleyCrafter and MMAudio's small_16k, 44.1 kHz for MMAudio's 44k
-variants and AudioX) and native length (FoleyCrafter always makes 10 s; AudioX makes
-its configured ``sample_size``). :func:`fit_output` brings any of them to exactly the
-clip's duration at the pipeline rate and names what it did, so the component row can
-record it: ``exact`` (the model made the requested length), ``trim`` (longer, cut at
-the end), ``pad`` (at most 50 ms short, e.g. a codec frame: the tail is continued by its
-mirror image) or ``loop`` (shorter, repeated from the start with a 50 ms equal-power
-crossfade at each seam). Resampling is polyphase (:func:`madbench_common.media.audio.resample`).
-
-A generator with a fixed canvas shorter than the clip (FoleyCrafter and AudioX: 10 s;
-clips run to 12 s) does not loop its output: a repeated tail is out of sync with the
-video, an artefact a detector can learn (paper §3.4 asks for "full-duration background
-components"). It generates the remainder instead, a second canvas conditioned on the
-*end* of the clip (:func:`window_starts`: the last window ends at the clip's end), and
-:func:`stitch_windows` cross-fades it in (equal power, ``CONTINUE_XFADE`` seconds,
-ending where the first canvas ends); the fit is recorded as ``continued``.
-
-Everything here is numpy, SciPy and PyAV; torch is imported only where a device is resolved.
+variants and AudioX) and native length (FoleyCrafter always makes 10 s; AudioX its
+configured ``sample_size``). :func:`fit_output` brings any of them to exactly the clip's
+duration at the pipeline rate and names what it did; fixed canvases shorter than the clip
+are continued, not looped (:func:`window_starts`). Numpy, SciPy and PyAV; torch only
+where a device is resolved.
 """
 
 from __future__ import annotations
@@ -115,9 +103,12 @@ def fit_output(audio: npt.ArrayLike, native_rate: Hertz, sample_rate: Hertz,
                n: int) -> tuple[Audio, str]:
     """``audio`` (any layout, ``native_rate``) as exactly ``n`` mono samples at ``sample_rate``.
 
-    Returns the signal and how its length was fitted: ``exact``, ``trim``, ``pad`` or ``loop``
-    (see the module docstring). A resampled length within one output sample of ``n``
-    counts as exact.
+    Returns the signal and how its length was fitted: ``exact`` (the model made the
+    requested length), ``trim`` (longer, cut at the end), ``pad`` (at most 50 ms short,
+    e.g. a codec frame: the tail is continued by its mirror image) or ``loop`` (shorter,
+    repeated from the start with a 50 ms equal-power crossfade at each seam). A resampled
+    length within one output sample of ``n`` counts as exact. Resampling is polyphase
+    (:func:`madbench_common.media.audio.resample`).
     """
     x = resample(to_mono(audio), int(native_rate), int(sample_rate))
     if len(x) == 0:
@@ -181,7 +172,15 @@ def settings_record(*, seed: int, native_rate: Hertz, native_seconds: Seconds, f
 
 def window_starts(duration: Seconds, canvas: Seconds,
                   xfade: Seconds = CONTINUE_XFADE) -> list[float]:
-    """Start times of the canvases that cover ``duration`` (module docstring).
+    """Start times of the canvases that cover ``duration``.
+
+    A generator with a fixed canvas shorter than the clip (FoleyCrafter and AudioX: 10 s;
+    clips run to 12 s) does not loop its output: a repeated tail is out of sync with the
+    video, an artefact a detector can learn (paper §3.4 asks for "full-duration background
+    components"). It generates the remainder instead, a second canvas conditioned on the
+    *end* of the clip, and :func:`stitch_windows` cross-fades it in (equal power,
+    ``CONTINUE_XFADE`` seconds, ending where the first canvas ends); the fit is recorded
+    as ``continued``.
 
     One canvas when it fits; else each next canvas starts ``xfade`` before the previous
     one ends, and the last one ends exactly at ``duration`` (so it sees the clip's end).

@@ -1,24 +1,11 @@
 """A small JSON-over-HTTPS client for hosted model APIs: rate limit, retries, spend cap.
 
 Used by the API adapters (Gemini, GPT-4o audio, ElevenLabs, Azure neural TTS) and the
-OpenAI-compatible LLM judge. Standard library only (``urllib``), so it runs in every
-image. :meth:`JsonApi.post` sends JSON; :meth:`JsonApi.post_bytes` sends another body
-(Azure's SSML) under the same policy.
-
-* **Endpoint**: ``base_url`` is a URL, or ``env:NAME[/path]`` — the URL in environment
-  variable ``NAME`` plus ``/path`` (the local stub's address, which changes every run,
-  without changing a stage's parameters or a model's version string).
-* **Keys** come only from the environment (:func:`api_key`); on the cluster from a
-  Kubernetes Secret. A missing key is a configuration error naming the variable.
-* **Rate limit**: a token bucket of ``rpm`` requests per minute (burst 1).
-* **Retries**: connection errors, timeouts, 429 and 5xx are retried up to
-  ``max_retries`` times with exponential backoff (``base · 2^attempt``, capped, with
-  ±10 % jitter), waiting at least what a ``Retry-After`` header asks. 401/403 are
-  configuration errors (a bad key: never retried); other 4xx are :class:`ApiError`.
-* **Spend cap**: :class:`SpendMeter` adds each call's cost (from the reported token
-  usage and the adapter's prices) and refuses a call whose worst-case cost would take
-  the total over the cap. The meter is per process (per shard on the cluster), so a
-  stage's total is at most ``cap × shards``.
+OpenAI-compatible LLM judge. Standard library only (``urllib``), so it runs in every image.
+:class:`JsonApi` posts under one policy: endpoint (:func:`resolve_base_url`), keys only from
+the environment (:func:`api_key`; on the cluster from a Kubernetes Secret), a token bucket
+of ``rpm`` requests per minute (:class:`RateLimiter`), retries (:class:`RetryPolicy`) and a
+spend cap (:class:`SpendMeter`).
 """
 
 from __future__ import annotations
@@ -65,7 +52,9 @@ class SpendCapExceeded(ConfigError):
 
 
 def resolve_base_url(base_url: str) -> str:
-    """``base_url``, with an ``env:NAME[/path]`` form read from the environment."""
+    """``base_url``, with an ``env:NAME[/path]`` form read from the environment: the URL in
+    variable ``NAME`` plus ``/path`` (the local stub's address, which changes every run,
+    without changing a stage's parameters or a model's version string)."""
     if not base_url.startswith("env:"):
         return base_url
     name, _, rest = base_url[4:].partition("/")
@@ -119,7 +108,12 @@ class RateLimiter:
 
 @dataclass
 class SpendMeter:
-    """Running spend in USD against ``cap_usd`` (``0`` = no cap)."""
+    """Running spend in USD against ``cap_usd`` (``0`` = no cap).
+
+    Adds each call's cost (from the reported token usage and the adapter's prices) and
+    refuses a call whose worst-case cost would take the total over the cap. The meter is
+    per process (per shard on the cluster), so a stage's total is at most
+    ``cap × shards``."""
 
     cap_usd: float = 0.0
     spent_usd: float = 0.0
@@ -138,6 +132,11 @@ class SpendMeter:
 
 @dataclass(frozen=True)
 class RetryPolicy:
+    """Connection errors, timeouts, 429 and 5xx are retried up to ``max_retries`` times with
+    exponential backoff (``base · 2^attempt``, capped, with ±10 % jitter), waiting at least
+    what a ``Retry-After`` header asks. 401/403 are configuration errors (a bad key: never
+    retried); other 4xx are :class:`ApiError`."""
+
     max_retries: int = 6
     base_s: float = 1.0
     cap_s: float = 60.0

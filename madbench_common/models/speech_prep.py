@@ -1,24 +1,11 @@
 """Shared pre- and post-processing of the real speech generators (paper §3.3).
 
-The four model adapters (F5-TTS, IndexTTS2, Seed-VC, Vevo-Timbre) differ only in how
-they call their model; everything around the call lives here so that they treat
-inputs and outputs the same way:
-
-* input checks that fail one component, never the shard (:class:`GenerationFailed`
-  with a short ``why`` code: ``empty_text``, ``unsupported_characters``,
-  ``reference_too_short``, ``source_too_short``, ``out_of_memory``, ``empty_output``);
-* reference preparation (silence trimmed, a minimum length enforced);
-* seeding of every random generator the models draw from (:func:`seed_all`);
-* the output fit: resampling from the model's rate to the pipeline's, leading and
-  trailing silence trimmed, and the speech time-stretched (WSOLA,
-  :func:`madbench_common.media.dsp.time_stretch`) to exactly the requested duration. The
-  stage then places it in the source's speech regions
-  (:func:`madbench_common.media.dsp.place_in_regions`).
-
-Every fit is described by a :class:`GenerationReport`: how long the model's speech
-was, the time-stretch factor applied (the "length correction"), which duration
-control was used (the model's own, or none, so only the time-stretch), and the
-sampler settings. The stage writes it onto the component row.
+The four model adapters (F5-TTS, IndexTTS2, Seed-VC, Vevo-Timbre) differ only in how they
+call their model; everything around the call lives here so that they treat inputs and
+outputs alike: input checks that fail one component, never the shard
+(:class:`GenerationFailed`), reference preparation, seeding (:func:`seed_all`) and the
+output fit to the requested duration (:func:`fit_speech`), described by a
+:class:`GenerationReport` that the stage writes onto the component row.
 """
 
 from __future__ import annotations
@@ -52,7 +39,9 @@ _SILENCE_DB = -40.0
 
 
 class GenerationFailed(RuntimeError):
-    """One component could not be generated; ``why`` is a short machine-readable code.
+    """One component could not be generated; ``why`` is a short machine-readable code
+    (``empty_text``, ``unsupported_characters``, ``reference_too_short``,
+    ``source_too_short``, ``out_of_memory``, ``empty_output``).
 
     It subclasses ``RuntimeError`` so that the generator stages record it as a
     ``generation_failed`` row (detail ``GenerationFailed: <why>: <detail>``) and go on:
@@ -77,7 +66,10 @@ class GenerationFailed(RuntimeError):
 
 @dataclass(frozen=True)
 class GenerationReport:
-    """What one generator call did to reach the requested duration."""
+    """What one generator call did to reach the requested duration: how long the model's
+    speech was, the time-stretch factor applied (the "length correction"), which duration
+    control was used (the model's own, or none, so only the time-stretch), and the sampler
+    settings."""
 
     model_rate: Hertz
     """The model's native output rate (before resampling to the pipeline's)."""
@@ -201,6 +193,11 @@ def fit_speech(speech: np.ndarray, model_rate: Hertz, *, sample_rate: Hertz,
                duration: Seconds, duration_control: str,
                settings: Mapping[str, Any] | None = None) -> tuple[Audio, GenerationReport]:
     """The model's output at ``sample_rate``, silence-trimmed and stretched to ``duration``.
+
+    Resampled from the model's rate, leading and trailing silence trimmed, and
+    time-stretched (WSOLA, :func:`madbench_common.media.dsp.time_stretch`) to exactly the
+    requested duration; the stage then places it in the source's speech regions
+    (:func:`madbench_common.media.dsp.place_in_regions`).
 
     Returns exactly ``round(duration * sample_rate)`` samples and the report of what
     was done. Fails with ``empty_output`` when the model produced no audible speech.

@@ -1,24 +1,11 @@
 """Scene taxonomy: load and validate the coarse/fine scene labels, assign labels, build prompts.
 
 The taxonomy is data (``madbench_common/models/data/taxonomy.json``): 10 coarse and 63 fine
-scene categories. Each fine label lists its keywords, expected environmental sounds
-(from a controlled sound vocabulary), excluded categories (speech, singing, music and
-media playback always) and two incompatibility relations (paper §3.4: each label
-specifies "mismatch scene types"; §5.3 needs both):
-
-* ``mismatch`` — incompatible scenes of a *different coarse* scene: scene-mismatched
-  generation and replacement, and the D-R scene-consistency donors;
-* ``sibling_mismatch`` — labels of the *same coarse* scene whose sounds are
-  incompatible: the S-R donors ("same coarse scene but different fine-grained
-  labels"). Built by rule and reviewed by hand: two labels of one coarse scene are
-  siblings-in-mismatch when both have distinctive expected sounds (footsteps, wind,
-  air conditioning, doors and clocks are too generic to count) and the Jaccard overlap
-  of those is at most 1/4; kitchen/dining room were removed by hand (both are
-  dish-clinking rooms). Labels with no distinctive sound (living room, museum) have
-  none, so their clips get no S-R pair.
-
-Every function here is deterministic, so every scene describer shares the same
-caption → label step.
+scene categories. Each fine label lists its keywords, expected environmental sounds (from
+a controlled sound vocabulary), excluded categories (speech, singing, music and media
+playback always) and two incompatibility relations (paper §3.4 "mismatch scene types";
+§5.3 needs both: :class:`FineScene`). Every function here is deterministic, so every
+scene describer shares the same caption → label step.
 """
 
 from __future__ import annotations
@@ -68,7 +55,18 @@ class CoarseScene:
 
 @dataclass(frozen=True)
 class FineScene:
-    """A fine scene label with its expected sounds, exclusions and mismatch scenes."""
+    """A fine scene label with its expected sounds, exclusions and mismatch scenes.
+
+    ``mismatch``: incompatible scenes of a *different coarse* scene (scene-mismatched
+    generation and replacement, and the D-R scene-consistency donors).
+    ``sibling_mismatch``: labels of the *same coarse* scene whose sounds are incompatible
+    (the S-R donors, §5.3: "same coarse scene but different fine-grained labels"). Built
+    by rule and reviewed by hand: two labels of one coarse scene are siblings-in-mismatch
+    when both have distinctive expected sounds (footsteps, wind, air conditioning, doors
+    and clocks are too generic to count) and the Jaccard overlap of those is at most 1/4;
+    kitchen/dining room were removed by hand (both are dish-clinking rooms). Labels with
+    no distinctive sound (living room, museum) have none, so their clips get no S-R pair.
+    """
 
     name: str
     coarse: str

@@ -1,24 +1,12 @@
 """Pinning model weights: resolve ``weights.yaml`` entries and write the pins back in place.
 
 ``madbench weights pin [--image SLUG]`` runs where the hub (``$HF_ENDPOINT``, default
-huggingface.co) and the URL items' hosts are reachable. For each entry not yet pinned
-(every entry with ``update``):
-
-- a hub item: its ``revision`` is resolved to a commit (``repo_info``), the commit's tree
-  listed (``list_repo_tree``), and every file matching ``files`` gets its sha256 — an
-  LFS file's from the hub's LFS pointer (the sha256 of its content by definition), a
-  small git file's by downloading and hashing it; a pattern that matches nothing fails;
-- a URL item: the file is downloaded and hashed (its ``md5``, if given, must match).
-
-The pins are written into the entry itself (``commit`` and a ``sha256`` mapping; a URL
-item's ``sha256``), editing only those lines, so comments and every other line of
-``weights.yaml`` stay as they were; the result is parsed back and compared before it
-is saved. An entry that cannot be resolved is reported and left unpinned: nothing is
-ever written that was not computed from the bytes or the hub's metadata.
-
-:func:`weights_status` lists what is still unpinned (``madbench weights status``), and
-the hub repositories two images pin at different commits for the same revision (they
-share one cache folder, whose ref would flip between the two).
+huggingface.co) and the URL items' hosts are reachable. Each entry not yet pinned (every
+entry with ``update``) is resolved (:func:`resolve_hf`, :func:`hash_url`) and its pins
+written into the entry itself (:func:`write_pins`). An entry that cannot be resolved is
+reported and left unpinned: nothing is ever written that was not computed from the bytes
+or the hub's metadata. :func:`weights_status` lists what is still unpinned, and
+:func:`pin_conflicts` hub repositories two images pin at different commits.
 """
 
 from __future__ import annotations
@@ -87,7 +75,8 @@ def weights_status(images: Iterable[str], images_dir: Path | None = None) -> lis
 
 
 def pin_conflicts(images: Iterable[str], images_dir: Path | None = None) -> list[str]:
-    """Hub repos pinned at different commits for one revision by two images."""
+    """Hub repos pinned at different commits for one revision by two images (they share one
+    cache folder, whose ref would flip between the two)."""
     seen: dict[tuple[str, str], dict[str, str]] = {}
     for image in images:
         for item in load_spec(image, images_dir).hf:
@@ -106,7 +95,12 @@ def _sha256_file(path: Path) -> str:
 
 
 def resolve_hf(item: HFItem, endpoint: str | None = None) -> tuple[str, dict[str, str]]:
-    """(commit, {path: sha256}) of ``item`` on the hub now."""
+    """(commit, {path: sha256}) of ``item`` on the hub now.
+
+    The ``revision`` is resolved to a commit (``repo_info``), the commit's tree listed
+    (``list_repo_tree``), and every file matching ``files`` gets its sha256: an LFS file's
+    from the hub's LFS pointer (the sha256 of its content by definition), a small git
+    file's by downloading and hashing it; a pattern that matches nothing fails."""
     from huggingface_hub import HfApi, hf_hub_download
     from huggingface_hub.hf_api import RepoFile
 
@@ -251,8 +245,10 @@ def _edit(lines: list[str], hf: dict[str, tuple[str, dict[str, str]]],
 def write_pins(path: Path, hf: dict[str, tuple[str, dict[str, str]]],
                urls: dict[str, str]) -> None:
     """Write ``hf`` (repo → (commit, {file: sha256})) and ``urls`` (name → sha256) into the
-    entries of ``path``; refuse (and write nothing) unless the result parses back to
-    exactly those pins with every other value unchanged."""
+    entries of ``path``, editing only those lines (``commit`` and a ``sha256`` mapping; a
+    URL item's ``sha256``), so comments and every other line stay as they were; refuse
+    (and write nothing) unless the result parses back to exactly those pins with every
+    other value unchanged."""
     before = path.read_text()
     lines = before.splitlines()
     _edit(lines, hf, urls)

@@ -3,33 +3,8 @@
 glibc serves an allocation above its mmap threshold (dynamic, at most 32 MiB) with a
 fresh ``mmap`` and returns it with ``munmap`` when freed, and it trims the heap's free
 top back to the kernel. A CPU forward allocates and frees the same large activations
-again and again, so every op pays the kernel to map and zero new pages. On this project's
-CPU runs that cost a lot: an IndexTTS2 shard in the rehearsal spent a third of its CPU
-time in the kernel (about 250,000 minor page faults a second, nearly all in
-``index_select``'s output copy), and a small conv net over 8 video frames spent 0.62 s
-of system time per 6 forwards with glibc's settings and 0.02 s with the settings below
-(CPU time a third lower).
-
-:func:`tune_malloc` (called by every shard before it loads a model) therefore sets, with
-``mallopt``:
-
-- ``M_MMAP_MAX = 0``: large blocks come from the heap, so a freed one is reused;
-- ``M_TRIM_THRESHOLD = 1 GiB``: up to 1 GiB of free heap top stays with the process
-  (more than that is still returned, so a pod's memory does not stay at a one-off peak).
-
-This is the ``mallopt`` form of PyTorch's CPU performance advice (a caching allocator such
-as jemalloc or tcmalloc) that needs no extra library in any image. It changes no result:
-only where freed memory goes. Its cost is memory: freed blocks stay with the process, and
-in the rehearsal at 665c969 the model shards' peak RSS rose by 0-70 % (IndexTTS2 3.8 ->
-4.9 GB, FoleyCrafter 2.7 -> 4.6 GB, all still far under their templates' limits), while
-their pod seconds fell by a third on the scene, TTS and VC stages and not measurably on
-FoleyCrafter and AVH-Align.
-
-So the default, ``MADBENCH_MALLOC=auto``, tunes only a shard that sees no GPU (no
-``/dev/nvidia<N>`` or ``/dev/kfd``): on a GPU node the activations live on the device,
-and the host heap mostly holds weights on their way there, which should go back to the
-kernel. ``retain`` tunes always, ``default`` never (glibc's own settings). Outside glibc
-(musl, macOS) nothing is tuned.
+again and again, so every op pays the kernel to map and zero new pages.
+:func:`tune_malloc` keeps that memory in the process where no GPU is seen (:func:`wanted`).
 """
 
 from __future__ import annotations
@@ -76,7 +51,12 @@ def gpu_visible(dev: Path = Path("/dev")) -> bool:
 
 
 def wanted() -> bool:
-    """Whether :func:`tune_malloc` tunes here (``MADBENCH_MALLOC``; see the module text).
+    """Whether :func:`tune_malloc` tunes here (``MADBENCH_MALLOC``).
+
+    The default, ``auto``, tunes only a process that sees no GPU (no ``/dev/nvidia<N>`` or
+    ``/dev/kfd``): on a GPU node the activations live on the device, and the host heap
+    mostly holds weights on their way there, which should go back to the kernel.
+    ``retain`` tunes always, ``default`` never (glibc's own settings).
 
     Raises :class:`ConfigError` for a value other than ``auto``, ``retain`` or ``default``.
     """
@@ -90,7 +70,22 @@ def wanted() -> bool:
 
 def tune_malloc() -> bool:
     """Apply the settings above to this process (once) where :func:`wanted`; ``True`` when
-    they are in force."""
+    they are in force. Every shard calls it before it loads a model.
+
+    With ``mallopt``: ``M_MMAP_MAX = 0`` (large blocks come from the heap, so a freed one is
+    reused) and ``M_TRIM_THRESHOLD = 1 GiB`` (up to 1 GiB of free heap top stays with the
+    process; more is still returned, so a pod's memory does not stay at a one-off peak).
+    This is the ``mallopt`` form of PyTorch's CPU performance advice (a caching allocator
+    such as jemalloc or tcmalloc) that needs no extra library in any image. It changes no
+    result, only where freed memory goes. Measured on this project's CPU runs: an IndexTTS2
+    shard spent a third of its CPU time in the kernel (about 250,000 minor page faults a
+    second, nearly all in ``index_select``'s output copy), and a small conv net over 8
+    video frames spent 0.62 s of system time per 6 forwards with glibc's settings and 0.02
+    s with these. The cost is memory: model shards' peak RSS rose by 0-70 % (IndexTTS2 3.8
+    -> 4.9 GB, FoleyCrafter 2.7 -> 4.6 GB, all far under their templates' limits), while
+    their pod seconds fell by a third on the scene, TTS and VC stages and not measurably
+    on FoleyCrafter and AVH-Align. Outside glibc (musl, macOS) nothing is tuned.
+    """
     global _applied
     if not wanted():
         return False

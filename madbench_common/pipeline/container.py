@@ -3,25 +3,10 @@
 
 Each stage's image is its ``image`` slug's local build (``localhost/madbench/<slug>:<tag>``,
 ``make image IMAGE=<slug>``), or the one ``--image`` given for every stage (a slug or a
-full ref; ``--image reference-cpu`` is the smoke run). Containers follow the pod policy
-of :mod:`madbench_common.imagefactory.containers` (uid 10001, read-only root, ``/tmp`` a tmpfs, no
-network, capabilities dropped) with
-
-- the store mounted read-write at its own path (a ``file://`` or plain path store; an
-  ``s3://`` store is reached over the network with the caller's ``AWS_*`` variables, the
-  one case that gets a network);
-- the sources (the CSV's folder and every folder its rows point into) read-only at
-  their own paths, so manifests name the same files as an in-process run;
-- the weights root (``--weights``, default ``$MADBENCH_WEIGHTS``) read-only at ``/weights``;
-- the caller's uid:gid as the container user, or uid 10001 (the pods' user) when the
-  caller is root, in which case the run's folder in a local store is handed to 10001;
-- GPUs where the stage requests them (podman ``--device nvidia.com/gpu=all``, docker
-  ``--gpus all``; the buildah engine cannot pass GPUs and refuses such stages).
-
-The stage's fingerprint includes its image — by its manifest digest
-(``<tag>@sha256:…``; docker: the image id), so a rebuilt image recomputes the stages it
-runs — and so outputs land under other prefixes than an in-process run's; the rows and
-the bytes they point to are the same.
+full ref; ``--image reference-cpu`` is the smoke run); mounts and user:
+:class:`ContainerEngine`. The fingerprint includes the image by its manifest digest
+(:meth:`ContainerEngine.image_ref`), so outputs land under other prefixes than an
+in-process run's; the rows and the bytes they point to are the same.
 """
 
 from __future__ import annotations
@@ -69,7 +54,20 @@ def read_only_mounts(paths: Iterable[str | Path]) -> list[Mount]:
 
 @dataclass
 class ContainerEngine:
-    """Runs stage shards and merges in images; what :class:`LocalRunner` delegates to."""
+    """Runs stage shards and merges in images; what :class:`LocalRunner` delegates to.
+
+    Containers follow the pod policy of :mod:`madbench_common.imagefactory.containers` with: the
+    store mounted read-write at its own path (a ``file://`` or plain path store; an
+    ``s3://`` store is reached over the network with the caller's ``AWS_*`` variables, the
+    one case that gets a network); the sources (the CSV's folder and every folder its rows
+    point into) read-only at their own paths, so manifests name the same files as an
+    in-process run; the weights root (``--weights``, default ``$MADBENCH_WEIGHTS``)
+    read-only at ``/weights``; the caller's uid:gid as the container user, or uid 10001
+    (the pods' user) when the caller is root, in which case the run's folder in a local
+    store is handed to 10001; GPUs where the stage requests them (podman ``--device
+    nvidia.com/gpu=all``, docker ``--gpus all``; the buildah engine cannot pass GPUs and
+    refuses such stages).
+    """
 
     engine: str
     store: str

@@ -1,42 +1,12 @@
 """Which failures quarantine one row and which fail the whole stage (one rule, every stage).
 
-A stage runs item by item; what goes wrong on one item must not take the others
-with it. :func:`row_failure` sorts an exception raised while handling one item:
-
-* **the whole stage** (raised again, the CLI exits with its code):
-  a missing tool, module, model or weight (:class:`EnvironmentMissing`, or any
-  ``ImportError``, or a read-only file system where the stage must write: exit 3);
-  any other configuration error, a damaged upstream object or manifest (exit 3; the
-  runner recomputes what wrote a damaged object); transient trouble (the store
-  unreachable, the run locked, a raw store fault such as a connection reset or a 5xx
-  reply that reached stage code: :func:`~madbench_common.core.s3client.store_failure`)
-  and a full disk (``ENOSPC``, ``EDQUOT``, ``EFBIG``: exit 75); a store's refusal
-  (access denied, no such bucket: exit 3);
-* **that row only** (returned as an :class:`InputRejected` with a reason code, the
-  row is quarantined and the run goes on): everything else, i.e. bad input
-  (:class:`InputRejected` with its own reason), a name the store refuses
-  (``bad_name``), an ``OSError`` on the item's file (``io_error``, e.g. a file name
-  too long), undecodable text (``bad_encoding``), memory exhausted by the item
-  (``out_of_memory``), a GPU out of memory (``gpu_out_of_memory``, after a batched
-  stage retried the batch at half its size down to one item), a CUDA, device or dtype
-  error (``device_error``: a ``RuntimeError`` naming the device), or any other exception
-  of stage or model code on that item (``item_failed``: the message names the exception).
-
-**Data reasons and fault reasons.** A row rejected because of its input (``too_long``,
-``speaker_changed``, ``decode_crashed``, …: every reason not listed below) is what a
-benchmark's filters are for. A row rejected for a reason that is not about the input
-(:data:`FAULT_REASONS`: ``item_failed``, ``generation_error``, ``inference_error``,
-``device_error``, ``gpu_out_of_memory``, ``out_of_memory``, ``api_error``) is a fault of
-code, model, device or service; each stage has a budget for those
-(:data:`BUDGET_PARAM`, default :data:`DEFAULT_MAX_FAILED_FRACTION` of its rows) and the
-merge fails with exit 3 over it (:func:`~madbench_common.pipeline.stage.check_budget`), so
-a GPU-only bug that breaks most rows cannot pass as a green run with a thin benchmark.
-Stage code that catches its model call's exceptions sorts them with
-:func:`model_rejection` (its data reason for a data error, a fault reason otherwise).
-
-:func:`stage_failure` turns what escapes a whole shard or merge into a
-:class:`~madbench_common.core.errors.MadbenchError` with one line naming stage, shard and
-cause (the traceback goes to the debug log), so no shard ends in a bare traceback.
+A stage runs item by item; what goes wrong on one item must not take the others with
+it. :func:`row_failure` sorts an exception raised on one item (the whole stage fails, or
+that row alone is quarantined with a reason code); rejections for a fault reason
+(:data:`FAULT_REASONS`) count against the stage's budget, and stage code that catches its
+model call's exceptions sorts them with :func:`model_rejection`. :func:`stage_failure`
+turns what escapes a whole shard or merge into a one-line error naming stage, shard and
+cause (the traceback goes to the debug log).
 """
 
 from __future__ import annotations
@@ -90,7 +60,12 @@ FAULT_REASONS: Mapping[str, str] = {
     "api_error": "an API call failed (network, quota, server)",
 }
 """Reasons that count against a stage's rejection budget, with what each means. Every
-other reason code names something about the input data and never counts."""
+other reason code (``too_long``, ``speaker_changed``, ``decode_crashed``, …) names
+something about the input data, what a benchmark's filters are for, and never counts.
+Each stage has a budget for faults (:data:`BUDGET_PARAM`, default
+:data:`DEFAULT_MAX_FAILED_FRACTION` of its rows) and the merge fails with exit 3 over it
+(:func:`~madbench_common.pipeline.stage.check_budget`), so a GPU-only bug that breaks most
+rows cannot pass as a green run with a thin benchmark."""
 
 # A RuntimeError whose message names the accelerator, a device mismatch or a dtype
 # mismatch: torch's wording for CUDA, cuDNN, cuBLAS, NCCL errors, device-side asserts,
@@ -219,7 +194,27 @@ def _detail(exc: BaseException) -> str:
 
 def row_failure(exc: Exception, item: str) -> InputRejected:
     """The quarantine reason for ``exc`` raised on ``item``; raises it if the whole stage
-    must fail (see the module doc)."""
+    must fail.
+
+    The whole stage (raised again, the CLI exits with its code): a missing tool, module,
+    model or weight (:class:`EnvironmentMissing`, any ``ImportError``, or a read-only file
+    system where the stage must write: exit 3); any other configuration error, a damaged
+    upstream object or manifest (exit 3; the runner recomputes what wrote a damaged
+    object); transient trouble (the store unreachable, the run locked, a raw store fault
+    such as a connection reset or a 5xx reply that reached stage code:
+    :func:`~madbench_common.core.s3client.store_failure`) and a full disk (``ENOSPC``,
+    ``EDQUOT``, ``EFBIG``: exit 75); a store's refusal (access denied, no such bucket:
+    exit 3).
+
+    That row only (an :class:`InputRejected` with a reason code; the row is quarantined
+    and the run goes on): everything else: bad input (:class:`InputRejected` with its own
+    reason), a name the store refuses (``bad_name``), an ``OSError`` on the item's file
+    (``io_error``, e.g. a file name too long), undecodable text (``bad_encoding``), memory
+    exhausted by the item (``out_of_memory``), a GPU out of memory (``gpu_out_of_memory``,
+    after a batched stage retried the batch at half its size down to one item), a CUDA,
+    device or dtype error (``device_error``), or any other exception of stage or model
+    code on that item (``item_failed``: the message names the exception).
+    """
     missing = environment_cause(exc)
     if missing is not None:
         raise missing from None

@@ -1,16 +1,12 @@
 """The pipeline definition: stages declared once, compiled to Argo or run locally.
 
 A :class:`Stage` names what it runs (a lazy ``module:Class`` target implementing
-:class:`madbench_common.pipeline.stage.StageImpl`), the image that carries it (a
-workflow parameter), its upstream stages, the manifest it writes, and its
-scheduling knobs. A :class:`Graph` checks names, references and cycles, and gives
-a deterministic topological order that both backends share.
-
-Each stage's defaults (``model``, ``image``, ``params``) are the CPU references, so the
-embedded run and ``smoke.yaml`` need no GPU. Where the paper's model differs, the
-stage's :attr:`Stage.full` names it: field overrides that ``workflows/full.yaml`` (and
-``Graph.profiled("full")``) apply, e.g. ``full={"model": "separator-mossformer2",
-"image": "separator-mossformer2"}``; its ``params`` entry is merged over ``params``.
+:class:`madbench_common.pipeline.stage.StageImpl`), the image that carries it, its upstream
+stages, the manifest it writes, and its scheduling knobs. A :class:`Graph` checks names,
+references and cycles, and gives a deterministic topological order both backends share.
+Each stage's defaults are the CPU references, so the embedded run and ``smoke.yaml`` need
+no GPU; :attr:`Stage.full` names the paper's model where it differs (e.g.
+``full={"model": "separator-mossformer2", "image": "separator-mossformer2"}``).
 """
 
 from __future__ import annotations

@@ -1,16 +1,11 @@
 """Running chosen stages with another Python: ``madbench run --python STAGE=PATH``.
 
-A model family whose libraries cannot load beside the main environment (the omni
-models need transformers 5 with torchvision, which the main venv's CPU torch cannot
-load) runs its stage with the family's own interpreter, typically the venv that
-``make adapter-test IMAGE=<slug>`` builds (``.venvs/<slug>/bin/python``). Each shard and
-the merge run as ``<python> -m madbench_common.cli stage run|merge …`` — the very
-commands an Argo pod runs — with this checkout's ``madbench_common`` first on
-``PYTHONPATH`` and the hub offline; rows and markers land in the same store.
-
-The stage's image, and so its fingerprint, is ``venv:<folder>`` (the venv's folder
-name, e.g. ``venv:omni-qwen25omni``), so its outputs never mix with an in-process or a
-container run's.
+A model family whose libraries cannot load beside the main environment (the omni models
+need transformers 5 with torchvision) runs its stage with its own interpreter, typically
+``.venvs/<slug>/bin/python`` from ``make adapter-test``. Each shard and the merge run as
+``<python> -m madbench_common.cli stage run|merge …``, the commands an Argo pod runs, with
+this checkout first on ``PYTHONPATH`` and the hub offline. The stage's image, and so its
+fingerprint, is ``venv:<folder>``, so its outputs never mix with other runs'.
 """
 
 from __future__ import annotations

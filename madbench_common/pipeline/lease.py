@@ -1,18 +1,8 @@
 """The run lock: one runner per run id, held as a lease object that outlives a crash.
 
 ``<run>/_LOCK`` is created with a conditional write (S3 ``If-None-Match: *``; an
-``flock``-guarded create on the file system) and holds who owns it and until when.
-A heartbeat thread renews it every third of the lease with ``If-Match`` on the version
-it wrote. A second runner sees a live lease and fails fast with a message naming the
-holder, or waits up to ``wait`` seconds. A crashed runner's lease is left behind and
-expires (at once when the holder ran on this host and its process is gone); the next
-runner then takes it over with ``If-Match`` on the stale version, so two runners
-racing for it cannot both win. A holder whose renewal fails (its lease
-was taken over after it stalled) marks itself lost, and :meth:`RunLease.check`, which
-the runner calls before every merge, stops it before it writes another marker.
-
-Expiry compares the holder's wall clock with the reader's: hosts must keep time
-(NTP); the default lease (60 s) leaves a wide margin.
+``flock``-guarded create on the file system) and holds who owns it and until when; renewal,
+takeover of an expired lease and loss are on :class:`RunLease`.
 """
 
 from __future__ import annotations
@@ -70,7 +60,18 @@ class _Holder:
 
 
 class RunLease:
-    """Hold ``<run>/_LOCK`` for the life of a ``with`` block."""
+    """Hold ``<run>/_LOCK`` for the life of a ``with`` block.
+
+    A heartbeat thread renews the lease every third of its length with ``If-Match`` on the
+    version it wrote. A second runner sees a live lease and fails fast with a message
+    naming the holder, or waits up to ``wait`` seconds. A crashed runner's lease expires
+    (at once when the holder ran on this host and its process is gone); the next runner
+    takes it over with ``If-Match`` on the stale version, so two runners racing for it
+    cannot both win. A holder whose renewal fails (its lease was taken over after it
+    stalled) marks itself lost, and :meth:`check`, called before every merge, stops it
+    before it writes another marker. Expiry compares the holder's wall clock with the
+    reader's: hosts must keep time (NTP); the default lease (60 s) leaves a wide margin.
+    """
 
     def __init__(self, run: RunStore, wait: float = 0.0, lease: float | None = None) -> None:
         self.run = run

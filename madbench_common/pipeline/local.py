@@ -1,16 +1,12 @@
 """Local backend: run the graph on one machine, stage by stage, shards in parallel.
 
-The embedded default runs each stage in-process (``--workers N`` worker processes
-for shards). With a :class:`~madbench_common.pipeline.container.ContainerEngine`
-(``madbench run --engine podman|docker|buildah``) every shard and merge runs in the
-stage's image instead, ``--workers`` containers at a time. Completed shards and stages
-are skipped by their markers, so a killed run resumes where it stopped and produces
-the same manifests. One runner holds a run at a time
-(:class:`~madbench_common.pipeline.lease.RunLease`). A damaged object met on the way
-(:class:`~madbench_common.core.errors.ChecksumError`) has its shard recomputed
-(:func:`~madbench_common.pipeline.repair.invalidate`) and the pass starts again; the
-run log (``_logs/run-*.json``) records per stage the shards executed, their peak
-RSS and the S3 retries.
+The embedded default runs each stage in-process (``--workers N`` worker processes for
+shards); with a :class:`~madbench_common.pipeline.container.ContainerEngine` every shard and
+merge runs in the stage's image. Completed shards and stages are skipped by their markers,
+so a killed run resumes where it stopped; one runner holds a run at a time
+(:class:`~madbench_common.pipeline.lease.RunLease`); a damaged object has its shard
+recomputed (:func:`~madbench_common.pipeline.repair.invalidate`). The run log
+(``_logs/run-*.json``) records per stage the shards executed, their peak RSS and S3 retries.
 """
 
 from __future__ import annotations

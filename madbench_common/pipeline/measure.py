@@ -1,13 +1,8 @@
 """Measure a finished local run into throughput rows for ``madbench plan``.
 
-Each stage's cost is its wall time from the run log times the worker count
-(core-seconds), divided by the items it is planned per: source clips before the
-split, eligible clips after it, and benchmark samples from assembly on. Bytes are
-what the stage wrote under its prefix. ``peak_rss_mb`` is the largest peak resident
-memory of one of its shards or its merge (the run log's ``peak_rss``; measure a run made
-with ``--isolate-shards`` so each shard's peak is its own). Rows are labelled with where
-and how they were measured; generator stages run their CPU references here, so their
-figures say nothing about the real models' GPU time.
+:func:`measure_run` turns the run log into per-item costs, bytes and peak memory per stage.
+Rows are labelled with where and how they were measured; generator stages run their CPU
+references here, so their figures say nothing about the real models' GPU time.
 """
 
 from __future__ import annotations
@@ -66,7 +61,14 @@ def _denominators(run: RunStore) -> dict[str, int]:
 
 
 def measure_run(run: RunStore, graph: Graph, where: str = "") -> list[Throughput]:
-    """Throughput rows for every stage of ``graph`` that ran in ``run``."""
+    """Throughput rows for every stage of ``graph`` that ran in ``run``.
+
+    A stage's cost is its wall time from the run log times the worker count
+    (core-seconds), divided by the items it is planned per: source clips before the split,
+    eligible clips after it, and benchmark samples from assembly on. Bytes are what the
+    stage wrote under its prefix. ``peak_rss_mb`` is the largest peak resident memory of
+    one of its shards or its merge (measure a run made with ``--isolate-shards`` so each
+    shard's peak is its own)."""
     seconds, peaks, workers = _stage_seconds(run)
     counts = _denominators(run)
     where = where or f"{platform.machine()} CPU"

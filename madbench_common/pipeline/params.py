@@ -1,23 +1,8 @@
 """Which parameters a stage takes, and the check of user-given ones (``--set``, pods).
 
-A stage's parameters are declared in one place each: the implementation's defaults
-(:attr:`~madbench_common.pipeline.stage.StageImpl.defaults`), what the graph definition
-sets for that stage (:attr:`Stage.params`, the ``full`` profile's ``params``, its
-:attr:`Stage.workflow_params`, and ``model`` where some profile runs one swappable
-model), plus the keys its implementation reads only when given
-(:attr:`~madbench_common.pipeline.stage.StageImpl.optional_params`, e.g. ingest's
-``sources``), and ``max_failed_fraction``, the rejection budget every stage has
-(:mod:`~madbench_common.pipeline.failures`). Any other key is a typo: it would change
-the fingerprint and nothing else, so it is refused (exit 3) with the valid keys and
-the closest match.
-
-Values are typed by their declared defaults: a value given as JSON (``--set``,
-``--params-json``, ``--stage-params``) must have the type of the key's default in some
-profile (a number where the default is a number, a list of strings where it is one, …),
-so ``--set source_qc.min_speech_coverage=0,3`` fails before any work instead of deep in a
-shard. A key whose default is ``None``, or that only the implementation reads
-(``optional_params``), takes any value. ``--param KEY=VALUE`` pod arguments are strings by
-design (the workflows' own parameters) and are not typed here.
+A stage's parameters are declared in one place each (:func:`valid_keys`); any other key is
+a typo and is refused (:func:`check_stage_params`), and a JSON-given value must have the
+type of its key's declared default (:func:`check_stage_values`).
 """
 
 from __future__ import annotations
@@ -35,7 +20,16 @@ __all__ = ["check_params", "check_stage_params", "check_stage_values", "declared
 
 
 def valid_keys(stage: Stage) -> frozenset[str]:
-    """Every parameter ``stage`` accepts, in any profile."""
+    """Every parameter ``stage`` accepts, in any profile.
+
+    The implementation's defaults (:attr:`~madbench_common.pipeline.stage.StageImpl.defaults`),
+    what the graph definition sets for that stage (:attr:`Stage.params`, the ``full``
+    profile's ``params``, its :attr:`Stage.workflow_params`, and ``model`` where some
+    profile runs one swappable model), the keys its implementation reads only when given
+    (:attr:`~madbench_common.pipeline.stage.StageImpl.optional_params`, e.g. ingest's
+    ``sources``), and ``max_failed_fraction``, the rejection budget every stage has
+    (:mod:`~madbench_common.pipeline.failures`).
+    """
     from madbench_common.pipeline.stage import load_impl
 
     impl = load_impl(stage.target)
@@ -104,7 +98,16 @@ def _describe(default: Any) -> str:
 
 
 def check_stage_values(stage: Stage, params: Mapping[str, Any], flag: str) -> None:
-    """Refuse a value whose type is not its key's declared default's (JSON-given values)."""
+    """Refuse a value whose type is not its key's declared default's (JSON-given values).
+
+    A value given as JSON (``--set``, ``--params-json``, ``--stage-params``) must have the
+    type of the key's default in some profile (a number where the default is a number, a
+    list of strings where it is one, …), so ``--set source_qc.min_speech_coverage=0,3``
+    fails before any work instead of deep in a shard. A key whose default is ``None``, or
+    that only the implementation reads (``optional_params``), takes any value.
+    ``--param KEY=VALUE`` pod arguments are strings by design (the workflows' own
+    parameters) and are not typed here.
+    """
     defaults = declared_defaults(stage)
     for key, value in params.items():
         options = defaults.get(key)
@@ -121,7 +124,11 @@ def _suggest(word: str, choices: list[str]) -> str:
 
 
 def check_stage_params(stage: Stage, params: Mapping[str, Any], flag: str) -> None:
-    """Refuse keys ``stage`` does not take, naming the stage, the key and the valid keys."""
+    """Refuse keys ``stage`` does not take, naming the stage, the key and the valid keys.
+
+    Any key not declared (:func:`valid_keys`) is a typo: it would change the fingerprint
+    and nothing else, so it is refused (exit 3) with the valid keys and the closest match.
+    """
     valid = valid_keys(stage)
     unknown = sorted(set(params) - valid)
     if not unknown:

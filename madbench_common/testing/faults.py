@@ -1,15 +1,10 @@
 """Fault-injection harness for the runner: kill it at random points, compare what reruns give.
 
-Used by ``tests/pipeline/test_faults.py`` (a few seeds) and ``perf/bench_faults.py`` (the full
-sweep of ``make bench`` / ``make faults``). Everything runs the real CLI
-(``python -m madbench_common.cli run``) in its own process group against a real store
-(the file system or SeaweedFS), so ``SIGKILL`` takes the runner and its workers down
-mid-write exactly as a preempted node would.
-
-What a rerun must show (:func:`check_resume`): every manifest byte-identical to a clean
-run's, and no shard that had finished before the kill computed again (the rerun's run
-log lists the shards it executed; they must not be among the markers present after the
-kill).
+Used by ``tests/pipeline/test_faults.py`` (a few seeds) and ``perf/bench_faults.py`` (the
+full sweep of ``make bench`` / ``make faults``). Everything runs the real CLI in its own
+process group against a real store (the file system or SeaweedFS), so ``SIGKILL`` takes
+the runner and its workers down mid-write exactly as a preempted node would; a rerun must
+pass :func:`check_resume`.
 """
 
 from __future__ import annotations
@@ -192,7 +187,11 @@ def executed_markers(run: RunStore, record: dict[str, Any]) -> set[str]:
 
 def check_resume(run: RunStore, graph: Graph, clean: Mapping[str, bytes],
                  before: set[str]) -> list[str]:
-    """Problems with a resumed run: differing manifests, finished shards computed again."""
+    """Problems with a resumed run: differing manifests, finished shards computed again.
+
+    Every manifest must be byte-identical to a clean run's, and no shard that had finished
+    before the kill may be computed again (the rerun's run log lists the shards it
+    executed; they must not be among the markers present after the kill)."""
     problems = []
     got = manifests(run, graph)
     for stage, data in clean.items():

@@ -1,33 +1,10 @@
 """``make image-test IMAGE=<slug>``: prove a built image by running stage shards inside it.
 
-What it does, from the slug's ``image_test:`` block
-(:class:`madbench_common.imagefactory.images.ImageTest`):
-
-1. a work folder under ``$MADBENCH_IMAGE_TEST_DIR`` (default ``/var/tmp``; not ``/tmp``,
-   which is a tmpfs inside the container) holds the sources (the first ``clips`` demo
-   clips and their CSV), a file store and a weights root;
-2. the stages the tested stages read from run first on the host, in-process, with their
-   default CPU reference models (the run id is ``image-test``);
-3. inside the image, under the pod policy of :mod:`madbench_common.imagefactory.containers` (uid
-   10001, read-only root, no network, ``/tmp`` a tmpfs): the ``weights`` callable writes
-   its tiny random checkpoint into the weights root (mounted writable for that step
-   only); every model the image registers is imported (and instantiated with
-   ``load_models``); then each tested stage runs one shard and its merge with the
-   weights mounted read-only at ``/weights`` (``MADBENCH_WEIGHTS=/weights``,
-   ``HF_HUB_OFFLINE=1``);
-4. each tested stage must have finished with at least one accepted row.
-
-The outcome (pass or fail with its reason, wall seconds, rows per stage, the image id
-and the commit) is recorded under the slug's ``image_test:`` in ``images/images.lock.yaml``.
-
-The tested stages are all of MADBench's graph or all of DEAF's (:func:`pipeline_of`); a
-DEAF test's host stages make the stimuli with their CPU references (no demo clips; a
-relative ``deaf_sentences.sentences`` CSV is read from the repository, e.g.
-``data/deaf/image_test_sentences.csv``: four sentences, one per conflict type and SIC's
-neutral control) and its stages run in the image as ``madbench deaf stage run|merge``.
-
-Store and sources are mounted at their host paths, so manifests written on the host and
-in the container name the same files. Any failure raises; nothing is skipped here.
+From the slug's ``image_test:`` block (:class:`madbench_common.imagefactory.images.ImageTest`):
+the stages the tested ones read from run on the host with CPU references, then each tested
+stage runs one shard and its merge inside the image under the pod policy, on tiny random
+weights (:func:`run_image_test`). The outcome is recorded under the slug's
+``image_test:`` in ``images/images.lock.yaml``.
 """
 
 from __future__ import annotations
@@ -82,7 +59,13 @@ class Pipeline:
 
 
 def pipeline_of(stages: Sequence[str]) -> Pipeline:
-    """MADBench's graph when it has all ``stages``, else DEAF's (``madbench deaf stage``)."""
+    """MADBench's graph when it has all ``stages``, else DEAF's (``madbench deaf stage``).
+
+    A DEAF test's host stages make the stimuli with their CPU references (no demo clips; a
+    relative ``deaf_sentences.sentences`` CSV is read from the repository, e.g.
+    ``data/deaf/image_test_sentences.csv``: four sentences, one per conflict type and SIC's
+    neutral control) and its stages run in the image as ``madbench deaf stage run|merge``.
+    """
     from madbench_common.cli.pipelines import build_pipeline
 
     for graph, command, sources in ((build_pipeline("madbench"), ("madbench",), True),
@@ -170,6 +153,23 @@ def _stage_in_image(ref: str, stage: str, store: Path, params: dict[str, Any],
 
 def run_image_test(slug: str, keep: bool = False, image: str = "") -> list[StageOutcome]:
     """Run the slug's image test against its local image; return the tested stages' counts.
+
+    1. A work folder under ``$MADBENCH_IMAGE_TEST_DIR`` (default ``/var/tmp``; not ``/tmp``,
+       which is a tmpfs inside the container) holds the sources (the first ``clips`` demo
+       clips and their CSV), a file store and a weights root. Store and sources are
+       mounted at their host paths, so manifests written on the host and in the container
+       name the same files.
+    2. The stages the tested stages read from run first on the host, in-process, with
+       their default CPU reference models (the run id is ``image-test``).
+    3. Inside the image, under the pod policy of :mod:`madbench_common.imagefactory.containers`
+       (uid 10001, read-only root, no network, ``/tmp`` a tmpfs): the ``weights`` callable
+       writes its tiny random checkpoint into the weights root (mounted writable for that
+       step only); every model the image registers is imported (and instantiated with
+       ``load_models``); then each tested stage runs one shard and its merge with the
+       weights mounted read-only at ``/weights`` (``MADBENCH_WEIGHTS=/weights``,
+       ``HF_HUB_OFFLINE=1``).
+    4. Each tested stage must have finished with at least one accepted row; any failure
+       raises, nothing is skipped.
 
     ``image`` (an image id; default: the one the slug's local tag names when the test
     starts) is what every container of the test runs, so a rebuild or retag of the tag
@@ -330,7 +330,8 @@ def _image_code(image: str) -> str | None:
 
 def _record(slug: str, start: float, outcomes: Sequence[StageOutcome], error: str,
             image: str) -> None:
-    """Write the outcome under the slug's ``image_test:`` in the images lock."""
+    """Write the outcome under the slug's ``image_test:`` in the images lock (pass or fail
+    with its reason, wall seconds, rows per stage, the image id and the commit)."""
     commit = subprocess.run(["git", "-C", str(IMAGES.parent), "describe", "--always",
                              "--dirty", "--abbrev=12"], capture_output=True, text=True)
     result: dict[str, Any] = {

@@ -1,21 +1,8 @@
 """BSC background library: DEMAND where the user has it, else the offline Debian library; mixing.
 
 The paper mixes speech with DEMAND (Thiemann et al. 2013; Table 6), 18 environments of
-16-channel recordings. With ``demand=<folder or s3:// prefix>`` the library reads channel
-1 of each ``<CODE>/ch01.wav`` (the layout of DEMAND's per-environment zips;
-:mod:`.datasets`). Without it, the
-offline library committed under ``madbench_common/data/deaf_envlib/`` is used: freely licensed real
-recordings from Debian packages (``scripts/build_deaf_envlib.py``), one FLAC per
-environment that has one, with ``envlib.csv`` naming each file's sources, licence and
-whether it records that environment (``recording``) or a related scene (``proxy``).
-Environments it lacks are reported missing and their clips are quarantined.
-
-Mixing (Appendix A.2.2 gives only the SNRs): the speech sits 0.5 s into a background
-excerpt 1 s longer than it; the background is scaled so that the speech's power over its
-own span, divided by the background's power over the same span, is the SNR; the mixture
-is normalised to −26 dBFS RMS and limited to a 0.95 peak. The excerpt's start is drawn
-from the stimulus's seed; a background shorter than the excerpt is looped with a 50 ms
-crossfade.
+16-channel recordings; :func:`library_entries` finds each environment's background in a
+user's DEMAND copy or the committed offline library, and :func:`mix_at_snr` mixes.
 """
 
 from __future__ import annotations
@@ -90,7 +77,15 @@ def _debian_entries(root: Path) -> list[LibraryEntry]:
 
 
 def library_entries(library: str = DEFAULT_LIBRARY, demand: str = "") -> list[LibraryEntry]:
-    """One entry per DEMAND environment, from DEMAND if ``demand`` is set, else the library."""
+    """One entry per DEMAND environment, from DEMAND if ``demand`` is set, else the library.
+
+    With ``demand=<folder or s3:// prefix>`` channel 1 of each ``<CODE>/ch01.wav`` is read
+    (the layout of DEMAND's per-environment zips; :mod:`.datasets`). Without it, the
+    offline library committed under ``madbench_common/data/deaf_envlib/``: freely licensed
+    real recordings from Debian packages (``scripts/build_deaf_envlib.py``), one FLAC per
+    environment that has one, with ``envlib.csv`` naming each file's sources, licence and
+    whether it records that environment (``recording``) or a related scene (``proxy``).
+    Environments it lacks are reported missing and their clips are quarantined."""
     if demand:
         if not is_remote(demand) and not Path(demand).is_dir():
             raise ConfigError(f"{demand}: DEMAND folder not found")
@@ -127,7 +122,13 @@ def loop_to(x: Audio, n: int, sample_rate: Hertz) -> Audio:
 
 def mix_at_snr(speech: Audio, background: Audio, snr_db: float, sample_rate: Hertz,
                rng: np.random.Generator) -> Audio:
-    """Speech over a background excerpt at ``snr_db`` (see the module docstring)."""
+    """Speech over a background excerpt at ``snr_db`` (Appendix A.2.2 gives only the SNRs).
+
+    The speech sits 0.5 s into a background excerpt 1 s longer than it; the background is
+    scaled so that the speech's power over its own span, divided by the background's power
+    over the same span, is the SNR; the mixture is normalised to −26 dBFS RMS and limited
+    to a 0.95 peak. The excerpt's start is drawn from ``rng`` (the stimulus's seed); a
+    background shorter than the excerpt is looped with a 50 ms crossfade."""
     pad = int(_PAD_S * sample_rate)
     n = len(speech) + 2 * pad
     bg = loop_to(background, n + len(background), sample_rate)

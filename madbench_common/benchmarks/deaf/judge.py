@@ -3,33 +3,8 @@
 The paper's judge is an LLM: "All Audio MLLMs' responses are evaluated by DeepSeek-R1
 serving as the LLM judge" (§3.1), into C (aligns with the acoustic ground truth), T
 (aligns with the textual bias, semantic or prompt) or O (incorrect otherwise, vague, or
-a refusal) (§2.4).
-
-* :class:`LLMJudge` asks an OpenAI-compatible chat model with the versioned prompt of
-  :mod:`madbench_common.benchmarks.deaf.prompts` and reads ``LABEL: C|T|O``. The default judge is
-  DeepSeek-R1 (:data:`R1_MODEL` at :data:`R1_BASE_URL`, key in ``$JUDGE_API_KEY``): DeepSeek's
-  own ``deepseek-reasoner`` no longer serves R1 (it names the thinking mode of V3.1 and
-  later), so the default is R1 (the January 2025 open weights) behind OpenRouter's
-  OpenAI-compatible endpoint. Any other endpoint serving R1 works the same way, e.g. a
-  self-hosted vLLM (``judge_base_url=http://<host>:8000/v1``,
-  ``judge_model_id=deepseek-ai/DeepSeek-R1``). R1 thinks before it answers and its thinking
-  counts against ``max_tokens`` on most servers, hence the default of 8,192.
-* :class:`RuleJudge` — keyword rules, an **offline option**, not the paper's judge. It
-  decides only unambiguous answers: exactly one asserted class (no hedge, no refusal)
-  that is the acoustic truth (C), the text's class (T) or another class (O), or an empty
-  answer or a bare refusal (O). Anything else — no class named (``"I hear a vacuum
-  cleaner"`` names an environment only by its sound), several classes, a hedge, a
-  refusal with a class, a middle age on an age question, a Q2 answer with little overlap
-  — it leaves undecided.
-* :func:`judge_answer` applies them by mode: ``llm`` (default: every answer to the LLM, as
-  the paper does), ``rule+llm`` (rules first, the LLM for the rest: cheaper, not the
-  paper's protocol) or ``rule`` (offline: an undecided answer is labelled O by judge
-  ``none``, and the report counts those).
-
-Keys: ESC classes are emotions; BSC classes are DEMAND environments, and on a
-Cross-Mismatch (categories differ) an answer naming only a category decides by category;
-SIC compares, for each attribute in conflict (``attrs``), the answer's gender or age with
-the voice's (C) and the text's (T); mixed or missing attributes are Other/undecided.
+a refusal) (§2.4). :class:`LLMJudge` is that judge, :class:`RuleJudge` an offline keyword
+option, and :func:`judge_answer` applies them by mode.
 """
 
 from __future__ import annotations
@@ -73,7 +48,19 @@ def _decide(found: set[str], correct: str, trap: str) -> str | None:
 
 
 class RuleJudge:
-    """Keyword rules for unambiguous answers; ``None`` when undecided."""
+    """Keyword rules for unambiguous answers; ``None`` when undecided.
+
+    An **offline option**, not the paper's judge. It decides only exactly one asserted
+    class (no hedge, no refusal) that is the acoustic truth (C), the text's class (T) or
+    another class (O), or an empty answer or a bare refusal (O). Anything else (no class
+    named: ``"I hear a vacuum cleaner"`` names an environment only by its sound; several
+    classes, a hedge, a refusal with a class, a middle age on an age question, a Q2 answer
+    with little overlap) it leaves undecided. Keys: ESC classes are emotions; BSC classes
+    are DEMAND environments, and on a Cross-Mismatch (categories differ) an answer naming
+    only a category decides by category; SIC compares, for each attribute in conflict
+    (``attrs``), the answer's gender or age with the voice's (C) and the text's (T); mixed
+    or missing attributes are undecided.
+    """
 
     name = "rule"
 
@@ -171,7 +158,17 @@ def parse_label(text: str) -> str | None:
 
 
 class LLMJudge:
-    """An OpenAI-compatible chat model grading with the versioned judge prompt."""
+    """An OpenAI-compatible chat model grading with the versioned judge prompt.
+
+    Reads ``LABEL: C|T|O``. The default judge is DeepSeek-R1 (:data:`R1_MODEL` at
+    :data:`R1_BASE_URL`, key in ``$JUDGE_API_KEY``): DeepSeek's own ``deepseek-reasoner``
+    no longer serves R1 (it names the thinking mode of V3.1 and later), so the default is
+    R1 (the January 2025 open weights) behind OpenRouter's OpenAI-compatible endpoint. Any
+    other endpoint serving R1 works the same way, e.g. a self-hosted vLLM
+    (``judge_base_url=http://<host>:8000/v1``, ``judge_model_id=deepseek-ai/DeepSeek-R1``).
+    R1 thinks before it answers and its thinking counts against ``max_tokens`` on most
+    servers, hence the default of 8,192.
+    """
 
     def __init__(self, client: ChatClient, prompt: JudgePrompt,
                  max_tokens: int = JUDGE_MAX_TOKENS) -> None:
@@ -198,7 +195,10 @@ class LLMJudge:
 
 def judge_answer(trial: TrialRow, response: str, mode: str,
                  rule: RuleJudge, llm: LLMJudge | None) -> Verdict:
-    """One verdict by ``mode`` (see the module docstring)."""
+    """One verdict by ``mode``: ``llm`` (default: every answer to the LLM, as the paper
+    does), ``rule+llm`` (rules first, the LLM for the rest: cheaper, not the paper's
+    protocol) or ``rule`` (offline: an undecided answer is labelled O by judge ``none``, and
+    the report counts those)."""
     if mode not in MODES:
         raise ConfigError(f"judge mode {mode!r} not in {MODES}")
     if mode != "llm":

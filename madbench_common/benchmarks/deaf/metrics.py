@@ -1,31 +1,11 @@
 """DEAF metrics (§2.5): Acc, ASS, ARS, EDI and Δ ARS with bootstrap intervals.
 
 For a set of trials (one model, conflict type and level) with ``R`` repeats, every trial
-has a test label ``a_i^mismatch`` and, for Q1, a control label ``a_i^match`` — both judged
-against the trial's key (:mod:`madbench_common.benchmarks.deaf.trials`). Per repeat ``r``:
-
-* ``Acc_r = N_C / N`` (eq. 1) and ``ASS_r = (1/N) Σ 𝕀[a_i^match ≠ a_i^mismatch]`` (eq. 2)
-  over the same ``N`` trials: for Q1 (a *paired* matrix, every trial with a control) those
-  with both labels in repeat ``r``, so ARS's two terms describe one set of trials; for Q2
-  (no control) those with a test label;
-* ``ARS_r = 2·Acc_r·ASS_r / (Acc_r + ASS_r)``, 0 when both are 0 (eq. 3);
-
-and the reported value is the mean over repeats (§3.1: "repeated three times, with the
-average results reported"). ``EDI = Acc_cross − Acc_within`` on BSC (eq. 4), per repeat
-then averaged. A missing answer (the model call failed) is excluded, not counted wrong.
-
-**Δ ARS** (§3.4, Table 5): ``ARS(explicit) − ARS(implicit)`` of one model and conflict type,
-over the levels whose sentences are explicit or implicit (L1 and L3 pooled; L2 uses
-neutral sentences). The 95 % interval is the percentile interval of 10,000 bootstrap
-resamples (Table 5: "95% bootstrap CIs (10,000 resamples)") that draw **sentences** with
-replacement within each condition, each drawn sentence bringing all its trials (every
-repeat and control with them). Trials of one sentence are not independent: L1 and L3
-ask about the same clips (§2.2: "Level 2 and Level 3 do not require additional audio"),
-and one sentence is heard in three TTS settings (ESC), at five SNRs and two pairings
-(BSC) or in several voices (SIC); resampling trials as if independent would make the
-interval too narrow. The two-sided p-value is ``min(1, 2·min(P*(Δ ≤ 0), P*(Δ ≥ 0)))``
-with ``(count + 1)/(B + 1)`` estimates, so it is never 0 (the smallest is ≈ 2e-4). The
-paper does not spell out its resampling unit or p-value; these are the choices here.
+has a test label ``a_i^mismatch`` and, for Q1, a control label ``a_i^match``, both judged
+against the trial's key (:mod:`madbench_common.benchmarks.deaf.trials`). Eq. 1–3 per
+repeat: :func:`score`; the reported value is the mean over repeats (§3.1: "repeated three
+times, with the average results reported"); EDI (eq. 4): :func:`edi`; Δ ARS (§3.4):
+:func:`bootstrap_delta_ars`.
 """
 
 from __future__ import annotations
@@ -124,7 +104,15 @@ class Scores:
 
 
 def score(m: LabelMatrix) -> Scores:
-    """Eq. 1–3 per repeat, averaged over repeats (NaN where no trial has a label)."""
+    """Eq. 1–3 per repeat, averaged over repeats (NaN where no trial has a label).
+
+    Per repeat ``r``: ``Acc_r = N_C / N`` (eq. 1) and ``ASS_r = (1/N) Σ 𝕀[a_i^match ≠
+    a_i^mismatch]`` (eq. 2) over the same ``N`` trials: for Q1 (a *paired* matrix, every
+    trial with a control) those with both labels in repeat ``r``, so ARS's two terms
+    describe one set of trials; for Q2 (no control) those with a test label.
+    ``ARS_r = 2·Acc_r·ASS_r / (Acc_r + ASS_r)``, 0 when both are 0 (eq. 3). A missing
+    answer (the model call failed) is excluded, not counted wrong.
+    """
     if m.n == 0:
         nan = float("nan")
         return Scores(nan, nan, nan, nan, nan, 0, m.test.shape[1] if m.test.ndim == 2 else 0, 0)
@@ -162,7 +150,21 @@ def _boot_ars(m: LabelMatrix, n_boot: int, rng: np.random.Generator
 
 def bootstrap_delta_ars(explicit: LabelMatrix, implicit: LabelMatrix, n_boot: int = 10_000,
                         seed: int = 0) -> tuple[float, float, float, float]:
-    """Δ ARS (explicit − implicit), its 95 % percentile interval and two-sided p-value."""
+    """Δ ARS (explicit − implicit), its 95 % percentile interval and two-sided p-value.
+
+    §3.4, Table 5: ``ARS(explicit) − ARS(implicit)`` of one model and conflict type, over
+    the levels whose sentences are explicit or implicit (L1 and L3 pooled; L2 uses neutral
+    sentences). The interval is the percentile interval of 10,000 bootstrap resamples
+    (Table 5: "95% bootstrap CIs (10,000 resamples)") that draw **sentences** with
+    replacement within each condition, each drawn sentence bringing all its trials (every
+    repeat and control with them). Trials of one sentence are not independent: L1 and L3
+    ask about the same clips (§2.2), and one sentence is heard in three TTS settings (ESC),
+    at five SNRs and two pairings (BSC) or in several voices (SIC); resampling trials as
+    if independent would make the interval too narrow. The p-value is
+    ``min(1, 2·min(P*(Δ ≤ 0), P*(Δ ≥ 0)))`` with ``(count + 1)/(B + 1)`` estimates, so it
+    is never 0 (the smallest is ≈ 2e-4). The paper does not spell out its resampling unit
+    or p-value; these are the choices here.
+    """
     if explicit.n == 0 or implicit.n == 0:
         nan = float("nan")
         return nan, nan, nan, nan

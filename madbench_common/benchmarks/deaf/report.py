@@ -1,17 +1,9 @@
 """The DEAF report: the paper's Tables 3–5 and 7–9, the radar figure, and what the run used.
 
-Tables (numbers in %, means over repeats): 1 — clips per condition (what this run made);
-3 — ARS per model, conflict type and level; 4 — EDI (BSC); 5 — Δ ARS explicit − implicit
-with 95 % bootstrap intervals and p-values (``**`` p < 0.01, ``***`` p < 0.001);
-6 — the BSC backgrounds and where they came from; 7 — ASS; 8 — the SIC voice profiles;
-9 — acoustic perception accuracy per level with per-condition rows and the Q2 semantic
-check. Then the answers per model (empty replies counted: an empty reply is judged Other,
-so a model whose thinking used up its token cap would look like a refuser), the judges'
-shares — the LLM judge is the paper's (§2.4); the keyword rules are an offline option
-and labelled so — and the radar (Figure 5: Acc per conflict type × level).
-Every model row names its slug and version; a model answering through the local stub
-server, a tiny random checkpoint or a CPU reference is labelled so in the model table, and
-a model whose answer stage failed is listed as absent (empty rows, not in the radar).
+The tables (:func:`render_markdown`) and the radar (Figure 5: Acc per conflict type ×
+level). Every model row names its slug and version; a model answering through the local
+stub server, a tiny random checkpoint or a CPU reference is labelled so in the model table,
+and a model whose answer stage failed is listed as absent (empty rows, not in the radar).
 """
 
 from __future__ import annotations
@@ -286,6 +278,15 @@ def absent_note(inp: ReportInputs) -> str:
 
 
 def render_markdown(inp: ReportInputs) -> str:
+    """Tables (numbers in %, means over repeats): 1, clips per condition (what this run
+    made); 3, ARS per model, conflict type and level; 4, EDI (BSC); 5, Δ ARS explicit −
+    implicit with 95 % bootstrap intervals and p-values (``**`` p < 0.01, ``***`` p <
+    0.001); 6, the BSC backgrounds and where they came from; 7, ASS; 8, the SIC voice
+    profiles; 9, acoustic perception accuracy per level with per-condition rows and the Q2
+    semantic check. Then the answers per model (empty replies counted: an empty reply is
+    judged Other, so a model whose thinking used up its token cap would look like a
+    refuser), and the judges' shares (the LLM judge is the paper's, §2.4; the keyword
+    rules are an offline option and labelled so)."""
     out = ["# DEAF report", "", _stimulus_note(inp), ""]
     if absent_note(inp):
         out += [absent_note(inp), ""]

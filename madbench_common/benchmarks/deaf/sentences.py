@@ -1,28 +1,11 @@
 """DEAF sentence sets: the committed offline set, a user's EMIS copy, or a user CSV.
 
-The committed set (``madbench_common/data/deaf_sentences.csv``) was written for this
-project in the paper's conditions; it is not the paper's text. Counts follow §2.1 and
-Appendix A.2:
-
-* ESC: 104 sentences — 13 explicit + 13 implicit for each of angry, happy and sad, and 26
-  neutral (EMIS's four classes; the paper gives 104 and the four classes, the split of 26
-  per class and 13/13 explicit/implicit is this project's reading);
-* BSC: 84 — two explicit and two implicit per DEMAND environment (72), and 12 neutral;
-* SIC: 82 — 20 gender, 20 age, 32 combined (explicit and implicit halves), 10 neutral.
-
-Columns: ``sentence_id, conflict, subdim, condition, label, text``. ``label`` is the
-semantic class the text implies: an emotion (ESC), a DEMAND code (BSC), or for SIC
-``female``/``male``, ``young``/``elderly``, or ``<age>_<gender>``; ``neutral`` otherwise.
-
-EMIS (Corrêa et al. 2025; Zenodo 19207001) ships 1,248 WAVs named
-``{sentence-ID}_{text-emotion}_{audio-emotion}_{ESD-speaker-ID}_{TTS}.wav``. Its sentence
-texts are read from a CSV or TSV in the copy's folder with a text column and an id column
-(header names matched loosely: ``id``/``sentence_id``, ``text``/``sentence``/
-``transcription``, optional ``emotion`` and ``type``/``condition``); where a header is
-missing the emotion and condition come from the file names. That layout is read from the
-dataset description, not tried on the real files: a copy laid out otherwise fails with an
-error naming what was expected. The copy may be a local folder or an ``s3://`` prefix
-(:mod:`.datasets`: the cluster's way in).
+The committed set (:func:`committed_sentences`) was written for this project in the
+paper's conditions; it is not the paper's text. EMIS (Corrêa et al. 2025; Zenodo
+19207001) ships 1,248 WAVs named
+``{sentence-ID}_{text-emotion}_{audio-emotion}_{ESD-speaker-ID}_{TTS}.wav``
+(:func:`read_emis_clips`, :func:`read_emis_sentences`); the copy may be a local folder or
+an ``s3://`` prefix (:mod:`.datasets`: the cluster's way in).
 """
 
 from __future__ import annotations
@@ -59,7 +42,12 @@ EMIS_NAME = re.compile(r"^(?P<sid>[^_]+)_(?P<text>[^_]+)_(?P<audio>[^_]+)_(?P<sp
 
 @dataclass(frozen=True)
 class Sentence:
-    """One scripted sentence and the semantic class it implies."""
+    """One scripted sentence and the semantic class it implies.
+
+    CSV columns: ``sentence_id, conflict, subdim, condition, label, text``. ``label`` is the
+    semantic class the text implies: an emotion (ESC), a DEMAND code (BSC), or for SIC
+    ``female``/``male``, ``young``/``elderly``, or ``<age>_<gender>``; ``neutral``
+    otherwise."""
 
     sentence_id: str
     conflict: str
@@ -125,7 +113,16 @@ def _parse(reader: csv.DictReader[str], where: str) -> list[Sentence]:
 
 
 def committed_sentences() -> list[Sentence]:
-    """The offline sentence set written for this project (all three conflict types)."""
+    """The offline sentence set written for this project (all three conflict types).
+
+    ``madbench_common/data/deaf_sentences.csv``, written in the paper's conditions; it is
+    not the paper's text. Counts follow §2.1 and Appendix A.2. ESC: 104 sentences, 13
+    explicit + 13 implicit for each of angry, happy and sad, and 26 neutral (EMIS's four
+    classes; the paper gives 104 and the four classes, the split of 26 per class and 13/13
+    explicit/implicit is this project's reading). BSC: 84, two explicit and two implicit
+    per DEMAND environment (72), and 12 neutral. SIC: 82, 20 gender, 20 age, 32 combined
+    (explicit and implicit halves), 10 neutral.
+    """
     text = resources.files("madbench_common").joinpath("data/deaf_sentences.csv").read_text(
         encoding="utf-8")
     return _parse(csv.DictReader(text.splitlines()), "madbench_common/data/deaf_sentences.csv")
@@ -214,7 +211,14 @@ def _pick(header: Iterable[str], *names: str) -> str:
 def read_emis_sentences(root: str | Path) -> list[Sentence]:
     """ESC sentences of an EMIS copy: texts from its metadata table, classes from the
     table or, failing that, from the clip names (the text emotion of the clip whose audio
-    emotion matches it names the class; explicit/implicit from the text-emotion token)."""
+    emotion matches it names the class; explicit/implicit from the text-emotion token).
+
+    The texts are read from a CSV or TSV in the copy's folder with a text column and an id
+    column (header names matched loosely: ``id``/``sentence_id``, ``text``/``sentence``/
+    ``transcription``, optional ``emotion`` and ``type``/``condition``); where a header is
+    missing the emotion and condition come from the file names. That layout is read from
+    the dataset description, not tried on the real files: a copy laid out otherwise fails
+    with an error naming what was expected."""
     texts = _emis_table(str(root))
     by_id: dict[str, list[EmisClip]] = {}
     for clip in read_emis_clips(root):

@@ -1,18 +1,10 @@
 """DEAF evaluation stages: trials, one answer stage per model, the judge, and the metrics.
 
-* ``deaf_trials`` — every trial of L1–L3 over the run's ok clips (:mod:`.trials`).
-* ``answer_<model>`` — every query (test and control) answered ``repeats`` times (§3.1:
-  three independent repeats) by one ``OmniModel``: a 16 kHz WAV and the prompt, through
-  the response cache. A failed API call quarantines that answer (``api_error``); a
-  missing key, weight or spend cap stops the stage (exit 3).
-* ``deaf_judge`` — each answer judged against its trial's key (§2.4): by default every
-  answer by the LLM judge (DeepSeek-R1, §3.1); ``mode=rule`` is the offline keyword
-  option and ``rule+llm`` sends only what the rules leave undecided (:mod:`.judge`).
-  Each verdict records which judge decided and the judge prompt's version; LLM verdicts
-  are cached too. An answer stage that failed is
-  skipped (its model gets no verdicts, no metrics, and an "absent" row in the report).
-* ``deaf_metrics`` — Acc, ASS, ARS per model × conflict × level (and per condition,
-  sub-dimension and SNR), EDI, the Q2 semantic check, and Δ ARS with bootstrap CIs.
+``deaf_trials`` (:class:`TrialsStage`: every trial of L1–L3 over the run's ok clips),
+``answer_<model>`` (:class:`AnswerStage`: every query answered ``repeats`` times by one
+``OmniModel``, through the response cache), ``deaf_judge`` (:class:`JudgeStage`: each
+answer judged against its trial's key) and ``deaf_metrics`` (:class:`MetricsStage`,
+:func:`model_metrics`).
 """
 
 from __future__ import annotations
@@ -94,6 +86,10 @@ def _read_trials(ctx: Any) -> list[TrialRow]:
 class AnswerStage(StageImpl[AnswerRow]):
     """One model's answers to every query, ``repeats`` times (params: ``model``,
     ``model_args``, ``repeats``, ``max_new_tokens``, ``cache``).
+
+    §3.1: three independent repeats; each query is a 16 kHz WAV and the prompt. A failed
+    API call quarantines that answer (``api_error``); a missing key, weight or spend cap
+    stops the stage (exit 3).
 
     Replies go through the omni response cache (:mod:`madbench_common.models.answer_cache`), keyed
     by the model and its version, this stage's image, the prompt's hash, the clip's
@@ -201,7 +197,13 @@ def _replace(row: Any, **kw: Any) -> Any:
 class JudgeStage(StageImpl[VerdictRow]):
     """Verdicts for every (answer stage, trial, role, repeat) (params: ``mode``,
     ``judge_base_url``, ``judge_model_id``, ``judge_key_env``, ``judge_max_tokens``,
-    ``judge_prompt``, ``cache``)."""
+    ``judge_prompt``, ``cache``).
+
+    §2.4: by default every answer by the LLM judge (DeepSeek-R1, §3.1); ``mode=rule`` is
+    the offline keyword option and ``rule+llm`` sends only what the rules leave undecided
+    (:mod:`.judge`). Each verdict records which judge decided and the judge prompt's
+    version; LLM verdicts are cached too. An answer stage that failed is skipped (its model
+    gets no verdicts, no metrics, and an "absent" row in the report)."""
 
     defaults: ClassVar[Mapping[str, Any]] = {
         "mode": DEFAULT_MODE,
@@ -343,7 +345,9 @@ def _labels(verdicts: list[VerdictRow]) -> dict[tuple[str, str, int], str]:
 def model_metrics(model: str, trials: list[TrialRow], verdicts: list[VerdictRow],
                   n_boot: int = 10_000, seed: int = 0,
                   not_built: Sequence[TrialRow] = ()) -> list[MetricRow]:
-    """Every metric row of one model (see the module docstring); ``not_built`` are the
+    """Every metric row of one model: Acc, ASS, ARS per conflict × level (and per condition,
+    sub-dimension and SNR), EDI, the Q2 semantic check, and Δ ARS with bootstrap CIs;
+    ``not_built`` are the
     trials quarantined when built (no control clip), counted per conflict, level and reason
     (metric ``not_built``)."""
     labels, repeats = _labels(verdicts), 1 + max((v.repeat for v in verdicts), default=0)

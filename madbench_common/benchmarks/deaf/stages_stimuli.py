@@ -19,6 +19,7 @@ from functools import cached_property
 from pathlib import Path
 from typing import Any, ClassVar
 
+from madbench_common.benchmarks.deaf.clip_plan import ClipSpec, plan_bsc, plan_esc, plan_sic
 from madbench_common.benchmarks.deaf.datasets import is_remote
 from madbench_common.benchmarks.deaf.design import SNRS_DB, VOICE_PROFILES, environment
 from madbench_common.benchmarks.deaf.envlib import (
@@ -28,7 +29,6 @@ from madbench_common.benchmarks.deaf.envlib import (
     load_background,
     mix_at_snr,
 )
-from madbench_common.benchmarks.deaf.plan import ClipSpec, plan_bsc, plan_esc, plan_sic
 from madbench_common.benchmarks.deaf.rows import EnvRow, SentenceRow, StimulusRow
 from madbench_common.benchmarks.deaf.sentences import EmisClip, load_sentences, read_emis_clips
 from madbench_common.core.errors import ConfigError, EnvironmentMissing, InputRejected

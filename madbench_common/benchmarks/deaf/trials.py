@@ -1,35 +1,11 @@
 """DEAF trials: the test query, its matched-audio control query and the answer key, per level.
 
 A *query* is one model input: a clip, a question (Q1 acoustic, Q2 semantic) and an
-optional misleading claim prepended to it (§2.3). A *trial* is what gets scored: a test
-query on mismatched audio, and — for ASS (§2.5: "the same text and question under two
-conditions: matched audio and mismatched audio") — the control query with the same text,
-prompt and question on matched audio. Both answers are judged against the test's key, so
-a model that answers from the words gets the same label twice (ASS 0) and one that
-follows the sound changes label.
-
-* **L1**: mismatched clips, no prompt; Q1 with its control, and Q2 (the semantic check)
-  without one. Mismatched means the audio's class differs from a class the words imply;
-  ESC's neutral sentences count (neutral is an ESC class, as in the paper's 936
-  mismatched clips), BSC's and SIC's neutral sentences do not (they imply no
-  environment or voice) and serve Level 2.
-* **L2**: neutral sentences with a misleading claim; the control is the *same sentence*
-  whose audio has the claimed property (eq. 2: "the same text and question under two
-  conditions"). ESC: each non-neutral prosody with the Appendix A.3 claim (happy → sad,
-  sad → happy, angry → calm). SIC: each voice twice, once claiming the other gender and
-  once the other age group. BSC: each neutral clip with A.3's claim for its background's
-  category (:data:`~.design.LEVEL2_BSC_CLAIMS`: traffic → beach, nature → city traffic,
-  office → forest), its control the same sentence mixed over the claimed environment (the
-  plan adds those clips). A beach is no DEMAND environment, so those trials are built as
-  ``rejected`` (``control_unavailable``) and counted, never scored. This project's own
-  Within/Cross claims (:func:`~.design.level2_extension_claims`) go to level
-  :data:`~.design.EXTENSION_LEVEL` (``L2x``), out of the paper's tables.
-* **L3**: L1's mismatched clips with the claim of the words' own class; the control is
-  the matched clip under the same claim.
-
-A trial whose control clip is missing from the run (quarantined upstream, or left out of a
-subset) is kept as a ``rejected`` row (``control_missing``) and scored nowhere, so Acc and
-ASS are computed over the same trials.
+optional misleading claim prepended to it (§2.3). A *trial* is a test query on mismatched
+audio and, for ASS (§2.5: "the same text and question under two conditions: matched audio
+and mismatched audio"), the control query on matched audio. Both answers are judged
+against the test's key, so a model that answers from the words gets the same label twice
+(ASS 0). Levels: L1 and L3 (:func:`_level1_3`), L2 (:func:`_level2_claims`).
 """
 
 from __future__ import annotations
@@ -135,6 +111,12 @@ def _trial(c: Clip, control: Clip | None, level: str, question: str, claim: str,
 
 
 def _level1_3(c: Clip, index: _Index, prompts: PromptSet) -> list[TrialRow]:
+    """L1: a mismatched clip, no prompt; Q1 with its control, and Q2 (the semantic check)
+    without one. Mismatched means the audio's class differs from a class the words imply;
+    ESC's neutral sentences count (neutral is an ESC class, as in the paper's 936
+    mismatched clips), BSC's and SIC's neutral sentences do not (they imply no environment
+    or voice) and serve Level 2. L3: the same clips with the claim of the words' own
+    class; the control is the matched clip under the same claim."""
     control = index.find(c, _matched_acoustic(c, index))
     q1 = [_trial(c, control, "L1", "q1", "", c.semantic, prompts),
           _trial(c, control, "L3", "q1", c.semantic, c.semantic, prompts)]
@@ -155,7 +137,20 @@ def _matched_acoustic(c: Clip, index: _Index) -> str:
 
 
 def _level2_claims(c: Clip, prompts: PromptSet) -> list[tuple[str, str, str, str]]:
-    """(level, claim, acoustic label of the control clip, subdim) for a neutral clip."""
+    """(level, claim, acoustic label of the control clip, subdim) for a neutral clip.
+
+    The control is the *same sentence* whose audio has the claimed property (eq. 2: "the
+    same text and question under two conditions"). ESC: each non-neutral prosody with the
+    Appendix A.3 claim (happy → sad, sad → happy, angry → calm). SIC: each voice twice,
+    once claiming the other gender and once the other age group. BSC: each neutral clip
+    with A.3's claim for its background's category (:data:`~.design.LEVEL2_BSC_CLAIMS`:
+    traffic → beach, nature → city traffic, office → forest), its control the same
+    sentence mixed over the claimed environment (the clip plan adds those clips). A beach
+    is no DEMAND environment, so those trials are built as ``rejected``
+    (``control_unavailable``) and counted, never scored. This project's own Within/Cross
+    claims (:func:`~.design.level2_extension_claims`) go to level
+    :data:`~.design.EXTENSION_LEVEL` (``L2x``), out of the paper's tables.
+    """
     if c.conflict == "esc":
         if c.acoustic == "neutral":
             return []
@@ -188,7 +183,11 @@ def _level2(c: Clip, index: _Index, prompts: PromptSet) -> list[TrialRow]:
 
 
 def build_trials(clips: Sequence[Clip], prompts: PromptSet) -> list[TrialRow]:
-    """Every trial of levels L1–L3 over ``clips`` (the ok stimuli of one run), sorted by id."""
+    """Every trial of levels L1–L3 over ``clips`` (the ok stimuli of one run), sorted by id.
+
+    A trial whose control clip is missing from the run (quarantined upstream, or left out
+    of a subset) is kept as a ``rejected`` row (``control_missing``) and scored nowhere, so
+    Acc and ASS are computed over the same trials."""
     index = _Index(clips)
     out: list[TrialRow] = []
     for c in clips:

@@ -1,20 +1,10 @@
 """Source listings: a folder of videos or a CSV with ``path`` and optional metadata columns.
 
-Everything a listing names is confined to its **sources root**: the CSV's folder (or
-the folder given), resolved with every symbolic link followed; on S3, the CSV's
-bucket and prefix (or the prefix given). A path that leaves it (``../``, an absolute
-path, ``file://``, a symbolic link pointing out, another bucket, or a local path in a
-CSV on S3) makes its row ``outside_sources`` unless the run allows it
-(``--allow-outside-sources``, ingest parameter ``allow_outside_sources``). Listings
-are read through the guarded child of :mod:`madbench_common.media.guard` (a CSV of at
-most ``max_listing_bytes``, a folder of at most ``max_sources`` entries); a row that
-cannot be used (bytes that are not UTF-8, a file name that is not, a clip id over
-:data:`MAX_CLIP_ID` characters, an unsupported location) is returned with a reason
-code, so that row alone is quarantined.
-
-:func:`listing_identity` is what ingest's fingerprint hashes: the listing's bytes and
-the content of every file it names (sha256 of local files, the ETag of S3 objects),
-never the text of the ``--sources`` argument.
+Everything a listing names is confined to its sources root (:func:`_resolve`); listings are
+read through the media guard and an unusable row is quarantined alone with its reason
+(:func:`read_listing`). :func:`listing_identity` is what ingest's fingerprint hashes: the
+listing's bytes and the content of every file it names (sha256 of local files, the ETag
+of S3 objects), never the text of the ``--sources`` argument.
 """
 
 from __future__ import annotations
@@ -193,7 +183,14 @@ def _check_length(text: str, location: str, what: str) -> None:
 
 
 def _resolve(text: str, root: str, allow_outside: bool, what: str) -> str:
-    """The location of ``text`` (a ``what``) if it may be read, else :class:`InputRejected`."""
+    """The location of ``text`` (a ``what``) if it may be read, else :class:`InputRejected`.
+
+    Everything a listing names is confined to its **sources root**: the CSV's folder (or
+    the folder given), resolved with every symbolic link followed; on S3, the CSV's bucket
+    and prefix (or the prefix given). A path that leaves it (``../``, an absolute path,
+    ``file://``, a symbolic link pointing out, another bucket, or a local path in a CSV on
+    S3) is ``outside_sources`` unless the run allows it (``--allow-outside-sources``,
+    ingest parameter ``allow_outside_sources``)."""
     location, inside = _locate(text, root)
     if not location.startswith("s3://"):
         _check_length(text, location, what)
@@ -312,7 +309,13 @@ def _digest_names(names: Iterable[bytes]) -> str:
 
 def read_listing(uri: str, allow_outside: bool = False, limits: MediaLimits | None = None
                  ) -> SourceListing:
-    """Every source ``uri`` names (a CSV or a folder, local or on S3), in listing order."""
+    """Every source ``uri`` names (a CSV or a folder, local or on S3), in listing order.
+
+    Read through the guarded child of :mod:`madbench_common.media.guard` (a CSV of at most
+    ``max_listing_bytes``, a folder of at most ``max_sources`` entries); a row that cannot
+    be used (bytes that are not UTF-8, a file name that is not, a clip id over
+    :data:`MAX_CLIP_ID` characters, an unsupported location) comes with a reason code, so
+    that row alone is quarantined."""
     limits = limits or MediaLimits()
     uri = check_uri(uri.strip(), "sources")
     uri = uri.removeprefix("file://")

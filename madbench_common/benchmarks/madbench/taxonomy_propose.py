@@ -1,22 +1,11 @@
 """Draft a scene taxonomy from captions, for a person to review (paper §3.4, taxonomy construction).
 
 The paper built its taxonomy from Qwen2.5-VL descriptions of the **training and
-validation** clips only, then refined it by LLM-assisted review and manual
-verification. This module does the automatic first step: it clusters captions into
-fine scenes and the fine scenes into coarse ones, and writes a draft in the format of
-``madbench_common/models/data/taxonomy.json`` plus a Markdown review sheet.
-The committed taxonomy stays the default; a reviewed draft is used only when a person commits it.
-
-Method (defaults the paper does not fix): TF-IDF of each caption (English stop words
-removed, words and word pairs, sublinear term frequency); fine clusters by average-link
-agglomerative clustering on cosine distance (``fine`` clusters, 63 by default as in the
-paper); coarse clusters by the same clustering of the fine centroids (``coarse``, 10 by
-default). Each cluster is named by its two heaviest centroid words; its expected sounds
-are the taxonomy's sound-vocabulary entries its captions mention (most frequent first);
-every label excludes speech, singing, music and media playback; proposed mismatches are
-the fine clusters of *other* coarse clusters whose centroid cosine similarity is below
-``max_mismatch_similarity`` (symmetric by construction). Each draft label also carries
-its size, three example captions and the committed label most of its captions get.
+validation** clips only, then refined it by LLM-assisted review and manual verification.
+This module does the automatic first step (:func:`propose_taxonomy`): it clusters captions
+into fine scenes and the fine scenes into coarse ones, and writes a draft in the format of
+``madbench_common/models/data/taxonomy.json`` plus a Markdown review sheet. The committed
+taxonomy stays the default; a reviewed draft is used only when a person commits it.
 """
 
 from __future__ import annotations
@@ -98,7 +87,19 @@ def _sounds(captions: Sequence[str], tax: Taxonomy) -> list[str]:
 def propose_taxonomy(captions: Sequence[str], *, fine: int = 63, coarse: int = 10,
                      max_mismatch_similarity: float = 0.05,
                      taxonomy: Taxonomy | None = None) -> DraftTaxonomy:
-    """Cluster ``captions`` into a draft fine/coarse taxonomy (see the module docstring)."""
+    """Cluster ``captions`` into a draft fine/coarse taxonomy.
+
+    Defaults the paper does not fix: TF-IDF of each caption (English stop words removed,
+    words and word pairs, sublinear term frequency); fine clusters by average-link
+    agglomerative clustering on cosine distance (``fine``, 63 by default as in the paper);
+    coarse clusters by the same clustering of the fine centroids (``coarse``, 10). Each
+    cluster is named by its two heaviest centroid words; its expected sounds are the
+    taxonomy's sound-vocabulary entries its captions mention (most frequent first); every
+    label excludes speech, singing, music and media playback; proposed mismatches are the
+    fine clusters of *other* coarse clusters whose centroid cosine similarity is below
+    ``max_mismatch_similarity`` (symmetric by construction). Each draft label also carries
+    its size, three example captions and the committed label most of its captions get.
+    """
     texts = [" ".join(c.split()) for c in captions if c and c.strip()]
     if len(texts) < 2:
         raise ConfigError(f"taxonomy propose needs at least 2 captions, got {len(texts)}")

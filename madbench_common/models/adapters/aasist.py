@@ -3,14 +3,7 @@
 The upstream code and its ASVspoof 2019 LA weights (``models/weights/AASIST.pth``) live
 in the repository, fetched at a pinned commit: ``AASIST.py`` on ``PYTHONPATH``, the
 weights through :func:`~madbench_common.models.weights.url_file`. The model config is
-upstream's ``config/AASIST.conf`` ``model_config``.
-
-Input, as upstream's evaluation (``data_utils.pad``): 16 kHz mono, repeated from its
-start when shorter than 64,600 samples, then the **first** 64,600 samples (4.04 s);
-longer clips are truncated (upstream scores one fixed crop). Outputs: the 160-d last
-hidden state (``[T_max, T_avg, S_max, S_avg, master]``) as frozen features, and the
-native score ``P(spoof) = softmax(logits)[0]`` (class 0 spoof, 1 bona fide; upstream
-writes the bona fide logit, which ranks the same way only up to the spoof logit).
+upstream's ``config/AASIST.conf`` ``model_config``. Input and outputs: :class:`AasistDetector`.
 """
 
 from __future__ import annotations
@@ -37,7 +30,15 @@ MODEL_CONFIG: dict[str, Any] = {
 
 
 class AasistDetector(EmbeddingDetector):
-    """AASIST native P(spoof) and its 160-d embedding (mode A)."""
+    """AASIST native P(spoof) and its 160-d embedding (mode A).
+
+    Input, as upstream's evaluation (``data_utils.pad``): 16 kHz mono, repeated from its
+    start when shorter than 64,600 samples, then the **first** 64,600 samples (4.04 s);
+    longer clips are truncated (upstream scores one fixed crop). Outputs: the 160-d last
+    hidden state (``[T_max, T_avg, S_max, S_avg, master]``) as frozen features, and
+    ``P(spoof) = softmax(logits)[0]`` (class 0 spoof, 1 bona fide; upstream writes the
+    bona fide logit, which ranks the same way only up to the spoof logit).
+    """
 
     slug, version = "audio-torch-aasist", "1"
     reference = False

@@ -1,28 +1,11 @@
 """DEAF's open audio language models through transformers 5: Qwen2-Audio, Audio Flamingo 3,
 Qwen3-Omni (the thinker), as OmniModels (DEAF §3.1).
 
-Each call is one user turn — the 16 kHz clip and the question — rendered with the
+Each call is one user turn (the 16 kHz clip and the question) rendered with the
 checkpoint's own chat template and processor, then decoded greedily (``do_sample=False``:
 temperature 0) for at most ``max_new_tokens`` tokens; the reply is free text for the judge.
 Where ``choices`` are given, the first-token log-probabilities at the answer position come
-from the same generation's first-step logits (the omni issue's option scoring).
-
-* **Qwen2-Audio-7B-Instruct** — ``Qwen2AudioForConditionalGeneration`` +
-  ``Qwen2AudioProcessor`` (Whisper features, 128 mel, 30 s window).
-* **Audio Flamingo 3** (``nvidia/audio-flamingo-3-hf``) —
-  ``AudioFlamingo3ForConditionalGeneration`` + ``AudioFlamingo3Processor`` (30 s windows,
-  up to 10 minutes); text then audio in the turn, as its model card shows.
-* **Qwen3-Omni-30B-A3B-Instruct** — ``Qwen3OmniMoeForConditionalGeneration`` with
-  ``enable_audio_output=False``: only the thinker is built (the talker and code2wav are
-  never loaded), and it alone generates.
-
-Weights are read offline (:func:`madbench_common.models.weights.hf_path`); a snapshot marked by
-the tiny installers (``madbench_tiny_random.json``) adds ``+tiny-random`` to the version,
-so reports never pass a random checkpoint off as the model. Audio longer than
-``max_audio_seconds`` is cut (logged); DEAF clips are a few seconds.
-
-The shape mirrors the omni issue's ``HFOmniBase`` (wip/omni, not merged when this was
-written); the two can merge once it lands.
+from the same generation's first-step logits, as the omni stage scores options.
 """
 
 from __future__ import annotations
@@ -66,7 +49,13 @@ def _dtype(device: Any, dtype: str | None) -> Any:
 
 
 class AudioLM:
-    """Shared loading, prompting and greedy decoding; subclasses name the classes."""
+    """Shared loading, prompting and greedy decoding; subclasses name the classes.
+
+    Weights are read offline (:func:`madbench_common.models.weights.hf_path`); a snapshot
+    marked by the tiny installers (``madbench_tiny_random.json``) adds ``+tiny-random`` to
+    the version, so reports never pass a random checkpoint off as the model. Audio longer
+    than ``max_audio_seconds`` is cut (logged); DEAF clips are a few seconds.
+    """
 
     repo: ClassVar[str] = ""
     revision: ClassVar[str] = "main"
@@ -165,7 +154,8 @@ def _options(logits: Any, tokenizer: Any, choices: Sequence[str]) -> tuple[Optio
 
 
 class Qwen2Audio(AudioLM):
-    """Qwen2-Audio-7B-Instruct (Chu et al. 2024)."""
+    """Qwen2-Audio-7B-Instruct (Chu et al. 2024): ``Qwen2AudioForConditionalGeneration`` +
+    ``Qwen2AudioProcessor`` (Whisper features, 128 mel, 30 s window)."""
 
     repo = "Qwen/Qwen2-Audio-7B-Instruct"
     slug = "deaf-qwen2-audio"
@@ -187,7 +177,10 @@ class Qwen2AudioTiny(Qwen2Audio):
 
 
 class AudioFlamingo3(AudioLM):
-    """Audio Flamingo 3 (Goel et al. 2025), the transformers port."""
+    """Audio Flamingo 3 (Goel et al. 2025), the transformers port
+    (``nvidia/audio-flamingo-3-hf``): ``AudioFlamingo3ForConditionalGeneration`` +
+    ``AudioFlamingo3Processor`` (30 s windows, up to 10 minutes); text then audio in the
+    turn, as its model card shows."""
 
     repo = "nvidia/audio-flamingo-3-hf"
     slug = "deaf-audio-flamingo3"
@@ -203,7 +196,10 @@ class AudioFlamingo3(AudioLM):
 
 
 class Qwen3Omni(AudioLM):
-    """Qwen3-Omni-30B-A3B-Instruct (Xu et al. 2025): thinker only."""
+    """Qwen3-Omni-30B-A3B-Instruct (Xu et al. 2025): thinker only.
+
+    ``Qwen3OmniMoeForConditionalGeneration`` with ``enable_audio_output=False``: only the
+    thinker is built (the talker and code2wav are never loaded), and it alone generates."""
 
     repo = "Qwen/Qwen3-Omni-30B-A3B-Instruct"
     slug = "deaf-qwen3-omni"

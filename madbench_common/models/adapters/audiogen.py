@@ -1,21 +1,6 @@
 """AudioGen text-to-audio generator (audiocraft 1.3.0, ``facebook/audiogen-medium``; paper §3.4).
 
-The upstream call: ``AudioGen.get_pretrained(<snapshot dir>)`` (audiocraft loads
-``state_dict.bin`` and ``compression_state_dict.bin`` from a local directory; the T5
-text conditioner loads ``t5-large`` from the Hugging Face cache that ``HF_HOME`` names,
-the weights volume in pods), ``set_generation_params(duration=…)``, ``generate([prompt])``.
-Output is 16 kHz mono; clips longer than the model's 10 s window are continued by
-audiocraft's own windowed extension (``extend_stride``), so the fit is ``exact`` up to
-the codec frame (20 ms), which is trimmed.
-
-audiocraft has no negative prompt: classifier-free guidance contrasts the prompt with
-the null condition. The exclusions therefore stay in the positive prompt (the
-taxonomy's template ends "Environmental sounds only, no speech, no music."), and
-``last_settings`` records ``negative_prompt_used: false``. Sampling draws from torch's
-global generator (audiocraft passes no generator), so ``generate`` seeds it.
-
-Defaults (audiocraft's AudioGen defaults; the paper fixes none): top-k 250, top-p 0,
-temperature 1.0, CFG coefficient 3.0, one-pass CFG, extension stride 2 s.
+The upstream call and its settings: :class:`AudioGenTTA`.
 """
 
 from __future__ import annotations
@@ -37,7 +22,21 @@ T5 = "t5-large"
 
 
 class AudioGenTTA:
-    """``EnvGenerator`` (t2a): AudioGen from the scene prompt."""
+    """``EnvGenerator`` (t2a): AudioGen from the scene prompt.
+
+    ``AudioGen.get_pretrained(<snapshot dir>)`` (audiocraft loads ``state_dict.bin`` and
+    ``compression_state_dict.bin`` from a local directory; the T5 text conditioner loads
+    ``t5-large`` from the Hugging Face cache that ``HF_HOME`` names, the weights volume in
+    pods), ``set_generation_params(duration=…)``, ``generate([prompt])``. Output is 16 kHz
+    mono; clips longer than the model's 10 s window are continued by audiocraft's own
+    windowed extension (``extend_stride``), so the fit is ``exact`` up to the codec frame
+    (20 ms), which is trimmed. audiocraft has no negative prompt (classifier-free guidance
+    contrasts the prompt with the null condition), so the exclusions stay in the positive
+    prompt and ``last_settings`` records ``negative_prompt_used: false``. Sampling draws
+    from torch's global generator, so ``generate`` seeds it. Defaults (audiocraft's; the
+    paper fixes none): top-k 250, top-p 0, temperature 1.0, CFG coefficient 3.0, one-pass
+    CFG, extension stride 2 s.
+    """
 
     slug = "env-audiogen"
     version = "audiocraft-1.3.0"

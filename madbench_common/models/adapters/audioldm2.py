@@ -1,34 +1,8 @@
 """AudioLDM2 environment generators: text-to-audio and SDEdit audio-to-audio (paper §3.4).
 
-Both settings run diffusers' ``AudioLDM2Pipeline`` on ``cvssp/audioldm2`` (16 kHz):
-
-* **TTA** (``env-audioldm2``): the pipeline's own call with the scene prompt, the
-  negative prompt, ``audio_length_in_s`` = the clip duration and a seeded generator.
-  The pipeline makes exactly the requested length (it pads the latent to the VAE's
-  factor and cuts the waveform back), so the fit is ``exact``.
-* **ATA** (``env-audioldm2-ata``): neither diffusers nor the ``audioldm2`` package has
-  audio-to-audio, so SDEdit is written here (Meng et al. 2022): the source environment
-  ê is first brought to AudioLDM's input range exactly as upstream prepares every
-  waveform it encodes (haoheliu/AudioLDM2 ``audioldm2/utilities/audio/tools.py``
-  ``read_wav_file`` → ``normalize_wav``: mean removed, peak scaled to 0.5;
-  :func:`normalize_wav`; the VAE was trained on that range, so a quiet ê would enter it
-  far below), then turned into AudioLDM's log-mel (16 kHz, 1024-point STFT, hop = the vocoder's
-  upsampling factor, 64 Slaney mel bands, ``log(max(mel, 1e-5))``), VAE-encoded
-  (posterior mode), noised to ``strength`` of the DDIM schedule, and denoised over the
-  remaining steps with the scene prompt and negative prompt under classifier-free
-  guidance, then decoded by the VAE and the HiFi-GAN vocoder. ``strength`` = 1 would
-  ignore ê entirely, 0 would return it through the VAE.
-
-Known upstream trap (diffusers#12630): the checkpoints store the language model as a
-plain ``GPT2Model``, which has no ``_update_model_kwargs_for_generation`` on recent
-transformers; the adapter loads it as ``GPT2LMHeadModel`` (same weights, LM head tied)
-and passes it to the pipeline. ``tests/known_issues/test_diffusers_12630.py`` pins both
-the failure and the workaround.
-
-Defaults the paper does not fix: 200 DDIM steps and guidance 3.5 (diffusers' documented
-AudioLDM2 settings), one waveform per prompt (no CLAP re-ranking: the CLAP prompt score
-is a QC diagnostic), SDEdit strength 0.6 (keeps ê's temporal structure while the scene
-prompt sets the content; an SDEdit middle value).
+Both settings run diffusers' ``AudioLDM2Pipeline`` on ``cvssp/audioldm2`` (16 kHz), loaded
+with a workaround for diffusers#12630 (:func:`load_pipeline`): TTA (``env-audioldm2``,
+:class:`AudioLDM2TTA`) and ATA (``env-audioldm2-ata``, :class:`AudioLDM2ATA`).
 """
 
 from __future__ import annotations
@@ -58,7 +32,13 @@ _LOG_FLOOR = 1e-5
 
 
 def load_pipeline(repo: str, device: str, dtype: str = "float32", root: str | None = None) -> Any:
-    """The diffusers pipeline from the weights root, with the diffusers#12630 workaround."""
+    """The diffusers pipeline from the weights root, with the diffusers#12630 workaround.
+
+    The checkpoints store the language model as a plain ``GPT2Model``, which has no
+    ``_update_model_kwargs_for_generation`` on recent transformers; it is loaded as
+    ``GPT2LMHeadModel`` (same weights, LM head tied) and passed to the pipeline.
+    ``tests/known_issues/test_diffusers_12630.py`` pins both the failure and the workaround.
+    """
     import torch
     from diffusers import AudioLDM2Pipeline
     from transformers import GPT2LMHeadModel
@@ -73,8 +53,9 @@ def load_pipeline(repo: str, device: str, dtype: str = "float32", root: str | No
 
 
 def normalize_wav(audio: Audio) -> Audio:
-    """AudioLDM's input normalisation (upstream ``normalize_wav``, applied by
-    ``read_wav_file`` before every encoding): mean removed, then scaled to a peak of 0.5
+    """AudioLDM's input normalisation (upstream ``normalize_wav`` in haoheliu/AudioLDM2
+    ``audioldm2/utilities/audio/tools.py``, applied by ``read_wav_file`` before every
+    encoding): mean removed, then scaled to a peak of 0.5
     (the peak plus 1e-8, so silence stays silence)."""
     x = np.asarray(audio, np.float64)
     x = x - np.mean(x)
@@ -84,6 +65,9 @@ def normalize_wav(audio: Audio) -> Audio:
 
 def log_mel(audio: Audio, pipe: Any) -> Any:
     """AudioLDM's log-mel of mono ``audio`` at the vocoder rate: a (1, 1, T, n_mels) tensor.
+
+    16 kHz, 1024-point STFT, hop = the vocoder's upsampling factor, 64 Slaney mel bands,
+    ``log(max(mel, 1e-5))``.
 
     T is padded (with the log floor) up to a multiple of the VAE's downsampling factor.
     """
@@ -110,7 +94,12 @@ def log_mel(audio: Audio, pipe: Any) -> Any:
 
 
 class _AudioLDM2Base:
-    """Shared loading and settings of both AudioLDM2 settings."""
+    """Shared loading and settings of both AudioLDM2 settings.
+
+    Defaults the paper does not fix: 200 DDIM steps and guidance 3.5 (diffusers' documented
+    AudioLDM2 settings), one waveform per prompt (no CLAP re-ranking: the CLAP prompt score
+    is a QC diagnostic).
+    """
 
     slug = "env-audioldm2"
     version = "diffusers-0.42.1"
@@ -153,7 +142,13 @@ class _AudioLDM2Base:
 
 
 class AudioLDM2TTA(_AudioLDM2Base):
-    """``EnvGenerator`` (t2a): AudioLDM2 text-to-audio from the scene prompt."""
+    """``EnvGenerator`` (t2a): AudioLDM2 text-to-audio from the scene prompt.
+
+    The pipeline's own call with the scene prompt, the negative prompt,
+    ``audio_length_in_s`` = the clip duration and a seeded generator. The pipeline makes
+    exactly the requested length (it pads the latent to the VAE's factor and cuts the
+    waveform back), so the fit is ``exact``.
+    """
 
     def generate(self, *, sample_rate: Hertz, duration: Seconds, prompt: str,
                  frames: Frames | None = None, fps: float = 0.0,
@@ -175,7 +170,18 @@ class AudioLDM2TTA(_AudioLDM2Base):
 
 
 class AudioLDM2ATA(_AudioLDM2Base):
-    """``EnvGenerator`` (a2a): SDEdit of the source environment towards the scene prompt."""
+    """``EnvGenerator`` (a2a): SDEdit of the source environment towards the scene prompt.
+
+    Neither diffusers nor the ``audioldm2`` package has audio-to-audio, so SDEdit (Meng et
+    al. 2022) is written here: ê is brought to AudioLDM's input range exactly as upstream
+    prepares every waveform it encodes (:func:`normalize_wav`; the VAE was trained on that
+    range, so a quiet ê would enter it far below), turned into AudioLDM's log-mel
+    (:func:`log_mel`), VAE-encoded (posterior mode), noised to ``strength`` of the DDIM
+    schedule, denoised over the remaining steps with the scene prompt and negative prompt
+    under classifier-free guidance, then decoded by the VAE and the HiFi-GAN vocoder.
+    ``strength`` = 1 would ignore ê entirely, 0 would return it through the VAE; the
+    default 0.6 keeps ê's temporal structure while the scene prompt sets the content.
+    """
 
     slug = "env-audioldm2-ata"
     paradigm = "a2a"

@@ -2,27 +2,8 @@
 
 Upstream's script inference (README "Script Inference": ``get_pretrained_model`` +
 ``generate_diffusion_cond``), conditioned on the source environment ê **through AudioX's
-own audio conditioner**, as upstream documents it: ê goes in as ``audio_prompt``,
-prepared exactly as ``stable_audio_tools.data.utils.load_and_process_audio`` prepares an
-``audio_path`` (the excerpt from ``seconds_start`` of ``seconds_total`` = 10 s at the
-model rate, zero-padded at the *front* when shorter, stereo; :func:`audio_prompt`),
-beside the scene prompt as ``text_prompt``, with the negative prompt as the negative
-conditioning (after :func:`fix_cross_attn_masks`, which repairs an upstream mask-length
-bug on that path). The video prompt is empty (zeros, AudioX's learned empty features),
-as upstream does without a video. Generation starts from noise at σ_max as in the
-README; ``init_noise_level`` > 0 additionally starts k-diffusion from ê's latents at that
-noise level (``init_audio``; the pre-issue-20 behaviour used σ = 1 with an empty audio
-prompt, kept only as this option).
-
-AudioX works on a fixed 10 s stereo 44.1 kHz canvas (its video conditioner hard-codes
-10 s at 5 fps, its audio conditioner 215 latent frames). Clips under 10 s keep the
-first ``duration`` seconds (``trim``). A clip of 10–12 s gets a second canvas whose audio
-prompt is the *last* 10 s of ê (``seconds_start`` = duration − 10), cross-faded in where
-the first canvas ends (:func:`madbench_common.models.env_common.stitch_windows`;
-``continued``) instead of a loop that would repeat the start out of sync with the video.
-
-Defaults (the paper fixes none): 250 steps, CFG 7, ``dpmpp-3m-sde``, σ_min 0.3 and
-σ_max 500 (the README example).
+own audio conditioner**, as upstream documents it (:meth:`AudioXA2A._window`,
+:func:`audio_prompt`), on AudioX's fixed 10 s canvas (:class:`AudioXA2A`).
 """
 
 from __future__ import annotations
@@ -91,7 +72,17 @@ def audio_prompt(env: Audio, rate: Hertz, model_rate: int, start: float, seconds
 
 
 class AudioXA2A:
-    """``EnvGenerator`` (a2a): AudioX regeneration of the source environment."""
+    """``EnvGenerator`` (a2a): AudioX regeneration of the source environment.
+
+    AudioX works on a fixed 10 s stereo 44.1 kHz canvas (its video conditioner hard-codes
+    10 s at 5 fps, its audio conditioner 215 latent frames). Clips under 10 s keep the
+    first ``duration`` seconds (``trim``). A clip of 10–12 s gets a second canvas whose
+    audio prompt is the *last* 10 s of ê (``seconds_start`` = duration − 10), cross-faded
+    in where the first canvas ends (:func:`madbench_common.models.env_common.stitch_windows`;
+    ``continued``) instead of a loop that would repeat the start out of sync with the
+    video. Defaults (the paper fixes none): 250 steps, CFG 7, ``dpmpp-3m-sde``, σ_min 0.3
+    and σ_max 500 (the README example).
+    """
 
     slug = "a2a-audiox"
     version = "ca179cc"
@@ -162,7 +153,15 @@ class AudioXA2A:
 
     def _window(self, env: Audio, env_rate: Hertz, start: float, prompt: str, negative: str,
                 seed: int) -> Any:
-        """One 10 s canvas conditioned on ê from ``start`` (module docstring)."""
+        """One 10 s canvas conditioned on ê from ``start``.
+
+        ê goes in as ``audio_prompt`` (:func:`audio_prompt`) beside the scene prompt as
+        ``text_prompt``, with the negative prompt as the negative conditioning (after
+        :func:`fix_cross_attn_masks`, which repairs an upstream mask-length bug on that
+        path). The video prompt is empty (zeros, AudioX's learned empty features), as
+        upstream does without a video. Generation starts from noise at σ_max as in the
+        README; ``init_noise_level`` > 0 additionally starts k-diffusion from ê's latents at
+        that noise level (``init_audio``)."""
         import torch
         from stable_audio_tools.inference.generation import generate_diffusion_cond
 

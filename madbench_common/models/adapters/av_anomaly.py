@@ -1,42 +1,11 @@
 """AV Anomaly (Feng et al. 2023) A-V deepfake detector (image ``det-av-anomaly``, Python 3.9).
 
 Upstream ``cfeng16/audio-visual-forensics`` (MIT) at a pinned commit, on ``PYTHONPATH``:
-the audio-visual synchronisation model (``backbone.select_backbone("r18")`` video encoder,
-``audio_process.AudioEncoder``, ``model.MP_AViT`` fusion transformer; ``sync_model.pth``)
-and the two decoder-only autoregressive models (``transformer_component.transformer_decoder``;
-``dist_regressive_model.pth``, ``avfeature_regressive_model.pth``) with the A-V feature PCA
-(``pca.pkl``). The detection script is ``detect.py`` (its ``test2``); it cannot be imported
-(it parses ``sys.argv`` at import), so this adapter repeats its steps with the upstream
-modules, in order:
-
-1. Video at 25 fps (``detect.py`` reads the file as is, expecting 25 fps), every frame
-   resized to 224 × 224 (bicubic), values 0–255 unnormalised, as ``FakeAVceleb`` with
-   ``resize=224``. Upstream was trained and tested on face-track videos; here the frame is
-   the face crop of the :class:`~madbench_common.models.roles.FaceCropper` (``region="face"``),
-   and the whole frame where no face is found (recorded fallback).
-2. Audio at 16 kHz in int16 sample values (upstream reads a ``pcm_s16le`` WAV with
-   ``scipy.io.wavfile``), truncated to whole video frames (640 samples each), then padded
-   with 15 frames of zeros on each side.
-3. For window ``k`` (the first ``min(T − 4, 50)`` windows: ``--max-len 50``), 5 video frames
-   ``k … k+4`` against the 31 audio offsets −15 … +15 frames: each 3,200-sample chunk
-   through ``load_audio.wav2filterbanks`` (80-band log mel, 20 ms window, 10 ms hop) and the
-   ``AudioEncoder``; ``MP_AViT`` scores each offset (31 logits), and
-   ``MP_av_feature_AViT`` at offset 0 gives a 1,024-d A-V feature, reduced to 31 by the PCA.
-   The video encoder runs once per window (upstream runs it 31 times on the same frames),
-   and its output is kept for the last :data:`VIDEO_WINDOWS_KEPT` windows by a digest of
-   the window's frames: a clip's R, S, E and Q samples and all their perturbed copies carry
-   the same video stream (``perturb`` copies the video packets), and a shard takes them in
-   a row, so each window's r18 pass (about 80 % of a CPU shard, py-spy) runs once per clip,
-   not once per sample. The same input gives the same output, so results do not change.
-4. Score (``--lam 0``, upstream's default): the delay sequence, zero-padded to 50 windows,
-   through ``dist_regressive_model``; the mean over real windows of the summed KL divergence
-   between the softmax of the next window's delay logits and the model's prediction. Higher
-   means more anomalous (fake). It is unbounded, stored as ``sigmoid(raw)``.
-
-Frozen features (64-d, pooled over windows): the mean delay distribution (31), the mean
-L2-normalised PCA A-V feature (31), and the two autoregressive anomaly terms (delay KL,
-A-V feature MSE; their ``lam``-weighted sum is upstream's score). Mode ``AV`` only: the
-detector has no audio-only input.
+the A-V synchronisation model (``backbone.select_backbone("r18")`` video encoder,
+``audio_process.AudioEncoder``, ``model.MP_AViT`` fusion; ``sync_model.pth``), the two
+decoder-only autoregressive models (``transformer_component.transformer_decoder``;
+``dist_regressive_model.pth``, ``avfeature_regressive_model.pth``) and the A-V feature PCA
+(``pca.pkl``). :class:`AvAnomalyDetector` repeats ``detect.py``'s steps with them.
 """
 
 from __future__ import annotations
@@ -137,7 +106,21 @@ def _mel_basis() -> Any:
 
 
 class AvAnomalyDetector(EmbeddingDetector):
-    """AV Anomaly: autoregressive anomaly score of A-V synchronisation (mode AV)."""
+    """AV Anomaly: autoregressive anomaly score of A-V synchronisation (mode AV).
+
+    Upstream's detection script ``detect.py`` (its ``test2``) cannot be imported (it parses
+    ``sys.argv`` at import), so this class repeats its steps with the upstream modules
+    (:meth:`inputs`, :meth:`_window`, :meth:`_anomaly`). Score (``--lam 0``, upstream's
+    default): the delay sequence, zero-padded to 50 windows, through
+    ``dist_regressive_model``; the mean over real windows of the summed KL divergence
+    between the softmax of the next window's delay logits and the model's prediction.
+    Higher means more anomalous (fake); it is unbounded, stored as ``sigmoid(raw)``.
+
+    Frozen features (64-d, pooled over windows): the mean delay distribution (31), the
+    mean L2-normalised PCA A-V feature (31), and the two autoregressive anomaly terms
+    (delay KL, A-V feature MSE; their ``lam``-weighted sum is upstream's score). Mode
+    ``AV`` only: the detector has no audio-only input.
+    """
 
     slug, version = "det-av-anomaly", "1"
     reference = False
@@ -179,7 +162,17 @@ class AvAnomalyDetector(EmbeddingDetector):
 
     def inputs(self, audio: Audio | None, sample_rate: Hertz, frames: Frames | None,
                fps: float) -> tuple[Any, Any, str, int]:
-        """(video 3×T×224×224 at 25 fps, padded int16-scale audio, fallback, windows)."""
+        """(video 3×T×224×224 at 25 fps, padded int16-scale audio, fallback, windows).
+
+        Video at 25 fps (``detect.py`` reads the file as is, expecting 25 fps), every frame
+        resized to 224 × 224 (bicubic), values 0–255 unnormalised, as ``FakeAVceleb`` with
+        ``resize=224``. Upstream was trained and tested on face-track videos; here the frame
+        is the :class:`~madbench_common.models.roles.FaceCropper`'s face crop, and the whole
+        frame where no face is found (recorded fallback). Audio at 16 kHz in int16 sample
+        values (upstream reads a ``pcm_s16le`` WAV with ``scipy.io.wavfile``), truncated to
+        whole video frames (640 samples each), then padded with 15 frames of zeros on each
+        side. Windows: the first ``min(T − 4, 50)`` (``--max-len 50``).
+        """
         if frames is None or fps <= 0:
             raise ValueError(f"{self.slug}: needs video frames and their fps (mode AV)")
         wav = int16_scale(resample(check_audio(audio, self.slug), sample_rate, RATE))
@@ -195,7 +188,15 @@ class AvAnomalyDetector(EmbeddingDetector):
         return v, a, track.fallback, windows
 
     def _window(self, v: Any, a: Any, k: int) -> tuple[npt.NDArray[np.float64], Any]:
-        """31 delay logits and the 1,024-d zero-offset A-V feature of window ``k``."""
+        """31 delay logits and the 1,024-d zero-offset A-V feature of window ``k``.
+
+        5 video frames ``k … k+4`` against the 31 audio offsets −15 … +15 frames: each
+        3,200-sample chunk through ``load_audio.wav2filterbanks`` (80-band log mel, 20 ms
+        window, 10 ms hop) and the ``AudioEncoder``; ``MP_AViT`` scores each offset (31
+        logits), and ``MP_av_feature_AViT`` at offset 0 gives the A-V feature (reduced to 31
+        by the PCA afterwards). The video encoder runs once per window (upstream runs it 31
+        times on the same frames): :meth:`_encode_video`.
+        """
         torch, n = self._torch, self.nets
         seg = a[k * HOP:(k + VID_LEN + 30) * HOP]
         chunks = torch.stack([seg[i * HOP:(i + VID_LEN) * HOP] for i in range(SHIFTS)])
@@ -209,7 +210,13 @@ class AvAnomalyDetector(EmbeddingDetector):
 
     def _encode_video(self, clip: Any) -> Any:
         """``vis_enc`` of one window (1×3×5×224×224), from the last windows' outputs when
-        the same frames were encoded before (keyed by a digest of the frames)."""
+        the same frames were encoded before (keyed by a digest of the frames).
+
+        A clip's R, S, E and Q samples and all their perturbed copies carry the same video
+        stream (``perturb`` copies the video packets) and a shard takes them in a row, so
+        each window's r18 pass (about 80 % of a CPU shard, py-spy) runs once per clip, not
+        once per sample. The same input gives the same output, so results do not change.
+        """
         key = (hashlib.blake2b(clip.numpy().tobytes(), digest_size=20).digest()
                + repr((tuple(clip.shape), str(clip.dtype))).encode())
         with self._video_lock:

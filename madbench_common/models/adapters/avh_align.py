@@ -5,33 +5,7 @@ Upstream, each at a pinned commit on ``PYTHONPATH`` (Python 3.9): ``bit-ml/AVH-A
 ``facebookresearch/av_hubert`` (package ``avhubert``) and its fairseq submodule
 (``facebookresearch/fairseq`` at ``afc77bd``, Python code only). AV-HuBERT Large
 (``self_large_vox_433h.pt``) is loaded with fairseq's ``checkpoint_utils`` as in
-AVH-Align's ``deepfake_feature_extraction.py`` (a fine-tuned checkpoint's
-``encoder.w2v_model``). As that script does, numpy's removed aliases ``np.float`` and
-``np.int`` are restored before fairseq is imported (its 2021 code names them at import).
-``avhubert`` picks absolute or package-relative imports by ``len(sys.argv) == 1`` (a
-debugging switch); it is always imported as the package here.
-
-Steps (``deepfake_preprocess.py``, ``deepfake_feature_extraction.py``, ``eval.py``):
-
-1. Mouth ROI video at 25 fps: upstream crops a 96 × 96 mouth patch around dlib's 68
-   landmarks after aligning to a mean face; here the
-   :class:`~madbench_common.models.roles.FaceCropper`
-   mouth crop at 96 × 96 (``region="mouth"``), or the whole frame resized where no face is
-   found (upstream "passing whole video"; recorded fallback). Grey (``load_video``), then
-   AV-HuBERT's transform: ÷ 255, centre crop 88 × 88, normalise with the task's image mean
-   and std (0.421, 0.165).
-2. Audio at 16 kHz (untrimmed): ``python_speech_features.logfbank`` (26 bands, 25 ms / 10 ms),
-   4 frames stacked to 104-d at 25 fps (zero-padded to a multiple of 4), layer-normalised
-   per frame. Video and audio are cut to the shorter of the two.
-3. AV-HuBERT ``extract_finetune`` on audio alone and on video alone → per-frame 1,024-d
-   features (the other modality zeroed); each L2-normalised per frame, through
-   ``FusionModel`` → one logit per frame.
-4. Score: ``logsumexp(−output)`` over frames (``eval.py``), higher = more fake; unbounded,
-   stored as ``sigmoid(raw)``.
-
-Frozen features (131-d): the mean over frames of ``FusionModel``'s last hidden layer
-(128-d, the input of its final linear layer), and the mean, maximum and standard deviation
-over frames of the per-frame output. Mode ``AV`` only.
+AVH-Align's ``deepfake_feature_extraction.py`` (:func:`load_avhubert`).
 """
 
 from __future__ import annotations
@@ -61,7 +35,13 @@ AVHUBERT, FUSION = "self_large_vox_433h.pt", "AVH-Align_AV1M.pt"
 
 
 def import_avhubert() -> Any:
-    """fairseq and the ``avhubert`` package (registers its task and models with fairseq)."""
+    """fairseq and the ``avhubert`` package (registers its task and models with fairseq).
+
+    As AVH-Align's ``deepfake_feature_extraction.py`` does, numpy's removed aliases
+    ``np.float`` and ``np.int`` are restored before fairseq is imported (its 2021 code names
+    them at import). ``avhubert`` picks absolute or package-relative imports by
+    ``len(sys.argv) == 1`` (a debugging switch); it is always imported as the package here.
+    """
     for name, value in (("float", np.float64), ("int", np.int_)):
         if name not in np.__dict__:  # deepfake_feature_extraction.py's own numpy fix
             setattr(np, name, value)
@@ -115,7 +95,11 @@ def load_avhubert(path: str) -> tuple[Any, Any]:
 
 
 def audio_features(wav: npt.NDArray[np.float32]) -> npt.NDArray[np.float32]:
-    """``load_audio`` of ``deepfake_feature_extraction.py`` (untrimmed): (T, 104) at 25 fps."""
+    """``load_audio`` of ``deepfake_feature_extraction.py`` (untrimmed): (T, 104) at 25 fps.
+
+    16 kHz audio through ``python_speech_features.logfbank`` (26 bands, 25 ms / 10 ms), 4
+    frames stacked to 104-d at 25 fps (zero-padded to a multiple of 4), layer-normalised
+    per frame."""
     from python_speech_features import logfbank
 
     feats = logfbank(wav, samplerate=RATE).astype(np.float32)
@@ -138,7 +122,17 @@ def _fusion_class() -> Any:
 
 
 class AvhAlignDetector(EmbeddingDetector):
-    """AVH-Align: frame-level A-V alignment of AV-HuBERT features, logsumexp score (mode AV)."""
+    """AVH-Align: frame-level A-V alignment of AV-HuBERT features, logsumexp score (mode AV).
+
+    Steps of upstream's ``deepfake_preprocess.py``, ``deepfake_feature_extraction.py`` and
+    ``eval.py``: inputs (:meth:`inputs`); AV-HuBERT ``extract_finetune`` on audio alone and
+    on video alone → per-frame 1,024-d features (the other modality zeroed), each
+    L2-normalised per frame, through ``FusionModel`` → one logit per frame. Score:
+    ``logsumexp(−output)`` over frames (``eval.py``), higher = more fake; unbounded, stored
+    as ``sigmoid(raw)``. Frozen features (131-d): the mean over frames of ``FusionModel``'s
+    last hidden layer (128-d, the input of its final linear layer), and the mean, maximum
+    and standard deviation over frames of the per-frame output. Mode ``AV`` only.
+    """
 
     slug, version = "det-avh-align", "1"
     reference = False
@@ -179,7 +173,16 @@ class AvhAlignDetector(EmbeddingDetector):
 
     def inputs(self, audio: Audio | None, sample_rate: Hertz, frames: Frames | None,
                fps: float) -> tuple[Any, Any, str]:
-        """(video 1×1×T×88×88, audio 1×104×T, fallback): both at 25 fps, same length."""
+        """(video 1×1×T×88×88, audio 1×104×T, fallback): both at 25 fps, same length.
+
+        Video: upstream crops a 96 × 96 mouth patch around dlib's 68 landmarks after
+        aligning to a mean face; here the :class:`~madbench_common.models.roles.FaceCropper`
+        mouth crop at 96 × 96 (``region="mouth"``), or the whole frame resized where no face
+        is found (upstream "passing whole video"; recorded fallback). Grey (``load_video``),
+        then AV-HuBERT's transform: ÷ 255, centre crop 88 × 88, normalise with the task's
+        image mean and std (0.421, 0.165). Audio: :func:`audio_features`. Video and audio
+        are cut to the shorter of the two.
+        """
         import cv2
 
         if frames is None or fps <= 0:

@@ -3,25 +3,8 @@
 DEAF Appendix A.2.2: "All sentences are converted into speech using the Microsoft Neural
 TTS system with the en-US-GuyNeural voice … The generated speech is first saved in MP3
 format and then converted to WAV format. Subsequently, all audio signals are resampled to
-16 kHz and converted to single-channel audio." This adapter is that path: one request per
-sentence to ``POST https://<region>.tts.speech.microsoft.com/cognitiveservices/v1`` with
-
-* the key in the ``Ocp-Apim-Subscription-Key`` header, read from ``$AZURE_SPEECH_KEY``
-  only (on the cluster: the API-key Secret, given to the ``bsc_speech`` pod alone);
-* an SSML body (``Content-Type: application/ssml+xml``): ``<speak>`` with one ``<voice
-  name="en-US-GuyNeural">`` around the XML-escaped sentence, no prosody markup (the
-  paper names none);
-* ``X-Microsoft-OutputFormat`` ``audio-24khz-48kbitrate-mono-mp3`` by default: an MP3 as
-  the paper saved (its bit rate is not given; this is the service's common MP3 format),
-  decoded here with libsndfile and resampled to the caller's rate (16 kHz in DEAF).
-  ``riff-*``/``raw-*`` PCM formats are accepted too.
-
-Requests go through :class:`~madbench_common.models.http_api.JsonApi`: the rate limit
-(``rpm``), retries with backoff on 429/5xx, 401/403 as a configuration error (exit 3).
-Costs are per character (``usd_per_1m_chars``, the neural voices' list price when
-written, unverified) against the spend cap. ``voices`` maps a profile to a voice name;
-BSC uses one profile, ``narrator``. Tests run it against the local stub
-(:mod:`~madbench_common.models.api_stub`), never the service.
+16 kHz and converted to single-channel audio." :class:`AzureNeuralTTS` is that path. Tests
+run it against the local stub (:mod:`~madbench_common.models.api_stub`), never the service.
 """
 
 from __future__ import annotations
@@ -48,7 +31,10 @@ _FORMAT = re.compile(r"^(?P<kind>riff|raw|audio)-(?P<rate>\d+)(?P<unit>khz|hz)-(
 
 
 def ssml(text: str, voice: str, lang: str = "en-US") -> str:
-    """The SSML document for ``text`` in ``voice`` (text and names XML-escaped)."""
+    """The SSML document for ``text`` in ``voice`` (text and names XML-escaped).
+
+    ``<speak>`` with one ``<voice name="en-US-GuyNeural">`` around the sentence, no prosody
+    markup (the paper names none); sent as ``Content-Type: application/ssml+xml``."""
     return (f"<speak version='1.0' xmlns='http://www.w3.org/2001/10/synthesis' "
             f"xml:lang={quoteattr(lang)}><voice name={quoteattr(voice)}>{escape(text)}"
             "</voice></speak>")
@@ -81,7 +67,21 @@ def decode_audio(data: bytes, output_format: str) -> tuple[Audio, Hertz]:
 
 
 class AzureNeuralTTS:
-    """VoiceTTS over Azure Speech: ``voices`` maps profile → neural voice name."""
+    """VoiceTTS over Azure Speech: ``voices`` maps profile → neural voice name.
+
+    One request per sentence to ``POST
+    https://<region>.tts.speech.microsoft.com/cognitiveservices/v1`` with the key in the
+    ``Ocp-Apim-Subscription-Key`` header, read from ``$AZURE_SPEECH_KEY`` only (on the
+    cluster: the API-key Secret, given to the ``bsc_speech`` pod alone), and
+    ``X-Microsoft-OutputFormat`` ``audio-24khz-48kbitrate-mono-mp3`` by default: an MP3 as
+    the paper saved (its bit rate is not given; this is the service's common MP3 format),
+    decoded with libsndfile and resampled to the caller's rate (16 kHz in DEAF);
+    ``riff-*``/``raw-*`` PCM formats are accepted too. Requests go through
+    :class:`~madbench_common.models.http_api.JsonApi`: the rate limit (``rpm``), retries
+    with backoff on 429/5xx, 401/403 as a configuration error (exit 3). Costs are per
+    character (``usd_per_1m_chars``, the neural voices' list price when written,
+    unverified) against the spend cap. BSC uses one profile, ``narrator``.
+    """
 
     slug = "deaf-azure-tts"
     reference = False

@@ -1,39 +1,10 @@
 """Baichuan-Omni-1.5 as a zero-shot omni model (paper §4.2, §5): remote code + its git repo.
 
-Code and weights: the modeling code (``*.py``) is taken from the git repository
-``baichuan-inc/Baichuan-Omni-1.5`` at a pinned commit (``image.yaml`` ``upstream_src``,
-folder ``baichuan-omni/model``), reviewed there; everything else — config, generation
-config, tokenizer files and weights — from the hub snapshot ``baichuan-inc/Baichuan-Omni-1d5``
-(the release the weights belong to; the repository's ``tokenizer.json`` is also too large
-for the offline mirror). :func:`model_dir` lays both out in one folder (snapshot files
-linked), which ``AutoModelForCausalLM.from_pretrained(..., trust_remote_code=True)`` loads
-with the remote-code copy in a writable modules cache. The upstream modules import
-``flash_attn`` (CUDA build) and ``deepspeed``: :func:`~madbench_common.models._remote.
-install_remote_shims` answers ``flash_attn_varlen_func`` with SDPA per packed sequence and
-stubs the ZeRO hook, so the image needs neither (the LLM itself already uses SDPA at
-inference). The release's config also names flash-attention 2 for its NaViT visual
-encoder (``visual_config``/``video_config`` ``_attn_implementation``), which transformers
-refuses without the flash-attn package: :func:`sdpa_vision` switches it to transformers'
-own SDPA vision attention (the same block-diagonal attention) when flash-attn is absent.
-
-Prompt (:func:`message`, the web demo's layout): ``<B_SYS>`` + system prompt, ``<C_Q>``,
-then ``<video_start_baichuan>{"local": mp4}<video_end_baichuan>`` for A-V (frames
-written at the stage's rate, default 1 fps, which the processor decodes at 1 fps),
-``<audio_start_baichuan>{"path": wav}<audio_end_baichuan>`` (16 kHz WAV), the question,
-and ``<C_A>``. The demo's ``<audiotext_start_baichuan>`` (spoken reply) is left out: the
-reply is text. The processor prints and swallows media errors (a silently dropped
-modality); :meth:`BaichuanOmni15.inputs` therefore fails when the audio (or the video)
-did not make it into the batch.
-
-Scores: ``model.generate(..., do_sample=False, output_logits=True)`` — the first
-decoding step's logits at each option's first token (raw logits, before any processor).
-Decoding (:meth:`BaichuanOmni15.generation_kwargs`): the media placeholder tokens (audio pad,
-image pad, video place) are suppressed — the forward cannot take one back without its
-media (it asserts) — and ``<audiogen_start_baichuan>`` ends the reply, as the web demo's
-``stop_strings`` do (the spoken part of a reply is not asked for).
-
-The adapter tests run this loader, the processor, the forward and the first-token scoring
-on a tiny random model of the upstream classes (:mod:`madbench_common.models.tiny.baichuan`).
+The modeling code comes from the git repository at a pinned commit, config, tokenizer and
+weights from the hub snapshot (:func:`model_dir`); prompts follow the web demo's layout
+(:func:`message`). The adapter tests run this loader, the processor, the forward and the
+first-token scoring on a tiny random model of the upstream classes
+(:mod:`madbench_common.models.tiny.baichuan`).
 """
 
 from __future__ import annotations
@@ -73,7 +44,15 @@ SYSTEM_PROMPT = "You are a helpful assistant."
 
 def message(prompt: str, audio_path: str, video_path: str | None = None,
             system: str = SYSTEM_PROMPT) -> str:
-    """The processor's input string: system, question turn with media, answer turn."""
+    """The processor's input string: system, question turn with media, answer turn.
+
+    The web demo's layout: ``<B_SYS>`` + system prompt, ``<C_Q>``, then
+    ``<video_start_baichuan>{"local": mp4}<video_end_baichuan>`` for A-V (frames written at
+    the stage's rate, default 1 fps, which the processor decodes at 1 fps),
+    ``<audio_start_baichuan>{"path": wav}<audio_end_baichuan>`` (16 kHz WAV), the question,
+    and ``<C_A>``. The demo's ``<audiotext_start_baichuan>`` (spoken reply) is left out:
+    the reply is text.
+    """
     parts = ["<B_SYS>", system, "<C_Q>"]
     if video_path is not None:
         parts += ["<video_start_baichuan>", json.dumps({"local": video_path}),
@@ -114,7 +93,11 @@ def _flash_attn_installed() -> bool:
 
 def sdpa_vision(config: Any) -> Any:
     """``config`` with its visual/video encoders on SDPA where it names flash-attention 2 and
-    the flash-attn package is not installed (transformers would refuse to build them)."""
+    the flash-attn package is not installed (transformers would refuse to build them).
+
+    The release's config names flash-attention 2 for its NaViT visual encoder
+    (``visual_config``/``video_config`` ``_attn_implementation``); transformers' own SDPA
+    vision attention is the same block-diagonal attention."""
     if _flash_attn_installed():
         return config
     for part in ("visual_config", "video_config"):
@@ -126,7 +109,13 @@ def sdpa_vision(config: Any) -> Any:
 
 def model_dir(code: Path, weights: Path, dest: Path) -> Path:
     """``dest`` with the repository's code (``*.py``) and links to every file of the hub
-    snapshot (config, generation config, tokenizer, weights)."""
+    snapshot (config, generation config, tokenizer, weights).
+
+    The code comes from the git repository ``baichuan-inc/Baichuan-Omni-1.5`` at a pinned
+    commit (``image.yaml`` ``upstream_src``, folder ``baichuan-omni/model``), reviewed
+    there; everything else from the hub snapshot ``baichuan-inc/Baichuan-Omni-1d5`` (the
+    release the weights belong to; the repository's ``tokenizer.json`` is also too large
+    for the offline mirror)."""
     if not (code / "modeling_omni.py").exists():
         raise ConfigError(f"{code}: no modeling_omni.py; set {CODE_ENV} to the git repository's "
                           "baichuan-omni/model folder (make image IMAGE=omni-baichuan15 copies it)")
@@ -143,7 +132,17 @@ def model_dir(code: Path, weights: Path, dest: Path) -> Path:
 
 
 class BaichuanOmni15:
-    """Baichuan-Omni-1.5: greedy text reply plus first-token option log-probs."""
+    """Baichuan-Omni-1.5: greedy text reply plus first-token option log-probs.
+
+    Loaded with ``AutoModelForCausalLM.from_pretrained(..., trust_remote_code=True)`` from
+    :func:`model_dir`, the remote code in a writable modules cache. The upstream modules
+    import ``flash_attn`` (CUDA build) and ``deepspeed``:
+    :func:`~madbench_common.models._remote.install_remote_shims` answers
+    ``flash_attn_varlen_func`` with SDPA per packed sequence and stubs the ZeRO hook, so the
+    image needs neither (the LLM itself already uses SDPA at inference). Scores:
+    ``model.generate(..., do_sample=False, output_logits=True)``, the first decoding step's
+    logits at each option's first token (raw logits, before any processor).
+    """
 
     slug = "omni-baichuan15"
     reference = False
@@ -180,7 +179,8 @@ class BaichuanOmni15:
 
     def inputs(self, prompt: str, tmp: Path, audio: Audio, sample_rate: Hertz,
                frames: Frames | None = None, fps: float = 0.0) -> dict[str, Any]:
-        """The processor's batch as ``generate`` keyword arguments, media checked present."""
+        """The processor's batch as ``generate`` keyword arguments, media checked present
+        (the processor prints and swallows media errors, silently dropping a modality)."""
         wav, video = self._media(tmp, audio, sample_rate, frames, fps)
         ret = self.model.processor([message(prompt, wav, video)])
         if ret.audios is None or (video is not None and ret.videos is None):
@@ -202,7 +202,12 @@ class BaichuanOmni15:
         return kwargs
 
     def generation_kwargs(self) -> dict[str, Any]:
-        """Placeholder tokens suppressed; the end of text and the start of speech end it."""
+        """Placeholder tokens suppressed; the end of text and the start of speech end it.
+
+        The media placeholders (audio pad, image pad, video place) are suppressed because the
+        forward cannot take one back without its media (it asserts);
+        ``<audiogen_start_baichuan>`` ends the reply, as the web demo's ``stop_strings`` do
+        (the spoken part of a reply is not asked for)."""
         cfg = self.model.config
         pads = [cfg.audio_config.audio_pad_token_id, cfg.visual_config.image_pad_token_id,
                 cfg.video_config.video_place_token_id]

@@ -4,28 +4,7 @@ Upstream ``ControlNet/LAV-DF`` (code CC BY-NC 4.0) at a pinned commit, on ``PYTH
 ``model.BatfdPlus``, a pytorch_lightning 1.7 ``LightningModule`` (MViTv2-B video encoder,
 ViT-B audio encoder, frame classifiers, BSN++ boundary modules, cross-modal attention
 fusion), loaded with ``BatfdPlus.load_from_checkpoint`` from the released
-``batfd_plus_default.ckpt`` (its hyper-parameters travel in the checkpoint). Inference
-is ``predict_step``'s: the forward pass, the BSN++ backward pass on time-reversed input,
-``post_process_predict``; its steps are repeated here so the encoders' outputs can be kept.
-
-Input, as the ``Lavdf`` dataset (``frame_padding=512``):
-
-* video at 25 fps, every frame resized to 96 × 96 (values in [0, 1]), zero-padded (or cut)
-  to 512 frames (20.48 s). LAV-DF clips are face-track crops of VoxCeleb2; here each
-  frame is the face crop of the :class:`~madbench_common.models.roles.FaceCropper`
-  (``region="face"``), or the whole frame resized where no face is found (what the data
-  loader does with any video; recorded as the fallback);
-* audio at 16 kHz (first channel), zero-padded or cut to 327,680 samples, then
-  ``log(MelSpectrogram(n_fft=321, n_mels=64) + 0.01)`` → 64 × 2,048.
-
-Native score: the **maximum proposal confidence** over the dense fusion boundary map,
-i.e. the score of the first proposal after upstream's soft-NMS (``post_process.py``
-keeps the best proposal's score), over proposals with duration > 0 ending within the
-clip's frames (``inference.py`` ``gen_df_for_batfd_plus``; where the checkpoint has the
-complementary boundary generator, confidences are multiplied by the start and end
-probabilities as there). It lies in [0, 1], stored as ``prob``. Frozen features (516-d):
-the mean over the clip's frames of the video and audio encoder features (256 + 256) and
-the mean and maximum of the video and audio frame classifiers' logits (4). Mode ``AV``.
+``batfd_plus_default.ckpt`` (its hyper-parameters travel in the checkpoint). Mode ``AV``.
 """
 
 from __future__ import annotations
@@ -65,8 +44,11 @@ def max_proposal(bm_map: npt.ArrayLike, n_frames: int, start: npt.ArrayLike | No
                  end: npt.ArrayLike | None = None) -> float:
     """The best proposal's confidence: ``bm_map[d, b]`` (× ``start[b]`` × ``end[b + d]``).
 
-    Proposals are ``gen_df_for_batfd_plus``'s: duration index ``d > 0`` and end
-    ``b + d ≤ n_frames``.
+    The score of the first proposal after upstream's soft-NMS (``post_process.py`` keeps
+    the best proposal's score). Proposals are ``inference.py`` ``gen_df_for_batfd_plus``'s:
+    duration index ``d > 0`` and end ``b + d ≤ n_frames``; where the checkpoint has the
+    complementary boundary generator, confidences are multiplied by the start and end
+    probabilities as there.
     """
     bm = np.asarray(bm_map, dtype=np.float64)
     d, b = np.meshgrid(np.arange(bm.shape[0]), np.arange(bm.shape[1]), indexing="ij")
@@ -87,7 +69,15 @@ def _first(x: Any) -> Any:
 
 
 class BatfdPlusDetector(EmbeddingDetector):
-    """BA-TFD+: maximum temporal-forgery proposal confidence and pooled features (mode AV)."""
+    """BA-TFD+: maximum temporal-forgery proposal confidence and pooled features (mode AV).
+
+    Inference is ``predict_step``'s: the forward pass, the BSN++ backward pass on
+    time-reversed input, ``post_process_predict``; its steps are repeated here
+    (:meth:`_predict`) so the encoders' outputs can be kept. Native score:
+    :func:`max_proposal`, in [0, 1], stored as ``prob``. Frozen features (516-d): the mean
+    over the clip's frames of the video and audio encoder features (256 + 256) and the
+    mean and maximum of the video and audio frame classifiers' logits (4).
+    """
 
     slug, version = "det-batfd", "1"
     reference = False
@@ -116,7 +106,16 @@ class BatfdPlusDetector(EmbeddingDetector):
 
     def inputs(self, audio: Audio | None, sample_rate: Hertz, frames: Frames | None,
                fps: float) -> tuple[Any, Any, int, str]:
-        """(video 1×3×512×96×96, log mel 1×64×2048, frames in the clip, fallback)."""
+        """(video 1×3×512×96×96, log mel 1×64×2048, frames in the clip, fallback).
+
+        As the ``Lavdf`` dataset (``frame_padding=512``): video at 25 fps, every frame
+        resized to 96 × 96 (values in [0, 1]), zero-padded (or cut) to 512 frames (20.48 s).
+        LAV-DF clips are face-track crops of VoxCeleb2; here each frame is the
+        :class:`~madbench_common.models.roles.FaceCropper`'s face crop (``region="face"``),
+        or the whole frame resized where no face is found (what the data loader does with
+        any video; recorded as the fallback). Audio at 16 kHz (first channel), zero-padded
+        or cut to 327,680 samples, then ``log(MelSpectrogram(n_fft=321, n_mels=64) + 0.01)``
+        → 64 × 2,048."""
         if frames is None or fps <= 0:
             raise ValueError(f"{self.slug}: needs video frames and their fps (mode AV)")
         wav = resample(check_audio(audio, self.slug), sample_rate, RATE)[:AUDIO_PAD]

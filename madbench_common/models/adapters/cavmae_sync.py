@@ -2,30 +2,7 @@
 
 Upstream ``edsonroteia/cav-mae-sync`` at a pinned commit (``src/`` on ``PYTHONPATH``; its
 package ``models`` is imported as ``cavmae_sync_models``: ``CAVMAESync``), torch 1.13.1,
-timm 0.4.5. The released checkpoint (``pretrained_models/get_pretrained_model.sh`` →
-``cav_mae_sync.pth``) is the one ``src/retrieval.py`` evaluates as ``model_3388_25`` /
-``sync_pretrain_registers_cls_4s``: ``CAVMAESync(audio_length=416,
-modality_specific_depth=11, num_register_tokens=8, cls_token=True, total_frame=16,
-contrastive_heads=False)``, saved from ``DataParallel``
-(``module.`` prefixes) and loaded as upstream does (``strict=False``, but this adapter
-refuses a checkpoint that leaves any encoder weight unset).
-
-Input, as the retrieval dataloader (``dataloader_sync.py``, mode ``retrieval``):
-
-* audio at 16 kHz, mean removed; kaldi fbank (128 mel, htk, hanning, 10 ms shift, no
-  dither), zero-padded or cut to 1,024 frames (10.24 s); for frame ``i`` of 16, the
-  416-frame (4.16 s) segment centred at ``round(i · 1024 / 16)`` (``map_frame_to_spectrogram``),
-  normalised with mean −5.081 and std 4.4849;
-* 16 video frames evenly spaced over the clip (frame ``i`` at ``i · duration / 16``, the
-  nearest frame the stage decoded), short side resized to 224 (bicubic), centre crop
-  224, ImageNet mean/std.
-
-Upstream's recipe assumes 10 s clips: for shorter or longer clips the audio segments
-(fixed 0.64 s steps over 10.24 s) and the frames (spread over the clip) drift apart;
-this adapter keeps the recipe as published. Features: the 16 frames' CLS tokens
-(``forward_feat`` → ``cls_a``, ``cls_v``, as retrieval uses them), each L2-normalised,
-averaged over frames. ``A`` = the audio mean (768-d; the audio stream never sees the
-video); ``AV`` = ``[a; v; a ⊙ v]`` (2,304-d, :func:`~madbench_common.models.prep.fuse_av`).
+timm 0.4.5. Checkpoint, inputs and features: :class:`CavMaeSyncEncoder`.
 """
 
 from __future__ import annotations
@@ -95,7 +72,23 @@ def upstream_models() -> Any:
 
 
 class CavMaeSyncEncoder:
-    """CAV-MAE Sync CLS features over 16 synchronised frame/audio pairs (modes A, AV)."""
+    """CAV-MAE Sync CLS features over 16 synchronised frame/audio pairs (modes A, AV).
+
+    The released checkpoint (``pretrained_models/get_pretrained_model.sh`` →
+    ``cav_mae_sync.pth``) is the one ``src/retrieval.py`` evaluates as ``model_3388_25`` /
+    ``sync_pretrain_registers_cls_4s``: ``CAVMAESync(audio_length=416,
+    modality_specific_depth=11, num_register_tokens=8, cls_token=True, total_frame=16,
+    contrastive_heads=False)``, saved from ``DataParallel`` (``module.`` prefixes) and
+    loaded as upstream does (``strict=False``, but a checkpoint that leaves any encoder
+    weight unset is refused). Inputs as the retrieval dataloader (``dataloader_sync.py``,
+    mode ``retrieval``): :meth:`audio_input`, :meth:`video_input`. Upstream's recipe
+    assumes 10 s clips: for shorter or longer clips the audio segments (fixed 0.64 s steps
+    over 10.24 s) and the frames (spread over the clip) drift apart; the recipe is kept as
+    published. Features: the 16 frames' CLS tokens (``forward_feat`` → ``cls_a``,
+    ``cls_v``, as retrieval uses them), each L2-normalised, averaged over frames. ``A`` =
+    the audio mean (768-d; the audio stream never sees the video); ``AV`` =
+    ``[a; v; a ⊙ v]`` (2,304-d, :func:`~madbench_common.models.prep.fuse_av`).
+    """
 
     slug, version = "enc-cavmae-sync", "1"
     reference = False
@@ -130,7 +123,12 @@ class CavMaeSyncEncoder:
         return int(self.arch["total_frame"])
 
     def audio_input(self, audio: Audio | None, sample_rate: Hertz) -> tuple[Any, float]:
-        """(16, 416, 128) normalised fbank segments and the clip's seconds."""
+        """(16, 416, 128) normalised fbank segments and the clip's seconds.
+
+        Audio at 16 kHz, mean removed; kaldi fbank (128 mel, htk, hanning, 10 ms shift, no
+        dither), zero-padded or cut to 1,024 frames (10.24 s); for frame ``i`` of 16, the
+        416-frame (4.16 s) segment centred at ``round(i · 1024 / 16)`` (:func:`segment`),
+        normalised with mean −5.081 and std 4.4849."""
         import torchaudio
 
         x = resample(check_audio(audio, self.slug), sample_rate, RATE)
@@ -149,7 +147,10 @@ class CavMaeSyncEncoder:
         return (self._torch.stack(segs) - MEAN) / STD, x.size / RATE
 
     def video_input(self, frames: Frames | None, fps: float, seconds: float) -> Any:
-        """(16, 3, 224, 224): frames at ``i · duration / 16``, resized, centre-cropped."""
+        """(16, 3, 224, 224): frames at ``i · duration / 16``, resized, centre-cropped.
+
+        16 frames evenly spaced over the clip (the nearest frame the stage decoded), short
+        side resized to 224 (bicubic), centre crop 224, ImageNet mean/std."""
         if frames is None or len(frames) == 0 or fps <= 0:
             raise ValueError(f"{self.slug}: this input mode needs video frames and their fps")
         duration = max(seconds, len(frames) / fps)

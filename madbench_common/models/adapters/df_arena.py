@@ -4,23 +4,8 @@ The checkpoint ``Speech-Arena-2025/DF_Arena_1B_V_1`` ships its model as Hugging 
 remote code (``auto_map``: ``AutoModel`` → ``modeling_antispoofing.DF_Arena_1B_Antispoofing``,
 whose constructor attaches its ``AntispoofingFeatureExtractor`` as ``model.feature_extractor``;
 ``id2label`` 0 = spoof, 1 = bonafide): an XLS-R 1B front end with layer-attention pooling
-and a 4-block Conformer head (1,148 M parameters). It is loaded offline from the weights root with
-``trust_remote_code=True``; the remote code is part of the fetched snapshot. Its backbone
-builds the XLS-R front end from ``Wav2Vec2Config.from_pretrained("facebook/wav2vec2-xls-r-1b")``,
-which ``weights.yaml`` therefore fetches too (its ``config.json``; offline, transformers
-finds it in the Hugging Face cache). The copy of the remote code transformers makes goes
-to a writable modules cache (:func:`~madbench_common.models._remote.writable_modules_cache`).
-
-Input, as its model card: 16 kHz mono, the deterministic first 64,600 samples (4.04 s),
-tile-repeated when shorter (no random crop), through the checkpoint's feature
-extractor. Native score: ``P(spoof) = softmax(logits)[spoof]`` (the card's score is the
-bona fide probability, its complement). Frozen features: the input of the final 2-way
-linear classifier (the pooled class-token representation), captured with a forward
-hook, since the remote model returns only logits: its ``forward`` returns the plain dict
-``{"logits": …}`` (:func:`logits_of` reads it).
-
-The forward of the real architecture is not run offline (hub-only code); the adapter tests
-load a stand-in snapshot (:mod:`madbench_common.models.tiny.remote`) through this loader.
+and a 4-block Conformer head (1,148 M parameters). Its forward is not run offline (hub-only
+code); the adapter tests load a stand-in snapshot (:mod:`madbench_common.models.tiny.remote`).
 """
 
 from __future__ import annotations
@@ -46,7 +31,10 @@ IMAGE, REPO, RATE, NB_SAMP = "det-df-arena", "Speech-Arena-2025/DF_Arena_1B_V_1"
 
 
 def prepare(audio: Audio | None, sample_rate: Hertz) -> npt.NDArray[np.float32]:
-    """The model card's input: 16 kHz, first 64,600 samples, tile-repeated when shorter."""
+    """The model card's input: 16 kHz, first 64,600 samples, tile-repeated when shorter.
+
+    The deterministic first 4.04 s (no random crop); the checkpoint's feature extractor
+    follows in the model."""
     return tile_to(resample(check_audio(audio, "det-df-arena"), sample_rate, RATE), NB_SAMP)
 
 
@@ -97,7 +85,19 @@ def classifier_hook(model: Any, n_classes: int) -> Callable[[], npt.NDArray[np.f
 
 
 class DfArenaDetector(EmbeddingDetector):
-    """DF-Arena-1B native P(spoof) and the classifier's input as features (mode A)."""
+    """DF-Arena-1B native P(spoof) and the classifier's input as features (mode A).
+
+    Loaded offline from the weights root with ``trust_remote_code=True``; the remote code
+    is part of the fetched snapshot, and transformers' copy of it goes to a writable
+    modules cache (:func:`~madbench_common.models._remote.writable_modules_cache`). The
+    backbone builds the XLS-R front end from
+    ``Wav2Vec2Config.from_pretrained("facebook/wav2vec2-xls-r-1b")``, which ``weights.yaml``
+    therefore fetches too (its ``config.json``; offline, transformers finds it in the
+    Hugging Face cache). Native score: ``P(spoof) = softmax(logits)[spoof]`` (the card's
+    score is the bona fide probability, its complement). Frozen features: the input of the
+    final 2-way linear classifier (the pooled class-token representation), captured with a
+    forward hook (:func:`classifier_hook`), since the remote model returns only logits.
+    """
 
     slug, version = "det-df-arena", "1"
     reference = False

@@ -1,15 +1,7 @@
 """ElevenLabs text-to-speech (Eleven Multilingual v2) as a DEAF VoiceTTS: the paper's SIC voices.
 
-DEAF §2.1 and Appendix A.2.3 synthesise SIC with ElevenLabs' ``eleven_multilingual_v2``
-in four voice profiles, exported as 16 kHz 16-bit mono PCM. This adapter calls
-``POST /v1/text-to-speech/{voice_id}?output_format=pcm_16000`` with the key from
-``$ELEVENLABS_API_KEY`` only. The paper's voice ids (its Table 8) are not in the text
-we have, so ``voices`` maps each profile to a voice id, by default the documented premade
-set :data:`ELEVENLABS_VOICES` (the ``sic_tts_voices`` workflow parameter; DEAF's design
-re-exports it); a mapping given replaces it, and a profile it lacks is a configuration
-error.
-Costs are per character (``usd_per_1k_chars``, unverified list price) against the spend
-cap.
+DEAF §2.1 and Appendix A.2.3 synthesise SIC with ElevenLabs' ``eleven_multilingual_v2`` in
+four voice profiles, exported as 16 kHz 16-bit mono PCM (:class:`ElevenLabsTTS`).
 """
 
 from __future__ import annotations
@@ -51,7 +43,16 @@ _RATE = 16000
 
 
 class ElevenLabsTTS:
-    """VoiceTTS over the ElevenLabs API; ``voices`` maps profile → voice id."""
+    """VoiceTTS over the ElevenLabs API; ``voices`` maps profile → voice id.
+
+    ``POST /v1/text-to-speech/{voice_id}?output_format=pcm_16000`` with the key from
+    ``$ELEVENLABS_API_KEY`` only. The paper's voice ids (its Table 8) are not in the text
+    we have, so ``voices`` defaults to the documented premade set
+    :data:`ELEVENLABS_VOICES` (the ``sic_tts_voices`` workflow parameter; DEAF's design
+    re-exports it); a mapping given replaces it, and a profile it lacks is a configuration
+    error. Costs are per character (``usd_per_1k_chars``, unverified list price) against
+    the spend cap.
+    """
 
     slug = "deaf-elevenlabs"
     model_id = "eleven_multilingual_v2"

@@ -1,37 +1,9 @@
 """F5-TTS (Chen et al. 2025) as the paper's same- and cross-identity TTS generator (§3.3).
 
 Upstream: PyPI ``f5-tts`` 1.1.22 (SWivid/F5-TTS, code MIT; the F5TTS_v1_Base weights are
-CC-BY-NC-4.0). Weights come from the weights root only (``images/tts-f5/weights.yaml``):
-``SWivid/F5-TTS`` ``F5TTS_v1_Base/model_1250000.safetensors`` and the Vocos vocoder
-``charactr/vocos-mel-24khz``; the character vocabulary is the one packaged in the wheel
-(``f5_tts/infer/examples/vocab.txt``), which is what upstream's ``F5TTS()`` uses.
-
-One call:
-
-* the reference (the source speaker's speech for same-identity, the target's for
-  cross-identity) goes through upstream's ``preprocess_ref_audio_text`` (clipped to
-  ≤ 12 s at a pause, edges trimmed), with its transcript as ``ref_text``: the
-  transcript is always passed, since an empty ``ref_text`` makes upstream run Whisper;
-* **duration control is the model's own**: F5-TTS generates a mel of a given total
-  length (reference + generated frames). We ask for exactly the reference's frames plus
-  ``round(duration · 24000 / 256)`` frames (upstream's ``fix_duration`` in seconds,
-  offset by half a frame so its ``int()`` lands on that count); the remaining
-  correction (trailing silence the model leaves) is a WSOLA stretch, recorded;
-* the seed seeds Python, NumPy and torch before sampling (upstream's
-  ``seed_everything`` does the same), so the same seed gives the same audio. A text
-  longer than upstream's ``max_chars`` (what fits in 22 s beside the reference at its
-  speaking rate) is split into chunks by ``chunk_text``, and ``infer_batch_process``
-  samples the chunks in a ``ThreadPoolExecutor``: the threads draw their noise from the
-  one global torch RNG in whatever order they run, so one seed gave different audio
-  (same-identity speech of ≥ 11.5 s splits). The adapter runs upstream's own batch
-  process with a serial executor in its place (:func:`_serial_chunks`): the chunks are
-  sampled one after another on the calling thread, in order, from the seeded RNG;
-  upstream's chunking, per-chunk duration split and cross-fade are unchanged;
-* output 24 kHz (Vocos), resampled to the pipeline rate by
-  :mod:`madbench_common.models.speech_prep`.
-
-Sampler defaults are upstream's: 32 NFE steps (Euler), CFG strength 2, sway sampling
--1. The paper does not state them.
+CC-BY-NC-4.0), loaded from the weights root (:class:`F5TTSGenerator`). Duration control is
+the model's own (:meth:`F5TTSGenerator._synthesise`); long texts are sampled serially so
+one seed gives one audio (:func:`_serial_chunks`).
 """
 
 from __future__ import annotations
@@ -100,7 +72,16 @@ def _device(device: str | None) -> str:
 
 class F5TTSGenerator(ReportingGenerator):
     """F5-TTS ``F5TTS_v1_Base`` behind the
-    :class:`~madbench_common.models.roles.SpeechGenerator` role."""
+    :class:`~madbench_common.models.roles.SpeechGenerator` role.
+
+    Weights come from the weights root only (``images/tts-f5/weights.yaml``): ``SWivid/F5-TTS``
+    ``F5TTS_v1_Base/model_1250000.safetensors`` and the Vocos vocoder
+    ``charactr/vocos-mel-24khz``; the character vocabulary is the one packaged in the wheel
+    (``f5_tts/infer/examples/vocab.txt``), which is what upstream's ``F5TTS()`` uses.
+    Sampler defaults are upstream's (the paper does not state them): 32 NFE steps (Euler),
+    CFG strength 2, sway sampling -1. Output 24 kHz (Vocos), resampled to the pipeline rate
+    by :mod:`madbench_common.models.speech_prep`.
+    """
 
     slug = "tts-f5"
     branch = "tts_same"
@@ -139,6 +120,20 @@ class F5TTSGenerator(ReportingGenerator):
         return audio
 
     def _synthesise(self, ref24: Audio, ref_text: str, text: str, duration: Seconds) -> Any:
+        """One call. The reference (the source speaker's speech for same-identity, the
+        target's for cross-identity) goes through upstream's ``preprocess_ref_audio_text``
+        (clipped to ≤ 12 s at a pause, edges trimmed) with its transcript as ``ref_text``,
+        always passed, since an empty ``ref_text`` makes upstream run Whisper.
+
+        Duration control is the model's own: F5-TTS generates a mel of a given total length
+        (reference + generated frames). We ask for exactly the reference's frames plus
+        ``round(duration · 24000 / 256)`` frames (upstream's ``fix_duration`` in seconds,
+        offset by half a frame so its ``int()`` lands on that count); the remaining
+        correction (trailing silence the model leaves) is a WSOLA stretch, recorded. The
+        seed seeds Python, NumPy and torch before sampling (as upstream's
+        ``seed_everything`` does), so the same seed gives the same audio
+        (:func:`_serial_chunks`).
+        """
         from f5_tts.infer import utils_infer as ui
 
         with tempfile.TemporaryDirectory(prefix="madbench-f5-") as tmp:
@@ -181,7 +176,16 @@ class SerialExecutor:
 
 @contextmanager
 def _serial_chunks(ui: Any) -> Iterator[None]:
-    """Upstream's chunk pool replaced by :class:`SerialExecutor` for one call."""
+    """Upstream's chunk pool replaced by :class:`SerialExecutor` for one call.
+
+    A text longer than upstream's ``max_chars`` (what fits in 22 s beside the reference at
+    its speaking rate) is split into chunks by ``chunk_text``, and ``infer_batch_process``
+    samples the chunks in a ``ThreadPoolExecutor``: the threads draw their noise from the
+    one global torch RNG in whatever order they run, so one seed would give different
+    audio (same-identity speech of ≥ 11.5 s splits). With the serial executor the chunks
+    are sampled one after another on the calling thread, in order, from the seeded RNG;
+    upstream's chunking, per-chunk duration split and cross-fade are unchanged.
+    """
     pool = ui.ThreadPoolExecutor
     ui.ThreadPoolExecutor = SerialExecutor
     try:

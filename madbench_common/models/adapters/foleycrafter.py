@@ -2,29 +2,8 @@
 
 This is upstream's ``inference.py`` (``build_models`` + ``run_inference``) for one clip,
 with the device a parameter (upstream moves the time condition and the CLIP inputs to
-``"cuda"`` by hand) and the clip's frames instead of a video file:
-
-* **temporal condition**: ``onset_frames`` (150) frames spread evenly over the clip (as
-  ``read_frames_with_moviepy(max_frame_nums=150)``), upstream's transform (resize 128,
-  centre crop 112, ImageNet normalisation of the 0–255 values, exactly as upstream
-  applies it), the onset detector's sigmoid, thresholded at 0.5 into ±1 over the
-  1024 spectrogram columns of the 10 s canvas (columns past the clip are −1);
-* **semantic condition**: the IP-adapter's CLIP image embeddings of those frames,
-  averaged, against a zero negative embedding;
-* the auffusion ControlNet pipeline (256 × 1024 spectrogram image, PNDM, the scene
-  prompt and negative prompt, a seeded generator), ``denormalize_spectrogram`` and the
-  HiFi-GAN vocoder (16 kHz, 160 000 samples).
-
-FoleyCrafter always makes 10 s. Clips under 10 s keep the first ``duration`` seconds
-(upstream's own cut; recorded as ``trim``). A clip over 10 s (up to 12 s here) gets a
-second 10 s canvas conditioned on the *last* 10 s of its video (frames, onsets and
-CLIP embeddings of that window), cross-faded in where the first canvas ends
-(:func:`madbench_common.models.env_common.stitch_windows`; ``continued``): upstream has
-no longer canvas, and a loop would repeat the start out of sync with the video, an
-artefact a detector could learn.
-
-Defaults (upstream ``inference.py``; the paper fixes none): 25 steps, guidance 7.5 (the
-pipeline default), semantic scale 1.0, temporal scale 0.2, 150 onset frames.
+``"cuda"`` by hand) and the clip's frames instead of a video file
+(:class:`FoleyCrafterV2A`).
 """
 
 from __future__ import annotations
@@ -70,7 +49,17 @@ def onset_condition(probs: Any, seconds: float) -> Any:
 
 
 class FoleyCrafterV2A:
-    """``EnvGenerator`` (v2a): FoleyCrafter from the clip's frames and the scene prompt."""
+    """``EnvGenerator`` (v2a): FoleyCrafter from the clip's frames and the scene prompt.
+
+    FoleyCrafter always makes 10 s. Clips under 10 s keep the first ``duration`` seconds
+    (upstream's own cut; recorded as ``trim``). A clip over 10 s (up to 12 s here) gets a
+    second 10 s canvas conditioned on the *last* 10 s of its video, cross-faded in where
+    the first canvas ends (:func:`madbench_common.models.env_common.stitch_windows`;
+    ``continued``): upstream has no longer canvas, and a loop would repeat the start out
+    of sync with the video, an artefact a detector could learn. Defaults (upstream
+    ``inference.py``; the paper fixes none): 25 steps, guidance 7.5 (the pipeline
+    default), semantic scale 1.0, temporal scale 0.2, 150 onset frames.
+    """
 
     slug = "v2a-foleycrafter"
     version = "c2399fa"
@@ -127,6 +116,13 @@ class FoleyCrafterV2A:
         return frames[np.linspace(first, last, self.onset_frames, dtype=int)]
 
     def _conditions(self, frames: Frames, seconds: float) -> tuple[Any, Any]:
+        """Temporal condition: the ``onset_frames`` (150) frames (as
+        ``read_frames_with_moviepy(max_frame_nums=150)``), upstream's transform (resize 128,
+        centre crop 112, ImageNet normalisation of the 0–255 values, exactly as upstream
+        applies it), the onset detector's sigmoid, thresholded at 0.5 into ±1 over the 1024
+        spectrogram columns of the 10 s canvas (columns past the clip are −1). Semantic
+        condition: the IP-adapter's CLIP image embeddings of those frames, averaged,
+        against a zero negative embedding."""
         import torch
         from torchvision import transforms as tv
 
@@ -172,7 +168,10 @@ class FoleyCrafterV2A:
 
     def _window(self, frames: Frames, fps: float, start: float, seconds: float, prompt: str,
                 negative: str, seed: int) -> Audio:
-        """One 10 s canvas from the video's ``seconds`` from ``start`` (module docstring)."""
+        """One 10 s canvas from the video's ``seconds`` from ``start``: the auffusion
+        ControlNet pipeline (256 × 1024 spectrogram image, PNDM, the scene prompt and
+        negative prompt, a seeded generator), ``denormalize_spectrogram`` and the HiFi-GAN
+        vocoder (16 kHz, 160 000 samples)."""
         import torch
         from foleycrafter.pipelines.auffusion_pipeline import denormalize_spectrogram
 

@@ -1,28 +1,11 @@
 """Gemini 2.5 Flash and Gemini 3 Flash over the Gemini API (``generateContent``), as OmniModels.
 
 DEAF §3.1 evaluates both through their official endpoints at temperature 0, one 16 kHz
-WAV and one question per request. The request carries the audio inline
-(``inline_data``, ``audio/wav``) before the text part; the answer is the concatenated
-text parts of the first candidate, thought parts skipped. A blocked prompt or an empty
-candidate gives an empty answer (the judge labels it Other), never an error.
-
-**Thinking.** Both models think before they answer, and the Gemini API counts thinking
-tokens against ``maxOutputTokens``: with the 256-token cap the local models get, a
-thought of more than 256 tokens leaves the reply empty (``finishReason: MAX_TOKENS``,
-no text part). §3.1 runs every model with its "default inference settings (temperature
-= 0 where applicable)", and thinking is Gemini 2.5 Flash's default (a dynamic budget,
-``thinkingBudget: -1``; 0 would switch it off) as it is Gemini 3 Flash's (its default
-thinking level). So thinking stays on at its default, and ``maxOutputTokens`` is the
-answer cap plus a thinking allowance (:attr:`GeminiAudio.thinking_allowance`: 24,576,
-the largest budget Gemini 2.5 Flash accepts, used for Gemini 3 Flash too) — the paper
-sets no token cap at all. ``thinking_budget`` sets an explicit budget (0: no thinking,
-a documented deviation) and then the allowance is that budget. The report counts empty
-replies per model; an empty reply is logged with its finish reason.
-
-The key comes from ``$GEMINI_API_KEY`` only. ``base_url`` points at Google's endpoint by
-default and at a local stub server in tests and the demo. Default prices (USD per
-million tokens: audio input, text input, output — Google's list prices when this was
-written, unverified here) feed the spend cap; Gemini counts 32 tokens per second of audio.
+WAV and one question per request; thinking stays at its default
+(:attr:`GeminiAudio.thinking_allowance`). A blocked prompt or an empty candidate gives an
+empty answer (the judge labels it Other), never an error. The key comes from
+``$GEMINI_API_KEY`` only; ``base_url`` points at Google's endpoint by default and at a
+local stub server in tests and the demo.
 """
 
 from __future__ import annotations
@@ -48,7 +31,9 @@ MAX_THINKING_BUDGET = 24576
 
 @dataclass(frozen=True)
 class Prices:
-    """USD per million tokens."""
+    """USD per million tokens: audio input, text input, output. The defaults (Google's list
+    prices when this was written, unverified here) feed the spend cap; Gemini counts 32
+    tokens per second of audio."""
 
     audio_in: float
     text_in: float
@@ -82,7 +67,8 @@ class GeminiAudio:
 
     def request(self, prompt: str, audio: Audio, sample_rate: Hertz,
                 max_new_tokens: int | None = None) -> dict[str, Any]:
-        """The ``generateContent`` body for one question about one clip."""
+        """The ``generateContent`` body for one question about one clip: the audio inline
+        (``inline_data``, ``audio/wav``) before the text part."""
         part = {"inline_data": {"mime_type": "audio/wav", "data": wav_base64(audio, sample_rate)}}
         config: dict[str, Any] = {"temperature": self.temperature, "maxOutputTokens":
                                   (max_new_tokens or self.max_output_tokens)
@@ -94,7 +80,21 @@ class GeminiAudio:
 
     @property
     def thinking_allowance(self) -> int:
-        """Tokens added to the answer cap for thinking (see the module docstring)."""
+        """Tokens added to the answer cap for thinking.
+
+        Both models think before they answer, and the Gemini API counts thinking tokens
+        against ``maxOutputTokens``: with the 256-token cap the local models get, a thought
+        of more than 256 tokens leaves the reply empty (``finishReason: MAX_TOKENS``, no
+        text part). §3.1 runs every model with its "default inference settings (temperature
+        = 0 where applicable)", and thinking is Gemini 2.5 Flash's default (a dynamic
+        budget, ``thinkingBudget: -1``; 0 would switch it off) as it is Gemini 3 Flash's
+        (its default thinking level). So thinking stays on at its default, and
+        ``maxOutputTokens`` is the answer cap plus this allowance (24,576, the largest
+        budget Gemini 2.5 Flash accepts, used for Gemini 3 Flash too); the paper sets no
+        token cap at all. ``thinking_budget`` sets an explicit budget (0: no thinking, a
+        documented deviation) and then the allowance is that budget. The report counts
+        empty replies per model; an empty reply is logged with its finish reason.
+        """
         if self.thinking_budget is None or self.thinking_budget < 0:
             return MAX_THINKING_BUDGET
         return self.thinking_budget

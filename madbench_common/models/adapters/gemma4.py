@@ -1,19 +1,6 @@
 """Gemma-4-E4B-it as a zero-shot omni model (paper §4.2, §5), through transformers ≥ 5.5.
 
-Loading: ``Gemma4ForConditionalGeneration.from_pretrained(snapshot)`` and
-``AutoProcessor`` (``Gemma4Processor``) from the same offline snapshot of
-``google/gemma-4-E4B-it``, with transformers' default attention per tower (the audio
-conformer has no SDPA path; the text and vision towers use SDPA).
-
-Inputs (one user turn, media first, no system prompt, thinking off through the chat
-template's ``enable_thinking=False``): the video as frames sampled at a fixed rate by
-the stage (default 1 fps), passed with their timestamps (``video_metadata``) and not
-resampled (``do_sample_frames=False``); the audio at 16 kHz through Gemma 4's audio
-feature extractor (128 mel). Gemma 4 takes at most 750 audio soft tokens of 40 ms
-(30 s): longer audio is cut here at 30 s explicitly (and logged).
-
-Scores: the raw next-token logits at the answer position from the first greedy
-decoding step, read at each option's first token (:mod:`madbench_common.models._omni_hf`).
+Loading and scoring: :class:`Gemma4Omni`; inputs: :meth:`Gemma4Omni.conversation`.
 """
 
 from __future__ import annotations
@@ -39,7 +26,15 @@ REVISION = "main"
 
 
 class Gemma4Omni(HFOmniBase):
-    """Gemma 4 E4B instruction-tuned: greedy answer plus first-token option log-probs."""
+    """Gemma 4 E4B instruction-tuned: greedy answer plus first-token option log-probs.
+
+    ``Gemma4ForConditionalGeneration.from_pretrained(snapshot)`` and ``AutoProcessor``
+    (``Gemma4Processor``) from the same offline snapshot of ``google/gemma-4-E4B-it``, with
+    transformers' default attention per tower (the audio conformer has no SDPA path; the
+    text and vision towers use SDPA). Scores: the raw next-token logits at the answer
+    position from the first greedy decoding step, read at each option's first token
+    (:mod:`madbench_common.models._omni_hf`).
+    """
 
     slug = "omni-gemma4"
     template_kwargs: ClassVar[dict[str, Any]] = {"enable_thinking": False}
@@ -56,7 +51,14 @@ class Gemma4Omni(HFOmniBase):
         self.version = checkpoint_version(REPO, snap, "transformers")
 
     def conversation(self, prompt: str, video: bool) -> list[dict[str, Any]]:
-        """One user turn of [video], audio and the prompt."""
+        """One user turn of [video], audio and the prompt.
+
+        Media first, no system prompt, thinking off through the chat template's
+        ``enable_thinking=False``. The video is frames sampled at a fixed rate by the stage
+        (default 1 fps), passed with their timestamps (``video_metadata``) and not
+        resampled (``do_sample_frames=False``); the audio is 16 kHz through Gemma 4's audio
+        feature extractor (128 mel). Gemma 4 takes at most 750 audio soft tokens of 40 ms
+        (30 s): longer audio is cut at 30 s explicitly (and logged)."""
         content: list[dict[str, Any]] = [{"type": "video"}] if video else []
         content += [{"type": "audio"}, {"type": "text", "text": prompt}]
         return [{"role": "user", "content": content}]

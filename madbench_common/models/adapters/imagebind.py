@@ -4,22 +4,7 @@
 model is ``ImageBindModel`` with ``imagebind_huge``'s arguments, loaded from
 ``imagebind_huge.pth`` through :func:`~madbench_common.models.weights.url_file`. Its
 ``data.py`` loaders read files with pytorchvideo/decord; this adapter applies the same
-transforms to the arrays the feature stage decodes:
-
-* **Audio** (``load_and_transform_audio_data``): 16 kHz; 3 clips of 2 s starting at
-  ``i · max(d − 2, 0) / 3`` (pytorchvideo's ``ConstantClipsPerVideoSampler``); each clip
-  mean-removed, 128-bin kaldi fbank (htk, hanning, 25/10 ms, no dither), cut or zero-
-  padded to 204 frames, normalised with mean −4.268, std 9.138. The model averages the
-  clips' embeddings.
-* **Video** (``load_and_transform_video_data``): 5 clips of 2 s at the same formula; per
-  clip the first and last decoded frame in ``[start, end)`` (``UniformTemporalSubsample(2)``
-  over the stage's frames, decoded at its ``fps``: an approximation of the native frame
-  rate), scaled to [0, 1], short side to 224 (bilinear), CLIP mean/std, then 3 spatial
-  crops (left/top, centre, right/bottom) → 15 clips, averaged by the model.
-
-ImageBind has no joint A-V embedding. **Fusion rule** (the paper leaves it open):
-``AV = [a; v; a ⊙ v]`` of the L2-normalised audio and vision embeddings (3,072-d;
-:func:`~madbench_common.models.prep.fuse_av`); ``A`` = the audio embedding (1,024-d).
+transforms to the arrays the feature stage decodes (:class:`ImageBindEncoder`).
 """
 
 from __future__ import annotations
@@ -94,7 +79,12 @@ def import_model_module() -> Any:
 
 
 class ImageBindEncoder:
-    """ImageBind audio (A) and vision (V) embeddings and their A-V fusion (AV)."""
+    """ImageBind audio (A) and vision (V) embeddings and their A-V fusion (AV).
+
+    ImageBind has no joint A-V embedding. Fusion rule (the paper leaves it open):
+    ``AV = [a; v; a ⊙ v]`` of the L2-normalised audio and vision embeddings (3,072-d;
+    :func:`~madbench_common.models.prep.fuse_av`); ``A`` = the audio embedding (1,024-d).
+    """
 
     slug, version = "enc-imagebind", "1"
     reference = False
@@ -129,7 +119,12 @@ class ImageBindEncoder:
         return ((fbank - -4.268) / 9.138)[None]
 
     def audio_input(self, audio: Audio | None, sample_rate: Hertz) -> tuple[Any, float]:
-        """(1, 3, 1, 128, 204) normalised fbank clips and the clip's seconds."""
+        """(1, 3, 1, 128, 204) normalised fbank clips and the clip's seconds.
+
+        As ``load_and_transform_audio_data``: 16 kHz; 3 clips of 2 s starting at
+        ``i · max(d − 2, 0) / 3`` (:func:`clip_starts`); each clip mean-removed, 128-bin
+        kaldi fbank (htk, hanning, 25/10 ms, no dither), cut or zero-padded to 204 frames,
+        normalised with mean −4.268, std 9.138. The model averages the clips' embeddings."""
         x = resample(check_audio(audio, self.slug), sample_rate, RATE)
         if x.size < 400:  # one 25 ms fbank frame
             raise ValueError(f"{self.slug}: audio shorter than one 25 ms frame")
@@ -138,7 +133,13 @@ class ImageBindEncoder:
         return self._torch.stack([self._melspec(c) for c in clips])[None], seconds
 
     def video_input(self, frames: Frames | None, fps: float) -> Any:
-        """(1, 15, 3, 2, 224, 224): 5 temporal clips × 3 spatial crops."""
+        """(1, 15, 3, 2, 224, 224): 5 temporal clips × 3 spatial crops.
+
+        As ``load_and_transform_video_data``: 5 clips of 2 s at the same starts; per clip
+        the first and last decoded frame in ``[start, end)`` (``UniformTemporalSubsample(2)``
+        over the stage's frames, decoded at its ``fps``: an approximation of the native
+        frame rate), scaled to [0, 1], short side to 224 (bilinear), CLIP mean/std, then 3
+        spatial crops (:func:`spatial_crops`) → 15 clips, averaged by the model."""
         if frames is None or len(frames) == 0 or fps <= 0:
             raise ValueError(f"{self.slug}: this input mode needs video frames and their fps")
         f = self._torch.from_numpy(np.asarray(frames, dtype=np.float32) / 255.0)

@@ -1,42 +1,9 @@
 """IndexTTS2 (Zhou et al. 2026) as the paper's second same- and cross-identity TTS (§3.3).
 
 Upstream: ``index-tts/index-tts`` at the commit pinned in ``images/tts-indextts2/image.yaml``
-(pyproject ``indextts`` 2.0.0; bilibili Model Use License). Weights come from the weights
-root only (``images/tts-indextts2/weights.yaml``): ``IndexTeam/IndexTTS-2`` (config.yaml,
-GPT, s2mel, BPE model, statistics) and the auxiliary models upstream's
-``ensure_models_available`` would download, passed to ``IndexTTS2(aux_paths=…)`` as local
-paths (``facebook/w2v-bert-2.0``, ``amphion/MaskGCT`` semantic codec, ``funasr/campplus``,
-``nvidia/bigvgan_v2_22khz_80band_256x``). The Qwen emotion model is not loaded
-(``use_qwen_emo=False``): the paper uses no emotion text; the speaker reference is also
-the emotion reference, as upstream does by default.
-
-**Duration control.** The paper calls IndexTTS2 duration-controlled (a target token count
-for its GPT). The released code at the pinned commit exposes no such input:
-``UnifiedVoice.inference_speech`` always feeds the two fixed entries of its speed
-embedding and generates until the stop token (``max_mel_tokens`` only caps it, cutting
-speech). What the code does expose is the semantic-to-mel stage's target length:
-``s2mel.models['length_regulator'](S, ylens=…)``, which upstream sets to 1.72 mel frames
-per GPT code (22050/256 frames/s over 50 codes/s). The adapter sets that target to the
-requested duration's mel frames, as long as it stays within ``[0.67, 1.5]`` of the
-natural length (``model:s2mel_target_length``); beyond that the regulator is clamped at
-the bound and the rest is a WSOLA stretch (``model:s2mel_target_length+time_stretch``).
-The row records which, with the natural and target frame counts. Mechanism: the
-regulator call that follows each GPT ``inference_speech`` call gets the target (the
-reference-prompt call before it is left alone); the text is kept in one segment, so
-there is one such call.
-
-Sampling is upstream's default (top-p 0.8, top-k 30, temperature 0.8, 3 beams, repetition
-penalty 10; 25 s2mel diffusion steps, CFG 0.7). The seed seeds torch before sampling.
-Output 22.05 kHz (BigVGAN v2).
-
-**Text normaliser grammars.** Upstream's ``TextNormalizer.load`` (``indextts/utils/front.py``)
-keeps its Chinese grammar FSTs in ``indextts/utils/tagger_cache`` beside the module and
-builds them there on first load (the English ones ship in the ``WeTextProcessing`` wheel);
-no constructor argument moves that folder. Pods run as uid 10001 on a read-only root, so
-the image builds the grammars when it is made (``python -m madbench_common.models.adapters.indextts2
-build-normalizer`` in ``images/tts-indextts2/Dockerfile``), and the adapter checks them
-before loading: a missing grammar where it cannot be written is an
-:class:`~madbench_common.core.errors.EnvironmentMissing` (exit 3) naming the file.
+(pyproject ``indextts`` 2.0.0; bilibili Model Use License). Duration control goes through
+the s2mel length regulator (:class:`LengthControl`); the text normaliser's grammars are
+built into the image (:func:`check_normalizer_cache`).
 """
 
 from __future__ import annotations
@@ -102,6 +69,14 @@ def normalizer_grammars() -> list[Path]:
 def check_normalizer_cache(grammars: list[Path] | None = None) -> None:
     """Fail (exit 3) before loading when a grammar is missing where it cannot be written.
 
+    Upstream's ``TextNormalizer.load`` (``indextts/utils/front.py``) builds its Chinese
+    grammar FSTs in ``indextts/utils/tagger_cache`` beside the module on first load, and no
+    constructor argument moves that folder. Pods run as uid 10001 on a read-only root, so
+    the image builds them when it is made (``python -m
+    madbench_common.models.adapters.indextts2 build-normalizer`` in
+    ``images/tts-indextts2/Dockerfile``) and a missing grammar here is an
+    :class:`~madbench_common.core.errors.EnvironmentMissing` naming the file.
+
     Upstream builds a missing grammar in place (``os.makedirs`` + ``Fst.write``); on a
     read-only image root that raises inside the constructor. Where the folder is writable
     (a development venv) upstream is left to build it.
@@ -141,6 +116,18 @@ def plan_frames(natural: int, target: int) -> tuple[int, str]:
 
 class LengthControl:
     """Arms the s2mel length regulator after each GPT call and gives it the target length.
+
+    The paper calls IndexTTS2 duration-controlled (a target token count for its GPT), but
+    the released code at the pinned commit exposes no such input:
+    ``UnifiedVoice.inference_speech`` always feeds the two fixed entries of its speed
+    embedding and generates until the stop token (``max_mel_tokens`` only caps it, cutting
+    speech). What it does expose is the semantic-to-mel stage's target length:
+    ``s2mel.models['length_regulator'](S, ylens=…)``, which upstream sets to 1.72 mel
+    frames per GPT code (22050/256 frames/s over 50 codes/s). The target is the requested
+    duration's mel frames within ``[0.67, 1.5]`` of the natural length
+    (``model:s2mel_target_length``); beyond that the regulator is clamped at the bound and
+    the rest is a WSOLA stretch (``model:s2mel_target_length+time_stretch``). The text is
+    kept in one segment, so there is one armed call.
 
     ``gpt_call`` wraps ``UnifiedVoice.inference_speech``; ``regulator`` wraps the length
     regulator module. The regulator call made while armed (the one turning GPT codes
@@ -188,7 +175,20 @@ class LengthControl:
 
 
 class IndexTTS2Generator(ReportingGenerator):
-    """IndexTTS2 behind the :class:`~madbench_common.models.roles.SpeechGenerator` role."""
+    """IndexTTS2 behind the :class:`~madbench_common.models.roles.SpeechGenerator` role.
+
+    Weights come from the weights root only (``images/tts-indextts2/weights.yaml``):
+    ``IndexTeam/IndexTTS-2`` and the auxiliary models upstream's
+    ``ensure_models_available`` would download, passed to ``IndexTTS2(aux_paths=…)`` as
+    local paths (``facebook/w2v-bert-2.0``, ``amphion/MaskGCT`` semantic codec,
+    ``funasr/campplus``, ``nvidia/bigvgan_v2_22khz_80band_256x``). The Qwen emotion model is
+    not loaded (``use_qwen_emo=False``): the paper uses no emotion text; the speaker
+    reference is also the emotion reference, as upstream does by default. Sampling is
+    upstream's default (top-p 0.8, top-k 30, temperature 0.8, 3 beams, repetition penalty
+    10; 25 s2mel diffusion steps, CFG 0.7); the seed seeds torch before sampling. Output
+    22.05 kHz (BigVGAN v2). The row records the duration control used
+    (:class:`LengthControl`) with the natural and target frame counts.
+    """
 
     slug = "tts-indextts2"
     branch = "tts_same"

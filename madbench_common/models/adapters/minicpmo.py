@@ -1,32 +1,11 @@
 """MiniCPM-o 4.5 as a zero-shot omni model (paper §4.2, §5), through its remote code.
 
-Loading (the model card's recipe): ``AutoModel.from_pretrained(snapshot,
-trust_remote_code=True, attn_implementation="sdpa", torch_dtype=bfloat16,
-init_vision=True, init_audio=True, init_tts=False)`` — no speech output — and its
-tokenizer, from an offline snapshot of ``openbmb/MiniCPM-o-4_5`` (remote code, pinned
-by the snapshot's commit: transformers 4.51, torch ≤ 2.8, numpy < 2).
-
-Messages (:func:`messages`): audio only (A) is ``[audio, prompt]`` in one user turn;
-A-V uses the card's omni layout, one frame then one second of 16 kHz audio per second
-(``get_video_frame_audio_segments``' order, frames as RGB PIL images at the stage's
-rate, default 1 fps), then the prompt, with ``omni_mode=True``. Decoding:
-``model.chat(..., do_sample=False, use_tts_template=False, enable_thinking=False,
-generate_audio=False, max_slice_nums=1)`` (greedy, text only).
-
-Scores: ``chat()`` returns text only. A forward hook on the inner LLM (``model.llm``)
-records the logits of its first forward call inside that same ``chat()`` — the prefill
-of the whole prompt, whose last position is the answer position — and each option's
-first token is read there (:func:`~madbench_common.models._remote.first_step_logits`).
-If the hook sees no LLM call, the row keeps the answer alone (``logits`` empty): the
-task is then scored from the parsed answer as a hard decision, so its AUC has a single
-operating point and refusals/unparsed answers are excluded.
-
-Not run here: the architecture is hub remote code only, so its forward is skipped; the
-tests load a stand-in snapshot in the release layout (:mod:`madbench_common.models.tiny.remote`,
-whose ``chat()`` returns the answer string as the release's does) through
-this loader and check the messages, the prefill-logit capture, the parsing and the stage's
-rows. ``trust_remote_code`` copies the snapshot's code into a writable modules cache
-(:func:`~madbench_common.models._remote.writable_modules_cache`), not the read-only weights.
+From an offline snapshot of ``openbmb/MiniCPM-o-4_5`` (remote code, pinned by the
+snapshot's commit: transformers 4.51, torch ≤ 2.8, numpy < 2); loading, decoding and
+scoring on :class:`MiniCPMo45`. Its forward is hub remote code only, so the tests load a
+stand-in snapshot in the release layout (:mod:`madbench_common.models.tiny.remote`, whose
+``chat()`` returns the answer string as the release's does) and check the messages, the
+prefill-logit capture, the parsing and the stage's rows.
 """
 
 from __future__ import annotations
@@ -60,7 +39,11 @@ MAX_AUDIO_SECONDS = 30.0
 
 def messages(prompt: str, audio16k: np.ndarray, frames: Frames | None = None,
              fps: float = 0.0) -> list[dict[str, Any]]:
-    """The chat messages for one question: [audio, prompt], or the omni layout for A-V."""
+    """The chat messages for one question: [audio, prompt], or the omni layout for A-V.
+
+    A-V uses the card's omni layout: one frame then one second of 16 kHz audio per second
+    (``get_video_frame_audio_segments``' order, frames as RGB PIL images at the stage's
+    rate, default 1 fps), then the prompt, with ``omni_mode=True``."""
     if frames is None:
         return [{"role": "user", "content": [audio16k, prompt]}]
     from PIL import Image
@@ -72,7 +55,24 @@ def messages(prompt: str, audio16k: np.ndarray, frames: Frames | None = None,
 
 
 class MiniCPMo45:
-    """MiniCPM-o 4.5: greedy ``chat()`` answer plus first-token option log-probs."""
+    """MiniCPM-o 4.5: greedy ``chat()`` answer plus first-token option log-probs.
+
+    Loading (the model card's recipe): ``AutoModel.from_pretrained(snapshot,
+    trust_remote_code=True, attn_implementation="sdpa", torch_dtype=bfloat16,
+    init_vision=True, init_audio=True, init_tts=False)`` (no speech output) and its
+    tokenizer; ``trust_remote_code`` copies the snapshot's code into a writable modules
+    cache (:func:`~madbench_common.models._remote.writable_modules_cache`), not the
+    read-only weights. Decoding: ``model.chat(..., do_sample=False, use_tts_template=False,
+    enable_thinking=False, generate_audio=False, max_slice_nums=1)`` (greedy, text only).
+
+    Scores: ``chat()`` returns text only. A forward hook on the inner LLM (``model.llm``)
+    records the logits of its first forward call inside that same ``chat()`` (the prefill
+    of the whole prompt, whose last position is the answer position) and each option's
+    first token is read there (:func:`~madbench_common.models._remote.first_step_logits`).
+    If the hook sees no LLM call, the row keeps the answer alone (``logits`` empty): the
+    task is then scored from the parsed answer as a hard decision, so its AUC has a single
+    operating point and refusals/unparsed answers are excluded.
+    """
 
     slug = "omni-minicpmo45"
     reference = False

@@ -1,33 +1,10 @@
 """MMAudio video-to-audio generator (hkchengrex/MMAudio @ 974010a; paper §3.4, VTA).
 
-Upstream's demo path, with the clip's frames instead of a video file: the frames the
-stage samples (25 fps, shorter side 384, :attr:`MMAudioV2A.frame_request`) are put on
-MMAudio's two grids exactly as ``mmaudio.eval_utils.load_video`` does — CLIP frames at
-8 fps resized to 384 × 384, Synchformer frames at 25 fps resized to 224 on the shorter
-side, centre-cropped and scaled to [-1, 1] — by nearest timestamp, repeating the last
-frame where the video is shorter than the clip (upstream would shorten the audio
-instead). The network's sequence lengths follow the clip duration
-(``update_seq_lengths``), so the model makes the clip's length (``exact``, or ``trim``
-of the latent frame rounding). Then ``mmaudio.eval_utils.generate`` runs Euler flow
-matching with the scene prompt, the negative prompt (MMAudio's CFG contrasts with it)
-and a seeded generator; the VAE decodes and the vocoder (BigVGAN v2 at 44.1 kHz; the
-16 kHz BigVGAN for ``small_16k``) makes the waveform, resampled to the pipeline rate.
-
-Weights (``images/v2a-mmaudio/weights.yaml``): the network from ``hkchengrex/MMAudio``,
-the VAE and Synchformer from MMAudio's GitHub release (URL items), DFN5B CLIP and BigVGAN
-v2 from the hub (loaded by id through ``HF_HOME``). Loading is upstream's own:
-``get_my_mmaudio`` + ``load_weights``, and the ``FeaturesUtils`` constructor (open_clip
-``hf-hub:`` CLIP, ``Synchformer.load_state_dict``, ``AutoEncoderModule`` with
-``BigVGAN.from_pretrained``). A tiny test checkpoint
-(:mod:`madbench_common.models.tiny.mmaudio`) carries ``madbench_arch.json`` beside the
-network: the widths of the three parts whose sizes upstream fixes in code (the named
-network, ``get_my_vae``, the Synchformer's MotionFormer YAML), given to those
-constructors by :func:`upstream_sizes`; a release has no such file. Only
-``large_44k_v2`` (the paper's, the registry's) is fetched; other variants need their
-files added to weights.yaml.
-
-Defaults (upstream demo defaults; the paper fixes none): ``large_44k_v2``, 25 Euler
-steps, CFG strength 4.5, bfloat16 on GPU (float32 on CPU).
+Upstream's demo path with the clip's frames instead of a video file (:class:`MMAudioV2A`).
+Loading is upstream's own: ``get_my_mmaudio`` + ``load_weights``, and the ``FeaturesUtils``
+constructor (open_clip ``hf-hub:`` CLIP, ``Synchformer.load_state_dict``,
+``AutoEncoderModule`` with ``BigVGAN.from_pretrained``); a tiny test checkpoint
+(:mod:`madbench_common.models.tiny.mmaudio`) passes its widths through :func:`upstream_sizes`.
 """
 
 from __future__ import annotations
@@ -66,7 +43,12 @@ VARIANTS = {"small_16k": "16k", "small_44k": "44k", "medium_44k": "44k",
 
 
 def _weights(variant: str, root: str | None) -> dict[str, Any]:
-    """Local paths of everything the variant loads (raises WeightsMissing if absent)."""
+    """Local paths of everything the variant loads (raises WeightsMissing if absent).
+
+    ``images/v2a-mmaudio/weights.yaml``: the network from ``hkchengrex/MMAudio``, the VAE
+    and Synchformer from MMAudio's GitHub release (URL items), DFN5B CLIP and BigVGAN v2
+    from the hub (loaded by id through ``HF_HOME``). Only ``large_44k_v2`` (the paper's, the
+    registry's) is fetched; other variants need their files added to weights.yaml."""
     mode = VARIANTS[variant]
     for name in ("open_clip_config.json", "open_clip_pytorch_model.bin"):
         # open_clip only warns when the weights are missing and goes on with a random CLIP
@@ -121,7 +103,18 @@ def upstream_sizes(arch: Mapping[str, Any]) -> Iterator[None]:
 
 
 class MMAudioV2A:
-    """``EnvGenerator`` (v2a): MMAudio from the clip's frames and the scene prompt."""
+    """``EnvGenerator`` (v2a): MMAudio from the clip's frames and the scene prompt.
+
+    Upstream's demo path, with the clip's frames instead of a video file
+    (:meth:`condition_frames`). The network's sequence lengths follow the clip duration
+    (``update_seq_lengths``), so the model makes the clip's length (``exact``, or ``trim``
+    of the latent frame rounding). Then ``mmaudio.eval_utils.generate`` runs Euler flow
+    matching with the scene prompt, the negative prompt (MMAudio's CFG contrasts with it)
+    and a seeded generator; the VAE decodes and the vocoder (BigVGAN v2 at 44.1 kHz; the 16
+    kHz BigVGAN for ``small_16k``) makes the waveform, resampled to the pipeline rate.
+    Defaults (upstream demo defaults; the paper fixes none): ``large_44k_v2``, 25 Euler
+    steps, CFG strength 4.5, bfloat16 on GPU (float32 on CPU).
+    """
 
     slug = "v2a-mmaudio"
     version = "974010a"
@@ -165,7 +158,13 @@ class MMAudioV2A:
 
     def condition_frames(self, frames: Frames, fps: float, duration: Seconds) -> tuple[Any, Any]:
         """(1, T, 3, 384, 384) CLIP frames in [0, 1] and (1, T', 3, 224, 224) sync frames
-        in [-1, 1], on MMAudio's 8 and 25 fps grids (upstream's ``load_video`` transforms)."""
+        in [-1, 1], on MMAudio's 8 and 25 fps grids (upstream's ``load_video`` transforms).
+
+        The stage samples 25 fps, shorter side 384 (:attr:`frame_request`); CLIP frames are
+        taken at 8 fps resized to 384 × 384, Synchformer frames at 25 fps resized to 224 on
+        the shorter side, centre-cropped and scaled to [-1, 1], by nearest timestamp,
+        repeating the last frame where the video is shorter than the clip (upstream would
+        shorten the audio instead)."""
         import torch
         from mmaudio import eval_utils as eu
         from torchvision.transforms import v2

@@ -2,31 +2,9 @@
 
 The paper: "MossFormer2 (Zhao et al. 2024) estimates a speech stem ŝ from the mixed
 waveform x", and ê = x − ŝ (the separate stage forms ê, so ŝ + ê = x exactly).
-``MossFormer2_SS_16K`` is a two-speaker separation model, so it returns two outputs at
-16 kHz; which one is the speech, and at what level, the paper does not say. This
-adapter decides, and records the decision on the stems row:
-
-* **Gains.** The model is trained scale-invariantly (SI-SNR), so its outputs carry no
-  level. Both outputs are scaled jointly by least squares so that ``g₀·y₀ + g₁·y₁``
-  reconstructs the mixture best (the mixture-consistency principle the paper cites,
-  Wisdom et al. 2019); ŝ = g_k·y_k, and ê = x − ŝ keeps the other output plus what
-  neither explains. The gains are recorded (``source_gains``).
-* **Speech source** (``source_rule = "max_mean_silero_speech_prob"``): each output,
-  normalised to the mixture's RMS as ClearVoice's own decoder does, goes through Silero
-  VAD; ŝ is the output with the highest mean speech probability over its 32 ms windows
-  (ties: the lower index). The per-output means are recorded (``source_scores``).
-* **One pass.** ClearVoice's packaged config decodes in 2-s windows stitched with no
-  permutation or gain alignment, so the two outputs can swap between windows. The
-  paper's clips are 4–12 s (§3.2), so the adapter runs the model once over the whole
-  clip instead (memory grows linearly with length).
-
-Weights: ``alibabasglab/MossFormer2_SS_16K`` at a pinned commit, laid out as ClearVoice
-expects (``last_best_checkpoint`` names the checkpoint file, whose ``model`` entry is the
-state dict). ClearVoice's own loader downloads when a file is missing and silently skips
-tensors whose shapes differ; this one reads only the weights root, offline, and loads
-strictly. The architecture comes from ClearVoice's packaged config; its dimensions are
-read from the checkpoint's tensor shapes (the same values for the released checkpoint;
-smaller for the tiny random checkpoints of the tests).
+``MossFormer2_SS_16K`` is a two-speaker separation model with two outputs at 16 kHz;
+which one is the speech, and at what level, the paper does not say. This adapter decides
+(:func:`pick_speech`) and records the decision on the stems row.
 """
 
 from __future__ import annotations
@@ -79,7 +57,12 @@ class MossFormer2Separator:
         return self.separate_detailed(audio, sample_rate).speech
 
     def separate_detailed(self, audio: Audio, sample_rate: Hertz) -> SeparatedSpeech:
-        """ŝ at ``sample_rate`` and as long as ``audio``, with the rule's figures."""
+        """ŝ at ``sample_rate`` and as long as ``audio``, with the rule's figures.
+
+        ClearVoice's packaged config decodes in 2-s windows stitched with no permutation or
+        gain alignment, so the two outputs can swap between windows. The paper's clips are
+        4–12 s (§3.2), so the model runs once over the whole clip instead (memory grows
+        linearly with length)."""
         x = resample(np.asarray(audio, np.float32), sample_rate, _RATE)
         outputs = self._forward(x)
         choice = pick_speech(x, outputs, self._vad)
@@ -96,7 +79,17 @@ class MossFormer2Separator:
 
 
 def pick_speech(mixture: Audio, outputs: list[np.ndarray], vad: Any) -> SeparatedSpeech:
-    """Apply the adapter's rule (module docstring) to separator ``outputs`` of ``mixture``.
+    """Apply the adapter's rule to separator ``outputs`` of ``mixture``.
+
+    Gains: the model is trained scale-invariantly (SI-SNR), so its outputs carry no level.
+    Both outputs are scaled jointly by least squares so that ``g₀·y₀ + g₁·y₁`` reconstructs
+    the mixture best (the mixture-consistency principle the paper cites, Wisdom et al.
+    2019); ŝ = g_k·y_k, and ê = x − ŝ keeps the other output plus what neither explains
+    (recorded: ``source_gains``). Speech source (``source_rule =
+    "max_mean_silero_speech_prob"``): each output, normalised to the mixture's RMS as
+    ClearVoice's own decoder does, goes through Silero VAD; ŝ is the output with the
+    highest mean speech probability over its 32 ms windows (ties: the lower index;
+    recorded: ``source_scores``).
 
     ``vad`` needs ``speech_probs_many(audios, rate)`` (Silero's per-window probabilities).
     """
@@ -142,7 +135,14 @@ def _packaged_args() -> argparse.Namespace:
 
 
 def _load(snapshot: Path, device: Any) -> tuple[Any, dict[str, int]]:
-    """Build the model from ClearVoice's class and config; load the checkpoint strictly."""
+    """Build the model from ClearVoice's class and config; load the checkpoint strictly.
+
+    ``alibabasglab/MossFormer2_SS_16K`` at a pinned commit, laid out as ClearVoice expects
+    (``last_best_checkpoint`` names the checkpoint file, whose ``model`` entry is the state
+    dict). ClearVoice's own loader downloads when a file is missing and silently skips
+    tensors whose shapes differ; this one reads only the weights root, offline, and loads
+    strictly. The dimensions are read from the checkpoint's tensor shapes (the same values
+    for the released checkpoint; smaller for the tiny random checkpoints of the tests)."""
     import torch
     from clearvoice.models.mossformer2_ss.mossformer2 import MossFormer2_SS_16K
 

@@ -1,20 +1,9 @@
 """Microsoft CLAP (Elizalde et al., ICASSP 2023) audio encoder, PyPI ``msclap`` (``enc-msclap``).
 
-The paper's audio-only CLAP row (§4.2) cites "CLAP (Elizalde et al. 2023)":
-"CLAP: learning audio concepts from natural language supervision", whose weights msclap
-calls **2022** (CNN14 audio encoder, BERT-base text encoder, 1,024-d projection; 44.1 kHz,
-5 s). This adapter runs ``msclap.CLAP(version="2022")`` with ``CLAP_weights_2022.pth``
-from ``microsoft/msclap`` and the BERT tower from ``google-bert/bert-base-uncased``, both
-resolved offline from the weights root (msclap itself would download them).
-``version="2023"`` (HTSAT + GPT-2, 7 s; Elizalde et al., "Natural language supervision
-for general-purpose audio representations", ICASSP 2024) is kept as a labelled option,
-not the paper's model.
-
-Input: mono audio resampled to 44.1 kHz and cut into consecutive windows of the
-version's duration (5 s for 2022); the last (or only) window is filled by repeating it
-from its start, as msclap pads short clips. msclap crops one *random* window of a longer
-clip; here every window is embedded and the clip feature is the mean of the windows'
-projected audio embeddings (1,024-d), so features are deterministic and cover the clip.
+The paper's audio-only CLAP row (§4.2) cites "CLAP (Elizalde et al. 2023)": "CLAP:
+learning audio concepts from natural language supervision", whose weights msclap calls
+**2022** (CNN14 audio encoder, BERT-base text encoder, 1,024-d projection; 44.1 kHz, 5 s).
+Weights, windows and pooling: :class:`MsClapEncoder`.
 """
 
 from __future__ import annotations
@@ -62,7 +51,18 @@ def _offline_wrapper(model_fp: str, text_path: str, use_cuda: bool, version: str
 
 class MsClapEncoder:
     """CLAP clip embedding: mean of the projected embeddings of consecutive windows (mode A);
-    msclap's 2022 weights (the paper's) unless ``msclap_version`` says ``2023``."""
+    msclap's 2022 weights (the paper's) unless ``msclap_version`` says ``2023``.
+
+    ``msclap.CLAP(version="2022")`` with ``CLAP_weights_2022.pth`` from ``microsoft/msclap``
+    and the BERT tower from ``google-bert/bert-base-uncased``, both resolved offline from
+    the weights root (msclap itself would download them). ``version="2023"`` (HTSAT +
+    GPT-2, 7 s; Elizalde et al., "Natural language supervision for general-purpose audio
+    representations", ICASSP 2024) is a labelled option, not the paper's model. Input:
+    mono audio resampled to 44.1 kHz and cut into consecutive windows of the version's
+    duration (5 s for 2022; :func:`windows`). msclap crops one *random* window of a longer
+    clip; here every window is embedded and the clip feature is the mean of the windows'
+    projected audio embeddings (1,024-d), so features are deterministic and cover the clip.
+    """
 
     slug = "enc-msclap"
     reference = False

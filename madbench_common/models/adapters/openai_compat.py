@@ -1,17 +1,7 @@
 """OpenAI-style Chat Completions: GPT-4o audio as an OmniModel, and a chat client for the judge.
 
-* :class:`Gpt4oAudio` — DEAF §3.1's GPT-4o-Audio: ``gpt-4o-audio-preview`` with
-  ``modalities: ["text"]``, the clip as an ``input_audio`` part (base64 16 kHz WAV) after
-  the question text, temperature 0. A ``refusal`` message gives an empty answer.
-* :class:`ChatClient` — any OpenAI-compatible server (OpenAI, DeepSeek's API, a local
-  vLLM): the LLM judge (§2.4, DeepSeek-R1) uses it. Reasoning models return their chain
-  of thought in ``reasoning_content`` (DeepSeek) or inline ``<think>…</think>`` (vLLM
-  serving R1 distills); :meth:`ChatClient.complete` returns the final content only.
-
-Keys come from the environment only (``$OPENAI_API_KEY``; the judge's variable is a
-parameter, ``$JUDGE_API_KEY`` by default, and may be unset for a local vLLM).
-Default prices (USD per million tokens; list prices when written, unverified here) feed
-the spend cap; GPT-4o audio input is about 10 tokens per second.
+:class:`Gpt4oAudio` is DEAF §3.1's GPT-4o-Audio; :class:`ChatClient` talks to any
+OpenAI-compatible server for the LLM judge. Keys come from the environment only.
 """
 
 from __future__ import annotations
@@ -41,7 +31,14 @@ def strip_thinking(text: str) -> str:
 
 @dataclass
 class ChatClient:
-    """Chat Completions against ``base_url`` (``…/v1``) with the shared HTTP policy."""
+    """Chat Completions against ``base_url`` (``…/v1``) with the shared HTTP policy.
+
+    Any OpenAI-compatible server (OpenAI, DeepSeek's API, a local vLLM); the LLM judge
+    (§2.4, DeepSeek-R1) uses it. Reasoning models return their chain of thought in
+    ``reasoning_content`` (DeepSeek) or inline ``<think>…</think>`` (vLLM serving R1
+    distills); :meth:`complete` returns the final content only. The judge's key variable
+    is a parameter (``$JUDGE_API_KEY`` by default) and may be unset for a local vLLM.
+    """
 
     base_url: str
     model: str
@@ -93,7 +90,15 @@ def message_text(resp: dict[str, Any]) -> str:
 
 
 class Gpt4oAudio:
-    """GPT-4o audio (Hurst et al. 2024) through Chat Completions."""
+    """GPT-4o audio (Hurst et al. 2024) through Chat Completions.
+
+    DEAF §3.1's GPT-4o-Audio: ``gpt-4o-audio-preview`` with ``modalities: ["text"]``, the
+    clip as an ``input_audio`` part (base64 16 kHz WAV) after the question text,
+    temperature 0. A ``refusal`` message gives an empty answer. The key comes from
+    ``$OPENAI_API_KEY`` only. Default prices (USD per million tokens; list prices when
+    written, unverified here) feed the spend cap; audio input is about 10 tokens per
+    second.
+    """
 
     slug = "deaf-gpt-4o-audio"
     model_id = "gpt-4o-audio-preview"

@@ -1,24 +1,7 @@
 """Qwen2.5-Omni-7B as a zero-shot omni model (paper §4.2, §5): thinker only, no talker.
 
-Loading: ``Qwen2_5OmniForConditionalGeneration.from_pretrained(snapshot,
-enable_audio_output=False)`` builds only the thinker
-(``Qwen2_5OmniThinkerForConditionalGeneration``) from the released composite checkpoint
-(its ``thinker.*`` weights; the talker and token2wav are never built, their weights
-are skipped), and :class:`~transformers.Qwen2_5OmniProcessor` from the same snapshot.
-The thinker runs forward and generation.
-
-Inputs (one user turn, media first): the official system prompt of the model card; the
-video as frames (A-V only) sampled at a fixed rate by the stage (default 2 fps, the
-rate of ``qwen-omni-utils``), passed with that ``fps``, not resampled again and capped
-per frame as ``qwen-vl-utils`` does; the audio at 16 kHz for the Whisper feature
-extractor (128 mel). The processor pads or cuts audio to Whisper's 30 s window, so
-audio beyond 30 s is cut here explicitly (and logged); MADBench clips are far shorter.
-The audio track of the video is never used (``load_audio_from_video`` off): the mixed
-audio is the only audio.
-
-Scores: the raw next-token logits at the answer position from the first step of the
-greedy generation (``output_logits``), read at each option's first token
-(:mod:`madbench_common.models._omni_hf`).
+Loading and scoring: :class:`QwenOmni`; inputs (one user turn, media first):
+:meth:`QwenOmni.conversation`. The thinker runs forward and generation.
 """
 
 from __future__ import annotations
@@ -48,7 +31,17 @@ SYSTEM_PROMPT = ("You are Qwen, a virtual human developed by the Qwen Team, Alib
 
 
 class QwenOmni(HFOmniBase):
-    """Qwen2.5-Omni thinker: greedy answer plus first-token option log-probs."""
+    """Qwen2.5-Omni thinker: greedy answer plus first-token option log-probs.
+
+    ``Qwen2_5OmniForConditionalGeneration.from_pretrained(snapshot,
+    enable_audio_output=False)`` builds only the thinker
+    (``Qwen2_5OmniThinkerForConditionalGeneration``) from the released composite checkpoint
+    (its ``thinker.*`` weights; the talker and token2wav are never built, their weights
+    are skipped), and :class:`~transformers.Qwen2_5OmniProcessor` from the same snapshot.
+    Scores: the raw next-token logits at the answer position from the first step of the
+    greedy generation (``output_logits``), read at each option's first token
+    (:mod:`madbench_common.models._omni_hf`).
+    """
 
     slug = "omni-qwen25omni"
     tiny = False
@@ -67,7 +60,17 @@ class QwenOmni(HFOmniBase):
         self.version = checkpoint_version(REPO, snap, "transformers", self.tiny)
 
     def conversation(self, prompt: str, video: bool) -> list[dict[str, Any]]:
-        """The chat: system prompt, then one user turn of [video], audio and the prompt."""
+        """The chat: system prompt, then one user turn of [video], audio and the prompt.
+
+        The system prompt is the model card's official one. The video is frames (A-V only)
+        sampled at a fixed rate by the stage (default 2 fps, the rate of
+        ``qwen-omni-utils``), passed with that ``fps``, not resampled again and capped per
+        frame as ``qwen-vl-utils`` does; the audio is 16 kHz for the Whisper feature
+        extractor (128 mel). The processor pads or cuts audio to Whisper's 30 s window, so
+        audio beyond 30 s is cut explicitly (and logged); MADBench clips are far shorter.
+        The audio track of the video is never used (``load_audio_from_video`` off): the
+        mixed audio is the only audio.
+        """
         content: list[dict[str, Any]] = [{"type": "video"}] if video else []
         content += [{"type": "audio"}, {"type": "text", "text": prompt}]
         return [{"role": "system", "content": [{"type": "text", "text": SYSTEM_PROMPT}]},

@@ -1,19 +1,8 @@
 """Qwen2.5-VL scene labeller: describe a clip's video, then assign one fine taxonomy label (§3.4).
 
-The paper has Qwen2.5-VL-32B summarise "the visual scene, expected environmental sounds,
-and potential audio confounders (e.g. speech or music)"; :meth:`describe` asks exactly
-that of the frames the scene stage samples (passed as one video with their real rate,
-no further frame sampling). :meth:`assign` maps the caption to one of the taxonomy's
-fine labels by a **constrained prompt**: the model sees the caption and the list of
-fine labels (with their coarse category) and answers with one label (greedy). If the
-answer is not exactly one label, the label is chosen by **constrained scoring**
-instead: the mean log-probability of each label's tokens as the answer, so the result is
-always a valid label. ``last_assignment`` records the raw answer, the label and the
-method (``prompt`` or ``loglik``; ``keyword`` when built with ``assign_method="keyword"``,
-the deterministic keyword step every describer shares).
-
-Defaults the paper does not fix: greedy decoding, 192 new tokens for the caption and 16
-for the label answer, bfloat16 on GPU (float32 on CPU), label scoring in batches of 16.
+The paper has Qwen2.5-VL-32B summarise the visual scene, expected sounds and audio
+confounders (:meth:`Qwen25VLSceneLabeller.describe`); the caption is then mapped to one of
+the taxonomy's fine labels (:meth:`Qwen25VLSceneLabeller.assign`).
 """
 
 from __future__ import annotations
@@ -63,7 +52,15 @@ def parse_label(answer: str, labels: list[str]) -> str | None:
 
 
 class Qwen25VLSceneLabeller:
-    """``SceneLabeller``: Qwen2.5-VL captions of sampled frames, constrained label assignment."""
+    """``SceneLabeller``: Qwen2.5-VL captions of sampled frames, constrained label assignment.
+
+    :meth:`describe` asks for "the visual scene, expected environmental sounds, and
+    potential audio confounders (e.g. speech or music)" of the frames the scene stage
+    samples (passed as one video with their real rate, no further frame sampling).
+    Defaults the paper does not fix: greedy decoding, 192 new tokens for the caption and
+    16 for the label answer, bfloat16 on GPU (float32 on CPU), label scoring in batches of
+    16.
+    """
 
     slug = "scene-qwen25vl"
     version = "transformers-5.24.0"
@@ -120,7 +117,15 @@ class Qwen25VLSceneLabeller:
         return " ".join(caption.split())
 
     def assign(self, caption: str) -> str:
-        """One fine label for ``caption``; ``last_assignment`` says how it was chosen."""
+        """One fine label for ``caption``; ``last_assignment`` says how it was chosen.
+
+        A **constrained prompt**: the model sees the caption and the list of fine labels
+        (with their coarse category) and answers with one label (greedy). If the answer is
+        not exactly one label, **constrained scoring** chooses instead (the mean
+        log-probability of each label's tokens as the answer), so the result is always a
+        valid label. ``last_assignment`` records the raw answer, the label and the method
+        (``prompt`` or ``loglik``; ``keyword`` when built with ``assign_method="keyword"``,
+        the deterministic keyword step every describer shares)."""
         tax = load_taxonomy()
         if self.assign_method == "keyword":
             label = assign_label(caption, tax)

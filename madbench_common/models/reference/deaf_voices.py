@@ -2,19 +2,10 @@
 
 The paper's SIC voices come from ElevenLabs (Eleven Multilingual v2; §2.1, Table 8) and
 its BSC voice from Microsoft Neural TTS (en-US-GuyNeural; Appendix A.2.2). Offline, this
-reference speaks with flite's voices trained on real speakers — ``rms`` and ``awb``
-(male), ``slt`` (female) — and changes apparent age in WORLD:
-
-* **young**: raised F0 (×1.10) and formants (frequency warp α = 1.06, a shorter vocal
-  tract), slightly faster rate (×1.08);
-* **elderly**: lowered F0 for women (×0.85; older women's F0 falls) and men (×0.95),
-  a 5.5 Hz vocal tremor (±4 % F0), cycle-to-cycle jitter (1.5 % smoothed noise),
-  breathiness (aperiodicity raised above 1 kHz), formants lowered (α = 0.97) and a slower
-  rate (×0.85).
-
-These are the acoustic correlates of perceived age in the voice-ageing literature, not a
-model of any real speaker: the stimuli are labelled as references. ``narrator`` is flite
-``rms`` unmodified. Deterministic: ``seed`` salts only the jitter noise.
+reference speaks with flite's voices trained on real speakers (``rms`` and ``awb`` male,
+``slt`` female) and changes apparent age in WORLD (:class:`AgeTransform`); the stimuli are
+labelled as references. ``narrator`` is flite ``rms`` unmodified. Deterministic: ``seed``
+salts only the jitter noise.
 """
 
 from __future__ import annotations
@@ -63,7 +54,18 @@ def speak(engine: str, voice: str, text: str) -> Audio:
 
 @dataclass(frozen=True)
 class AgeTransform:
-    """WORLD changes that move a voice's apparent age (see the module docstring)."""
+    """WORLD changes that move a voice's apparent age.
+
+    * **young**: raised F0 (×1.10) and formants (frequency warp α = 1.06, a shorter vocal
+      tract), slightly faster rate (×1.08);
+    * **elderly**: lowered F0 for women (×0.85; older women's F0 falls) and men (×0.95), a
+      5.5 Hz vocal tremor (±4 % F0), cycle-to-cycle jitter (1.5 % smoothed noise),
+      breathiness (aperiodicity raised above 1 kHz), formants lowered (α = 0.97) and a
+      slower rate (×0.85).
+
+    These are the acoustic correlates of perceived age in the voice-ageing literature, not
+    a model of any real speaker.
+    """
 
     f0_scale: float = 1.0
     formant_alpha: float = 1.0

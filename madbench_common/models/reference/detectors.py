@@ -1,35 +1,12 @@
 """CPU reference detectors (roles.Detector): fixed-rule stand-ins for the paper's pretrained
 detectors, so a reference run fills the detector groups of Tables 2–5.
 
-A pretrained detector brings two things to MADBench (paper §4.2): a native score, used
-as is for binary direct transfer, and frozen features, on which heads are fitted for the
-other tasks. The paper's detectors are trained on other data (ASVspoof, FakeAVCeleb, …);
-these references are trained on nothing: each computes documented signal statistics
-(its features) and turns one of them into P(fake) with a **fixed rule whose constants
-were set a priori**, never fitted to MADBench data. Their direct-transfer AUC is what a
-rule of thumb achieves, as a detector trained elsewhere may be near chance here; it is
-not a result about the paper's detectors. Each is labelled ``reference=True`` and the
-report marks it †.
-
-* ``ref-hf-artifact-det`` (audio; stands in for the pretrained audio detectors):
-  per-frame spectral flatness and energy share in four bands (0–1, 1–2, 2–4, 4–8 kHz),
-  centroid and 85 % roll-off, mean and std over frames (20-d). Rule: vocoders and
-  generative models tend to leave noise-like energy in the 4–8 kHz band, so with
-  h = the 4–8 kHz flatness weighted by that band's energy share (saturating at 5 %, so an
-  empty band counts as clean), P(fake) = σ(10 · (mean h − 0.2)).
-* ``ref-modulation-det`` (audio; stands in for the pretrained audio detectors): the
-  temporal modulation spectrum of eight log-mel band-group envelopes (100 Hz frame
-  rate) in six octave bands from 0.5 to 32 Hz, log power (48-d). Rule: natural speech
-  carries its envelope modulation at the syllable rate, so a low share of 2–8 Hz
-  modulation is suspect: P(fake) = σ(10 · (0.45 − mean 2–8 Hz share)).
-* ``ref-av-sync-det`` (A-V; stands in for the pretrained A-V detectors, AVH-Align
-  first among them, which score audio–visual misalignment): the correlation of four
-  audio band envelopes with the video's motion energy at lags −4…4 frames (36), each
-  band's largest |correlation| (4) and its lag in frames (4), 44-d. Rule: audio that
-  does not follow the picture is suspect. The strongest correlation is put in standard
-  errors, z = atanh(max |r|) · √(n − 3) over the n frames compared (so the rule means the
-  same for short and long clips; 36 correlations of unrelated tracks reach z ≈ 3), and
-  P(fake) = σ(2 · (3 − z)).
+A pretrained detector brings a native score (binary direct transfer) and frozen features
+(heads for the other tasks; paper §4.2). These references are trained on nothing: each
+computes documented signal statistics and turns one into P(fake) with a **fixed rule
+whose constants were set a priori**, never fitted to MADBench data, so their AUC is what a
+rule of thumb achieves, not a result about the paper's detectors. Each is labelled
+``reference=True`` and the report marks it †.
 """
 
 from __future__ import annotations
@@ -113,7 +90,15 @@ class _Detector:
 
 
 class HFArtifactDetector(_Detector):
-    """Band flatness and energy statistics (20-d); P(fake) from high-band flatness."""
+    """Band flatness and energy statistics (20-d); P(fake) from high-band flatness.
+
+    Stands in for the pretrained audio detectors. Features: per-frame spectral flatness and
+    energy share in four bands (0–1, 1–2, 2–4, 4–8 kHz), centroid and 85 % roll-off, mean
+    and std over frames. Rule: vocoders and generative models tend to leave noise-like
+    energy in the 4–8 kHz band, so with h = the 4–8 kHz flatness weighted by that band's
+    energy share (saturating at 5 %, so an empty band counts as clean),
+    P(fake) = σ(10 · (mean h − 0.2)).
+    """
 
     slug, version, dim = "ref-hf-artifact-det", "1", 20
     rule = "σ(10 · (mean of 4–8 kHz flatness × min(1, 20 × its energy share) − 0.2))"
@@ -134,7 +119,14 @@ class HFArtifactDetector(_Detector):
 
 
 class ModulationDetector(_Detector):
-    """Modulation spectrum of band-group envelopes (48-d); P(fake) from the 2–8 Hz share."""
+    """Modulation spectrum of band-group envelopes (48-d); P(fake) from the 2–8 Hz share.
+
+    Stands in for the pretrained audio detectors. Features: the temporal modulation
+    spectrum of eight log-mel band-group envelopes (100 Hz frame rate) in six octave bands
+    from 0.5 to 32 Hz, log power. Rule: natural speech carries its envelope modulation at
+    the syllable rate, so a low share of 2–8 Hz modulation is suspect:
+    P(fake) = σ(10 · (0.45 − mean 2–8 Hz share)).
+    """
 
     slug, version, dim = "ref-modulation-det", "1", 48
     rule = "σ(10 · (0.45 − mean share of envelope modulation in 2–8 Hz))"
@@ -155,7 +147,16 @@ class ModulationDetector(_Detector):
 
 
 class AVSyncDetector(_Detector):
-    """Band envelopes vs visual motion (44-d); P(fake) from the strongest correlation."""
+    """Band envelopes vs visual motion (44-d); P(fake) from the strongest correlation.
+
+    Stands in for the pretrained A-V detectors (AVH-Align first among them, which score
+    audio–visual misalignment). Features: the correlation of four audio band envelopes with
+    the video's motion energy at lags −4…4 frames (36), each band's largest |correlation|
+    (4) and its lag in frames (4). Rule: audio that does not follow the picture is suspect.
+    The strongest correlation is put in standard errors, z = atanh(max |r|) · √(n − 3) over
+    the n frames compared (so the rule means the same for short and long clips; 36
+    correlations of unrelated tracks reach z ≈ 3), and P(fake) = σ(2 · (3 − z)).
+    """
 
     slug, version, dim = "ref-av-sync-det", "1", 44
     modes: tuple[str, ...] = ("AV",)

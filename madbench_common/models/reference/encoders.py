@@ -1,22 +1,9 @@
 """CPU reference encoders (roles.Encoder): classic audio front ends, speaker, quality, video, A-V.
 
-These are real, documented feature extractors that stand in for the paper's frozen
-encoders so the evaluation runs on a laptop; each is labelled ``reference=True``.
-
-* ``ref-logmel-stats``: 64-band log-mel spectrogram (25 ms / 10 ms), per-band mean,
-  standard deviation and mean |Δ| over time (192-d).
-* ``ref-lfcc-stats``: 20 LFCCs from a 70-filter *linear* triangular filterbank
-  (the ASVspoof LFCC front end) with Δ and ΔΔ, mean and std over time (120-d).
-* ``ref-resemblyzer-enc``: Resemblyzer GE2E d-vector of the utterance (256-d).
-* ``ref-dnsmos``: DNSMOS P.835 SIG/BAK/OVRL and P.808 MOS via ``speechmos`` (4-d).
-* ``ref-frame-stats`` (V): per-frame RGB mean/std, gradient energy, colourfulness and
-  frame-difference motion, mean and std over frames (18-d).
-* ``ref-av-stats`` (A, V, AV): log-mel stats ⊕ frame stats ⊕ cross-modal features —
-  the correlation of the audio RMS envelope with visual motion at lags −2…2 frames,
-  and of audio spectral flux with motion (6-d).
-* ``ref-av-lfcc`` (A, V, AV): a second reference A-V encoder (so that Tables 2–5
-  get several rows per group) — LFCC stats ⊕ frame stats ⊕ the correlation of four audio
-  band envelopes (0–1, 1–2, 2–4, 4–8 kHz) with visual motion at lags −2…2 frames (20-d).
+Real, documented feature extractors that stand in for the paper's frozen encoders so the
+evaluation runs on a laptop; each is labelled ``reference=True``: log-mel and LFCC
+statistics, a Resemblyzer d-vector, DNSMOS scores, video frame statistics, and two A-V
+encoders with cross-modal correlations. Each class gives its features and size.
 """
 
 from __future__ import annotations
@@ -106,7 +93,8 @@ class _AudioOnly:
 
 
 class LogMelStatsEncoder(_AudioOnly):
-    """Log-mel statistics (192-d)."""
+    """Log-mel statistics (192-d): a 64-band log-mel spectrogram (25 ms / 10 ms), per-band
+    mean, standard deviation and mean |Δ| over time."""
 
     slug, version, dim = "ref-logmel-stats", "1", 192
 
@@ -121,7 +109,9 @@ def _logmel_stats(power: npt.NDArray[np.float64]) -> F32:
 
 
 class LFCCStatsEncoder(_AudioOnly):
-    """LFCC (+Δ, ΔΔ) statistics (120-d), the classic anti-spoofing front end."""
+    """LFCC (+Δ, ΔΔ) statistics (120-d), the classic anti-spoofing front end: 20 LFCCs from
+    a 70-filter *linear* triangular filterbank (the ASVspoof LFCC front end) with Δ and
+    ΔΔ, mean and std over time."""
 
     slug, version, dim = "ref-lfcc-stats", "1", 120
 
@@ -152,7 +142,7 @@ class ResemblyzerEncoder(_AudioOnly):
 
 
 class DNSMOSEncoder(_AudioOnly):
-    """DNSMOS quality scores: SIG, BAK, OVRL (P.835) and P.808 MOS (4-d)."""
+    """DNSMOS quality scores: SIG, BAK, OVRL (P.835) and P.808 MOS (4-d), via ``speechmos``."""
 
     slug, version, dim = "ref-dnsmos", "1", 4
 
@@ -175,7 +165,8 @@ def _motion(frames: npt.NDArray[np.float64]) -> npt.NDArray[np.float64]:
 
 
 class FrameStatsEncoder:
-    """Per-frame image statistics over the video (18-d)."""
+    """Per-frame image statistics over the video (18-d): RGB mean/std, gradient energy,
+    colourfulness and frame-difference motion, mean and std over frames."""
 
     slug, version, dim = "ref-frame-stats", "1", 18
     modes: tuple[str, ...] = ("V",)
@@ -273,7 +264,11 @@ def _cross_modal(power: npt.NDArray[np.float64], motion: npt.NDArray[np.float64]
 
 
 class AVLfccEncoder(AVStatsEncoder):
-    """LFCC stats ⊕ frame stats ⊕ band-envelope/motion correlations (158-d in AV)."""
+    """LFCC stats ⊕ frame stats ⊕ band-envelope/motion correlations (158-d in AV).
+
+    A second reference A-V encoder, so that Tables 2–5 get several rows per group: the
+    correlation of four audio band envelopes (0–1, 1–2, 2–4, 4–8 kHz) with visual motion
+    at lags −2…2 frames (20-d)."""
 
     slug, version = "ref-av-lfcc", "1"
     dims: ClassVar[dict[str, int]] = {"A": 120, "V": 18, "AV": 158}

@@ -1,26 +1,12 @@
 """CPU reference environmental-audio generators: procedural, spectral, texture and STFT resynthesis.
 
-Stand-ins for the paper's environmental-sound generators, labelled as references; each
-is real DSP, deterministic given ``seed``, speech-free, exactly ``round(duration *
-sample_rate)`` samples long and never clipped:
-
-* ``t2a``: the prompt names taxonomy sounds (or a scene, whose expected sounds are used);
-
-  - layered: a time-domain procedural synthesiser (band-noise beds, decaying bursts,
-    resonator rings, harmonic hums, tone bursts, bells, FM chirps, pulsed buzzes);
-  - spectral: a subtractive STFT synthesiser (spectral templates × temporal gain
-    curves, random phase for noise and coherent phase for tonal components).
-
-* ``v2a``: the same two synthesisers driven by video: motion energy (mean absolute
-  luma difference between frames) sets event density and loudness; brightness tilts
-  the spectrum.
-* ``a2a``: from the source environmental track:
-
-  - texture: McDermott–Simoncelli-style sound-texture resynthesis (ERB subband
-    envelope distributions and modulation spectra re-imposed on noise), with band
-    levels nudged towards the prompt's scene;
-  - STFT: phase-randomised resynthesis of shuffled blocks of source STFT frames, with
-    the long-term spectral envelope morphed towards the prompt's scene.
+Stand-ins for the paper's environmental-sound generators, labelled as references
+(:class:`_EnvBase`). ``t2a``: a time-domain procedural synthesiser (:class:`LayeredT2A`) or
+a subtractive STFT synthesiser (:class:`SpectralT2A`) of the sounds the prompt names (or
+its scene's); ``v2a``: the same two driven by video motion and brightness
+(:func:`video_drive`); ``a2a``: McDermott–Simoncelli-style texture resynthesis
+(:class:`TextureA2A`) or phase-randomised STFT block resynthesis (:class:`StftMorphA2A`)
+of the source track, nudged towards the prompt's scene.
 """
 
 from __future__ import annotations
@@ -366,6 +352,9 @@ class _Request:
 
 
 class _EnvBase:
+    """Every reference is real DSP, deterministic given ``seed``, speech-free, exactly
+    ``round(duration * sample_rate)`` samples long and never clipped."""
+
     slug: str
     paradigm: str
     version = "1"

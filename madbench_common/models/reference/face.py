@@ -4,19 +4,6 @@ Face-centric detectors (AVH-Align, BA-TFD+, AV Anomaly) read face or mouth crops
 upstream pipelines use dlib 68-point landmarks or a CNN face detector whose weights
 cannot be fetched here; this reference uses the frontal-face Haar cascade that ships
 inside the ``opencv-python-headless`` 4.x wheel (``cv2.data``), labelled as a reference.
-
-Per frame: the most confident frontal face (the cascade's final-stage level weight) on a
-histogram-equalised grey image, detected on a copy scaled to at most 360 px on the short
-side. Frames without a detection take the
-box of the nearest frame that has one (``found`` stays ``False`` for them). A clip with
-no face at all gets a centre square crop on every frame and ``found`` all ``False``:
-the caller records that as its fallback, never silently.
-
-Regions: ``face`` is a square of 1.3 × the larger box side around the box centre;
-``mouth`` is a square of 0.5 × the box width centred at 78 % of the box height (where
-the lips sit in a frontal Haar box), standing in for the 68-landmark mouth ROI of
-AV-HuBERT's preprocessing. Crops are clipped to the frame and resized with area
-interpolation to ``size`` × ``size``.
 """
 
 from __future__ import annotations
@@ -39,7 +26,12 @@ Box = tuple[float, float, float, float]
 
 
 def square_box(box: Box, region: str, height: int, width: int) -> tuple[int, int, int, int]:
-    """The square crop (x0, y0, x1, y1) of ``region`` for a face box, clipped to the frame."""
+    """The square crop (x0, y0, x1, y1) of ``region`` for a face box, clipped to the frame.
+
+    ``face`` is a square of 1.3 × the larger box side around the box centre; ``mouth`` is a
+    square of 0.5 × the box width centred at 78 % of the box height (where the lips sit in
+    a frontal Haar box), standing in for the 68-landmark mouth ROI of AV-HuBERT's
+    preprocessing."""
     x, y, w, h = box
     if region == "face":
         cx, cy, side = x + w / 2, y + h / 2, 1.3 * max(w, h)
@@ -82,7 +74,9 @@ class HaarFaceCropper:
         return cascade
 
     def detect(self, frame: npt.NDArray[np.uint8]) -> Box | None:
-        """The most confident frontal face box of one RGB frame, or ``None``."""
+        """The most confident frontal face box of one RGB frame, or ``None``: the cascade's
+        final-stage level weight, on a histogram-equalised grey image, detected on a copy
+        scaled to at most 360 px on the short side."""
         import cv2
 
         h, w = frame.shape[:2]
@@ -100,7 +94,12 @@ class HaarFaceCropper:
 
     def crop(self, frames: Frames, fps: float, *, size: int,
              region: str = "face") -> tuple[Frames, npt.NDArray[np.bool_]]:
-        """(T, size, size, 3) crops and, per frame, whether a face was detected in it."""
+        """(T, size, size, 3) crops and, per frame, whether a face was detected in it.
+
+        Frames without a detection take the box of the nearest frame that has one. A clip
+        with no face at all gets a centre square crop on every frame and ``found`` all
+        ``False``: the caller records that as its fallback, never silently. Crops are
+        clipped to the frame and resized with area interpolation to ``size`` × ``size``."""
         import cv2
 
         if region not in REGIONS:

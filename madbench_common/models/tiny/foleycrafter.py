@@ -1,16 +1,6 @@
 """A tiny random FoleyCrafter in the layout of its three hub repos (tests, image test).
 
-* ``auffusion/auffusion-full-no-adapter`` (what ``build_foleycrafter`` loads): a tiny VAE
-  with Stable Diffusion's ×8 downsampling (so a 256 × 1024 spectrogram image has a 32 × 128
-  latent), FoleyCrafter's own auffusion ``UNet2DConditionModel`` at widths 32/64, a
-  PNDM scheduler, a tiny CLIP text encoder and an offline CLIP tokenizer;
-* ``ymzhang319/FoleyCrafter``: the temporal adapter (a ControlNet made by
-  ``ControlNetModel.from_unet`` of that UNet, with one conditioning channel), the
-  semantic IP-adapter (``image_proj`` + one ``to_k_ip``/``to_v_ip`` pair per
-  cross-attention layer, numbered as upstream's loader reads them), the onset detector
-  ``VideoOnsetNet`` (a fixed R(2+1)D-18 architecture: real size, random weights) and the
-  HiFi-GAN vocoder at the real hop (160 samples at 16 kHz, 256 mel bins);
-* ``h94/IP-Adapter`` ``models/image_encoder``: a tiny CLIP vision model with projection.
+What each repo holds: :func:`install_tiny`.
 """
 
 from __future__ import annotations
@@ -134,7 +124,20 @@ def _image_encoder(folder: Path) -> None:
                 "text_encoder/pytorch_model.bin"),
     IP_ADAPTER: ("models/image_encoder/config.json", "models/image_encoder/model.safetensors")})
 def install_tiny(weights_root: str | Path) -> dict[str, Path]:
-    """Install the three tiny snapshots; returns repo → snapshot path."""
+    """Install the three tiny snapshots; returns repo → snapshot path.
+
+    * ``auffusion/auffusion-full-no-adapter`` (what ``build_foleycrafter`` loads): a tiny
+      VAE with Stable Diffusion's ×8 downsampling (so a 256 × 1024 spectrogram image has a
+      32 × 128 latent), FoleyCrafter's own auffusion ``UNet2DConditionModel`` at widths
+      32/64, a PNDM scheduler, a tiny CLIP text encoder and an offline CLIP tokenizer;
+    * ``ymzhang319/FoleyCrafter``: the temporal adapter (a ControlNet made by
+      ``ControlNetModel.from_unet`` of that UNet, with one conditioning channel), the
+      semantic IP-adapter (``image_proj`` + one ``to_k_ip``/``to_v_ip`` pair per
+      cross-attention layer, numbered as upstream's loader reads them), the onset detector
+      ``VideoOnsetNet`` (a fixed R(2+1)D-18 architecture: real size, random weights) and
+      the HiFi-GAN vocoder at the real hop (160 samples at 16 kHz, 256 mel bins);
+    * ``h94/IP-Adapter`` ``models/image_encoder``: a tiny CLIP vision model with projection.
+    """
     import torch
 
     torch.manual_seed(0)

@@ -1,24 +1,10 @@
 """A tiny random IndexTTS2 in the release layout (``images/tts-indextts2/weights.yaml``).
 
 Everything ``IndexTTS2(cfg_path, model_dir, aux_paths=…)`` reads, at the released names,
-built from upstream's own classes with random weights:
-
-* ``IndexTeam/IndexTTS-2``: ``config.yaml`` (the release's keys and structure, small
-  widths: see :data:`CONFIG`), ``gpt.pth`` (``UnifiedVoice``), ``s2mel.pth`` (``MyModel``
-  as ``{"net": {module: state}}``), ``bpe.model`` (a SentencePiece BPE model trained here
-  on upper-case English, as ``TextTokenizer`` sees text), ``wav2vec2bert_stats.pt``,
-  ``feat1.pt`` / ``feat2.pt`` (speaker / emotion matrices, ``sum(emo_num)`` rows);
-* ``facebook/w2v-bert-2.0``: a ``Wav2Vec2BertModel`` with the release's 1024 wide hidden
-  states (upstream wires 1024 into its conditioners) and the 17 layers ``get_emb`` reads
-  (``hidden_states[17]``), with narrow feed-forward and one attention head;
-* ``amphion/MaskGCT``: ``semantic_codec/model.safetensors`` (``RepCodec``);
-* ``funasr/campplus``: ``campplus_cn_common.bin`` (``CAMPPlus(80, 192)``, upstream's fixed
-  size, 7 M parameters);
-* ``nvidia/bigvgan_v2_22khz_80band_256x``: ``config.json`` + ``bigvgan_generator.pt``.
-
-Widths upstream hard-codes are kept: w2v-BERT features are 1024 wide and the GPT latent
-1280 wide (``MyModel``'s ``gpt_layer`` is ``Linear(1280, …)``). Large tensors are stored
-in float16 (loaded into float32 modules); the whole is about 330 MB. Outputs are noise.
+built from upstream's own classes with random weights (:func:`install_tiny`). Widths
+upstream hard-codes are kept: w2v-BERT features are 1024 wide and the GPT latent 1280 wide
+(``MyModel``'s ``gpt_layer`` is ``Linear(1280, …)``). Large tensors are stored in float16
+(loaded into float32 modules); the whole is about 330 MB. Outputs are noise.
 """
 
 from __future__ import annotations
@@ -137,7 +123,22 @@ def _half(state: dict[str, Any]) -> dict[str, Any]:
 
 @tiny_layout(RELEASE_FILES)
 def install_tiny(root: str | os.PathLike[str], seed: int = 0) -> dict[str, Path]:
-    """Write the tiny IndexTTS2 under the weights root ``root``; return each repo's snapshot."""
+    """Write the tiny IndexTTS2 under the weights root ``root``; return each repo's snapshot.
+
+    * ``IndexTeam/IndexTTS-2``: ``config.yaml`` (the release's keys and structure, small
+      widths: see :data:`CONFIG`), ``gpt.pth`` (``UnifiedVoice``), ``s2mel.pth``
+      (``MyModel`` as ``{"net": {module: state}}``), ``bpe.model`` (:func:`train_bpe`, on
+      upper-case English, as ``TextTokenizer`` sees text), ``wav2vec2bert_stats.pt``,
+      ``feat1.pt`` / ``feat2.pt`` (speaker / emotion matrices, ``sum(emo_num)`` rows);
+    * ``facebook/w2v-bert-2.0``: a ``Wav2Vec2BertModel`` with the release's 1024 wide
+      hidden states (upstream wires 1024 into its conditioners) and the 17 layers
+      ``get_emb`` reads (``hidden_states[17]``), with narrow feed-forward and one
+      attention head;
+    * ``amphion/MaskGCT``: ``semantic_codec/model.safetensors`` (``RepCodec``);
+    * ``funasr/campplus``: ``campplus_cn_common.bin`` (``CAMPPlus(80, 192)``, upstream's
+      fixed size, 7 M parameters);
+    * ``nvidia/bigvgan_v2_22khz_80band_256x``: ``config.json`` + ``bigvgan_generator.pt``.
+    """
     with tempfile.TemporaryDirectory(prefix="madbench-indextts2-tiny-") as tmp:
         return _install(Path(root), Path(tmp), seed)
 

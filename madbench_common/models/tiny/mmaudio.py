@@ -1,23 +1,12 @@
 """A tiny random MMAudio ``large_44k_v2`` in the release layout (v2a-mmaudio weights.yaml).
 
-Every file :class:`~madbench_common.models.adapters.mmaudio.MMAudioV2A` loads, at its released name,
-built from upstream's classes with random weights and read back by upstream's own
-loaders (``MMAudio.load_weights``, ``FeaturesUtils`` → open_clip ``hf-hub:``,
-``Synchformer.load_state_dict``, ``AutoEncoderModule`` → ``BigVGAN.from_pretrained``):
-
-* ``hkchengrex/MMAudio`` ``weights/mmaudio_large_44k_v2.pth``: the network state dict;
-* ``apple/DFN5B-CLIP-ViT-H-14-384``: ``open_clip_config.json`` (a tiny ``model_cfg``; the
-  text tower keeps CLIP's 49408-token vocabulary, which upstream's bundled tokenizer
-  emits) and ``open_clip_pytorch_model.bin``;
-* ``nvidia/bigvgan_v2_44khz_128band_512x``: ``config.json`` + ``bigvgan_generator.pt``;
-* ``files/v2a-mmaudio/v1-44.pth`` (VAE state dict, weight-normed as released) and
-  ``synchformer_state_dict.pth`` (``vfeat_extractor.*``), MMAudio's GitHub release files.
-
-Upstream fixes three sizes in code (the named network, ``get_my_vae('44k')``, the
-Synchformer's MotionFormer YAML), so the network's folder also holds
-``madbench_arch.json`` (:data:`~madbench_common.models.weights.TINY_ARCH_FILE`, never in a
-release) with the tiny widths, which the adapter hands to those constructors. Outputs are
-noise.
+Every file :class:`~madbench_common.models.adapters.mmaudio.MMAudioV2A` loads, at its
+released name (:func:`install_tiny`), built from upstream's classes with random weights and
+read back by upstream's own loaders. Upstream fixes three sizes in code (the named network,
+``get_my_vae('44k')``, the Synchformer's MotionFormer YAML), so the network's folder also
+holds ``madbench_arch.json`` (:data:`~madbench_common.models.weights.TINY_ARCH_FILE`, never
+in a release) with the tiny widths, which the adapter hands to those constructors. Outputs
+are noise.
 """
 
 from __future__ import annotations
@@ -68,7 +57,17 @@ _URLS = ("v1-44.pth", "synchformer_state_dict.pth")
 
 @tiny_layout(_HUB, _URLS)
 def install_tiny(root: str | os.PathLike[str], seed: int = 0) -> None:
-    """Write the tiny MMAudio under the weights root ``root``."""
+    """Write the tiny MMAudio under the weights root ``root``.
+
+    * ``hkchengrex/MMAudio`` ``weights/mmaudio_large_44k_v2.pth``: the network state dict;
+    * ``apple/DFN5B-CLIP-ViT-H-14-384``: ``open_clip_config.json`` (a tiny ``model_cfg``;
+      the text tower keeps CLIP's 49408-token vocabulary, which upstream's bundled
+      tokenizer emits) and ``open_clip_pytorch_model.bin``;
+    * ``nvidia/bigvgan_v2_44khz_128band_512x``: ``config.json`` + ``bigvgan_generator.pt``;
+    * ``files/v2a-mmaudio/v1-44.pth`` (VAE state dict, weight-normed as released) and
+      ``synchformer_state_dict.pth`` (``vfeat_extractor.*``), MMAudio's GitHub release
+      files.
+    """
     with tempfile.TemporaryDirectory(prefix="madbench-mmaudio-tiny-") as tmp:
         _install(Path(root), Path(tmp), seed)
 

@@ -1,14 +1,11 @@
 """Tiny random omni checkpoints in the released layouts, for adapter tests and ``make image-test``.
 
-Like :mod:`madbench_common.models.tiny.qc`, each ``install_tiny_*`` builds a small randomly
-initialised model from transformers' own classes and configs, saves it the way the
-released checkpoint is laid out (composite config, processor files, chat template) and
-installs it as a cached Hugging Face snapshot at the revision the adapter pins, so the
-adapter's real offline loading code runs against it. The outputs of these models are
-noise; they exist to run the real processor, forward pass and generation.
-
-The tokenizers are byte-level BPEs trained on the packaged prompts and their answer
-words, so every option's first token is a real, distinct piece of the vocabulary.
+Each ``install_tiny_*`` builds a small random model from transformers' own classes and
+configs, saves it as the released checkpoint is laid out (composite config, processor
+files, chat template) and installs it as a cached snapshot at the revision the adapter
+pins, so the real offline loading, processor, forward pass and generation run; the outputs
+are noise. The tokenizers are byte-level BPEs trained on the packaged prompts and their
+answer words, so every option's first token is a real, distinct piece of the vocabulary.
 """
 
 from __future__ import annotations

@@ -1,15 +1,12 @@
 """Tiny snapshots for models whose code is hub remote code only: DF-Arena-1B and MiniCPM-o 4.5.
 
-Their architectures exist only as ``trust_remote_code`` files in the hub repositories, which
-cannot be read offline, so no tiny model of the real classes can be built. These builders
-write a snapshot in the release's layout whose remote-code files are the stand-ins of
-:mod:`madbench_common.models.standins` (same file, class and entry-point names, same
-return values as the release's code), with random weights, so the adapters' real
-``from_pretrained(..., trust_remote_code=True)`` loading, their pre-processing, output
-parsing and the stages' rows run offline. Each snapshot carries :data:`STANDIN_MARKER` and
-the tiny-random marker (``madbench_tiny_random.json``, which the omni adapters' versions
-report as ``+tiny-random``).
-What they compute is noise from a stand-in architecture, never the paper's model.
+Their architectures exist only as ``trust_remote_code`` files that cannot be read offline,
+so these builders write a snapshot in the release's layout whose remote-code files are the
+stand-ins of :mod:`madbench_common.models.standins` (same file, class and entry-point
+names, same return values), with random weights, so the adapters' real loading, pre-
+processing, output parsing and the stages' rows run offline. Each snapshot carries
+:data:`STANDIN_MARKER` and the tiny-random marker (reported as ``+tiny-random``). What
+they compute is noise from a stand-in architecture, never the paper's model.
 """
 
 from __future__ import annotations

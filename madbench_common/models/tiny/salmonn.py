@@ -1,25 +1,9 @@
 """A tiny random SALMONN in the release layout, for the adapter test and ``make image-test``.
 
-Writes every file ``images/deaf-salmonn/weights.yaml`` lists, where the fetch puts it:
-
-* ``lmsys/vicuna-13b-v1.1``: a 2-layer, 32-wide LLaMA (the SALMONN repository's own
-  ``LlamaForCausalLM``) with ``config.json``, ``generation_config.json``,
-  ``pytorch_model.bin`` and a SentencePiece ``tokenizer.model`` (LLaMA's ids: unk 0,
-  bos 1, eos 2) built offline, plus ``tokenizer_config.json`` and
-  ``special_tokens_map.json`` as ``LlamaTokenizer`` saves them;
-* ``openai/whisper-large-v2``: a 1+1-layer, 32-wide Whisper (80 mel bins, 1,500 encoder
-  positions as the real one) saved by transformers' ``WhisperForConditionalGeneration``,
-  and its ``WhisperFeatureExtractor``;
-* ``bert-base-uncased``: a 32-wide BERT ``config.json`` (the Q-Former's config);
-* ``files/deaf-salmonn/BEATs_iter3_plus_AS2M_finetuned_on_AS2M_cpt2.pt``: a 1-layer BEATs
-  (the repository's ``models.beats``) as a fine-tuned checkpoint ``{"cfg", "model"}``;
-* ``tsinghua-ee/SALMONN/salmonn_v1.pth``: ``{"model": …}`` with what training saves
-  (``runner.py`` drops parameters that do not require grad): the window-level Q-Former,
-  query tokens, projection, layer norms and the LoRA weights of a SALMONN built by the
-  repository's own ``SALMONN.from_config`` over the files above, every one random.
-
-Random weights: the answers are noise. ``HF_HOME`` must be ``<root>/huggingface`` (the
-Q-Former reads ``bert-base-uncased`` through the hub cache by name, as in a pod).
+Writes every file ``images/deaf-salmonn/weights.yaml`` lists, where the fetch puts it
+(:func:`install_tiny`). Random weights: the answers are noise. ``HF_HOME`` must be
+``<root>/huggingface`` (the Q-Former reads ``bert-base-uncased`` through the hub cache by
+name, as in a pod).
 """
 
 from __future__ import annotations
@@ -116,7 +100,28 @@ def _snapshot(root: Path, repo: str, build: Any) -> Path:
 
 
 def install_tiny(root: str | os.PathLike[str], seed: int = 0) -> Path:
-    """Write the tiny SALMONN's files under the weights ``root``; returns ``root``."""
+    """Write the tiny SALMONN's files under the weights ``root``; returns ``root``.
+
+    Every file ``images/deaf-salmonn/weights.yaml`` lists, where the fetch puts it:
+
+    * ``lmsys/vicuna-13b-v1.1``: a 2-layer, 32-wide LLaMA (the SALMONN repository's own
+      ``LlamaForCausalLM``) with ``config.json``, ``generation_config.json``,
+      ``pytorch_model.bin`` and a SentencePiece ``tokenizer.model`` (LLaMA's ids: unk 0,
+      bos 1, eos 2) built offline, plus ``tokenizer_config.json`` and
+      ``special_tokens_map.json`` as ``LlamaTokenizer`` saves them;
+    * ``openai/whisper-large-v2``: a 1+1-layer, 32-wide Whisper (80 mel bins, 1,500
+      encoder positions as the real one) saved by transformers'
+      ``WhisperForConditionalGeneration``, and its ``WhisperFeatureExtractor``;
+    * ``bert-base-uncased``: a 32-wide BERT ``config.json`` (the Q-Former's config);
+    * ``files/deaf-salmonn/BEATs_iter3_plus_AS2M_finetuned_on_AS2M_cpt2.pt``: a 1-layer
+      BEATs (the repository's ``models.beats``) as a fine-tuned checkpoint
+      ``{"cfg", "model"}``;
+    * ``tsinghua-ee/SALMONN/salmonn_v1.pth``: ``{"model": …}`` with what training saves
+      (upstream's ``runner.py`` drops parameters that do not require grad): the
+      window-level Q-Former, query tokens, projection, layer norms and the LoRA weights of
+      a SALMONN built by the repository's own ``SALMONN.from_config`` over the files
+      above, every one random.
+    """
     import torch
 
     from madbench_common.models.adapters import salmonn as adapter

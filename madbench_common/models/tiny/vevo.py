@@ -1,19 +1,11 @@
 """A tiny random Vevo-Timbre in the release layout (``images/vc-vevo/weights.yaml``).
 
-Amphion's own builders (``build_vqvae_model``, ``build_fmt_model``, ``build_vocoder_model``)
-make the content-style tokenizer, the flow-matching transformer and Vocos from Amphion's
-Vevo configs with small widths; each is saved as ``model.safetensors`` where
-``amphion/Vevo`` keeps it (``tokenizer/vq8192``, ``acoustic_modeling/Vq8192ToMels``,
-``acoustic_modeling/Vocoder``). HuBERT is torchaudio's ``wav2vec2_model`` with
-``HUBERT_LARGE``'s parameters at small widths (18 narrow layers: upstream reads layer 18),
-saved as ``files/vc-vevo/hubert_fairseq_large_ll60k.pth``.
-
+Built by Amphion's and torchaudio's own builders at small widths (:func:`install_tiny`).
 Upstream takes the widths from configs in its source tree and from torchaudio's bundle,
 not from the weights, so the snapshot also holds ``madbench_arch.json``
 (:data:`~madbench_common.models.weights.TINY_ARCH_FILE`, never in a release): the config
-overrides, the HuBERT parameters and the HuBERT feature statistics, which
-:class:`~madbench_common.models.adapters.vevo.VevoTimbre` applies when it finds the file. Outputs
-are noise.
+overrides, the HuBERT parameters and feature statistics, which
+:class:`~madbench_common.models.adapters.vevo.VevoTimbre` applies. Outputs are noise.
 """
 
 from __future__ import annotations
@@ -50,7 +42,17 @@ _PARTS = ("tokenizer/vq8192", "acoustic_modeling/Vq8192ToMels", "acoustic_modeli
 @tiny_layout({"amphion/Vevo": (*(f"{p}/model.safetensors" for p in _PARTS), TINY_ARCH_FILE)},
              ("hubert_fairseq_large_ll60k.pth",))
 def install_tiny(root: str | os.PathLike[str], seed: int = 5) -> None:
-    """Write the tiny Vevo-Timbre under the weights root ``root``."""
+    """Write the tiny Vevo-Timbre under the weights root ``root``.
+
+    Amphion's own builders (``build_vqvae_model``, ``build_fmt_model``,
+    ``build_vocoder_model``) make the content-style tokenizer, the flow-matching transformer
+    and Vocos from Amphion's Vevo configs with small widths; each is saved as
+    ``model.safetensors`` where ``amphion/Vevo`` keeps it (``tokenizer/vq8192``,
+    ``acoustic_modeling/Vq8192ToMels``, ``acoustic_modeling/Vocoder``). HuBERT is
+    torchaudio's ``wav2vec2_model`` with ``HUBERT_LARGE``'s parameters at small widths (18
+    narrow layers: upstream reads layer 18), saved as
+    ``files/vc-vevo/hubert_fairseq_large_ll60k.pth``.
+    """
     import numpy as np
 
     rng = np.random.default_rng(seed)

@@ -7,6 +7,13 @@ from pathlib import Path
 
 import pytest
 
+from madbench_common.benchmarks.deaf.clip_plan import (
+    ClipSpec,
+    bsc_control_backgrounds,
+    plan_bsc,
+    plan_esc,
+    plan_sic,
+)
 from madbench_common.benchmarks.deaf.design import (
     CROSS_CATEGORY,
     ENVIRONMENTS,
@@ -15,13 +22,6 @@ from madbench_common.benchmarks.deaf.design import (
     level2_bsc_claim,
     level2_extension_claims,
     within_mismatch,
-)
-from madbench_common.benchmarks.deaf.plan import (
-    ClipSpec,
-    bsc_control_backgrounds,
-    plan_bsc,
-    plan_esc,
-    plan_sic,
 )
 from madbench_common.benchmarks.deaf.prompts import load_judge_prompt, load_prompts
 from madbench_common.benchmarks.deaf.sentences import (

@@ -146,7 +146,7 @@ def test_a_failed_answer_stage_leaves_judge_metrics_and_report_running(
     """What the pods of workflows/deaf.yaml do when one model's answer stage fails (exit 3:
     no API key): the judge, metrics and report run on the other model, and the report
     names the absent one. (tests/pipeline/test_argo_deaf.py checks that Argo schedules them.)"""
-    from madbench_common.benchmarks.deaf.runner import stub_apis
+    from madbench_common.benchmarks.deaf.local_run import stub_apis
     from madbench_common.benchmarks.deaf.stage_report import ABSENT
 
     csv, copied = _copy(trials, tmp_path)

@@ -1,38 +1,9 @@
 """ASVspoof 2019 LA and ASVspoof 5 in their release layouts: CM protocol files, FLAC folders.
 
-**ASVspoof 2019 LA** (``LA/`` of the Edinburgh DataShare release, or its parent)::
-
-    ASVspoof2019_LA_cm_protocols/ASVspoof2019.LA.cm.train.trn.txt   train → train
-    ASVspoof2019_LA_cm_protocols/ASVspoof2019.LA.cm.dev.trl.txt     dev   → val
-    ASVspoof2019_LA_cm_protocols/ASVspoof2019.LA.cm.eval.trl.txt    eval  → test
-    ASVspoof2019_LA_{train,dev,eval}/flac/<AUDIO_FILE_NAME>.flac
-
-One trial per line, five space-separated fields: ``SPEAKER_ID AUDIO_FILE_NAME - SYSTEM_ID
-KEY`` (``LA_0079 LA_T_1138215 - - bonafide``; ``SYSTEM_ID`` A01–A19 for spoofs).
-
-**ASVspoof 5** (the Zenodo release, protocols unpacked anywhere under the root)::
-
-    ASVspoof5.train.tsv            train → train    audio flac_T/
-    ASVspoof5.dev.track_1.tsv      dev   → val      audio flac_D/
-    ASVspoof5.eval.track_1.tsv     eval  → test     audio flac_E_eval/ (or flac_E/)
-
-The audio folders may also sit one level down, as the release's archive names and
-common preparation scripts unpack them: ``ASVspoof5_train/flac_T/``,
-``ASVspoof5_dev/flac_D/``, ``ASVspoof5_eval/flac_E_eval/`` (any ``flac_*`` folder there).
-
-whitespace-separated despite ``.tsv``, ten fields: ``SPEAKER_ID FLAC_FILE_NAME
-SPEAKER_GENDER CODEC CODEC_Q CODEC_SEED ATTACK_TAG ATTACK_LABEL KEY TMP``
-(``T_4850 T_0000000000 F - - - AC3 A05 spoof -``).
-
-Both are **binary-only**: the datasets define bona fide vs spoof, not which component
-was manipulated, so only the binary task is evaluated on them (a spoof is carried as
-variant ``S`` for the machinery). The attack (``SYSTEM_ID`` / ``ATTACK_LABEL``) becomes
-the generator of the per-generator breakdown; ASVspoof 5's codec condition is kept in
-columns of its own (``codec``, ``codec_q``, ``codec_seed``, ``attack_tag``, ``gender``).
-Every utterance is its own bootstrap unit, except ASVspoof 5's coded copies: a row whose
-``CODEC_SEED`` names a source utterance joins that utterance's unit (``clip_id``), so the
-copies of one utterance under several codecs are resampled together, not counted as
-independent trials.
+Both are **binary-only**: the datasets define bona fide vs spoof, not which component was
+manipulated, so only the binary task is evaluated on them (a spoof is carried as variant
+``S`` for the machinery) and the attack becomes the generator of the per-generator
+breakdown. Each loader's docstring gives its layout and bootstrap units.
 """
 
 from __future__ import annotations
@@ -73,7 +44,21 @@ def _trial(split: str, speaker: str, name: str, attack: str, key: str, audio: Pa
 
 
 def load_asvspoof2019_la(root: str | Path) -> Corpus:
-    """ASVspoof 2019 LA from its CM protocols (see the module notes)."""
+    """ASVspoof 2019 LA from its CM protocols (``LA/`` of the Edinburgh DataShare release,
+    or its parent).
+
+    Layout::
+
+        ASVspoof2019_LA_cm_protocols/ASVspoof2019.LA.cm.train.trn.txt   train → train
+        ASVspoof2019_LA_cm_protocols/ASVspoof2019.LA.cm.dev.trl.txt     dev   → val
+        ASVspoof2019_LA_cm_protocols/ASVspoof2019.LA.cm.eval.trl.txt    eval  → test
+        ASVspoof2019_LA_{train,dev,eval}/flac/<AUDIO_FILE_NAME>.flac
+
+    One trial per line, five space-separated fields: ``SPEAKER_ID AUDIO_FILE_NAME -
+    SYSTEM_ID KEY`` (``LA_0079 LA_T_1138215 - - bonafide``; ``SYSTEM_ID`` A01–A19 for
+    spoofs, the generator of the per-generator breakdown). Every utterance is its own
+    bootstrap unit.
+    """
     base = _la_root(Path(root))
     protocols = require(base / "ASVspoof2019_LA_cm_protocols",
                         "the ASVspoof 2019 LA CM protocol folder")
@@ -117,7 +102,24 @@ def _as5_audio(base: Path, folders: tuple[str, ...], part: str) -> Path:
 
 
 def load_asvspoof5(root: str | Path) -> Corpus:
-    """ASVspoof 5 (track 1) from its protocol files (see the module notes)."""
+    """ASVspoof 5 (track 1) from its protocol files (the Zenodo release, protocols unpacked
+    anywhere under the root).
+
+    Layout::
+
+        ASVspoof5.train.tsv            train → train    audio flac_T/
+        ASVspoof5.dev.track_1.tsv      dev   → val      audio flac_D/
+        ASVspoof5.eval.track_1.tsv     eval  → test     audio flac_E_eval/ (or flac_E/)
+
+    The audio folders may also sit one level down (:func:`_as5_audio`). Protocol lines are
+    whitespace-separated despite ``.tsv``, ten fields: ``SPEAKER_ID FLAC_FILE_NAME
+    SPEAKER_GENDER CODEC CODEC_Q CODEC_SEED ATTACK_TAG ATTACK_LABEL KEY TMP`` (``T_4850
+    T_0000000000 F - - - AC3 A05 spoof -``). ``ATTACK_LABEL`` becomes the generator; the
+    codec condition is kept in columns of its own (``codec``, ``codec_q``, ``codec_seed``,
+    ``attack_tag``, ``gender``). A row whose ``CODEC_SEED`` names a source utterance joins
+    that utterance's bootstrap unit (``clip_id``), so the copies of one utterance under
+    several codecs are resampled together, not counted as independent trials.
+    """
     base = Path(root)
     require(base, "the ASVspoof 5 release folder")
     rows = []

@@ -1,21 +1,12 @@
 """What every corpus loader returns: a samples table in the evaluation's columns, and its tasks.
 
-A loader reads a dataset in its **own** release layout (protocol or metadata files, audio
-and video where the release puts them) and maps each trial to the columns the evaluation
-reads (:mod:`madbench_common.benchmarks.madbench.eval.tasks`): ``sample_id``, ``clip_id`` (the
-bootstrap's
-resampling unit), ``variant`` (R/S/E/Q), ``split`` (train/val/test), ``protocol`` (the
-corpus name), ``audio_path`` (and ``video_path`` for audio-visual corpora), the generator
-or attack (``speech_generator``) and the corpus's own label (``label_source``).
-
-Labels are mapped to R/S/E/Q only as far as the dataset defines them
-(:attr:`Corpus.tasks`); a binary-only corpus encodes "spoof" as variant ``S`` for the
-evaluation's machinery, and every task it does not define is left out of any evaluation
-on it. A malformed protocol line or a missing media file never stops the load: the row
-is kept with ``status="rejected"``, a reason code (``bad_protocol_line``, ``missing``,
-``bad_label``, ``duplicate``: a trial whose id an earlier line already gave) and a detail
-naming the file and line. The log gets one line per reason with its count and first
-case (:func:`log_rejections`); ``-v`` lists every row (logger ``madbench.corpus``).
+A loader reads a dataset in its **own** release layout and maps each trial to the columns
+the evaluation reads (:mod:`madbench_common.benchmarks.madbench.eval.tasks`):
+``sample_id``, ``clip_id`` (the bootstrap's resampling unit), ``variant`` (R/S/E/Q),
+``split``, ``protocol`` (the corpus name), ``audio_path`` (and ``video_path``), the
+generator or attack (``speech_generator``) and the corpus's own label (``label_source``).
+Bad rows are kept as rejected (:func:`rejected`); the log gets one line per reason
+(:func:`log_rejections`; ``-v`` lists every row, logger ``madbench.corpus``).
 """
 
 from __future__ import annotations
@@ -45,7 +36,11 @@ COLUMNS = ("sample_id", "clip_id", "variant", "split", "protocol", "audio_path",
 
 @dataclass
 class Corpus:
-    """A loaded corpus: its samples (``status`` ok or rejected) and what it defines."""
+    """A loaded corpus: its samples (``status`` ok or rejected) and what it defines.
+
+    Labels are mapped to R/S/E/Q only as far as the dataset defines them (:attr:`tasks`); a
+    binary-only corpus encodes "spoof" as variant ``S`` for the evaluation's machinery, and
+    every task it does not define is left out of any evaluation on it."""
 
     name: str
     root: str
@@ -85,7 +80,12 @@ def require(path: Path, what: str) -> Path:
 
 
 def rejected(sample_id: str, reason: str, detail: str, **extra: Any) -> dict[str, Any]:
-    """A quarantined row (summed up per reason by :func:`log_rejections`)."""
+    """A quarantined row (summed up per reason by :func:`log_rejections`).
+
+    A malformed protocol line or a missing media file never stops the load: the row is kept
+    with ``status="rejected"``, a reason code (``bad_protocol_line``, ``missing``,
+    ``bad_label``, ``duplicate``: a trial whose id an earlier line already gave) and a
+    detail naming the file and line."""
     return {"sample_id": sample_id, "clip_id": sample_id, "variant": "R", "split": "",
             "status": "rejected", "reason": reason, "detail": detail, **extra}
 

@@ -1,18 +1,10 @@
 """Cross-dataset evaluation: heads fitted on one corpus's training split, scored on another's
-test split, with the tasks both corpora define.
-
-The direction ``A → B`` takes A's ``train`` and ``val`` rows (heads and their validation
-thresholds, paper §4.2) and B's ``test`` rows; a MADBench run contributes one protocol
-(``balanced`` by default, so each clip enters once). A task is evaluated only where both
-corpora define it (:attr:`~madbench_common.benchmarks.madbench.corpora.base.Corpus.tasks`): a head
-needs A's
-labels to be trained and B's to be scored. The result carries a ``cross`` record naming
-the direction, the tasks evaluated and, for each task left out, which side lacks it;
-the report prints it as its own table.
+test split, with the tasks both corpora define (:func:`cross_evaluate`).
 
 Features come from a registry encoder run in-process on both corpora
-(:func:`corpus_features`: audio decoded with FFmpeg at 16 kHz, video frames where the
-mode is A-V), cached by the media's sha256, or from the user's feature files.
+(:func:`corpus_features`: audio decoded with FFmpeg at 16 kHz, video frames where the mode
+is A-V), cached by the media's sha256, or from the user's feature files. The report prints
+the ``cross`` record as its own table.
 """
 
 from __future__ import annotations
@@ -28,7 +20,7 @@ import numpy as np
 import pandas as pd
 
 from madbench_common.benchmarks.madbench.corpora.base import Corpus
-from madbench_common.benchmarks.madbench.eval.runner import FeatureSet
+from madbench_common.benchmarks.madbench.eval.fit import FeatureSet
 from madbench_common.benchmarks.madbench.eval.suite import (
     EvalConfig,
     EvalResult,
@@ -141,7 +133,12 @@ def cross_evaluate(train: Corpus, test: Corpus, encoder_slug: str, *, mode: str 
                    protocol: str = "balanced", cache: Path | None = None,
                    config: EvalConfig | None = None,
                    features: tuple[FeatureSet, FeatureSet] | None = None) -> EvalResult:
-    """One direction ``train → test`` (see the module notes)."""
+    """One direction ``train → test``: heads and their validation thresholds from
+    ``train``'s ``train`` and ``val`` rows (paper §4.2), scored on ``test``'s ``test`` rows;
+    a MADBench run contributes one protocol (``balanced`` by default, so each clip enters
+    once). Only the tasks both corpora define are evaluated (:func:`direction_tasks`); the
+    result carries a ``cross`` record naming the direction, the tasks evaluated and, for
+    each task left out, which side lacks it."""
     if mode == "AV":  # an audio-only side has no frames: refuse, never an empty table
         audio_only = [c for c in (train, test) if c.modality != "AV"]
         if audio_only:

@@ -1,40 +1,7 @@
 """In-the-Wild (Müller et al., 2022) and FakeAVCeleb v1.2 in their release layouts.
 
-**In-the-Wild** (``release_in_the_wild/``)::
-
-    meta.csv            header ``file,speaker,label``; label ``bona-fide`` or ``spoof``
-    <file>              the audio, e.g. ``0.wav``
-
-Binary-only (bona fide vs spoof of celebrities' and politicians' speech). The release
-has no splits; it is a test set in the literature. For training on it, speakers are
-split 7:1:2 by a hash of the speaker name (no speaker spans two splits; MADBench's
-choice, the dataset is silent). Every file is its own bootstrap unit.
-
-**FakeAVCeleb v1.2** (``FakeAVCeleb_v1.2/``, or the folder holding it)::
-
-    meta_data.csv       header ``source,target1,target2,method,category,type,race,gender,path,``
-                        — ``path`` holds the file name and the tenth, unnamed column its
-                        folder, ``FakeAVCeleb/<type>/<race>/<gender>/<source>``
-    <type>/<race>/<gender>/<source>/<file>.mp4
-
-``type`` is one of ``RealVideo-RealAudio``, ``RealVideo-FakeAudio``,
-``FakeVideo-RealAudio``, ``FakeVideo-FakeAudio``. ``method`` names what made the row's
-fake: for ``RealVideo-FakeAudio`` the voice cloner (``rtvc``), for the fake-video types
-the face method (``faceswap``, ``fsgan``, ``wav2lip`` and combinations such as
-``faceswap-wav2lip``). Every fake audio track of the dataset, ``FakeVideo-FakeAudio``'s
-included, is made by one voice cloner, Real-Time Voice Cloning (SV2TTS, ``rtvc``;
-Khalid et al. 2021, arXiv:2108.05080): so a fake-audio row's speech generator is ``rtvc`` (the
-``method`` of a ``RealVideo-FakeAudio`` row, :data:`FAKEAVCELEB_SPEECH_GENERATOR` for a
-``FakeVideo-FakeAudio`` one), never the face method, which goes to ``video_generator``.
-The dataset defines which modality is
-fake, and its fake audio is cloned speech (SV2TTS), so it maps to MADBench's labels as
-far as they go: real audio → R, fake audio → S (fake speech); the binary and speech
-tasks are evaluated; environment, four-way and scene consistency are not (it defines no
-environment manipulation). MADBench's videos are authentic, so by default only the two
-real-video types are kept (``video="real"``: RVRA vs RVFA); ``video="all"`` keeps the
-fake-video types too, labelled by their audio. No official split: source identities are
-split 7:1:2 by a hash (MADBench's choice). A source video and every fake made from it
-(``<source>/<video number>``) form one bootstrap unit.
+Each loader's docstring gives its release layout, how its labels map to MADBench's and
+how it is split (:func:`load_in_the_wild`, :func:`load_fakeavceleb`).
 """
 
 from __future__ import annotations
@@ -66,7 +33,15 @@ the face method."""
 
 
 def load_in_the_wild(root: str | Path) -> Corpus:
-    """In-the-Wild from ``meta.csv`` (see the module notes)."""
+    """In-the-Wild from ``meta.csv`` (release layout ``release_in_the_wild/``).
+
+    ``meta.csv`` has the header ``file,speaker,label`` (label ``bona-fide`` or ``spoof``)
+    beside the audio files (e.g. ``0.wav``). Binary-only (bona fide vs spoof of
+    celebrities' and politicians' speech). The release has no splits; it is a test set in
+    the literature. For training on it, speakers are split 7:1:2 by a hash of the speaker
+    name (no speaker spans two splits; MADBench's choice, the dataset is silent). Every
+    file is its own bootstrap unit.
+    """
     base = Path(root)
     if not (base / "meta.csv").is_file() and (base / "release_in_the_wild").is_dir():
         base = base / "release_in_the_wild"
@@ -98,7 +73,33 @@ def _itw_row(base: Path, r: dict[str, str], where: str) -> dict[str, Any]:
 
 
 def load_fakeavceleb(root: str | Path, video: str = "real") -> Corpus:
-    """FakeAVCeleb v1.2 from ``meta_data.csv`` (see the module notes)."""
+    """FakeAVCeleb v1.2 from ``meta_data.csv`` (``FakeAVCeleb_v1.2/`` or the folder holding it).
+
+    Layout::
+
+        meta_data.csv   header ``source,target1,target2,method,category,type,race,gender,path,``
+                        (``path`` holds the file name and the tenth, unnamed column its
+                        folder, ``FakeAVCeleb/<type>/<race>/<gender>/<source>``)
+        <type>/<race>/<gender>/<source>/<file>.mp4
+
+    ``type`` is one of ``RealVideo-RealAudio``, ``RealVideo-FakeAudio``,
+    ``FakeVideo-RealAudio``, ``FakeVideo-FakeAudio``. ``method`` names what made the row's
+    fake: for ``RealVideo-FakeAudio`` the voice cloner (``rtvc``), for the fake-video types
+    the face method (``faceswap``, ``fsgan``, ``wav2lip`` and combinations such as
+    ``faceswap-wav2lip``). Every fake audio track of the dataset is made by one voice
+    cloner, Real-Time Voice Cloning (SV2TTS, ``rtvc``; Khalid et al. 2021,
+    arXiv:2108.05080), so a fake-audio row's speech generator is ``rtvc`` (``method`` of a
+    ``RealVideo-FakeAudio`` row, :data:`FAKEAVCELEB_SPEECH_GENERATOR` for a
+    ``FakeVideo-FakeAudio`` one), never the face method, which goes to ``video_generator``.
+
+    Labels as far as MADBench's go: real audio → R, fake audio → S (fake speech); the
+    binary and speech tasks are evaluated; environment, four-way and scene consistency
+    are not (it defines no environment manipulation). MADBench's videos are authentic, so
+    by default only the two real-video types are kept (``video="real"``: RVRA vs RVFA);
+    ``video="all"`` keeps the fake-video types too, labelled by their audio. No official
+    split: source identities are split 7:1:2 by a hash (MADBench's choice). A source video
+    and every fake made from it (``<source>/<video number>``) form one bootstrap unit.
+    """
     if video not in ("real", "all"):
         raise ConfigError(f"FakeAVCeleb video={video!r}: expected 'real' or 'all'")
     base = Path(root)

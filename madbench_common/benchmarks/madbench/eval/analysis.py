@@ -2,25 +2,9 @@
 
 Every record is a flat JSON-able dict naming its ``source`` (``head`` or ``native``),
 input ``mode`` and, where it has one, ``protocol``; ``<name>_lo``/``<name>_hi`` are
-clip-paired bootstrap 95% percentile intervals (NaN when ``n_boot`` is 0). Rows
-without a usable score are excluded and counted (``n_excluded``, ``excluded_rate``).
-
-Definitions (paper §5):
-
-* protocol means (Tables 2, 3, 5): the mean of a metric over the core protocols
-  present ("Mean denotes the average across protocols");
-* Δ_E−S = mean over protocols of AUC_E − mean over protocols of AUC_S, where AUC_E is
-  the environment task ({E,Q} vs {R,S}, head H_E) and AUC_S the speech task ({S,Q}
-  vs {R,E}, head H_S) (§5.2);
-* G_S = AUC(S vs R) − AUC(Q vs E) on the speech task's scores and G_E = AUC(E vs R) −
-  AUC(Q vs S) on the environment task's scores (§5.2), per protocol and averaged;
-* Δ_pair = AUC_P − AUC_Sh per scene-consistency condition, on the same test rows
-  scored once with the intended and once with the shuffled video (§5.3).
-
-Robustness (beyond the paper): per robustness condition, AUC, EER and AP of
-every binary task with the clean heads, per protocol and as the mean over the core
-protocols, and the drop from clean (ΔAUC = clean − condition, with a clip-paired
-interval: the condition's samples are the clean test clips).
+clip-paired bootstrap 95% percentile intervals (NaN when ``n_boot`` is 0). Rows without
+a usable score are excluded and counted (``n_excluded``, ``excluded_rate``). Each
+record function gives the paper's definition it implements (§5).
 """
 
 from __future__ import annotations
@@ -34,7 +18,7 @@ import numpy.typing as npt
 import pandas as pd
 
 from madbench_common.benchmarks.madbench.eval import metrics as M
-from madbench_common.benchmarks.madbench.eval.runner import GroupScores
+from madbench_common.benchmarks.madbench.eval.fit import GroupScores
 from madbench_common.benchmarks.madbench.eval.tasks import (
     CORE_PROTOCOLS,
     SC_CONDITIONS,
@@ -167,7 +151,10 @@ def _present(gs: list[GroupScores], make: Callable[[GroupScores], View | None]
 
 
 def summary_records(groups: list[GroupScores], n_boot: int = 1000, seed: int = 0) -> list[Record]:
-    """Mean over the core protocols of each (task, metric) in :data:`SUMMARY_METRICS`."""
+    """Mean over the core protocols of each (task, metric) in :data:`SUMMARY_METRICS`.
+
+    Tables 2, 3, 5: "Mean denotes the average across protocols", over the core protocols
+    present."""
     out = []
     for (source, mode), gs in _core_paired(groups).items():
         for task, metric in SUMMARY_METRICS:
@@ -215,7 +202,12 @@ def _delta_e_s(gs: list[GroupScores], n_boot: int, seed: int) -> Record:
 
 def component_records(groups: list[GroupScores], n_boot: int = 1000,
                       seed: int = 0) -> list[Record]:
-    """Table 3's diagnostics per (source, mode): Δ_E−S, and G_S, G_E per protocol and mean."""
+    """Table 3's diagnostics per (source, mode): Δ_E−S, and G_S, G_E per protocol and mean.
+
+    §5.2: Δ_E−S = mean over protocols of AUC_E − mean over protocols of AUC_S, where AUC_E
+    is the environment task ({E,Q} vs {R,S}, head H_E) and AUC_S the speech task ({S,Q} vs
+    {R,E}, head H_S); G_S = AUC(S vs R) − AUC(Q vs E) on the speech task's scores and
+    G_E = AUC(E vs R) − AUC(Q vs S) on the environment task's scores."""
     out = []
     for (source, mode), gs in _core_paired(groups).items():
         gs_per, gs_mean = _gap(gs, "speech", ("S", "R"), ("Q", "E"), n_boot, seed)
@@ -286,7 +278,10 @@ def _pair_record(p: GroupScores, sh: GroupScores | None, cond: str, n_boot: int,
 
 
 def pair_records(groups: list[GroupScores], n_boot: int = 1000, seed: int = 0) -> list[Record]:
-    """Table 4 per (source, mode, condition): AUC_P, AUC_Sh and Δ_pair = AUC_P − AUC_Sh."""
+    """Table 4 per (source, mode, condition): AUC_P, AUC_Sh and Δ_pair = AUC_P − AUC_Sh.
+
+    §5.3: on the same test rows scored once with the intended and once with the shuffled
+    video."""
     out = []
     for p in groups:
         if p.protocol == SC_PROTOCOL and p.pairing == "paired" and "scene" in p.scores:
@@ -410,6 +405,10 @@ def robustness_records(clean: list[GroupScores], perturbed: list[GroupScores],
                        n_boot: int = 1000, seed: int = 0) -> list[Record]:
     """Per (source, mode, task, condition): each protocol's point AUC/EER/AP and drop from
     clean, and (``protocol="mean"``) the mean over the core protocols with intervals.
+
+    Beyond the paper: every binary task with the clean heads; the drop from clean is
+    ΔAUC = clean − condition, with a clip-paired interval (the condition's samples are the
+    clean test clips).
 
     The ``clean`` condition's own records come first, so a table reads top to bottom.
     """

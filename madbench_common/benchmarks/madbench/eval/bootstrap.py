@@ -1,18 +1,11 @@
 """Clip-paired bootstrap confidence intervals: resample source clips, never single samples.
 
-The four variants (R/S/E/Q) of a source clip — and its paired and shuffled
-inputs, and its A and A-V features — share the clip's speaker, scene and
-recording, so they are not independent. Each replicate draws ``n_clips`` clips
-with replacement and gives every sample the multiplicity of its clip; statistics
-computed from several score vectors over the same samples (gaps, Δ_pair, the
-modality ablation) use the *same* replicate weights, so their intervals account
-for the pairing. Intervals are percentile intervals.
-
-A statistic that combines several groups of rows — the mean over the three core
-protocols (paper Tables 2, 3 and 5), Δ_E−S, Δ_pair — is written as parts (:class:`Part`)
-and a ``combine`` function (:func:`joint_interval`): the parts' clip ids are pooled
-so that a clip drawn once carries the same multiplicity in every part (the
-protocols hold the same clips), and each replicate combines the parts' values.
+The four variants (R/S/E/Q) of a source clip, its paired and shuffled inputs, and its A
+and A-V features share the clip's speaker, scene and recording, so they are not
+independent. Each replicate draws ``n_clips`` clips with replacement and gives every
+sample the multiplicity of its clip (:func:`clip_weights`); statistics over the same
+samples (gaps, Δ_pair, the modality ablation) use the *same* replicate weights
+(:func:`joint_interval`). Intervals are percentile intervals.
 """
 
 from __future__ import annotations
@@ -215,8 +208,11 @@ def joint_interval(parts: list[Part], combine: Combine, n_boot: int = 1000, seed
                    alpha: float = 0.05) -> Interval:
     """Interval of ``combine(values)`` where ``values[:, i]`` is part ``i``'s statistic.
 
-    One clip draw per replicate is shared by every part (see the module notes);
-    ``n_boot == 0`` gives the point estimate with NaN bounds.
+    For a statistic that combines several groups of rows (the mean over the three core
+    protocols of Tables 2, 3 and 5, Δ_E−S, Δ_pair): the parts' clip ids are pooled so that
+    a clip drawn once carries the same multiplicity in every part (the protocols hold the
+    same clips), and each replicate combines the parts' values. ``n_boot == 0`` gives the
+    point estimate with NaN bounds.
     """
     slices = _offsets([len(p.clips) for p in parts])
 

@@ -1,26 +1,10 @@
 """Bring your own model: evaluate per-sample features or scores from a Parquet/CSV file.
 
-No image runs: the user's file is validated against the samples manifest and fed
-to the same protocol as the benchmark's own models (heads for features, direct
-transfer / zero-shot scoring for scores). Problems are reported as
-:class:`ConfigError` naming the file, the count and an example: missing samples,
-duplicate ids, NaN or infinite values, constant features or scores.
-
-Features file: ``sample_id``, optional ``mode`` (default ``A``) and ``pairing``
-(default ``paired``), and either a list column ``features`` or numeric columns.
-Every sample needs a paired row per mode; ``shuffled`` rows (another clip's video,
-paper §5.3) are read only for scene-consistency test samples.
-
-Scores file (one row per sample and task): ``sample_id``, ``score`` (P(positive),
-or any score where higher = positive: fake for ``binary``/``speech``/``env``,
-scene-inconsistent for ``scene``), optional ``task`` (default ``binary``),
-``mode``, ``pairing``, ``probs`` (four-way R, S, E, Q probabilities: a list column
-in Parquet, or columns ``prob_R``, ``prob_S``, ``prob_E``, ``prob_Q`` in CSV),
-``parsed`` (the parsed answer: ``fake``/``real``, ``inconsistent``/``consistent``,
-R/S/E/Q, ``refusal``, ``unparsed``) and ``excluded``. Each task is scored only from
-its own rows; every test sample of a task needs a row of it (train and val rows
-are optional); a row without a score is scored from its parsed answer or counted
-as excluded (refusals, unparsed answers), never guessed.
+No image runs: the user's file (:func:`load_features`, :func:`load_scores`) is validated
+against the samples manifest and fed to the same protocol as the benchmark's own models
+(heads for features, direct transfer / zero-shot scoring for scores). Problems are
+reported as :class:`ConfigError` naming the file, the count and an example: missing
+samples, duplicate ids, NaN or infinite values, constant features or scores.
 """
 
 from __future__ import annotations
@@ -33,7 +17,7 @@ from urllib.parse import urlparse
 import numpy as np
 import pandas as pd
 
-from madbench_common.benchmarks.madbench.eval.runner import FeatureSet
+from madbench_common.benchmarks.madbench.eval.fit import FeatureSet
 from madbench_common.benchmarks.madbench.eval.suite import (
     EvalConfig,
     EvalResult,
@@ -172,7 +156,12 @@ def _check_score_coverage(samples: pd.DataFrame, frame: pd.DataFrame, where: str
 
 
 def load_features(uri: str, samples: pd.DataFrame, drop_constant: bool = False) -> FeatureSet:
-    """Validated feature matrices per (mode, pairing)."""
+    """Validated feature matrices per (mode, pairing).
+
+    Columns: ``sample_id``, optional ``mode`` (default ``A``) and ``pairing`` (default
+    ``paired``), and either a list column ``features`` or numeric columns. Every sample
+    needs a paired row per mode; ``shuffled`` rows (another clip's video, paper §5.3) are
+    read only for scene-consistency test samples."""
     frame = _with_keys(_read_table(uri), uri)
     _check_coverage(samples, frame, uri)
     fs = FeatureSet()
@@ -207,7 +196,17 @@ def _check_scores(frame: pd.DataFrame, where: str) -> np.ndarray:
 
 
 def load_scores(uri: str, samples: pd.DataFrame) -> pd.DataFrame:
-    """Validated per-sample, per-task scores (see the module notes for the columns)."""
+    """Validated per-sample, per-task scores.
+
+    One row per sample and task: ``sample_id``, ``score`` (P(positive), or any score where
+    higher = positive: fake for ``binary``/``speech``/``env``, scene-inconsistent for
+    ``scene``), optional ``task`` (default ``binary``), ``mode``, ``pairing``, ``probs``
+    (four-way R, S, E, Q probabilities: a list column in Parquet, or columns ``prob_R``,
+    ``prob_S``, ``prob_E``, ``prob_Q`` in CSV), ``parsed`` (the parsed answer:
+    ``fake``/``real``, ``inconsistent``/``consistent``, R/S/E/Q, ``refusal``,
+    ``unparsed``) and ``excluded``. Every test sample of a task needs a row of it (train
+    and val rows are optional).
+    """
     frame = _probs(_with_keys(_read_table(uri), uri, _SCORE_KEYS))
     if "score" not in frame and "probs" not in frame:
         raise ConfigError(f"{uri}: no 'score' column (nor four-way 'probs')")

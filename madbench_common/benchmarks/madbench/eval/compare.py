@@ -2,15 +2,11 @@
 
 A user who evaluates one new model ranks it against a published run without rerunning
 anything: every model record of every report is read back as an
-:class:`~madbench_common.benchmarks.madbench.eval.suite.EvalResult` (records only, no scored
-groups) and the
-same renderer writes the same tables (Tables 2–5, AP, robustness, per-generator, LOGO)
-and figures (ROC/DET from the stored curves, robustness, per-generator bars). Each
-model's name gets its run's label in brackets, so the same model from two runs sits in
-adjacent rows of its group.
-
-A run is named by its ``report.json`` (local path, ``file://`` or ``s3://``), a folder
-holding one, or a run's root (``<store>/<run_id>``: its ``evaluate`` stage's report).
+:class:`~madbench_common.benchmarks.madbench.eval.suite.EvalResult` (records only) and the
+same renderer writes the same tables and figures. Each model's name gets its run's label
+in brackets, so the same model from two runs sits in adjacent rows. A run is named by its
+``report.json`` (local path, ``file://`` or ``s3://``), a folder holding one, or a run's
+root (``<store>/<run_id>``: its ``evaluate`` stage's report).
 """
 
 from __future__ import annotations

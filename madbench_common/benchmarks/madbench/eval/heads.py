@@ -1,18 +1,9 @@
 """Fast batched L2 logistic-regression heads: many tasks fitted at once on one feature matrix.
 
-Every head minimises scikit-learn's ``LogisticRegression(C)`` objective (L2 penalty
-on the weights, unpenalised intercept; sigmoid for two classes, softmax for more)
-on its own subset of the rows of a shared, standardised matrix ``X``. All heads of
-one matrix are solved together by a vectorised L-BFGS with per-head state:
-
-* the matrix is touched once per iteration for *all* heads (``X @ W``, ``Xᵀ R``:
-  matrix–matrix products instead of one matrix–vector product per head);
-* the initial inverse-Hessian of each head is the exact inverse Hessian at
-  ``W = 0`` — ``(a·XᵀX/n + λ)⁻¹`` with ``a = ¼`` (sigmoid) or ``1/K`` on the
-  class-centred part (softmax) — from one Gram matrix per feature matrix, so the
-  first step is a Newton step and the remaining iterations are few;
-* each head keeps its own step length and convergence test (max |gradient| of the
-  mean-loss objective ≤ ``tol``) and drops out of the products once converged.
+Every head minimises scikit-learn's ``LogisticRegression(C)`` objective (L2 penalty on the
+weights, unpenalised intercept; sigmoid for two classes, softmax for more) on its own
+subset of the rows of a shared, standardised matrix ``X``; all heads of one matrix are
+solved together (:func:`fit_heads`).
 """
 
 from __future__ import annotations
@@ -271,7 +262,17 @@ def _line_search(p: _Problem, st: _State, d: F64, heads: list[int]) -> tuple[F64
 def fit_heads(x: npt.NDArray[np.floating], specs: list[HeadSpec], *, c: float = 1.0,
               tol: float = 1e-5, max_iter: int = 500, memory: int = 10,
               gram_rows: int = 8192) -> list[Head]:
-    """Fit every head in ``specs`` on rows of ``x`` (already standardised); see module notes.
+    """Fit every head in ``specs`` on rows of ``x`` (already standardised).
+
+    All heads of one matrix are solved together by a vectorised L-BFGS with per-head
+    state: the matrix is touched once per iteration for *all* heads (``X @ W``, ``Xᵀ R``:
+    matrix–matrix products instead of one matrix–vector product per head); the initial
+    inverse-Hessian of each head is the exact inverse Hessian at ``W = 0``,
+    ``(a·XᵀX/n + λ)⁻¹`` with ``a = ¼`` (sigmoid) or ``1/K`` on the class-centred part
+    (softmax), from one Gram matrix per feature matrix, so the first step is a Newton step
+    and the remaining iterations are few; each head keeps its own step length and
+    convergence test (max |gradient| of the mean-loss objective ≤ ``tol``) and drops out
+    of the products once converged.
 
     Heads whose rows together cover under 3/4 of ``x`` (scene-consistency subsets)
     are solved as a second batch on just those rows, so their iterations read less.

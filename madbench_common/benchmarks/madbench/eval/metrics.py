@@ -3,31 +3,8 @@
 Score convention: **higher score = more likely fake** (label 1 = fake, 0 = real)
 everywhere in MADBench. The ASVspoof 5 functions use the opposite polarity
 (higher = bona fide), so :func:`eer_asvspoof`, :func:`min_dcf`, :func:`act_dcf`
-and :func:`cllr` negate scores before applying the ASVspoof 5 definitions.
-
-EER, two ways, and how ties are handled:
-
-* :func:`eer_asvspoof` reproduces ``compute_eer`` of the ASVspoof 5 evaluation
-  package: bona fide (negated real) scores are concatenated before spoof scores and
-  sorted with a *stable* mergesort, so inside a group of tied scores every bona fide
-  trial is passed before any spoof trial — the threshold walks through a tie one
-  trial at a time, and the DET curve has a step inside the tie. The EER is the mean
-  of FRR and FAR at the single point where ``|FRR − FAR|`` is smallest (first one
-  on equality). With ties the value therefore depends on that ordering convention.
-* :func:`eer_interpolated` treats each distinct score as one threshold (a tie
-  moves FPR and FNR together, the ROC's diagonal segment) and linearly interpolates
-  FPR and FNR between the two ROC vertices that bracket ``FNR = FPR``; this is the
-  usual ``brentq(1 − x − interp(fpr, tpr)(x))`` EER and is invariant to how tied
-  trials are ordered.
-
-AUC is the Mann–Whitney probability ``P(s_fake > s_real) + ½ P(s_fake = s_real)``
-(ties count one half), identical to scikit-learn's ``roc_auc_score``.
-
-Average precision (AP) is the step-wise area under the precision–recall curve with
-fake as the positive class, ``Σ_n (R_n − R_{n−1}) P_n`` over the distinct score
-thresholds in decreasing order (tied scores enter together, no interpolation),
-identical to scikit-learn's ``average_precision_score``. Unlike AUC and EER it
-depends on the class balance (a random ranking scores the fake share).
+and :func:`cllr` negate scores before applying the ASVspoof 5 definitions. The two EERs
+differ on ties (:func:`eer_asvspoof`, :func:`eer_interpolated`).
 """
 
 from __future__ import annotations
@@ -77,7 +54,9 @@ def _split(labels: npt.ArrayLike, scores: npt.ArrayLike) -> tuple[FloatArray, Fl
 
 
 def auc(labels: npt.ArrayLike, scores: npt.ArrayLike) -> float:
-    """ROC AUC via mid-ranks (ties count ½)."""
+    """ROC AUC via mid-ranks (ties count ½): the Mann–Whitney probability
+    ``P(s_fake > s_real) + ½ P(s_fake = s_real)``, identical to scikit-learn's
+    ``roc_auc_score``."""
     neg, pos = _split(labels, scores)
     ranks = rankdata(np.concatenate([pos, neg]))
     u = ranks[: pos.size].sum() - pos.size * (pos.size + 1) / 2
@@ -85,7 +64,12 @@ def auc(labels: npt.ArrayLike, scores: npt.ArrayLike) -> float:
 
 
 def average_precision(labels: npt.ArrayLike, scores: npt.ArrayLike) -> float:
-    """AP of the fake class: ``Σ (R_n − R_{n−1}) P_n`` over distinct thresholds (see notes)."""
+    """AP of the fake class: ``Σ (R_n − R_{n−1}) P_n`` over distinct thresholds.
+
+    The step-wise area under the precision–recall curve with fake as the positive class,
+    over the distinct score thresholds in decreasing order (tied scores enter together, no
+    interpolation), identical to scikit-learn's ``average_precision_score``. Unlike AUC
+    and EER it depends on the class balance (a random ranking scores the fake share)."""
     real, fake = _split(labels, scores)
     tps, fps, _ = _ranked(real, fake)
     recall = np.r_[0.0, tps / fake.size]
@@ -113,7 +97,14 @@ def _det_curve(bona: FloatArray, spoof: FloatArray) -> tuple[FloatArray, FloatAr
 
 
 def eer_asvspoof(labels: npt.ArrayLike, scores: npt.ArrayLike) -> float:
-    """EER exactly as the ASVspoof 5 evaluation package computes it (see module notes)."""
+    """EER exactly as the ASVspoof 5 evaluation package computes it (``compute_eer``).
+
+    Bona fide (negated real) scores are concatenated before spoof scores and sorted with a
+    *stable* mergesort, so inside a group of tied scores every bona fide trial is passed
+    before any spoof trial: the threshold walks through a tie one trial at a time, and the
+    DET curve has a step inside the tie. The EER is the mean of FRR and FAR at the single
+    point where ``|FRR − FAR|`` is smallest (first one on equality). With ties the value
+    therefore depends on that ordering convention (:func:`eer_interpolated` does not)."""
     real, fake = _split(labels, scores)
     frr, far, _ = _det_curve(-real, -fake)
     i = int(np.argmin(np.abs(frr - far)))
@@ -141,7 +132,11 @@ def roc_points(labels: npt.ArrayLike,
 
 
 def eer_interpolated(labels: npt.ArrayLike, scores: npt.ArrayLike) -> float:
-    """EER where the linearly interpolated ROC crosses FNR = FPR (tie-order invariant)."""
+    """EER where the linearly interpolated ROC crosses FNR = FPR (tie-order invariant).
+
+    Each distinct score is one threshold (a tie moves FPR and FNR together, the ROC's
+    diagonal segment); FPR and FNR are interpolated linearly between the two ROC vertices
+    that bracket ``FNR = FPR``: the usual ``brentq(1 − x − interp(fpr, tpr)(x))`` EER."""
     fpr, tpr, _ = roc_points(labels, scores)
     fnr = 1.0 - tpr
     i = int(np.flatnonzero(fnr <= fpr)[0])

@@ -1,26 +1,12 @@
 """Direct transfer and zero-shot: a model's own per-task outputs, scored task by task.
 
-Paper §4.2: pretrained detectors' "native scores are used for binary direct
-transfer, while lightweight prediction heads are fitted to frozen detector outputs
-for tasks not supported by the original models"; omni models answer each task's own
-prompt (P_bin, P_4way, P_comp for speech and environment, P_SC). So every task is
-scored **only from rows with that task** (``task`` column; absent = ``binary``): a
-task without rows gives no group entry (reported as absent), never another task's
-score read again.
-
-Per row the score is, in order: ``score`` (P(positive): fake, or scene-inconsistent)
-or, for the four-way task, ``probs`` (R, S, E, Q); else the parsed answer as a hard
-decision (``fake``/``real``, ``inconsistent``/``consistent``, a letter); else — a
-refusal, an unparsed answer, ``excluded``, or no row at all for a test sample — the
-row is **excluded** (NaN), counted in the exclusion rate beside the metric, never
-replaced by a guess. Parse rates (shares of each ``parsed`` value) are reported per
-task × mode × pairing on the test split.
-
-``kind`` says how to read ``score``: ``prob`` (P in [0, 1], read through its logit
-as an LLR), ``llr`` as is, ``raw`` (ranked only: minDCF, actDCF and Cllr omitted),
-or ``auto`` (``prob`` when every score lies in [0, 1], else ``raw``). The accuracy
-threshold of a binary task is the validation split's EER point where val rows
-exist, else P = ½ for probabilities (zero-shot models have no training data).
+Paper §4.2: pretrained detectors' "native scores are used for binary direct transfer,
+while lightweight prediction heads are fitted to frozen detector outputs for tasks not
+supported by the original models"; omni models answer each task's own prompt (P_bin,
+P_4way, P_comp, P_SC). So every task is scored **only from rows with that task** (a task
+without rows is reported as absent, never read from another task's score), and a row
+without a usable score or answer is excluded, never replaced by a guess
+(:func:`native_groups`). Parse rates are reported per task × mode × pairing on the test split.
 """
 
 from __future__ import annotations
@@ -33,8 +19,8 @@ import numpy.typing as npt
 import pandas as pd
 from scipy.special import logit
 
+from madbench_common.benchmarks.madbench.eval.fit import GroupScores
 from madbench_common.benchmarks.madbench.eval.metrics import eer_threshold
-from madbench_common.benchmarks.madbench.eval.runner import GroupScores
 from madbench_common.benchmarks.madbench.eval.tasks import CORE_TASKS, TASKS, VARIANTS, task_labels
 from madbench_common.core.compat import zip_strict
 
@@ -51,7 +37,10 @@ F64 = npt.NDArray[np.float64]
 
 
 def resolve_kind(score: F64, kind: str) -> str:
-    """``auto`` → ``prob`` if every finite score is in [0, 1], else ``raw``."""
+    """``auto`` → ``prob`` if every finite score is in [0, 1], else ``raw``.
+
+    ``kind`` says how to read ``score``: ``prob`` (P in [0, 1], read through its logit as an
+    LLR), ``llr`` as is, ``raw`` (ranked only: minDCF, actDCF and Cllr omitted)."""
     if kind not in SCORE_KINDS:
         raise ValueError(f"score_kind {kind!r}: expected one of {SCORE_KINDS}")
     finite = score[np.isfinite(score)]
@@ -89,7 +78,12 @@ def _normalise(scores: pd.DataFrame) -> pd.DataFrame:
 
 
 def _binary_values(rows: pd.DataFrame, task: str, kind: str) -> tuple[F64, int]:
-    """LLR-like values (NaN = excluded) and how many came from hard answers."""
+    """LLR-like values (NaN = excluded) and how many came from hard answers.
+
+    Per row: ``score`` (P(positive): fake, or scene-inconsistent), else the parsed answer as
+    a hard decision (``fake``/``real``, ``inconsistent``/``consistent``); else (a refusal,
+    an unparsed answer, ``excluded``) the row is **excluded** (NaN), counted in the
+    exclusion rate beside the metric, never replaced by a guess."""
     score = rows["score"].to_numpy(np.float64)
     out = np.where(np.isfinite(score), _as_llr(np.nan_to_num(score, nan=0.5), kind), np.nan)
     parsed = rows["parsed"].to_numpy(str)
@@ -131,6 +125,8 @@ def _aligned(test: pd.DataFrame, rows: pd.DataFrame, values: F64) -> F64:
 
 
 def _calibrate(g: GroupScores, task: str, val: pd.DataFrame, values: F64, kind: str) -> None:
+    # The accuracy threshold of a binary task: the validation split's EER point where val
+    # rows exist, else P = 1/2 for probabilities (zero-shot models have no training data).
     mask, y = task_labels(val, task)
     s = values[mask]
     ok = np.isfinite(s)
@@ -173,7 +169,9 @@ def native_groups(samples: pd.DataFrame, scores: pd.DataFrame,
 
     ``scores`` has ``sample_id`` and optionally ``task`` (default ``binary``),
     ``score``, ``probs``, ``parsed``, ``excluded``, ``mode`` (``A``) and ``pairing``
-    (``paired``); see the module notes for how each row is read.
+    (``paired``). A binary-type row is read by :func:`_binary_values`, a four-way row from
+    ``probs`` (R, S, E, Q) or a parsed letter (:func:`_fourway_values`); a test sample with
+    no row of a task is excluded too.
     """
     sc = _normalise(scores)
     kind = resolve_kind(sc.loc[sc["task"] != "fourway", "score"].to_numpy(np.float64), kind)

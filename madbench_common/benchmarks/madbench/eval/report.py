@@ -1,27 +1,12 @@
 """Reports of an evaluation: a summary, the paper's Tables 2–5 in Markdown and HTML, the
 long JSON.
 
-Every report opens with a **summary** a reader takes in on one screen: the run's facts
-(pipeline, sources: clips and samples per protocol, commit and images, quarantined rows
-by reason: :mod:`~madbench_common.benchmarks.madbench.eval.facts`), which models ran and
-which are CPU references, and the headline table — one number per cell: binary AUC and
-four-way macro-F1 (means over the protocols, §5.1), Δ_E−S (§5.2) and Δ_pair per
-scene-consistency condition (§5.3) — with a dot plot of the same numbers
-(:func:`~madbench_common.benchmarks.madbench.eval.tables.summary_table`). The marks
-(†, ‡, ⁿ, ʰ) are explained once, in one legend, where first used.
-
-Then Tables 2, 3, 4 and 5 (:mod:`madbench_common.benchmarks.madbench.eval.tables`), the
-§5.1 head check, AP, robustness, zero-shot parse rates and prompts, the per-generator
-breakdown and leave-one-generator-out generalisation. In the HTML each cell shows one
-number (its interval and secondary metrics in the hover text), the best value of each
-column is bold, columns sort on a click (a little inline JavaScript: the page has no
-external assets), every ``—`` has its reason in the notes under its table, and each
-figure sits under its table (matplotlib, inline SVG: ROC and DET under Table 2(a),
-robustness under the robustness table, per-generator bars under the generator table).
-``report.md`` has the same summary first and plain tables with every number
-(bracketed ranges: clip-paired bootstrap 95% intervals); the JSON keeps every record of
-every model (``models[].tables``, the figures' curves included), the run's facts
-(``runs``) and the tables as laid out.
+Every report opens with a one-screen summary: the run's facts
+(:mod:`~madbench_common.benchmarks.madbench.eval.facts`), which models ran, and the
+headline table (binary AUC and four-way macro-F1, §5.1; Δ_E−S, §5.2; Δ_pair, §5.3; see
+:func:`~madbench_common.benchmarks.madbench.eval.tables.summary_table`) with a dot plot;
+the marks (†, ‡, ⁿ, ʰ) are explained once, in one legend. Then the tables, each with its
+figure (:func:`render_html`, :func:`render_markdown`, :func:`render_json`).
 """
 
 from __future__ import annotations
@@ -540,7 +525,11 @@ def render_html(results: Sequence[EvalResult], runs: Sequence[Facts] = ()) -> st
     and dot plot, the one legend), a table of contents, then every table with its notes
     and, beneath it, its figure (ROC and DET under Table 2(a), robustness under the
     robustness table, per-generator bars under the generator table; the four-way
-    confusion matrices under Table 2(b))."""
+    confusion matrices under Table 2(b)).
+
+    Each cell shows one number (its interval and secondary metrics in the hover text), the
+    best value of each column is bold, columns sort on a click (a little inline
+    JavaScript), and every ``—`` has its reason in the notes under its table."""
     from madbench_common.benchmarks.madbench.eval.figures import figure_groups
 
     tables = report_tables(results)

@@ -1,15 +1,10 @@
 """The robustness tables: binary detection under each robustness condition.
 
-Both read the ``robustness`` records (:func:`~madbench_common.benchmarks.madbench.eval.analysis.
-robustness_records`) of the binary task in a model's primary input mode (A-V where it
-has one, as Tables 2–4), from the source the report uses for that task (native scores
-where the model has them, else the heads), averaged over the core protocols:
-
-* :func:`robustness_table`: one row per model and condition (``clean`` first) with AUC,
-  EER and AP and the drop from clean, ΔAUC = AUC_clean − AUC_condition with its
-  clip-paired 95% interval;
-* :func:`robustness_pivot`: the compact view ``make demo`` prints, conditions down and
-  models across, each cell ``AUC (ΔAUC)``.
+Both read the ``robustness`` records
+(:func:`~madbench_common.benchmarks.madbench.eval.analysis.robustness_records`) of the binary
+task in a model's primary input mode (A-V where it has one, as Tables 2–4), from the source
+the report uses for that task (native scores where the model has them, else the heads),
+averaged over the core protocols: :func:`robustness_table` and :func:`robustness_pivot`.
 """
 
 from __future__ import annotations
@@ -55,7 +50,9 @@ def conditions_of(results: list[EvalResult]) -> list[str]:
 
 
 def robustness_table(results: list[EvalResult]) -> Table:
-    """Per model and condition: AUC, EER, AP and ΔAUC (mean over the core protocols)."""
+    """Per model and condition: AUC, EER, AP and ΔAUC (mean over the core protocols).
+
+    ``clean`` first; ΔAUC = AUC_clean − AUC_condition with its clip-paired 95% interval."""
     t = Table("robustness", _TITLE,
               ["Model", "Input", "Condition", "AUC ↑", "EER ↓", "AP ↑", "ΔAUC"])
     conds = conditions_of(results)
@@ -81,7 +78,9 @@ def robustness_table(results: list[EvalResult]) -> Table:
 
 
 def robustness_pivot(results: list[EvalResult]) -> Table:
-    """Conditions down, models across: binary AUC (ΔAUC from clean), mean over protocols."""
+    """Conditions down, models across: binary AUC (ΔAUC from clean), mean over protocols.
+
+    The compact view ``make demo`` prints, each cell ``AUC (ΔAUC)``."""
     models = [r for _, members in _by_group(results) for r in members
               if r.tables.get("robustness")]
     t = Table("robustness_pivot", "Robustness: binary AUC by condition (ΔAUC from clean)",

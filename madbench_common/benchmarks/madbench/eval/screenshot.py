@@ -1,15 +1,9 @@
 """A headless-Chromium screenshot of an HTML report (the report's rendering test).
 
-``screenshot(html, png)`` loads the page from the file system in Debian's ``chromium``
-(``--headless``, no network, no GPU) and writes a PNG of a ``width`` × ``height``
-window. ``fragment`` (an element id, e.g. ``figures``) renders the page from that element
-on: the same document and style with the body cut to start there (headless Chromium does
-not repaint after scrolling to an anchor, so the cut replaces the scroll).
-:func:`find_browser` names the binary, or ``None`` where no Chromium is installed
-(``apt-get install chromium``; ``make test`` installs it). :func:`dump_dom` loads a
-copy of the page with a script appended (a probe that clicks, measures and writes what it
-found into the DOM) and returns the DOM as Chromium serialises it after the page's and
-the probe's scripts ran: a test reads the page as a person does, with no DevTools port.
+:func:`screenshot` writes a PNG of the page in Debian's ``chromium``; :func:`dump_dom`
+returns the DOM after a probe script ran; :func:`find_browser` names the binary, or
+``None`` where no Chromium is installed (``apt-get install chromium``; ``make test``
+installs it).
 """
 
 from __future__ import annotations
@@ -42,7 +36,11 @@ def _flags(profile: str, width: int, height: int) -> list[str]:
 def dump_dom(html: Path, probe: str = "", *, width: int = 1400, height: int = 900,
              timeout: float = 180.0) -> str:
     """The DOM of ``html`` after its scripts and then ``probe`` (JavaScript) ran, loaded
-    headless in a ``width`` × ``height`` window (``probe`` runs on a copy of the page)."""
+    headless in a ``width`` × ``height`` window (``probe`` runs on a copy of the page).
+
+    The probe clicks, measures and writes what it found into the DOM; the DOM comes back
+    as Chromium serialises it, so a test reads the page as a person does, with no DevTools
+    port."""
     browser = find_browser()
     if browser is None:
         raise EnvironmentMissing("no Chromium to load the page with (apt-get install "
@@ -64,7 +62,13 @@ def dump_dom(html: Path, probe: str = "", *, width: int = 1400, height: int = 90
 
 def screenshot(html: Path, png: Path, *, width: int = 1400, height: int = 2400,
                fragment: str = "", timeout: float = 180.0) -> Path:
-    """Render ``html`` headless and write ``png``; raises if Chromium is missing or fails."""
+    """Render ``html`` headless and write ``png``; raises if Chromium is missing or fails.
+
+    The page is loaded from the file system (``--headless``, no network, no GPU) in a
+    ``width`` × ``height`` window. ``fragment`` (an element id, e.g. ``figures``) renders the
+    page from that element on: the same document and style with the body cut to start
+    there (headless Chromium does not repaint after scrolling to an anchor, so the cut
+    replaces the scroll)."""
     browser = find_browser()
     if browser is None:
         raise EnvironmentMissing("no Chromium to take a screenshot with (apt-get install "

@@ -9,26 +9,66 @@ task and its heads otherwise (:meth:`EvalResult.source_for`).
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+import numpy as np
+import numpy.typing as npt
 import pandas as pd
 
 from madbench_common.benchmarks.madbench.eval import analysis as A
-from madbench_common.benchmarks.madbench.eval.native import native_groups, parse_records
-from madbench_common.benchmarks.madbench.eval.plots import curve_records
-from madbench_common.benchmarks.madbench.eval.runner import (
+from madbench_common.benchmarks.madbench.eval.fit import (
     FeatureSet,
     GroupScores,
     condition_order,
     run_heads,
     score_conditions,
 )
+from madbench_common.benchmarks.madbench.eval.metrics import auc, eer_asvspoof, roc_points
+from madbench_common.benchmarks.madbench.eval.native import native_groups, parse_records
+from madbench_common.benchmarks.madbench.eval.tasks import task_labels
 from madbench_common.models.registry import GROUPS, REGISTRY
 
-__all__ = ["EvalConfig", "EvalResult", "ModelInfo", "run_evaluation"]
+__all__ = ["MAX_POINTS", "EvalConfig", "EvalResult", "ModelInfo", "curve_records", "run_evaluation"]
 
 Record = dict[str, Any]
+
+
+MAX_POINTS = 200
+"""The most ROC vertices a ``curves`` record keeps."""
+
+
+def _thin(fpr: npt.NDArray[np.float64], tpr: npt.NDArray[np.float64]
+          ) -> tuple[list[float], list[float]]:
+    """At most :data:`MAX_POINTS` ROC vertices, the first and last kept."""
+    if fpr.size > MAX_POINTS:
+        keep = np.unique(np.linspace(0, fpr.size - 1, MAX_POINTS).round().astype(int))
+        fpr, tpr = fpr[keep], tpr[keep]
+    return [round(float(v), 6) for v in fpr], [round(float(v), 6) for v in tpr]
+
+
+def curve_records(groups: Sequence[GroupScores]) -> list[Record]:
+    """ROC vertices of every paired group's binary-type tasks (the figures' data).
+
+    Stored in ``report.json`` (``curves`` records, at most :data:`MAX_POINTS` vertices
+    each), so ``madbench compare`` draws the same figures from published reports."""
+    out = []
+    for g in (g for g in groups if g.pairing == "paired"):
+        for task in ("binary", "speech", "env", "scene"):
+            if task not in g.scores:
+                continue
+            mask, y = task_labels(g.test, task)
+            s = g.scores[task][mask]
+            ok = np.isfinite(s)
+            if not ok.any() or not 0 < y[ok].sum() < ok.sum():
+                continue
+            fpr, tpr, _ = roc_points(y[ok], s[ok])
+            xs, ys = _thin(fpr, tpr)
+            out.append({"source": g.source, "protocol": g.protocol, "mode": g.mode,
+                        "task": task, "fpr": xs, "tpr": ys, "n": int(ok.sum()),
+                        "auc": auc(y[ok], s[ok]), "eer": eer_asvspoof(y[ok], s[ok])})
+    return out
 
 
 @dataclass(frozen=True)
@@ -141,7 +181,7 @@ def run_evaluation(model: str | ModelInfo, samples: pd.DataFrame, *,
     ``perturbed`` (the ``perturb`` stage's samples: a ``condition`` column, the clean
     samples' labels) adds robustness records: the same heads and native scores on each
     condition's test rows
-    (:func:`~madbench_common.benchmarks.madbench.eval.runner.score_conditions`).
+    (:func:`~madbench_common.benchmarks.madbench.eval.fit.score_conditions`).
     """
     cfg = config or EvalConfig()
     info = model if isinstance(model, ModelInfo) else ModelInfo.lookup(model)

@@ -1,41 +1,12 @@
-"""The paper's Tables 2–5 built from the result records of several models.
+"""The paper's Tables 2–5 built from the result records of several models (paper §5).
 
-Layout (paper §5): rows are models, grouped as each paper table groups them
-(:data:`PAPER_GROUPS`: Tables 2–4 pretrained A-V detectors, frozen A-V encoders, omni
-models; Table 5 frozen audio encoders, pretrained audio detectors, frozen A-V encoders,
-omni models), named by the paper's model name; models of the other groups get the same
-layout in "beyond the paper" tables (:func:`beyond_paper_tables`); CPU reference
-implementations are marked † and named by their slug. Every cell carries its clip-paired
-95% bootstrap interval in brackets.
-
-* Table 2 (§5.1): (a) binary AUC / EER (and average precision, AP, which the paper does
-  not report) and (b) four-way accuracy / macro-F1 per core protocol, plus Mean (the
-  average over protocols);
-* Table 3 (§5.2): per model an S and an E row — the speech task's AUC (H_S) and the
-  environment task's AUC (H_E) per protocol and Mean, Δ_E−S (S row) and G_S / G_E;
-* Table 4 (§5.3): AUC with paired (P) and shuffled (Sh) video and Δ_pair for D-R,
-  S-R and D-S (models with an A-V input);
-* Table 5 (§5.4): A vs A-V, averaged over protocols: binary AUC, four-way macro-F1,
-  speech AUC, environment AUC; a row pair for every model with an A-V input. A model
-  with native scores (a detector's binary P(fake), an omni model's answers) has cells
-  from them and cells from heads in one row, so every cell is marked: ``ⁿ`` the
-  model's own scores, ``ʰ`` a logistic-regression head on its frozen features;
-* the §5.1 check (:func:`head_check`): for every model with native binary scores and
-  a binary head on its frozen features, the mean AUC of each and the head's gain
-  ("we train a benchmark-specific binary classification head on their frozen
-  features. Performance remains essentially unchanged, with only a 0.012 AUC gain for
-  BA-TFD+"), a table of its own;
-* AP (not in the paper): the average precision of every binary task — binary, speech,
-  environment (means over the protocols) and scene consistency with paired video.
-
-Table 4's notes also give the share of inconsistent D-R / S-R test samples whose donor
-ê was shorter than the clip and looped (``SampleRow.env_fit``, §5.3): a repeat is an
-audio-only cue the shuffled-video control cannot remove.
-
-Tables 2–4 use a model's A-V input where it has one, else its audio input. A cell
-with no result is ``—`` and a note says why (the task has no rows for that model);
-it is never filled from another task. Scores from a model's own outputs (direct
-transfer, zero-shot answers) print the share of excluded test rows beside the value.
+Rows are models, grouped as each paper table groups them (:data:`PAPER_GROUPS`), named by
+the paper's model name; models of other groups get the same layouts in "beyond the paper"
+tables (:func:`beyond_paper_tables`); CPU reference implementations are marked † and
+named by their slug. Every cell carries its clip-paired 95% bootstrap interval. Tables
+2–4 use a model's A-V input where it has one, else its audio input. A cell with no result
+is ``—`` and a note says why; it is never filled from another task. Scores from a model's
+own outputs print the share of excluded test rows beside the value.
 """
 
 from __future__ import annotations
@@ -334,7 +305,10 @@ def _table2_part(results: list[EvalResult], key: str, title: str, task: str,
 
 def table2(results: list[EvalResult], groups: tuple[str, ...] = PAPER_GROUPS["table2"]
            ) -> list[Table]:
-    """Table 2 (a) binary AUC / EER and (b) four-way Acc / macro-F1, per protocol and Mean."""
+    """Table 2 (a) binary AUC / EER and (b) four-way Acc / macro-F1, per protocol and Mean.
+
+    §5.1; Mean is the average over protocols. (a) also gives average precision (AP),
+    which the paper does not report."""
     a = _table2_part(results, "table2a",
                      "(a) Binary any-fake detection (AUC ↑ / EER ↓ / AP ↑)",
                      "binary", ("auc", "eer", "ap"), groups=groups)
@@ -356,7 +330,10 @@ def _component(r: EvalResult, mode: str, protocol: str) -> Record | None:
 
 def table3(results: list[EvalResult], groups: tuple[str, ...] = PAPER_GROUPS["table3"]
            ) -> Table:
-    """Table 3: component AUC per protocol and Mean; Δ_E−S; G_S (S row) and G_E (E row)."""
+    """Table 3: component AUC per protocol and Mean; Δ_E−S; G_S (S row) and G_E (E row).
+
+    §5.2: per model an S row (the speech task's AUC, H_S) and an E row (the environment
+    task's AUC, H_E); Δ_E−S on the S row."""
     protos = protocols(results)
     short = {"balanced": "Bal.", "scene_matched": "Mat.", "scene_mismatched": "Mis."}
     t = Table("table3", "Component-level detection: speech (S) and environment (E) AUC",
@@ -400,7 +377,12 @@ def _pair_rec(r: EvalResult, mode: str, cond: str) -> Record | None:
 
 def table4(results: list[EvalResult], groups: tuple[str, ...] = PAPER_GROUPS["table4"]
            ) -> Table:
-    """Table 4: scene consistency AUC with paired (P) and shuffled (Sh) video, Δ_pair."""
+    """Table 4: scene consistency AUC with paired (P) and shuffled (Sh) video, Δ_pair.
+
+    §5.3: D-R, S-R and D-S, models with an A-V input. The notes also give the share of
+    inconsistent D-R / S-R test samples whose donor ê was shorter than the clip and looped
+    (:func:`_loop_share`): a repeat is an audio-only cue the shuffled-video control cannot
+    remove."""
     heads = [f"{c} {m}" for c in SC_CONDITIONS for m in ("P", "Sh", "Δ_pair")]
     t = Table("table4", "Audio-visual scene consistency (AUC) with paired (P) and shuffled (Sh) "
               "video; Δ_pair = AUC_P − AUC_Sh", ["Model", "Input", "via", *heads])
@@ -476,7 +458,13 @@ _T5 = (("binary", "auc"), ("fourway", "macro_f1"), ("speech", "auc"), ("env", "a
 
 def table5(results: list[EvalResult], groups: tuple[str, ...] = PAPER_GROUPS["table5"]
            ) -> Table:
-    """Table 5: A vs A-V, each metric averaged over the core protocols."""
+    """Table 5: A vs A-V, each metric averaged over the core protocols.
+
+    §5.4: binary AUC, four-way macro-F1, speech AUC, environment AUC; a row pair for every
+    model with an A-V input. A model with native scores (a detector's binary P(fake), an
+    omni model's answers) has cells from them and cells from heads in one row, so every
+    cell is marked: ``ⁿ`` the model's own scores, ``ʰ`` a logistic-regression head on its
+    frozen features."""
     t = Table("table5", "Input-modality ablation (mean over protocols)",
               ["Model", "Input", "Binary AUC ↑", "4-way Macro-F1 ↑", "Speech AUC ↑",
                "Env. AUC ↑"])
@@ -494,7 +482,10 @@ def table5(results: list[EvalResult], groups: tuple[str, ...] = PAPER_GROUPS["ta
 
 
 def ap_table(results: list[EvalResult]) -> Table:
-    """Average precision of every binary task: the protocol means and scene consistency (P)."""
+    """Average precision of every binary task: the protocol means and scene consistency (P).
+
+    Not in the paper: binary, speech, environment (means over the protocols) and scene
+    consistency with paired video."""
     t = Table("ap", "Average precision (AP ↑) of every binary task",
               ["Model", "Input", "Binary", "Speech", "Env.", *[f"{c} P" for c in SC_CONDITIONS]])
     for group_title, members in _by_group(results):
@@ -550,6 +541,9 @@ def _marked(t: Table, r: EvalResult, task: str, cell: Cell) -> Cell:
 
 def head_check(results: list[EvalResult]) -> Table:
     """§5.1: native binary scores vs a binary head on the same model's frozen features.
+
+    "We train a benchmark-specific binary classification head on their frozen features.
+    Performance remains essentially unchanged, with only a 0.012 AUC gain for BA-TFD+".
 
     Mean binary AUC over the core protocols of each source (the same bootstrap means as
     Table 2) and the head's gain, for every model that has both.

@@ -1,18 +1,8 @@
 """Evaluation tasks: label vectors and subsets over a samples table (paper §4.1, §5.1–5.3).
 
 Every task maps a samples frame (columns of
-:class:`~madbench_common.benchmarks.madbench.rows.SampleRow`)
-to a boolean row mask (which samples take part) and integer labels for those rows.
-
-* The core tasks (§4.1) take the samples of the three core protocols (``balanced``,
-  ``scene_matched``, ``scene_mismatched``; a table without a protocol column counts
-  as one protocol): binary any-fake (H_bin: R vs S/E/Q), four-way (H_4way: R/S/E/Q),
-  speech component (H_S: {S,Q} vs {R,E}) and environment component (H_E: {E,Q} vs
-  {R,S}) (§5.2).
-* Scene consistency (§5.3) takes only ``protocol == "scene_consistency"`` samples:
-  label 1 = scene-**inconsistent** (the positive class), 0 = consistent. Its three
-  conditions D-R, S-R and D-S (``sc_condition``) are subsets of the test rows of one
-  pooled task, never separate tasks (:func:`condition_mask`).
+:class:`~madbench_common.benchmarks.madbench.rows.SampleRow`) to a boolean row mask (which
+samples take part) and integer labels for those rows (:func:`task_labels`).
 """
 
 from __future__ import annotations
@@ -79,7 +69,10 @@ def _protocol(df: pd.DataFrame) -> npt.NDArray[np.str_]:
 
 
 def core_rows(df: pd.DataFrame) -> BoolArray:
-    """Rows that belong to a core protocol (everything but scene consistency)."""
+    """Rows that belong to a core protocol (everything but scene consistency).
+
+    The core protocols are ``balanced``, ``scene_matched`` and ``scene_mismatched``; a
+    table without a protocol column counts as one protocol."""
     return _protocol(df) != SC_PROTOCOL
 
 
@@ -111,7 +104,14 @@ CORE_TASKS = ("binary", "fourway", "speech", "env")
 
 
 def task_labels(df: pd.DataFrame, task: str) -> tuple[BoolArray, IntArray]:
-    """(mask over rows, labels of the masked rows) for ``task``; unknown variants raise."""
+    """(mask over rows, labels of the masked rows) for ``task``; unknown variants raise.
+
+    Core tasks (§4.1, on :func:`core_rows`): binary any-fake (H_bin: R vs S/E/Q), four-way
+    (H_4way: R/S/E/Q), speech component (H_S: {S,Q} vs {R,E}) and environment component
+    (H_E: {E,Q} vs {R,S}) (§5.2). Scene consistency (§5.3) takes only
+    ``protocol == "scene_consistency"`` rows: label 1 = scene-**inconsistent** (the positive
+    class), 0 = consistent; its conditions D-R, S-R and D-S are subsets of the test rows of
+    one pooled task, never separate tasks (:func:`condition_mask`)."""
     bad = sorted(set(df["variant"].astype(str)) - set(VARIANTS))
     if bad:
         raise ValueError(f"unknown variants {bad}; expected {VARIANTS}")

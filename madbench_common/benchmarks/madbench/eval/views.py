@@ -28,7 +28,7 @@ from madbench_common.benchmarks.madbench.eval.bootstrap import (
     weighted_average_precision,
     weighted_macro_f1,
 )
-from madbench_common.benchmarks.madbench.eval.runner import GroupScores
+from madbench_common.benchmarks.madbench.eval.fit import GroupScores
 from madbench_common.benchmarks.madbench.eval.tasks import TASKS, task_labels
 
 __all__ = ["METRICS", "View", "estimate", "mean_of", "task_view", "variant_view"]

@@ -1,25 +1,9 @@
 """Parsing a generated answer into one of a question's labels, ``refusal`` or ``unparsed``.
 
 The parser never guesses: an answer that does not clearly name one option is
-``unparsed`` (or ``refusal`` when the model declines), and such rows are scored from
-the option logits where the model exposes them, else excluded (paper §5: zero-shot
-prompts). Rules, in order, on the answer with Markdown emphasis,
-quotes and surrounding punctuation removed (case-insensitive unless noted):
-
-1. **Leading answer**: the answer starts with an option's answer or synonym, as a whole
-   word (``Fake.``, ``**Real**``, ``S``, ``No, …``; a letter option in upper case and not
-   as an abbreviation like ``E.g.``), unless it goes on with "or" (``real or fake?`` is
-   an echo, not an answer). Single CJK characters (``假``, ``是``) count only here.
-2. **Explicit answer**: "answer is X", "answer: X", "option X", "答案是X".
-3. **Refusal**: the answer declines or says it cannot tell (``I'm sorry``, ``cannot
-   determine``, ``无法``…) → ``refusal``.
-4. **Single mention**: exactly one label is named in the text by an answer or synonym of
-   at least four letters (or two CJK characters), not negated ("not", "n't", "never",
-   "no" just before it); a longer phrase hides the shorter ones inside it ("not
-   authentic" is one mention of fake, not one of real).
-5. **Single letter**: for letter options (R/S/E/Q), exactly one of the letters stands
-   alone, upper case, in the text.
-6. Otherwise ``unparsed``.
+``unparsed`` (or ``refusal`` when the model declines), and such rows are scored from the
+option logits where the model exposes them, else excluded (paper §5: zero-shot prompts).
+The rules, in order, are on :func:`parse_answer`.
 """
 
 from __future__ import annotations
@@ -138,7 +122,27 @@ def _refusal(low: str) -> bool:
 
 
 def parse_answer(text: str, question: Question) -> str:
-    """The label ``text`` gives for ``question``, or ``refusal`` / ``unparsed``."""
+    """The label ``text`` gives for ``question``, or ``refusal`` / ``unparsed``.
+
+    Rules, in order, on the answer with Markdown emphasis, quotes and surrounding
+    punctuation removed (case-insensitive unless noted):
+
+    1. **Leading answer**: the answer starts with an option's answer or synonym, as a whole
+       word (``Fake.``, ``**Real**``, ``S``, ``No, …``; a letter option in upper case and
+       not as an abbreviation like ``E.g.``), unless it goes on with "or" (``real or
+       fake?`` is an echo, not an answer). Single CJK characters (``假``, ``是``) count only
+       here.
+    2. **Explicit answer**: "answer is X", "answer: X", "option X", "答案是X".
+    3. **Refusal**: the answer declines or says it cannot tell (``I'm sorry``, ``cannot
+       determine``, ``无法``…) → ``refusal``.
+    4. **Single mention**: exactly one label is named in the text by an answer or synonym
+       of at least four letters (or two CJK characters), not negated ("not", "n't",
+       "never", "no" just before it); a longer phrase hides the shorter ones inside it
+       ("not authentic" is one mention of fake, not one of real).
+    5. **Single letter**: for letter options (R/S/E/Q), exactly one of the letters stands
+       alone, upper case, in the text.
+    6. Otherwise ``unparsed``.
+    """
     clean = _normalise(text)
     low = clean.lower()
     if not low:

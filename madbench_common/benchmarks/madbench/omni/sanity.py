@@ -1,21 +1,9 @@
 """The modality sanity check: does the model's answer depend on the audio and the video?
 
-Public evaluation harnesses have silently dropped a modality in the processor (the
-model then answers from the prompt alone). So, before trusting an
-omni model's numbers:
-
-- **silence** and **noise**: the same audio question with the audio replaced by
-  zeros, and by white noise at the clip's RMS (seeded), must change the answer
-  distribution — the option probabilities, or the generated text where a model hides
-  its logits;
-- **shuffled video**: the same audio-visual question with each clip shown another
-  clip's frames (a cycle) must be able to differ from the paired answer.
-
-A check passes when at least one clip's answer moves: the largest change of any
-option probability exceeds ``tol`` (default 1e-6: a dropped modality leaves the
-probabilities bit-identical; real models move by far more), or the text changes.
-:func:`modality_sanity` runs them on a few clips (``madbench omni sanity``, and every
-adapter test of an open model).
+Public evaluation harnesses have silently dropped a modality in the processor (the model
+then answers from the prompt alone). So, before trusting an omni model's numbers,
+:func:`modality_sanity` replaces the audio by silence and noise and shuffles the video on
+a few clips (``madbench omni sanity``, and every adapter test of an open model).
 """
 
 from __future__ import annotations
@@ -85,7 +73,16 @@ def modality_sanity(model: OmniModel, clips: Sequence[Media], audio_question: Qu
                     av_question: Question | None = None, *, tol: float = 1e-6,
                     seed: int = 0, max_new_tokens: int = 8) -> list[SanityCheck]:
     """Silence and noise checks on ``audio_question`` (A), and a shuffled-video check on
-    ``av_question`` (A-V, needs frames on at least two clips and a model taking AV)."""
+    ``av_question`` (A-V, needs frames on at least two clips and a model taking AV).
+
+    Silence and noise: the same audio question with the audio replaced by zeros, and by
+    white noise at the clip's RMS (seeded), must change the answer distribution (the
+    option probabilities, or the generated text where a model hides its logits). Shuffled
+    video: the same A-V question with each clip shown another clip's frames (a cycle) must
+    be able to differ from the paired answer. A check passes when at least one clip's
+    answer moves: the largest change of any option probability exceeds ``tol`` (default
+    1e-6: a dropped modality leaves the probabilities bit-identical; real models move by
+    far more), or the text changes."""
     audio_only = [replace(m, frames=None, fps=0.0) for m in clips]
     base = _run(model, audio_question, audio_only, max_new_tokens)
     silent = [replace(m, audio=np.zeros_like(np.asarray(m.audio, np.float32))) for m in audio_only]

@@ -1,20 +1,8 @@
 """Label probabilities from an omni model's next-token logits at the answer position.
 
-Paper §5: AUC needs a score, not an answer: each option is scored
-by the probability of the **first token** of its answer string at the position right
-after the prompt, where the answer starts. An option's probability is the sum over the
-distinct first tokens of its surface forms (``fake``, ``Fake``, `` fake``… — a model
-may start its answer with any of them), and the options' probabilities are then
-renormalised among themselves:
-
-- two options (real/fake, yes/no): ``P(positive) = P(pos) / (P(pos) + P(neg))``;
-- four letters: the softmax over the four letters' log-probabilities (R, S, E, Q).
-
-A first token shared by two options' surface forms (say a bare leading space) cannot
-tell them apart and is left out of both; an option left with no token of its own is a
-configuration error of the prompt for that tokenizer (:class:`ConfigError`).
-``mass`` (how much next-token probability the options hold together) is kept as a
-diagnostic: a small mass means the model meant to say something else first.
+Paper §5: AUC needs a score, not an answer: each option is scored by the probability of
+the **first token** of its answer string at the position right after the prompt, where
+the answer starts, then renormalised among the options (:func:`label_probs`).
 """
 
 from __future__ import annotations
@@ -43,7 +31,11 @@ class LabelProbs:
 
 
 def _token_labels(question: Question, options: Sequence[OptionLogprob]) -> dict[int, str]:
-    """First token → the label it stands for; tokens two labels share are left out."""
+    """First token → the label it stands for; tokens two labels share are left out.
+
+    A token shared by two options' surface forms (say a bare leading space) cannot tell
+    them apart; an option left with no token of its own is a configuration error of the
+    prompt for that tokenizer (:class:`ConfigError`)."""
     owners: dict[int, set[str]] = {}
     for opt in options:
         owners.setdefault(opt.token_id, set()).add(question.label_of(opt.text))
@@ -57,7 +49,15 @@ def _token_labels(question: Question, options: Sequence[OptionLogprob]) -> dict[
 
 
 def label_probs(question: Question, answer: OmniAnswer) -> LabelProbs | None:
-    """Each label's probability from ``answer.options`` (``None`` when none were exposed)."""
+    """Each label's probability from ``answer.options`` (``None`` when none were exposed).
+
+    An option's probability is the sum over the distinct first tokens of its surface forms
+    (``fake``, ``Fake``, `` fake``…: a model may start its answer with any of them), and the
+    options' probabilities are then renormalised among themselves: for two options
+    ``P(positive) = P(pos) / (P(pos) + P(neg))``; for four letters the softmax over their
+    log-probabilities (R, S, E, Q). ``mass`` (how much next-token probability the options
+    hold together) is kept as a diagnostic: a small mass means the model meant to say
+    something else first."""
     if not answer.options:
         return None
     owner = _token_labels(question, answer.options)

@@ -1,22 +1,12 @@
 """Versioned prompts for zero-shot omni models: text, allowed answers, answer format, hash.
 
-One YAML file per prompt (``p_bin.yaml`` …) holds its ``name``, an integer ``version``
-and one or more ``questions``. A question is one model call: the ``text`` and the
-``answer_format`` instruction (joined by a newline into what the model reads), and the
-allowed ``options``, each an ``answer`` string (what the model is asked to say; its
-first token is scored at the answer position), the ``label`` it means, and optional
-``synonyms`` used only when parsing free text.
-
-A question's :attr:`Question.hash` is the sha256 (first 16 hex digits) of everything
-the model sees or is scored on: prompt name, version, task, text, answer format and the
-(answer, label) pairs. Synonyms are parse-side and outside the hash: a change of the
-parser never invalidates cached responses. Every result row records the hash; change a
-prompt's text and bump its ``version``.
-
-The paper (MADBench §4.2, §5.1–5.4) names its prompts P_bin, P_4way, P_comp and P_SC
-but does not print them; the packaged files are written for this implementation.
-Other benchmarks (DEAF) add their own files with the same schema, in this folder or
-anywhere (:func:`load_prompt` takes a path).
+One YAML file per prompt (``p_bin.yaml`` …) holds its ``name``, an integer ``version`` and
+one or more ``questions`` (:class:`Question`: one model call), each with its ``text``,
+``answer_format`` and allowed ``options`` (:class:`Option`); :attr:`Question.hash` versions
+what the model sees. The paper (MADBench §4.2, §5.1–5.4) names its prompts P_bin, P_4way,
+P_comp and P_SC but does not print them; the packaged files are written for this
+implementation. Other benchmarks (DEAF) add their own files with the same schema, in this
+folder or anywhere (:func:`load_prompt` takes a path).
 """
 
 from __future__ import annotations
@@ -86,7 +76,12 @@ class Question:
 
     @property
     def hash(self) -> str:
-        """Version hash: sha256 of what the model sees and is scored on (16 hex digits)."""
+        """Version hash: sha256 of what the model sees and is scored on (16 hex digits).
+
+        Prompt name, version, task, text, answer format and the (answer, label) pairs.
+        Synonyms are parse-side and outside the hash: a change of the parser never
+        invalidates cached responses. Every result row records the hash; change a prompt's
+        text and bump its ``version``."""
         blob = json.dumps({"prompt": self.prompt, "version": self.version, "task": self.task,
                            "text": self.full_text,
                            "options": [[o.answer, o.label] for o in self.options]},

@@ -1,14 +1,9 @@
 """Applying one robustness condition to one track: the chain, then back to the track's rate.
 
 :func:`apply_condition` runs a
-:class:`~madbench_common.benchmarks.madbench.robustness.conditions.Condition`'s
-steps in order on mono float audio, carrying the current sample rate from step to step
-(a codec decodes at its own output rate, a resample changes it), then resamples back to
-the input's rate, trims or zero-pads to the input's length (codec priming and padding;
-every step here is aligned to within a few samples, which the tests check) and limits the
-result to [−1, 1] as a 16-bit file would. It returns the audio and one parameter record
-per step: what the step was asked for and, for codecs and noise, what was measured on
-its output (codec, sample rate, bitrate; noise file, sha256, offset, achieved SNR).
+:class:`~madbench_common.benchmarks.madbench.robustness.conditions.Condition`'s steps in
+order and returns audio of the input's rate and length, with a record of what each step
+was asked for and what was measured.
 """
 
 from __future__ import annotations
@@ -70,7 +65,14 @@ def apply_condition(audio: Audio, sample_rate: Hertz, condition: Condition, *,
                     noise: NoiseSet | None = None, noise_key: str = "") -> tuple[Audio, Record]:
     """``condition`` applied to ``audio``; the result (same rate and length) and its record.
 
-    ``noise_key`` seeds the noise excerpt (use the run seed and the clip id).
+    ``noise_key`` seeds the noise excerpt (use the run seed and the clip id). The steps run
+    in order on mono float audio, carrying the current sample rate from step to step (a
+    codec decodes at its own output rate, a resample changes it); the result is resampled
+    back to the input's rate, trimmed or zero-padded to the input's length (codec priming
+    and padding; every step is aligned to within a few samples, which the tests check) and
+    limited to [−1, 1] as a 16-bit file would be. The record has one entry per step: what it
+    was asked for and, for codecs and noise, what was measured on its output (codec, sample
+    rate, bitrate; noise file, sha256, offset, achieved SNR).
     """
     x, rate = np.asarray(audio, dtype=np.float32), sample_rate
     steps = []

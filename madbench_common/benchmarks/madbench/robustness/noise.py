@@ -1,19 +1,9 @@
 """The noise set of the additive-noise conditions: files, checksums, seeded excerpts, SNR.
 
-The packaged set (``madbench_common/data/noise/``, built by ``scripts/build_noise_set.py``)
-holds real recordings that no generator and no demo clip uses; ``noise.csv`` lists each
-file with its sha256, sources and licence. A user's set is any folder with a
-``noise.csv`` of the same columns (``name``, ``file``, ``sha256``; the others are
-optional), named by the ``perturb`` stage's ``noise`` parameter. Every file is checked
-against its sha256 before use, and every noisy row records the file, its sha256 and
-the excerpt's offset.
-
-SNR (the paper is silent; this is the usual whole-utterance definition): the noise
-excerpt is scaled so that 10·log10(P_signal / P_noise) over the whole clip equals the
-condition's ``snr_db``. The excerpt — which file, and where it starts — is drawn from
-the run seed and the clip id only, so all samples of a clip (R, S, E, Q, every protocol)
-and all SNR levels get the same noise, and a condition's samples differ from each other
-only where the clean samples do.
+A set is a folder with a ``noise.csv`` listing each file with its sha256, sources and
+licence (:func:`load_noise_set`). Every file is checked against its sha256 before use, and
+every noisy row records the file, its sha256 and the excerpt's offset
+(:meth:`NoiseSet.excerpt`); the SNR is over the whole clip (:func:`mix_at_snr`).
 """
 
 from __future__ import annotations
@@ -63,7 +53,11 @@ class NoiseSet:
 
     def excerpt(self, key: str, n: int, sample_rate: Hertz) -> tuple[NoiseFile, float, Audio]:
         """The seeded excerpt of ``n`` samples for ``key`` (a seed and clip id): which file,
-        its start in seconds, and the samples (looped with crossfades when shorter)."""
+        its start in seconds, and the samples (looped with crossfades when shorter).
+
+        Drawn from the run seed and the clip id only, so all samples of a clip (R, S, E, Q,
+        every protocol) and all SNR levels get the same noise, and a condition's samples
+        differ from each other only where the clean samples do."""
         rng = np.random.default_rng(int.from_bytes(hashlib.sha256(key.encode()).digest()[:8],
                                                    "little"))
         entry = self.files[int(rng.integers(len(self.files)))]
@@ -81,7 +75,12 @@ def _root(spec: str) -> Path:
 @cache
 def load_noise_set(spec: str = BUILTIN) -> NoiseSet:
     """The noise set named by the ``perturb`` stage's ``noise`` parameter (``builtin`` or a
-    folder with a ``noise.csv``)."""
+    folder with a ``noise.csv``).
+
+    The packaged set (``madbench_common/data/noise/``, built by
+    ``scripts/build_noise_set.py``) holds real recordings that no generator and no demo clip
+    uses. A user's ``noise.csv`` has the same columns (``name``, ``file``, ``sha256``; the
+    others are optional)."""
     root = _root(spec)
     listing = root / "noise.csv"
     if not listing.is_file():
@@ -129,7 +128,10 @@ def _loop(audio: Audio, n: int, sample_rate: Hertz) -> Audio:
 
 
 def mix_at_snr(signal: Audio, noise: Audio, snr_db: float) -> tuple[Audio, float]:
-    """``signal`` plus ``noise`` scaled to ``snr_db`` (whole-clip powers); the SNR achieved."""
+    """``signal`` plus ``noise`` scaled to ``snr_db`` (whole-clip powers); the SNR achieved.
+
+    The paper is silent; this is the usual whole-utterance definition:
+    10·log10(P_signal / P_noise) over the whole clip equals ``snr_db``."""
     p_sig = float(np.mean(np.square(signal, dtype=np.float64)))
     p_noise = float(np.mean(np.square(noise, dtype=np.float64)))
     if p_sig == 0.0 or p_noise == 0.0:

@@ -1,49 +1,12 @@
 """Assembly stage: four variants per clip under three protocols, plus the scene-consistency set.
 
-Per clip (paper §3.5): R = ŝ + ê, S = s_fake + ê, E = ŝ + e_fake and Q = s_fake +
-e_fake, all through :func:`madbench_common.media.mix.mix_components` (source-relative
-levels; R is re-assembled through the same path, so codec and resampling traces are
-shared by every variant). S and Q share one fake speech component; E and Q share one
-fake environment. Protocols (§4.1):
-
-* ``scene_matched``: E/Q use a scene-matched fake environment;
-* ``scene_mismatched``: E/Q use an environment of an incompatible scene — generated
-  from another scene's prompt (text-to-audio, ``mismatch_mode="prompt"``) or
-  borrowed from a clip of an incompatible scene in the same split, never the same
-  clip or source group, each donor used at most ``reuse_cap`` times
-  (``"replaced"``);
-* ``balanced``: half of the clips of each split take their matched and half their
-  mismatched environment.
-
-Every protocol holds the same clips (Table 1: 5,512 = 4 × 1,378 samples per protocol):
-a clip that lacks a QC-passed speech component, a matched or a mismatched
-environment leaves all protocols (a ``rejected`` row says which was missing).
-
-**Selection after QC** (explicit and seeded; the choice is on every sample row): per
-split, clips with the fewest QC-passed options choose first (ties: a seeded order);
-each takes the generator setting least used so far in its split (ties: a seeded
-order of settings), which balances settings (§3.5: "component selection is balanced
-across generation settings"); among several passed candidates of one setting (the
-four targets of a cross-identity setting, the mismatched prompts of a text-to-audio
-setting) a seeded draw picks one.
-
-**Scene consistency** (§5.3, ``protocol="scene_consistency"``, label
-``scene_consistent``), one row per (clip, condition, class) for the same clips:
-
-* ``D-R`` / ``S-R``: consistent = the clip's R; inconsistent = the clip's ŝ with a
-  donor clip's real ê (:mod:`madbench_common.benchmarks.madbench.stages.swaps`; D-R from any other
-  coarse
-  scene, S-R from the same coarse scene with another fine label, or the taxonomy's
-  mismatch lists with ``sc_donor_rule="taxonomy"``), variant ``R``, donor and its
-  labels on the row, and how the donor ê was fitted to the clip (``env_fit``:
-  ``exact``, ``trim`` or ``loop``; long-enough donors are preferred);
-* ``D-S``: consistent = the clip's E with its scene-matched fake environment;
-  inconsistent = its E with the scene-mismatched one (both synthetic).
-
-The audio (16 kHz float WAV, pre-codec) and an MP4 (the source's video packets copied,
-new AAC track at the source's audio rate, mono like the mix unless ``channels`` says
-otherwise) are stored per distinct mix; samples that are the same mix (R and the
-consistent D-R/S-R samples, E and the D-S samples) share the files.
+Per clip (paper §3.5): R = ŝ + ê, S = s_fake + ê, E = ŝ + e_fake, Q = s_fake + e_fake,
+all mixed by :func:`madbench_common.media.mix.mix_components` (R too, so codec and
+resampling traces are shared by every variant); S and Q share one fake speech, E and Q
+one fake environment. Protocols (§4.1): ``scene_matched``, ``scene_mismatched``, and
+``balanced`` (half of each split's clips matched, half mismatched); selection after QC
+is :func:`select_components`; scene consistency (§5.3) is :meth:`AssembleStage._sc_rows`.
+Samples that are the same mix (R and the consistent D-R/S-R samples, E and D-S) share files.
 """
 
 from __future__ import annotations
@@ -169,7 +132,20 @@ class _Selector:
 
 def select_components(clips: dict[str, ClipInputs], components: Sequence[ComponentRow],
                       reuse_cap: int, rng: np.random.Generator) -> dict[str, Selection]:
-    """Per clip, the components of every variant and protocol (see the module docstring)."""
+    """Per clip, the components of every variant and protocol (explicit and seeded).
+
+    Per split, clips with the fewest QC-passed options choose first (ties: a seeded order);
+    each takes the generator setting least used so far in its split (ties: a seeded order
+    of settings), which balances settings (§3.5: "component selection is balanced across
+    generation settings"); among several passed candidates of one setting (the four
+    targets of a cross-identity setting, the mismatched prompts of a text-to-audio setting)
+    a seeded draw picks one. Scene-mismatched environments are generated from another
+    scene's prompt (``mismatch_mode="prompt"``) or borrowed from a clip of an incompatible
+    scene in the same split, never the same clip or source group, each donor used at most
+    ``reuse_cap`` times (``"replaced"``). A clip that lacks a QC-passed speech component,
+    a matched or a mismatched environment leaves all protocols, so every protocol holds the
+    same clips (Table 1: 5,512 = 4 × 1,378 samples per protocol).
+    """
     passed = sorted((c for c in components if c.ok and c.qc_pass and c.clip_id in clips),
                     key=lambda c: c.component_id)
     out: dict[str, Selection] = {}
@@ -195,6 +171,10 @@ def render_track(video: Path, speech: Audio, env: Audio, s_hat: Audio, e_hat: Au
                  rate: int, out: Path, ceiling: float = 0.99, aac_coder: str = "fast",
                  channels: int = 1) -> tuple[Mix, MuxResult]:
     """Mix one variant and mux it beside ``video``'s untouched video stream into ``out``.
+
+    The audio is 16 kHz float WAV (pre-codec); the MP4 copies the source's video packets
+    and adds a new AAC track at the source's audio rate, mono like the mix unless
+    ``channels`` says otherwise.
 
     The mix is mono, so the muxed track is mono by default (``channels=0`` keeps the
     source's channel count, duplicating the mix).
@@ -336,7 +316,17 @@ class AssembleStage(StageImpl[SampleRow]):
 
     def _sc_rows(self, clip: ClipInputs, sel: Selection, tracks: dict[str, _Track],
                  fits: dict[str, str]) -> list[SampleRow]:
-        """The scene-consistency samples of the clip (module docstring), paired per condition."""
+        """The scene-consistency samples of the clip (§5.3), paired per condition.
+
+        ``D-R`` / ``S-R``: consistent = the clip's R; inconsistent = the clip's ŝ with a
+        donor clip's real ê (:mod:`~madbench_common.benchmarks.madbench.stages.swaps`: D-R
+        from any other coarse scene, S-R from the same coarse scene with another fine label,
+        or the taxonomy's mismatch lists with ``sc_donor_rule="taxonomy"``), variant ``R``,
+        the donor and its labels on the row, and how the donor ê was fitted (``env_fit``:
+        ``exact``, ``trim`` or ``loop``; long-enough donors are preferred). ``D-S``:
+        consistent = the clip's E with its scene-matched fake environment; inconsistent =
+        its E with the scene-mismatched one (both synthetic).
+        """
         rows = []
         for cond, tag in _SWAPS.items():
             if tag not in tracks:

@@ -1,51 +1,9 @@
 """Component QC stage: score every generated component; failures stay with their reasons.
 
-Checks (paper §3.3–3.4), each a stored score and a configurable threshold:
-
-* all components (§3.4 "duration alignment, severe silence or clipping"; §3.3
-  "generation duration"): duration alignment with the source clip, silence (RMS
-  level), clipping (share of samples at full scale), and the **length fix-up**: the
-  track stored is always fitted to the clip, so its own length proves nothing; what the
-  generator made is checked instead. ``length_correction`` (target / generated length:
-  the time-stretch of fake speech, the loop or pad of an environment track shorter
-  than the clip) must stay within ``1 ± max_length_correction`` (0.15: WSOLA and
-  PSOLA stretches beyond ±15 % become audible as a speaking-rate change or smearing,
-  and a loop of more than 15 % repeats an audible stretch), else
-  ``length_correction_exceeded``. A generator that reports no length (``None``) is not
-  checked by it;
-* fake speech (§3.3 "generation duration, timeline alignment and ASR-based transcript
-  preservation"; speaker checks): energy outside the source speech regions (they
-  must stay silent); transcript preservation as word error rate; speaker similarity —
-  same-identity TTS must stay close to the source speaker (``sim_source``),
-  cross-identity TTS and voice conversion must end closer to the target than to the
-  source (``sim_target − sim_source``, i.e. target similarity and source leakage);
-* fake environment (§3.4 "detectable speech or music content ... VAD and ASR detect
-  speech leakage"): VAD speech share ≤ ``max_env_leakage``; no music: the tagger's
-  highest probability over ``music_labels`` < ``max_music_prob`` (0.5, the tagger's own
-  decision threshold; ``music_filter=false`` makes it a diagnostic); the ASR must detect
-  no speech over the whole track, by the same definition as source QC
-  (:func:`madbench_common.benchmarks.madbench.stages.source_qc.asr_detects_speech`: the ASR's own
-  no-speech signal and content words), on **every** environment component
-  (``env_asr_branches``: all three paradigms — text- and video-conditioned generators
-  invent babble too) wherever the VAD found none (a VAD hit already fails it); a
-  mismatched prompt must come from one of the clip's incompatible scenes ("valid
-  replacement pairing for mismatch variants"; replaced tracks are checked when
-  assembly borrows them);
-* diagnostics, never filters (§3.4 "AST-based event checks and CLAP-style
-  audio-prompt matching scores serve as diagnostic signals"): the tagger's top
-  ``top_events`` labels and probabilities (the *event* checks; music is a check above,
-  §3.4 lists it beside speech), and the CLAP audio–prompt score where a ``prompt_model``
-  (an ``AudioTextScorer``) is configured.
-
-Word error rate needs a reference transcript the ASR can read. The reference ASR
-(PocketSphinx) is English-only while the demo's transcripts are in six languages, so
-WER is computed only where there is a usable reference: where the source transcript
-looks English, against it (``wer_reference="transcript"``); where the source had no
-transcript and ``source_qc`` transcribed ŝ with the same ASR, against that
-(``"asr_source"``: like with like). Otherwise ``wer`` stays empty with
-``wer_reference="unsupported_language"``; ``asr_all=true`` (for a multilingual ASR
-such as Whisper on the cluster) compares against the ASR of ŝ for every clip. Only
-the kinds listed in ``wer_gate`` fail a component; others are diagnostics.
+Paper §3.3–3.4: each check is a stored score and a configurable threshold. Every
+component: :func:`qc_verdict`; fake speech: transcript preservation (WER) and speaker
+similarity; fake environment: speech leakage (VAD and ASR) and music. Event tags and
+CLAP audio–prompt scores are diagnostics, never filters (§3.4).
 """
 
 from __future__ import annotations
@@ -131,7 +89,20 @@ def _outside_db(audio: Audio, starts: Sequence[float], ends: Sequence[float], ra
 
 
 def qc_verdict(row: ComponentRow, p: dict[str, Any]) -> tuple[str, ...]:
-    """The failed checks of a scored component (empty when it passes)."""
+    """The failed checks of a scored component (empty when it passes).
+
+    Every component (§3.4 "duration alignment, severe silence or clipping"; §3.3
+    "generation duration"): duration alignment with the source clip, silence (RMS level),
+    clipping (share of samples at full scale), and the **length fix-up**: the track stored
+    is always fitted to the clip, so its own length proves nothing; what the generator made
+    is checked instead. ``length_correction`` (target / generated length: the time-stretch
+    of fake speech, the loop or pad of an environment track shorter than the clip) must
+    stay within ``1 ± max_length_correction`` (0.15: WSOLA and PSOLA stretches beyond
+    ±15 % become audible as a speaking-rate change or smearing, and a loop of more than
+    15 % repeats an audible stretch), else ``length_correction_exceeded``. A generator that
+    reports no length (``None``) is not checked by it. Only the kinds listed in
+    ``wer_gate`` fail on WER; for others it is a diagnostic.
+    """
     fails = []
     if row.duration_error is None or row.duration_error > p["max_duration_error"]:
         fails.append("duration_mismatch")
@@ -153,6 +124,13 @@ def qc_verdict(row: ComponentRow, p: dict[str, Any]) -> tuple[str, ...]:
 
 
 def _env_fails(row: ComponentRow, p: dict[str, Any]) -> list[str]:
+    # Fake environment (§3.4 "detectable speech or music content ... VAD and ASR detect
+    # speech leakage"): VAD speech share ≤ max_env_leakage; no music (the tagger's highest
+    # probability over music_labels < max_music_prob, 0.5, the tagger's own decision
+    # threshold; music_filter=false makes it a diagnostic); no ASR-detected speech; a
+    # mismatched prompt must come from one of the clip's incompatible scenes ("valid
+    # replacement pairing for mismatch variants"; replaced tracks are checked when
+    # assembly borrows them).
     fails = []
     if row.speech_leakage is not None and row.speech_leakage > p["max_env_leakage"]:
         fails.append("speech_leakage")
@@ -168,6 +146,9 @@ def _env_fails(row: ComponentRow, p: dict[str, Any]) -> list[str]:
 
 
 def _identity_fails(row: ComponentRow, p: dict[str, Any]) -> list[str]:
+    # Speaker checks: same-identity TTS must stay close to the source speaker (sim_source);
+    # cross-identity TTS and voice conversion must end closer to the target than to the
+    # source (sim_target − sim_source: target similarity and source leakage).
     kind = _SIM_BRANCHES.get(row.branch)
     if row.sim_source is None or kind is None:
         return []
@@ -240,7 +221,18 @@ class ComponentQCStage(MapStage[ComponentRow]):
 
     def _env_scores(self, row: ComponentRow, clip: ClipInputs, audio: Audio, rate: int,
                     ) -> dict[str, Any]:
-        """VAD and ASR speech leakage, music filter; event tags and CLAP as diagnostics."""
+        """VAD and ASR speech leakage, music filter; event tags and CLAP as diagnostics.
+
+        The ASR must detect no speech over the whole track, by the same definition as
+        source QC
+        (:func:`~madbench_common.benchmarks.madbench.stages.source_qc.asr_detects_speech`),
+        on **every** environment component (``env_asr_branches``: all three paradigms, since
+        text- and video-conditioned generators invent babble too) wherever the VAD found
+        none (a VAD hit already fails it). Diagnostics, never filters (§3.4 "AST-based event
+        checks and CLAP-style audio-prompt matching scores serve as diagnostic signals"):
+        the tagger's top ``top_events`` labels and probabilities, and the CLAP audio–prompt
+        score where a ``prompt_model`` (an ``AudioTextScorer``) is configured.
+        """
         vad: VAD = self.models["vad"]
         tagger: AudioTagger = self.models["tagger"]
         p = self.ctx.params
@@ -285,6 +277,9 @@ class ComponentQCStage(MapStage[ComponentRow]):
 
     def _speech_scores(self, row: ComponentRow, clip: ClipInputs, audio: Audio, rate: int,
                        ) -> dict[str, Any]:
+        # Fake speech (§3.3 "generation duration, timeline alignment and ASR-based transcript
+        # preservation"): energy outside the source speech regions (they must stay silent),
+        # WER (_wer) and speaker similarity (_identity_fails).
         active = speech_active(audio, *clip.regions, rate)
         emb = self.models["speaker"].embed(active, rate)
         out: dict[str, Any] = {
@@ -297,7 +292,16 @@ class ComponentQCStage(MapStage[ComponentRow]):
         return out | self._wer(row, active, rate)
 
     def _wer(self, row: ComponentRow, active: Audio, rate: int) -> dict[str, Any]:
-        """WER against a reference the ASR can read (see the module docstring)."""
+        """WER against a reference the ASR can read.
+
+        The reference ASR (PocketSphinx) is English-only while the demo's transcripts are in
+        six languages, so WER is computed only where there is a usable reference: where the
+        source transcript looks English, against it (``wer_reference="transcript"``); where
+        the source had no transcript and ``source_qc`` transcribed ŝ with the same ASR,
+        against that (``"asr_source"``: like with like). Otherwise ``wer`` stays empty with
+        ``wer_reference="unsupported_language"``; ``asr_all=true`` (for a multilingual ASR
+        such as Whisper on the cluster) compares against the ASR of ŝ for every clip.
+        """
         clip = self.clips[row.clip_id]
         if english_like(row.prompt):
             ref, kind = row.prompt, "transcript"

@@ -1,17 +1,11 @@
 """Evaluation stage: heads, metrics and one report for every model of the run.
 
-Reads ``samples`` from ``assemble`` (param ``samples_stage``), the robustness
-conditions' samples from ``perturb`` where it is an input (the same heads,
-trained on clean data only, score every condition), and every other input stage of the
-graph: each stage that writes ``features`` (one per encoder or
-detector, e.g. ``features`` or ``features_<slug>``) and each that writes ``scores``
-(detector native scores, ``omni_<slug>``). Rows are grouped into models by their
-registry slug (``FeatureRow.model_slug``; ``ScoreRow.model``, else its
-``model_slug``), so one model's features and native scores meet in one evaluation.
-Writes the report (``report.md``, ``report.json``, ``report.html``; its summary names the
-run's sources, code, images and quarantine: ``eval.facts.run_facts``) under
-``<stage>/<fingerprint>/report/`` and one :class:`ScoreRow` per model, head and test
-sample (``score`` = P(positive); ``probs`` for the four-way head).
+Reads ``samples`` from ``assemble`` (param ``samples_stage``) and every features and
+scores stage of the graph (:class:`EvaluateStage`). Writes the report (``report.md``,
+``report.json``, ``report.html``; its summary names the run's sources, code, images and
+quarantine: ``eval.facts.run_facts``) under ``<stage>/<fingerprint>/report/`` and one
+:class:`ScoreRow` per model, head and test sample (``score`` = P(positive); ``probs`` for
+the four-way head).
 """
 
 from __future__ import annotations
@@ -22,7 +16,7 @@ import numpy as np
 import pandas as pd
 from scipy.special import expit
 
-from madbench_common.benchmarks.madbench.eval.runner import FeatureSet, GroupScores
+from madbench_common.benchmarks.madbench.eval.fit import FeatureSet, GroupScores
 from madbench_common.benchmarks.madbench.eval.suite import (
     EvalConfig,
     EvalResult,
@@ -69,7 +63,15 @@ def _score_rows(slug: str, g: GroupScores) -> list[ScoreRow]:
 
 
 class EvaluateStage(StageImpl[ScoreRow]):
-    """One item (the whole evaluation): fit, score and report every model."""
+    """One item (the whole evaluation): fit, score and report every model.
+
+    Inputs besides ``samples``: the robustness conditions' samples from ``perturb`` where
+    it is an input (the same heads, trained on clean data only, score every condition),
+    each stage that writes ``features`` (``features`` or ``features_<slug>``) and each that
+    writes ``scores`` (detector native scores, ``omni_<slug>``). Rows are grouped into
+    models by their registry slug (``FeatureRow.model_slug``; ``ScoreRow.model``, else its
+    ``model_slug``), so one model's features and native scores meet in one evaluation.
+    """
 
     optional_params = ("samples_stage", "score_kind")
 

@@ -1,30 +1,9 @@
 """Ingest stage: probe each source, decode 16 kHz mono audio, keep the video untouched.
 
-Rejects, with a reason per file: ``missing``, ``empty``, ``unreadable``,
-``truncated``, ``no_audio``, ``no_video``, ``silent``, ``too_short``, ``too_long``,
-``duplicate_clip_id``, ``clip_id_collision`` (different ids that are one after
-sanitising, Unicode normalisation or case folding), ``non_finite_audio`` (NaN or Inf
-samples), the bounds of untrusted media
-(:mod:`madbench_common.media.guard`): ``file_too_large``, ``unsupported_container``,
-``too_many_streams``, ``resolution_too_high``, ``video_size_invalid``,
-``too_many_frames``, ``decode_timeout``, ``decode_memory``, ``decode_crashed``,
-``not_a_file``; what the listing found wrong with a row
-(:mod:`madbench_common.benchmarks.madbench.sources`):
-``outside_sources``, ``bad_encoding``, ``bad_file_name``, ``bad_clip_id``, ``path_too_long``,
-``unsupported_location``; a reference stem that fails any of these or has no audio
-(``stem_<reason>``, e.g. ``stem_unsupported_container``, ``stem_no_audio``,
-``stem_non_finite_audio``); and,
-through the stage runtime, any other failure on one clip
-(:mod:`madbench_common.pipeline.failures`). The original container is copied byte for
-byte into the store, named with the extension of the container FFmpeg found (later
-stages mux new audio against its untouched video stream); every later stage that
-decodes video reads only such accepted copies.
-
-The fingerprint hashes the listing's bytes and every file's content
-(:func:`~madbench_common.benchmarks.madbench.sources.listing_identity`), not the ``sources`` text:
-editing
-a transcript, adding a clip or replacing a video recomputes ingest, and naming the
-same CSV by another path does not. Identical content named by many rows is decoded
+Every file is read through the media guard and rejected with a reason when it fails a
+check (:func:`check_source`); the original container is stored byte for byte. The
+fingerprint hashes the listing's bytes and every file's content
+(:meth:`IngestStage.content_identity`). Identical content named by many rows is decoded
 once per process (a memo keyed by the file's sha256).
 """
 
@@ -71,7 +50,21 @@ content named by many rows is decoded once per process."""
 
 def check_source(path: Path, sample_rate: int, limits: MediaLimits,
                  name: str) -> tuple[MediaInfo, np.ndarray]:
-    """Stream facts and mono audio of a source, or :class:`InputRejected` with the reason."""
+    """Stream facts and mono audio of a source, or :class:`InputRejected` with the reason.
+
+    Reasons: ``missing``, ``empty``, ``unreadable``, ``truncated``, ``no_audio``,
+    ``no_video``, ``silent``, ``too_short``, ``too_long``, ``non_finite_audio`` (NaN or Inf
+    samples), and the bounds of untrusted media (:mod:`madbench_common.media.guard`):
+    ``file_too_large``, ``unsupported_container``, ``too_many_streams``,
+    ``resolution_too_high``, ``video_size_invalid``, ``too_many_frames``,
+    ``decode_timeout``, ``decode_memory``, ``decode_crashed``, ``not_a_file``. The stage
+    adds ``duplicate_clip_id``, ``clip_id_collision`` (:meth:`IngestStage.collisions`),
+    what the listing found wrong with a row (:mod:`madbench_common.benchmarks.madbench.sources`:
+    ``outside_sources``, ``bad_encoding``, ``bad_file_name``, ``bad_clip_id``,
+    ``path_too_long``, ``unsupported_location``) and a reference stem's failures
+    (``stem_<reason>``, e.g. ``stem_unsupported_container``, ``stem_no_audio``); any other
+    failure on one clip is sorted by :mod:`madbench_common.pipeline.failures`.
+    """
     decoded = _checked(path, sample_rate, limits, name)
     return decoded.info, decoded.audio
 
@@ -127,7 +120,9 @@ class IngestStage(MapStage[SourceRow]):
 
     @classmethod
     def content_identity(cls, params: dict[str, Any]) -> Any:
-        """The listing's bytes and every file's content (see the module doc)."""
+        """The listing's bytes and every file's content, not the ``sources`` text: editing a
+        transcript, adding a clip or replacing a video recomputes ingest, and naming the
+        same CSV by another path does not."""
         return listing_identity(_listing(params), MediaLimits.from_params(params))
 
     @cached_property
@@ -188,6 +183,10 @@ class IngestStage(MapStage[SourceRow]):
             return self._ingest(spec, tmp)
 
     def _ingest(self, spec: SourceSpec, tmp: Path) -> SourceRow:
+        # The original container is copied byte for byte into the store, named with the
+        # extension of the container FFmpeg found (later stages mux new audio against its
+        # untouched video stream); every later stage that decodes video reads only such
+        # accepted copies.
         p = self.ctx.params
         limits = MediaLimits.from_params(p)
         name = spec.label

@@ -3,35 +3,9 @@
 Paper §4.2 and §5.1–5.4: omni models answer fixed task prompts without training —
 P_bin (task ``binary``), P_4way (``fourway``), P_comp (``speech`` and ``env``, one call
 each) and P_SC (``scene``) — with audio only (A) and with audio and the clip's video
-(A-V), and for scene consistency also with another clip's video (§5.3, Table 4).
-
-Per sample (reading ``samples`` from ``assemble``):
-
-- core-protocol samples: ``binary``, ``fourway``, ``speech``, ``env`` × (A, A-V paired);
-- scene-consistency samples (``protocol == "scene_consistency"``): ``scene`` × A-V paired,
-  and A-V shuffled where
-  :func:`~madbench_common.benchmarks.madbench.stages.features.shuffled_input` says so
-  (test samples; partners from the run seed, the same for every model's stage).
-
-One :class:`~madbench_common.benchmarks.madbench.rows.ScoreRow` per (sample, task, mode, pairing):
-``score``
-= P(positive) from the first-token logits (P(fake), or P(inconsistent) for scene),
-``probs`` the four-way R, S, E, Q distribution, ``answer`` the greedy text, ``parsed``
-its label (``refusal``/``unparsed`` included), ``prompt_hash`` the question's hash and
-``excluded`` when there is neither a score nor a parsed label. ``sample_sha256`` is the
-input's content hash (audio, or audio + video as in the feature stages).
-
-Defaults the paper does not fix: only the ``val`` and ``test`` splits are asked
-(zero-shot models use no training data; ``val`` gives the accuracy threshold, ``test``
-the metrics); scene consistency is asked with video only (A-V), since the question is
-about the scene shown; ``max_new_tokens`` 8 (the answer is one word or letter); frame
-rate and size per model (:mod:`madbench_common.benchmarks.madbench.omni_models`).
-
-Responses go through :class:`~madbench_common.models.answer_cache.ResponseCache` at the store
-root, keyed by model, image, prompt hash, input sha256s, mode, pairing, frame
-parameters and the model's identity (adapter code, weights pins, dtype, message layout):
-a rerun, or a new version of one prompt, asks only what changed. Without a
-model (the embedded default and ``smoke.yaml``) the stage plans nothing.
+(A-V), and for scene consistency also with another clip's video (§5.3, Table 4). One
+:class:`~madbench_common.benchmarks.madbench.rows.ScoreRow` per (sample, task, mode,
+pairing); responses are cached (:meth:`OmniStage.cache`).
 """
 
 from __future__ import annotations
@@ -68,7 +42,14 @@ _TASKS = (*CORE_TASKS, "scene")
 
 def omni_jobs(s: SampleRow, modes: Sequence[str], scene_modes: Sequence[str],
               shuffled: bool) -> list[tuple[str, str, str]]:
-    """(task, mode, pairing) questions for one sample."""
+    """(task, mode, pairing) questions for one sample.
+
+    Core-protocol samples: ``binary``, ``fourway``, ``speech``, ``env`` × (A, A-V paired);
+    scene-consistency samples (``protocol == "scene_consistency"``): ``scene`` × A-V
+    paired, and A-V shuffled where
+    :func:`~madbench_common.benchmarks.madbench.stages.features.shuffled_input` says so
+    (test samples; partners from the run seed, the same for every model's stage).
+    """
     if s.protocol == SC_PROTOCOL:
         jobs = [("scene", m, "paired") for m in scene_modes if m in modes]
         if shuffled and "AV" in scene_modes and "AV" in modes:
@@ -78,7 +59,15 @@ def omni_jobs(s: SampleRow, modes: Sequence[str], scene_modes: Sequence[str],
 
 
 class OmniStage(StageImpl[ScoreRow]):
-    """``samples`` → ``scores`` for one omni model (params: model, modes, splits, prompts)."""
+    """``samples`` → ``scores`` for one omni model (params: model, modes, splits, prompts).
+
+    Defaults the paper does not fix: only the ``val`` and ``test`` splits are asked
+    (zero-shot models use no training data; ``val`` gives the accuracy threshold, ``test``
+    the metrics); scene consistency is asked with video only (A-V), since the question is
+    about the scene shown; ``max_new_tokens`` 8 (the answer is one word or letter); frame
+    rate and size per model (:mod:`madbench_common.benchmarks.madbench.omni_models`).
+    Without a model (the embedded default and ``smoke.yaml``) the stage plans nothing.
+    """
 
     defaults: ClassVar[Mapping[str, Any]] = {
         "modes": ["A", "AV"],
@@ -129,6 +118,10 @@ class OmniStage(StageImpl[ScoreRow]):
 
     @cached_property
     def cache(self) -> ResponseCache | None:
+        """The response cache at the store root, keyed by model, image, prompt hash, input
+        sha256s, mode, pairing, frame parameters and the model's identity (adapter code,
+        weights pins, dtype, message layout): a rerun, or a new version of one prompt,
+        asks only what changed."""
         return ResponseCache(self.ctx.run.store) if self.ctx.params.get("cache", True) else None
 
     def plan(self) -> list[str]:
@@ -161,6 +154,12 @@ class OmniStage(StageImpl[ScoreRow]):
 
     def _row(self, s: SampleRow, task: str, mode: str, pairing: str,
              media: _MediaLoader) -> ScoreRow:
+        """One row: ``score`` = P(positive) from the first-token logits (P(fake), or
+        P(inconsistent) for scene), ``probs`` the four-way R, S, E, Q distribution,
+        ``answer`` the greedy text, ``parsed`` its label (``refusal``/``unparsed``
+        included), ``prompt_hash`` the question's hash, ``excluded`` when there is neither
+        a score nor a parsed label; ``sample_sha256`` the input's content hash (audio, or
+        audio + video as in the feature stages)."""
         video = s if pairing == "paired" else self.partners.get(s.sample_id)
         base = {"sample_id": s.sample_id, "mode": mode, "pairing": pairing, "task": task,
                 "model": self.model.slug, "prompt_hash": self.questions[task].hash}

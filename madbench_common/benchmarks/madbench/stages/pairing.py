@@ -1,21 +1,12 @@
 """Pairing stage: target speakers for cross-identity generation (paper §3.4).
 
 For each eligible source clip, ``targets`` clips whose speaker is of the same gender
-(estimated from ŝ's median F0 where the sources give none), from a different source
-video (source group) and speaker cluster (and speaker label, when given), with
-speaker-embedding cosine similarity under ``max_similarity``. Sources with the
-fewest candidates choose first, one target per round (round robin), each taking
-the least-used candidate (ties: lower similarity, then a seeded order), which
-balances target usage. Targets always come from the source's own split (§3.2: all
-derived samples inherit their source's split, so a target from another split would
-leak a speaker across splits).
-
-A paper constraint is never relaxed silently: by default (``relax: []``) a source with
-too few candidates gets fewer targets, and ``madbench status`` counts such sources.
-Only constraints named in ``relax`` may be relaxed, one at a time in the order
-``cluster`` (a different speaker label still required), ``similarity``,
-``source_group``, ``gender``; each pair records what was relaxed. Similarity
-statistics go to ``pairing/<fp>/stats.json``.
+(estimated from ŝ's median F0 where the sources give none), from a different source video
+(source group) and speaker cluster (and speaker label, when given), with speaker-embedding
+cosine similarity under ``max_similarity`` (:func:`pair_speakers`). Targets always come
+from the source's own split (§3.2: all derived samples inherit their source's split, so a
+target from another split would leak a speaker). Similarity statistics go to
+``pairing/<fp>/stats.json``.
 """
 
 from __future__ import annotations
@@ -93,7 +84,13 @@ def pair_speakers(
 ) -> list[tuple[int, int, int, tuple[str, ...]]]:
     """(source index, target index, rank, relaxed constraints) for every pair.
 
-    Only the constraints in ``relax`` may be dropped (in :data:`RELAX_ORDER`)."""
+    Sources with the fewest candidates choose first, one target per round (round robin),
+    each taking the least-used candidate (ties: lower similarity, then a seeded order),
+    which balances target usage. A paper constraint is never relaxed silently: by default
+    (``relax: []``) a source with too few candidates gets fewer targets, and ``madbench
+    status`` counts such sources. Only the constraints in ``relax`` may be dropped, one at
+    a time in :data:`RELAX_ORDER` (``cluster``: a different speaker label still required,
+    ``similarity``, ``source_group``, ``gender``); each pair records what was relaxed."""
     ladder = [c for c in RELAX_ORDER if c in relax]
     emb = np.asarray(embeddings, np.float64)
     sims = emb @ emb.T

@@ -1,28 +1,12 @@
 """Robustness stage (``perturb``): every robustness condition on the test split of every protocol.
 
-The question: "does the detector survive what happens to media on the way to it?" For each
-test clip of ``assemble``'s samples (all protocols, scene consistency included), each
-distinct audio track (a clip's R track serves all of its protocols) is run through every
-condition of the ``conditions`` parameter (:mod:`madbench_common.benchmarks.madbench.robustness`;
-default the
-packaged ``madbench_common/data/robustness.yaml``) and muxed beside the clip's untouched
-video stream, as ``assemble`` muxes the clean track (:func:`~madbench_common.media.mux.
-remux_with_audio`: video packets copied byte for byte, AAC audio). Every sample of the
-track gets one :class:`~madbench_common.benchmarks.madbench.rows.PerturbedRow` per condition, with
-the clean
-sample's labels and split, ``sample_id = <clean id>@<condition>`` and the condition's
-parameters, as configured and as measured, on the row.
-
-Seeds: the only random choice is the noise excerpt, drawn from the run seed and the clip
-id (:mod:`madbench_common.benchmarks.madbench.robustness.noise`), so reruns are byte-identical and
-every
-sample and SNR level of a clip gets the same noise. A track that cannot be perturbed
-(e.g. a silent track under a noise condition) is quarantined per condition with reason
-``perturb_failed``; the run goes on.
-
-Params: ``conditions`` (a list, or a mapping with a ``conditions`` list), ``noise``
-(``builtin`` or a folder with ``noise.csv``), ``splits`` (default ``["test"]``),
-``aac_coder`` (the mux's AAC quantiser search, as ``assemble``'s).
+"Does the detector survive what happens to media on the way to it?" Each distinct audio
+track of the test clips (all protocols, scene consistency included) runs through every
+condition (:mod:`madbench_common.benchmarks.madbench.robustness`); every sample of the
+track gets one :class:`~madbench_common.benchmarks.madbench.rows.PerturbedRow` per
+condition (``sample_id = <clean id>@<condition>``, the clean labels and split, the
+condition's parameters as configured and as measured). The only random choice is the
+noise excerpt, drawn from the run seed and the clip id, so reruns are byte-identical.
 """
 
 from __future__ import annotations
@@ -60,7 +44,13 @@ def perturbed_row(clean: SampleRow, condition: Condition, index: int,
 
 
 class PerturbStage(StageImpl[PerturbedRow]):
-    """``samples`` → ``perturbed`` (one item per test clip)."""
+    """``samples`` → ``perturbed`` (one item per test clip).
+
+    Params: ``conditions`` (a list, or a mapping with a ``conditions`` list; default the
+    packaged ``madbench_common/data/robustness.yaml``), ``noise`` (``builtin`` or a folder
+    with ``noise.csv``), ``splits`` (default ``["test"]``), ``aac_coder`` (the mux's AAC
+    quantiser search, as ``assemble``'s).
+    """
 
     defaults: ClassVar[Mapping[str, Any]] = {
         "conditions": [],
@@ -104,6 +94,11 @@ class PerturbStage(StageImpl[PerturbedRow]):
         return rows
 
     def _track(self, clip: str, samples: list[SampleRow]) -> list[PerturbedRow]:
+        """Every condition on one distinct audio track, muxed beside the clip's untouched
+        video stream as ``assemble`` muxes the clean track
+        (:func:`~madbench_common.media.mux.remux_with_audio`: video packets copied byte for
+        byte, AAC audio). A track that cannot be perturbed (e.g. a silent track under a
+        noise condition) is quarantined per condition with reason ``perturb_failed``."""
         first = samples[0]
         audio, rate = self.ctx.load_audio(first.audio_uri, first.audio_sha256)
         rows: list[PerturbedRow] = []

@@ -1,29 +1,12 @@
 """Component plan: the paper's candidate set — which generator setting makes which component.
 
 A *setting* is one generator stage of the graph (role ``speech_generator`` or
-``env_generator``, its branch in ``params["branch"]``): 3 speech branches × 2 and
-3 environment paradigms × 2. QC then selects among the candidates (assembly).
-
-Speech (paper §3.3: 34,056 components for 1,892 clips, exactly 18 per clip; "each
-source clip is paired with four target speakers, providing redundancy for QC-based
-selection"): every same-identity TTS setting once (2), and every cross-identity
-setting (cross TTS ×2, VC ×2) once per target, for the first ``targets`` of the
-clip's pairing ranks (4): 2 + 4 × 4 = 18. Cross-identity TTS speaks the source
-transcript in the target's voice, so its ``ref_text`` is the *target's* transcript;
-same-identity TTS gets the source's. A clip with fewer targets (pairing never
-relaxes a constraint silently) gets fewer candidates.
-
-Environment (§3.4, Table 1: 22,987 components for 1,892 clips, 12.15 per clip): every
-setting makes a scene-matched component (6); the text-to-audio settings also make
-``mismatch_prompts`` scene-mismatched components each, from prompts of distinct
-incompatible scenes (2 × 3). 6 + 6 = 12 per clip is the whole-number plan nearest the
-paper's 12.15 (22,704 for 1,892 clips); the paper does not give its split. Video-
-and audio-conditioned mismatches are not generated (§3.4: they replace the track with
-one from an incompatible scene), assembly borrows them.
-
-Demo knob: ``targets`` and ``mismatch_prompts`` (``make demo`` sets 1 and 1: 6
-speech and 8 environment candidates per clip). The extra mismatched labels are a
-seeded draw from the taxonomy's incompatible scenes.
+``env_generator``, its branch in ``params["branch"]``): 3 speech branches × 2 and 3
+environment paradigms × 2; QC then selects among the candidates (assembly). Speech
+(§3.3): :meth:`PlanComponentsStage._speech`; environment (§3.4):
+:meth:`PlanComponentsStage._env`. Demo knob: ``targets`` and ``mismatch_prompts``
+(``make demo`` sets 1 and 1: 6 speech and 8 environment candidates per clip); the extra
+mismatched labels are a seeded draw from the taxonomy's incompatible scenes.
 """
 
 from __future__ import annotations
@@ -110,7 +93,17 @@ class PlanComponentsStage(StageImpl[ComponentRow]):
                 "duration": clip.source.duration, "sample_rate": clip.source.sample_rate}
 
     def _speech(self, clip: ClipInputs, stages: list[Stage]) -> list[ComponentRow]:
-        """Same-identity settings once; cross-identity settings once per target."""
+        """Same-identity settings once; cross-identity settings once per target.
+
+        Paper §3.3: 34,056 components for 1,892 clips, exactly 18 per clip ("each source
+        clip is paired with four target speakers, providing redundancy for QC-based
+        selection"): every same-identity TTS setting once (2), and every cross-identity
+        setting (cross TTS ×2, VC ×2) once per target, for the first ``targets`` of the
+        clip's pairing ranks (4): 2 + 4 × 4 = 18. Cross-identity TTS speaks the source
+        transcript in the target's voice, so its ``ref_text`` is the *target's* transcript;
+        same-identity TTS gets the source's. A clip with fewer targets (pairing never
+        relaxes a constraint silently) gets fewer candidates.
+        """
         targets = self.targets.get(clip.clip_id, [])[: int(self.ctx.params["targets"])]
         rows = []
         for stage in stages:
@@ -125,7 +118,16 @@ class PlanComponentsStage(StageImpl[ComponentRow]):
         return rows
 
     def _env(self, clip: ClipInputs, stages: list[Stage]) -> list[ComponentRow]:
-        """Every setting scene-matched; text-to-audio also ``mismatch_prompts`` mismatched."""
+        """Every setting scene-matched; text-to-audio also ``mismatch_prompts`` mismatched.
+
+        §3.4, Table 1: 22,987 components for 1,892 clips, 12.15 per clip. Every setting
+        makes a scene-matched component (6); the text-to-audio settings also make
+        ``mismatch_prompts`` scene-mismatched components each, from prompts of distinct
+        incompatible scenes (2 × 3). 6 + 6 = 12 per clip is the whole-number plan nearest
+        the paper's 12.15 (22,704 for 1,892 clips); the paper does not give its split.
+        Video- and audio-conditioned mismatches are not generated (§3.4: they replace the
+        track with one from an incompatible scene); assembly borrows them.
+        """
         scene = clip.scene
         assert scene is not None
         k = int(self.ctx.params["mismatch_prompts"])

@@ -1,53 +1,11 @@
-"""Source QC stage: the paper's eligibility checks (§3.2), every score stored.
+"""Source QC stage: the paper's eligibility checks (paper §3.2), every score stored.
 
 "We retain clips with valid media, usable English transcripts, sufficient spoken
 content, perceptible environmental audio, and no substantial music or media
-playback"; "independent VAD and ASR checks detect no speech in any environmental
-residual. All residuals also satisfy a minimum environmental-energy criterion."
-
-* **Speech content**: VAD coverage of ŝ ≥ ``min_speech_coverage`` (0.3, the paper
-  gives no number); the transcript is the given one, else the ASR's, whose word
-  coverage must reach ``min_asr_coverage`` (0.3; the paper reports 95.9 % mean).
-* **English**: the ASR's language for ŝ must be in ``languages`` (``["en"]``) with
-  probability ≥ ``min_language_prob`` (0: the top language decides). An ASR that
-  cannot identify languages (the PocketSphinx reference: English-only) reports
-  ``""``; the check is then *not applied* and the row says so (``language=""``),
-  because any other choice would either reject every clip or pass it by fiat. On the
-  cluster the QC image's Whisper identifies the language.
-* **No speech in ê, by VAD and by ASR** ("independent VAD and ASR checks detect no
-  speech in any environmental residual"): VAD coverage of ê ≤ ``max_env_leakage`` (0:
-  the paper finds none), and the ASR must not *detect speech* anywhere in ê ("in any
-  environmental residual": the whole track, not only the source speech regions;
-  :func:`asr_detects_speech`, shared with component QC). An ASR's
-  words on non-speech are not evidence of speech (PocketSphinx decodes words from any
-  noise; Whisper hallucinates on silence), so "detected" is defined with the ASR's own
-  no-speech signal and *content words* (3+ letters, not an English function word):
-
-  - an ASR with a no-speech probability (Whisper): openai-whisper's own rule
-    (``whisper/transcribe.py``: a window is skipped as silent when ``no_speech_prob >
-    no_speech_threshold``, unless ``avg_logprob > logprob_threshold``; defaults 0.6 and
-    −1.0): detected when Whisper does not call ê silent **and** the transcript holds at
-    least ``min_content_words`` (2) content words (this project's guard against
-    Whisper's hallucinated filler);
-  - an ASR without one (the PocketSphinx reference): detected when at least
-    ``min_content_words`` of the content words it hears in ŝ are heard again in ê, in
-    order. Its words on ambience are not speech (on clean demo ambience stems it
-    decodes a few words each), but the clip's own words coming back are. This is
-    weaker than Whisper's signal: PocketSphinx recovers few words even from loud
-    leakage, so the VAD carries most of the check on the demo.
-
-  ``env_asr_recall`` (the share of ŝ's content words recovered) stays as a diagnostic.
-* **No substantial music or media playback**: the highest ``tagger`` probability over
-  ``music_labels`` (AudioSet names) must stay under ``max_music_prob`` (0.5:
-  "substantial" as the tagger's own decision threshold) on ê **and** on ŝ (music or
-  singing the separator moved into the speech estimate is still music in the clip);
-  ``music_prob`` is ê's, ``speech_music_prob`` ŝ's.
-* **Minimum environmental energy**: RMS of ê ≥ ``min_env_dbfs`` (−60 dBFS; no number in
-  the paper: ambience quieter than that is not perceptible beside speech).
-* **Clipping** of the mixture ≤ ``max_clip_fraction``.
-
-The ASR and tagger checks on ê run only for clips that pass the others (they cost the
-most and cannot make a failed clip eligible); their scores are ``None`` otherwise.
+playback"; each check and its threshold is documented on :func:`eligibility`,
+:func:`env_checks` and :func:`asr_detects_speech`. The ASR and tagger checks on ê run
+only for clips that pass the others (they cost the most and cannot make a failed clip
+eligible); their scores are ``None`` otherwise.
 """
 
 from __future__ import annotations
@@ -84,7 +42,15 @@ def clip_fraction(audio: np.ndarray) -> float:
 
 
 def eligibility(scores: dict[str, Any], params: dict[str, Any]) -> tuple[str, ...]:
-    """The failed checks (empty when the clip is eligible)."""
+    """The failed checks (empty when the clip is eligible).
+
+    Speech content: VAD coverage of ŝ ≥ ``min_speech_coverage`` (0.3, the paper gives no
+    number); the transcript is the given one, else the ASR's, whose word coverage must
+    reach ``min_asr_coverage`` (0.3; the paper reports 95.9 % mean). No speech in ê by VAD:
+    coverage ≤ ``max_env_leakage`` (0: the paper finds none). Minimum environmental energy:
+    RMS of ê ≥ ``min_env_dbfs`` (−60 dBFS; no number in the paper: ambience quieter than
+    that is not perceptible beside speech). Clipping of the mixture ≤ ``max_clip_fraction``.
+    """
     fails = []
     if scores["speech_coverage"] < params["min_speech_coverage"]:
         fails.append("low_speech_coverage")
@@ -103,7 +69,21 @@ def eligibility(scores: dict[str, Any], params: dict[str, Any]) -> tuple[str, ..
 
 
 def env_checks(scores: dict[str, Any], params: dict[str, Any]) -> tuple[str, ...]:
-    """The failed language, ASR-leakage and music checks (see the module docstring)."""
+    """The failed language, ASR-leakage and music checks.
+
+    English: the ASR's language for ŝ must be in ``languages`` (``["en"]``) with
+    probability ≥ ``min_language_prob`` (0: the top language decides). An ASR that cannot
+    identify languages (the PocketSphinx reference: English-only) reports ``""``; the check
+    is then *not applied* and the row says so (``language=""``), because any other choice
+    would either reject every clip or pass it by fiat. On the cluster the QC image's
+    Whisper identifies the language.
+
+    No substantial music or media playback: the highest ``tagger`` probability over
+    ``music_labels`` (AudioSet names) must stay under ``max_music_prob`` (0.5: "substantial"
+    as the tagger's own decision threshold) on ê **and** on ŝ (music or singing the
+    separator moved into the speech estimate is still music in the clip); ``music_prob``
+    is ê's, ``speech_music_prob`` ŝ's.
+    """
     fails = []
     lang = scores.get("language", "")
     if lang and (lang not in params["languages"]
@@ -154,10 +134,25 @@ def word_recall(reference: str, hypothesis: str) -> float:
 
 
 def asr_detects_speech(heard: Transcript, reference: str, params: dict[str, Any]) -> bool:
-    """Whether the ASR detected speech in an environment track (module docstring, §3.2).
+    """Whether the ASR detected speech in an environment track (§3.2: "in any environmental
+    residual", so the whole track, not only the source speech regions).
 
     ``heard`` is the ASR's transcript of the whole track, ``reference`` its words for the
-    clip's ŝ (used only by an ASR without a no-speech signal).
+    clip's ŝ (used only by an ASR without a no-speech signal). An ASR's words on non-speech
+    are not evidence of speech (PocketSphinx decodes words from any noise; Whisper
+    hallucinates on silence), so "detected" uses the ASR's own no-speech signal and
+    *content words* (:func:`content_words`):
+
+    - with a no-speech probability (Whisper): detected when Whisper does not call the track
+      silent (:func:`whisper_silent`) **and** the transcript holds at least
+      ``min_content_words`` (2) content words (a guard against hallucinated filler);
+    - without one (the PocketSphinx reference): detected when at least
+      ``min_content_words`` of the content words heard in ŝ are heard again in ê, in order.
+      Its words on ambience are not speech (on clean demo ambience stems it decodes a few
+      words each), but the clip's own words coming back are. This is weaker than Whisper's
+      signal: PocketSphinx recovers few words even from loud leakage, so the VAD carries
+      most of the check on the demo. ``env_asr_recall`` (the share of ŝ's content words
+      recovered) stays as a diagnostic.
     """
     need = int(params["min_content_words"])
     if heard.no_speech_prob is not None:
@@ -169,7 +164,8 @@ def asr_detects_speech(heard: Transcript, reference: str, params: dict[str, Any]
 def whisper_silent(heard: Transcript, params: dict[str, Any]) -> bool:
     """openai-whisper's no-speech rule (``transcribe.py``, ``transcribe()``): silent when
     ``no_speech_prob > no_speech_threshold``, unless ``avg_logprob > logprob_threshold``
-    (the decoder was confident in what it read); without ``avg_logprob``, the first test."""
+    (the decoder was confident in what it read); without ``avg_logprob``, the first test.
+    openai-whisper's defaults are 0.6 and −1.0."""
     if heard.no_speech_prob is None or heard.no_speech_prob <= params["no_speech_threshold"]:
         return False
     threshold = params.get("logprob_threshold")

@@ -1,40 +1,11 @@
 """Real-environment swaps for the scene-consistency conditions D-R and S-R (paper §5.3).
 
 "D-R uses real environmental audio from different coarse scenes; S-R uses real audio
-from the same coarse scene but different fine-grained labels." A scene-inconsistent
-D-R or S-R sample keeps its clip's real speech ŝ and video and takes the real residual
-ê of a *donor* clip; the scene-consistent sample of the same condition is the clip's
-own R. This module only chooses the donors; assembly renders the swapped sample
-through the same mix path and mux as R (the donor ê is levelled to the clip's own ê,
-as every replacing environment is).
-
-Donor rules (the paper's rules for replacement tracks, §3.4: "selected within the same
-data split while excluding the same source clip and related source groups, and reuse
-is limited"):
-
-* same split, another clip, another source group;
-* which scenes may donate (``rule``):
-
-  - ``"coarse"`` (default, §5.3 as written): D-R takes a donor of *any other* coarse
-    scene; S-R a donor of the *same* coarse scene with another fine label;
-  - ``"taxonomy"`` (the stricter pre-issue-20 rule, kept as an option): D-R only the
-    clip's taxonomy ``mismatch`` scenes (49.9 % of different-coarse label pairs), S-R
-    only its ``sibling_mismatch`` scenes (77.8 % of same-coarse pairs; ``living_room``
-    and ``museum`` have none). These pre-selected pairs sound more different, which
-    makes the task easier and inflates AUC_P; use it to study that effect.
-
-* length: a donor ê at least as long as the clip is preferred over a shorter one, which
-  assembly would have to loop (a repeat is an audio-only cue that the shuffled-video
-  control cannot remove; §5.3's Δ_pair assumes the cue is the scene). Shorter donors
-  are still used where no long-enough one is free; assembly records the fit
-  (``SampleRow.env_fit``) and ``madbench status`` reports the looped share;
-* each donor gives its ê at most ``reuse_cap`` times per condition; among the allowed
-  donors (long enough first) the least-used one is taken, ties broken by a seeded
-  order. Clips with the fewest allowed donors choose first, so the cap strands as few
-  clips as possible.
-
-A clip with no allowed donor gets no pair for that condition (neither class), so each
-condition stays paired; the count is reported in ``madbench status``.
+from the same coarse scene but different fine-grained labels." An inconsistent sample
+keeps its clip's real ŝ and video and takes a *donor* clip's real residual ê; the
+consistent one is the clip's own R. This module only chooses the donors
+(:func:`donor_allowed`, :func:`pick_env_donors`); assembly renders the swapped sample
+through the same mix path as R (the donor ê levelled to the clip's own ê).
 """
 
 from __future__ import annotations
@@ -70,7 +41,20 @@ class SwapClip:
 
 def donor_allowed(clip: SwapClip, donor: SwapClip, condition: str, tax: Taxonomy,
                   rule: str = "coarse") -> bool:
-    """Whether ``donor``'s ê may be swapped into ``clip`` for ``condition`` (module doc)."""
+    """Whether ``donor``'s ê may be swapped into ``clip`` for ``condition``.
+
+    The paper's rules for replacement tracks (§3.4: "selected within the same data split
+    while excluding the same source clip and related source groups"): same split, another
+    clip, another source group. Which scenes may donate (``rule``):
+
+    - ``"coarse"`` (default, §5.3 as written): D-R takes a donor of *any other* coarse
+      scene; S-R a donor of the *same* coarse scene with another fine label;
+    - ``"taxonomy"`` (stricter, an option): D-R only the clip's taxonomy ``mismatch``
+      scenes (49.9 % of different-coarse label pairs), S-R only its ``sibling_mismatch``
+      scenes (77.8 % of same-coarse pairs; ``living_room`` and ``museum`` have none). These
+      pre-selected pairs sound more different, which makes the task easier and inflates
+      AUC_P; use it to study that effect.
+    """
     if (donor.clip_id == clip.clip_id or donor.split != clip.split
             or donor.source_group == clip.source_group):
         return False
@@ -86,7 +70,19 @@ def donor_allowed(clip: SwapClip, donor: SwapClip, condition: str, tax: Taxonomy
 def pick_env_donors(receivers: Sequence[SwapClip], donors: Sequence[SwapClip],
                     condition: str, tax: Taxonomy, reuse_cap: int,
                     rng: np.random.Generator, rule: str = "coarse") -> dict[str, str]:
-    """Receiver clip id → donor clip id for ``condition`` (``D-R`` or ``S-R``)."""
+    """Receiver clip id → donor clip id for ``condition`` (``D-R`` or ``S-R``).
+
+    A donor ê at least as long as the clip is preferred over a shorter one, which assembly
+    would have to loop (a repeat is an audio-only cue that the shuffled-video control
+    cannot remove; §5.3's Δ_pair assumes the cue is the scene). Shorter donors are still
+    used where no long-enough one is free; assembly records the fit (``SampleRow.env_fit``)
+    and ``madbench status`` reports the looped share. Each donor gives its ê at most
+    ``reuse_cap`` times per condition (§3.4: "reuse is limited"); among the allowed donors
+    (long enough first) the least-used one is taken, ties broken by a seeded order. Clips
+    with the fewest allowed donors choose first, so the cap strands as few clips as
+    possible. A clip with no allowed donor gets no pair for that condition (neither
+    class), so each condition stays paired; ``madbench status`` reports the count.
+    """
     if condition not in ("D-R", "S-R"):
         raise ValueError(f"real-environment swaps exist for D-R and S-R, not {condition!r}")
     if rule not in DONOR_RULES:

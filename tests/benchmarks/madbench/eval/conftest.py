@@ -5,7 +5,7 @@ from __future__ import annotations
 import pandas as pd
 import pytest
 
-from madbench_common.benchmarks.madbench.eval.runner import FeatureSet
+from madbench_common.benchmarks.madbench.eval.fit import FeatureSet
 from madbench_common.benchmarks.madbench.eval.tasks import CORE_PROTOCOLS
 
 from .eval_synth import make_features, make_samples

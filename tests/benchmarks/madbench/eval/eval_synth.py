@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from madbench_common.benchmarks.madbench.eval.runner import FeatureSet
+from madbench_common.benchmarks.madbench.eval.fit import FeatureSet
 
 SPLITS = ["train"] * 7 + ["val"] + ["test"] * 2
 

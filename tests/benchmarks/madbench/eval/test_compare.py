@@ -10,8 +10,8 @@ import pandas as pd
 import pytest
 
 from madbench_common.benchmarks.madbench.eval.compare import compare_runs
+from madbench_common.benchmarks.madbench.eval.fit import FeatureSet
 from madbench_common.benchmarks.madbench.eval.report import render_markdown, write_report
-from madbench_common.benchmarks.madbench.eval.runner import FeatureSet
 from madbench_common.benchmarks.madbench.eval.suite import EvalConfig, ModelInfo, run_evaluation
 from madbench_common.cli import main
 from madbench_common.core.errors import ConfigError

@@ -8,7 +8,7 @@ import pytest
 
 from madbench_common.benchmarks.madbench.eval import metrics as M
 from madbench_common.benchmarks.madbench.eval.analysis import component_records, summary_records
-from madbench_common.benchmarks.madbench.eval.runner import GroupScores
+from madbench_common.benchmarks.madbench.eval.fit import GroupScores
 
 PROTOCOLS = ("balanced", "scene_matched", "scene_mismatched")
 # Per protocol, scores for rows R, S, E, Q of clip a then clip b.

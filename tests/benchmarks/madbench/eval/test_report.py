@@ -10,13 +10,13 @@ import numpy as np
 import pandas as pd
 import pytest
 
+from madbench_common.benchmarks.madbench.eval.fit import FeatureSet
 from madbench_common.benchmarks.madbench.eval.report import (
     main_table,
     render_html,
     render_markdown,
     write_report,
 )
-from madbench_common.benchmarks.madbench.eval.runner import FeatureSet
 from madbench_common.benchmarks.madbench.eval.suite import (
     EvalConfig,
     EvalResult,

@@ -21,8 +21,8 @@ import numpy as np
 import pandas as pd
 import pytest
 
+from madbench_common.benchmarks.madbench.eval.fit import FeatureSet
 from madbench_common.benchmarks.madbench.eval.report import write_report
-from madbench_common.benchmarks.madbench.eval.runner import FeatureSet
 from madbench_common.benchmarks.madbench.eval.screenshot import dump_dom, screenshot
 from madbench_common.benchmarks.madbench.eval.suite import EvalConfig, ModelInfo, run_evaluation
 

@@ -9,8 +9,8 @@ import numpy as np
 import pandas as pd
 import pytest
 
+from madbench_common.benchmarks.madbench.eval.fit import FeatureSet
 from madbench_common.benchmarks.madbench.eval.report import render_html
-from madbench_common.benchmarks.madbench.eval.runner import FeatureSet
 from madbench_common.benchmarks.madbench.eval.screenshot import screenshot
 from madbench_common.benchmarks.madbench.eval.suite import EvalConfig, ModelInfo, run_evaluation
 

@@ -6,9 +6,9 @@ import numpy as np
 import pandas as pd
 import pytest
 
+from madbench_common.benchmarks.madbench.eval.fit import FeatureSet
 from madbench_common.benchmarks.madbench.eval.report import render_markdown
 from madbench_common.benchmarks.madbench.eval.robust_tables import robust_mean
-from madbench_common.benchmarks.madbench.eval.runner import FeatureSet
 from madbench_common.benchmarks.madbench.eval.suite import (
     EvalConfig,
     EvalResult,

@@ -9,13 +9,13 @@ from scipy.special import expit
 from sklearn.linear_model import LogisticRegression
 
 from madbench_common.benchmarks.madbench.eval.analysis import pair_records
-from madbench_common.benchmarks.madbench.eval.heads import Standardiser
-from madbench_common.benchmarks.madbench.eval.runner import (
+from madbench_common.benchmarks.madbench.eval.fit import (
     FeatureSet,
     GroupScores,
     run_heads,
     union_rows,
 )
+from madbench_common.benchmarks.madbench.eval.heads import Standardiser
 
 from .eval_synth import make_features, make_samples
 

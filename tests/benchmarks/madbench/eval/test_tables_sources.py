@@ -6,7 +6,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from madbench_common.benchmarks.madbench.eval.runner import GroupScores
+from madbench_common.benchmarks.madbench.eval.fit import GroupScores
 from madbench_common.benchmarks.madbench.eval.suite import EvalResult, ModelInfo
 from madbench_common.benchmarks.madbench.eval.tables import head_check, paper_tables, table4, table5
 

@@ -1,22 +1,7 @@
 """Which DEAF clips to make: one :class:`ClipSpec` per clip, with its labels (Table 1).
 
-* ESC (Appendix A.2.1): every sentence × the four prosodies × each TTS setting; a clip is
-  matched when its prosody is the sentence's class (104 × 4 × 3 = 1,248; 312 matched).
-* BSC (Appendix A.2.2): each environment sentence over its own environment (Matched),
-  the next one in its category (Within-Mismatch) and the paired category's
-  (Cross-Mismatch); each neutral sentence over three environments of three different
-  categories drawn at random; each at every SNR (252 per SNR, 1,260 in all). Eq. 2 needs
-  each Level 2 trial's control to be *the same sentence* over the background the prompt
-  claims; the paper's neutral clips rarely carry it (three random categories), so each
-  neutral sentence is also mixed over every claimed environment it lacks (pairing
-  ``control``, :func:`bsc_control_backgrounds`). These control clips are this project's
-  addition and are not counted in Table 1.
-* SIC (§2.1): the paper gives 82 sentences, four profiles and 248 clips (208
-  identity-specific + 40 neutral) — not 82 × 4 = 328. 248 is what you get when gender
-  sentences are voiced by two profiles (their own gender and the other, same age), age
-  sentences by two (their own age group and the other, same gender), combined and neutral
-  sentences by all four: 20·2 + 20·2 + 32·4 + 10·4 = 248. The paper does not say which
-  age (gender) voices a gender (age) sentence: here it alternates by sentence order.
+ESC (Appendix A.2.1): :func:`plan_esc`; BSC (Appendix A.2.2): :func:`plan_bsc`; SIC (§2.1):
+:func:`plan_sic`. Each planner gives the paper's counts and where it had to choose.
 """
 
 from __future__ import annotations
@@ -68,7 +53,10 @@ class ClipSpec:
 
 
 def plan_esc(sentences: Sequence[Sentence], setting: str) -> list[ClipSpec]:
-    """ESC clips of one TTS setting: every ESC sentence in every prosody."""
+    """ESC clips of one TTS setting: every ESC sentence in every prosody.
+
+    Appendix A.2.1: a clip is matched when its prosody is the sentence's class (104 × 4 ×
+    3 settings = 1,248; 312 matched)."""
     return [
         ClipSpec(f"esc-{setting}-{s.sentence_id}-{emotion}", "esc", s.sentence_id, "",
                  s.condition, s.text, s.label, emotion, emotion == s.label, setting=setting)
@@ -112,7 +100,17 @@ def _bsc_pairs(s: Sentence, seed: int) -> list[tuple[str, str]]:
 
 def plan_bsc(sentences: Sequence[Sentence], snrs: Sequence[int] = SNRS_DB,
              seed: int = 0) -> list[ClipSpec]:
-    """BSC mixtures: every pairing of every BSC sentence at every SNR."""
+    """BSC mixtures: every pairing of every BSC sentence at every SNR.
+
+    Appendix A.2.2: each environment sentence over its own environment (Matched), the next
+    one in its category (Within-Mismatch) and the paired category's (Cross-Mismatch); each
+    neutral sentence over three environments of three different categories drawn at
+    random; each at every SNR (252 per SNR, 1,260 in all). Eq. 2 needs each Level 2 trial's
+    control to be *the same sentence* over the background the prompt claims; the paper's
+    neutral clips rarely carry it, so each neutral sentence is also mixed over every
+    claimed environment it lacks (pairing ``control``, :func:`bsc_control_backgrounds`).
+    These control clips are this project's addition and are not counted in Table 1.
+    """
     out = []
     for s in sentences:
         if s.conflict != "bsc":
@@ -139,7 +137,15 @@ def _sic_profiles(s: Sentence, index: int) -> list[str]:
 
 
 def plan_sic(sentences: Sequence[Sentence]) -> list[ClipSpec]:
-    """SIC clips: each sentence in the voice profiles its sub-dimension calls for."""
+    """SIC clips: each sentence in the voice profiles its sub-dimension calls for.
+
+    §2.1 gives 82 sentences, four profiles and 248 clips (208 identity-specific + 40
+    neutral), not 82 × 4 = 328. 248 is what you get when gender sentences are voiced by
+    two profiles (their own gender and the other, same age), age sentences by two (their
+    own age group and the other, same gender), combined and neutral sentences by all four:
+    20·2 + 20·2 + 32·4 + 10·4 = 248. The paper does not say which age (gender) voices a
+    gender (age) sentence: here it alternates by sentence order.
+    """
     out, seen = [], {"gender": 0, "age": 0}
     for s in sorted((s for s in sentences if s.conflict == "sic"), key=lambda s: s.sentence_id):
         index = seen.get(s.subdim, 0)

@@ -1,14 +1,8 @@
 """Running the DEAF graph locally: stages in another interpreter, and the API stub switch.
 
-* ``--venv STAGE=PYTHON``: that stage's shards run as ``PYTHON -m madbench_common.cli deaf
-  stage run …`` subprocesses (the same fingerprint, store and parameters), so an open
-  model whose libraries live in a family venv (``.venvs/deaf-tf5``: transformers, CUDA
-  torch) runs while the rest of the graph stays in the main venv. The merge runs here.
-* ``--stub-apis``: the hosted-API answer stages and the LLM judge talk to a local
-  :mod:`~madbench_common.models.api_stub` server for the run (``base_url`` set per stage
-  to ``env:MADBENCH_API_STUB``, that variable and the key variables set to the stub's in
-  this process and its children only). Its answers are not a
-  model's; reports label them.
+``--venv STAGE=PYTHON`` runs a stage's shards in a family venv (:class:`DeafRunner`);
+``--stub-apis`` points the hosted-API answer stages and the LLM judge at a local
+:mod:`~madbench_common.models.api_stub` server for the run (:func:`stub_apis`).
 """
 
 from __future__ import annotations
@@ -42,7 +36,13 @@ keeps every fingerprint and cache key (the port changes; the parameter does not)
 
 
 class DeafRunner(LocalRunner):
-    """:class:`LocalRunner` whose ``venvs`` stages run in another Python."""
+    """:class:`LocalRunner` whose ``venvs`` stages run in another Python.
+
+    ``--venv STAGE=PYTHON``: that stage's shards run as ``PYTHON -m madbench_common.cli
+    deaf stage run …`` subprocesses (the same fingerprint, store and parameters), so an
+    open model whose libraries live in a family venv (``.venvs/deaf-tf5``: transformers,
+    CUDA torch) runs while the rest of the graph stays in the main venv. The merge runs
+    here."""
 
     def __init__(self, graph_factory: Callable[[], Graph], options: RunOptions,
                  venvs: dict[str, str], models: list[str]) -> None:
@@ -92,7 +92,11 @@ class DeafRunner(LocalRunner):
 @contextmanager
 def stub_apis(graph: Graph, params: dict[str, dict[str, Any]], judge: bool = True
               ) -> Iterator[str]:
-    """Point the API answer stages (and the LLM judge) at a local stub for the block."""
+    """Point the API answer stages (and the LLM judge) at a local stub for the block.
+
+    ``--stub-apis``: ``base_url`` is set per stage to ``env:MADBENCH_API_STUB``, that
+    variable and the key variables to the stub's, in this process and its children only.
+    The stub's answers are not a model's; reports label them."""
     saved = {k: os.environ.get(k) for k in _KEYS}
     with stub_process() as url:
         os.environ.update({k: STUB_KEY for k in _KEYS})

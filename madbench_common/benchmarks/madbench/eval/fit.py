@@ -2,24 +2,10 @@
 
 Paper §4.2: "The prediction heads use the same logistic-regression architecture but
 are trained independently for each task on the training split, with thresholds
-calibrated on the validation split." A *group* is one feature matrix: the samples
-of one protocol encoded in one input mode (``A``, ``V``, ``AV``). Each group
-standardises its training rows once and fits all of its heads together with
-:func:`~madbench_common.benchmarks.madbench.eval.heads.fit_heads`.
-
-* Core protocols: H_bin, H_4way, H_S, H_E (and, optionally, leave-one-generator-out
-  binary heads), on paired features only. Every head scores every test row, so a
-  head can be read on any subset (the speech head on Q vs E for G_S).
-* Scene consistency (§5.3): **one pooled head H_SC^FM per input mode**, "trained on
-  the union of the paired D-R, S-R, and D-S samples … rather than fitting a separate
-  head for each condition", calibrated on val, scored on the test rows of every
-  condition. The union is a set: the consistent sample of a clip is the same mix in
-  D-R and S-R (same audio and video), so it enters training once — rows are
-  deduplicated by (audio sha256, video sha256) where those columns exist. At test
-  time every condition keeps all of its rows. The shuffled condition (Sh) "keeps the
-  audio and label unchanged and replaces only the video": the **same** head and
-  standardiser score the test rows' shuffled-video features; shuffled features never
-  enter training or calibration.
+calibrated on the validation split." A *group* is one feature matrix: the samples of one
+protocol encoded in one input mode (``A``, ``V``, ``AV``); each standardises its training
+rows once and fits all of its heads together (:func:`fit_group`). Core protocols:
+:func:`_fit_core`; scene consistency (§5.3): :func:`_fit_scene`.
 """
 
 from __future__ import annotations
@@ -173,6 +159,9 @@ def _splits(frame: pd.DataFrame) -> dict[str, pd.DataFrame]:
 
 def _fit_core(samples: pd.DataFrame, features: FeatureSet, tasks: list[str], c: float,
               logo: bool) -> list[GroupScores]:
+    """H_bin, H_4way, H_S, H_E (and, with ``logo``, leave-one-generator-out binary heads)
+    per core protocol, on paired features only. Every head scores every test row, so a
+    head can be read on any subset (the speech head on Q vs E for G_S)."""
     core = samples[core_rows(samples)]
     protocol = core["protocol"].astype(str).replace("", "all")
     groups = []
@@ -190,7 +179,12 @@ def _fit_core(samples: pd.DataFrame, features: FeatureSet, tasks: list[str], c: 
 
 
 def _fit_scene(samples: pd.DataFrame, features: FeatureSet, c: float) -> list[GroupScores]:
-    """H_SC^FM per input mode (paired), then the same head on shuffled test features."""
+    """H_SC^FM per input mode (paired), then the same head on shuffled test features.
+
+    §5.3: **one pooled head per input mode**, "trained on the union of the paired D-R, S-R,
+    and D-S samples … rather than fitting a separate head for each condition", calibrated
+    on val (:func:`union_rows`), scored on the test rows of every condition; at test time
+    every condition keeps all of its rows."""
     frames = _splits(samples[~core_rows(samples)])
     groups = []
     for mode in sorted({m for m, p in features.matrices if p == "paired"}):
@@ -210,7 +204,10 @@ def _fit_scene(samples: pd.DataFrame, features: FeatureSet, c: float) -> list[Gr
 
 
 def _shuffled(paired: GroupScores, features: FeatureSet, test: pd.DataFrame) -> GroupScores:
-    """Sh: the paired group's head and standardiser on shuffled-video test features."""
+    """Sh: the paired group's head and standardiser on shuffled-video test features.
+
+    The shuffled condition "keeps the audio and label unchanged and replaces only the
+    video"; shuffled features never enter training or calibration."""
     assert paired.standardiser is not None
     test = test[features.has(paired.mode, "shuffled", test["sample_id"])].reset_index(drop=True)
     x = paired.standardiser.transform(features.rows(paired.mode, "shuffled", test["sample_id"]))

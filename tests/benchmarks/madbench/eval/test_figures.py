@@ -7,15 +7,16 @@ import pandas as pd
 import pytest
 from scipy.stats import norm
 
+from madbench_common.benchmarks.madbench.eval import figures
 from madbench_common.benchmarks.madbench.eval import metrics as M
-from madbench_common.benchmarks.madbench.eval import plots
 from madbench_common.benchmarks.madbench.eval.figures import (
     figures_html,
     generator_bars,
     roc_curves,
 )
-from madbench_common.benchmarks.madbench.eval.runner import FeatureSet
+from madbench_common.benchmarks.madbench.eval.fit import FeatureSet
 from madbench_common.benchmarks.madbench.eval.suite import (
+    MAX_POINTS,
     EvalConfig,
     EvalResult,
     ModelInfo,
@@ -34,11 +35,11 @@ def results(samples: pd.DataFrame, features: FeatureSet) -> list[EvalResult]:
 
 
 def test_det_axes_are_normal_deviates() -> None:
-    plt = plots._pyplot()
+    plt = figures._pyplot()
     fig, ax = plt.subplots()
-    plots.det_axes(ax)
-    np.testing.assert_allclose(ax.get_xticks(), norm.ppf(plots.DET_TICKS))
-    np.testing.assert_allclose(ax.get_yticks(), norm.ppf(plots.DET_TICKS))
+    figures.det_axes(ax)
+    np.testing.assert_allclose(ax.get_xticks(), norm.ppf(figures.DET_TICKS))
+    np.testing.assert_allclose(ax.get_yticks(), norm.ppf(figures.DET_TICKS))
     assert [t.get_text() for t in ax.get_xticklabels()][:4] == ["0.1", "0.5", "1", "2"]
     assert "normal deviate" in ax.get_xlabel() and "miss" in ax.get_ylabel()
     plt.close(fig)
@@ -54,20 +55,20 @@ def test_curves_carry_the_tables_auc_and_eer(results: list[EvalResult]) -> None:
     mask, y = task_labels(g.test, "binary")
     assert rec["auc"] == pytest.approx(M.auc(y, g.scores["binary"][mask]))
     assert rec["eer"] == pytest.approx(M.eer_asvspoof(y, g.scores["binary"][mask]))
-    assert rec["fpr"][0] == 0 and rec["tpr"][-1] == 1 and len(rec["fpr"]) <= plots.MAX_POINTS
+    assert rec["fpr"][0] == 0 and rec["tpr"][-1] == 1 and len(rec["fpr"]) <= MAX_POINTS
 
 
 def test_roc_det_figure_legend_and_axes(results: list[EvalResult]) -> None:
     curves = roc_curves(results, "balanced")
     assert [label for label, _ in curves] == ["AVEnc", "AEnc"]
-    fig = plots.roc_det_figure("Balanced", curves)
+    fig = figures.roc_det_figure("Balanced", curves)
     roc, det = fig.axes[:2]
     labels = [t.get_text() for t in fig.legends[0].get_texts()]
     assert all(re_ok(t) for t in labels) and len(labels) == 2
     assert roc.get_xlabel().startswith("False-positive rate")
     assert roc.get_ylabel().startswith("True-positive rate")
     assert det.get_title() == "DET" and "normal deviate" in det.get_xlabel()
-    plots._pyplot().close(fig)
+    figures._pyplot().close(fig)
 
 
 def re_ok(text: str) -> bool:
