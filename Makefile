@@ -67,14 +67,15 @@ demo: setup
 	$(VENV)/bin/madbench report --store $(STORE) --run-id $(RUN_ID)
 	@echo "results: $(abspath $(STORE))/$(RUN_ID)/  (madbench status --store $(STORE) --run-id $(RUN_ID))"
 
-# Two pytest-xdist workers: much of the suite waits on subprocesses, S3 and decoders, so two
-# workers on 2 cores finish well before one. TEST_WORKERS=0 runs the suite in one process.
+# Two pytest-xdist workers, a test file on one worker (its module fixtures built once): much
+# of the suite waits on subprocesses, S3 and decoders, so two workers on 2 cores finish well
+# before one. TEST_WORKERS=0 runs the suite in one process.
 TEST_WORKERS ?= 2
 test: setup test-tools
-	$(VENV)/bin/pytest -q $(if $(filter 0,$(TEST_WORKERS)),,-n $(TEST_WORKERS) --dist loadgroup)
+	$(VENV)/bin/pytest -q $(if $(filter 0,$(TEST_WORKERS)),,-n $(TEST_WORKERS) --dist loadfile)
 
 test-fast: setup test-tools
-	$(VENV)/bin/pytest -q -m "not slow and not s3" $(if $(filter 0,$(TEST_WORKERS)),,-n $(TEST_WORKERS) --dist loadgroup)
+	$(VENV)/bin/pytest -q -m "not slow and not s3" $(if $(filter 0,$(TEST_WORKERS)),,-n $(TEST_WORKERS) --dist loadfile)
 
 # The README's two commands (FRESH_CHECK_CMD, default "make demo && make test") on a clean
 # clone of HEAD in a clean container of the debootstrap bookworm base (scripts/fresh-check.sh):

@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
+import fcntl
 import functools
 import os
 import shutil
 import subprocess
 import tempfile
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
@@ -66,51 +67,55 @@ DEMO_PARAMS = demo_params()
 """make demo's model lists (the cards: ref-dnsmos is too slow for it)."""
 
 
+def shared_once(factory: pytest.TempPathFactory, name: str,
+                make: Callable[[Path], object]) -> Path:
+    """``make(folder)`` once per test session, even across pytest-xdist workers: the first
+    worker builds ``folder`` under a lock in the temporary root the workers share, the others
+    wait and reuse it (a build is marked done only once complete)."""
+    root = factory.getbasetemp()
+    if os.environ.get("PYTEST_XDIST_WORKER"):
+        root = root.parent  # each worker's basetemp is a child of the session's
+    folder = root / name
+    with open(root / f"{name}.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if not (folder / ".done").exists():
+            shutil.rmtree(folder, ignore_errors=True)
+            folder.mkdir()
+            make(folder)
+            (folder / ".done").touch()
+    return folder
+
+
 @pytest.fixture(scope="session")
 def demo_sources_csv(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A sources CSV (the demo's licence columns) with six demo clips."""
     if not (DEMO / "sources.csv").exists():
         pytest.skip("data/demo not built")
     # the clips and stems copied beside the CSV: sources are confined to its folder
-    return faults.demo_sources(tmp_path_factory.mktemp("build") / "sources", CLIPS)
+    folder = shared_once(tmp_path_factory, "demo-sources",
+                         lambda f: faults.demo_sources(f / "sources", CLIPS))
+    return folder / "sources" / "sources.csv"
 
 
 @pytest.fixture(scope="session")
-def demo_build(demo_sources_csv: Path) -> RunStore:
-    """The demo's plan (make demo) on six clips, every stage of the graph."""
-    opts = RunOptions(store=str(demo_sources_csv.parent.parent / "store"), run_id="b", workers=2,
-                      progress=False,
-                      params={"ingest": {"sources": str(demo_sources_csv)},
-                              # the demo's plan (make demo): 6 speech + 8 env per clip
-                              "plan_components": {"targets": 1, "mismatch_prompts": 1},
-                              # and its models (make demo's: the cards' demo lists)
-                              **DEMO_PARAMS,
-                              # one robustness condition of 14 (the tests here check the
-                              # build; tests/benchmarks/madbench/stages/test_perturb_stage.py
-                              # checks all 14)
-                              "perturb": {"conditions": faults.ONE_CONDITION}})
-    LocalRunner(build_graph, opts).execute()
-    return RunStore(open_store(opts.store), "b")
+def demo_build(demo_sources_csv: Path, tmp_path_factory: pytest.TempPathFactory) -> RunStore:
+    """The demo's plan (make demo) on six clips, every stage of the graph (built once per
+    session: tests/pipeline/test_build_e2e.py and release/test_export_demo.py read it)."""
+    def build(folder: Path) -> None:
+        opts = RunOptions(store=str(folder / "store"), run_id="b", workers=2, progress=False,
+                          params={"ingest": {"sources": str(demo_sources_csv)},
+                                  # the demo's plan (make demo): 6 speech + 8 env per clip
+                                  "plan_components": {"targets": 1, "mismatch_prompts": 1},
+                                  # and its models (make demo's: the cards' demo lists)
+                                  **DEMO_PARAMS,
+                                  # one robustness condition of 14 (the tests here check the
+                                  # build; tests/benchmarks/madbench/stages/
+                                  # test_perturb_stage.py checks all 14)
+                                  "perturb": {"conditions": faults.ONE_CONDITION}})
+        LocalRunner(build_graph, opts).execute()
 
-
-# ---------------------------------------------------------------- parallel runs
-# `make test` runs two pytest-xdist workers (--dist loadgroup). A test file is one group,
-# so its module fixtures are built once; the files sharing the session's demo build
-# (``demo_build``) are one group too, so that build runs once.
-DEMO_BUILD_GROUP = "demo_build"
-
-
-def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    if not config.pluginmanager.hasplugin("xdist"):
-        return
-    def path(item: pytest.Item) -> str:
-        return item.nodeid.split("::")[0]
-
-    shared = {path(i) for i in items if "demo_build" in getattr(i, "fixturenames", ())}
-    for item in items:
-        if item.get_closest_marker("xdist_group") is None:
-            group = DEMO_BUILD_GROUP if path(item) in shared else path(item)
-            item.add_marker(pytest.mark.xdist_group(group))
+    folder = shared_once(tmp_path_factory, "demo-build", build)
+    return RunStore(open_store(str(folder / "store")), "b")
 
 
 # ---------------------------------------------------------------- external programs
