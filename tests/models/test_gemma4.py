@@ -24,13 +24,14 @@ from ._omni import (  # noqa: E402
     check_four_way_and_scene,
     clip,
 )
+from .device import DEVICE  # noqa: E402
 
 
 @pytest.fixture(scope="module")
 def model(tmp_path_factory: pytest.TempPathFactory) -> Gemma4Omni:
     root = tmp_path_factory.mktemp("weights")
     install_tiny_gemma4(root)
-    return Gemma4Omni(device="cpu", root=root)
+    return Gemma4Omni(device=DEVICE, root=root)
 
 
 def test_chat_puts_media_before_the_question_in_a_user_turn(model: Gemma4Omni) -> None:

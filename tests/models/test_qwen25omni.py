@@ -26,13 +26,14 @@ from ._omni import (  # noqa: E402
     check_four_way_and_scene,
     clip,
 )
+from .device import DEVICE  # noqa: E402
 
 
 @pytest.fixture(scope="module")
 def model(tmp_path_factory: pytest.TempPathFactory) -> QwenOmni:
     root = tmp_path_factory.mktemp("weights")
     install_tiny_qwen25omni(root)
-    return QwenOmni(device="cpu", root=root)
+    return QwenOmni(device=DEVICE, root=root)
 
 
 def test_chat_puts_media_before_the_question(model: QwenOmni) -> None:
@@ -76,7 +77,7 @@ def test_a_tiny_checkpoint_is_labelled_as_such(model: QwenOmni, tmp_path: Path) 
     snap = install_tiny_qwen25omni(tmp_path)
     (snap / "madbench_tiny_random.json").unlink()
     with pytest.raises(ConfigError, match="not a tiny random checkpoint"):
-        TinyQwenOmni(device="cpu", root=tmp_path)
+        TinyQwenOmni(device=DEVICE, root=tmp_path)
 
 
 class TestOmniChecks(OmniChecks):

@@ -16,6 +16,7 @@ from madbench_common.models.adapters.qwen25vl import Qwen25VLSceneLabeller
 from madbench_common.models.taxonomy import assign_label, load_taxonomy
 from madbench_common.models.tiny.qwen25vl import install_tiny
 from madbench_common.models.weights import WeightsMissing
+from tests.models.device import DEVICE
 from tests.models.envdata import demo_frames
 
 
@@ -23,11 +24,11 @@ from tests.models.envdata import demo_frames
 def labeller(tmp_path_factory: pytest.TempPathFactory) -> Qwen25VLSceneLabeller:
     root = tmp_path_factory.mktemp("weights")
     install_tiny(root)
-    return Qwen25VLSceneLabeller(root=str(root), device="cpu", max_new_tokens=8)
+    return Qwen25VLSceneLabeller(root=str(root), device=DEVICE, max_new_tokens=8)
 
 
 def test_missing_weights_name_the_fetch_command(tmp_path: Path) -> None:
-    model = Qwen25VLSceneLabeller(root=str(tmp_path), device="cpu")
+    model = Qwen25VLSceneLabeller(root=str(tmp_path), device=DEVICE)
     frames, fps = demo_frames(max_frames=2)
     with pytest.raises(WeightsMissing, match="--image scene-qwen25vl"):
         model.describe(frames, fps)
