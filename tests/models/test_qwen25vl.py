@@ -68,3 +68,34 @@ def test_keyword_method_and_scene_row_fields(tmp_path: Path) -> None:
     fields = label_scene(model, caption, 6.0, seed=1)
     assert fields["scene_label"] == assign_label(caption)
     assert (fields["label_method"], fields["label_raw"]) == ("keyword", "")
+
+
+def test_label_scores_log_softmax_only_the_label_positions(
+        labeller: Qwen25VLSceneLabeller, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The mean label log-probs equal the whole-sequence log-softmax's (1e-6), but only
+    (labels, label tokens, vocab) logits go to float32 and the log-softmax."""
+    import torch
+
+    _, model = labeller._load()
+    head, tails = [5, 9, 17, 3, 11], [[21, 4], [8], [30, 2, 6]]
+    ids = torch.full((3, 8), 0, dtype=torch.long)
+    mask = torch.zeros_like(ids)
+    for row, tail in enumerate(tails):
+        ids[row, :len(head) + len(tail)] = torch.tensor(head + tail)
+        mask[row, :len(head) + len(tail)] = 1
+    with torch.inference_mode():
+        full = torch.log_softmax(model(input_ids=ids.to(model.device), attention_mask=mask.to(
+            model.device)).logits.float()[:, :-1], dim=-1).cpu()
+    want = [float(full[r, torch.arange(4, 4 + len(t)), torch.tensor(t)].mean())
+            for r, t in enumerate(tails)]
+    shapes: list[tuple[int, ...]] = []
+    log_softmax = torch.log_softmax
+
+    def spy(x: torch.Tensor, *args: object, **kwargs: object) -> torch.Tensor:
+        shapes.append(tuple(x.shape))
+        return log_softmax(x, *args, **kwargs)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(torch, "log_softmax", spy)
+    got = Qwen25VLSceneLabeller._mean_logprobs(model, head, tails, 0)
+    assert got == pytest.approx(want, abs=1e-6)
+    assert shapes == [(3, 3, full.shape[-1])]  # not (3, 7, vocab)
