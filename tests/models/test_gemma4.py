@@ -8,6 +8,9 @@ shares that image); the checkpoint is built by
 
 from __future__ import annotations
 
+from pathlib import Path
+from typing import Any
+
 import pytest
 
 from ._omni import require_omni_image
@@ -66,3 +69,18 @@ def test_four_way_and_scene(model: Gemma4Omni) -> None:
 
 class TestOmniChecks(OmniChecks):
     adapter = Gemma4Omni
+
+
+def test_loads_straight_onto_the_device(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """``from_pretrained`` gets the device (``device_map``): no host copy of the model first."""
+    import torch
+    from transformers import Gemma4ForConditionalGeneration as Model
+
+    install_tiny_gemma4(tmp_path)
+    seen: list[dict[str, Any]] = []
+    load = Model.from_pretrained
+    monkeypatch.setattr(Model, "from_pretrained",
+                        lambda *a, **k: (seen.append(k), load(*a, **k))[1])
+    model = Gemma4Omni(device=DEVICE, root=tmp_path)
+    assert seen[0]["device_map"] == torch.device(DEVICE)
+    assert {p.device.type for p in model.model.parameters()} == {model.device.type}
