@@ -7,6 +7,7 @@ loading, chat template, processor, forward and greedy generation of each adapter
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
@@ -89,3 +90,24 @@ def test_random_checkpoints_are_always_labelled(weights: Path) -> None:
             audio_lm.Qwen2AudioTiny(device=DEVICE, root=weights)
     finally:
         aside.rename(marker)
+
+
+@pytest.mark.parametrize(("cls", "install"), CASES, ids=[c.__name__ for c, _ in CASES])
+def test_loads_straight_onto_the_device(cls: type[audio_lm.AudioLM], install: object,
+                                        weights: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Each model's ``from_pretrained`` gets the device (``device_map``), so the weights never
+    sit in host memory as a whole model first."""
+    import torch
+    import transformers
+
+    name = {audio_lm.Qwen2Audio: "Qwen2AudioForConditionalGeneration",
+            audio_lm.AudioFlamingo3: "AudioFlamingo3ForConditionalGeneration",
+            audio_lm.Qwen3Omni: "Qwen3OmniMoeForConditionalGeneration"}[cls]
+    model_cls = getattr(transformers, name)
+    seen: list[dict[str, Any]] = []
+    load = model_cls.from_pretrained
+    monkeypatch.setattr(model_cls, "from_pretrained",
+                        lambda *a, **k: (seen.append(k), load(*a, **k))[1])
+    model = _tiny(cls)(device=DEVICE, root=weights)
+    assert seen and seen[0]["device_map"] == torch.device(DEVICE)
+    assert {p.device.type for p in model.model.parameters()} == {model.device.type}
