@@ -12,6 +12,8 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
+import pytest
+
 from madbench_common.imagefactory.images import all_images
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -59,3 +61,17 @@ def test_the_scan_catches_each_form(tmp_path: Path) -> None:
              'torch.load(p, map_location="cpu")', "m = Model(device=DEVICE)"]
     bad.write_text("\n".join(lines) + "\n", encoding="utf-8")
     assert [h.split(":")[-2] for h in stray_cpu_devices(bad)] == ["1", "2", "3", "4"]
+
+
+def test_a_card_dtype_is_a_torch_float_name() -> None:
+    from madbench_common.core.errors import ConfigError
+    from madbench_common.models.catalog import cards, load_card
+
+    declared = {slug: c.dtype for slug, c in cards().items() if c.dtype}
+    assert declared["omni-qwen25omni"] == declared["scene-qwen25vl"] == "bfloat16"
+    assert declared["qc-whisper"] == "float16" and declared["enc-imagebind"] == "float32"
+    text = ("slug: x\nrole: omni\ntarget: models.adapters.x:X\nimage: x\npaper: X\n"
+            "section: MADBench §4.2\ndescription: x\ndtype: {}\n")
+    assert load_card(text.format("bfloat16"), "x.yaml").dtype == "bfloat16"
+    with pytest.raises(ConfigError, match="dtype 'bf16' is not one of"):
+        load_card(text.format("bf16"), "x.yaml")

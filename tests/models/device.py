@@ -2,8 +2,9 @@
 
 ``make adapter-test IMAGE=<slug> DEVICE=cuda`` sets it. Every adapter test module takes
 its model device from :data:`DEVICE` here and no dtype: on CUDA each adapter then picks
-the dtype it runs in on the cluster (bf16 for the omni, DEAF and scene models, fp16 for
-Whisper's features, fp32 for the encoders), so a GPU run tests that dtype.
+the dtype it runs in on the cluster, the one its catalog card declares (``dtype``: bf16
+for the omni, DEAF and scene models, fp16 for Whisper, fp32 for the encoders), and the
+tests check the loaded model against :func:`expected_dtype`.
 ``tests/test_adapter_devices.py`` fails on any other literal CPU device in those modules.
 """
 
@@ -11,7 +12,7 @@ from __future__ import annotations
 
 import os
 
-__all__ = ["DEVICE", "ENV", "adapter_device"]
+__all__ = ["DEVICE", "ENV", "adapter_device", "expected_dtype"]
 
 ENV = "MADBENCH_TEST_DEVICE"
 
@@ -22,3 +23,11 @@ def adapter_device() -> str:
 
 
 DEVICE = adapter_device()
+
+
+def expected_dtype(slug: str) -> str:
+    """The dtype the ``slug`` card's model should load in on :data:`DEVICE`: float32 on the
+    CPU, the card's ``dtype`` on a GPU (float32 where it declares none)."""
+    from madbench_common.models.catalog import cards
+
+    return "float32" if DEVICE == "cpu" else (cards()[slug].dtype or "float32")

@@ -17,7 +17,7 @@ pytest.importorskip("transformers", reason="run make adapter-test IMAGE=deaf-tf5
 from madbench_common.core.errors import ConfigError
 from madbench_common.models.adapters import audio_lm
 from madbench_common.models.tiny import audio_lm as tiny
-from tests.models.device import DEVICE
+from tests.models.device import DEVICE, expected_dtype
 
 QUESTION = "What emotion does the speaker express in this recording?"
 CASES = [(audio_lm.Qwen2Audio, tiny.install_tiny_qwen2_audio),
@@ -111,3 +111,4 @@ def test_loads_straight_onto_the_device(cls: type[audio_lm.AudioLM], install: ob
     model = _tiny(cls)(device=DEVICE, root=weights)
     assert seen and seen[0]["device_map"] == torch.device(DEVICE)
     assert {p.device.type for p in model.model.parameters()} == {model.device.type}
+    assert str(model.model.dtype) == f"torch.{expected_dtype(cls.slug)}"  # the card's on a GPU

@@ -27,7 +27,7 @@ from ._omni import (  # noqa: E402
     check_four_way_and_scene,
     clip,
 )
-from .device import DEVICE  # noqa: E402
+from .device import DEVICE, expected_dtype  # noqa: E402
 
 
 @pytest.fixture(scope="module")
@@ -124,3 +124,8 @@ def test_loads_straight_onto_the_device(tmp_path: Path, monkeypatch: pytest.Monk
     model = QwenOmni(device=DEVICE, root=tmp_path)
     assert seen[0]["device_map"] == torch.device(DEVICE)
     assert {p.device.type for p in model.model.parameters()} == {model.device.type}
+
+
+def test_loads_in_the_cards_dtype(model: QwenOmni) -> None:
+    """float32 on the CPU; on a GPU the dtype the catalog card declares (bf16)."""
+    assert str(model.model.dtype) == f"torch.{expected_dtype(model.slug)}"

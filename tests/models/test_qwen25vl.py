@@ -16,7 +16,7 @@ from madbench_common.models.adapters.qwen25vl import Qwen25VLSceneLabeller
 from madbench_common.models.taxonomy import assign_label, load_taxonomy
 from madbench_common.models.tiny.qwen25vl import install_tiny
 from madbench_common.models.weights import WeightsMissing
-from tests.models.device import DEVICE
+from tests.models.device import DEVICE, expected_dtype
 from tests.models.envdata import demo_frames
 
 
@@ -99,3 +99,9 @@ def test_label_scores_log_softmax_only_the_label_positions(
     got = Qwen25VLSceneLabeller._mean_logprobs(model, head, tails, 0)
     assert got == pytest.approx(want, abs=1e-6)
     assert shapes == [(3, 3, full.shape[-1])]  # not (3, 7, vocab)
+
+
+def test_loads_in_the_cards_dtype(labeller: Qwen25VLSceneLabeller) -> None:
+    """float32 on the CPU; on a GPU the dtype the catalog card declares (bf16)."""
+    _, model = labeller._load()
+    assert str(model.dtype) == f"torch.{expected_dtype(labeller.slug)}"

@@ -17,7 +17,7 @@ from madbench_common.models.adapters.whisper import (
 )
 from madbench_common.models.weights import WeightsMissing
 from tests.models._qc import VENV, demo_mixture
-from tests.models.device import DEVICE
+from tests.models.device import DEVICE, expected_dtype
 
 
 @pytest.fixture(scope="module")
@@ -125,3 +125,8 @@ def test_missing_weights_name_the_fetch_command(tmp_path: Path) -> None:
     with pytest.raises(WeightsMissing, match="madbench weights fetch --image qc"):
         WhisperASR(device=DEVICE, root=tmp_path)
     assert REPO == "openai/whisper-large-v3" and len(REVISION) == 40
+
+
+def test_loads_in_the_cards_dtype(asr: Any) -> None:
+    """float32 on the CPU; on a GPU the dtype the catalog card declares (fp16)."""
+    assert str(asr._model.dtype) == f"torch.{expected_dtype(asr.slug)}"
