@@ -4,6 +4,7 @@
 # effective-lock <slug>`; PyPI's torch wheels are CUDA builds that also run on the CPU) and
 # run that family's adapter tests there, offline, on tiny random models of the real
 # architectures. The venv is rebuilt only when that set changes. Exit status is pytest's.
+# MADBENCH_TEST_DEVICE (make's DEVICE=, default cpu) is the device the tests load on.
 # Where the image's Python is not on this machine (3.9 here), the same script runs inside
 # the image's base (localhost/madbench/base-py39, `make base-images`): madbench_common.imagefactory.adaptertest.
 set -euo pipefail
@@ -59,5 +60,5 @@ done <<< "$srcs"
 weights=$(mktemp -d); trap 'rm -rf "$weights" "$locked"' EXIT
 # shellcheck disable=SC2086
 HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1 MADBENCH_WEIGHTS=$weights HF_HOME=$weights/huggingface \
-  PYTHONPATH=$pypath MADBENCH_ADAPTER_IMAGE=$slug \
+  PYTHONPATH=$pypath MADBENCH_ADAPTER_IMAGE=$slug MADBENCH_TEST_DEVICE=${MADBENCH_TEST_DEVICE:-cpu} \
   "$venv/bin/python" -m pytest -q -p no:cacheprovider -o addopts="-ra" $tests

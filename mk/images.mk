@@ -8,7 +8,8 @@
 #   make image-test IMAGE=<slug>  run the slug's image_test stages inside the built image
 #   make lock IMAGE=<slug>        re-resolve images/<slug>/requirements.lock (uv, hashes)
 #   make check-locks              every requirements.lock matches its inputs (offline)
-#   make adapter-test IMAGE=<slug>  tiny-model adapter tests in .venvs/<slug> (3.9: in base-py39)
+#   make adapter-test IMAGE=<slug>  tiny-model adapter tests in .venvs/<slug> (3.9: in base-py39);
+#                                   DEVICE=cuda runs them on the GPU (MADBENCH_TEST_DEVICE)
 #   make test-images              opt-in pytest `-m image`: builds, image test, --engine equality
 PY ?= .venv/bin/python
 BIN ?= $(dir $(PY))
@@ -42,9 +43,10 @@ check-locks: setup
 	  $(IMAGE_PY) -m madbench_common.imagefactory.images check-lock $$s; done
 
 ## adapter-test IMAGE=<slug>: .venvs/<slug> from the image's lock; run its tiny-model adapter tests
+##   (DEVICE=cuda: on the GPU, each adapter in its own GPU dtype)
 adapter-test: setup
 	@test -n "$(IMAGE)" || { echo "usage: make adapter-test IMAGE=<slug>" >&2; exit 2; }
-	PYTHONPATH=$(CURDIR) PY=$(PY) bash images/adapter-test.sh $(IMAGE)
+	PYTHONPATH=$(CURDIR) PY=$(PY) MADBENCH_TEST_DEVICE=$(DEVICE) bash images/adapter-test.sh $(IMAGE)
 
 ## image-tools: buildah and debootstrap (installed with apt when root, as sysdeps does)
 image-tools:

@@ -15,7 +15,7 @@ OMNI_WEIGHTS ?= $(STORE)/_tiny-weights
 
 ## demo-omni: make demo with a tiny-model omni stage turned on (see the comment above)
 demo-omni: setup
-	PYTHONPATH=$(CURDIR) PY=$(PY) bash images/adapter-test.sh $(OMNI_SLUG)
+	PYTHONPATH=$(CURDIR) PY=$(PY) MADBENCH_TEST_DEVICE=$(DEVICE) bash images/adapter-test.sh $(OMNI_SLUG)
 	PYTHONPATH=$(CURDIR) HF_HUB_OFFLINE=1 $(OMNI_PY) -m madbench_common.models.tiny.omni \
 	  qwen25omni $(OMNI_WEIGHTS)
 	MADBENCH_WEIGHTS=$(abspath $(OMNI_WEIGHTS)) $(VENV)/bin/madbench run \

@@ -9,6 +9,7 @@ same script inside ``localhost/madbench/base-py39`` (``make base-images``;
 
 from __future__ import annotations
 
+import os
 import shutil
 import subprocess
 import sys
@@ -58,7 +59,9 @@ def run_adapter_tests_in_base(slug: str) -> None:
     env = {"PY": "python", "UV": "/opt/uvbin/" + uv.name, "UV_CACHE_DIR": "/opt/uvcache",
            "UV_LINK_MODE": "copy", "SSL_CERT_FILE": f"/opt/hostca/{ca.name}",
            "PIP_CERT": f"/opt/hostca/{ca.name}", "PYTHONPATH": str(_ROOT),
-           "MADBENCH_IN_BASE": "1"}
+           "MADBENCH_IN_BASE": "1",
+           # the tests' device switch (no GPU pass-through here: cpu in practice)
+           "MADBENCH_TEST_DEVICE": os.environ.get("MADBENCH_TEST_DEVICE") or "cpu"}
     print(f"python{info.python} is not on this machine: running the adapter tests in {base}",
           flush=True)
     run_in_image(base, ["bash", str(_ROOT / "images" / "adapter-test.sh"), slug],

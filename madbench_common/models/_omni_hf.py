@@ -18,8 +18,9 @@ from typing import Any, ClassVar
 from madbench_common.models.roles import OmniAnswer, OptionLogprob
 from madbench_common.models.weights import TINY_MARKER
 
-__all__ = ["TINY_MARKER", "HFOmniBase", "checkpoint_version", "first_token_ids", "greedy_reply",
-           "option_logprobs", "torch_dtype", "video_frames"]
+__all__ = ["MEDIA_KEYS", "TINY_MARKER", "HFOmniBase", "cast_media", "checkpoint_version",
+           "first_token_ids", "greedy_reply", "load_kwargs", "option_logprobs", "torch_dtype",
+           "video_frames"]
 
 log = logging.getLogger("madbench")
 
@@ -146,11 +147,26 @@ class HFOmniBase:
     def answer(self, prompt: str, audio: Any, sample_rate: int, frames: Any = None,
                fps: float = 0.0, choices: Sequence[str] = (),
                max_new_tokens: int = 16) -> OmniAnswer:
-        batch = self.inputs(prompt, audio, sample_rate, frames, fps)
-        for key, value in batch.items():
-            if hasattr(value, "is_floating_point") and value.is_floating_point():
-                batch[key] = value.to(self.model.dtype)
+        batch = cast_media(self.inputs(prompt, audio, sample_rate, frames, fps), self.model.dtype)
         return greedy_reply(self.model, batch, self.processor.tokenizer, choices, max_new_tokens)
+
+
+MEDIA_KEYS = ("input_features", "pixel_values", "audio_values", "input_values")
+"""Prefixes of the processor outputs that are media (audio features, image and video
+patches): the only inputs cast to the model's dtype."""
+
+
+def cast_media(batch: Any, dtype: Any) -> Any:
+    """``batch`` with its floating media tensors (:data:`MEDIA_KEYS`) in ``dtype``.
+
+    Other floating inputs keep their precision: ``video_second_per_grid`` (seconds per
+    temporal patch, 2/3 at 3 fps) becomes 0.668 in bf16, and Qwen2.5-Omni's video time
+    positions (its value x ``tokens_per_second``) drift with it."""
+    for key, value in batch.items():
+        if (key.startswith(MEDIA_KEYS) and hasattr(value, "is_floating_point")
+                and value.is_floating_point()):
+            batch[key] = value.to(dtype)
+    return batch
 
 
 def torch_dtype(device: Any, dtype: str | None) -> Any:
@@ -160,3 +176,10 @@ def torch_dtype(device: Any, dtype: str | None) -> Any:
     if dtype:
         return getattr(torch, dtype)
     return torch.bfloat16 if device.type == "cuda" else torch.float32
+
+
+def load_kwargs(device: Any, dtype: Any) -> dict[str, Any]:
+    """``from_pretrained`` arguments that load the weights in ``dtype`` straight onto
+    ``device`` (``device_map``; accelerate), not into host memory first and then copied:
+    a 7-30 B model would otherwise need its whole size in host RAM as well."""
+    return {"dtype": dtype, "device_map": device}

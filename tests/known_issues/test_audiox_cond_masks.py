@@ -15,6 +15,7 @@ pytest.importorskip("stable_audio_tools", reason="run make adapter-test IMAGE=a2
 from madbench_common.models.adapters.audiox import AudioXA2A, fix_cross_attn_masks
 from madbench_common.models.tiny.audiox import install_tiny
 from madbench_common.models.weights import weights_root
+from tests.models.device import DEVICE
 
 
 @pytest.fixture(scope="module")
@@ -24,7 +25,7 @@ def tensors() -> dict[str, object]:
     if not os.environ.get("MADBENCH_WEIGHTS"):
         pytest.skip("needs MADBENCH_WEIGHTS and HF_HOME on one temp root (adapter-test.sh)")
     install_tiny(weights_root())
-    model, config, device = AudioXA2A(device="cpu")._load()
+    model, config, device = AudioXA2A(device=DEVICE)._load()
     size = int(config["sample_size"])
     cond = [{"video_prompt": [torch.zeros(1, 50, 3, 224, 224)], "text_prompt": "rain",
              "audio_prompt": torch.zeros(1, 2, size), "seconds_start": 0,

@@ -15,6 +15,7 @@ from madbench_common.benchmarks.madbench.omni.scoring import label_probs
 from madbench_common.benchmarks.madbench.prompts import load_prompt
 from madbench_common.core.store import FileStore
 from madbench_common.models.answer_cache import ResponseCache
+from tests.models.device import DEVICE
 
 BIN = load_prompt("P_bin").question("binary")
 FOUR = load_prompt("P_4way").question("fourway")
@@ -113,4 +114,4 @@ class OmniChecks:
         from madbench_common.core.errors import ConfigError
 
         with pytest.raises(ConfigError, match="madbench weights fetch --image omni-qwen25omni"):
-            self.adapter(device="cpu", root=tmp_path)
+            self.adapter(device=DEVICE, root=tmp_path)

@@ -11,6 +11,7 @@ import pytest
 from madbench_common.models._hf import even_windows
 from madbench_common.models.weights import WeightsMissing
 from tests.models._qc import VENV, demo_mixture
+from tests.models.device import DEVICE
 
 
 @pytest.fixture(scope="module")
@@ -21,7 +22,7 @@ def tagger(tmp_path_factory: pytest.TempPathFactory) -> Any:
 
     root = tmp_path_factory.mktemp("weights")
     install_tiny_ast(root)
-    return ASTTagger(device="cpu", root=root)
+    return ASTTagger(device=DEVICE, root=root)
 
 
 def test_even_windows_cover_the_signal() -> None:
@@ -52,4 +53,4 @@ def test_missing_weights_name_the_fetch_command(tmp_path: Path) -> None:
     from madbench_common.models.adapters.ast_tagger import ASTTagger
 
     with pytest.raises(WeightsMissing, match="madbench weights fetch --image qc"):
-        ASTTagger(device="cpu", root=tmp_path)
+        ASTTagger(device=DEVICE, root=tmp_path)

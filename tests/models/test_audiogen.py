@@ -14,6 +14,7 @@ pytest.importorskip("audiocraft", reason="run make adapter-test IMAGE=env-audiog
 from madbench_common.models.adapters.audiogen import AudioGenTTA
 from madbench_common.models.tiny.audiogen import install_tiny
 from madbench_common.models.weights import WeightsMissing, weights_root
+from tests.models.device import DEVICE
 
 
 @pytest.fixture(scope="module")
@@ -34,7 +35,7 @@ def test_missing_weights_name_the_fetch_command(tmp_path: Path) -> None:
 
 @pytest.mark.parametrize("rate", [16000, 22050])
 def test_generates_the_clip_length_at_the_pipeline_rate(root: Path, rate: int) -> None:
-    model = AudioGenTTA(device="cpu", top_k=16)
+    model = AudioGenTTA(device=DEVICE, top_k=16)
     audio = model.generate(sample_rate=rate, duration=1.3, prompt="rain on a window", seed=4,
                            negative_prompt="speech")
     assert audio.shape == (round(1.3 * rate),) and audio.dtype == np.float32
@@ -46,14 +47,14 @@ def test_generates_the_clip_length_at_the_pipeline_rate(root: Path, rate: int) -
 
 
 def test_sampling_is_seeded(root: Path) -> None:
-    model = AudioGenTTA(device="cpu", top_k=16)
+    model = AudioGenTTA(device=DEVICE, top_k=16)
     runs = [model.generate(sample_rate=16000, duration=1.0, prompt="birds", seed=s)
             for s in (3, 3, 5)]
     assert np.array_equal(runs[0], runs[1]) and not np.array_equal(runs[0], runs[2])
 
 
 def test_clips_longer_than_the_window_use_audiocraft_extension(root: Path) -> None:
-    model = AudioGenTTA(device="cpu", top_k=16, extend_stride=0.5)
+    model = AudioGenTTA(device=DEVICE, top_k=16, extend_stride=0.5)
     model.model.max_duration = 1.0  # the real window is 10 s; clips reach 12 s
     audio = model.generate(sample_rate=16000, duration=2.3, prompt="wind", seed=1)
     assert audio.shape == (36800,)

@@ -21,6 +21,7 @@ from madbench_common.models.adapters.audioldm2 import (
 from madbench_common.models.env_common import ALWAYS_EXCLUDED
 from madbench_common.models.tiny.audioldm2 import install_tiny
 from madbench_common.models.weights import WeightsMissing
+from tests.models.device import DEVICE
 from tests.models.envdata import demo_env
 
 
@@ -32,14 +33,14 @@ def root(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 def test_missing_weights_name_the_fetch_command(tmp_path: Path) -> None:
-    model = AudioLDM2TTA(root=str(tmp_path), device="cpu")
+    model = AudioLDM2TTA(root=str(tmp_path), device=DEVICE)
     with pytest.raises(WeightsMissing, match="madbench weights fetch --image env-audioldm2"):
         model.generate(sample_rate=16000, duration=1.0, prompt="rain")
 
 
 @pytest.mark.parametrize("rate", [16000, 24000])
 def test_tta_makes_exactly_the_clip_at_the_pipeline_rate(root: Path, rate: int) -> None:
-    model = AudioLDM2TTA(root=str(root), device="cpu", steps=3)
+    model = AudioLDM2TTA(root=str(root), device=DEVICE, steps=3)
     audio = model.generate(sample_rate=rate, duration=1.3, prompt="rain on a window",
                            negative_prompt="traffic", seed=7)
     assert audio.dtype == np.float32 and audio.shape == (round(1.3 * rate),)
@@ -52,14 +53,14 @@ def test_tta_makes_exactly_the_clip_at_the_pipeline_rate(root: Path, rate: int) 
 
 
 def test_tta_is_seeded(root: Path) -> None:
-    model = AudioLDM2TTA(root=str(root), device="cpu", steps=2)
+    model = AudioLDM2TTA(root=str(root), device=DEVICE, steps=2)
     run = [model.generate(sample_rate=16000, duration=1.0, prompt="birds", seed=s)
            for s in (1, 1, 2)]
     assert np.array_equal(run[0], run[1]) and not np.array_equal(run[0], run[2])
 
 
 def test_ata_sdedit_runs_the_partial_schedule_on_the_source(root: Path) -> None:
-    model = AudioLDM2ATA(root=str(root), device="cpu", steps=8, strength=0.5)
+    model = AudioLDM2ATA(root=str(root), device=DEVICE, steps=8, strength=0.5)
     env = demo_env("demo_001", 1.2)
     audio = model.generate(sample_rate=16000, duration=1.2, prompt="forest", source_env=env,
                            negative_prompt="", seed=3)
@@ -81,7 +82,7 @@ def test_ata_refuses_without_source(root: Path) -> None:
     from madbench_common.core.errors import ConfigError
 
     with pytest.raises(ConfigError, match="source env"):
-        AudioLDM2ATA(root=str(root), device="cpu").generate(sample_rate=16000, duration=1.0,
+        AudioLDM2ATA(root=str(root), device=DEVICE).generate(sample_rate=16000, duration=1.0,
                                                             prompt="x")
 
 

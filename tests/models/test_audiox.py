@@ -16,6 +16,7 @@ from madbench_common.core.errors import ConfigError
 from madbench_common.models.adapters.audiox import AudioXA2A, audio_prompt
 from madbench_common.models.tiny.audiox import install_tiny
 from madbench_common.models.weights import WeightsMissing, weights_root
+from tests.models.device import DEVICE
 from tests.models.envdata import demo_env
 
 
@@ -26,7 +27,7 @@ def model() -> AudioXA2A:
     if not os.environ.get("MADBENCH_WEIGHTS"):
         pytest.skip("needs MADBENCH_WEIGHTS and HF_HOME on one temp root (adapter-test.sh)")
     install_tiny(weights_root())
-    return AudioXA2A(device="cpu", steps=3)
+    return AudioXA2A(device=DEVICE, steps=3)
 
 
 def test_missing_weights_name_the_fetch_command(tmp_path: Path) -> None:
@@ -53,7 +54,7 @@ def test_seeded_and_the_init_audio_option_follows_the_source(model: AudioXA2A) -
     a = model.generate(source_env=demo_env("demo_001", 2.0), seed=4, **kw)
     b = model.generate(source_env=demo_env("demo_001", 2.0), seed=4, **kw)
     assert np.array_equal(a, b)
-    init = AudioXA2A(device="cpu", steps=3, init_noise_level=1.0)
+    init = AudioXA2A(device=DEVICE, steps=3, init_noise_level=1.0)
     a = init.generate(source_env=demo_env("demo_001", 2.0), seed=4, **kw)
     c = init.generate(source_env=demo_env("demo_020", 2.0), seed=4, **kw)
     # random tiny VAE weights barely separate the two latents, but the output follows them

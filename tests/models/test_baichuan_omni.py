@@ -35,6 +35,7 @@ from madbench_common.models.adapters.baichuan_omni import (  # noqa: E402
     sdpa_vision,
 )
 from madbench_common.models.weights import weights_root  # noqa: E402
+from tests.models.device import DEVICE  # noqa: E402
 
 from .tiny import demo_audio, demo_frames  # noqa: E402
 
@@ -111,7 +112,7 @@ def model(tiny: Path) -> Iterator[BaichuanOmni15]:
         # as on the pod's read-only weights volume: no modules cache can be made there
         mp.setattr(dmu, "HF_MODULES_CACHE", str(tiny / "config.json" / "modules"))
         mp.setenv(CODE_ENV, str(CODE))
-        yield BaichuanOmni15(device="cpu")
+        yield BaichuanOmni15(device=DEVICE)
 
 
 @needs_repo
@@ -167,7 +168,7 @@ def test_forward_and_first_token_scores_on_the_tiny_model(model: BaichuanOmni15,
 
 def test_missing_weights_name_the_fix(tmp_path: Path) -> None:
     with pytest.raises(ConfigError, match="madbench weights fetch --image omni-baichuan15"):
-        BaichuanOmni15(device="cpu", root=tmp_path)
+        BaichuanOmni15(device=DEVICE, root=tmp_path)
 
 
 @needs_repo

@@ -10,6 +10,7 @@ import pytest
 
 from madbench_common.models.weights import WeightsMissing
 from tests.models._qc import VENV, demo_stem
+from tests.models.device import DEVICE
 
 
 @pytest.fixture(scope="module")
@@ -20,7 +21,7 @@ def scorer(tmp_path_factory: pytest.TempPathFactory) -> Any:
 
     root = tmp_path_factory.mktemp("weights")
     install_tiny_clap(root)
-    return ClapScorer(device="cpu", root=root)
+    return ClapScorer(device=DEVICE, root=root)
 
 
 def test_scores_are_cosines_one_per_text(scorer: Any) -> None:
@@ -46,7 +47,7 @@ def test_missing_weights_name_the_fetch_command(tmp_path: Path) -> None:
     from madbench_common.models.adapters.clap import ClapScorer
 
     with pytest.raises(WeightsMissing, match="madbench weights fetch --image qc"):
-        ClapScorer(device="cpu", root=tmp_path)
+        ClapScorer(device=DEVICE, root=tmp_path)
 
 
 def test_a_prompt_longer_than_the_text_positions_is_truncated(scorer: Any) -> None:

@@ -11,6 +11,7 @@ import pytest
 from madbench_common.media.audio import resample
 from madbench_common.models.weights import WeightsMissing
 from tests.models._qc import VENV, demo_stem
+from tests.models.device import DEVICE
 
 
 @pytest.fixture(scope="module")
@@ -22,7 +23,7 @@ def embedder(tmp_path_factory: pytest.TempPathFactory) -> Any:
     root = tmp_path_factory.mktemp("weights")
     snap = install_tiny_ecapa(root)
     before = sorted(p.name for p in snap.iterdir())
-    model = EcapaEmbedder(device="cpu", root=root)
+    model = EcapaEmbedder(device=DEVICE, root=root)
     assert sorted(p.name for p in snap.iterdir()) == before  # used in place, nothing written
     return model
 
@@ -49,4 +50,4 @@ def test_missing_weights_name_the_fetch_command(tmp_path: Path) -> None:
     from madbench_common.models.adapters.ecapa import EcapaEmbedder
 
     with pytest.raises(WeightsMissing, match="madbench weights fetch --image qc"):
-        EcapaEmbedder(device="cpu", root=tmp_path)
+        EcapaEmbedder(device=DEVICE, root=tmp_path)

@@ -22,6 +22,7 @@ pytest.importorskip("f5_tts", reason="run make adapter-test IMAGE=tts-f5")
 from madbench_common.benchmarks.madbench.stages.speech_gen import generate_speech
 from madbench_common.models.speech_prep import GenerationFailed
 from madbench_common.models.weights import WeightsMissing
+from tests.models.device import DEVICE
 
 from .speech_cases import RATE, assert_placed, demo_case
 
@@ -41,7 +42,7 @@ def weights(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
 def same(weights: Path):
     from madbench_common.models.adapters.f5tts import F5SameTTS
 
-    return F5SameTTS(device="cpu", nfe_step=2)
+    return F5SameTTS(device=DEVICE, nfe_step=2)
 
 
 def test_missing_weights_name_the_fix(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -49,7 +50,7 @@ def test_missing_weights_name_the_fix(tmp_path: Path, monkeypatch: pytest.Monkey
 
     monkeypatch.setenv("MADBENCH_WEIGHTS", str(tmp_path))
     with pytest.raises(WeightsMissing, match="madbench weights fetch --image tts-f5"):
-        F5SameTTS(device="cpu")
+        F5SameTTS(device=DEVICE)
 
 
 def test_duration_rate_and_determinism(same) -> None:
@@ -78,7 +79,7 @@ def test_placed_in_speech_regions_same_and_cross(same, weights: Path) -> None:
     track = generate_speech(same, source=case.speech, reference=case.speech, rate=RATE,
                             starts=case.starts, ends=case.ends, text=case.transcript, seed=3)
     assert_placed(track, case)
-    cross = F5CrossTTS(device="cpu", nfe_step=2)
+    cross = F5CrossTTS(device=DEVICE, nfe_step=2)
     track = generate_speech(cross, source=case.speech, reference=target.active, rate=RATE,
                             starts=case.starts, ends=case.ends, text=case.transcript, seed=3,
                             ref_text=target.transcript)

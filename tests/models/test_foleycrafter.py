@@ -15,6 +15,7 @@ pytest.importorskip("foleycrafter", reason="run make adapter-test IMAGE=v2a-fole
 from madbench_common.models.adapters.foleycrafter import FoleyCrafterV2A, onset_condition
 from madbench_common.models.tiny.foleycrafter import install_tiny
 from madbench_common.models.weights import WeightsMissing
+from tests.models.device import DEVICE
 from tests.models.envdata import demo_frames
 
 
@@ -50,7 +51,7 @@ def test_onset_condition_maps_frames_to_spectrogram_columns() -> None:
 
 def test_short_clip_is_cut_from_the_10s_canvas(root: Path,
                                                video: tuple[np.ndarray, float]) -> None:
-    model = FoleyCrafterV2A(root=str(root), device="cpu", steps=2, onset_frames=16)
+    model = FoleyCrafterV2A(root=str(root), device=DEVICE, steps=2, onset_frames=16)
     audio = model.generate(sample_rate=16000, duration=1.5, prompt="birds in a forest",
                            negative_prompt="wind", frames=video[0], fps=video[1], seed=3)
     assert audio.shape == (24000,) and audio.dtype == np.float32 and np.isfinite(audio).all()
@@ -64,7 +65,7 @@ def test_long_clip_continues_on_the_videos_end_and_sampling_is_seeded(
         root: Path, video: tuple[np.ndarray, float]) -> None:
     """11 s: a second canvas conditioned on the video's last 10 s (start 1 s), cross-faded
     in; no loop."""
-    model = FoleyCrafterV2A(root=str(root), device="cpu", steps=1, guidance=1.0,
+    model = FoleyCrafterV2A(root=str(root), device=DEVICE, steps=1, guidance=1.0,
                             onset_frames=16)
     kw = {"sample_rate": 8000, "duration": 11.0, "prompt": "rain", "frames": video[0],
           "fps": video[1]}
@@ -77,7 +78,7 @@ def test_long_clip_continues_on_the_videos_end_and_sampling_is_seeded(
 
 def test_window_frames_come_from_the_window(root: Path) -> None:
     """150 frames at 15 fps = 10 s of video: the window from 1 s spans frames 15..149."""
-    model = FoleyCrafterV2A(root=str(root), device="cpu", onset_frames=4)
+    model = FoleyCrafterV2A(root=str(root), device=DEVICE, onset_frames=4)
     frames = np.arange(150)[:, None, None, None] * np.ones((1, 2, 2, 3), np.uint8)
     got = model._frames(frames, 15.0, 9.0, start=1.0)[:, 0, 0, 0]
     assert got.tolist() == [15, 59, 104, 149]

@@ -27,6 +27,7 @@ import torch
 from madbench_common.models.adapters.indextts2 import LengthControl, plan_frames
 from madbench_common.models.speech_prep import GenerationFailed
 from madbench_common.models.weights import WeightsMissing
+from tests.models.device import DEVICE
 
 from .speech_cases import RATE, demo_case
 
@@ -69,7 +70,7 @@ def test_missing_weights_name_the_fix(tmp_path: Path, monkeypatch: pytest.Monkey
 
     monkeypatch.setenv("MADBENCH_WEIGHTS", str(tmp_path))
     with pytest.raises(WeightsMissing, match="madbench weights fetch --image tts-indextts2"):
-        getattr(indextts2, cls)(device="cpu")
+        getattr(indextts2, cls)(device=DEVICE)
     assert (indextts2.IndexTTS2SameTTS.branch, indextts2.IndexTTS2CrossTTS.branch) == (
         "tts_same", "tts_cross")
 
@@ -84,7 +85,7 @@ def tts(tmp_path_factory: pytest.TempPathFactory) -> Iterator[object]:
     install_tiny(root)
     with pytest.MonkeyPatch.context() as mp:
         mp.setenv("MADBENCH_WEIGHTS", str(root))
-        yield IndexTTS2SameTTS(device="cpu")
+        yield IndexTTS2SameTTS(device=DEVICE)
 
 
 @pytest.mark.timeout(1800)  # three full inferences: w2v-BERT keeps the release's 17 × 1024

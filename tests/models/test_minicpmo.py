@@ -34,6 +34,7 @@ from madbench_common.models.adapters.minicpmo import MiniCPMo45, messages  # noq
 from madbench_common.models.roles import OmniAnswer  # noqa: E402
 from madbench_common.models.tiny.omni import _bpe, omni_texts  # noqa: E402
 from madbench_common.models.weights import weights_root  # noqa: E402
+from tests.models.device import DEVICE  # noqa: E402
 
 from .tiny import demo_audio, demo_frames  # noqa: E402
 
@@ -90,7 +91,7 @@ def model(standin: Path) -> Iterator[MiniCPMo45]:
     with pytest.MonkeyPatch.context() as mp:
         # as on the pod's read-only weights volume: no remote-code cache can be made there
         mp.setattr(dmu, "HF_MODULES_CACHE", str(standin / "config.json" / "modules"))
-        yield MiniCPMo45(device="cpu")
+        yield MiniCPMo45(device=DEVICE)
 
 
 def test_standin_snapshot_names_the_release(tmp_path: Path) -> None:
@@ -152,4 +153,4 @@ def test_omni_stage_writes_score_rows(standin: Path, tmp_path: Path) -> None:
 
 def test_missing_weights_name_the_fix(tmp_path: Path) -> None:
     with pytest.raises(ConfigError, match="madbench weights fetch --image omni-minicpmo45"):
-        MiniCPMo45(device="cpu", root=tmp_path)
+        MiniCPMo45(device=DEVICE, root=tmp_path)

@@ -23,6 +23,7 @@ import torch
 
 from madbench_common.models.adapters.mmaudio import MMAudioV2A
 from madbench_common.models.weights import WeightsMissing, hf_path, url_file
+from tests.models.device import DEVICE
 from tests.models.envdata import demo_frames
 
 
@@ -33,7 +34,7 @@ def model() -> MMAudioV2A:
     # open_clip and BigVGAN read the hub cache HF_HOME names (adapter-test.sh: the weights
     # root), so the tiny goes into that root.
     install_tiny(os.environ["MADBENCH_WEIGHTS"])
-    return MMAudioV2A(device="cpu", steps=3)
+    return MMAudioV2A(device=DEVICE, steps=3)
 
 
 def test_every_part_is_read_from_its_release_file(model: MMAudioV2A) -> None:

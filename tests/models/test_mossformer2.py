@@ -19,6 +19,7 @@ from madbench_common.core.errors import ConfigError
 from madbench_common.media.audio import decode_audio, resample
 from madbench_common.models.adapters import mossformer2 as mf2
 from madbench_common.models.weights import WeightsMissing
+from tests.models.device import DEVICE
 
 ROOT = Path(__file__).resolve().parents[2]
 DEMO = ROOT / "data" / "demo"
@@ -50,7 +51,7 @@ def tiny_root(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 @pytest.fixture(scope="module")
 def separator(tiny_root: Path) -> mf2.MossFormer2Separator:
-    return mf2.MossFormer2Separator(device="cpu", root=tiny_root)
+    return mf2.MossFormer2Separator(device=DEVICE, root=tiny_root)
 
 
 def test_rule_picks_the_speech_output_and_fits_gains(vad: Any) -> None:
@@ -93,7 +94,7 @@ def test_weights_yaml_pins_the_adapter_revision() -> None:
 def test_missing_weights_name_the_fetch_command(tmp_path: Path) -> None:
     pytest.importorskip("clearvoice", reason=_VENV)
     with pytest.raises(WeightsMissing, match="madbench weights fetch --image separator-mossf"):
-        mf2.MossFormer2Separator(device="cpu", root=tmp_path)
+        mf2.MossFormer2Separator(device=DEVICE, root=tmp_path)
 
 
 def test_tiny_model_loads_through_the_real_path(separator: mf2.MossFormer2Separator) -> None:
@@ -133,4 +134,4 @@ def test_a_checkpoint_that_does_not_fit_is_refused(tiny_root: Path, tmp_path: Pa
     ckpt["model"].pop("mask_net.norm.weight")
     torch.save(ckpt, bad / "last_best_checkpoint.pt")
     with pytest.raises(ConfigError, match="does not fit"):
-        mf2._load(bad, torch.device("cpu"))
+        mf2._load(bad, torch.device(DEVICE))

@@ -7,6 +7,7 @@ checkpoint is built by :func:`madbench_common.models.tiny.omni.install_tiny_qwen
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -26,13 +27,14 @@ from ._omni import (  # noqa: E402
     check_four_way_and_scene,
     clip,
 )
+from .device import DEVICE, expected_dtype  # noqa: E402
 
 
 @pytest.fixture(scope="module")
 def model(tmp_path_factory: pytest.TempPathFactory) -> QwenOmni:
     root = tmp_path_factory.mktemp("weights")
     install_tiny_qwen25omni(root)
-    return QwenOmni(device="cpu", root=root)
+    return QwenOmni(device=DEVICE, root=root)
 
 
 def test_chat_puts_media_before_the_question(model: QwenOmni) -> None:
@@ -76,8 +78,54 @@ def test_a_tiny_checkpoint_is_labelled_as_such(model: QwenOmni, tmp_path: Path) 
     snap = install_tiny_qwen25omni(tmp_path)
     (snap / "madbench_tiny_random.json").unlink()
     with pytest.raises(ConfigError, match="not a tiny random checkpoint"):
-        TinyQwenOmni(device="cpu", root=tmp_path)
+        TinyQwenOmni(device=DEVICE, root=tmp_path)
 
 
 class TestOmniChecks(OmniChecks):
     adapter = QwenOmni
+
+
+def test_bf16_casts_the_media_but_keeps_video_time_exact(tmp_path: Path,
+                                                         monkeypatch: pytest.MonkeyPatch) -> None:
+    """In bf16 only the features and pixels are cast: ``video_second_per_grid`` (2/3 s per
+    temporal patch at 3 fps) would be 0.668 in bf16 and shift every video time position."""
+    import torch
+
+    install_tiny_qwen25omni(tmp_path)
+    model = QwenOmni(device=DEVICE, root=tmp_path, dtype="bfloat16")
+    seen: list[dict[str, Any]] = []
+    generate = model.model.generate
+
+    def spy(**inputs: Any) -> Any:
+        seen.append(dict(inputs))
+        return generate(**inputs)
+
+    monkeypatch.setattr(model.model, "generate", spy)
+    m = clip(3, video=True)
+    model.answer(SC.full_text, m.audio, m.sample_rate, m.frames, 3.0, max_new_tokens=1)
+    got = seen[0]
+    assert got["input_features"].dtype == got["pixel_values_videos"].dtype == torch.bfloat16
+    per_grid = got["video_second_per_grid"]
+    assert per_grid.dtype in (torch.float32, torch.float64)
+    assert float(per_grid[0]) == pytest.approx(2 / 3, abs=1e-7)
+    assert got["input_features"].device == model.model.device
+
+
+def test_loads_straight_onto_the_device(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """``from_pretrained`` gets the device (``device_map``): no host copy of the model first."""
+    import torch
+    from transformers import Qwen2_5OmniForConditionalGeneration as Full
+
+    install_tiny_qwen25omni(tmp_path)
+    seen: list[dict[str, Any]] = []
+    load = Full.from_pretrained
+    monkeypatch.setattr(Full, "from_pretrained",
+                        lambda *a, **k: (seen.append(k), load(*a, **k))[1])
+    model = QwenOmni(device=DEVICE, root=tmp_path)
+    assert seen[0]["device_map"] == torch.device(DEVICE)
+    assert {p.device.type for p in model.model.parameters()} == {model.device.type}
+
+
+def test_loads_in_the_cards_dtype(model: QwenOmni) -> None:
+    """float32 on the CPU; on a GPU the dtype the catalog card declares (bf16)."""
+    assert str(model.model.dtype) == f"torch.{expected_dtype(model.slug)}"

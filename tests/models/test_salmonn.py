@@ -22,6 +22,7 @@ from madbench_common.models.adapters import salmonn
 from madbench_common.models.registry import REGISTRY
 from madbench_common.models.tiny import salmonn as tiny
 from madbench_common.models.weights import check_weights, weights_root
+from tests.models.device import DEVICE
 
 QUESTION = "What are the gender and the approximate age of the speaker?"
 
@@ -35,7 +36,7 @@ def root() -> Path:
 
 @pytest.fixture(scope="module")
 def model(root: Path) -> salmonn.Salmonn:
-    return salmonn.Salmonn(device="cpu", root=root)
+    return salmonn.Salmonn(device=DEVICE, root=root)
 
 
 def _clip(kind: str, seconds: float = 2.0, sr: int = 22050) -> np.ndarray:
@@ -152,7 +153,7 @@ def test_missing_weights_name_the_fetch(tmp_path: Path) -> None:
     from madbench_common.models.weights import WeightsMissing
 
     with pytest.raises(WeightsMissing, match="madbench weights fetch --image deaf-salmonn"):
-        salmonn.Salmonn(device="cpu", root=tmp_path)
+        salmonn.Salmonn(device=DEVICE, root=tmp_path)
 
 
 def test_the_stage_runtime_runs_in_this_environment() -> None:

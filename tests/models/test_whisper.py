@@ -17,6 +17,7 @@ from madbench_common.models.adapters.whisper import (
 )
 from madbench_common.models.weights import WeightsMissing
 from tests.models._qc import VENV, demo_mixture
+from tests.models.device import DEVICE, expected_dtype
 
 
 @pytest.fixture(scope="module")
@@ -27,7 +28,7 @@ def asr(tmp_path_factory: pytest.TempPathFactory) -> Any:
 
     root = tmp_path_factory.mktemp("weights")
     install_tiny_whisper(root)
-    return WhisperASR(device="cpu", root=root)
+    return WhisperASR(device=DEVICE, root=root)
 
 
 def test_word_coverage_is_the_union_of_word_spans() -> None:
@@ -103,7 +104,8 @@ def test_language_matches_transformers_detect_language(asr: Any) -> None:
     code, prob, _ = asr.detect_language(x)
     feats = asr._processor.feature_extractor(x, sampling_rate=16000,
                                              return_tensors="pt").input_features
-    token = asr._model.detect_language(feats.to(asr._model.dtype))
+    # the features go where the model is (MADBENCH_TEST_DEVICE) and in its dtype
+    token = asr._model.detect_language(feats.to(asr._model.device, asr._model.dtype))
     lang_id = asr._model.generation_config.lang_to_id[f"<|{code}|>"]
     assert int(token[0]) == lang_id
     assert prob > 1.0 / len(asr._model.generation_config.lang_to_id)
@@ -121,5 +123,10 @@ def test_missing_weights_name_the_fetch_command(tmp_path: Path) -> None:
     from madbench_common.models.adapters.whisper import WhisperASR
 
     with pytest.raises(WeightsMissing, match="madbench weights fetch --image qc"):
-        WhisperASR(device="cpu", root=tmp_path)
+        WhisperASR(device=DEVICE, root=tmp_path)
     assert REPO == "openai/whisper-large-v3" and len(REVISION) == 40
+
+
+def test_loads_in_the_cards_dtype(asr: Any) -> None:
+    """float32 on the CPU; on a GPU the dtype the catalog card declares (fp16)."""
+    assert str(asr._model.dtype) == f"torch.{expected_dtype(asr.slug)}"

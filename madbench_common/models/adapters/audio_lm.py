@@ -22,6 +22,7 @@ import numpy as np
 from madbench_common.core.errors import ConfigError
 from madbench_common.core.types import Audio, Hertz
 from madbench_common.media.audio import resample
+from madbench_common.models._omni_hf import cast_media, load_kwargs
 from madbench_common.models.roles import Frames, OmniAnswer, OptionLogprob
 from madbench_common.models.weights import TINY_MARKER, hf_path
 
@@ -76,8 +77,10 @@ class AudioLM:
                  dtype: str | None = None) -> None:
         snap = hf_path(self.repo, image=IMAGE, revision=self.revision, root=root)
         self.device = _device(device)
-        self.processor, self.model = self.load(snap, _dtype(self.device, dtype))
-        self.model = self.model.to(self.device).eval()
+        # loaded straight onto the device (device_map), not via host memory
+        self.processor, self.model = self.load(snap, load_kwargs(self.device,
+                                                                 _dtype(self.device, dtype)))
+        self.model = self.model.eval()
         marked = (snap / TINY_MARKER).exists()
         if self.tiny and not marked:
             raise ConfigError(f"{snap}: not a tiny random checkpoint (no {TINY_MARKER})")
@@ -87,7 +90,9 @@ class AudioLM:
         self.version = (f"{self.repo}@{snap.name[:12]}+transformers-"
                         f"{pkg_version('transformers')}" + ("+tiny-random" if marked else ""))
 
-    def load(self, snap: Path, dtype: Any) -> tuple[Any, Any]:
+    def load(self, snap: Path, kwargs: dict[str, Any]) -> tuple[Any, Any]:
+        """Processor and model from ``snap``; ``kwargs`` (dtype, device_map) go to the
+        model's ``from_pretrained``."""
         raise NotImplementedError
 
     def conversation(self, prompt: str) -> list[dict[str, Any]]:
@@ -108,11 +113,7 @@ class AudioLM:
                                                   add_generation_prompt=True)
         batch = self.processor(text=[text], audio=[x[:limit]], sampling_rate=_RATE,
                                return_tensors="pt", **self.call_kwargs)
-        batch = batch.to(self.device)
-        for key, value in batch.items():
-            if hasattr(value, "is_floating_point") and value.is_floating_point():
-                batch[key] = value.to(self.model.dtype)
-        return batch
+        return cast_media(batch.to(self.device), self.model.dtype)
 
     def generator(self) -> Any:
         return self.model
@@ -160,11 +161,11 @@ class Qwen2Audio(AudioLM):
     repo = "Qwen/Qwen2-Audio-7B-Instruct"
     slug = "deaf-qwen2-audio"
 
-    def load(self, snap: Path, dtype: Any) -> tuple[Any, Any]:
+    def load(self, snap: Path, kwargs: dict[str, Any]) -> tuple[Any, Any]:
         from transformers import AutoProcessor, Qwen2AudioForConditionalGeneration
 
         return (AutoProcessor.from_pretrained(snap),
-                Qwen2AudioForConditionalGeneration.from_pretrained(snap, dtype=dtype))
+                Qwen2AudioForConditionalGeneration.from_pretrained(snap, **kwargs))
 
 
 class Qwen2AudioTiny(Qwen2Audio):
@@ -188,11 +189,11 @@ class AudioFlamingo3(AudioLM):
     max_audio_seconds = 600.0
     call_kwargs: ClassVar[dict[str, Any]] = {}
 
-    def load(self, snap: Path, dtype: Any) -> tuple[Any, Any]:
+    def load(self, snap: Path, kwargs: dict[str, Any]) -> tuple[Any, Any]:
         from transformers import AudioFlamingo3ForConditionalGeneration, AutoProcessor
 
         return (AutoProcessor.from_pretrained(snap),
-                AudioFlamingo3ForConditionalGeneration.from_pretrained(snap, dtype=dtype))
+                AudioFlamingo3ForConditionalGeneration.from_pretrained(snap, **kwargs))
 
 
 class Qwen3Omni(AudioLM):
@@ -204,9 +205,9 @@ class Qwen3Omni(AudioLM):
     repo = "Qwen/Qwen3-Omni-30B-A3B-Instruct"
     slug = "deaf-qwen3-omni"
 
-    def load(self, snap: Path, dtype: Any) -> tuple[Any, Any]:
+    def load(self, snap: Path, kwargs: dict[str, Any]) -> tuple[Any, Any]:
         from transformers import Qwen3OmniMoeForConditionalGeneration, Qwen3OmniMoeProcessor
 
         full = Qwen3OmniMoeForConditionalGeneration.from_pretrained(
-            snap, enable_audio_output=False, dtype=dtype)
+            snap, enable_audio_output=False, **kwargs)
         return Qwen3OmniMoeProcessor.from_pretrained(snap), full.thinker

@@ -12,6 +12,7 @@ from madbench_common.models._hf import torch_device
 from madbench_common.models._omni_hf import (
     HFOmniBase,
     checkpoint_version,
+    load_kwargs,
     torch_dtype,
     video_frames,
 )
@@ -46,8 +47,9 @@ class Gemma4Omni(HFOmniBase):
         snap = hf_path(REPO, image=IMAGE, revision=REVISION, root=root)
         self.device = torch_device(device)
         self.processor = AutoProcessor.from_pretrained(snap)
+        # straight onto the device (device_map): no host copy of the whole model first
         self.model = Gemma4ForConditionalGeneration.from_pretrained(
-            snap, dtype=torch_dtype(self.device, dtype)).to(self.device).eval()
+            snap, **load_kwargs(self.device, torch_dtype(self.device, dtype))).eval()
         self.version = checkpoint_version(REPO, snap, "transformers")
 
     def conversation(self, prompt: str, video: bool) -> list[dict[str, Any]]:

@@ -13,6 +13,7 @@ from madbench_common.models._hf import torch_device
 from madbench_common.models._omni_hf import (
     HFOmniBase,
     checkpoint_version,
+    load_kwargs,
     torch_dtype,
     video_frames,
 )
@@ -53,10 +54,11 @@ class QwenOmni(HFOmniBase):
         snap = hf_path(REPO, image=IMAGE, revision=REVISION, root=root)
         self.device = torch_device(device)
         self.processor = Qwen2_5OmniProcessor.from_pretrained(snap)
+        # straight onto the device (device_map): no host copy of the whole model first
         full = Qwen2_5OmniForConditionalGeneration.from_pretrained(
-            snap, enable_audio_output=False, dtype=torch_dtype(self.device, dtype),
-            attn_implementation="sdpa")
-        self.model = full.thinker.to(self.device).eval()
+            snap, enable_audio_output=False, attn_implementation="sdpa",
+            **load_kwargs(self.device, torch_dtype(self.device, dtype)))
+        self.model = full.thinker.eval()
         self.version = checkpoint_version(REPO, snap, "transformers", self.tiny)
 
     def conversation(self, prompt: str, video: bool) -> list[dict[str, Any]]:

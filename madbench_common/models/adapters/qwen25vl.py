@@ -167,12 +167,15 @@ class Qwen25VLSceneLabeller:
             seq = head + tail
             ids[row, :len(seq)] = torch.tensor(seq)
             mask[row, :len(seq)] = 1
+        start, longest = len(head) - 1, max(len(t) for t in tails)
         with torch.inference_mode():
             logits = model(input_ids=ids.to(model.device),
-                           attention_mask=mask.to(model.device)).logits.float()
-        logp = torch.log_softmax(logits[:, :-1], dim=-1).cpu()
+                           attention_mask=mask.to(model.device)).logits
+            # only the positions that predict a label token, (labels, label tokens, vocab),
+            # go to float32 and the log-softmax: the whole (labels, sequence, vocab) in
+            # float32 is ~16 x 2000 x 152k x 4 bytes (~19 GB) for one batch of labels
+            logp = torch.log_softmax(logits[:, start:start + longest].float(), dim=-1).cpu()
         out = []
         for row, tail in enumerate(tails):
-            pos = torch.arange(len(head) - 1, len(head) - 1 + len(tail))
-            out.append(float(logp[row, pos, torch.tensor(tail)].mean()))
+            out.append(float(logp[row, torch.arange(len(tail)), torch.tensor(tail)].mean()))
         return out

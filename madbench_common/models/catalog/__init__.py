@@ -36,7 +36,7 @@ import yaml
 
 from madbench_common.core.errors import ConfigError
 
-__all__ = ["LIST_STAGES", "MODEL_STAGES", "QC_ROLES", "ROLES", "Card", "Slot", "cards",
+__all__ = ["DTYPES", "LIST_STAGES", "MODEL_STAGES", "QC_ROLES", "ROLES", "Card", "Slot", "cards",
            "demo_params", "load_card", "model_cards", "model_name", "qc_cards", "stage_card",
            "stage_cards", "stage_name"]
 
@@ -45,6 +45,8 @@ ROLES = ("separator", "vad", "asr", "audio_tagger", "audio_text_scorer", "speake
          "face_cropper", "omni", "emotional_tts", "voice_tts")
 """Every role a card may name (the protocols of ``models/roles.py``)."""
 
+DTYPES = ("bfloat16", "float16", "float32")
+"""The values of a card's ``dtype`` (torch's names)."""
 _LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 """libyaml's safe loader where PyYAML has it: all 80 cards load in ~30 ms, not ~130 ms."""
 _GROUPS = ("", "av_detector", "av_encoder", "audio_encoder", "audio_detector", "omni")
@@ -122,6 +124,10 @@ class Card:
     qc: str = ""
     """Its QC role (:data:`QC_ROLES`): the QC stages' model for that role, in the ``full``
     profile (a paper card) or by default (a ``reference`` card)."""
+    dtype: str = ""
+    """The dtype its adapter loads the weights in on a GPU, as the cluster runs it
+    (:data:`DTYPES`; on the CPU every adapter uses float32). ``make adapter-test
+    DEVICE=cuda`` checks the loaded model against it. Empty: not declared."""
     gpu: tuple[dict[str, Any], ...] = ()
     """GPU figures read by ``madbench plan``, one block per set of stages (``stages``: the
     slot's unless the block names them; a QC card names them): the model's, or, in a stage
@@ -235,6 +241,9 @@ def load_card(text: str, where: str) -> Card:
                           f"QC roles: " + ", ".join(f"{k} ({v})" for k, v in QC_ROLES.items()))
     slot = _slot(raw["slot"], where, raw["slug"], reference) if "slot" in raw else None
     gpu = _gpu(raw.get("gpu"), where, slot, qc)
+    dtype = str(raw.get("dtype", ""))
+    if dtype and dtype not in DTYPES:
+        raise ConfigError(f"{where}: dtype {dtype!r} is not one of {', '.join(DTYPES)}")
     licence = dict(raw.get("licence") or {})
     if licence and set(licence) != {"spdx", "source"}:
         raise ConfigError(f"{where}: licence needs exactly 'spdx' and 'source'")
@@ -242,7 +251,7 @@ def load_card(text: str, where: str) -> Card:
                 paper=str(raw["paper"]), section=str(raw["section"]),
                 description=str(raw["description"]), group=raw.get("group", ""),
                 reference=reference, in_paper=bool(raw.get("in_paper", True)),
-                licence=licence, slot=slot, qc=qc, gpu=gpu)
+                licence=licence, slot=slot, qc=qc, dtype=dtype, gpu=gpu)
 
 
 @cache
