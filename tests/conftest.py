@@ -135,7 +135,21 @@ def tools_missing(*tools: str, root: bool = False) -> str | None:
         return f"needs root to run {', '.join(tools)} (buildah's chroot isolation)"
     if "buildah" in tools:
         return _buildah_problem()
+    if "unshare" in tools:
+        return _unshare_problem()
     return None
+
+
+@functools.cache
+def _unshare_problem() -> str | None:
+    """Why ``unshare`` cannot make private network and mount namespaces here, else None:
+    inside a container (make fresh-check) it is refused ("Operation not permitted")."""
+    out = subprocess.run(["unshare", "--net", "--mount", "--", "true"], capture_output=True,
+                         text=True, timeout=60)
+    lines = out.stderr.strip().splitlines()
+    return None if out.returncode == 0 else (
+        f"unshare cannot make namespaces here (inside a container?): "
+        f"{lines[0] if lines else f'exit {out.returncode}'}")
 
 
 @functools.cache

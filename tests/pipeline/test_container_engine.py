@@ -244,6 +244,7 @@ def _status_image(name: str) -> str:
         raise
 
 
+@pytest.mark.needs_tools("buildah", root=True)
 def test_a_pod_reads_back_its_security_context(tmp_path: Path) -> None:
     """Inside a container started the pods' way (buildah, chroot isolation): uid 10001,
     NoNewPrivs 1, seccomp filter mode (2) with the runtime-default profile, no
@@ -251,10 +252,6 @@ def test_a_pod_reads_back_its_security_context(tmp_path: Path) -> None:
     import os
     import subprocess
 
-    if not shutil.which("buildah"):
-        pytest.skip("buildah is not installed (apt-get install buildah)")
-    if os.geteuid() != 0:
-        pytest.skip("buildah's chroot isolation needs root")
     image = _status_image(f"madbench-sc-{os.getpid()}-{tmp_path.name}".lower())
     try:
         text = containers.run_in_image(image, ["/bin/cat", "/proc/self/status"], capture=True,
