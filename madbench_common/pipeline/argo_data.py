@@ -25,13 +25,12 @@ from pathlib import Path
 from hera.workflows import models as m
 
 from madbench_common.pipeline.argo import ClusterProfile, ImageLock, workflow_yaml
-from madbench_common.pipeline.argo_weights import EGRESS_LABEL
+from madbench_common.pipeline.argo_weights import EGRESS_LABEL, fetch_workflow, write_workflow
 from madbench_common.pipeline.paper_data import DATA_ROOT, load_spec
 
 __all__ = ["compile_data_workflow", "render_data_workflow"]
 
 _SCRATCH = "/tmp"
-_UID = 10001
 
 
 def _fetch_template() -> m.Template:
@@ -85,47 +84,15 @@ def compile_data_workflow(lock: ImageLock, profile: ClusterProfile,
                                 "licence (the digests found are recorded in each data set's "
                                 "lock); false: refuse them (exit 3)"),
     ]
-    claim = m.PersistentVolumeClaimVolumeSource(claim_name=profile.data_claim)
-    return m.Workflow(
-        api_version="argoproj.io/v1alpha1", kind="Workflow",
-        metadata=m.ObjectMeta(
-            generate_name="madbench-data-",
-            labels={"app.kubernetes.io/name": "madbench", "madbench.io/variant": "data"},
-            annotations={"workflows.argoproj.io/description":
-                         "one-off: fill the madbench-data volume with the paper's data sets "
-                         "(DEMAND, EMIS)"}),
-        spec=m.WorkflowSpec(
-            entrypoint="data", arguments=m.Arguments(parameters=params),
-            templates=[m.Template(name="data", dag=m.DAGTemplate(tasks=[task])),
-                       _fetch_template()],
-            parallelism=2,
-            service_account_name=profile.service_account,
-            pod_priority_class_name=profile.priority_class,
-            pod_metadata=m.Metadata(labels={"app.kubernetes.io/part-of": "madbench"}),
-            security_context=m.PodSecurityContext(
-                run_as_non_root=True, run_as_user=_UID, run_as_group=_UID, fs_group=_UID,
-                seccomp_profile=m.SeccompProfile(type="RuntimeDefault")),
-            volumes=[m.Volume(name="scratch", empty_dir=m.EmptyDirVolumeSource(
-                         size_limit=m.Quantity("5Gi"))),
-                     m.Volume(name="data", persistent_volume_claim=claim)],
-            pod_gc=m.PodGC(strategy="OnPodSuccess", delete_delay_duration="10m"),
-            ttl_strategy=m.TTLStrategy(seconds_after_success=86400,
-                                       seconds_after_failure=7 * 86400),
-            archive_logs=True,
-            active_deadline_seconds=24 * 3600,
-        ),
-    )
+    return fetch_workflow(
+        "data", "one-off: fill the madbench-data volume with the paper's data sets "
+        "(DEMAND, EMIS)", params, task, _fetch_template(), profile, profile.data_claim,
+        scratch_gib=5)
 
 
 def render_data_workflow(lock: ImageLock, profile: ClusterProfile, out_dir: str | Path,
                          check: bool = False) -> list[Path]:
     """Write (or, with ``check``, compare) ``<out_dir>/data.yaml``; returns it if changed."""
-    path = Path(out_dir) / "data.yaml"
-    text = workflow_yaml(compile_data_workflow(lock, profile),
-                         "madbench_common/pipeline/argo_data.py")
-    if path.exists() and path.read_text() == text:
-        return []
-    if not check:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(text)
-    return [path]
+    return write_workflow(Path(out_dir) / "data.yaml",
+                          workflow_yaml(compile_data_workflow(lock, profile),
+                                        "madbench_common/pipeline/argo_data.py"), check)

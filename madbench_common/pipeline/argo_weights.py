@@ -93,18 +93,26 @@ def compile_weights_workflow(lock: ImageLock, profile: ClusterProfile,
                                 "current commit (recorded in each image's weights lock); "
                                 "false: refuse them (exit 3)"),
     ]
-    claim = m.PersistentVolumeClaimVolumeSource(claim_name=profile.weights_claim)
+    return fetch_workflow(
+        "weights", "one-off: fill the madbench-weights volume from the hub", params, task,
+        _fetch_template(), profile, profile.weights_claim, scratch_gib=20)
+
+
+def fetch_workflow(name: str, description: str, params: list[m.Parameter], task: m.DAGTask,
+                   fetch: m.Template, profile: ClusterProfile, claim: str,
+                   scratch_gib: int) -> m.Workflow:
+    """A one-off workflow that fills the volume of ``claim`` (mounted as ``name``): ``task``
+    fans out over ``fetch`` pods under the pods' rules (non-root uid, runtime-default
+    seccomp, GC and TTL). ``weights.yaml`` and ``data.yaml`` are both this."""
     return m.Workflow(
         api_version="argoproj.io/v1alpha1", kind="Workflow",
         metadata=m.ObjectMeta(
-            generate_name="madbench-weights-",
-            labels={"app.kubernetes.io/name": "madbench", "madbench.io/variant": "weights"},
-            annotations={"workflows.argoproj.io/description":
-                         "one-off: fill the madbench-weights volume from the hub"}),
+            generate_name=f"madbench-{name}-",
+            labels={"app.kubernetes.io/name": "madbench", "madbench.io/variant": name},
+            annotations={"workflows.argoproj.io/description": description}),
         spec=m.WorkflowSpec(
-            entrypoint="weights", arguments=m.Arguments(parameters=params),
-            templates=[m.Template(name="weights", dag=m.DAGTemplate(tasks=[task])),
-                       _fetch_template()],
+            entrypoint=name, arguments=m.Arguments(parameters=params),
+            templates=[m.Template(name=name, dag=m.DAGTemplate(tasks=[task])), fetch],
             parallelism=2,
             service_account_name=profile.service_account,
             pod_priority_class_name=profile.priority_class,
@@ -113,8 +121,9 @@ def compile_weights_workflow(lock: ImageLock, profile: ClusterProfile,
                 run_as_non_root=True, run_as_user=_UID, run_as_group=_UID, fs_group=_UID,
                 seccomp_profile=m.SeccompProfile(type="RuntimeDefault")),
             volumes=[m.Volume(name="scratch", empty_dir=m.EmptyDirVolumeSource(
-                         size_limit=m.Quantity("20Gi"))),
-                     m.Volume(name="weights", persistent_volume_claim=claim)],
+                         size_limit=m.Quantity(f"{scratch_gib}Gi"))),
+                     m.Volume(name=name, persistent_volume_claim=(
+                         m.PersistentVolumeClaimVolumeSource(claim_name=claim)))],
             pod_gc=m.PodGC(strategy="OnPodSuccess", delete_delay_duration="10m"),
             ttl_strategy=m.TTLStrategy(seconds_after_success=86400,
                                        seconds_after_failure=7 * 86400),
@@ -127,9 +136,13 @@ def compile_weights_workflow(lock: ImageLock, profile: ClusterProfile,
 def render_weights_workflow(lock: ImageLock, profile: ClusterProfile, out_dir: str | Path,
                             check: bool = False) -> list[Path]:
     """Write (or, with ``check``, compare) ``<out_dir>/weights.yaml``; returns it if changed."""
-    path = Path(out_dir) / "weights.yaml"
-    text = workflow_yaml(compile_weights_workflow(lock, profile),
-                         "madbench_common/pipeline/argo_weights.py")
+    return write_workflow(Path(out_dir) / "weights.yaml",
+                          workflow_yaml(compile_weights_workflow(lock, profile),
+                                        "madbench_common/pipeline/argo_weights.py"), check)
+
+
+def write_workflow(path: Path, text: str, check: bool) -> list[Path]:
+    """Write ``text`` to ``path`` (with ``check``, only compare); ``[path]`` if it changed."""
     if path.exists() and path.read_text() == text:
         return []
     if not check:
