@@ -49,6 +49,12 @@ gpu:
   status: estimated
   source: 'first guess written by madbench new-model: replace with the checkpoint''s size;
     fp32; one pass, 20 ms frames x 10 s = 500'
+arch:
+  repo: hf:{repo}
+  file: config.json
+  config: unavailable offline
+  reason: 'written by madbench new-model: record the release''s config.json (its commit and
+    the values gpu-bench builds from) once it has been read'
 """
 
 ADAPTER = '''\

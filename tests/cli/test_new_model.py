@@ -96,7 +96,7 @@ def test_a_scaffolded_encoder_with_its_own_image_is_checked_and_planned(
     # the catalog checks and the tiny-layout check pass over the copy with the new model
     checks = _run(tree, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-rA",
                   "tests/test_catalog.py", "tests/models/test_cards.py",
-                  "tests/models/test_tiny_layouts.py")
+                  "tests/models/test_card_arch.py", "tests/models/test_tiny_layouts.py")
     assert checks.returncode == 0, checks.stdout[-4000:]
     assert f"PASSED tests/models/test_tiny_layouts.py::" \
            f"test_declared_tiny_layout_is_the_release_layout[{SLUG}]" in checks.stdout

@@ -239,7 +239,7 @@ def test_a_card_alone_places_a_model_in_the_graph_and_the_demo(tmp_path: Path) -
              "print(build_graph()['features_references'].params['models'])")
 
     def place(order: int, demo: bool) -> tuple[str, str]:
-        text = card.replace("order: 3", f"order: {order}") + ("  demo: false\n" * (not demo))
+        text = card.replace("order: 3", f"order: {order}" + "\n  demo: false" * (not demo))
         (tree / "madbench_common/models/catalog/ref-extra-stats.yaml").write_text(text)
         models = subprocess.run([sys.executable, "-c", graph], cwd=tree, env=env, text=True,
                                 capture_output=True, check=True).stdout

@@ -36,9 +36,9 @@ import yaml
 
 from madbench_common.core.errors import ConfigError
 
-__all__ = ["DTYPES", "LIST_STAGES", "MODEL_STAGES", "QC_ROLES", "ROLES", "Card", "Slot", "cards",
-           "demo_params", "load_card", "model_cards", "model_name", "qc_cards", "stage_card",
-           "stage_cards", "stage_name"]
+__all__ = ["ARCH_KEYS", "DTYPES", "LIST_STAGES", "MODEL_STAGES", "QC_ROLES", "ROLES",
+           "UNAVAILABLE", "Card", "Slot", "cards", "demo_params", "load_card", "model_cards",
+           "model_name", "qc_cards", "stage_card", "stage_cards", "stage_name"]
 
 ROLES = ("separator", "vad", "asr", "audio_tagger", "audio_text_scorer", "speaker_embedder",
          "scene_labeller", "speech_generator", "env_generator", "encoder", "detector",
@@ -52,8 +52,24 @@ _LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 _GROUPS = ("", "av_detector", "av_encoder", "audio_encoder", "audio_detector", "omni")
 _FRAME_KEYS = frozenset({"fps", "frame_size", "max_frames"})
 _GPU_KEYS = ("model", "params_m", "step_params_m", "bytes_per_param", "steps", "passes",
-             "frames", "status", "gpu_mem_gb", "gpu_s_per_item", "source")
-_GPU_REQUIRED = frozenset(_GPU_KEYS) - {"gpu_mem_gb", "gpu_s_per_item"}
+             "frames", "status", "gpu_mem_gb", "gpu_s_per_item", "source", "basis", "batch",
+             "measured")
+_GPU_REQUIRED = frozenset(_GPU_KEYS) - {"gpu_mem_gb", "gpu_s_per_item", "basis", "batch",
+                                        "measured"}
+"""``basis``: what a figure rests on where it is not the size rule (a measurement of the
+same backbone elsewhere). ``batch``: items per GPU call of the stage (1 unless set).
+``measured``: how ``madbench gpu-bench`` measured it (device, torch, CUDA, dtype, batch,
+commit, date); only with ``status: measured``."""
+_MEASURED_KEYS = frozenset({"device", "torch", "cuda", "dtype", "batch", "commit", "date",
+                            "runs"})
+ARCH_KEYS = ("repo", "file", "commit", "args", "builder", "config", "reason")
+"""A card's ``arch``: where the release's own configuration (``config.json``, or the
+upstream constructor's arguments) is, at which commit; ``args``, the shape-setting values
+read there, and ``builder``, the ``module:function`` that writes a full-size random
+checkpoint from them (``madbench gpu-bench``). Where the configuration cannot be read
+offline, ``config: unavailable offline`` and the ``reason``. ``repo: self`` is this
+repository (a CPU reference is its own architecture; no commit)."""
+UNAVAILABLE = "unavailable offline"
 MODEL_STAGES = {"features": "", "scores": "", "omni": "omni-", "answer": "deaf-"}
 """The stage families made one per model: ``<prefix>_<name>``, where the name is the slug
 without the word that repeats the family (``omni-``, ``deaf-``), its hyphens as
@@ -132,6 +148,9 @@ class Card:
     """GPU figures read by ``madbench plan``, one block per set of stages (``stages``: the
     slot's unless the block names them; a QC card names them): the model's, or, in a stage
     that runs several models, the stage's."""
+    arch: dict[str, Any] = field(default_factory=dict)
+    """The full-size architecture's source (:data:`ARCH_KEYS`): what ``madbench gpu-bench``
+    builds with random weights, or why it cannot offline."""
 
 
 _CARD_KEYS = tuple(f.name for f in fields(Card))
@@ -205,6 +224,15 @@ def _gpu(raw: Any, where: str, slot: Slot | None, qc: str) -> tuple[dict[str, An
         if not stages:
             raise ConfigError(f"{where}: gpu figures need the stages they apply to (a slot, "
                               "or `stages` in the block)")
+        if gpu.get("status") == "measured" and not isinstance(gpu.get("measured"), dict):
+            raise ConfigError(f"{where}: a measured gpu block says how (`measured`: "
+                              f"{', '.join(sorted(_MEASURED_KEYS))}); gpu-bench writes it")
+        if "measured" in gpu and (gpu.get("status") != "measured" or not isinstance(
+                gpu["measured"], dict) or set(gpu["measured"]) - _MEASURED_KEYS):
+            raise ConfigError(f"{where}: gpu.measured goes with status: measured and takes "
+                              f"{', '.join(sorted(_MEASURED_KEYS))}")
+        if int(gpu.get("batch", 1)) < 1:
+            raise ConfigError(f"{where}: gpu.batch is a positive number of items")
         if (slot and not set(stages) <= set(slot.stages)) or (not slot and not qc):
             raise ConfigError(f"{where}: gpu stages {list(stages)} are not stages the model "
                               f"runs in (its slot's, or a QC card's QC stages)")
@@ -213,6 +241,32 @@ def _gpu(raw: Any, where: str, slot: Slot | None, qc: str) -> tuple[dict[str, An
             sum(len(b["stages"]) for b in out):
         raise ConfigError(f"{where}: two gpu blocks name one stage")
     return tuple(out)
+
+
+def _arch(raw: Any, where: str) -> dict[str, Any]:
+    """The ``arch`` block: a complete source (repo, file and commit; ``repo: self`` without
+    a commit), or ``config: unavailable offline`` with the ``reason``."""
+    if raw is None:
+        return {}
+    if not isinstance(raw, dict):
+        raise ConfigError(f"{where}: arch is a mapping ({', '.join(ARCH_KEYS)})")
+    _refuse(where, "arch", set(raw), ARCH_KEYS)
+    arch = dict(raw)
+    if "config" in arch and arch["config"] != UNAVAILABLE:
+        raise ConfigError(f"{where}: arch.config is only ever {UNAVAILABLE!r} (with a reason)")
+    if arch.get("config") == UNAVAILABLE and not str(arch.get("reason", "")).strip():
+        raise ConfigError(f"{where}: arch.config: {UNAVAILABLE} needs the reason")
+    sourced = bool(arch.get("repo") and arch.get("file")
+                   and (arch.get("commit") or arch["repo"] == "self"))
+    if not sourced and not str(arch.get("reason", "")).strip():
+        raise ConfigError(f"{where}: arch needs its source (repo, file, commit) or a reason")
+    if ("args" in arch or "builder" in arch) and (not sourced or "config" in arch):
+        raise ConfigError(f"{where}: arch args and builder come from a source that was read")
+    if "args" in arch and not isinstance(arch["args"], dict):
+        raise ConfigError(f"{where}: arch.args is a mapping of the constructor's arguments")
+    if "builder" in arch and ":" not in str(arch["builder"]):
+        raise ConfigError(f"{where}: arch.builder is module:function under madbench_common")
+    return arch
 
 
 def load_card(text: str, where: str) -> Card:
@@ -251,7 +305,8 @@ def load_card(text: str, where: str) -> Card:
                 paper=str(raw["paper"]), section=str(raw["section"]),
                 description=str(raw["description"]), group=raw.get("group", ""),
                 reference=reference, in_paper=bool(raw.get("in_paper", True)),
-                licence=licence, slot=slot, qc=qc, dtype=dtype, gpu=gpu)
+                licence=licence, slot=slot, qc=qc, dtype=dtype, gpu=gpu,
+                arch=_arch(raw.get("arch"), where))
 
 
 @cache

@@ -17,7 +17,7 @@ from typing import Any
 
 from madbench_common.models.weights import TINY_ARCH_FILE, install_local_snapshot, tiny_layout
 
-__all__ = ["IMAGEBIND_TINY", "audio_torch", "cavmae_sync", "imagebind", "msclap",
+__all__ = ["IMAGEBIND_TINY", "aasist", "audio_torch", "cavmae_sync", "imagebind", "msclap",
            "msclap_2023", "tf5"]
 
 _TEXT = {"hidden_size": 32, "intermediate_size": 64, "num_hidden_layers": 1,
@@ -159,8 +159,9 @@ CAVMAE_TINY = {"embed_dim": 32, "modality_specific_depth": 1, "num_heads": 2,
 
 
 @tiny_layout({}, ("cav_mae_sync.pth", TINY_ARCH_FILE))
-def cavmae_sync(root: str | Path, keep: str = "") -> Path:
-    """A tiny CAVMAESync saved as the release is (``module.`` keys) plus its arch sidecar."""
+def cavmae_sync(root: str | Path, keep: str = "", **arch: Any) -> Path:
+    """A tiny CAVMAESync saved as the release is (``module.`` keys) plus its arch sidecar;
+    with ``arch`` (the release's constructor arguments, ``madbench gpu-bench``) at that size."""
     import torch
 
     from madbench_common.models.adapters.cavmae_sync import (
@@ -171,11 +172,12 @@ def cavmae_sync(root: str | Path, keep: str = "") -> Path:
     )
 
     torch.manual_seed(0)
-    state = upstream_models().CAVMAESync(**{**RELEASED, **CAVMAE_TINY}).state_dict()
+    shape = arch or CAVMAE_TINY
+    state = upstream_models().CAVMAESync(**{**RELEASED, **shape}).state_dict()
     dest = _files(root, "enc-cavmae-sync")
     torch.save({f"module.{k}": v for k, v in state.items() if k.startswith(keep)},
                dest / WEIGHTS)
-    (dest / ARCH_FILE).write_text(json.dumps(CAVMAE_TINY))
+    (dest / ARCH_FILE).write_text(json.dumps(shape))
     return Path(root)
 
 
@@ -268,9 +270,10 @@ IMAGEBIND_TINY: dict[str, Any] = {
 
 
 @tiny_layout({}, ("imagebind_huge.pth", TINY_ARCH_FILE))
-def imagebind(root: str | Path) -> Path:
+def imagebind(root: str | Path, **arch: Any) -> Path:
     """A tiny ``ImageBindModel`` state dict as ``imagebind_huge.pth`` (what
-    ``imagebind_huge(pretrained=True)`` loads) plus the tiny architecture's sidecar."""
+    ``imagebind_huge(pretrained=True)`` loads) plus the tiny architecture's sidecar; with
+    ``arch`` (``imagebind_huge``'s arguments, ``madbench gpu-bench``) at that size."""
     import torch
 
     from madbench_common.models.adapters.imagebind import (
@@ -281,8 +284,23 @@ def imagebind(root: str | Path) -> Path:
     )
 
     torch.manual_seed(0)
-    model = import_model_module().ImageBindModel(**IMAGEBIND_TINY)
+    shape = arch or IMAGEBIND_TINY
+    model = import_model_module().ImageBindModel(**shape)
     dest = _files(root, IMAGE)
     torch.save(model.state_dict(), dest / WEIGHTS)
-    (dest / ARCH_FILE).write_text(json.dumps(IMAGEBIND_TINY))
+    (dest / ARCH_FILE).write_text(json.dumps(shape))
+    return Path(root)
+
+
+def aasist(root: str | Path, **model_config: Any) -> Path:
+    """AASIST alone, random, as ``AASIST.pth``: at ``model_config`` (``config/AASIST.conf``'s
+    ``model_config``, ``madbench gpu-bench``), else at the adapter's published one."""
+    import torch
+    from AASIST import Model
+
+    from madbench_common.models.adapters.aasist import MODEL_CONFIG, WEIGHTS
+
+    torch.manual_seed(0)
+    torch.save(Model(model_config or MODEL_CONFIG).state_dict(),
+               _files(root, "audio-torch") / WEIGHTS)
     return Path(root)
