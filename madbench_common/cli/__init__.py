@@ -39,6 +39,7 @@ _EXTENSIONS = (
     "madbench_common.cli.deaf",
     "madbench_common.cli.scaffold",
     "madbench_common.cli.catalog",
+    "madbench_common.cli.gpubench",
     "madbench_common.cli.rehearse",
     "madbench_common.cluster.lint",
 )
