@@ -33,7 +33,6 @@ __all__ = [
     "DETERMINISTIC_EXIT_CODE",
     "MAX_BACKOFF_SECONDS",
     "MERGE_MEMORY",
-    "SHARD_TIMEOUT_SHARE",
     "STAGE_PARAMS_DESCRIPTION",
     "VARIANTS",
     "ClusterProfile",
@@ -44,6 +43,7 @@ __all__ = [
     "memory_request",
     "parse_failures",
     "render_workflows",
+    "stage_sizes",
     "task_name",
     "workflow_yaml",
     "write_exit_summary",
@@ -73,8 +73,6 @@ _MEMORY_HEADROOM, _MEMORY_STEP_MI, _MEMORY_FLOOR_MI = 1.5, 256, 512
 MERGE_MEMORY = "1Gi"
 """Merge pods' memory (see ``perf/bench_scale.py``: the largest merge at the paper's
 scale, 49,608 sample rows, peaks well below it)."""
-SHARD_TIMEOUT_SHARE = 0.5
-"""A shard's planned time at the paper's scale stays under this share of its timeout."""
 MAX_BACKOFF_SECONDS = 600
 """The longest wait between two retries any stage may reach (30 s × 2^(retries-1))."""
 STAGE_PARAMS_DESCRIPTION = (
@@ -222,25 +220,28 @@ def _num_shards(stage: Stage) -> str:
 # ---------------------------------------------------------------- parameters
 
 
-def default_shards(graph: Graph, variant: Variant) -> dict[str, int]:
-    """Each sharded stage's default shard count in a workflow.
+def stage_sizes(graph: Graph, variant: Variant) -> dict[str, tuple[int, int, int]]:
+    """Each stage's shards, shard deadline (s) and GPU-memory request (GiB) in a workflow.
 
-    The stage's own count, raised in the full workflow where ``madbench plan`` at the
-    paper's scale (1,892 clips; GPU seconds per item estimated from the model until
-    measured) gives one shard more than half the stage's timeout: the estimate may be off
-    by that much and a shard must still finish. Smoke runs keep the stage's count.
+    In the full workflow, ``madbench plan``'s sizing at the paper's scale (1,892 clips;
+    :func:`madbench_common.pipeline.plan.size_stage`: a GPU stage from its model's GPU
+    figure, measured where measured, else estimated, with the plan's margins); smoke runs
+    and a graph the plan does not describe keep the stages' own counts, timeouts and
+    requests.
     """
     from madbench_common.pipeline.plan import PAPER_CLIPS, plan_run
 
-    counts = {s.name: s.shards for s in graph if s.sharded}
+    own = {s.name: (s.shards, s.timeout, s.gpu_memory_gib) for s in graph}
     if variant.cpu_only or not variant.planned:
-        return counts
-    for p in plan_run(graph, PAPER_CLIPS).stages:
-        if p.stage.name in counts:
-            seconds = p.compute_hours * 3600
-            budget = SHARD_TIMEOUT_SHARE * p.stage.timeout
-            counts[p.stage.name] = max(p.stage.shards, -(-int(seconds) // int(budget)))
-    return counts
+        return own
+    return {p.stage.name: (p.shards, p.deadline, p.gpu_memory_gib)
+            for p in plan_run(graph, PAPER_CLIPS).stages}
+
+
+def default_shards(graph: Graph, variant: Variant) -> dict[str, int]:
+    """Each sharded stage's default shard count in a workflow (:func:`stage_sizes`)."""
+    sizes = stage_sizes(graph, variant)
+    return {s.name: sizes[s.name][0] for s in graph if s.sharded}
 
 
 def _parameters(graph: Graph, variant: Variant, lock: ImageLock) -> list[m.Parameter]:
@@ -434,11 +435,13 @@ def _retry(stage: Stage) -> m.RetryStrategy | None:
 
 
 def _container_template(
-    stage: Stage, verb: str, graph: Graph, variant: Variant, profile: ClusterProfile
+    stage: Stage, verb: str, graph: Graph, variant: Variant, profile: ClusterProfile,
+    size: tuple[int, int, int] | None = None,
 ) -> m.Template:
     merge = verb == "merge"
     gpu = bool(stage.gpu) and not variant.cpu_only and not merge
-    deadline = min(stage.timeout, 1800) if merge else stage.timeout
+    _, timeout, memory_gib = size or (stage.shards, stage.timeout, stage.gpu_memory_gib)
+    deadline = min(stage.timeout, 1800) if merge else timeout
     role = re.sub(r"[^A-Za-z0-9_.-]", "-", stage.role)
     secrets = () if merge else stage.secrets
     labels = {"madbench.io/stage": stage.name, "madbench.io/role": role,
@@ -456,7 +459,7 @@ def _container_template(
         ),
         active_deadline_seconds=m.IntOrString(str(deadline)),
         retry_strategy=_retry(stage),
-        **_placement(profile, gpu, stage.gpu_memory_gib),
+        **_placement(profile, gpu, memory_gib),
     )
 
 
@@ -559,10 +562,12 @@ def _templates(graph: Graph, variant: Variant, profile: ClusterProfile) -> list[
     dag = m.DAGTemplate(tasks=tasks, fail_fast=False if optional else None,
                         target=" ".join(t.name for t in tasks) if optional else None)
     templates = [m.Template(name="madbench", dag=dag)]
+    sizes = stage_sizes(graph, variant)
     for stage in graph:
         if stage.sharded:
             templates.append(_fanout_template(stage))
-        templates.append(_container_template(stage, "run", graph, variant, profile))
+        templates.append(_container_template(stage, "run", graph, variant, profile,
+                                             sizes[stage.name]))
         templates.append(_container_template(stage, "merge", graph, variant, profile))
     templates.append(_summary_template(variant, profile))
     return templates

@@ -18,6 +18,11 @@ at once, a QC stage, has its figures on one of their cards). A row is
 The reference GPU is an NVIDIA A100 80 GB: 312 TFLOP/s dense fp16/bf16 (156 with
 TF32 for fp32 weights), 2.0 TB/s. Every row carries its sources; the constants are
 choices, listed here so a measured row can replace an estimate without guessing.
+
+An estimated row may instead give ``gpu_s_per_item`` (and ``gpu_mem_gb``) with its
+``basis``: a figure scaled from a measurement of the same backbone elsewhere (another GPU,
+another input length), still ``estimated``. A ``measured`` row is written by
+``madbench gpu-bench`` on a CUDA machine, with how it was measured.
 """
 
 from __future__ import annotations
@@ -66,13 +71,26 @@ class GpuModel:
     gpu_mem_gb: float | None
     gpu_s_per_item: float | None
     source: str
+    basis: str = ""
+    """Where an estimated row's given figures come from (empty: the size rule)."""
+    batch: int = 1
+    """Items per GPU call of the stage."""
 
     def figure(self) -> GpuFigure:
-        """Measured figures as given; otherwise the estimate of the module docstring."""
+        """Measured figures as given; an estimate from its basis where given, else from the
+        rule of the module docstring."""
         if self.status == "measured":
             assert self.gpu_mem_gb is not None and self.gpu_s_per_item is not None
             return GpuFigure(self.model, self.gpu_mem_gb, self.gpu_s_per_item, self.status,
                              self.source)
+        rule = self._rule()
+        return GpuFigure(self.model, rule.memory_gb if self.gpu_mem_gb is None
+                         else self.gpu_mem_gb,
+                         rule.seconds_per_item if self.gpu_s_per_item is None
+                         else self.gpu_s_per_item, self.status,
+                         f"{self.source}; basis: {self.basis}" if self.basis else self.source)
+
+    def _rule(self) -> GpuFigure:
         memory = self.params_m * 1e6 * self.bytes_per_param * (1 + _WORKSPACE) / 1e9
         peak = _PEAK[self.bytes_per_param] * _MFU
         compute = 2e6 * self.step_params_m * self.frames * self.passes / peak
@@ -92,11 +110,16 @@ def _row(raw: dict[str, str], where: str) -> GpuModel:
             raw["model"], tuple(s for s in raw["stages"].split(";") if s),
             float(raw["params_m"]), float(raw["step_params_m"]), int(raw["bytes_per_param"]),
             int(raw["steps"]), int(raw["passes"]), int(raw["frames"]), raw["status"],
-            _opt(raw["gpu_mem_gb"]), _opt(raw["gpu_s_per_item"]), raw["source"])
+            _opt(raw["gpu_mem_gb"]), _opt(raw["gpu_s_per_item"]), raw["source"],
+            raw.get("basis") or "", int(raw.get("batch") or 1))
     except (KeyError, ValueError) as exc:
         raise ConfigError(f"{where}: bad GPU row {raw}: {exc}") from None
     measured = row.gpu_mem_gb is not None and row.gpu_s_per_item is not None
-    if (row.status not in _STATUSES or (row.status == "measured") != measured
+    given = row.gpu_mem_gb is not None or row.gpu_s_per_item is not None
+    if row.status == "estimated" and given and not row.basis.strip():
+        raise ConfigError(f"{where}: row {row.model!r}: an estimate that gives gpu_mem_gb or "
+                          f"gpu_s_per_item states its basis")
+    if (row.status not in _STATUSES or (row.status == "measured" and not measured)
             or row.bytes_per_param not in _PEAK or not row.source.strip() or not row.stages
             or not 0 < row.step_params_m <= row.params_m):
         raise ConfigError(f"{where}: row {row.model!r} needs status estimated|measured (measured "
@@ -113,7 +136,8 @@ def _card_rows() -> list[tuple[dict[str, str], str]]:
     rows = []
     for card in cards().values():
         for block in card.gpu:
-            raw = {k: "" if v is None else str(v) for k, v in block.items() if k != "stages"}
+            raw = {k: "" if v is None else str(v) for k, v in block.items()
+                   if k not in ("stages", "measured")}
             raw.setdefault("gpu_mem_gb", "")
             raw.setdefault("gpu_s_per_item", "")
             raw["stages"] = ";".join(block["stages"])

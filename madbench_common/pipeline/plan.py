@@ -11,11 +11,18 @@ A stage without a throughput row counts samples when it runs after ``assemble`` 
 per-model feature, score and omni stages work per benchmark sample), else clips.
 ``madbench plan`` plans the ``full`` profile (the paper's models, as ``workflows/full.yaml``
 runs and sizes them) unless ``--profile embedded`` is given.
+
+Each stage is sized from its figures (:func:`size_stage`; ``workflows/full.yaml`` takes
+the sizes at the paper's scale): a GPU stage's shard count, shard deadline
+(``activeDeadlineSeconds``) and GPU-memory request come from its model's GPU figure,
+measured where a GPU run measured it, else estimated, with the margins below; a CPU
+stage's shards keep their planned time under :data:`SHARD_TIMEOUT_SHARE` of its timeout.
 """
 
 from __future__ import annotations
 
 import csv
+import dataclasses
 import io
 import math
 from dataclasses import dataclass
@@ -27,8 +34,14 @@ from madbench_common.pipeline.gpuplan import REFERENCE_GPU, GpuFigure, GpuModel,
 from madbench_common.pipeline.graph import Graph, Stage
 
 __all__ = [
+    "DEADLINE_FLOOR",
+    "DEADLINE_MARGIN",
+    "MAX_SHARDS",
+    "MEMORY_MARGIN",
     "PAPER_CLIPS",
     "PAPER_SAMPLES",
+    "SHARD_TIMEOUT_SHARE",
+    "START_SECONDS",
     "Plan",
     "StagePlan",
     "Throughput",
@@ -36,6 +49,7 @@ __all__ = [
     "image_pull_line",
     "load_throughput",
     "plan_run",
+    "size_stage",
 ]
 
 PAPER_CLIPS = 1892
@@ -46,6 +60,28 @@ _UNITS = ("clip", "sample")
 _SAMPLES_STAGE = "assemble"
 _NAME_W = 28
 """Width of the stage column (the longest stage name, ``features_enc_tf5_pe_av_base``)."""
+SHARD_TIMEOUT_SHARE = 0.5
+"""A CPU stage's shard: its planned time stays under this share of its timeout."""
+DEADLINE_MARGIN = {"measured": 1.5, "estimated": 2.0}
+"""A GPU shard's deadline (``activeDeadlineSeconds``) is this many times its planned GPU
+time, by the status of its figure (an estimate may be off by more than a measurement),
+plus :data:`START_SECONDS`, and at least :data:`DEADLINE_FLOOR`."""
+START_SECONDS = 900
+"""A GPU pod's time before its first item: image pull, loading the weights onto the GPU
+(up to ~66 GB from the weights volume), CUDA context and kernels."""
+DEADLINE_FLOOR = 1800
+"""No GPU shard gets less: a cold node pulls a multi-GB image first."""
+MAX_SHARDS = 16
+"""A stage's shards are raised up to this many to keep its deadline within its timeout;
+past it the deadline grows instead (the workflow's node status grows with the pods:
+``pipeline/argo_limits``)."""
+DEADLINE_STEP = 300
+"""Deadlines round up to whole 5 minutes, so that a small change of a figure keeps them."""
+MEMORY_MARGIN = {"measured": 1.2, "estimated": 1.0}
+"""A GPU stage asks for a GPU of more than its figure's memory × this (node affinity on the
+GPU's memory); an estimate already counts 25 % workspace and the CUDA context
+(``pipeline/gpuplan``), a measured peak does not."""
+_GIB = 2**30
 
 
 @dataclass(frozen=True)
@@ -76,6 +112,20 @@ class StagePlan:
     """GPU memory and seconds per item of the stage's model (model stages only)."""
     unit: str = "clip"
     """What ``items`` counts: the throughput row's unit, else ``sample`` after ``assemble``."""
+    shards: int = 0
+    """Shards planned (:func:`size_stage`); 0: the stage's own count."""
+    deadline: int = 0
+    """A shard's deadline in seconds (``activeDeadlineSeconds``); 0: the stage's timeout."""
+    gpu_memory_gib: int = 0
+    """The GPU memory a shard asks for (a GPU of more than this many GiB); 0: any."""
+
+    @property
+    def figure_status(self) -> str:
+        """``measured`` or ``estimated`` for a stage timed by a GPU figure or on a GPU;
+        ``""`` for a CPU stage."""
+        if self.on_gpu:
+            return "measured"
+        return self.gpu.status if self.gpu_estimated and self.gpu is not None else ""
 
     @property
     def gpu_estimated(self) -> bool:
@@ -110,8 +160,12 @@ class StagePlan:
 
     @property
     def shard_seconds(self) -> float:
-        """Estimated wall time of one shard (compare with the stage's timeout)."""
-        return self.compute_hours * 3600 / self.stage.shards
+        """Estimated wall time of one shard (compare with its deadline)."""
+        return self.compute_hours * 3600 / (self.shards or self.stage.shards)
+
+    @property
+    def over_deadline(self) -> bool:
+        return self.shard_seconds > (self.deadline or self.stage.timeout)
 
 
 @dataclass(frozen=True)
@@ -166,9 +220,36 @@ def load_throughput(path: str | Path | None = None) -> dict[str, Throughput]:
     return {r.stage: r for r in rows}
 
 
-def _tasks(stage: Stage) -> int:
-    """Pods per stage: one per shard plus the merge task."""
-    return stage.shards + 1
+def _round_up(seconds: float, step: int = DEADLINE_STEP) -> int:
+    return int(-(-seconds // step) * step)
+
+
+def size_stage(stage: Stage, seconds: float, status: str, memory_gb: float | None
+               ) -> tuple[int, int, int]:
+    """Shards, shard deadline (s) and GPU-memory request (GiB) of ``stage`` planned at
+    ``seconds`` of compute in all; ``status`` is its GPU figure's (``""`` for a stage not
+    timed by one, which keeps its timeout and request) and ``memory_gb`` its memory.
+
+    A GPU stage: shards (up to :data:`MAX_SHARDS`) until ``DEADLINE_MARGIN × shard time +
+    START_SECONDS`` fits the stage's timeout; that is its deadline (rounded up to
+    :data:`DEADLINE_STEP`, at least :data:`DEADLINE_FLOOR`, past the timeout only where
+    the shards are at their cap); a GPU of more than ``memory × MEMORY_MARGIN`` GiB (at least
+    the card's ``gpu_memory_gib``). A CPU stage: shards until each takes at most
+    :data:`SHARD_TIMEOUT_SHARE` of the timeout, which stays its deadline."""
+    shards = stage.shards
+    if not status:
+        if stage.sharded and seconds > 0:
+            budget = int(SHARD_TIMEOUT_SHARE * stage.timeout)
+            shards = max(shards, -(-int(seconds) // budget))
+        return shards, stage.timeout, stage.gpu_memory_gib
+    margin = DEADLINE_MARGIN[status]
+    room = max(stage.timeout - START_SECONDS, DEADLINE_STEP)
+    if stage.sharded:
+        shards = max(shards, min(MAX_SHARDS, math.ceil(margin * seconds / room)))
+    deadline = max(DEADLINE_FLOOR, _round_up(margin * seconds / shards + START_SECONDS))
+    memory = 0 if memory_gb is None else math.ceil(memory_gb * 1e9 * MEMORY_MARGIN[status]
+                                                    / _GIB)
+    return shards, deadline, max(stage.gpu_memory_gib, memory)
 
 
 def _after_assemble(graph: Graph, stage: Stage) -> bool:
@@ -202,9 +283,15 @@ def plan_run(
         per_sample = row.unit == "sample" if row is not None else _after_assemble(graph, stage)
         items = samples if per_sample else clips
         model = gpu_table.get(stage.name) if stage.model else None
-        plans.append(StagePlan(stage, items, _tasks(stage), row,
-                               model.figure() if model else None,
-                               "sample" if per_sample else "clip"))
+        unsized = StagePlan(stage, items, stage.shards + 1, row,
+                            model.figure() if model else None,
+                            "sample" if per_sample else "clip")
+        gpu = unsized.gpu if unsized.stage.gpu else None
+        shards, deadline, memory = size_stage(
+            stage, unsized.compute_hours * 3600, unsized.figure_status if gpu else "",
+            gpu.memory_gb if gpu else None)
+        plans.append(dataclasses.replace(unsized, tasks=shards + 1, shards=shards,
+                                         deadline=deadline, gpu_memory_gib=memory))
     return Plan(clips, samples, plans)
 
 
@@ -224,7 +311,7 @@ def _gpu_cells(s: StagePlan) -> str:
 
 def _stage_line(s: StagePlan) -> str:
     t = s.throughput
-    flag = "  ! shard over timeout" if s.shard_seconds > s.stage.timeout else ""
+    flag = "  ! shard over its deadline" if s.over_deadline else ""
     unit = f"{s.items} {s.unit}s"
     if t is None:
         if not s.gpu_estimated:
@@ -264,14 +351,48 @@ def format_plan(plan: Plan) -> str:
     lines.append(f"\nGPU-GB, GPU-s/it: the paper's model of each model stage per item on an "
                  f"{REFERENCE_GPU}; `estimated` from its size and sampling steps "
                  "(the catalog cards, madbench_common/models/catalog/<slug>.yaml, gpu:) until a "
-                 "GPU run measures it. GPU-h "
+                 "GPU run measures it (madbench gpu-bench). GPU-h "
                  "counts the stages that request a GPU; compute-h of those is GPU time.")
+    lines += _figures_lines(plan)
     if plan.unknown:
         lines.append("\nnot estimated (no row in the throughput table; storage, and the "
                      "time of stages without a GPU estimate, left out of the totals): "
                      f"{', '.join(plan.unknown)}")
     lines.append("\nsources:")
     lines += [f"  {s.stage.name}: {s.throughput.source}" for s in plan.stages if s.throughput]
-    lines += [f"  {s.stage.name} GPU ({s.gpu.model}): {s.gpu.source}" for s in plan.stages
-              if s.gpu]
+    for status in ("measured", "estimated"):
+        rows = [s for s in plan.stages if s.gpu and s.gpu.status == status]
+        if rows:
+            lines.append(f"  {status} GPU figures:")
+            lines += [f"  {s.stage.name} GPU ({s.gpu.model}): {s.gpu.source}" for s in rows
+                      if s.gpu]
     return "\n".join(lines) + "\n"
+
+
+def _figures_lines(plan: Plan) -> list[str]:
+    """GPU-hours from measured and from estimated figures apart, and each GPU stage's
+    sizing (shards, deadline, GPU memory) from its figure."""
+    gpu = [s for s in plan.stages if s.gpu_hours > 0]
+    if not gpu:
+        return []
+    hours = {k: sum(s.gpu_hours for s in gpu if s.figure_status == k)
+             for k in ("measured", "estimated")}
+    count = {k: sum(s.figure_status == k for s in gpu) for k in hours}
+    total = sum(hours.values()) or 1.0
+    lines = [f"\nGPU-h by figure: measured {hours['measured']:.2f} ({count['measured']} "
+             f"stages), estimated {hours['estimated']:.2f} ({count['estimated']} stages); "
+             f"measured share {hours['measured'] / total:.0%}.",
+             f"\nGPU stages sized from their figures (margins: deadline {_margins(DEADLINE_MARGIN)}"
+             f" x shard GPU time + {START_SECONDS} s start, at least {DEADLINE_FLOOR} s; shards "
+             f"raised, up to {MAX_SHARDS}, to keep it within the stage's timeout; GPU memory "
+             f"{_margins(MEMORY_MARGIN)} x GPU-GB):",
+             f"  {'stage':<{_NAME_W}}{'figure':<10}{'shards':>6}{'shard-h':>9}{'deadline s':>11}"
+             f"{'timeout s':>10}{'GPU >GiB':>9}"]
+    lines += [f"  {s.stage.name:<{_NAME_W}}{s.figure_status:<10}{s.shards:>6}"
+              f"{s.shard_seconds / 3600:>9.2f}{s.deadline:>11}{s.stage.timeout:>10}"
+              f"{s.gpu_memory_gib or '—':>9}" for s in gpu]
+    return lines
+
+
+def _margins(table: dict[str, float]) -> str:
+    return " / ".join(f"{v:g} {k}" for k, v in table.items())

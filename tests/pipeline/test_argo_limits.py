@@ -11,7 +11,14 @@ from madbench_common.benchmarks.madbench.graph import build_graph
 from madbench_common.pipeline import argo
 from madbench_common.pipeline.argo_limits import ETCD_LIMIT_BYTES, node_bytes, workflow_limits
 from madbench_common.pipeline.graph import Stage
-from madbench_common.pipeline.plan import PAPER_CLIPS, Throughput, plan_run
+from madbench_common.pipeline.plan import (
+    DEADLINE_MARGIN,
+    MEMORY_MARGIN,
+    PAPER_CLIPS,
+    SHARD_TIMEOUT_SHARE,
+    Throughput,
+    plan_run,
+)
 from tests.yaml_docs import load_yaml
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -33,9 +40,17 @@ def test_full_workflow_at_paper_scale_fits_etcd() -> None:
     raised = {s.stage for s in limits.stages if s.shards > graph[s.stage].shards}
     full_gpu = {s.name for s in graph.profiled("full") if s.gpu}  # e.g. scene: Qwen2.5-VL-32B
     assert raised and raised <= full_gpu  # slow GPU stages only
+    templates = {t["name"]: t for t in _full()["spec"]["templates"]}
     for stage in plan_run(graph.profiled("full"), PAPER_CLIPS).stages:
         seconds = stage.compute_hours * 3600 / by[stage.stage.name].shards
-        assert seconds <= argo.SHARD_TIMEOUT_SHARE * stage.stage.timeout, stage.stage.name
+        shard = templates[f"{stage.stage.name.replace('_', '-')}-shard"]
+        deadline = int(shard["activeDeadlineSeconds"])
+        assert deadline == stage.deadline, stage.stage.name
+        margin = DEADLINE_MARGIN.get(stage.figure_status, 1 / SHARD_TIMEOUT_SHARE)
+        assert margin * seconds <= deadline, stage.stage.name  # no shard near its deadline
+        if stage.figure_status:  # a GPU stage sized from its figure: a GPU that holds it
+            assert stage.gpu is not None and stage.gpu_memory_gib * 2**30 >= \
+                stage.gpu.memory_gb * 1e9 * MEMORY_MARGIN[stage.figure_status]
 
 
 def test_smoke_workflow_keeps_the_stages_shard_counts() -> None:

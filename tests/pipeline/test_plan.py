@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import math
 from pathlib import Path
 
 import pytest
@@ -221,3 +222,76 @@ def test_pull_line_counts_shared_layers_once(tmp_path: Path) -> None:
     line = image_pull_line(graph, path)
     assert "pulls 4.0 GB" in line and "2 images whose sizes sum to 8.0 GB" in line
     assert "(50%;" in line and "not counted: m3" in line
+
+
+def test_a_gpu_stage_is_sized_from_its_figure_with_the_stated_margins() -> None:
+    from madbench_common.pipeline.plan import (
+        DEADLINE_FLOOR,
+        DEADLINE_MARGIN,
+        MAX_SHARDS,
+        SHARD_TIMEOUT_SHARE,
+        START_SECONDS,
+        size_stage,
+    )
+
+    stage = Stage(name="g", role="x", target="m:G", gpu=1, shards=2, timeout=3600,
+                  gpu_memory_gib=10)
+    room = 3600 - START_SECONDS
+    shards, deadline, memory = size_stage(stage, 4 * room, "estimated", 20.0)
+    assert shards == 4 * DEADLINE_MARGIN["estimated"]
+    assert deadline == 3600 and memory == 19  # 20 GB = 18.6 GiB; at least the card's 10
+    shards, deadline, _ = size_stage(stage, 4 * room, "measured", 20.0)
+    assert shards == 6 and deadline <= 3600  # a measured figure needs less margin
+    assert DEADLINE_MARGIN["measured"] * 4 * room / shards + START_SECONDS <= deadline
+    assert size_stage(stage, 4 * room, "measured", 20.0)[2] == 23  # 20 GB x 1.2 = 22.4 GiB
+    assert size_stage(stage, 60.0, "estimated", 1.0)[:2] == (2, DEADLINE_FLOOR)
+    huge = size_stage(stage, 1000 * room, "estimated", None)
+    assert huge[0] == MAX_SHARDS and huge[1] > stage.timeout and huge[2] == 10
+    assert huge[1] >= DEADLINE_MARGIN["estimated"] * 1000 * room / MAX_SHARDS
+    cpu = Stage(name="c", role="x", target="m:C", shards=2, timeout=3600)
+    assert size_stage(cpu, 10 * 3600.0, "", None) == (
+        math.ceil(10 / SHARD_TIMEOUT_SHARE), 3600, 0)
+
+
+def test_the_paper_scale_plan_has_no_shard_over_its_deadline() -> None:
+    plan = plan_run(build_graph().profiled("full"), PAPER_CLIPS)
+    assert not [s.stage.name for s in plan.stages if s.over_deadline]
+    text = format_plan(plan)
+    assert "over its deadline" not in text and "GPU-h by figure: measured" in text
+    for s in plan.stages:
+        if s.figure_status:
+            assert s.tasks == s.shards + 1 and s.deadline >= s.shard_seconds
+            assert f"  {s.stage.name:<28}{s.figure_status:<10}{s.shards:>6}" in text
+
+
+def test_measured_and_estimated_figures_are_shown_apart() -> None:
+    from madbench_common.pipeline.gpuplan import GpuModel
+
+    graph = Graph([Stage(name="m", role="x", target="m:M", gpu=1, model="a"),
+                   Stage(name="e", role="x", target="m:E", gpu=1, model="b")])
+    gpu = {"m": GpuModel("A", ("m",), 100, 100, 2, 1, 1, 1, "measured", 2.0, 3.6, "run"),
+           "e": GpuModel("B", ("e",), 100, 100, 2, 1, 1, 1, "estimated", None, 10.8, "size",
+                         basis="an H200 run")}
+    plan = plan_run(graph, 1000, table={}, gpu_table=gpu)
+    text = format_plan(plan)
+    assert "GPU-h by figure: measured 1.00 (1 stages), estimated 3.00 (1 stages); " \
+           "measured share 25%." in text
+    measured, estimated = text.index("  measured GPU figures:"), text.index(
+        "  estimated GPU figures:")
+    assert measured < text.index("  m GPU (A): run") < estimated < text.index(
+        "  e GPU (B): size; basis: an H200 run")
+
+
+def test_an_estimate_that_gives_its_figures_states_its_basis(tmp_path: Path) -> None:
+    from madbench_common.pipeline.gpuplan import load_gpu_models
+
+    csv = tmp_path / "g.csv"
+    head = ("model,stages,params_m,step_params_m,bytes_per_param,steps,passes,frames,status,"
+            "gpu_mem_gb,gpu_s_per_item,source,basis\n")
+    csv.write_text(head + "M,a,1000,1000,2,1,1,1,estimated,,1.32,s,H200 x 1\n")
+    figure = load_gpu_models(csv)["a"].figure()
+    assert figure.seconds_per_item == 1.32 and figure.status == "estimated"
+    assert figure.memory_gb == pytest.approx(1000e6 * 2 * 1.25 / 1e9 + 1.5)
+    csv.write_text(head + "M,a,1000,1000,2,1,1,1,estimated,,1.32,s,\n")
+    with pytest.raises(ConfigError, match="states its basis"):
+        load_gpu_models(csv)
