@@ -22,6 +22,9 @@ def _run(args: argparse.Namespace) -> int:
                           "--device cuda)")
     if args.device == "cpu":
         os.environ["CUDA_VISIBLE_DEVICES"] = ""  # the adapters pick CUDA wherever torch sees it
+    elif args.device.startswith("cuda:"):  # the adapters load on "cuda": show them that one
+        os.environ["CUDA_VISIBLE_DEVICES"] = args.device.partition(":")[2]
+        args.device = "cuda"
     from madbench_common.models.gpubench import gpu_bench, rows_json, write_measured
 
     slugs = [s for group in args.models for s in group.split(",") if s]
@@ -32,7 +35,8 @@ def _run(args: argparse.Namespace) -> int:
             print(f"{r.slug:<28} {r.status:<8} {r.reason}")
             continue
         peak = "—" if r.peak_gpu_gb is None else f"{r.peak_gpu_gb:.2f} GB"
-        print(f"{r.slug:<28} {r.status:<8} {r.seconds_per_item:.4f} s/item  {peak:>9}  "
+        print(f"{r.slug:<28} {r.status:<8} {r.seconds_per_item:.4f} s/item "
+              f"(model {r.model_seconds_per_item or 0:.4f})  {peak:>9}  "
               f"{r.dtype} batch {r.batch} {r.shape} on {r.device_name} (torch {r.torch}"
               f"{', CUDA ' + r.cuda if r.cuda else ''})")
     if args.json:
@@ -49,7 +53,7 @@ def add_commands(sub: argparse._SubParsersAction[Any]) -> None:
                                          "measured on random full-size weights")
     p.add_argument("--models", action="append", default=[],
                    help="card slugs, comma-separated or repeated (default: every card)")
-    p.add_argument("--device", default="cuda", help="cuda (default) or cpu")
+    p.add_argument("--device", default="cuda", help="cuda (default), cuda:N or cpu")
     p.add_argument("--tiny", action="store_true",
                    help="the image tests' tiny checkpoints instead of the full size (the CPU "
                         "path; never written)")

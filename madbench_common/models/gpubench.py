@@ -4,7 +4,8 @@ Compute does not depend on the weights, so each model's full-size architecture i
 with random weights from the release's own configuration (the card's ``arch``: ``args``
 read at a pinned commit, written in the release layout by ``arch.builder``) and its
 production adapter runs on the demo clips, at the batch size its stage uses (the card's
-``gpu.batch``, 1 unless set). Per item it records the median seconds of the warm runs,
+``gpu.batch``, 1 unless set). Per item it records the median seconds of the warm runs
+(decoding the clip and the adapter's call, as a stage spends them; the call alone beside),
 the peak GPU memory, dtype, batch, device, torch/CUDA, the checkout's commit and the date.
 
 Only a CUDA run at full size is a measurement (``status: measured``, written into the card
@@ -68,6 +69,10 @@ class BenchRow:
     status: str
     reason: str = ""
     seconds_per_item: float | None = None
+    """Median over the warm runs of an item's wall time as a stage spends it: decoding the
+    clip, then the adapter's call (what ``madbench plan`` sizes shards with)."""
+    model_seconds_per_item: float | None = None
+    """The adapter's call alone (the GPU's share)."""
     peak_gpu_gb: float | None = None
     dtype: str = ""
     batch: int = 1
@@ -297,16 +302,20 @@ def _timed(card: Card, model: Any, items: Sequence[BenchItem], *, device: str, r
         sync()
         if cuda:
             torch.cuda.reset_peak_memory_stats()
-        seconds = []
-        for _ in range(runs):
+        seconds, model_seconds = [], []
+        for _ in range(runs):  # a stage decodes each item, then calls the model
             start = time.perf_counter()
-            _batched(model, card.role, items, base["batch"])
+            fresh = demo_items(len(items))
+            decoded = time.perf_counter()
+            _batched(model, card.role, fresh, base["batch"])
             sync()
             seconds.append((time.perf_counter() - start) / len(items))
+            model_seconds.append((time.perf_counter() - decoded) / len(items))
     peak = torch.cuda.max_memory_allocated() / 1e9 if cuda else None
     measured = cuda and not base["tiny"]
     return BenchRow(status="measured" if measured else "timed",
                     seconds_per_item=round(statistics.median(seconds), 6),
+                    model_seconds_per_item=round(statistics.median(model_seconds), 6),
                     peak_gpu_gb=None if peak is None else round(peak, 3),
                     dtype=_model_dtype(model), commit=_commit(),
                     date=datetime.date.today().isoformat(), items=len(items), runs=runs,
