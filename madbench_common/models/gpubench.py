@@ -271,8 +271,8 @@ def _build(card: Card, tiny: bool, root: Path) -> Any:
     if target:
         build = _resolve(target)
         params = inspect.signature(build).parameters
-        if args and not any(p.kind is p.VAR_KEYWORD for p in params.values()):
-            raise EnvironmentMissing(f"{target} takes no shape arguments")
+        if not any(p.kind is p.VAR_KEYWORD for p in params.values()) and set(args) - set(params):
+            raise EnvironmentMissing(f"{target} does not take {sorted(set(args) - set(params))}")
         build(root, **args)
     return load_model.__wrapped__(card.slug)  # not cached: freed after its row
 

@@ -57,8 +57,9 @@ def test_arch_builders_are_functions_under_madbench_common(slug: str) -> None:
     path = ROOT / "madbench_common" / (module.replace(".", "/") + ".py")
     tree = ast.parse(path.read_text())
     fn = next(n for n in tree.body if isinstance(n, ast.FunctionDef) and n.name == name)
-    if cards()[slug].arch.get("args"):
-        assert fn.args.kwarg is not None, f"{slug}: {name} must take the arch args (**kwargs)"
+    named = {a.arg for a in (*fn.args.args, *fn.args.kwonlyargs)}
+    args = set(cards()[slug].arch.get("args") or ())
+    assert fn.args.kwarg is not None or args <= named, f"{slug}: {name} must take {args - named}"
 
 
 @pytest.mark.parametrize(("slug", "module", "constant"), [

@@ -62,13 +62,14 @@ same backbone elsewhere). ``batch``: items per GPU call of the stage (1 unless s
 commit, date); only with ``status: measured``."""
 _MEASURED_KEYS = frozenset({"device", "torch", "cuda", "dtype", "batch", "commit", "date",
                             "runs"})
-ARCH_KEYS = ("repo", "file", "commit", "args", "builder", "config", "reason")
+ARCH_KEYS = ("repo", "file", "commit", "args", "builder", "config", "reason", "note")
 """A card's ``arch``: where the release's own configuration (``config.json``, or the
 upstream constructor's arguments) is, at which commit; ``args``, the shape-setting values
 read there, and ``builder``, the ``module:function`` that writes a full-size random
 checkpoint from them (``madbench gpu-bench``). Where the configuration cannot be read
 offline, ``config: unavailable offline`` and the ``reason``. ``repo: self`` is this
-repository (a CPU reference is its own architecture; no commit)."""
+repository (a CPU reference is its own architecture; no commit). ``note``: how the values
+were read where not from the file itself."""
 UNAVAILABLE = "unavailable offline"
 MODEL_STAGES = {"features": "", "scores": "", "omni": "omni-", "answer": "deaf-"}
 """The stage families made one per model: ``<prefix>_<name>``, where the name is the slug
