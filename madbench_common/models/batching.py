@@ -3,7 +3,8 @@
 A feature stage groups its inputs into batches of the stage's ``batch`` (the card's
 ``gpu.batch``, default 1) and calls :func:`embed_batch`: the adapter's own
 ``embed_batch(inputs)`` where it has one, else its ``embed`` (or a reference encoder's
-``encode``) once per input, so every adapter works at any batch size. An adapter that
+``encode``) once per input, so every adapter works at any batch size. An omni stage does
+the same with :func:`answer_batch` (``answer_batch(requests)``, else ``answer``). An adapter that
 batches for real must return, for each input, what ``embed`` returns for it alone, within
 the tolerance its tests state (``EQUIVALENCE_ATOL``): it pads with per-item lengths and
 attention masks where padded frames cannot reach the real ones, and groups inputs of one
@@ -20,14 +21,15 @@ from typing import Any
 
 import numpy as np
 
-from madbench_common.models.roles import Embedding, InputSpec
+from madbench_common.models.roles import Embedding, InputSpec, OmniAnswer
 
-__all__ = ["EQUIVALENCE_ATOL", "embed_batch", "embed_each", "equal_length_groups",
-           "map_groups"]
+__all__ = ["EQUIVALENCE_ATOL", "answer_batch", "embed_batch", "embed_each",
+           "equal_length_groups", "map_groups"]
 
 EQUIVALENCE_ATOL = 1e-5
 """The largest absolute difference, in float32, allowed between a batched adapter's output
-for an input and the same adapter's output for that input alone (batch 1). Padding and
+for an input (features, a score, an option log-probability) and the same adapter's output
+for that input alone (batch 1); an omni reply's text must be the same. Padding and
 attention masks change the order of floating-point sums, not what is summed."""
 
 EmbedInput = Mapping[str, Any]
@@ -55,6 +57,20 @@ def embed_batch(model: Any, inputs: Sequence[EmbedInput]) -> list[Embedding]:
     if len(out) != len(inputs):
         raise RuntimeError(f"{getattr(model, 'slug', model)}: embed_batch returned "
                            f"{len(out)} embeddings for {len(inputs)} inputs")
+    return out
+
+
+def answer_batch(model: Any, requests: Sequence[Mapping[str, Any]]) -> list[OmniAnswer]:
+    """One omni reply per request (the keyword arguments of ``OmniModel.answer``), in
+    order: the model's ``answer_batch`` where it has one and there is more than one
+    request, else ``answer`` on each in turn."""
+    batched = getattr(model, "answer_batch", None)
+    if batched is None or len(requests) < 2:
+        return [model.answer(**dict(r)) for r in requests]
+    out = list(batched(list(requests)))
+    if len(out) != len(requests):
+        raise RuntimeError(f"{getattr(model, 'slug', model)}: answer_batch returned "
+                           f"{len(out)} replies for {len(requests)} requests")
     return out
 
 
