@@ -131,10 +131,12 @@ def test_loads_in_the_cards_dtype(model: QwenOmni) -> None:
     assert str(model.model.dtype) == f"torch.{expected_dtype(model.slug)}"
 
 
-def test_batched_audio_questions_equal_batch_one(model: QwenOmni) -> None:
+def test_batched_audio_questions_equal_batch_one(model: QwenOmni,
+                                                 capsys: pytest.CaptureFixture[str]) -> None:
     """``answer_batch``: audio-only questions of mixed audio lengths (so mixed prompt lengths,
-    left-padded) and two prompts in one call each give batch 1's text, and its option
-    log-probs within EQUIVALENCE_ATOL on the CPU in fp32; an A-V question is answered alone.
+    left-padded) and two prompts in one call each give batch 1's text and its option
+    log-probs within EQUIVALENCE_ATOL on the CPU in fp32 (on a GPU in bf16 the difference
+    is printed for the record); an A-V question is answered alone.
     Right padding, which the check must catch, moves them by ~0.1."""
     from madbench_common.benchmarks.madbench.omni.ask import request
     from madbench_common.models.batching import EQUIVALENCE_ATOL, answer_batch
@@ -144,11 +146,17 @@ def test_batched_audio_questions_equal_batch_one(model: QwenOmni) -> None:
     requests.append(request(SC, clip(5, video=True), 8))
     alone = [model.answer(**r) for r in requests]
     batched = answer_batch(model, requests)
+    exact = DEVICE == "cpu" and str(model.model.dtype) == "torch.float32"
+    worst = 0.0
     for a, b in zip(alone, batched):
-        assert a.text == b.text and [o.text for o in a.options] == [o.text for o in b.options]
-        if DEVICE == "cpu" and str(model.model.dtype) == "torch.float32":
-            assert max(abs(x.logprob - y.logprob)
-                       for x, y in zip(a.options, b.options)) <= EQUIVALENCE_ATOL
+        assert [o.text for o in a.options] == [o.text for o in b.options]
+        worst = max(worst, *(abs(x.logprob - y.logprob) for x, y in zip(a.options, b.options)))
+        # bf16 on a GPU rounds per batch shape: a random model's near-ties may flip there
+        assert a.text == b.text or not exact
+    with capsys.disabled():
+        print(f"\nQwen2.5-Omni tiny on {DEVICE} ({model.model.dtype}): max |option log-prob, "
+              f"batch - batch 1| = {worst:.2e}")
+    assert worst <= EQUIVALENCE_ATOL or not exact
     # the audio matters: one prompt's scores differ between clips
     assert len({round(a.options[0].logprob, 6) for a in alone[:8:2]}) > 1
     if DEVICE == "cpu":  # right padding: what the check above must catch
