@@ -12,15 +12,16 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any, ClassVar
 
+from madbench_common.models.batching import map_groups
 from madbench_common.models.roles import OmniAnswer, OptionLogprob
 from madbench_common.models.weights import TINY_MARKER
 
-__all__ = ["MEDIA_KEYS", "TINY_MARKER", "HFOmniBase", "cast_media", "checkpoint_version",
-           "first_token_ids", "greedy_reply", "load_kwargs", "option_logprobs", "torch_dtype",
-           "video_frames"]
+__all__ = ["MEDIA_KEYS", "TINY_MARKER", "HFOmniBase", "LeftPaddedOmni", "batch_reply", "cast_media",
+           "checkpoint_version", "first_token_ids", "greedy_reply", "load_kwargs",
+           "option_logprobs", "torch_dtype", "video_frames"]
 
 log = logging.getLogger("madbench")
 
@@ -79,6 +80,27 @@ def greedy_reply(model: Any, inputs: Any, tokenizer: Any, choices: Sequence[str]
     options = option_logprobs(out.logits[0][0], tokenizer, choices) if choices else ()
     return OmniAnswer(text, options, "generate" if choices else "",
                       time.perf_counter() - start)
+
+
+def batch_reply(model: Any, inputs: Any, tokenizer: Any, choices: Sequence[str],
+                max_new_tokens: int) -> list[OmniAnswer]:
+    """:func:`greedy_reply` of each row of a left-padded batch in one ``generate``: the
+    first step's logits of row ``i`` are its answer position, its text what follows the
+    padded prompt (the pad and end tokens are special tokens, skipped). ``seconds`` is the
+    call's wall time shared out evenly."""
+    import torch
+
+    start = time.perf_counter()
+    rows, prompt_len = (int(n) for n in inputs["input_ids"].shape)
+    with torch.inference_mode():
+        out = model.generate(**inputs, max_new_tokens=max_new_tokens, do_sample=False,
+                             temperature=None, top_p=None, top_k=None, num_beams=1,
+                             output_logits=True, return_dict_in_generate=True)
+    seconds = (time.perf_counter() - start) / rows
+    return [OmniAnswer(tokenizer.decode(out.sequences[i, prompt_len:],
+                                        skip_special_tokens=True).strip(),
+                       option_logprobs(out.logits[0][i], tokenizer, choices) if choices else (),
+                       "generate" if choices else "", seconds) for i in range(rows)]
 
 
 def video_frames(frames: Any, fps: float, even: bool = True) -> tuple[Any, float]:
@@ -149,6 +171,39 @@ class HFOmniBase:
                max_new_tokens: int = 16) -> OmniAnswer:
         batch = cast_media(self.inputs(prompt, audio, sample_rate, frames, fps), self.model.dtype)
         return greedy_reply(self.model, batch, self.processor.tokenizer, choices, max_new_tokens)
+
+
+class LeftPaddedOmni(HFOmniBase):
+    """An :class:`HFOmniBase` model whose processor and position ids handle left padding
+    (checked against batch 1 on its tiny model): :meth:`answer_batch` runs audio-only
+    requests in one left-padded ``generate``."""
+
+    def answer_batch(self, requests: Sequence[Mapping[str, Any]]) -> list[OmniAnswer]:
+        """:meth:`answer` of each request (its keyword arguments): audio-only requests that
+        share choices and token limit go in one left-padded ``generate``
+        (:func:`batch_reply`); A-V requests, whose video patches differ per clip, are
+        answered one by one."""
+        groups: dict[Any, list[int]] = {}
+        for i, r in enumerate(requests):
+            key = ("video", i) if r.get("frames") is not None else (
+                tuple(r.get("choices", ())), int(r.get("max_new_tokens", 16)))
+            groups.setdefault(key, []).append(i)
+        return map_groups(list(groups.values()),
+                          lambda g: self._answer_group([requests[i] for i in g]), len(requests))
+
+    def _answer_group(self, requests: Sequence[Mapping[str, Any]]) -> list[OmniAnswer]:
+        if len(requests) == 1 or requests[0].get("frames") is not None:
+            return [self.answer(**r) for r in requests]
+        texts = [self.processor.apply_chat_template(
+            self.conversation(str(r["prompt"]), False), add_generation_prompt=True,
+            tokenize=False, **self.template_kwargs) for r in requests]
+        audios = [self.audio_16k(r["audio"], int(r["sample_rate"])) for r in requests]
+        batch = self.processor(text=texts, audio=audios, sampling_rate=self.sample_rate,
+                               return_tensors="pt", padding=True, padding_side="left")
+        batch = cast_media(batch.to(self.device), self.model.dtype)
+        return batch_reply(self.model, batch, self.processor.tokenizer,
+                           tuple(requests[0].get("choices", ())),
+                           int(requests[0].get("max_new_tokens", 16)))
 
 
 MEDIA_KEYS = ("input_features", "pixel_values", "audio_values", "input_values")

@@ -282,7 +282,11 @@ class Encoder(Model, Protocol):
     """Frozen embeddings; ``modes`` lists the supported input modes (A, V, AV).
 
     Real model adapters also offer ``embed`` (same arguments) returning an
-    :class:`Embedding`, so the feature stage records the exact input on every row.
+    :class:`Embedding`, so the feature stage records the exact input on every row, and may
+    offer ``embed_batch(inputs)`` (a list of ``embed``'s keyword arguments → a list of
+    Embeddings, each equal to ``embed``'s within
+    :data:`~madbench_common.models.batching.EQUIVALENCE_ATOL`); without it
+    :func:`~madbench_common.models.batching.embed_batch` calls ``embed`` per input.
     """
 
     modes: tuple[str, ...]
@@ -303,7 +307,7 @@ class Detector(Model, Protocol):
 
     Audio-visual detectors (``modes`` holds ``AV``) also take the clip's ``frames`` and
     ``fps``; audio detectors ignore them. Like encoders, adapters offer ``embed`` for
-    one pass that returns both with the exact input.
+    one pass that returns both with the exact input, and may offer ``embed_batch``.
     """
 
     modes: tuple[str, ...]
@@ -322,7 +326,11 @@ class OmniModel(Model, Protocol):
     with the media first and ``prompt`` last, decoded greedily (temperature 0) for at
     most ``max_new_tokens`` tokens. ``choices`` are answer strings whose first-token
     log-probabilities at the answer position are returned (option scoring); with no
-    choices the call is free-form generation only.
+    choices the call is free-form generation only. An adapter may offer
+    ``answer_batch(requests)`` (a list of ``answer``'s keyword arguments → a list of
+    replies, each ``answer``'s text with its option log-probs within
+    :data:`~madbench_common.models.batching.EQUIVALENCE_ATOL`); without it
+    :func:`~madbench_common.models.batching.answer_batch` calls ``answer`` per request.
     """
 
     modes: tuple[str, ...]

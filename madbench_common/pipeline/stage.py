@@ -87,6 +87,7 @@ from madbench_common.pipeline.identity import canonical_name, stage_identity, un
 from madbench_common.pipeline.threads import math_threads, pin_threads
 
 __all__ = [
+    "BATCH_PARAM",
     "MapStage",
     "RejectionBudgetExceeded",
     "ShardResult",
@@ -309,11 +310,21 @@ def _params_hash(params: dict[str, Any]) -> str:
     return hashlib.sha256(params_json(params).encode()).hexdigest()[:16]
 
 
+BATCH_PARAM = "batch"
+"""The stage parameter for inputs per model call (a feature stage's; its default is the
+model card's ``gpu.batch``). Not part of the fingerprint, like the shard count: a stage
+that takes it gives each input the rows of batch 1 (a batched adapter within its stated
+tolerance, ``models.batching.EQUIVALENCE_ATOL``), so a rerun at another batch size reuses
+what is done."""
+
+
 def _hashed_params(impl: type[StageImpl[Any]], params: dict[str, Any]) -> dict[str, Any]:
     """``params`` as the fingerprint sees them: what a content parameter names, not its
-    text; never the rejection budget (it decides pass or fail, not what a row holds)."""
-    if BUDGET_PARAM in params:
-        params = {k: v for k, v in params.items() if k != BUDGET_PARAM}
+    text; never the rejection budget (it decides pass or fail, not what a row holds) nor
+    the batch size (:data:`BATCH_PARAM`: how many inputs one model call takes, not what
+    a row holds)."""
+    if BUDGET_PARAM in params or BATCH_PARAM in params:
+        params = {k: v for k, v in params.items() if k not in (BUDGET_PARAM, BATCH_PARAM)}
     if not any(k in params for k in impl.content_params):
         return params
     kept = {k: v for k, v in params.items() if k not in impl.content_params}

@@ -63,3 +63,39 @@ def test_the_published_weights_load_strictly(tmp_path: Path,
     monkeypatch.setenv("MADBENCH_WEIGHTS", str(tmp_path))
     out = AasistDetector().embed(mode="A", audio=demo_audio(1, 4.0)[0], sample_rate=16000)
     assert np.isfinite(out.vector).all() and out.score is not None and 0 <= out.score <= 1
+
+
+def test_batch_equals_batch_one(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                capsys: pytest.CaptureFixture[str]) -> None:
+    """``embed_batch`` stacks the fixed-length crops: each clip's features and score equal
+    its batch-1 ones within the device's bound (``device.batch_atol``), clips of mixed
+    lengths (a short one repeated, a long one cut) included; an empty clip fails the
+    batch, not the others alone."""
+    import torch
+    from AASIST import Model
+
+    from madbench_common.models.adapters.aasist import MODEL_CONFIG
+    from madbench_common.models.batching import embed_batch, embed_each
+
+    from .device import batch_atol
+
+    dest = tmp_path / "files" / "audio-torch"
+    dest.mkdir(parents=True)
+    torch.manual_seed(0)  # random weights at the published size
+    torch.save(Model(MODEL_CONFIG).state_dict(), dest / WEIGHTS)
+    monkeypatch.setenv("MADBENCH_WEIGHTS", str(tmp_path))
+    det = AasistDetector()
+    inputs = [{"mode": "A", "audio": demo_audio(c, s)[0], "sample_rate": demo_audio(c, s)[1]}
+              for c, s in ((1, 6.0), (2, 1.0), (3, 4.5), (4, 2.5))]
+    one, many = embed_each(det, inputs), embed_batch(det, inputs)
+    worst = max(float(np.abs(a.vector - b.vector).max()) for a, b in zip(one, many))
+    with capsys.disabled():
+        print(f"\nAASIST on {det.device}: max |batch 4 - batch 1| = {worst:.2e}")
+    atol = batch_atol(det.device)
+    assert worst <= atol, f"batch differs from batch 1 by {worst:g}"
+    for a, b in zip(one, many):
+        assert a.score is not None and b.score is not None
+        assert abs(a.score - b.score) <= atol and a.spec == b.spec
+    assert len({round(float(e.score or 0), 6) for e in many}) == len(inputs)  # four clips
+    with pytest.raises(ValueError, match="empty"):
+        det.embed_batch([*inputs[:1], {"mode": "A", "audio": np.zeros(0, np.float32)}])

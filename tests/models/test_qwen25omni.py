@@ -129,3 +129,46 @@ def test_loads_straight_onto_the_device(tmp_path: Path, monkeypatch: pytest.Monk
 def test_loads_in_the_cards_dtype(model: QwenOmni) -> None:
     """float32 on the CPU; on a GPU the dtype the catalog card declares (bf16)."""
     assert str(model.model.dtype) == f"torch.{expected_dtype(model.slug)}"
+
+
+def test_batched_audio_questions_equal_batch_one(model: QwenOmni,
+                                                 capsys: pytest.CaptureFixture[str]) -> None:
+    """``answer_batch``: audio-only questions of mixed audio lengths (so mixed prompt lengths,
+    left-padded) and two prompts in one call each give batch 1's text and its option
+    log-probs within EQUIVALENCE_ATOL on the CPU in fp32 (on a GPU in bf16 the difference
+    is printed for the record); an A-V question is answered alone.
+    Right padding, which the check must catch, moves them by ~0.1."""
+    from madbench_common.benchmarks.madbench.omni.ask import request
+    from madbench_common.models.batching import EQUIVALENCE_ATOL, answer_batch
+
+    requests = [request(q, clip(i, seconds), 8) for i, seconds in enumerate((2.0, 1.0, 3.0, 0.5))
+                for q in (BIN, FOUR)]
+    requests.append(request(SC, clip(5, video=True), 8))
+    alone = [model.answer(**r) for r in requests]
+    batched = answer_batch(model, requests)
+    exact = DEVICE == "cpu" and str(model.model.dtype) == "torch.float32"
+    worst = 0.0
+    for a, b in zip(alone, batched):
+        assert [o.text for o in a.options] == [o.text for o in b.options]
+        worst = max(worst, *(abs(x.logprob - y.logprob) for x, y in zip(a.options, b.options)))
+        # bf16 on a GPU rounds per batch shape: a random model's near-ties may flip there
+        assert a.text == b.text or not exact
+    with capsys.disabled():
+        print(f"\nQwen2.5-Omni tiny on {DEVICE} ({model.model.dtype}): max |option log-prob, "
+              f"batch - batch 1| = {worst:.2e}")
+    assert worst <= EQUIVALENCE_ATOL or not exact
+    # the audio matters: one prompt's scores differ between clips
+    assert len({round(a.options[0].logprob, 6) for a in alone[:8:2]}) > 1
+    if DEVICE == "cpu":  # right padding: what the check above must catch
+        from madbench_common.models._omni_hf import batch_reply, cast_media
+
+        texts = [model.processor.apply_chat_template(model.conversation(BIN.full_text, False),
+                                                     add_generation_prompt=True, tokenize=False)
+                 ] * 4
+        audios = [model.audio_16k(r["audio"], r["sample_rate"]) for r in requests[:8:2]]
+        right = model.processor(text=texts, audio=audios, sampling_rate=16000,
+                                return_tensors="pt", padding=True, padding_side="right")
+        wrong = batch_reply(model.model, cast_media(right, model.model.dtype),
+                            model.processor.tokenizer, BIN.choices(), 8)
+        assert max(abs(a.options[0].logprob - w.options[0].logprob)
+                   for a, w in zip(alone[:8:2], wrong)) > 100 * EQUIVALENCE_ATOL

@@ -8,6 +8,7 @@ upstream's ``config/AASIST.conf`` ``model_config``. Input and outputs: :class:`A
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import numpy as np
@@ -56,16 +57,31 @@ class AasistDetector(EmbeddingDetector):
         self.model.eval().to(self.device)
         self._torch = torch
 
-    def embed(self, *, mode: str, audio: Audio | None = None, sample_rate: Hertz = 16000,
-              frames: Frames | None = None, fps: float = 0.0) -> Embedding:
+    def _input(self, mode: str, audio: Audio | None, sample_rate: Hertz) -> np.ndarray:
+        """The upstream crop of one input (16 kHz, repeated, the first ``nb_samp``)."""
         if mode != "A":
             raise ValueError(f"{self.slug} scores audio only (mode A), got {mode!r}")
         n = int(self.config["nb_samp"])
-        x = tile_to(resample(check_audio(audio, self.slug), sample_rate, RATE), n)
+        return tile_to(resample(check_audio(audio, self.slug), sample_rate, RATE), n)
+
+    def _forward(self, crops: Sequence[np.ndarray]) -> list[Embedding]:
+        """One forward over the stacked crops (all ``nb_samp`` long: no padding); in eval
+        mode every layer works per clip (batch norm on its running statistics)."""
+        n = int(self.config["nb_samp"])
         with self._torch.no_grad():
-            hidden, logits = self.model(self._torch.from_numpy(x)[None].to(self.device))
-            p_spoof = float(self._torch.softmax(logits, dim=-1)[0, 0])
+            hidden, logits = self.model(self._torch.from_numpy(np.stack(crops)).to(self.device))
+            p_spoof = self._torch.softmax(logits, dim=-1)[:, 0].cpu().numpy()
         spec = InputSpec(audio_rate=RATE, audio_seconds=n / RATE,
                          crop=f"first {n} samples after repeat padding",
                          pooling="AASIST last hidden state (max/mean of GAT nodes + master)")
-        return Embedding(hidden[0].cpu().numpy().astype(np.float32), spec, p_spoof, "prob")
+        vectors = hidden.cpu().numpy().astype(np.float32)
+        return [Embedding(vectors[i], spec, float(p_spoof[i]), "prob") for i in range(len(crops))]
+
+    def embed(self, *, mode: str, audio: Audio | None = None, sample_rate: Hertz = 16000,
+              frames: Frames | None = None, fps: float = 0.0) -> Embedding:
+        return self._forward([self._input(mode, audio, sample_rate)])[0]
+
+    def embed_batch(self, inputs: Sequence[Mapping[str, Any]]) -> list[Embedding]:
+        """:meth:`embed` of each input in one forward (every crop is ``nb_samp`` long)."""
+        return self._forward([self._input(str(kw["mode"]), kw.get("audio"),
+                                          kw.get("sample_rate", 16000)) for kw in inputs])

@@ -11,7 +11,7 @@ from typing import Any
 
 from madbench_common.models._hf import torch_device
 from madbench_common.models._omni_hf import (
-    HFOmniBase,
+    LeftPaddedOmni,
     checkpoint_version,
     load_kwargs,
     torch_dtype,
@@ -31,7 +31,7 @@ SYSTEM_PROMPT = ("You are Qwen, a virtual human developed by the Qwen Team, Alib
 """The model card's system prompt (the one the model was trained with)."""
 
 
-class QwenOmni(HFOmniBase):
+class QwenOmni(LeftPaddedOmni):
     """Qwen2.5-Omni thinker: greedy answer plus first-token option log-probs.
 
     ``Qwen2_5OmniForConditionalGeneration.from_pretrained(snapshot,

@@ -8,11 +8,13 @@ paper, added by following ``models/catalog/README.md``). Each class gives its re
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import numpy as np
 
 from madbench_common.core.types import Audio, Hertz
+from madbench_common.models.batching import equal_length_groups, map_groups
 from madbench_common.models.prep import check_audio, fuse_av, l2_normalise, resample, torch_device
 from madbench_common.models.roles import Embedding, Frames, InputSpec
 from madbench_common.models.weights import hf_path
@@ -136,19 +138,63 @@ class _SpeechSSLEncoder:
         self.model: Any = model.from_pretrained(path).eval().to(self.device)
         self._torch = torch
 
-    def embed(self, *, mode: str, audio: Audio | None = None, sample_rate: Hertz = 16000,
-              frames: Frames | None = None, fps: float = 0.0) -> Embedding:
+    @property
+    def pads(self) -> bool:
+        """Whether a batch may pad its inputs to the longest with an attention mask: a
+        layer-norm conv feature encoder (XLS-R, WavLM Large) normalises each frame alone
+        and the encoder zeroes and masks the padded frames; a group norm over time (WavLM
+        Base+, wav2vec 2.0 Base) would see the padding, so such a model batches only
+        inputs of one length."""
+        return getattr(self.model.config, "feat_extract_norm", "") == "layer"
+
+    def _input_values(self, mode: str, audio: Audio | None, sample_rate: Hertz) -> Any:
+        """The extractor's ``input_values`` (1 x samples) of one input, normalised alone."""
         if mode != "A":
             raise ValueError(f"{self.slug} encodes audio only (mode A), got {mode!r}")
         rate = int(self.extractor.sampling_rate)
         x = resample(check_audio(audio, self.slug), sample_rate, rate)
-        inputs = self.extractor(x, sampling_rate=rate, return_tensors="pt")
-        with self._torch.no_grad():
-            hidden = self.model(inputs["input_values"].to(self.device)).last_hidden_state
-        vec = hidden[0].mean(dim=0).cpu().numpy().astype(np.float32)
-        spec = InputSpec(audio_rate=rate, audio_seconds=x.size / rate,
-                         pooling=f"mean over {hidden.shape[1]} frames of the last hidden state")
+        return self.extractor(x, sampling_rate=rate, return_tensors="pt")["input_values"]
+
+    def _pooled(self, hidden: Any, samples: int) -> Embedding:
+        """The mean over time of one input's ``hidden`` (frames x width, its own frames)."""
+        rate = int(self.extractor.sampling_rate)
+        vec = hidden.mean(dim=0).cpu().numpy().astype(np.float32)
+        spec = InputSpec(audio_rate=rate, audio_seconds=samples / rate,
+                         pooling=f"mean over {hidden.shape[0]} frames of the last hidden state")
         return Embedding(vec, spec)
+
+    def embed(self, *, mode: str, audio: Audio | None = None, sample_rate: Hertz = 16000,
+              frames: Frames | None = None, fps: float = 0.0) -> Embedding:
+        values = self._input_values(mode, audio, sample_rate)
+        with self._torch.no_grad():
+            hidden = self.model(values.to(self.device)).last_hidden_state
+        return self._pooled(hidden[0], int(values.shape[-1]))
+
+    def embed_batch(self, inputs: Sequence[Mapping[str, Any]]) -> list[Embedding]:
+        """:meth:`embed` of each input, several per forward: padded to the longest with an
+        attention mask and pooled over each input's own frames (:attr:`pads`), else in
+        groups of equal length; equal to :meth:`embed` within
+        :data:`~madbench_common.models.batching.EQUIVALENCE_ATOL`."""
+        values = [self._input_values(str(kw["mode"]), kw.get("audio"),
+                                     kw.get("sample_rate", 16000)) for kw in inputs]
+        lengths = [int(v.shape[-1]) for v in values]
+        groups = [list(range(len(values)))] if self.pads else equal_length_groups(lengths)
+        return map_groups(groups, lambda group: self._forward([values[i] for i in group]),
+                          len(values))
+
+    def _forward(self, values: Sequence[Any]) -> list[Embedding]:
+        torch = self._torch
+        lengths = [int(v.shape[-1]) for v in values]
+        batch = torch.zeros(len(values), max(lengths), dtype=values[0].dtype)
+        mask = torch.zeros(len(values), max(lengths), dtype=torch.long)
+        for i, (v, n) in enumerate(zip(values, lengths)):
+            batch[i, :n], mask[i, :n] = v[0], 1
+        kwargs = {"attention_mask": mask.to(self.device)} if min(lengths) < max(lengths) else {}
+        frames = self.model._get_feat_extract_output_lengths(torch.tensor(lengths)).tolist()
+        with torch.no_grad():
+            hidden = self.model(batch.to(self.device), **kwargs).last_hidden_state
+        return [self._pooled(hidden[i, :int(t)], n) for i, (t, n) in enumerate(zip(frames,
+                                                                                  lengths))]
 
     def encode(self, *, mode: str, audio: Audio | None = None, sample_rate: Hertz = 16000,
                frames: Frames | None = None, fps: float = 0.0) -> np.ndarray:

@@ -37,8 +37,8 @@ import yaml
 from madbench_common.core.errors import ConfigError
 
 __all__ = ["ARCH_KEYS", "DTYPES", "LIST_STAGES", "MODEL_STAGES", "QC_ROLES", "ROLES",
-           "UNAVAILABLE", "Card", "Slot", "cards", "demo_params", "load_card", "model_cards",
-           "model_name", "qc_cards", "stage_card", "stage_cards", "stage_name"]
+           "UNAVAILABLE", "Card", "Slot", "cards", "demo_params", "gpu_batch", "load_card",
+           "model_cards", "model_name", "qc_cards", "stage_card", "stage_cards", "stage_name"]
 
 ROLES = ("separator", "vad", "asr", "audio_tagger", "audio_text_scorer", "speaker_embedder",
          "scene_labeller", "speech_generator", "env_generator", "encoder", "detector",
@@ -221,6 +221,10 @@ def _gpu(raw: Any, where: str, slot: Slot | None, qc: str) -> tuple[dict[str, An
         _refuse(where, "gpu", set(gpu), (*_GPU_KEYS, "stages"))
         if missing := sorted(_GPU_REQUIRED - set(gpu)):
             raise ConfigError(f"{where}: gpu needs {missing}")
+        batch = gpu.get("batch", 1)
+        if not isinstance(batch, int) or isinstance(batch, bool) or batch < 1:
+            raise ConfigError(f"{where}: gpu batch is a whole number of inputs >= 1, got "
+                              f"{batch!r}")
         stages = tuple(gpu.pop("stages", None) or (slot.stages if slot else ()))
         if not stages:
             raise ConfigError(f"{where}: gpu figures need the stages they apply to (a slot, "
@@ -371,6 +375,17 @@ def model_cards(prefix: str) -> list[Card]:
 def qc_cards(reference: bool) -> dict[str, Card]:
     """QC role → the reference (``reference``) or paper card that has it."""
     return {c.qc: c for c in cards().values() if c.qc and c.reference == reference}
+
+
+def gpu_batch(slug: str, stage: str) -> int:
+    """Inputs per model call for model ``slug`` in ``stage``: the ``batch`` of the card's
+    ``gpu`` block for that stage (its only block where none names it), else 1 (a card
+    without a ``gpu`` block, or a model that is not a card's)."""
+    card = cards().get(slug)
+    blocks = card.gpu if card else ()
+    block = next((b for b in blocks if stage in b["stages"]),
+                 blocks[0] if len(blocks) == 1 else None)
+    return int(block.get("batch", 1)) if block else 1
 
 
 def demo_params() -> dict[str, dict[str, list[str]]]:

@@ -21,7 +21,7 @@ from madbench_common.core.types import Audio
 from madbench_common.models.answer_cache import ResponseCache, ResponseKey, choices_setting
 from madbench_common.models.roles import Frames, OmniAnswer, OmniModel
 
-__all__ = ["Media", "Outcome", "ask"]
+__all__ = ["Media", "Outcome", "ask", "request", "response_key"]
 
 
 @dataclass(frozen=True)
@@ -59,19 +59,43 @@ def _call(model: OmniModel, question: Question, load: Callable[[], Media],
                         max_new_tokens=max_new_tokens)
 
 
+def response_key(model: OmniModel, question: Question, *, inputs: tuple[str, ...], mode: str,
+                 image: str = "", pairing: str = "paired", max_new_tokens: int = 8,
+                 settings: Mapping[str, Any] | None = None, identity: str = "") -> ResponseKey:
+    """The cache key of ``question`` on the input identified by ``inputs`` (see :func:`ask`)."""
+    return ResponseKey(model.slug, model.version, image, question.hash, inputs, mode, pairing,
+                       {**(settings or {}), "max_new_tokens": max_new_tokens,
+                        "choices": choices_setting(question.choices())}, identity)
+
+
 def ask(model: OmniModel, question: Question, *, inputs: tuple[str, ...], mode: str,
         load: Callable[[], Media], cache: ResponseCache | None = None, image: str = "",
         pairing: str = "paired", max_new_tokens: int = 8,
-        settings: Mapping[str, Any] | None = None, identity: str = "") -> Outcome:
+        settings: Mapping[str, Any] | None = None, identity: str = "",
+        answered: OmniAnswer | None = None) -> Outcome:
     """``question`` on the input identified by ``inputs`` (sha256s), loaded only on a miss;
     ``identity`` is the loaded model's (:func:`~madbench_common.pipeline.identity.
-    cache_identity`: adapter code, weights pins, dtype, message layout)."""
-    key = ResponseKey(model.slug, model.version, image, question.hash, inputs, mode, pairing,
-                      {**(settings or {}), "max_new_tokens": max_new_tokens,
-                       "choices": choices_setting(question.choices())}, identity)
+    cache_identity`: adapter code, weights pins, dtype, message layout). ``answered``: the
+    model's reply already obtained in a batch (:func:`request`), used on a cache miss
+    instead of calling the model again."""
+    key = response_key(model, question, inputs=inputs, mode=mode, image=image, pairing=pairing,
+                       max_new_tokens=max_new_tokens, settings=settings, identity=identity)
+
+    def call() -> OmniAnswer:
+        return answered if answered is not None else _call(model, question, load,
+                                                           max_new_tokens)
+
     if cache is None:
-        answer, cached = _call(model, question, load, max_new_tokens), False
+        answer, cached = call(), False
     else:
-        answer, cached = cache.fetch(key, lambda: _call(model, question, load, max_new_tokens))
+        answer, cached = cache.fetch(key, call)
     return Outcome(question, answer, parse_answer(answer.text, question),
                    label_probs(question, answer), cached, key)
+
+
+def request(question: Question, media: Media, max_new_tokens: int) -> dict[str, Any]:
+    """The keyword arguments of the model call :func:`ask` makes (``OmniModel.answer``), for
+    a batched call (:func:`~madbench_common.models.batching.answer_batch`)."""
+    return {"prompt": question.full_text, "audio": media.audio,
+            "sample_rate": media.sample_rate, "frames": media.frames, "fps": media.fps,
+            "choices": question.choices(), "max_new_tokens": max_new_tokens}

@@ -33,11 +33,14 @@ import numpy as np
 
 from madbench_common.benchmarks.madbench.eval.tasks import SC_PROTOCOL
 from madbench_common.benchmarks.madbench.rows import FeatureRow, PerturbedRow, SampleRow
+from madbench_common.core.errors import ConfigError
 from madbench_common.media.mux import sample_frames, video_digest
+from madbench_common.models.batching import embed_batch
+from madbench_common.models.catalog import gpu_batch
 from madbench_common.models.registry import load_model
 from madbench_common.models.roles import Frames
-from madbench_common.pipeline.failures import is_fault, row_failure
-from madbench_common.pipeline.stage import StageImpl
+from madbench_common.pipeline.failures import free_gpu_memory, is_fault, is_gpu_oom, row_failure
+from madbench_common.pipeline.stage import BATCH_PARAM, StageImpl
 
 __all__ = ["FeatureStage", "image_id", "input_sha256", "shuffle_partners", "shuffle_rng",
            "shuffled_input"]
@@ -103,7 +106,7 @@ class FeatureStage(StageImpl[FeatureRow]):
     row_type = FeatureRow
     id_field = "sample_id"
     separable = True
-    optional_params = ("samples_stage",)
+    optional_params = ("samples_stage", BATCH_PARAM)
 
     @cached_property
     def samples(self) -> dict[str, SampleRow]:
@@ -134,14 +137,78 @@ class FeatureStage(StageImpl[FeatureRow]):
         return [(m, p) for m in modes for p in pairings
                 if p == "paired" or (m != "A" and shuffled_input(s))]
 
+    def batch_size(self) -> int:
+        """Inputs per model call for the current encoder: the stage's ``batch`` parameter,
+        else its card's ``gpu.batch`` (:func:`~madbench_common.models.catalog.gpu_batch`),
+        else 1."""
+        value = self.ctx.params.get(BATCH_PARAM)
+        if value in (None, ""):
+            return gpu_batch(str(getattr(self.encoder, "slug", "")), self.ctx.stage.name)
+        try:
+            size = int(value)
+        except (TypeError, ValueError):
+            size = 0
+        if size < 1:
+            raise ConfigError(f"stage {self.ctx.stage.name}: {BATCH_PARAM} must be a whole "
+                              f"number >= 1, got {value!r}")
+        return size
+
     def run_items(self, items: Sequence[str]) -> list[FeatureRow]:
         rows = []
         prov = self.ctx.provenance(self.encoder.slug, self.encoder.version)
-        for item in items:
-            s = self.samples[item]
-            for mode, pairing in self._jobs(s):
+        jobs = [(self.samples[item], mode, pairing) for item in items
+                for mode, pairing in self._jobs(self.samples[item])]
+        size = self.batch_size()
+        if size > 1:
+            self._prefetch(jobs, size)
+        try:
+            for s, mode, pairing in jobs:
                 rows.append(self._row(s, mode, pairing).with_provenance(prov))
+        finally:
+            self._pending.clear()
         return rows
+
+    @cached_property
+    def _pending(self) -> dict[tuple[str, str], Any]:
+        """(mode, input sha256) → a batch's checked result, until its row takes it."""
+        return {}
+
+    def _prefetch(self, jobs: Sequence[tuple[SampleRow, str, str]], size: int) -> None:
+        """Encode the uncached inputs of ``jobs``, ``size`` of one mode per model call, into
+        :attr:`_pending`. A batch that raises (a bad input, GPU memory) is left to
+        :meth:`_row`, input by input at batch 1: a bad input is rejected with its own
+        reason and the others still get their rows; an output that fails the checks is
+        recomputed alone the same way. Rows and their order are those of batch 1."""
+        todo: dict[tuple[str, str], tuple[SampleRow, SampleRow]] = {}
+        for s, mode, pairing in jobs:
+            video = s if pairing == "paired" else self.partners.get(s.sample_id)
+            if video is None:
+                continue
+            key = (mode, input_sha256(mode, s.audio_sha256, video.video_sha256))
+            if key not in todo and not self.ctx.run.store.exists(self.cache_key(*key)):
+                todo[key] = (s, video)
+        for mode in dict.fromkeys(mode for mode, _ in todo):
+            keys = [k for k in todo if k[0] == mode]
+            for chunk in (keys[i:i + size] for i in range(0, len(keys), size)):
+                if len(chunk) > 1:
+                    self._encode_chunk(chunk, todo)
+
+    def _encode_chunk(self, chunk: Sequence[tuple[str, str]],
+                      todo: Mapping[tuple[str, str], tuple[SampleRow, SampleRow]]) -> None:
+        try:
+            results = self._call_batch([self._inputs(mode, *todo[(mode, sha)])
+                                        for mode, sha in chunk])
+        except Exception as exc:  # each input again alone, in _row, with its own reason
+            if is_gpu_oom(exc):
+                free_gpu_memory()
+            log.warning("%s: a batch of %d inputs failed (%s: %s); encoding them one by one",
+                        self.ctx.stage.name, len(chunk), type(exc).__name__, exc)
+            return
+        for key, result in zip(chunk, results):
+            try:
+                self._pending[key] = self._checked(result)
+            except ValueError:
+                continue  # recomputed alone in _row, which rejects it with the reason
 
     def _row(self, s: SampleRow, mode: str, pairing: str) -> FeatureRow:
         video = s if pairing == "paired" else self.partners.get(s.sample_id)
@@ -186,7 +253,8 @@ class FeatureStage(StageImpl[FeatureRow]):
         store, key = self.ctx.run.store, self.cache_key(mode, sha)
         if store.exists(key):
             return np.load(io.BytesIO(store.get_bytes(key)))
-        vec = self._encode(mode, s, video)
+        vec = self._pending.pop((mode, sha), None)
+        vec = self._encode(mode, s, video) if vec is None else vec
         buf = io.BytesIO()
         np.save(buf, vec)
         store.put_bytes(key, buf.getvalue())
@@ -218,14 +286,33 @@ class FeatureStage(StageImpl[FeatureRow]):
             frames, rate = self._decoded[key]
             return frames.copy(), rate
 
-    def _encode(self, mode: str, s: SampleRow, video: SampleRow) -> np.ndarray:
+    def _inputs(self, mode: str, s: SampleRow, video: SampleRow) -> dict[str, Any]:
+        """The model call's keyword arguments for one input (audio and/or frames)."""
         kwargs: dict[str, Any] = {"mode": mode}
         if mode in ("A", "AV"):
             audio, rate = self.ctx.load_audio(s.audio_uri, s.audio_sha256)
             kwargs["audio"], kwargs["sample_rate"] = audio, rate
         if mode in ("V", "AV"):
             kwargs["frames"], kwargs["fps"] = self._frames(video)
-        vec = np.asarray(self.encoder.encode(**kwargs), dtype=np.float32)
+        return kwargs
+
+    def _call(self, kwargs: Mapping[str, Any]) -> Any:
+        """One input's model output (batch 1)."""
+        return self.encoder.encode(**kwargs)
+
+    def _call_batch(self, inputs: Sequence[Mapping[str, Any]]) -> list[Any]:
+        """Several inputs' outputs, as :meth:`_call` gives each: the encoder's batched
+        ``embed_batch`` where it has one, else :meth:`_call` in turn."""
+        if hasattr(self.encoder, "embed_batch"):
+            return [e.vector for e in embed_batch(self.encoder, inputs)]
+        return [self._call(kwargs) for kwargs in inputs]
+
+    def _checked(self, out: Any) -> Any:
+        """The cached value of one output; a ValueError where it is unusable."""
+        vec = np.asarray(out, dtype=np.float32)
         if not np.isfinite(vec).all():
             raise ValueError("encoder returned NaN or inf")
         return vec
+
+    def _encode(self, mode: str, s: SampleRow, video: SampleRow) -> Any:
+        return self._checked(self._call(self._inputs(mode, s, video)))

@@ -28,7 +28,7 @@ import hashlib
 import io
 import json
 import logging
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import asdict, fields
 from functools import cached_property
 from typing import Any
@@ -37,6 +37,7 @@ import numpy as np
 
 from madbench_common.benchmarks.madbench.rows import FeatureRow, SampleRow
 from madbench_common.benchmarks.madbench.stages.features import FeatureStage
+from madbench_common.models.batching import embed_batch, embed_each
 from madbench_common.models.registry import load_model
 from madbench_common.models.roles import Embedding, InputSpec
 
@@ -103,22 +104,20 @@ class ModelFeatureStage(FeatureStage):
         store, key = self.ctx.run.store, self.cache_key(mode, sha)
         if store.exists(key):
             return _load(store.get_bytes(key))
-        emb = self._embed(mode, s, video)
+        emb = self._pending.pop((mode, sha), None)
+        emb = self._encode(mode, s, video) if emb is None else emb
         store.put_bytes(key, _dump(emb))
         return emb
 
-    def _embed(self, mode: str, s: SampleRow, video: SampleRow) -> Embedding:
-        kwargs: dict[str, Any] = {"mode": mode}
-        if mode in ("A", "AV"):
-            audio, rate = self.ctx.load_audio(s.audio_uri, s.audio_sha256)
-            kwargs["audio"], kwargs["sample_rate"] = audio, rate
-        if mode in ("V", "AV"):
-            kwargs["frames"], kwargs["fps"] = self._frames(video)
-        embed = getattr(self.encoder, "embed", None)
-        if embed is not None:
-            emb: Embedding = embed(**kwargs)
-        else:  # a reference encoder: features only
-            emb = Embedding(np.asarray(self.encoder.encode(**kwargs)), InputSpec())
+    def _call(self, kwargs: Mapping[str, Any]) -> Embedding:
+        """The adapter's ``embed`` (a reference encoder's ``encode``: features only)."""
+        return embed_each(self.encoder, [kwargs])[0]
+
+    def _call_batch(self, inputs: Sequence[Mapping[str, Any]]) -> list[Any]:
+        return embed_batch(self.encoder, inputs)
+
+    def _checked(self, out: Any) -> Embedding:
+        emb: Embedding = out
         vec = np.asarray(emb.vector, dtype=np.float32).reshape(-1)
         if vec.size == 0 or not np.isfinite(vec).all():
             raise ValueError("model returned an empty, NaN or inf feature vector")

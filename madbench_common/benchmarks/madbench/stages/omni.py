@@ -16,7 +16,13 @@ from functools import cached_property
 from typing import Any, ClassVar
 
 from madbench_common.benchmarks.madbench.eval.tasks import CORE_TASKS, SC_PROTOCOL, VARIANTS
-from madbench_common.benchmarks.madbench.omni.ask import Media, Outcome, ask
+from madbench_common.benchmarks.madbench.omni.ask import (
+    Media,
+    Outcome,
+    ask,
+    request,
+    response_key,
+)
 from madbench_common.benchmarks.madbench.prompts import MADBENCH_PROMPTS, Question, load_prompt
 from madbench_common.benchmarks.madbench.rows import SampleRow, ScoreRow
 from madbench_common.benchmarks.madbench.stages.features import (
@@ -25,11 +31,15 @@ from madbench_common.benchmarks.madbench.stages.features import (
     shuffle_rng,
     shuffled_input,
 )
+from madbench_common.core.errors import ConfigError
 from madbench_common.media.mux import sample_frames
-from madbench_common.models.answer_cache import ResponseCache
+from madbench_common.models.answer_cache import ResponseCache, ResponseKey
+from madbench_common.models.batching import answer_batch
+from madbench_common.models.catalog import gpu_batch
 from madbench_common.models.registry import load_model
-from madbench_common.pipeline.failures import is_fault, row_failure
-from madbench_common.pipeline.stage import StageImpl
+from madbench_common.models.roles import OmniAnswer
+from madbench_common.pipeline.failures import free_gpu_memory, is_fault, is_gpu_oom, row_failure
+from madbench_common.pipeline.stage import BATCH_PARAM, StageImpl
 
 __all__ = ["POSITIVE", "OmniStage", "omni_jobs"]
 
@@ -82,7 +92,7 @@ class OmniStage(StageImpl[ScoreRow]):
     row_type = ScoreRow
     id_field = "sample_id"
     separable = True
-    optional_params = ("samples_stage", "cache", "prompts")
+    optional_params = ("samples_stage", "cache", "prompts", BATCH_PARAM)
 
     @cached_property
     def model_slug(self) -> str:
@@ -136,21 +146,98 @@ class OmniStage(StageImpl[ScoreRow]):
         modes = [m for m in self.ctx.params["modes"] if m in self.model.modes]
         return modes, list(self.ctx.params["scene_modes"])
 
+    def batch_size(self) -> int:
+        """Questions per model call: the ``batch`` parameter, else the card's ``gpu.batch``
+        (:func:`~madbench_common.models.catalog.gpu_batch`), else 1."""
+        value = self.ctx.params.get(BATCH_PARAM)
+        if value in (None, ""):
+            return gpu_batch(self.model_slug, self.ctx.stage.name)
+        try:
+            size = int(value)
+        except (TypeError, ValueError):
+            size = 0
+        if size < 1:
+            raise ConfigError(f"stage {self.ctx.stage.name}: {BATCH_PARAM} must be a whole "
+                              f"number >= 1, got {value!r}")
+        return size
+
     def run_items(self, items: Sequence[str]) -> list[ScoreRow]:
         if not items:
             return []
         prov = self.ctx.provenance(self.model.slug, self.model.version)
         modes, scene_modes = self._modes()
+        jobs = {item: omni_jobs(self.samples[item], modes, scene_modes,
+                                shuffled_input(self.samples[item])) for item in items}
+        size = self.batch_size()
+        if size > 1:
+            self._prefetch([(self.samples[i], *job) for i in items for job in jobs[i]], size)
         rows = []
-        for item in items:
-            s = self.samples[item]
-            media = _MediaLoader(self, s)
-            for task, mode, pairing in omni_jobs(s, modes, scene_modes, shuffled_input(s)):
-                rows.append(self._row(s, task, mode, pairing, media).with_provenance(prov))
+        try:
+            for item in items:
+                s = self.samples[item]
+                media = _MediaLoader(self, s)
+                for task, mode, pairing in jobs[item]:
+                    rows.append(self._row(s, task, mode, pairing, media).with_provenance(prov))
+        finally:
+            self._pending.clear()
         if self.cache is not None:
             log.info("%s: %d replies from the cache, %d asked", self.ctx.stage.name,
                      self.cache.hits, self.cache.misses)
         return rows
+
+    @cached_property
+    def _pending(self) -> dict[str, OmniAnswer]:
+        """Replies of a batched call by their key's digest, until the row that asked takes
+        them."""
+        return {}
+
+    def _ask_args(self, s: SampleRow, task: str, mode: str, pairing: str,
+                  video: SampleRow) -> dict[str, Any]:
+        """What identifies one question on one input (:func:`response_key`'s arguments)."""
+        inputs = (s.audio_sha256,) if mode == "A" else (s.audio_sha256, video.video_sha256)
+        return {"inputs": inputs, "mode": mode, "image": self.ctx.image, "pairing": pairing,
+                "max_new_tokens": int(self.ctx.params["max_new_tokens"]),
+                "settings": self._settings(mode), "identity": self.identity}
+
+    def _prefetch(self, jobs: Sequence[tuple[SampleRow, str, str, str]], size: int) -> None:
+        """Ask the uncached questions of ``jobs``, ``size`` of one task and mode per model
+        call, into :attr:`_pending`. A batch that raises is left to :meth:`_row`, question by
+        question (batch 1), so a bad input is rejected with its own reason and the other
+        questions still get their rows, identical to batch 1's."""
+        todo: dict[tuple[str, str], list[tuple[ResponseKey, SampleRow, SampleRow]]] = {}
+        seen: set[str] = set()
+        for s, task, mode, pairing in jobs:
+            video = s if pairing == "paired" else self.partners.get(s.sample_id)
+            if video is None:
+                continue
+            key = response_key(self.model, self.questions[task],
+                               **self._ask_args(s, task, mode, pairing, video))
+            if key.digest() in seen or (self.cache is not None and self.cache.store.exists(
+                    self.cache.key_path(key))):
+                continue
+            seen.add(key.digest())
+            todo.setdefault((task, mode), []).append((key, s, video))
+        for (task, mode), asks in todo.items():
+            for chunk in (asks[i:i + size] for i in range(0, len(asks), size)):
+                if len(chunk) > 1:
+                    self._ask_chunk(task, mode, chunk)
+
+    def _ask_chunk(self, task: str, mode: str,
+                   chunk: Sequence[tuple[ResponseKey, SampleRow, SampleRow]]) -> None:
+        max_new = int(self.ctx.params["max_new_tokens"])
+        try:
+            requests = [request(self.questions[task], _MediaLoader(self, s).load(mode, video),
+                                max_new) for _, s, video in chunk]
+            replies = answer_batch(self.model, requests)
+        except Exception as exc:  # each question again alone, in _row, with its own reason
+            if is_gpu_oom(exc):
+                free_gpu_memory()
+            log.warning("%s: a batch of %d %s/%s questions failed (%s: %s); asking them one "
+                        "by one", self.ctx.stage.name, len(chunk), task, mode,
+                        type(exc).__name__, exc)
+            return
+        for (key, _, _), reply in zip(chunk, replies):
+            self._pending[key.digest()] = reply
 
     def _row(self, s: SampleRow, task: str, mode: str, pairing: str,
              media: _MediaLoader) -> ScoreRow:
@@ -166,13 +253,13 @@ class OmniStage(StageImpl[ScoreRow]):
         if video is None:
             return ScoreRow(**base, status="rejected", reason="no_shuffle_partner")
         sha = input_sha256(mode, s.audio_sha256, video.video_sha256)
-        inputs = (s.audio_sha256,) if mode == "A" else (s.audio_sha256, video.video_sha256)
         try:
-            out = ask(self.model, self.questions[task], inputs=inputs, mode=mode,
-                      load=lambda: media.load(mode, video), cache=self.cache,
-                      image=self.ctx.image, pairing=pairing,
-                      max_new_tokens=int(self.ctx.params["max_new_tokens"]),
-                      settings=self._settings(mode), identity=self.identity)
+            args = self._ask_args(s, task, mode, pairing, video)
+            answered = self._pending.pop(response_key(
+                self.model, self.questions[task], **args).digest(), None) if self._pending \
+                else None
+            out = ask(self.model, self.questions[task], load=lambda: media.load(mode, video),
+                      cache=self.cache, answered=answered, **args)
         except Exception as exc:  # quarantines this row, unless the whole stage must fail
             failed = row_failure(exc, f"{s.sample_id} {task} {mode}/{pairing}")
             log.warning("%s: %s %s %s/%s failed: %s", self.ctx.stage.name, s.sample_id, task,

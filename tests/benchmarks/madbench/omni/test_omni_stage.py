@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import zlib
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
@@ -21,7 +22,7 @@ from madbench_common.pipeline.graph import Graph, Stage
 from madbench_common.pipeline.stage import make_context, merge_stage, run_shard
 from tests.media.clips import make_clip
 
-from .toy import ToyOmni
+from .toy import BatchedToyOmni, ToyOmni
 
 _STAGES = "madbench_common.benchmarks.madbench.stages"
 
@@ -175,3 +176,38 @@ def test_full_profile_puts_each_omni_model_on_its_own_image() -> None:
         assert s.image.startswith("omni-") and s.gpu == 1
         assert REGISTRY[s.model].group == "omni" and REGISTRY[s.model].image == s.image
         assert s.outputs == ("scores",)
+
+
+def _batched_run(tmp: Path, monkeypatch: pytest.MonkeyPatch, batch: int,
+                 ) -> tuple[list[ScoreRow], BatchedToyOmni]:
+    """A fresh store (the response cache lives at its root) whose sample ``SILENT`` has
+    silent audio; the stage at ``batch`` questions per call."""
+    model = BatchedToyOmni()
+    monkeypatch.setattr(omni_stage, "load_model", lambda slug: model)
+    monkeypatch.setitem(REGISTRY, "toy-omni", ModelSpec(
+        "toy-omni", "omni", "omni.toy:BatchedToyOmni", True, "reference-cpu", "test double"))
+    run = RunStore(FileStore(str(tmp / "store")), "r1")
+    rows = _samples(run, tmp)
+    quiet = run.put_bytes("assemble/silent.wav", wav_bytes(np.zeros(SR, np.float32), SR))
+    _put(run, "assemble", [replace(r, audio_uri=quiet.uri, audio_sha256=quiet.sha256)
+                           if r.sample_id == SILENT else r for r in rows])
+    params = {"model": "toy-omni", "batch": batch, "max_failed_fraction": 0.5}
+    return _run(run, "omni_toy", params, shards=1), model
+
+
+SILENT = "c2-S-balanced"
+
+
+def test_batch_four_gives_the_rows_of_batch_one(tmp_path: Path,
+                                                monkeypatch: pytest.MonkeyPatch) -> None:
+    one, model1 = _batched_run(tmp_path / "b1", monkeypatch, 1)
+    four, model4 = _batched_run(tmp_path / "b4", monkeypatch, 4)
+    assert model1.batches == [] and 4 in model4.batches  # batch 1 never calls answer_batch
+    assert four == one  # the same rows, in the same order, the same values
+    bad = [r for r in four if not r.ok]
+    # the silent sample's questions are rejected alone, with batch 1's reason; the other
+    # questions of their batches were asked again one by one and succeeded
+    assert {r.sample_id for r in bad} == {SILENT} and len(bad) == 8
+    assert {r.reason for r in bad} == {"item_failed"}
+    assert all("silent input" in r.detail for r in bad)
+    assert model4.calls == len(four) - len(bad)  # every other question answered once

@@ -11,7 +11,8 @@ from __future__ import annotations
 
 import hashlib
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
+from typing import Any
 
 import numpy as np
 
@@ -76,3 +77,26 @@ class ToyOmni:
                         for c in choices)
         return OmniAnswer(text, options, "generate" if choices else "",
                           time.perf_counter() - start)
+
+
+class BatchedToyOmni(ToyOmni):
+    """Answers whole batches (``answer_batch``: one call per batch, its size recorded in
+    ``batches``), each request as ``answer`` would; silent audio is bad input, alone or
+    anywhere in a batch (the whole batch raises)."""
+
+    def __init__(self, seed: int = 0) -> None:
+        super().__init__(seed)
+        self.batches: list[int] = []
+
+    def answer(self, prompt: str, audio: Audio, sample_rate: int, frames: Frames | None = None,
+               fps: float = 0.0, choices: Sequence[str] = (),
+               max_new_tokens: int = 16) -> OmniAnswer:
+        if not np.any(audio):
+            raise ValueError("silent input")
+        return super().answer(prompt, audio, sample_rate, frames, fps, choices, max_new_tokens)
+
+    def answer_batch(self, requests: Sequence[Mapping[str, Any]]) -> list[OmniAnswer]:
+        if any(not np.any(r["audio"]) for r in requests):
+            raise ValueError("silent input in the batch")
+        self.batches.append(len(requests))
+        return [ToyOmni.answer(self, **r) for r in requests]

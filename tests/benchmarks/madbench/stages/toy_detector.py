@@ -3,6 +3,9 @@ score" is the logistic of the clip's RMS level in dB, a documented function of t
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
+from typing import Any, ClassVar
+
 import numpy as np
 
 from madbench_common.core.types import Audio, Hertz
@@ -60,3 +63,26 @@ class ModulelessDetector(RmsDetector):
         import madbench_no_such_module  # noqa: F401
 
         raise AssertionError("unreachable")
+
+
+class BatchedRmsDetector(RmsDetector):
+    """Takes whole batches (``embed_batch``: one call per batch, its size recorded in
+    ``calls``, 1 for ``embed``) and gives each input what ``embed`` gives it alone.
+    Silent audio is bad input, alone or anywhere in a batch (the whole batch raises)."""
+
+    slug = "test-batched-detector"
+    calls: ClassVar[list[int]] = []
+
+    def embed(self, *, mode: str, audio: Audio | None = None, sample_rate: Hertz = 16000,
+              frames: Frames | None = None, fps: float = 0.0) -> Embedding:
+        if audio is not None and not np.any(audio):
+            raise ValueError("silent input")
+        self.calls.append(1)
+        return super().embed(mode=mode, audio=audio, sample_rate=sample_rate, frames=frames,
+                             fps=fps)
+
+    def embed_batch(self, inputs: Sequence[Mapping[str, Any]]) -> list[Embedding]:
+        if any(kw.get("audio") is not None and not np.any(kw["audio"]) for kw in inputs):
+            raise ValueError("silent input in the batch")
+        self.calls.append(len(inputs))
+        return [RmsDetector.embed(self, **kw) for kw in inputs]
