@@ -37,6 +37,7 @@ import yaml
 
 from madbench_common.core.errors import ConfigError, EnvironmentMissing
 from madbench_common.core.types import Audio, Frames
+from madbench_common.models import batching
 from madbench_common.models.catalog import UNAVAILABLE, Card, cards
 
 __all__ = ["BenchItem", "BenchRow", "bench_model", "demo_items", "gpu_bench", "rows_json",
@@ -110,8 +111,7 @@ def _call(model: Any, role: str, item: BenchItem) -> Any:
     """The call a stage makes for one item, by the model's role."""
     a, f, fps = item.audio, item.frames, item.fps
     calls: dict[str, Callable[[], Any]] = {
-        "encoder": lambda: model.encode(mode="AV" if "AV" in model.modes and "A" not in
-                                        model.modes else "A", audio=a, sample_rate=RATE,
+        "encoder": lambda: model.encode(mode=_mode(model), audio=a, sample_rate=RATE,
                                         frames=f, fps=fps),
         "detector": lambda: model.score(a, RATE, frames=f, fps=fps),
         "omni": lambda: model.answer(_PROMPT, a, RATE, frames=f, fps=fps,
@@ -136,15 +136,29 @@ def _call(model: Any, role: str, item: BenchItem) -> Any:
     return calls[role]()
 
 
+def _mode(model: Any) -> str:
+    """The mode a feature stage asks of an encoder: audio where it has it, else A-V."""
+    modes = getattr(model, "modes", ("A",))
+    return "AV" if "AV" in modes and "A" not in modes else "A"
+
+
 def _batched(model: Any, role: str, items: Sequence[BenchItem], batch: int) -> None:
-    """Run ``items`` as the stage would at ``batch`` items per call: the adapter's
-    ``<method>_batch`` where it has one, else one call per item."""
-    batch_call = {"encoder": "encode_batch", "detector": "score_batch",
-                  "omni": "answer_batch"}.get(role, "")
-    if batch > 1 and batch_call and hasattr(model, batch_call):
+    """Run ``items`` as the stage would at ``batch`` items per call, through the stages' own
+    batching (:mod:`madbench_common.models.batching`): the adapter's ``embed_batch`` /
+    ``answer_batch`` where it has one, else one call per item."""
+    if batch > 1 and role in ("encoder", "detector") and (hasattr(model, "embed")
+                                                         or hasattr(model, "encode")):
         for i in range(0, len(items), batch):
-            chunk = items[i:i + batch]
-            getattr(model, batch_call)([c.audio for c in chunk], RATE)
+            batching.embed_batch(model, [
+                {"mode": _mode(model), "audio": c.audio, "sample_rate": RATE,
+                 "frames": c.frames, "fps": c.fps} for c in items[i:i + batch]])
+        return
+    if batch > 1 and role == "omni":
+        for i in range(0, len(items), batch):
+            batching.answer_batch(model, [
+                {"prompt": _PROMPT, "audio": c.audio, "sample_rate": RATE,
+                 "frames": c.frames, "fps": c.fps, "choices": ("Yes", "No"),
+                 "max_new_tokens": 8} for c in items[i:i + batch]])
         return
     for item in items:
         _call(model, role, item)

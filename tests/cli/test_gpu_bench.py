@@ -85,3 +85,22 @@ def test_a_cuda_measurement_is_written_into_the_card(tmp_path: Path) -> None:
     assert gpu["gpu_mem_gb"] == 1.3 and gpu["measured"]["device"] == "NVIDIA H200"
     assert gpu["measured"]["torch"] == "2.11.0" and gpu["measured"]["batch"] == 1
     assert card.arch == load_card(src.read_text(), src.name).arch
+
+
+def test_a_batch_over_one_goes_through_the_stages_batching(tmp_path: Path) -> None:
+    """gpu-bench times a stage's batch as the stage runs it: one ``embed_batch`` call per
+    batch of inputs (``models.batching``), the rest of a short batch included."""
+    from madbench_common.models import batching
+    from madbench_common.models.gpubench import _batched, demo_items
+    from madbench_common.models.registry import load_model
+
+    model = load_model("ref-lfcc-stats")
+    calls: list[int] = []
+
+    def embed_batch(inputs: list[batching.EmbedInput]) -> list[batching.Embedding]:
+        calls.append(len(inputs))
+        return batching.embed_each(model, inputs)
+
+    model.embed_batch = embed_batch
+    _batched(model, "encoder", demo_items(3), batch=2)
+    assert calls == [2]  # the lone third input is asked alone (embed_batch needs two)
