@@ -41,7 +41,7 @@ _SILENCE_DB = -40.0
 class GenerationFailed(RuntimeError):
     """One component could not be generated; ``why`` is a short machine-readable code
     (``empty_text``, ``unsupported_characters``, ``reference_too_short``,
-    ``source_too_short``, ``out_of_memory``, ``empty_output``).
+    ``source_too_short``, ``out_of_memory``, ``empty_output``, ``no_speech_tokens``).
 
     It subclasses ``RuntimeError`` so that the generator stages record it as a
     ``generation_failed`` row (detail ``GenerationFailed: <why>: <detail>``) and go on:

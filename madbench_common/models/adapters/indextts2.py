@@ -114,6 +114,19 @@ def plan_frames(natural: int, target: int) -> tuple[int, str]:
     return frames, method if frames == target else method + "+time_stretch"
 
 
+def check_codes(codes: Any, stop_token: int) -> None:
+    """Refuse a GPT output with no speech token before its stop token.
+
+    Upstream trims each sequence at the stop token and carries on; a sequence that stops at
+    once leaves zero codes, and the semantic-to-mel stage then fails inside a convolution
+    ("padded input size per channel: (0)"). That is the generator producing nothing for
+    this text and reference, as an empty waveform is (``empty_output``): a rejected row,
+    not a fault of the machine."""
+    if codes.shape[-1] == 0 or bool((codes[:, 0] == stop_token).all()):
+        raise GenerationFailed("no_speech_tokens",
+                               "IndexTTS2's GPT stopped before its first speech token")
+
+
 class LengthControl:
     """Arms the s2mel length regulator after each GPT call and gives it the target length.
 
@@ -129,20 +142,24 @@ class LengthControl:
     the rest is a WSOLA stretch (``model:s2mel_target_length+time_stretch``). The text is
     kept in one segment, so there is one armed call.
 
-    ``gpt_call`` wraps ``UnifiedVoice.inference_speech``; ``regulator`` wraps the length
+    ``gpt_call`` wraps ``UnifiedVoice.inference_speech`` (and refuses codes with no speech
+    token, :func:`check_codes`); ``regulator`` wraps the length
     regulator module. The regulator call made while armed (the one turning GPT codes
     into mel frames) gets ``plan_frames(natural, target)``; other calls (the reference
     prompt) pass through. ``log`` keeps (natural, used, method) per armed call.
     """
 
-    def __init__(self, target_frames: int) -> None:
+    def __init__(self, target_frames: int, stop_token: int = -1) -> None:
         self.target = target_frames
+        self.stop_token = stop_token
         self.armed = False
         self.log: list[tuple[int, int, str]] = []
 
     def gpt_call(self, fn: Callable[..., Any]) -> Callable[..., Any]:
         def wrapped(*args: Any, **kwargs: Any) -> Any:
             out = fn(*args, **kwargs)
+            if self.stop_token >= 0:
+                check_codes(out[0], self.stop_token)
             self.armed = True
             return out
         return wrapped
@@ -233,7 +250,7 @@ class IndexTTS2Generator(ReportingGenerator):
         words = check_text(text, what="text")
         n_tokens = len(self._tokens(words))
         ref = prepare_reference(ref_audio, sample_rate, min_seconds=_MIN_REF_SECONDS)
-        control = LengthControl(round(duration * _SR / _HOP))
+        control = LengthControl(round(duration * _SR / _HOP), int(self._tts.stop_mel_token))
         seed_all(seed)
         rate, wave = self._synthesise(ref, sample_rate, words, n_tokens, control)
         natural, used, method = control.log[0] if control.log else (0, 0, "time_stretch")
