@@ -130,21 +130,13 @@ def _graph_for(name: str) -> Any:
     return build_pipeline("deaf" if name == "deaf" else "madbench")
 
 
-def relaxations(profile: Profile, opts: Options, flows: Sequence[WorkflowProfile]
-                ) -> list[dict[str, Any]]:
-    """Every way the pass differs from ``argo submit`` of the committed workflows on a
-    cluster, in one place: the shard counts, the GPU pods' deadlines, the profile's
-    workflow and stage parameters, and the executor's failFast."""
-    out: list[dict[str, Any]] = [
-        {"name": "shards", "value": profile.shards,
-         "what": f"every <stage>_shards workflow parameter set to {profile.shards}"},
-        {"name": "gpu_on_cpu", "value": True,
-         "what": "a pod that requests nvidia.com/gpu runs on the CPU (no GPU here); see "
-                 "gpu_requested_ran_on_cpu per image"},
-        {"name": "gpu_deadline_scale", "value": profile.cpu_deadline_scale,
-         "what": f"activeDeadlineSeconds of a GPU pod multiplied by "
-                 f"{profile.cpu_deadline_scale:g}"},
-    ]
+def relaxations(flows: Sequence[WorkflowProfile]) -> list[dict[str, Any]]:
+    """The profile's parameters that depart from the committed workflows: its ``-p`` values
+    and, per stage, the stage parameters it sets. The executor's departures (shard counts,
+    GPU pods on the CPU and their deadlines, the worker cap, failFast) are stated once, per
+    workflow, by :func:`madbench_common.cluster.relaxations.relaxations`
+    (the record's ``argo_departures``)."""
+    out: list[dict[str, Any]] = []
     for flow in flows:
         if flow.params:
             out.append({"name": f"{flow.name}:workflow_params", "value": sorted(flow.params),
@@ -154,8 +146,4 @@ def relaxations(profile: Profile, opts: Options, flows: Sequence[WorkflowProfile
                         "value": {s: sorted(v) for s, v in sorted(flow.stage_params.items())},
                         "what": f"{flow.file}: the profile's stage parameters (QC thresholds, "
                                 "sizes, the API stub)"})
-    if not opts.keep_going:
-        out.append({"name": "stop_on_failure", "value": True,
-                    "what": "no new task of a DAG started after its first failure (stricter "
-                            "than Argo, which keeps scheduling while any node runs)"})
     return out

@@ -135,8 +135,7 @@ def build_records(state: State, results: Mapping[str, WorkflowResult],
                                                               "message")}
                                        for f in r.failures]}
                       for n, r in results.items()},
-        "relaxations": relaxations(profile, opts, [f for f in profile.workflows
-                                                   if f.name in results]),
+        "relaxations": relaxations([f for f in profile.workflows if f.name in results]),
         "rejections": {stage: n["reasons"] for r in images.values()
                        for stage, n in r["stages"].items() if n is not None and n["reasons"]},
         "profile": {"clips_every": profile.every, "shards": profile.shards,
@@ -273,9 +272,12 @@ def records_markdown(records: dict[str, Any]) -> str:
     if records["profile"].get("overrides"):
         lines += ["Not the profile as committed: " + ", ".join(
             f"`{o}`" for o in records["profile"]["overrides"]) + ".", ""]
-    if records.get("relaxations"):
+    departures = records.get("argo_departures") or {}
+    if departures or records.get("relaxations"):
         lines += ["Relaxations of this pass (what differs from `argo submit` on a cluster):", ""]
-        lines += [f"- `{r['name']}`: {r['what']}" for r in records["relaxations"]]
+        lines += [f"- `{flow}:{r['name']}`: {r['local']} (Argo {r['argo']})"
+                  for flow, rows in departures.items() for r in rows]
+        lines += [f"- `{r['name']}`: {r['what']}" for r in records.get("relaxations") or ()]
         lines.append("")
     if records.get("rejections"):
         from madbench_common.pipeline.failures import is_fault

@@ -10,11 +10,14 @@ from typing import Any
 
 import pytest
 
-from madbench_common.cluster.argo_local import Executor, Pod, PodResult
+from madbench_common.cluster.argo_local import Executor, Pod, PodResult, Workflow
 from madbench_common.cluster.rehearsal.images import ImageProvider
 from madbench_common.cluster.rehearsal.profile import BANNER, Options, load_profile
 from madbench_common.cluster.rehearsal.records import build_records, records_markdown
 from madbench_common.cluster.rehearsal.state import State
+from madbench_common.cluster.relaxations import relaxations as argo_relaxations
+
+ROOT = Path(__file__).resolve().parents[3]
 
 
 def test_records_sum_rows_and_peaks_per_image(tmp_path: Path) -> None:
@@ -274,11 +277,16 @@ def test_the_record_lists_the_relaxations_and_the_rejection_reasons_per_stage(
     assert tts["faults"] == 1 and tts["max_failed_fraction"] == 0.05
     assert rec["rejections"] == {"full:tts_indextts2": tts["reasons"]}
     relax = {r["name"]: r["value"] for r in rec["relaxations"]}
-    assert relax["shards"] == profile.shards == 2
-    assert relax["gpu_deadline_scale"] == profile.cpu_deadline_scale == 6
-    assert relax["gpu_on_cpu"] is True and "stop_on_failure" not in relax  # Argo's scheduling
+    assert set(relax) <= {"full:workflow_params", "full:stage_params"}  # the profile's own
     assert "component_qc" in relax["full:stage_params"]
+    wf = Workflow.load(ROOT / "workflows" / "full.yaml")
+    params = {k: str(profile.shards) for k in wf.parameters() if k.endswith("_shards")}
+    rec["argo_departures"] = {"full": [r.as_dict() for r in argo_relaxations(
+        wf, params, cpu_deadline_scale=profile.cpu_deadline_scale)]}
     text = records_markdown(rec)
-    assert "- `shards`: every <stage>_shards workflow parameter set to 2" in text
-    assert "multiplied by 6" in text
+    assert "- `full:shards`: ran each stage with the shard count of the rehearsal profile" in text
+    assert "- `full:gpu_deadline_scale`: multiplied the activeDeadlineSeconds of those pods by 6" \
+        in text
+    assert text.count("multiplied") == 1  # each departure is stated once
+    assert "- `full:stage_params`: workflows/full.yaml: the profile's stage parameters" in text
     assert "- `full:tts_indextts2`: **device_error** 1, generation_failed 9, too_long 7" in text
