@@ -54,14 +54,7 @@ def _writer(slug: str) -> Callable[..., Any]:
     return getattr(importlib.import_module(module), name)
 
 
-UNDECLARED = {"deaf-salmonn": "tiny.salmonn:install_tiny declares no tiny_layout yet (the "
-                             "files it writes need checking in the deaf-salmonn image)"}
-"""Images whose writer declares no layout: strict xfails, so a declaration must drop its
-entry here. The list above used to be hand-kept and left this image out silently."""
-
-
-@pytest.mark.parametrize("slug", [pytest.param(s, marks=pytest.mark.xfail(
-    reason=UNDECLARED[s], strict=True)) if s in UNDECLARED else s for s in IMAGES])
+@pytest.mark.parametrize("slug", IMAGES)
 def test_declared_tiny_layout_is_the_release_layout(slug: str) -> None:
     layout = declared_layout(_writer(slug))
     assert layout_problems(slug, layout) == []

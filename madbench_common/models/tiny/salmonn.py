@@ -15,7 +15,7 @@ from typing import Any
 
 from madbench_common.models.adapters.salmonn import TINY_REVISION as REVISION
 from madbench_common.models.tiny.vocab import write_sentencepiece
-from madbench_common.models.weights import install_local_snapshot
+from madbench_common.models.weights import install_local_snapshot, tiny_layout
 
 __all__ = ["REVISION", "install_tiny", "llama_sentencepiece"]
 
@@ -99,6 +99,17 @@ def _snapshot(root: Path, repo: str, build: Any) -> Path:
         return install_local_snapshot(root, repo, tmp, revision=REVISION)
 
 
+_SAVED = ("config.json", "generation_config.json", "pytorch_model.bin")
+"""What ``save_pretrained`` of a generating model writes under the image's transformers 4.28
+(``safe_serialization`` off by default: a ``.bin``, as the release has)."""
+
+
+@tiny_layout({"lmsys/vicuna-13b-v1.1": (*_SAVED, "tokenizer.model", "tokenizer_config.json",
+                                        "special_tokens_map.json"),
+              "openai/whisper-large-v2": (*_SAVED, "preprocessor_config.json"),
+              "bert-base-uncased": ("config.json",),
+              "tsinghua-ee/SALMONN": ("salmonn_v1.pth",)},
+             ("BEATs_iter3_plus_AS2M_finetuned_on_AS2M_cpt2.pt",))
 def install_tiny(root: str | os.PathLike[str], seed: int = 0) -> Path:
     """Write the tiny SALMONN's files under the weights ``root``; returns ``root``.
 
