@@ -6,12 +6,8 @@ exercised with `install_local_snapshot` (the hub cannot be reached from here).
 
 from __future__ import annotations
 
-import functools
 import hashlib
-import http.server
 import json
-import threading
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -32,20 +28,10 @@ SHA = hashlib.sha256(PAYLOAD).hexdigest()
 
 
 @pytest.fixture
-def http_root(tmp_path: Path) -> Iterator[tuple[str, Path]]:
-    """A local HTTP server on a free port serving ``tmp_path/www``."""
-    www = tmp_path / "www"
-    www.mkdir()
-    (www / "ckpt.pth").write_bytes(PAYLOAD)
-    handler = functools.partial(http.server.SimpleHTTPRequestHandler, directory=str(www))
-    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    try:
-        yield f"http://127.0.0.1:{server.server_address[1]}", www
-    finally:
-        server.shutdown()
-        server.server_close()
+def http_root(http_folder: tuple[str, Path]) -> tuple[str, Path]:
+    """The loopback server's folder, holding ``ckpt.pth``."""
+    (http_folder[1] / "ckpt.pth").write_bytes(PAYLOAD)
+    return http_folder
 
 
 def _images(tmp_path: Path, body: str) -> Path:
