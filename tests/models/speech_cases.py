@@ -10,6 +10,7 @@ from __future__ import annotations
 import csv
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import soundfile as sf
@@ -18,7 +19,7 @@ from madbench_common.core.compat import zip_strict
 from madbench_common.core.types import Audio
 from madbench_common.media.dsp import n_samples, place_in_regions
 
-__all__ = ["RATE", "SpeechCase", "assert_placed", "demo_case"]
+__all__ = ["RATE", "SpeechCase", "assert_placed", "demo_case", "seeded_conversion"]
 
 DEMO = Path(__file__).resolve().parents[2] / "data" / "demo"
 RATE = 16000
@@ -89,3 +90,18 @@ def assert_placed(track: Audio, case: SpeechCase) -> None:
 def place(speech: Audio, case: SpeechCase) -> Audio:
     """The stage's placement of generated speech into the case's regions."""
     return place_in_regions(speech, case.starts, case.ends, RATE, len(case.speech))
+
+
+def seeded_conversion(vc: Any) -> Any:
+    """Convert demo_002's speech into demo_010's voice with the voice converter ``vc``:
+    the same seed gives the same audio and another seed other audio, float32 at the
+    source's length. Returns the adapter's report of the conversion."""
+    case, target = demo_case("demo_002"), demo_case("demo_010")
+    kw = {"sample_rate": RATE, "duration": case.duration, "ref_audio": target.active,
+          "source_audio": case.active}
+    a = vc.generate(**kw, seed=5)
+    report = vc.last_report
+    assert np.array_equal(a, vc.generate(**kw, seed=5)), "same seed must give the same audio"
+    assert not np.array_equal(a, vc.generate(**kw, seed=6))
+    assert a.dtype == np.float32 and len(a) == round(case.duration * RATE)
+    return report

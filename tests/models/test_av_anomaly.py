@@ -20,21 +20,15 @@ from madbench_common.models.adapters.av_anomaly import FILES, AvAnomalyDetector,
 from madbench_common.models.tiny.det import av_anomaly
 from madbench_common.models.weights import load_spec
 
-from .tiny import ROOT, demo_audio, demo_frames
+from .tiny import ROOT, demo_audio, demo_frames, tiny_root, weights_env
 
 UPSTREAM = ROOT / "images" / "det-av-anomaly" / ".upstream" / "avforensics"
 
 
 @pytest.fixture(scope="module")
 def detector(tmp_path_factory: pytest.TempPathFactory) -> AvAnomalyDetector:
-    root = tmp_path_factory.mktemp("weights")
-    av_anomaly(root)
-    mp = pytest.MonkeyPatch()
-    mp.setenv("MADBENCH_WEIGHTS", str(root))
-    try:
+    with weights_env(tiny_root(tmp_path_factory, av_anomaly)):
         return AvAnomalyDetector(max_len=4)  # 4 windows keep the r18 passes few on a CPU
-    finally:
-        mp.undo()
 
 
 def test_inputs_follow_detect_py(detector: AvAnomalyDetector) -> None:

@@ -19,19 +19,13 @@ from madbench_common.models.adapters.avh_align import FUSION, AvhAlignDetector, 
 from madbench_common.models.av_prep import at_fps
 from madbench_common.models.tiny.det import avh_align
 
-from .tiny import demo_audio, demo_frames
+from .tiny import demo_audio, demo_frames, tiny_root, weights_env
 
 
 @pytest.fixture(scope="module")
 def detector(tmp_path_factory: pytest.TempPathFactory) -> AvhAlignDetector:
-    root = tmp_path_factory.mktemp("weights")
-    avh_align(root)
-    mp = pytest.MonkeyPatch()
-    mp.setenv("MADBENCH_WEIGHTS", str(root))
-    try:
+    with weights_env(tiny_root(tmp_path_factory, avh_align)):
         return AvhAlignDetector()
-    finally:
-        mp.undo()
 
 
 def _clip(n: int) -> tuple[np.ndarray, int, np.ndarray, float]:

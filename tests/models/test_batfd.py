@@ -20,19 +20,13 @@ from madbench_common.core.errors import ConfigError
 from madbench_common.models.adapters.batfd import AUDIO_PAD, FRAMES, BatfdPlusDetector
 from madbench_common.models.tiny.det import batfd
 
-from .tiny import demo_audio, demo_frames
+from .tiny import demo_audio, demo_frames, tiny_root, weights_env
 
 
 @pytest.fixture(scope="module")
 def detector(tmp_path_factory: pytest.TempPathFactory) -> BatfdPlusDetector:
-    root = tmp_path_factory.mktemp("weights")
-    batfd(root)
-    mp = pytest.MonkeyPatch()
-    mp.setenv("MADBENCH_WEIGHTS", str(root))
-    try:
+    with weights_env(tiny_root(tmp_path_factory, batfd)):
         return BatfdPlusDetector()
-    finally:
-        mp.undo()
 
 
 def test_inputs_follow_the_lavdf_loader(detector: BatfdPlusDetector) -> None:

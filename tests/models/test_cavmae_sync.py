@@ -17,7 +17,7 @@ from madbench_common.models.adapters.cavmae_sync import (
     segment,
 )
 
-from .tiny import demo_audio, demo_frames
+from .tiny import demo_audio, demo_frames, tiny_root, weights_env
 
 
 def _write(root: Path, keep: str = "") -> None:
@@ -28,14 +28,8 @@ def _write(root: Path, keep: str = "") -> None:
 
 @pytest.fixture(scope="module")
 def encoder(tmp_path_factory: pytest.TempPathFactory) -> CavMaeSyncEncoder:
-    root = tmp_path_factory.mktemp("weights")
-    _write(root)
-    mp = pytest.MonkeyPatch()
-    mp.setenv("MADBENCH_WEIGHTS", str(root))
-    try:
+    with weights_env(tiny_root(tmp_path_factory, _write)):
         return CavMaeSyncEncoder()  # the tiny arch comes from the checkpoint's sidecar
-    finally:
-        mp.undo()
 
 
 def test_segments_follow_map_frame_to_spectrogram() -> None:

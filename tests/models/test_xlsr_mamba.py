@@ -25,7 +25,7 @@ from madbench_common.models.adapters.xlsr_mamba import (
 )
 from madbench_common.models.tiny.det import XLSR_MAMBA_TINY, hf_to_fairseq, xlsr_mamba
 
-from .tiny import demo_audio
+from .tiny import demo_audio, tiny_root, weights_env
 
 FAIRSEQ_KEYS = {
     # fairseq a54021305 Wav2Vec2Model(extractor_mode="layer_norm", conv_bias=True,
@@ -45,14 +45,8 @@ FAIRSEQ_KEYS = {
 
 @pytest.fixture(scope="module")
 def detector(tmp_path_factory: pytest.TempPathFactory) -> XlsrMambaDetector:
-    root = tmp_path_factory.mktemp("weights")
-    xlsr_mamba(root)
-    mp = pytest.MonkeyPatch()
-    mp.setenv("MADBENCH_WEIGHTS", str(root))
-    try:
+    with weights_env(tiny_root(tmp_path_factory, xlsr_mamba)):
         return XlsrMambaDetector()  # the tiny arch comes from the checkpoint's sidecar
-    finally:
-        mp.undo()
 
 
 def test_the_release_layout_uses_fairseq_names_and_maps_back() -> None:
