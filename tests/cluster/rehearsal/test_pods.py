@@ -21,7 +21,7 @@ from madbench_common.cluster.rehearsal.run import workflow_params
 from madbench_common.cluster.rehearsal.state import State
 from madbench_common.cluster.sandbox import STUB_PORT
 from madbench_common.core.errors import ConfigError
-from tests.cluster.rehearsal.support import ROOT, WORKFLOWS, dry
+from tests.cluster.rehearsal.support import ROOT, WORKFLOWS, dry, omni_memo
 
 
 def test_secrets_reach_the_pod_env_and_nothing_else(tmp_path: Path) -> None:
@@ -144,13 +144,7 @@ def test_a_quick_rerun_does_not_overwrite_the_run_that_did_the_work(tmp_path: Pa
     keeps the larger measures, those of the run that did the work."""
     from madbench_common.cluster.rehearsal.pods import StateMemo
 
-    state = State(tmp_path / "state.json")
-    provider = ImageProvider(state, tmp_path)
-    memo = StateMemo(state, "full", provider, lambda: {"omni_baichuan15"})
-    pod = Pod(node="w.omni-baichuan15.shard(0)", template="omni-baichuan15-shard",
-              image="ghcr.io/madbench/omni-baichuan15:0.1.0",
-              argv=("madbench", "stage", "run", "--stage", "omni_baichuan15"),
-              env=(), mounts=(), user=10001, group=10001)
+    memo, pod = omni_memo(tmp_path)
     memo.record("k", pod, PodResult("Succeeded", 0, seconds=235.0,
                                     info={"peak_rss_bytes": 3074 * 2**20}))
     memo.record("k", pod, PodResult("Succeeded", 0, seconds=4.0,
@@ -159,7 +153,7 @@ def test_a_quick_rerun_does_not_overwrite_the_run_that_did_the_work(tmp_path: Pa
     assert entry["seconds"] == 235.0 and entry["peak_rss_bytes"] == 3074 * 2**20
     assert memo.done("k", pod)
     again = State(tmp_path / "state.json")  # and it is what a later session reads
-    assert StateMemo(again, "full", provider, lambda: set()).entry("k", pod) == entry
+    assert StateMemo(again, "full", memo.provider, lambda: set()).entry("k", pod) == entry
 
 
 class _CountingRunner:
