@@ -41,11 +41,16 @@ def _images(tmp_path: Path, body: str) -> Path:
     return tmp_path / "images"
 
 
+def _url_images(tmp_path: Path, url: str, sha256: str) -> Path:
+    """An images folder whose image ``fam`` fetches ``ckpt.pth`` from ``url``."""
+    return _images(tmp_path, f"image: fam\nurls:\n  - name: ckpt.pth\n    url: {url}/ckpt.pth\n"
+                              f"    sha256: {sha256}\n")
+
+
 def test_url_item_is_fetched_checked_and_locked(tmp_path: Path,
                                                 http_root: tuple[str, Path]) -> None:
     url, _ = http_root
-    images = _images(tmp_path, f"image: fam\nurls:\n  - name: ckpt.pth\n    url: {url}/ckpt.pth\n"
-                               f"    sha256: {SHA}\n")
+    images = _url_images(tmp_path, url, SHA)
     dest = tmp_path / "weights"
     lock = fetch_weights("fam", dest, images)
     assert url_file("ckpt.pth", image="fam", root=dest).read_bytes() == PAYLOAD
@@ -61,8 +66,7 @@ def test_url_item_is_fetched_checked_and_locked(tmp_path: Path,
 def test_url_sha256_mismatch_fails_and_leaves_nothing(tmp_path: Path,
                                                       http_root: tuple[str, Path]) -> None:
     url, _ = http_root
-    images = _images(tmp_path, f"image: fam\nurls:\n  - name: ckpt.pth\n    url: {url}/ckpt.pth\n"
-                               f"    sha256: '{'ab' * 32}'\n")
+    images = _url_images(tmp_path, url, f"'{'ab' * 32}'")
     dest = tmp_path / "weights"
     with pytest.raises(ConfigError, match=f"sha256 {SHA} != {'ab' * 32}"):
         fetch_weights("fam", dest, images)
@@ -105,8 +109,7 @@ def test_cli_check_and_fetch(tmp_path: Path, http_root: tuple[str, Path],
                              monkeypatch: pytest.MonkeyPatch,
                              capsys: pytest.CaptureFixture[str]) -> None:
     url, _ = http_root
-    images = _images(tmp_path, f"image: fam\nurls:\n  - name: ckpt.pth\n    url: {url}/ckpt.pth\n"
-                               f"    sha256: {SHA}\n")
+    images = _url_images(tmp_path, url, SHA)
     monkeypatch.setenv("MADBENCH_IMAGES_DIR", str(images))
     dest = tmp_path / "weights"
     assert cli.main(["weights", "check", "--image", "fam", "--root", str(dest)]) == 1
