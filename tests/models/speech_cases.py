@@ -19,7 +19,8 @@ from madbench_common.core.compat import zip_strict
 from madbench_common.core.types import Audio
 from madbench_common.media.dsp import n_samples, place_in_regions
 
-__all__ = ["RATE", "SpeechCase", "assert_placed", "demo_case", "seeded_conversion"]
+__all__ = ["RATE", "SpeechCase", "assert_conversion_placed", "assert_placed", "demo_case",
+           "seeded_conversion"]
 
 DEMO = Path(__file__).resolve().parents[2] / "data" / "demo"
 RATE = 16000
@@ -105,3 +106,14 @@ def seeded_conversion(vc: Any) -> Any:
     assert not np.array_equal(a, vc.generate(**kw, seed=6))
     assert a.dtype == np.float32 and len(a) == round(case.duration * RATE)
     return report
+
+
+def assert_conversion_placed(vc: Any) -> None:
+    """The speech stage's path through the voice converter ``vc`` (demo_002's speech in
+    demo_010's voice) places the converted speech in demo_002's speech regions."""
+    from madbench_common.benchmarks.madbench.stages.speech_gen import generate_speech
+
+    case, target = demo_case("demo_002"), demo_case("demo_010")
+    track = generate_speech(vc, source=case.speech, reference=target.active, rate=RATE,
+                            starts=case.starts, ends=case.ends, text=case.transcript, seed=1)
+    assert_placed(track, case)
