@@ -11,6 +11,7 @@ import numpy as np
 import pytest
 import soundfile as sf
 
+from madbench_common.core.errors import ConfigError
 from madbench_common.media.mux import sample_frames
 from madbench_common.models.roles import Frames
 from madbench_common.models.weights import WeightsMissing, install_local_snapshot
@@ -59,4 +60,11 @@ def assert_fetch_named(build: Callable[[], Any], image: str, empty: Path) -> Non
     that fetches its image's weights."""
     with weights_env(empty), pytest.raises(WeightsMissing,
                                            match=f"madbench weights fetch --image {image}"):
+        build()
+
+
+def assert_refused(build: Callable[[], Any], root: Path, match: str) -> None:
+    """Building the adapter (``build``) on the weights ``root``, which holds a checkpoint
+    that is not the released one, fails with a ConfigError that says ``match``."""
+    with weights_env(root), pytest.raises(ConfigError, match=match):
         build()
