@@ -12,15 +12,11 @@ from madbench_common.benchmarks.madbench.omni.ask import Media, ask
 from madbench_common.benchmarks.madbench.omni.parse import REFUSAL, UNPARSED
 from madbench_common.benchmarks.madbench.omni.sanity import modality_sanity
 from madbench_common.benchmarks.madbench.omni.scoring import label_probs
-from madbench_common.benchmarks.madbench.prompts import load_prompt
 from madbench_common.core.store import FileStore
 from madbench_common.models.answer_cache import ResponseCache
+from tests.benchmarks.madbench.omni.questions import BIN, FOUR, SC
 from tests.models.device import DEVICE, expected_dtype
 from tests.models.tiny import tiny_root
-
-BIN = load_prompt("P_bin").question("binary")
-FOUR = load_prompt("P_4way").question("fourway")
-SC = load_prompt("P_SC").question("scene")
 
 
 def clip(seed: int, seconds: float = 2.0, video: bool = False, frames: int = 4) -> Media:
