@@ -13,14 +13,15 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+import pytest
 import soundfile as sf
 
 from madbench_common.core.compat import zip_strict
 from madbench_common.core.types import Audio
 from madbench_common.media.dsp import n_samples, place_in_regions
 
-__all__ = ["RATE", "SpeechCase", "assert_conversion_placed", "assert_placed", "demo_case",
-           "seeded_conversion"]
+__all__ = ["RATE", "SpeechCase", "assert_conversion_placed", "assert_placed",
+           "assert_short_reference_fails", "demo_case", "seeded_conversion"]
 
 DEMO = Path(__file__).resolve().parents[2] / "data" / "demo"
 RATE = 16000
@@ -117,3 +118,14 @@ def assert_conversion_placed(vc: Any) -> None:
     track = generate_speech(vc, source=case.speech, reference=target.active, rate=RATE,
                             starts=case.starts, ends=case.ends, text=case.transcript, seed=1)
     assert_placed(track, case)
+
+
+def assert_short_reference_fails(vc: Any) -> None:
+    """A quarter second of reference speech fails the voice converter ``vc``'s component
+    (``reference_too_short``), not the stage."""
+    from madbench_common.models.speech_prep import GenerationFailed
+
+    case = demo_case("demo_002")
+    with pytest.raises(GenerationFailed, match="reference_too_short"):
+        vc.generate(sample_rate=RATE, duration=1.0, ref_audio=case.active[:RATE // 4],
+                    source_audio=case.active)

@@ -17,7 +17,11 @@ from pathlib import Path
 
 import pytest
 
-from .speech_cases import RATE, assert_conversion_placed, demo_case, seeded_conversion
+from .speech_cases import (
+    assert_conversion_placed,
+    assert_short_reference_fails,
+    seeded_conversion,
+)
 from .tiny import assert_fetch_named, tiny_root, weights_env
 
 # Amphion's code imports itself as the top-level package `models`. Should another `models`
@@ -37,7 +41,6 @@ finally:
 
 import torch  # noqa: E402
 
-from madbench_common.models.speech_prep import GenerationFailed  # noqa: E402
 from tests.models.device import DEVICE  # noqa: E402
 
 
@@ -88,7 +91,4 @@ def test_placed_in_speech_regions(vc) -> None:  # type: ignore[no-untyped-def]
 
 
 def test_short_reference_fails_one_component(vc) -> None:  # type: ignore[no-untyped-def]
-    case = demo_case("demo_002")
-    with pytest.raises(GenerationFailed, match="reference_too_short"):
-        vc.generate(sample_rate=RATE, duration=1.0, ref_audio=case.active[:RATE // 4],
-                    source_audio=case.active)
+    assert_short_reference_fails(vc)
