@@ -30,10 +30,10 @@ from madbench_common.imagefactory.images import (
     select_lock,
     torch_base,
 )
+from tests.paths import IMAGES, ROOT
+from tests.paths import LOCK as LOCK_PATH
 
-ROOT = Path(__file__).resolve().parents[2]
-IMAGES = ROOT / "images"
-LOCK = yaml.safe_load((IMAGES / "images.lock.yaml").read_text())
+LOCK = yaml.safe_load(LOCK_PATH.read_text())
 DOCKERFILES = sorted(IMAGES.glob("*/Dockerfile"))
 LOCKFILES = sorted(IMAGES.glob("*/requirements.lock"))
 BASES = ("base-py311", "base-py39")

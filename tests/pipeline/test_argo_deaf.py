@@ -18,11 +18,10 @@ from madbench_common.benchmarks.deaf.graph import PAPER_MODELS, build_deaf_graph
 from madbench_common.benchmarks.deaf.workflow import deaf_lock, render_deaf_workflow
 from madbench_common.pipeline.argo import API_EGRESS_LABEL, ClusterProfile, ImageLock
 from madbench_common.pipeline.argo_limits import ETCD_LIMIT_BYTES, workflow_limits
+from tests.paths import LOCK, ROOT
 from tests.pipeline.test_argo import task_deps, task_runs
 from tests.yaml_docs import load_yaml
 
-ROOT = Path(__file__).resolve().parents[2]
-LOCK = ROOT / "images" / "images.lock.yaml"
 PROFILE = ROOT / "k8s" / "overlays" / "gpu-nodepool" / "cluster-profile.yaml"
 DEAF = ROOT / "workflows" / "deaf.yaml"
 _KEYS = {"GEMINI_API_KEY", "OPENAI_API_KEY", "ELEVENLABS_API_KEY", "JUDGE_API_KEY",

@@ -27,10 +27,9 @@ from madbench_common.pipeline.paper_data import (
     load_spec,
     pin_data,
 )
+from tests.paths import LOCK, ROOT
 from tests.yaml_docs import load_yaml
 
-ROOT = Path(__file__).resolve().parents[2]
-LOCK = ROOT / "images" / "images.lock.yaml"
 PROFILE = ROOT / "k8s" / "overlays" / "gpu-nodepool" / "cluster-profile.yaml"
 DATA = ROOT / "workflows" / "data.yaml"
 
