@@ -40,7 +40,6 @@ talk to the hub (``$HF_ENDPOINT``, read at call time). At run time adapters call
 from __future__ import annotations
 
 import fnmatch
-import hashlib
 import json
 import os
 import re
@@ -55,6 +54,7 @@ from typing import Any
 import yaml
 
 from madbench_common.core.errors import ConfigError, EnvironmentMissing
+from madbench_common.core.hashing import file_digest
 from madbench_common.models.weights_layout import (
     STANDIN_MARKER,
     TINY_ARCH_FILE,
@@ -342,13 +342,6 @@ def url_file(name: str, *, image: str, root: str | os.PathLike[str] | None = Non
     return path
 
 
-def _sha256(path: Path, algo: str = "sha256") -> str:
-    h = hashlib.new(algo)
-    with path.open("rb") as f:
-        for block in iter(lambda: f.read(1 << 20), b""):
-            h.update(block)
-    return h.hexdigest()
-
 
 def _repo_folder(base: Path, item: HFItem) -> Path:
     return _hub_cache(base) / f"{item.repo_type}s--{item.repo.replace('/', '--')}"
@@ -378,7 +371,7 @@ def _fetch_pinned_hf(item: HFItem, base: Path, endpoint: str | None) -> dict[str
         path = Path(hf_hub_download(item.repo, rel, revision=item.commit,
                                     repo_type=item.repo_type, cache_dir=_hub_cache(base),
                                     endpoint=endpoint))
-        got = _sha256(path)
+        got = file_digest(path)
         if got != item.sha256[rel]:
             _evict(path)
             raise WeightsMismatch(
@@ -406,7 +399,7 @@ def _fetch_unpinned_hf(item: HFItem, base: Path, endpoint: str | None) -> dict[s
     for path in sorted(p for p in snap.rglob("*") if p.is_file()):
         rel = path.relative_to(snap).as_posix()
         if not item.files or _matches(rel, item.files):
-            files[rel] = _sha256(path)
+            files[rel] = file_digest(path)
     if not files:
         raise ConfigError(f"{item.repo}@{commit}: no file matches {list(item.files)}")
     return {"repo": item.repo, "revision": item.revision, "commit": commit, "pinned": False,
@@ -415,9 +408,9 @@ def _fetch_unpinned_hf(item: HFItem, base: Path, endpoint: str | None) -> dict[s
 
 def _mismatch(path: Path, item: URLItem) -> str:
     """Why ``path`` is not the file ``item`` pins (empty when it is)."""
-    if item.sha256 is not None and (got := _sha256(path)) != item.sha256:
+    if item.sha256 is not None and (got := file_digest(path)) != item.sha256:
         return f"sha256 {got} != {item.sha256}"
-    if item.md5 and (got := _sha256(path, "md5")) != item.md5:
+    if item.md5 and (got := file_digest(path, "md5")) != item.md5:
         return f"md5 {got} != {item.md5}"
     return ""
 
@@ -434,7 +427,7 @@ def _fetch_url(item: URLItem, image: str, base: Path) -> dict[str, Any]:
             Path(tmp.name).unlink()
             raise WeightsMismatch(f"{item.url}: {why} in weights.yaml; refused")
         os.replace(tmp.name, dest)
-    return {"name": item.name, "url": item.url, "sha256": item.sha256 or _sha256(dest),
+    return {"name": item.name, "url": item.url, "sha256": item.sha256 or file_digest(dest),
             "sha256_pinned": item.sha256 is not None, **({"md5": item.md5} if item.md5 else {})}
 
 
@@ -500,7 +493,7 @@ def _check_pinned_hf(item: HFItem, image: str, base: Path, fix: str) -> list[str
         path = snap / rel
         if not path.exists():
             problems.append(f"model weights missing: {item.repo}/{rel} at {item.commit}; {fix}")
-        elif (got := _sha256(path)) != want:
+        elif (got := file_digest(path)) != want:
             problems.append(f"{path}: sha256 {got} != {want} pinned in weights.yaml; {fix}")
     return problems
 
@@ -511,7 +504,7 @@ def _check_url(item: URLItem, image: str, base: Path,
         path = url_file(item.name, image=image, root=base)
     except WeightsMissing as exc:
         return [str(exc)]
-    got = _sha256(path) if checksums else item.sha256
+    got = file_digest(path) if checksums else item.sha256
     if item.sha256 is not None and got != item.sha256:
         return [f"{path}: sha256 {got} != {item.sha256} in weights.yaml; fetch it again with: "
                 f"madbench weights fetch --image {image} --dest {base}"]

@@ -31,7 +31,6 @@ Layout of a data root (the ``madbench-data`` volume, mounted read-only at ``/dat
 from __future__ import annotations
 
 import fnmatch
-import hashlib
 import json
 import os
 import shutil
@@ -45,6 +44,7 @@ from typing import Any
 import yaml
 
 from madbench_common.core.errors import ConfigError
+from madbench_common.core.hashing import file_digest
 
 __all__ = [
     "DATA_PATHS",
@@ -186,18 +186,11 @@ def data_status(spec: DataSpec | None = None) -> list[tuple[str, str]]:
     return [(d.name, why) for d in spec.datasets.values() for why in unpinned_reasons(d)]
 
 
-def _digest(path: Path, algo: str = "sha256") -> str:
-    h = hashlib.new(algo)
-    with path.open("rb") as f:
-        for block in iter(lambda: f.read(1 << 20), b""):
-            h.update(block)
-    return h.hexdigest()
-
 
 def _mismatch(path: Path, item: DataFile) -> str:
-    if item.sha256 is not None and (got := _digest(path)) != item.sha256:
+    if item.sha256 is not None and (got := file_digest(path)) != item.sha256:
         return f"sha256 {got} != {item.sha256}"
-    if item.md5 and (got := _digest(path, "md5")) != item.md5:
+    if item.md5 and (got := file_digest(path, "md5")) != item.md5:
         return f"md5 {got} != {item.md5}"
     return ""
 
@@ -223,7 +216,7 @@ def _download(item: DataFile, dest: Path, spec_path: Path) -> str:
             "(nothing was kept: fetch again; if it persists, the upstream file changed: check "
             "it, then pin again with madbench data pin)")
     os.replace(tmp.name, dest)
-    return item.sha256 or _digest(dest)
+    return item.sha256 or file_digest(dest)
 
 
 def _safe_member(name: str) -> PurePosixPath | None:
