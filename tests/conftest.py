@@ -17,6 +17,7 @@ from typing import Any
 import pytest
 
 from madbench_common.benchmarks.madbench.graph import build_graph
+from madbench_common.core.environ import environ
 from madbench_common.core.store import RunStore, open_store
 from madbench_common.models.catalog import demo_params
 from madbench_common.pipeline.local import LocalRunner, RunOptions
@@ -31,14 +32,8 @@ def s3_server() -> Iterator[SeaweedS3]:
     """One SeaweedFS server for the session; AWS_* variables point boto3 at it."""
     server = SeaweedS3().start()
     server.create_bucket("madbench")
-    saved = {k: os.environ.get(k) for k in server.env()}
-    os.environ.update(server.env())
-    yield server
-    for key, value in saved.items():
-        if value is None:
-            os.environ.pop(key, None)
-        else:
-            os.environ[key] = value
+    with environ(server.env()):
+        yield server
     server.stop()
 
 

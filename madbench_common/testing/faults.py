@@ -25,6 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from madbench_common.benchmarks.madbench.robustness.conditions import builtin_conditions
+from madbench_common.core.environ import environ
 from madbench_common.core.errors import ConfigError
 from madbench_common.core.store import RunStore, open_store
 from madbench_common.pipeline.graph import Graph
@@ -257,13 +258,5 @@ def sweep_seed(seed: int, store: str, sources: Path, graph: Graph, clean: Mappin
 
 
 def _open(store: str, env: Mapping[str, str] | None) -> Any:
-    saved = {k: os.environ.get(k) for k in (env or {})}
-    os.environ.update(env or {})
-    try:
+    with environ(env or {}):
         return open_store(store)
-    finally:
-        for key, value in saved.items():
-            if value is None:
-                os.environ.pop(key, None)
-            else:
-                os.environ[key] = value

@@ -23,6 +23,7 @@ import pytest
 
 from madbench_common.benchmarks.madbench.graph import build_graph
 from madbench_common.benchmarks.madbench.rows import SourceRow, SplitRow, StemRow
+from madbench_common.core.environ import environ
 from madbench_common.core.manifest import read_manifest_bytes
 from madbench_common.core.store import RunStore, Store, copy_run, open_store
 from madbench_common.testing import S3FaultProxy, SeaweedS3
@@ -218,16 +219,8 @@ def test_s3_server_killed_and_restarted_mid_run(clean: Clean, own_s3: SeaweedS3)
 
 
 def open_store_with(env: dict[str, str], uri: str) -> Store:
-    saved = {k: os.environ.get(k) for k in env}
-    os.environ.update(env)
-    try:
+    with environ(env):
         return open_store(uri)
-    finally:
-        for k, v in saved.items():
-            if v is None:
-                os.environ.pop(k, None)
-            else:
-                os.environ[k] = v
 
 
 @pytest.mark.s3
