@@ -25,7 +25,7 @@ from pathlib import Path
 from hera.workflows import models as m
 
 from madbench_common.pipeline.argo import ClusterProfile, ImageLock, workflow_yaml
-from madbench_common.pipeline.argo_weights import EGRESS_LABEL, fetch_workflow, write_workflow
+from madbench_common.pipeline.argo_weights import fetch_template, fetch_workflow, write_workflow
 from madbench_common.pipeline.paper_data import DATA_ROOT, load_spec
 
 __all__ = ["compile_data_workflow", "render_data_workflow"]
@@ -33,36 +33,10 @@ __all__ = ["compile_data_workflow", "render_data_workflow"]
 _SCRATCH = "/tmp"
 
 
-def _fetch_template() -> m.Template:
-    args = ["data", "fetch", "--dataset", "{{inputs.parameters.dataset}}", "--dest", DATA_ROOT,
-            "--allow-unpinned={{workflow.parameters.allow_unpinned}}"]
-    env = {"HOME": _SCRATCH, "TMPDIR": _SCRATCH, "XDG_CACHE_HOME": f"{_SCRATCH}/.cache",
-           "PYTHONUNBUFFERED": "1"}
-    return m.Template(
-        name="fetch",
-        metadata=m.Metadata(labels={**EGRESS_LABEL, "madbench.io/stage": "data"}),
-        inputs=m.Inputs(parameters=[m.Parameter(name="dataset")]),
-        container=m.Container(
-            image="{{workflow.parameters.fetch_image}}", image_pull_policy="IfNotPresent",
-            command=["madbench"], args=args,
-            env=[m.EnvVar(name=k, value=v) for k, v in env.items()],
-            volume_mounts=[m.VolumeMount(name="scratch", mount_path=_SCRATCH),
-                           m.VolumeMount(name="data", mount_path=DATA_ROOT)],
-            resources=m.ResourceRequirements(
-                requests={"cpu": m.Quantity("1"), "memory": m.Quantity("1Gi")},
-                limits={"memory": m.Quantity("2Gi")}),
-            security_context=m.SecurityContext(
-                allow_privilege_escalation=False, read_only_root_filesystem=True,
-                run_as_non_root=True, capabilities=m.Capabilities(drop=["ALL"])),
-        ),
-        active_deadline_seconds=m.IntOrString(str(6 * 3600)),
-        # as the weights workflow: waits of 1, 2 and 4 minutes; exit 3 (a mismatch, an
-        # unpinned data set) is never retried
-        retry_strategy=m.RetryStrategy(
-            limit=m.IntOrString("3"), retry_policy="Always",
-            expression='lastRetry.exitCode != "3"',
-            backoff=m.Backoff(duration="1m", factor=m.IntOrString("2"))),
-    )
+def _env() -> list[m.EnvVar]:
+    plain = {"HOME": _SCRATCH, "TMPDIR": _SCRATCH, "XDG_CACHE_HOME": f"{_SCRATCH}/.cache",
+             "PYTHONUNBUFFERED": "1"}
+    return [m.EnvVar(name=k, value=v) for k, v in plain.items()]
 
 
 def compile_data_workflow(lock: ImageLock, profile: ClusterProfile,
@@ -86,8 +60,9 @@ def compile_data_workflow(lock: ImageLock, profile: ClusterProfile,
     ]
     return fetch_workflow(
         "data", "one-off: fill the madbench-data volume with the paper's data sets "
-        "(DEMAND, EMIS)", params, task, _fetch_template(), profile, profile.data_claim,
-        scratch_gib=5)
+        "(DEMAND, EMIS)", params, task,
+        fetch_template("data", "dataset", _env(), "data", DATA_ROOT, ("1Gi", "2Gi")),
+        profile, profile.data_claim, scratch_gib=5)
 
 
 def render_data_workflow(lock: ImageLock, profile: ClusterProfile, out_dir: str | Path,

@@ -24,17 +24,16 @@ from pathlib import Path
 from hera.workflows import models as m
 
 from madbench_common.models.weights import weights_images
-from madbench_common.pipeline.argo import ClusterProfile, ImageLock, workflow_yaml
+from madbench_common.pipeline.argo import ClusterProfile, ImageLock, pod_rules, workflow_yaml
 
-__all__ = ["EGRESS_LABEL", "HF_SECRET", "compile_weights_workflow", "render_weights_workflow",
-           "weights_images"]
+__all__ = ["EGRESS_LABEL", "HF_SECRET", "compile_weights_workflow", "fetch_template",
+           "fetch_workflow", "render_weights_workflow", "weights_images", "write_workflow"]
 
 EGRESS_LABEL = {"madbench.io/egress": "hub"}
 """The label that k8s/base/networkpolicy.yaml allows out to the hub (HTTPS)."""
 HF_SECRET = "madbench-hf"
 _WEIGHTS = "/weights"
 _SCRATCH = "/tmp"
-_UID = 10001
 
 
 def _env() -> list[m.EnvVar]:
@@ -46,29 +45,34 @@ def _env() -> list[m.EnvVar]:
     return [*env, m.EnvVar(name="HF_TOKEN", value_from=m.EnvVarSource(secret_key_ref=token))]
 
 
-def _fetch_template() -> m.Template:
-    args = ["weights", "fetch", "--image", "{{inputs.parameters.image}}", "--dest", _WEIGHTS,
+def fetch_template(verb: str, item: str, env: list[m.EnvVar], volume: str, mount: str,
+                   memory: tuple[str, str]) -> m.Template:
+    """The ``fetch`` pod of a one-off fetch workflow: ``madbench <verb> fetch --<item>
+    {{item}} --dest <mount>`` on the fetch image, writing the ``volume`` mounted at ``mount``
+    (``memory``: request and limit) with a read-only root, no capabilities and the label
+    that lets it out to the hub."""
+    args = [verb, "fetch", f"--{item}", f"{{{{inputs.parameters.{item}}}}}", "--dest", mount,
             "--allow-unpinned={{workflow.parameters.allow_unpinned}}"]
     return m.Template(
         name="fetch",
-        metadata=m.Metadata(labels={**EGRESS_LABEL, "madbench.io/stage": "weights"}),
-        inputs=m.Inputs(parameters=[m.Parameter(name="image")]),
+        metadata=m.Metadata(labels={**EGRESS_LABEL, "madbench.io/stage": verb}),
+        inputs=m.Inputs(parameters=[m.Parameter(name=item)]),
         container=m.Container(
             image="{{workflow.parameters.fetch_image}}", image_pull_policy="IfNotPresent",
-            command=["madbench"], args=args, env=_env(),
+            command=["madbench"], args=args, env=env,
             volume_mounts=[m.VolumeMount(name="scratch", mount_path=_SCRATCH),
-                           m.VolumeMount(name="weights", mount_path=_WEIGHTS)],
+                           m.VolumeMount(name=volume, mount_path=mount)],
             resources=m.ResourceRequirements(
-                requests={"cpu": m.Quantity("1"), "memory": m.Quantity("2Gi")},
-                limits={"memory": m.Quantity("4Gi")}),
+                requests={"cpu": m.Quantity("1"), "memory": m.Quantity(memory[0])},
+                limits={"memory": m.Quantity(memory[1])}),
             security_context=m.SecurityContext(
                 allow_privilege_escalation=False, read_only_root_filesystem=True,
                 run_as_non_root=True, capabilities=m.Capabilities(drop=["ALL"])),
         ),
         active_deadline_seconds=m.IntOrString(str(6 * 3600)),
-        # waits of 1, 2 and 4 minutes; no backoff.cap: it needs Argo v3.7 (the workflows
-        # support v3.5, madbench_common.pipeline.argo_rules.VERSION_GATES) and 3 retries
-        # never reach one
+        # waits of 1, 2 and 4 minutes; exit 3 (a mismatch, an unpinned entry) is never
+        # retried. No backoff.cap: it needs Argo v3.7 (the workflows support v3.5,
+        # madbench_common.pipeline.argo_rules.VERSION_GATES) and 3 retries never reach one
         retry_strategy=m.RetryStrategy(
             limit=m.IntOrString("3"), retry_policy="Always",
             expression='lastRetry.exitCode != "3"',
@@ -95,7 +99,8 @@ def compile_weights_workflow(lock: ImageLock, profile: ClusterProfile,
     ]
     return fetch_workflow(
         "weights", "one-off: fill the madbench-weights volume from the hub", params, task,
-        _fetch_template(), profile, profile.weights_claim, scratch_gib=20)
+        fetch_template("weights", "image", _env(), "weights", _WEIGHTS, ("2Gi", "4Gi")),
+        profile, profile.weights_claim, scratch_gib=20)
 
 
 def fetch_workflow(name: str, description: str, params: list[m.Parameter], task: m.DAGTask,
@@ -114,12 +119,7 @@ def fetch_workflow(name: str, description: str, params: list[m.Parameter], task:
             entrypoint=name, arguments=m.Arguments(parameters=params),
             templates=[m.Template(name=name, dag=m.DAGTemplate(tasks=[task])), fetch],
             parallelism=2,
-            service_account_name=profile.service_account,
-            pod_priority_class_name=profile.priority_class,
-            pod_metadata=m.Metadata(labels={"app.kubernetes.io/part-of": "madbench"}),
-            security_context=m.PodSecurityContext(
-                run_as_non_root=True, run_as_user=_UID, run_as_group=_UID, fs_group=_UID,
-                seccomp_profile=m.SeccompProfile(type="RuntimeDefault")),
+            **pod_rules(profile),
             volumes=[m.Volume(name="scratch", empty_dir=m.EmptyDirVolumeSource(
                          size_limit=m.Quantity(f"{scratch_gib}Gi"))),
                      m.Volume(name=name, persistent_volume_claim=(
