@@ -25,7 +25,12 @@ from pathlib import Path
 from hera.workflows import models as m
 
 from madbench_common.pipeline.argo import ClusterProfile, ImageLock, workflow_yaml
-from madbench_common.pipeline.argo_weights import fetch_template, fetch_workflow, write_workflow
+from madbench_common.pipeline.argo_weights import (
+    fetch_parameters,
+    fetch_template,
+    fetch_workflow,
+    write_workflow,
+)
 from madbench_common.pipeline.paper_data import DATA_ROOT, load_spec
 
 __all__ = ["compile_data_workflow", "render_data_workflow"]
@@ -43,24 +48,16 @@ def compile_data_workflow(lock: ImageLock, profile: ClusterProfile,
                           datasets: list[str] | None = None) -> m.Workflow:
     """The data workflow (``datasets``: the default of its ``datasets`` parameter)."""
     chosen = list(load_spec().datasets) if datasets is None else datasets
-    task = m.DAGTask(name="fetch", template="fetch",
-                     with_param="{{workflow.parameters.datasets}}",
-                     arguments=m.Arguments(parameters=[m.Parameter(name="dataset",
-                                                                   value="{{item}}")]))
-    params = [
+    params = fetch_parameters(
+        lock, "data", "paper_data.yaml",
         m.Parameter(name="datasets", value=json.dumps(chosen),
                     description="JSON list of data sets of madbench_common/data/"
                                 "paper_data.yaml to fetch"),
-        m.Parameter(name="fetch_image", value=lock.ref("base-py311"),
-                    description="Image that runs madbench data fetch (ships paper_data.yaml)"),
-        m.Parameter(name="allow_unpinned", value="false", enum=["false", "true"],
-                    description="true: fetch data sets with unpinned files or an unverified "
-                                "licence (the digests found are recorded in each data set's "
-                                "lock); false: refuse them (exit 3)"),
-    ]
+        "true: fetch data sets with unpinned files or an unverified licence (the digests "
+        "found are recorded in each data set's lock); false: refuse them (exit 3)")
     return fetch_workflow(
         "data", "one-off: fill the madbench-data volume with the paper's data sets "
-        "(DEMAND, EMIS)", params, task,
+        "(DEMAND, EMIS)", params,
         fetch_template("data", "dataset", _env(), "data", DATA_ROOT, ("1Gi", "2Gi")),
         profile, profile.data_claim, scratch_gib=5)
 

@@ -26,8 +26,9 @@ from hera.workflows import models as m
 from madbench_common.models.weights import weights_images
 from madbench_common.pipeline.argo import ClusterProfile, ImageLock, pod_rules, workflow_yaml
 
-__all__ = ["EGRESS_LABEL", "HF_SECRET", "compile_weights_workflow", "fetch_template",
-           "fetch_workflow", "render_weights_workflow", "weights_images", "write_workflow"]
+__all__ = ["EGRESS_LABEL", "HF_SECRET", "compile_weights_workflow", "fetch_parameters",
+           "fetch_template", "fetch_workflow", "render_weights_workflow", "weights_images",
+           "write_workflow"]
 
 EGRESS_LABEL = {"madbench.io/egress": "hub"}
 """The label that k8s/base/networkpolicy.yaml allows out to the hub (HTTPS)."""
@@ -84,31 +85,42 @@ def compile_weights_workflow(lock: ImageLock, profile: ClusterProfile,
                              images: list[str] | None = None) -> m.Workflow:
     """The weights workflow (``images``: the default of its ``images`` parameter)."""
     chosen = weights_images() if images is None else images
-    task = m.DAGTask(name="fetch", template="fetch", with_param="{{workflow.parameters.images}}",
-                     arguments=m.Arguments(parameters=[m.Parameter(name="image",
-                                                                   value="{{item}}")]))
-    params = [
+    params = fetch_parameters(
+        lock, "weights", "weights.yaml",
         m.Parameter(name="images", value=json.dumps(chosen),
                     description="JSON list of image slugs whose weights.yaml to fetch"),
-        m.Parameter(name="fetch_image", value=lock.ref("base-py311"),
-                    description="Image that runs madbench weights fetch (ships weights.yaml)"),
-        m.Parameter(name="allow_unpinned", value="false", enum=["false", "true"],
-                    description="true: fetch unpinned weights.yaml entries at their revision's "
-                                "current commit (recorded in each image's weights lock); "
-                                "false: refuse them (exit 3)"),
-    ]
+        "true: fetch unpinned weights.yaml entries at their revision's current commit "
+        "(recorded in each image's weights lock); false: refuse them (exit 3)")
     return fetch_workflow(
-        "weights", "one-off: fill the madbench-weights volume from the hub", params, task,
+        "weights", "one-off: fill the madbench-weights volume from the hub", params,
         fetch_template("weights", "image", _env(), "weights", _WEIGHTS, ("2Gi", "4Gi")),
         profile, profile.weights_claim, scratch_gib=20)
 
 
-def fetch_workflow(name: str, description: str, params: list[m.Parameter], task: m.DAGTask,
+def fetch_parameters(lock: ImageLock, verb: str, ships: str, items: m.Parameter,
+                     unpinned: str) -> list[m.Parameter]:
+    """A fetch workflow's parameters: ``items`` (the JSON list the pods fan out over), the
+    base image that runs ``madbench <verb> fetch`` (it ships the ``ships`` spec) and
+    ``allow_unpinned`` (``unpinned``: what true and false do)."""
+    return [items,
+            m.Parameter(name="fetch_image", value=lock.ref("base-py311"),
+                        description=f"Image that runs madbench {verb} fetch (ships {ships})"),
+            m.Parameter(name="allow_unpinned", value="false", enum=["false", "true"],
+                        description=unpinned)]
+
+
+def fetch_workflow(name: str, description: str, params: list[m.Parameter],
                    fetch: m.Template, profile: ClusterProfile, claim: str,
                    scratch_gib: int) -> m.Workflow:
-    """A one-off workflow that fills the volume of ``claim`` (mounted as ``name``): ``task``
-    fans out over ``fetch`` pods under the pods' rules (non-root uid, runtime-default
-    seccomp, GC and TTL). ``weights.yaml`` and ``data.yaml`` are both this."""
+    """A one-off workflow that fills the volume of ``claim`` (mounted as ``name``): one
+    ``fetch`` pod per element of the list parameter ``params[0]``, under the pods' rules
+    (non-root uid, runtime-default seccomp, GC and TTL). ``weights.yaml`` and ``data.yaml``
+    are both this."""
+    item = ((fetch.inputs.parameters or []) if fetch.inputs else [])[0].name  # its one input
+    task = m.DAGTask(name="fetch", template="fetch",
+                     with_param=f"{{{{workflow.parameters.{params[0].name}}}}}",
+                     arguments=m.Arguments(parameters=[m.Parameter(name=item,
+                                                                   value="{{item}}")]))
     return m.Workflow(
         api_version="argoproj.io/v1alpha1", kind="Workflow",
         metadata=m.ObjectMeta(
