@@ -6,7 +6,7 @@ from __future__ import annotations
 import hashlib
 from pathlib import Path
 
-__all__ = ["file_digest"]
+__all__ = ["digest_mismatch", "file_digest"]
 
 
 def file_digest(path: Path, algo: str = "sha256") -> str:
@@ -16,3 +16,13 @@ def file_digest(path: Path, algo: str = "sha256") -> str:
         for block in iter(lambda: f.read(1 << 20), b""):
             h.update(block)
     return h.hexdigest()
+
+
+def digest_mismatch(path: Path, sha256: str | None, md5: str | None = None) -> str:
+    """Why the file at ``path`` is not the one these digests pin (a digest that is None
+    pins nothing); empty when it is."""
+    if sha256 is not None and (got := file_digest(path)) != sha256:
+        return f"sha256 {got} != {sha256}"
+    if md5 and (got := file_digest(path, "md5")) != md5:
+        return f"md5 {got} != {md5}"
+    return ""

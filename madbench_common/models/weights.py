@@ -54,7 +54,7 @@ from typing import Any
 import yaml
 
 from madbench_common.core.errors import ConfigError, EnvironmentMissing
-from madbench_common.core.hashing import file_digest
+from madbench_common.core.hashing import digest_mismatch, file_digest
 from madbench_common.models.weights_layout import (
     STANDIN_MARKER,
     TINY_ARCH_FILE,
@@ -406,23 +406,14 @@ def _fetch_unpinned_hf(item: HFItem, base: Path, endpoint: str | None) -> dict[s
             "files": files}
 
 
-def _mismatch(path: Path, item: URLItem) -> str:
-    """Why ``path`` is not the file ``item`` pins (empty when it is)."""
-    if item.sha256 is not None and (got := file_digest(path)) != item.sha256:
-        return f"sha256 {got} != {item.sha256}"
-    if item.md5 and (got := file_digest(path, "md5")) != item.md5:
-        return f"md5 {got} != {item.md5}"
-    return ""
-
-
 def _fetch_url(item: URLItem, image: str, base: Path) -> dict[str, Any]:
     dest = base / "files" / image / item.name
-    if not (dest.exists() and not _mismatch(dest, item)):
+    if not (dest.exists() and not digest_mismatch(dest, item.sha256, item.md5)):
         dest.parent.mkdir(parents=True, exist_ok=True)
         with tempfile.NamedTemporaryFile(dir=dest.parent, delete=False) as tmp, \
                 urllib.request.urlopen(item.url, timeout=600) as resp:
             shutil.copyfileobj(resp, tmp)
-        why = _mismatch(Path(tmp.name), item)
+        why = digest_mismatch(Path(tmp.name), item.sha256, item.md5)
         if why:
             Path(tmp.name).unlink()
             raise WeightsMismatch(f"{item.url}: {why} in weights.yaml; refused")

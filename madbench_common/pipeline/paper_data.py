@@ -44,7 +44,7 @@ from typing import Any
 import yaml
 
 from madbench_common.core.errors import ConfigError
-from madbench_common.core.hashing import file_digest
+from madbench_common.core.hashing import digest_mismatch, file_digest
 
 __all__ = [
     "DATA_PATHS",
@@ -187,17 +187,10 @@ def data_status(spec: DataSpec | None = None) -> list[tuple[str, str]]:
 
 
 
-def _mismatch(path: Path, item: DataFile) -> str:
-    if item.sha256 is not None and (got := file_digest(path)) != item.sha256:
-        return f"sha256 {got} != {item.sha256}"
-    if item.md5 and (got := file_digest(path, "md5")) != item.md5:
-        return f"md5 {got} != {item.md5}"
-    return ""
-
-
 def _download(item: DataFile, dest: Path, spec_path: Path) -> str:
     """``item`` at ``dest`` (kept if it is already the pinned file); its sha256."""
-    if dest.exists() and item.sha256 is not None and not _mismatch(dest, item):
+    if dest.exists() and item.sha256 is not None and \
+            not digest_mismatch(dest, item.sha256, item.md5):
         return item.sha256
     dest.parent.mkdir(parents=True, exist_ok=True)
     with tempfile.NamedTemporaryFile(dir=dest.parent, prefix=f".{item.name}.",
@@ -208,7 +201,7 @@ def _download(item: DataFile, dest: Path, spec_path: Path) -> str:
         except BaseException:
             Path(tmp.name).unlink(missing_ok=True)  # a broken download leaves nothing
             raise
-    why = _mismatch(Path(tmp.name), item)
+    why = digest_mismatch(Path(tmp.name), item.sha256, item.md5)
     if why:
         Path(tmp.name).unlink()
         raise DataMismatch(
