@@ -42,6 +42,7 @@ __all__ = [
     "manifests",
     "run_cli",
     "sweep_seed",
+    "write_sources",
 ]
 
 _DEMO = Path(__file__).resolve().parents[2] / "data" / "demo"
@@ -66,12 +67,19 @@ def demo_sources(dest: Path, clips: Sequence[str] | int = FAULT_CLIPS) -> Path:
             if row.get(col):
                 (dest / row[col]).parent.mkdir(parents=True, exist_ok=True)
                 shutil.copyfile(_DEMO / row[col], dest / row[col])
-    out = dest / "sources.csv"
-    with open(out, "w", newline="") as fh:
-        writer = csv.DictWriter(fh, fieldnames=list(rows[0]))
+    return write_sources(dest / "sources.csv", rows)
+
+
+def write_sources(path: Path, rows: Sequence[Mapping[str, str]],
+                  columns: Sequence[str] | None = None) -> Path:
+    """Write a sources CSV at ``path``: the header ``columns`` (default: the first row's
+    keys; a row may leave a column out) and ``rows``. Returns ``path``."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with open(path, "w", newline="", encoding="utf-8") as fh:
+        writer = csv.DictWriter(fh, fieldnames=list(columns or rows[0]))
         writer.writeheader()
         writer.writerows(rows)
-    return out
+    return path
 
 
 ONE_CONDITION = [c for c in builtin_conditions() if c["name"] == "mp3_24k"]

@@ -38,6 +38,7 @@ from madbench_common.testing.faults import (
     manifests,
     run_cli,
     sweep_seed,
+    write_sources,
 )
 
 pytestmark = pytest.mark.slow
@@ -377,10 +378,7 @@ def test_an_edited_sources_file_recomputes_ingest(clean: Clean, tmp_path: Path) 
     with open(sources / "sources.csv", newline="") as fh:
         rows = list(csv_module.DictReader(fh))
     rows[0]["transcript"] = "an edited transcript"
-    with open(sources / "sources.csv", "w", newline="") as fh:
-        writer = csv_module.DictWriter(fh, fieldnames=list(rows[0]))
-        writer.writeheader()
-        writer.writerows(rows)
+    write_sources(sources / "sources.csv", rows)
     done = run_cli(store, "e", sources / "sources.csv", extra=["--until", "ingest"])
     assert done.returncode == 0, done.stderr[-2000:]
     assert {s["stage"]: s for s in last_run_log(run)["stages"]}["ingest"]["executed"]
