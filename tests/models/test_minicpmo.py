@@ -31,7 +31,7 @@ from madbench_common.models._omni_hf import option_logprobs  # noqa: E402
 from madbench_common.models._remote import first_step_logits  # noqa: E402
 from madbench_common.models.adapters.minicpmo import MiniCPMo45, messages  # noqa: E402
 from madbench_common.models.roles import OmniAnswer  # noqa: E402
-from madbench_common.models.tiny.omni import _bpe, omni_texts  # noqa: E402
+from madbench_common.models.tiny.omni import byte_bpe, omni_texts  # noqa: E402
 from madbench_common.models.weights import weights_root  # noqa: E402
 from tests.benchmarks.madbench.omni.questions import BIN  # noqa: E402
 from tests.models.device import DEVICE  # noqa: E402
@@ -56,7 +56,7 @@ def test_scores_come_from_the_prefill_of_a_greedy_generate() -> None:
     transformers causal LM, that equals a separate forward on the same ids."""
     from transformers import PreTrainedTokenizerFast, Qwen2Config, Qwen2ForCausalLM
 
-    tok = PreTrainedTokenizerFast(tokenizer_object=_bpe(omni_texts(), ["<eos>"]),
+    tok = PreTrainedTokenizerFast(tokenizer_object=byte_bpe(omni_texts(), ["<eos>"]),
                                   eos_token="<eos>")
     torch.manual_seed(0)
     lm = Qwen2ForCausalLM(Qwen2Config(vocab_size=len(tok), hidden_size=32,
