@@ -1,40 +1,14 @@
 """Model weights: what an image needs, pinned, fetched once, and found offline at run time.
 
-Every model image lists its weights in ``images/<slug>/weights.yaml``::
-
-    image: tts-f5
-    hf:                                  # Hugging Face repos
-      - repo: SWivid/F5-TTS
-        revision: main                   # branch, tag or commit: what `weights pin` resolves
-        files: ["F5TTS_v1_Base/*"]       # glob patterns; omit for the whole repo
-        commit: <40 hex>                 # the pin: written by `madbench weights pin`
-        sha256:                          # every matching file at that commit
-          "F5TTS_v1_Base/model.safetensors": "<64 hex>"
-    urls:                                # files from outside the hub
-      - name: AASIST.pth
-        url: https://github.com/clovaai/aasist/raw/<commit>/models/weights/AASIST.pth
-        sha256: "<64 hex>"               # the pin, or `unpinned` (written by `weights pin`)
-        md5: <32 hex>                    # optional: the publisher's md5, checked on fetch
-
-The pins live in the entries themselves (one fact, one place): ``madbench weights pin``
-resolves each entry where the hub is reachable and writes ``commit``/``sha256`` in place
-(:mod:`madbench_common.models.weights_pin`); ``madbench weights status`` lists every entry that
-is still unpinned. ``madbench weights fetch`` downloads exactly the pinned commit's
-pinned files and refuses a file whose sha256 differs; it refuses an unpinned entry
-unless ``allow_unpinned`` is given, and records that choice in the weights lock.
-
-A weights root (the ``madbench-weights`` volume, mounted read-only at ``/weights`` in
-every stage pod; ``$MADBENCH_WEIGHTS`` elsewhere) is laid out as::
-
-    <root>/huggingface/hub/models--org--name/...   Hugging Face cache (HF_HOME=<root>/huggingface)
-    <root>/files/<image>/<name>                    files from outside the hub
-    <root>/locks/<image>/weights.lock.json         what was fetched: commits, sha256s, whether
-                                                   unpinned entries were allowed
-
-Only ``madbench weights fetch`` / ``pin`` (and the one-off ``workflows/weights.yaml``)
-talk to the hub (``$HF_ENDPOINT``, read at call time). At run time adapters call
+Every model image lists its weights in ``images/<slug>/weights.yaml`` (hub repos with file
+patterns, URLs), and ``madbench weights pin`` writes each entry's commit and sha256s in
+place (:mod:`madbench_common.models.weights_pin`). ``madbench weights fetch`` downloads
+exactly what is pinned into a weights root (the ``madbench-weights`` volume at
+``/weights``; ``$MADBENCH_WEIGHTS`` elsewhere), refuses a file whose digest differs and an
+unpinned entry unless allowed, and writes the root's lock. At run time adapters call
 :func:`hf_path` / :func:`url_file`, which never download: a missing weight raises
-:class:`WeightsMissing` naming the file and the command that fetches it.
+:class:`WeightsMissing` naming the file and the command that fetches it. The file format
+and the root's layout are in the README (Model weights).
 """
 
 from __future__ import annotations

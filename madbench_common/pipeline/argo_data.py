@@ -1,20 +1,11 @@
 """Compile ``workflows/data.yaml``: the one-off Argo workflow that fills the data volume.
 
-It runs ``madbench data fetch --dataset <name> --dest /data`` once per chosen data set
-(``-p datasets='["demand"]'``; default: every data set of
-``madbench_common/data/paper_data.yaml``, DEMAND and EMIS, DEAF §2.1 / Appendix A.2):
-each file checked against its pinned sha256, then unpacked to ``/data/<name>/``. A data
-set with an unpinned file or an unverified licence fails its pod (exit 3, not retried)
-unless ``-p allow_unpinned=true``, which the data set's lock on the volume
-(``/data/locks/<name>.lock.json``) records. As ``workflows/weights.yaml`` does for
-weights, and with the same pod rules: the ``madbench-data`` volume (cluster profile
-``dataClaim``) read-write at ``/data``; the label ``madbench.io/egress: hub``, which
-``k8s/base/networkpolicy.yaml`` lets out on HTTPS (Zenodo serves both data sets).
-
-``workflows/deaf.yaml``'s full profile then reads ``/data/demand`` and ``/data/emis``
-(:data:`~madbench_common.pipeline.paper_data.DATA_PATHS`) from the same volume,
-mounted read-only. The fetch pods run the base image, whose ``madbench_common`` package
-ships ``paper_data.yaml``: after pinning, rebuild the bases before running this workflow.
+It runs ``madbench data fetch --dataset <name> --dest /data`` once per chosen data set of
+``madbench_common/data/paper_data.yaml`` (DEMAND and EMIS by default), with the pod rules
+of ``workflows/weights.yaml`` (:mod:`.argo_weights`) and the ``madbench-data`` volume
+read-write; ``workflows/deaf.yaml`` then mounts it read-only. The fetch pods run the base
+image, which ships ``paper_data.yaml``: after pinning, rebuild the bases first. Usage is in
+the README (The data volume).
 """
 
 from __future__ import annotations

@@ -1,19 +1,11 @@
 """Compile ``workflows/weights.yaml``: the one-off Argo workflow that fills the weights volume.
 
-It runs ``madbench weights fetch --image <slug> --dest /weights`` once per chosen image
-(``-p images='["tts-f5", "qc"]'``; default: every image with a ``weights.yaml``): exactly the
-pinned commits and files, each checked against its sha256. An unpinned entry fails the
-pod (exit 3, not retried) unless ``-p allow_unpinned=true``, which the image's weights lock
-on the volume records. It runs with
-the ``madbench-weights`` volume mounted read-write at ``/weights``. Its pods carry the
-label ``madbench.io/egress: hub``, which ``k8s/base/networkpolicy.yaml`` lets out on
-HTTPS: they are the only pods with egress to the Hugging Face hub (stage pods mount the
-volume read-only with ``HF_HUB_OFFLINE=1``). A token, where a gated repo needs one,
-comes from the optional Secret ``madbench-hf`` (key ``HF_TOKEN``).
-
-The fetch pods run the base image (``base-py311``), which ships every
-``images/<slug>/weights.yaml`` under ``/opt/madbench/images`` (``MADBENCH_IMAGES_DIR``):
-after changing a ``weights.yaml``, rebuild the bases before running this workflow.
+It runs ``madbench weights fetch --image <slug> --dest /weights`` once per chosen image,
+with the ``madbench-weights`` volume read-write. Its pods are the only ones with egress to
+the hub (the label ``madbench.io/egress: hub``); stage pods mount the volume read-only and
+offline. A gated repo's token comes from the optional Secret ``madbench-hf``. The fetch
+pods run the base image, which ships every ``weights.yaml``: after changing one, rebuild
+the bases first. The data workflow (:mod:`.argo_data`) is built by the same functions.
 """
 
 from __future__ import annotations

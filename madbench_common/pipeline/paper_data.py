@@ -1,31 +1,13 @@
 """The paper's data sets on the cluster: DEMAND and EMIS, pinned, fetched once, read offline.
 
-``madbench_common/data/paper_data.yaml`` lists each data set (its licence, its source, what
-of its archives to unpack) and each file (``urls``: name, data set, URL, ``sha256`` or
-``unpinned``, optional publisher ``md5``) — the shape of ``images/<slug>/weights.yaml``'s
-``urls``, so the same in-place pin writer records digests
-(:func:`madbench_common.models.weights_pin.write_pins`).
-
-``madbench data fetch --dataset NAME --dest ROOT`` (the pods of the one-off workflow
-``workflows/data.yaml``, with the ``madbench-data`` volume at ``/data``) downloads every
-file of the data set into ``ROOT/archives/<name>/``, refuses a file whose sha256 (or md5)
-differs from the pin (:class:`DataMismatch`, naming the file), unpacks the listed members
-into ``ROOT/<name>/`` and writes ``ROOT/locks/<name>.lock.json``. A data set with an
-unpinned file, or whose licence is ``unverified``, is refused (:class:`UnpinnedData`, exit
-3) unless ``allow_unpinned``; then the digests found are recorded in the lock, which says
-so. ``madbench data pin`` (where the hosts are reachable) downloads each unpinned file and
-writes its sha256 into ``paper_data.yaml``; ``madbench data status`` lists what is not
-pinned and why.
-
-Layout of a data root (the ``madbench-data`` volume, mounted read-only at ``/data`` in
-``workflows/deaf.yaml``'s pods)::
-
-    <root>/demand/<CODE>/ch01.wav        DEAF §2.1 BSC, Appendix A.2.2 Table 6 (18 codes)
-    <root>/emis/...                      DEAF §2.1 ESC, Appendix A.2.1 (1,248 WAVs + table)
-    <root>/archives/<name>/<file>        the downloaded archives, as pinned
-    <root>/locks/<name>.lock.json        what was fetched: sha256s, licence, allow_unpinned
-
-:data:`DATA_PATHS` are the folders ``deaf.yaml``'s full profile reads.
+``madbench_common/data/paper_data.yaml`` lists each data set (licence, source, members to
+unpack) and its files in the shape of ``weights.yaml``'s ``urls``, so the same pin writer
+records their digests. ``madbench data fetch`` (the pods of ``workflows/data.yaml``)
+downloads a data set's files, refuses one whose digest differs from the pin
+(:class:`DataMismatch`) or an unpinned or unverified data set unless allowed
+(:class:`UnpinnedData`), unpacks it and writes its lock; :data:`DATA_PATHS` are the
+folders ``deaf.yaml``'s full profile reads. The commands and the volume's layout are in
+the README (The data volume).
 """
 
 from __future__ import annotations
