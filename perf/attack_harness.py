@@ -125,15 +125,10 @@ def _rows(run: Path) -> list[tuple[str, str, str]]:
 
 
 def write_csv(path: Path, rows: list[dict[str, str]]) -> Path:
-    import csv
+    from madbench_common.testing.faults import write_sources
 
-    cols = ["clip_id", "path", "transcript", "speech_stem", "env_stem"]
-    path.parent.mkdir(parents=True, exist_ok=True)
-    with open(path, "w", newline="", encoding="utf-8") as fh:
-        w = csv.DictWriter(fh, fieldnames=cols)
-        w.writeheader()
-        w.writerows(rows)
-    return path
+    return write_sources(path, rows, ["clip_id", "path", "transcript", "speech_stem",
+                                      "env_stem"])
 
 
 def make_src(where: Path) -> Path:

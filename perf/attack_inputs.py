@@ -56,6 +56,14 @@ from perf.attack_harness import (
     written_outside_run,
 )
 
+
+def ingest_beside_ok(ctx: Ctx, w: Path, src: Path, *rows: dict[str, str]) -> Outcome:
+    """Ingest a sources CSV in ``src`` that lists the good clip ``ok`` and then the hostile
+    ``rows``: the good row shows that the bad ones fail alone."""
+    return ctx.ingest(w, str(write_csv(src / "sources.csv", [
+        {"clip_id": "ok", "path": "ok.mp4"}, *rows])))
+
+
 # ---------------------------------------------------------------- the attacks
 
 Result = tuple[str, bool]
@@ -88,9 +96,8 @@ def hls_http_stem(ctx: Ctx, w: Path) -> Result:
         "#EXTM3U\n#EXT-X-VERSION:3\n#EXT-X-TARGETDURATION:5\n#EXTINF:5.0,\n"
         f"http://127.0.0.1:{ctx.http_port}/seg0.ts\n#EXT-X-ENDLIST\n")
     before = len(ctx.http_hits)
-    o = ctx.ingest(w, str(write_csv(src / "sources.csv", [
-        {"clip_id": "ok", "path": "ok.mp4"},
-        {"clip_id": "a", "path": "a.mp4", "speech_stem": "voice.wav"}])))
+    o = ingest_beside_ok(
+        ctx, w, src, {"clip_id": "a", "path": "a.mp4", "speech_stem": "voice.wav"})
     fetched = len(ctx.http_hits) - before
     seen, held = _std(o, "a", _rejected(o, "a"), f"HTTP requests {fetched}")
     return seen, held and fetched == 0
@@ -102,8 +109,7 @@ def hls_http_main(ctx: Ctx, w: Path) -> Result:
         "#EXTM3U\n#EXT-X-TARGETDURATION:5\n#EXTINF:5.0,\n"
         f"http://127.0.0.1:{ctx.http_port}/main.ts\n#EXT-X-ENDLIST\n")
     before = len(ctx.http_hits)
-    o = ctx.ingest(w, str(write_csv(src / "sources.csv", [
-        {"clip_id": "ok", "path": "ok.mp4"}, {"clip_id": "h", "path": "clip.mkv"}])))
+    o = ingest_beside_ok(ctx, w, src, {"clip_id": "h", "path": "clip.mkv"})
     fetched = len(ctx.http_hits) - before
     seen, held = _std(o, "h", _rejected(o, "h"), f"HTTP requests {fetched}")
     return seen, held and fetched == 0
@@ -113,8 +119,7 @@ def lying_duration_mp4(ctx: Ctx, w: Path) -> Result:
     src = make_src(w)
     clip = make_av(src / "liar.mp4", 40.0, extra=("-use_editlist", "0"))
     mp4_lying_duration(clip, 5.0)
-    o = ctx.ingest(w, str(write_csv(src / "sources.csv", [
-        {"clip_id": "ok", "path": "ok.mp4"}, {"clip_id": "liar", "path": "liar.mp4"}])))
+    o = ingest_beside_ok(ctx, w, src, {"clip_id": "liar", "path": "liar.mp4"})
     return _std(o, "liar", lambda r: r == "rejected/too_long")
 
 
@@ -122,8 +127,7 @@ def lying_duration_mkv(ctx: Ctx, w: Path) -> Result:
     src = make_src(w)
     clip = make_av(src / "liar.mkv", 40.0)
     mkv_lying_duration(clip, 5000.0)
-    o = ctx.ingest(w, str(write_csv(src / "sources.csv", [
-        {"clip_id": "ok", "path": "ok.mp4"}, {"clip_id": "liar", "path": "liar.mkv"}])))
+    o = ingest_beside_ok(ctx, w, src, {"clip_id": "liar", "path": "liar.mkv"})
     return _std(o, "liar", lambda r: r == "rejected/too_long")
 
 
@@ -134,8 +138,7 @@ def ffconcat_row(ctx: Ctx, w: Path) -> Result:
     shutil.copy(GOOD2, outside)
     (src / "joined.mkv").write_text(
         f"ffconcat version 1.0\nfile 'ok.mp4'\nfile '{outside}'\n")
-    o = ctx.ingest(w, str(write_csv(src / "sources.csv", [
-        {"clip_id": "ok", "path": "ok.mp4"}, {"clip_id": "cat", "path": "joined.mkv"}])))
+    o = ingest_beside_ok(ctx, w, src, {"clip_id": "cat", "path": "joined.mkv"})
     return _std(o, "cat", _rejected(o, "cat"))
 
 
@@ -178,9 +181,9 @@ def symlink_loop(ctx: Ctx, w: Path) -> Result:
     (src / "self.mp4").symlink_to("self.mp4")
     (src / "a.mp4").symlink_to("b.mp4")
     (src / "b.mp4").symlink_to("a.mp4")
-    o = ctx.ingest(w, str(write_csv(src / "sources.csv", [
-        {"clip_id": "ok", "path": "ok.mp4"}, {"clip_id": "self", "path": "self.mp4"},
-        {"clip_id": "ab", "path": "a.mp4"}])))
+    o = ingest_beside_ok(
+        ctx, w, src, {"clip_id": "self", "path": "self.mp4"},
+        {"clip_id": "ab", "path": "a.mp4"})
     seen, held = _std(o, "self", _rejected(o, "self"), f"ab {o.row('ab')}")
     return seen, held and o.quarantined("ab")
 
@@ -188,16 +191,14 @@ def symlink_loop(ctx: Ctx, w: Path) -> Result:
 def zero_byte_mp4(ctx: Ctx, w: Path) -> Result:
     src = make_src(w)
     (src / "empty.mp4").write_bytes(b"")
-    o = ctx.ingest(w, str(write_csv(src / "sources.csv", [
-        {"clip_id": "ok", "path": "ok.mp4"}, {"clip_id": "empty", "path": "empty.mp4"}])))
+    o = ingest_beside_ok(ctx, w, src, {"clip_id": "empty", "path": "empty.mp4"})
     return _std(o, "empty", _rejected(o, "empty"))
 
 
 def s3_other_bucket_row(ctx: Ctx, w: Path) -> Result:
     src = make_src(w)
-    o = ctx.ingest(w, str(write_csv(src / "sources.csv", [
-        {"clip_id": "ok", "path": "ok.mp4"},
-        {"clip_id": "s3", "path": "s3://other-bucket/private/clip.mp4"}])))
+    o = ingest_beside_ok(
+        ctx, w, src, {"clip_id": "s3", "path": "s3://other-bucket/private/clip.mp4"})
     return _std(o, "s3", lambda r: r == "rejected/outside_sources")
 
 
@@ -232,8 +233,7 @@ def proc_environ(ctx: Ctx, w: Path) -> Result:
 def dev_zero_link(ctx: Ctx, w: Path) -> Result:
     src = make_src(w)
     (src / "zero.mp4").symlink_to("/dev/zero")
-    o = ctx.ingest(w, str(write_csv(src / "sources.csv", [
-        {"clip_id": "ok", "path": "ok.mp4"}, {"clip_id": "zero", "path": "zero.mp4"}])))
+    o = ingest_beside_ok(ctx, w, src, {"clip_id": "zero", "path": "zero.mp4"})
     seen, held = _std(o, "zero", _rejected(o, "zero"), f"{o.seconds:.0f}s")
     return seen, held
 
@@ -242,9 +242,8 @@ def fifo_stem(ctx: Ctx, w: Path) -> Result:
     src = make_src(w)
     shutil.copy(GOOD2, src / "a.mp4")
     os.mkfifo(src / "pipe.flac")
-    o = ctx.ingest(w, str(write_csv(src / "sources.csv", [
-        {"clip_id": "ok", "path": "ok.mp4"},
-        {"clip_id": "a", "path": "a.mp4", "speech_stem": "pipe.flac"}])))
+    o = ingest_beside_ok(
+        ctx, w, src, {"clip_id": "a", "path": "a.mp4", "speech_stem": "pipe.flac"})
     return _std(o, "a", _rejected(o, "a"), f"{o.seconds:.0f}s")
 
 
@@ -255,9 +254,9 @@ def dir_link_component(ctx: Ctx, w: Path) -> Result:
     shutil.copy(GOOD2, outside / "x.mp4")
     (src / "d").symlink_to(outside)
     (src / "sub").mkdir()
-    o = ctx.ingest(w, str(write_csv(src / "sources.csv", [
-        {"clip_id": "ok", "path": "ok.mp4"}, {"clip_id": "dlink", "path": "d/x.mp4"},
-        {"clip_id": "norm", "path": "sub/../../outside/x.mp4"}])))
+    o = ingest_beside_ok(
+        ctx, w, src, {"clip_id": "dlink", "path": "d/x.mp4"},
+        {"clip_id": "norm", "path": "sub/../../outside/x.mp4"})
     seen, held = _std(o, "dlink", lambda r: r == "rejected/outside_sources",
                       f"norm {o.row('norm')}")
     return seen, held and o.row("norm") == "rejected/outside_sources"
@@ -265,8 +264,7 @@ def dir_link_component(ctx: Ctx, w: Path) -> Result:
 
 def csv_as_media(ctx: Ctx, w: Path) -> Result:
     src = make_src(w)
-    o = ctx.ingest(w, str(write_csv(src / "sources.csv", [
-        {"clip_id": "ok", "path": "ok.mp4"}, {"clip_id": "me", "path": "sources.csv"}])))
+    o = ingest_beside_ok(ctx, w, src, {"clip_id": "me", "path": "sources.csv"})
     return _std(o, "me", _rejected(o, "me"))
 
 
@@ -274,9 +272,7 @@ def video_only_stem(ctx: Ctx, w: Path) -> Result:
     src = make_src(w)
     shutil.copy(GOOD2, src / "a.mp4")
     make_av(src / "amb.mp4", 5.0, audio=False)
-    o = ctx.ingest(w, str(write_csv(src / "sources.csv", [
-        {"clip_id": "ok", "path": "ok.mp4"},
-        {"clip_id": "a", "path": "a.mp4", "env_stem": "amb.mp4"}])))
+    o = ingest_beside_ok(ctx, w, src, {"clip_id": "a", "path": "a.mp4", "env_stem": "amb.mp4"})
     return _std(o, "a", _rejected(o, "a"))
 
 
@@ -284,9 +280,9 @@ def duplicate_clip_id(ctx: Ctx, w: Path) -> Result:
     src = make_src(w)
     shutil.copy(GOOD2, src / "two.mp4")
     shutil.copy(GOOD3, src / "three.mp4")
-    o = ctx.ingest(w, str(write_csv(src / "sources.csv", [
-        {"clip_id": "ok", "path": "ok.mp4"}, {"clip_id": "dup", "path": "two.mp4"},
-        {"clip_id": "dup", "path": "three.mp4"}])))
+    o = ingest_beside_ok(
+        ctx, w, src, {"clip_id": "dup", "path": "two.mp4"},
+        {"clip_id": "dup", "path": "three.mp4"})
     rows = "; ".join(f"{c!r} {s}/{r}" if r else f"{c!r} {s}" for c, s, r in o.rows)
     seen = f"rc {o.rc_text()}; rows: {rows}"
     dup = o.row("dup").split(",")
@@ -424,17 +420,15 @@ def scanner_misses(ctx: Ctx, w: Path) -> Result:
 def folder_row(ctx: Ctx, w: Path) -> Result:
     src = make_src(w)
     (src / "dir.mp4").mkdir()
-    o = ctx.ingest(w, str(write_csv(src / "sources.csv", [
-        {"clip_id": "ok", "path": "ok.mp4"}, {"clip_id": "d", "path": "dir.mp4"}])))
+    o = ingest_beside_ok(ctx, w, src, {"clip_id": "d", "path": "dir.mp4"})
     return _std(o, "d", _rejected(o, "d"))
 
 
 def megabyte_transcript(ctx: Ctx, w: Path) -> Result:
     src = make_src(w)
     shutil.copy(GOOD2, src / "m.mp4")
-    o = ctx.ingest(w, str(write_csv(src / "sources.csv", [
-        {"clip_id": "ok", "path": "ok.mp4"},
-        {"clip_id": "m", "path": "m.mp4", "transcript": "=cmd|' /C x'!A0 " + "word " * 250_000}])))
+    o = ingest_beside_ok(ctx, w, src, {"clip_id": "m", "path": "m.mp4",
+                                       "transcript": "=cmd|' /C x'!A0 " + "word " * 250_000})
     return _std(o, "m", lambda r: r == "ok")
 
 
@@ -460,17 +454,15 @@ def non_finite_stem(ctx: Ctx, w: Path) -> Result:
     x = np.zeros(16000 * 5, np.float32)
     x[99] = np.nan
     sf.write(src / "nan.wav", x, 16000, subtype="FLOAT")
-    o = ctx.ingest(w, str(write_csv(src / "sources.csv", [
-        {"clip_id": "ok", "path": "ok.mp4"},
-        {"clip_id": "a", "path": "a.mp4", "speech_stem": "nan.wav"}])))
+    o = ingest_beside_ok(ctx, w, src, {"clip_id": "a", "path": "a.mp4", "speech_stem": "nan.wav"})
     return _std(o, "a", _rejected(o, "a"))
 
 
 def path_beyond_path_max(ctx: Ctx, w: Path) -> Result:
     src = make_src(w)
-    o = ctx.ingest(w, str(write_csv(src / "sources.csv", [
-        {"clip_id": "ok", "path": "ok.mp4"}, {"clip_id": "p", "path": "a/" * 2100 + "x.mp4"},
-        {"clip_id": "n", "path": "n" * 300 + ".mp4"}])))
+    o = ingest_beside_ok(
+        ctx, w, src, {"clip_id": "p", "path": "a/" * 2100 + "x.mp4"},
+        {"clip_id": "n", "path": "n" * 300 + ".mp4"})
     seen, held = _std(o, "p", _rejected(o, "p"), f"n {o.row('n')}")
     return seen, held and o.quarantined("n") and not o.traceback()
 
@@ -478,8 +470,7 @@ def path_beyond_path_max(ctx: Ctx, w: Path) -> Result:
 def escapes_in_names(ctx: Ctx, w: Path) -> Result:
     src = make_src(w)
     name = "[bold red]x[/bold red]\x1b[2J\x1b]0;t\x07\x9b1m\u202egone.mp4"
-    o = ctx.ingest(w, str(write_csv(src / "sources.csv", [
-        {"clip_id": "ok", "path": "ok.mp4"}, {"clip_id": "e", "path": name}])))
+    o = ingest_beside_ok(ctx, w, src, {"clip_id": "e", "path": name})
     raw = [f"{ch!r}" for ch in ("\x1b", "\x07", "\x9b", "\u202e") if ch in o.stderr]
     seen, held = _std(o, "e", _rejected(o, "e"), f"raw in stderr: {raw or 'none'}")
     return seen, held and not raw

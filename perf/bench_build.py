@@ -31,6 +31,7 @@ import numpy as np  # noqa: E402
 from madbench_common.benchmarks.madbench.stages.assemble import render_track  # noqa: E402
 from madbench_common.core.store import RunStore  # noqa: E402
 from madbench_common.media.audio import decode_audio, wav_bytes  # noqa: E402
+from perf.results import save  # noqa: E402
 
 DEMO = REPO / "data" / "demo"
 WORKERS = int(os.environ.get("MADBENCH_BENCH_WORKERS", "2"))
@@ -120,10 +121,7 @@ def main() -> dict[str, object]:
     assembly = result["assembly"]
     assert isinstance(assembly, dict)
     result["pass"] = assembly["assembly_x_realtime"] >= FLOORS["assembly_x_realtime"]
-    out = REPO / ".bench" / "build.json"
-    out.parent.mkdir(exist_ok=True)
-    out.write_text(json.dumps(result, indent=1))
-    print(json.dumps(result, indent=1))
+    print(json.dumps(save("build", result), indent=1))
     return result
 
 

@@ -40,6 +40,7 @@ from madbench_common.testing.faults import (  # noqa: E402
     run_cli,
     sweep_seed,
 )
+from perf.results import save  # noqa: E402
 
 SEEDS = int(os.environ.get("MADBENCH_FAULT_SEEDS", "10"))
 WORKERS = int(os.environ.get("MADBENCH_FAULT_WORKERS", "2"))
@@ -149,9 +150,7 @@ def main() -> int:
               "file": _summary(files), "s3": _summary(s3_runs), "s3_outage": outage,
               "s3_throttled": throttled,
               "records": [asdict(r) for r in files + s3_runs]}
-    out = REPO / ".bench" / "faults.json"
-    out.parent.mkdir(exist_ok=True)
-    out.write_text(json.dumps(result, indent=1))
+    save("faults", result)
     print(json.dumps({k: v for k, v in result.items() if k != "records"}, indent=1))
     ok = all(not r.problems for r in files + s3_runs) and outage["exit_code"] == 0 \
         and outage["identical"] and throttled["exit_code"] == 0 and throttled["identical"]

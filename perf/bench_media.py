@@ -15,6 +15,7 @@ sys.path.insert(0, str(REPO))
 from madbench_common.core.errors import InputRejected  # noqa: E402
 from madbench_common.media.audio import decode_audio, probe  # noqa: E402
 from madbench_common.media.guard import MediaLimits, decode_untrusted  # noqa: E402
+from perf.results import save  # noqa: E402
 from tests.media.clips import (  # noqa: E402
     bomb_mkv,
     huge_duration_mp4,
@@ -61,10 +62,7 @@ def main() -> dict[str, object]:
     result = {"limits": {k: getattr(LIMITS, k) for k in LIMITS.__dataclass_fields__},
               "demo_clips": len(clips), "guarded_s_per_clip": round(guarded, 3),
               "plain_s_per_clip": round(plain, 3), "hostile": rejected}
-    out = REPO / ".bench" / "media.json"
-    out.parent.mkdir(exist_ok=True)
-    out.write_text(json.dumps(result, indent=1))
-    return result
+    return save("media", result)
 
 
 if __name__ == "__main__":

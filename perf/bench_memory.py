@@ -31,6 +31,7 @@ from madbench_common.core.store import RunStore, open_store  # noqa: E402
 from madbench_common.pipeline.local import LocalRunner, RunOptions  # noqa: E402
 from madbench_common.pipeline.measure import measure_run, throughput_csv, update_peaks  # noqa: E402
 from madbench_common.pipeline.plan import load_throughput  # noqa: E402
+from perf.results import save  # noqa: E402
 
 TABLE = REPO / "madbench_common" / "data" / "throughput.csv"
 SOURCES = REPO / "data" / "demo" / "sources.csv"
@@ -69,10 +70,7 @@ def main() -> dict[str, Any]:
     result = {"clips": sum(1 for _ in SOURCES.open()) - 1, "workers": WORKERS,
               "isolated_run_s": round(wall, 1), "stages": stages,
               "largest_peak_mb": max(r.peak_rss_mb for r in measured)}
-    out = REPO / ".bench" / "memory.json"
-    out.parent.mkdir(exist_ok=True)
-    out.write_text(json.dumps(result, indent=1))
-    return result
+    return save("memory", result)
 
 
 if __name__ == "__main__":

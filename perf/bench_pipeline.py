@@ -16,14 +16,13 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
-sys.path.insert(0, str(REPO / "bench"))
-
-from corpus import replicated_sources  # noqa: E402
 
 from madbench_common.benchmarks.madbench.graph import build_graph  # noqa: E402
 from madbench_common.media.audio import probe  # noqa: E402
 from madbench_common.pipeline.local import LocalRunner, RunOptions  # noqa: E402
 from madbench_common.testing import SeaweedS3  # noqa: E402
+from perf.corpus import replicated_sources  # noqa: E402
+from perf.results import save  # noqa: E402
 
 UNTIL = os.environ.get("MADBENCH_BENCH_UNTIL", "split")
 COPIES = int(os.environ.get("MADBENCH_BENCH_COPIES", "4"))
@@ -69,10 +68,7 @@ def main() -> dict[str, object]:
         "pass": {"ingest+source_qc": combined >= FLOORS["ingest+source_qc"],
                  "s3_over_file": s3_wall / file_wall <= FLOORS["s3_over_file"]},
     }
-    out = REPO / ".bench" / "pipeline.json"
-    out.parent.mkdir(exist_ok=True)
-    out.write_text(json.dumps(result, indent=1))
-    return result
+    return save("pipeline", result)
 
 
 if __name__ == "__main__":

@@ -39,6 +39,7 @@ from madbench_common.pipeline.local import LocalRunner, RunOptions  # noqa: E402
 from madbench_common.pipeline.plan import PAPER_CLIPS, plan_run  # noqa: E402
 from madbench_common.pipeline.status import collect_status  # noqa: E402
 from madbench_common.testing import SeaweedS3  # noqa: E402
+from perf.results import save  # noqa: E402
 from perf.synthstages import paper_counts, paper_graph  # noqa: E402
 
 WORKERS = int(os.environ.get("MADBENCH_BENCH_WORKERS", "2"))
@@ -121,10 +122,7 @@ def main() -> dict[str, object]:
         "merge_memory_flat": max(s["merge_peak_rss_mb"] for s in sweep)  # type: ignore[type-var]
         <= 1.25 * min(s["merge_peak_rss_mb"] for s in sweep),  # type: ignore[type-var]
     }
-    out = REPO / ".bench" / "scale.json"
-    out.parent.mkdir(exist_ok=True)
-    out.write_text(json.dumps(result, indent=1))
-    return result
+    return save("scale", result)
 
 
 if __name__ == "__main__":

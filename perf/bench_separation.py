@@ -27,6 +27,7 @@ from madbench_common.media.audio import decode_audio  # noqa: E402
 from madbench_common.models.reference.asr import PocketSphinxASR  # noqa: E402
 from madbench_common.models.reference.separator import DeepFilterSeparator  # noqa: E402
 from madbench_common.models.reference.vad import SileroVAD, coverage  # noqa: E402
+from perf.results import save  # noqa: E402
 
 DEMO = REPO / "data" / "demo"
 RATE = 16000
@@ -58,9 +59,7 @@ def main() -> int:
               "max_asr_recall": max((v["asr_recall"] for v in per.values()), default=0.0),
               "seconds": time.perf_counter() - start, "separator": sep.version,
               "per_clip": per}
-    out = REPO / ".bench"
-    out.mkdir(exist_ok=True)
-    (out / "separation.json").write_text(json.dumps(result, indent=1))
+    save("separation", result)
     print(json.dumps({k: v for k, v in result.items() if k != "per_clip"}, indent=1))
     return 0 if np.isfinite(result["share"]) else 1
 

@@ -6,6 +6,8 @@ import csv
 import shutil
 from pathlib import Path
 
+from madbench_common.testing.faults import write_sources
+
 REPO = Path(__file__).resolve().parents[1]
 DEMO = REPO / "data" / "demo"
 
@@ -27,9 +29,4 @@ def replicated_sources(dest: Path, copies: int) -> Path:
                     (dest / row[col]).parent.mkdir(parents=True, exist_ok=True)
                     shutil.copyfile(DEMO / row[col], dest / row[col])
             out_rows.append(new)
-    out = dest / "sources.csv"
-    with open(out, "w", newline="") as fh:
-        writer = csv.DictWriter(fh, fieldnames=list(rows[0]))
-        writer.writeheader()
-        writer.writerows(out_rows)
-    return out
+    return write_sources(dest / "sources.csv", out_rows)

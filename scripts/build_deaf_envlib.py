@@ -27,6 +27,7 @@ import shutil
 import subprocess
 import sys
 import tempfile
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -182,16 +183,26 @@ def build(out: Path, workdir: Path) -> None:
         quality, srcs = SOURCES[code]
         audio = bed([decode(workdir / s.package / s.member) for s in srcs])
         sf.write(out / f"{code}.flac", audio, SR, subtype="PCM_16")
-        rows.append({
-            "code": code, "file": f"{code}.flac", "quality": quality,
-            "sources": ";".join(f"{s.package}={versions[s.package]}:/{s.member}" for s in srcs),
+        rows.append({"code": code, "file": f"{code}.flac", "quality": quality,
+                     **provenance(srcs, versions)})
+    write_rows(out / "envlib.csv", rows)
+    write_attribution(out, rows)
+
+
+def provenance(srcs: Sequence[Source], versions: dict[str, str]) -> dict[str, str]:
+    """The columns that credit a bed: its recordings (``package=version:/member``), their
+    licences and their credits."""
+    return {"sources": ";".join(f"{s.package}={versions[s.package]}:/{s.member}" for s in srcs),
             "licence": " AND ".join(sorted({s.licence for s in srcs})),
-            "attribution": "; ".join(dict.fromkeys(s.credit for s in srcs))})
-    with open(out / "envlib.csv", "w", newline="", encoding="utf-8") as fh:
+            "attribution": "; ".join(dict.fromkeys(s.credit for s in srcs))}
+
+
+def write_rows(path: Path, rows: list[dict[str, str]]) -> None:
+    """The library's index CSV, one row a bed, in the rows' own column order."""
+    with open(path, "w", newline="", encoding="utf-8") as fh:
         w = csv.DictWriter(fh, fieldnames=list(rows[0]), lineterminator="\n")
         w.writeheader()
         w.writerows(rows)
-    write_attribution(out, rows)
 
 
 def write_attribution(out: Path, rows: list[dict[str, str]]) -> None:
@@ -209,17 +220,23 @@ def write_attribution(out: Path, rows: list[dict[str, str]]) -> None:
     (out / "ATTRIBUTION.md").write_text("\n".join(lines) + "\n", encoding="utf-8")
 
 
-def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--out", default="madbench_common/data/deaf_envlib")
+def cli(doc: str, out: str, build: Callable[[Path, Path], None]) -> None:
+    """A builder's command line: ``--out`` (default ``out``) and ``--workdir``, where the
+    packages are fetched and unpacked (a temporary folder unless given)."""
+    ap = argparse.ArgumentParser(description=doc.splitlines()[0])
+    ap.add_argument("--out", default=out)
     ap.add_argument("--workdir", default=None)
     args = ap.parse_args()
     if args.workdir:
         Path(args.workdir).mkdir(parents=True, exist_ok=True)
         build(Path(args.out), Path(args.workdir))
     else:
-        with tempfile.TemporaryDirectory(prefix="deaf-envlib-") as tmp:
+        with tempfile.TemporaryDirectory(prefix=f"{Path(out).name}-") as tmp:
             build(Path(args.out), Path(tmp))
+
+
+def main() -> None:
+    cli(__doc__, "madbench_common/data/deaf_envlib", build)
 
 
 if __name__ == "__main__":

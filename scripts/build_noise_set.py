@@ -23,17 +23,14 @@ Usage::
 
 from __future__ import annotations
 
-import argparse
-import csv
 import hashlib
 import sys
-import tempfile
 from pathlib import Path
 
 import soundfile as sf
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from build_deaf_envlib import Source, bed, decode, fetch
+from build_deaf_envlib import Source, bed, cli, decode, fetch, provenance, write_rows
 
 SR = 16000
 SECONDS = 12.0
@@ -68,14 +65,8 @@ def build(out: Path, workdir: Path) -> None:
         rows.append({
             "name": name, "file": path.name, "description": what,
             "sha256": hashlib.sha256(path.read_bytes()).hexdigest(),
-            "seconds": f"{len(audio) / SR:.3f}",
-            "sources": ";".join(f"{s.package}={versions[s.package]}:/{s.member}" for s in srcs),
-            "licence": " AND ".join(sorted({s.licence for s in srcs})),
-            "attribution": "; ".join(dict.fromkeys(s.credit for s in srcs))})
-    with open(out / "noise.csv", "w", newline="", encoding="utf-8") as fh:
-        w = csv.DictWriter(fh, fieldnames=list(rows[0]), lineterminator="\n")
-        w.writeheader()
-        w.writerows(rows)
+            "seconds": f"{len(audio) / SR:.3f}", **provenance(srcs, versions)})
+    write_rows(out / "noise.csv", rows)
     lines = ["# Robustness noise set: attribution and licences", "",
              "Built by `scripts/build_noise_set.py` from Debian packages. Each FLAC is a "
              "derivative of the recordings listed for it (joined, resampled to 16 kHz mono, "
@@ -88,16 +79,7 @@ def build(out: Path, workdir: Path) -> None:
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--out", default="madbench_common/data/noise")
-    ap.add_argument("--workdir", default=None)
-    args = ap.parse_args()
-    if args.workdir:
-        Path(args.workdir).mkdir(parents=True, exist_ok=True)
-        build(Path(args.out), Path(args.workdir))
-    else:
-        with tempfile.TemporaryDirectory(prefix="noise-set-") as tmp:
-            build(Path(args.out), Path(tmp))
+    cli(__doc__, "madbench_common/data/noise", build)
 
 
 if __name__ == "__main__":

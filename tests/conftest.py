@@ -8,12 +8,16 @@ import os
 import shutil
 import subprocess
 import tempfile
+import threading
 from collections.abc import Callable, Iterator
+from http.server import SimpleHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from madbench_common.benchmarks.madbench.graph import build_graph
+from madbench_common.core.environ import environ
 from madbench_common.core.store import RunStore, open_store
 from madbench_common.models.catalog import demo_params
 from madbench_common.pipeline.local import LocalRunner, RunOptions
@@ -28,14 +32,8 @@ def s3_server() -> Iterator[SeaweedS3]:
     """One SeaweedFS server for the session; AWS_* variables point boto3 at it."""
     server = SeaweedS3().start()
     server.create_bucket("madbench")
-    saved = {k: os.environ.get(k) for k in server.env()}
-    os.environ.update(server.env())
-    yield server
-    for key, value in saved.items():
-        if value is None:
-            os.environ.pop(key, None)
-        else:
-            os.environ[key] = value
+    with environ(server.env()):
+        yield server
     server.stop()
 
 
@@ -43,6 +41,27 @@ def s3_server() -> Iterator[SeaweedS3]:
 def s3_uri(s3_server: SeaweedS3, request: pytest.FixtureRequest) -> str:
     """A fresh prefix in the session bucket."""
     return f"s3://madbench/{request.node.name.replace('[', '_').replace(']', '')}"
+
+
+class _QuietFiles(SimpleHTTPRequestHandler):
+    def log_message(self, *args: Any) -> None:
+        pass
+
+
+@pytest.fixture
+def http_folder(tmp_path: Path) -> Iterator[tuple[str, Path]]:
+    """A loopback HTTP server on a free port serving ``tmp_path/www``: its URL and the
+    folder, which the test fills."""
+    folder = tmp_path / "www"
+    folder.mkdir(exist_ok=True)
+    server = ThreadingHTTPServer(("127.0.0.1", 0),
+                                 functools.partial(_QuietFiles, directory=str(folder)))
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        yield f"http://127.0.0.1:{server.server_address[1]}", folder
+    finally:
+        server.shutdown()
+        server.server_close()
 
 
 def demo_subset(dest: Path, n: int) -> Path:

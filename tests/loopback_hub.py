@@ -23,14 +23,15 @@ from __future__ import annotations
 
 import hashlib
 import json
-import threading
 from collections import Counter
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from typing import Any
 from urllib.parse import parse_qs, unquote, urlparse
+
+from madbench_common.testing import LoopbackServer
 
 __all__ = ["LoopbackHub", "loopback_hub"]
 
@@ -49,7 +50,7 @@ class _Repo:
     """(commit, path) → bytes sent instead of the committed ones (:meth:`LoopbackHub.tamper`)."""
 
 
-class LoopbackHub:
+class LoopbackHub(LoopbackServer):
     """An in-memory hub on a free loopback port (use :func:`loopback_hub`)."""
 
     def __init__(self) -> None:
@@ -67,9 +68,7 @@ class LoopbackHub:
             def log_message(self, format: str, *args: Any) -> None:  # quiet
                 pass
 
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.url = f"http://127.0.0.1:{self.server.server_address[1]}"
-        self._thread = threading.Thread(target=self.server.serve_forever, daemon=True)
+        super().__init__(Handler)
 
     # ------------------------------------------------------------ repository content
 
@@ -198,14 +197,6 @@ class LoopbackHub:
         req.end_headers()
         if body:
             req.wfile.write(data)
-
-    def start(self) -> LoopbackHub:
-        self._thread.start()
-        return self
-
-    def stop(self) -> None:
-        self.server.shutdown()
-        self.server.server_close()
 
 
 @contextmanager

@@ -6,7 +6,6 @@ tests never touch the machine's shared image store.
 
 from __future__ import annotations
 
-import os
 import secrets
 import subprocess
 import time
@@ -15,6 +14,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
+from madbench_common.core.environ import environ
 from madbench_common.testing import free_port
 
 __all__ = ["local_registry", "private_storage"]
@@ -71,13 +71,5 @@ def private_storage(root: Path) -> Iterator[dict[str, str]]:
     conf.write_text(f'[storage]\ndriver = "vfs"\ngraphroot = "{root / "graph"}"\n'
                     f'runroot = "{root / "run"}"\n')
     env = {"CONTAINERS_STORAGE_CONF": str(conf)}
-    old = {k: os.environ.get(k) for k in env}
-    os.environ.update(env)
-    try:
+    with environ(env):
         yield env
-    finally:
-        for key, value in old.items():
-            if value is None:
-                os.environ.pop(key, None)
-            else:
-                os.environ[key] = value

@@ -45,9 +45,8 @@ from madbench_common.benchmarks.madbench.graph import build_graph
 from madbench_common.imagefactory.images import load_image
 from madbench_common.models.registry import REGISTRY, ModelSpec
 from madbench_common.pipeline.graph import Graph
+from tests.paths import IMAGES, ROOT
 
-ROOT = Path(__file__).resolve().parents[1]
-IMAGES = ROOT / "images"
 WORKFLOWS = sorted((ROOT / "workflows").glob("*.yaml"))
 BASES = ("base-py311", "base-py39")
 HOSTED = "reference-cpu"

@@ -7,7 +7,7 @@ import argparse
 import sys
 from typing import Any
 
-from madbench_common.cli.weights import allow_unpinned_arg
+from madbench_common.cli.weights import allow_unpinned_arg, fetch_each
 
 __all__ = ["add_commands"]
 
@@ -58,7 +58,4 @@ def _status(args: argparse.Namespace) -> int:
 def _fetch(args: argparse.Namespace) -> int:
     from madbench_common.pipeline.paper_data import fetch_dataset
 
-    allow = args.allow_unpinned == "true"
-    for name in args.dataset:
-        print(f"{name}: wrote {fetch_dataset(name, args.dest, allow_unpinned=allow)}")
-    return 0
+    return fetch_each(args.dataset, fetch_dataset, args)

@@ -5,9 +5,11 @@ from __future__ import annotations
 
 import argparse
 import sys
+from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
-__all__ = ["add_commands", "allow_unpinned_arg", "allowed_unpinned"]
+__all__ = ["add_commands", "allow_unpinned_arg", "allowed_unpinned", "fetch_each"]
 
 
 def allow_unpinned_arg(p: argparse.ArgumentParser, what: str) -> None:
@@ -21,6 +23,15 @@ def allowed_unpinned(args: argparse.Namespace) -> bool | None:
     """``--allow-unpinned`` as a bool; ``None`` when not given (no pins check)."""
     value = getattr(args, "allow_unpinned", None)
     return None if value is None else value == "true"
+
+
+def fetch_each(names: list[str], fetch: Callable[..., Path], args: argparse.Namespace) -> int:
+    """``weights fetch`` and ``data fetch``: ``fetch(name, --dest, allow_unpinned=…)`` for
+    each name in turn, printing the lock it wrote."""
+    allow = args.allow_unpinned == "true"
+    for name in names:
+        print(f"{name}: wrote {fetch(name, args.dest, allow_unpinned=allow)}")
+    return 0
 
 
 def add_commands(sub: argparse._SubParsersAction[Any]) -> None:
@@ -90,10 +101,7 @@ def _status(args: argparse.Namespace) -> int:
 def _fetch(args: argparse.Namespace) -> int:
     from madbench_common.models.weights import fetch_weights
 
-    allow = args.allow_unpinned == "true"
-    for image in args.image:
-        print(f"{image}: wrote {fetch_weights(image, args.dest, allow_unpinned=allow)}")
-    return 0
+    return fetch_each(args.image, fetch_weights, args)
 
 
 def _check(args: argparse.Namespace) -> int:

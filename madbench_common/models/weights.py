@@ -1,46 +1,19 @@
 """Model weights: what an image needs, pinned, fetched once, and found offline at run time.
 
-Every model image lists its weights in ``images/<slug>/weights.yaml``::
-
-    image: tts-f5
-    hf:                                  # Hugging Face repos
-      - repo: SWivid/F5-TTS
-        revision: main                   # branch, tag or commit: what `weights pin` resolves
-        files: ["F5TTS_v1_Base/*"]       # glob patterns; omit for the whole repo
-        commit: <40 hex>                 # the pin: written by `madbench weights pin`
-        sha256:                          # every matching file at that commit
-          "F5TTS_v1_Base/model.safetensors": "<64 hex>"
-    urls:                                # files from outside the hub
-      - name: AASIST.pth
-        url: https://github.com/clovaai/aasist/raw/<commit>/models/weights/AASIST.pth
-        sha256: "<64 hex>"               # the pin, or `unpinned` (written by `weights pin`)
-        md5: <32 hex>                    # optional: the publisher's md5, checked on fetch
-
-The pins live in the entries themselves (one fact, one place): ``madbench weights pin``
-resolves each entry where the hub is reachable and writes ``commit``/``sha256`` in place
-(:mod:`madbench_common.models.weights_pin`); ``madbench weights status`` lists every entry that
-is still unpinned. ``madbench weights fetch`` downloads exactly the pinned commit's
-pinned files and refuses a file whose sha256 differs; it refuses an unpinned entry
-unless ``allow_unpinned`` is given, and records that choice in the weights lock.
-
-A weights root (the ``madbench-weights`` volume, mounted read-only at ``/weights`` in
-every stage pod; ``$MADBENCH_WEIGHTS`` elsewhere) is laid out as::
-
-    <root>/huggingface/hub/models--org--name/...   Hugging Face cache (HF_HOME=<root>/huggingface)
-    <root>/files/<image>/<name>                    files from outside the hub
-    <root>/locks/<image>/weights.lock.json         what was fetched: commits, sha256s, whether
-                                                   unpinned entries were allowed
-
-Only ``madbench weights fetch`` / ``pin`` (and the one-off ``workflows/weights.yaml``)
-talk to the hub (``$HF_ENDPOINT``, read at call time). At run time adapters call
+Every model image lists its weights in ``images/<slug>/weights.yaml`` (hub repos with file
+patterns, URLs), and ``madbench weights pin`` writes each entry's commit and sha256s in
+place (:mod:`madbench_common.models.weights_pin`). ``madbench weights fetch`` downloads
+exactly what is pinned into a weights root (the ``madbench-weights`` volume at
+``/weights``; ``$MADBENCH_WEIGHTS`` elsewhere), refuses a file whose digest differs and an
+unpinned entry unless allowed, and writes the root's lock. At run time adapters call
 :func:`hf_path` / :func:`url_file`, which never download: a missing weight raises
-:class:`WeightsMissing` naming the file and the command that fetches it.
+:class:`WeightsMissing` naming the file and the command that fetches it. The file format
+and the root's layout are in the README (Model weights).
 """
 
 from __future__ import annotations
 
 import fnmatch
-import hashlib
 import json
 import os
 import re
@@ -55,6 +28,7 @@ from typing import Any
 import yaml
 
 from madbench_common.core.errors import ConfigError, EnvironmentMissing
+from madbench_common.core.hashing import digest_mismatch, file_digest
 from madbench_common.models.weights_layout import (
     STANDIN_MARKER,
     TINY_ARCH_FILE,
@@ -342,13 +316,6 @@ def url_file(name: str, *, image: str, root: str | os.PathLike[str] | None = Non
     return path
 
 
-def _sha256(path: Path, algo: str = "sha256") -> str:
-    h = hashlib.new(algo)
-    with path.open("rb") as f:
-        for block in iter(lambda: f.read(1 << 20), b""):
-            h.update(block)
-    return h.hexdigest()
-
 
 def _repo_folder(base: Path, item: HFItem) -> Path:
     return _hub_cache(base) / f"{item.repo_type}s--{item.repo.replace('/', '--')}"
@@ -378,7 +345,7 @@ def _fetch_pinned_hf(item: HFItem, base: Path, endpoint: str | None) -> dict[str
         path = Path(hf_hub_download(item.repo, rel, revision=item.commit,
                                     repo_type=item.repo_type, cache_dir=_hub_cache(base),
                                     endpoint=endpoint))
-        got = _sha256(path)
+        got = file_digest(path)
         if got != item.sha256[rel]:
             _evict(path)
             raise WeightsMismatch(
@@ -406,35 +373,26 @@ def _fetch_unpinned_hf(item: HFItem, base: Path, endpoint: str | None) -> dict[s
     for path in sorted(p for p in snap.rglob("*") if p.is_file()):
         rel = path.relative_to(snap).as_posix()
         if not item.files or _matches(rel, item.files):
-            files[rel] = _sha256(path)
+            files[rel] = file_digest(path)
     if not files:
         raise ConfigError(f"{item.repo}@{commit}: no file matches {list(item.files)}")
     return {"repo": item.repo, "revision": item.revision, "commit": commit, "pinned": False,
             "files": files}
 
 
-def _mismatch(path: Path, item: URLItem) -> str:
-    """Why ``path`` is not the file ``item`` pins (empty when it is)."""
-    if item.sha256 is not None and (got := _sha256(path)) != item.sha256:
-        return f"sha256 {got} != {item.sha256}"
-    if item.md5 and (got := _sha256(path, "md5")) != item.md5:
-        return f"md5 {got} != {item.md5}"
-    return ""
-
-
 def _fetch_url(item: URLItem, image: str, base: Path) -> dict[str, Any]:
     dest = base / "files" / image / item.name
-    if not (dest.exists() and not _mismatch(dest, item)):
+    if not (dest.exists() and not digest_mismatch(dest, item.sha256, item.md5)):
         dest.parent.mkdir(parents=True, exist_ok=True)
         with tempfile.NamedTemporaryFile(dir=dest.parent, delete=False) as tmp, \
                 urllib.request.urlopen(item.url, timeout=600) as resp:
             shutil.copyfileobj(resp, tmp)
-        why = _mismatch(Path(tmp.name), item)
+        why = digest_mismatch(Path(tmp.name), item.sha256, item.md5)
         if why:
             Path(tmp.name).unlink()
             raise WeightsMismatch(f"{item.url}: {why} in weights.yaml; refused")
         os.replace(tmp.name, dest)
-    return {"name": item.name, "url": item.url, "sha256": item.sha256 or _sha256(dest),
+    return {"name": item.name, "url": item.url, "sha256": item.sha256 or file_digest(dest),
             "sha256_pinned": item.sha256 is not None, **({"md5": item.md5} if item.md5 else {})}
 
 
@@ -500,7 +458,7 @@ def _check_pinned_hf(item: HFItem, image: str, base: Path, fix: str) -> list[str
         path = snap / rel
         if not path.exists():
             problems.append(f"model weights missing: {item.repo}/{rel} at {item.commit}; {fix}")
-        elif (got := _sha256(path)) != want:
+        elif (got := file_digest(path)) != want:
             problems.append(f"{path}: sha256 {got} != {want} pinned in weights.yaml; {fix}")
     return problems
 
@@ -511,7 +469,7 @@ def _check_url(item: URLItem, image: str, base: Path,
         path = url_file(item.name, image=image, root=base)
     except WeightsMissing as exc:
         return [str(exc)]
-    got = _sha256(path) if checksums else item.sha256
+    got = file_digest(path) if checksums else item.sha256
     if item.sha256 is not None and got != item.sha256:
         return [f"{path}: sha256 {got} != {item.sha256} in weights.yaml; fetch it again with: "
                 f"madbench weights fetch --image {image} --dest {base}"]

@@ -25,6 +25,7 @@ from typing import Any
 import yaml
 
 from madbench_common.core.errors import ConfigError
+from madbench_common.core.hashing import file_digest
 from madbench_common.models.weights import (
     HFItem,
     URLItem,
@@ -86,13 +87,6 @@ def pin_conflicts(images: Iterable[str], images_dir: Path | None = None) -> list
             for (repo, rev), by in sorted(seen.items()) if len(set(by.values())) > 1]
 
 
-def _sha256_file(path: Path) -> str:
-    h = hashlib.sha256()
-    with path.open("rb") as f:
-        for block in iter(lambda: f.read(1 << 20), b""):
-            h.update(block)
-    return h.hexdigest()
-
 
 def resolve_hf(item: HFItem, endpoint: str | None = None) -> tuple[str, dict[str, str]]:
     """(commit, {path: sha256}) of ``item`` on the hub now.
@@ -122,7 +116,7 @@ def resolve_hf(item: HFItem, endpoint: str | None = None) -> tuple[str, dict[str
                 continue
             path = hf_hub_download(item.repo, f.path, revision=commit, repo_type=item.repo_type,
                                    cache_dir=cache, endpoint=hub)
-            files[f.path] = _sha256_file(Path(path))
+            files[f.path] = file_digest(Path(path))
     return commit, files
 
 

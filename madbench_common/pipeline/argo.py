@@ -42,6 +42,7 @@ __all__ = [
     "default_shards",
     "memory_request",
     "parse_failures",
+    "pod_rules",
     "render_workflows",
     "stage_sizes",
     "task_name",
@@ -587,6 +588,20 @@ def _volumes(variant: Variant, profile: ClusterProfile) -> list[m.Volume]:
     return volumes
 
 
+def pod_rules(profile: ClusterProfile) -> dict[str, Any]:
+    """The workflow-spec fields every madbench workflow sets for its pods: the profile's
+    service account and priority class, the part-of label, and a non-root uid with the
+    runtime-default seccomp profile."""
+    return {
+        "service_account_name": profile.service_account,
+        "pod_priority_class_name": profile.priority_class,
+        "pod_metadata": m.Metadata(labels={"app.kubernetes.io/part-of": "madbench"}),
+        "security_context": m.PodSecurityContext(
+            run_as_non_root=True, run_as_user=_UID, run_as_group=_UID, fs_group=_UID,
+            seccomp_profile=m.SeccompProfile(type="RuntimeDefault")),
+    }
+
+
 def _spec(graph: Graph, variant: Variant, lock: ImageLock, profile: ClusterProfile
           ) -> m.WorkflowSpec:
     return m.WorkflowSpec(
@@ -594,12 +609,7 @@ def _spec(graph: Graph, variant: Variant, lock: ImageLock, profile: ClusterProfi
         on_exit="summary",
         arguments=m.Arguments(parameters=_parameters(graph, variant, lock)),
         templates=_templates(graph, variant, profile),
-        service_account_name=profile.service_account,
-        pod_priority_class_name=profile.priority_class,
-        pod_metadata=m.Metadata(labels={"app.kubernetes.io/part-of": "madbench"}),
-        security_context=m.PodSecurityContext(
-            run_as_non_root=True, run_as_user=_UID, run_as_group=_UID, fs_group=_UID,
-            seccomp_profile=m.SeccompProfile(type="RuntimeDefault")),
+        **pod_rules(profile),
         volumes=_volumes(variant, profile),
         pod_gc=m.PodGC(strategy="OnPodSuccess", delete_delay_duration="10m"),
         ttl_strategy=m.TTLStrategy(seconds_after_success=7 * 86400,

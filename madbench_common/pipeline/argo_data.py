@@ -1,20 +1,11 @@
 """Compile ``workflows/data.yaml``: the one-off Argo workflow that fills the data volume.
 
-It runs ``madbench data fetch --dataset <name> --dest /data`` once per chosen data set
-(``-p datasets='["demand"]'``; default: every data set of
-``madbench_common/data/paper_data.yaml``, DEMAND and EMIS, DEAF §2.1 / Appendix A.2):
-each file checked against its pinned sha256, then unpacked to ``/data/<name>/``. A data
-set with an unpinned file or an unverified licence fails its pod (exit 3, not retried)
-unless ``-p allow_unpinned=true``, which the data set's lock on the volume
-(``/data/locks/<name>.lock.json``) records. As ``workflows/weights.yaml`` does for
-weights, and with the same pod rules: the ``madbench-data`` volume (cluster profile
-``dataClaim``) read-write at ``/data``; the label ``madbench.io/egress: hub``, which
-``k8s/base/networkpolicy.yaml`` lets out on HTTPS (Zenodo serves both data sets).
-
-``workflows/deaf.yaml``'s full profile then reads ``/data/demand`` and ``/data/emis``
-(:data:`~madbench_common.pipeline.paper_data.DATA_PATHS`) from the same volume,
-mounted read-only. The fetch pods run the base image, whose ``madbench_common`` package
-ships ``paper_data.yaml``: after pinning, rebuild the bases before running this workflow.
+It runs ``madbench data fetch --dataset <name> --dest /data`` once per chosen data set of
+``madbench_common/data/paper_data.yaml`` (DEMAND and EMIS by default), with the pod rules
+of ``workflows/weights.yaml`` (:mod:`.argo_weights`) and the ``madbench-data`` volume
+read-write; ``workflows/deaf.yaml`` then mounts it read-only. The fetch pods run the base
+image, which ships ``paper_data.yaml``: after pinning, rebuild the bases first. Usage is in
+the README (The data volume).
 """
 
 from __future__ import annotations
@@ -25,7 +16,12 @@ from pathlib import Path
 from hera.workflows import models as m
 
 from madbench_common.pipeline.argo import ClusterProfile, ImageLock, workflow_yaml
-from madbench_common.pipeline.argo_weights import EGRESS_LABEL, fetch_workflow, write_workflow
+from madbench_common.pipeline.argo_weights import (
+    fetch_parameters,
+    fetch_template,
+    fetch_workflow,
+    write_workflow,
+)
 from madbench_common.pipeline.paper_data import DATA_ROOT, load_spec
 
 __all__ = ["compile_data_workflow", "render_data_workflow"]
@@ -33,61 +29,28 @@ __all__ = ["compile_data_workflow", "render_data_workflow"]
 _SCRATCH = "/tmp"
 
 
-def _fetch_template() -> m.Template:
-    args = ["data", "fetch", "--dataset", "{{inputs.parameters.dataset}}", "--dest", DATA_ROOT,
-            "--allow-unpinned={{workflow.parameters.allow_unpinned}}"]
-    env = {"HOME": _SCRATCH, "TMPDIR": _SCRATCH, "XDG_CACHE_HOME": f"{_SCRATCH}/.cache",
-           "PYTHONUNBUFFERED": "1"}
-    return m.Template(
-        name="fetch",
-        metadata=m.Metadata(labels={**EGRESS_LABEL, "madbench.io/stage": "data"}),
-        inputs=m.Inputs(parameters=[m.Parameter(name="dataset")]),
-        container=m.Container(
-            image="{{workflow.parameters.fetch_image}}", image_pull_policy="IfNotPresent",
-            command=["madbench"], args=args,
-            env=[m.EnvVar(name=k, value=v) for k, v in env.items()],
-            volume_mounts=[m.VolumeMount(name="scratch", mount_path=_SCRATCH),
-                           m.VolumeMount(name="data", mount_path=DATA_ROOT)],
-            resources=m.ResourceRequirements(
-                requests={"cpu": m.Quantity("1"), "memory": m.Quantity("1Gi")},
-                limits={"memory": m.Quantity("2Gi")}),
-            security_context=m.SecurityContext(
-                allow_privilege_escalation=False, read_only_root_filesystem=True,
-                run_as_non_root=True, capabilities=m.Capabilities(drop=["ALL"])),
-        ),
-        active_deadline_seconds=m.IntOrString(str(6 * 3600)),
-        # as the weights workflow: waits of 1, 2 and 4 minutes; exit 3 (a mismatch, an
-        # unpinned data set) is never retried
-        retry_strategy=m.RetryStrategy(
-            limit=m.IntOrString("3"), retry_policy="Always",
-            expression='lastRetry.exitCode != "3"',
-            backoff=m.Backoff(duration="1m", factor=m.IntOrString("2"))),
-    )
+def _env() -> list[m.EnvVar]:
+    plain = {"HOME": _SCRATCH, "TMPDIR": _SCRATCH, "XDG_CACHE_HOME": f"{_SCRATCH}/.cache",
+             "PYTHONUNBUFFERED": "1"}
+    return [m.EnvVar(name=k, value=v) for k, v in plain.items()]
 
 
 def compile_data_workflow(lock: ImageLock, profile: ClusterProfile,
                           datasets: list[str] | None = None) -> m.Workflow:
     """The data workflow (``datasets``: the default of its ``datasets`` parameter)."""
     chosen = list(load_spec().datasets) if datasets is None else datasets
-    task = m.DAGTask(name="fetch", template="fetch",
-                     with_param="{{workflow.parameters.datasets}}",
-                     arguments=m.Arguments(parameters=[m.Parameter(name="dataset",
-                                                                   value="{{item}}")]))
-    params = [
+    params = fetch_parameters(
+        lock, "data", "paper_data.yaml",
         m.Parameter(name="datasets", value=json.dumps(chosen),
                     description="JSON list of data sets of madbench_common/data/"
                                 "paper_data.yaml to fetch"),
-        m.Parameter(name="fetch_image", value=lock.ref("base-py311"),
-                    description="Image that runs madbench data fetch (ships paper_data.yaml)"),
-        m.Parameter(name="allow_unpinned", value="false", enum=["false", "true"],
-                    description="true: fetch data sets with unpinned files or an unverified "
-                                "licence (the digests found are recorded in each data set's "
-                                "lock); false: refuse them (exit 3)"),
-    ]
+        "true: fetch data sets with unpinned files or an unverified licence (the digests "
+        "found are recorded in each data set's lock); false: refuse them (exit 3)")
     return fetch_workflow(
         "data", "one-off: fill the madbench-data volume with the paper's data sets "
-        "(DEMAND, EMIS)", params, task, _fetch_template(), profile, profile.data_claim,
-        scratch_gib=5)
+        "(DEMAND, EMIS)", params,
+        fetch_template("data", "dataset", _env(), "data", DATA_ROOT, ("1Gi", "2Gi")),
+        profile, profile.data_claim, scratch_gib=5)
 
 
 def render_data_workflow(lock: ImageLock, profile: ClusterProfile, out_dir: str | Path,

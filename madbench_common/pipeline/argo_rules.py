@@ -1,27 +1,12 @@
 """Argo Workflows' own rules for a Workflow, checked before ``argo submit``.
 
-A pure-Python reading of what Argo's controller refuses, for the constructs ``madbench
-render`` emits (DAG and container templates, parameters, ``withSequence``, retries,
-resources, the exit handler). The reference is Argo's source at a pinned release
-(:data:`ARGO_RELEASE`, commit :data:`ARGO_COMMIT`); each rule cites the file and line it
-re-implements, and reports Argo's own message text. Three sources:
-
-- ``workflow/validate/validate.go`` (``ValidateWorkflow``: what ``argo submit`` and
-  ``argo lint`` refuse);
-- the controller's runtime checks that turn a node into an ``Error`` (``depends``
-  evaluation in ``workflow/controller/dag.go``, retry backoff parsing in
-  ``workflow/controller/operator.go``, unsupplied inputs in ``workflow/common/util.go``);
-- the Kubernetes API server's pod validation for resources
-  (``k8s.io/apimachinery/pkg/api/resource/quantity.go`` and
-  ``pkg/apis/core/validation/validation.go``: the pod is never created).
-
-Where this is stricter than the validator it says so (``{{item}}`` outside a loop and
-identifiers inside ``{{=…}}`` are resolved here; Argo leaves both to run time).
-
-:func:`check_workflow` returns every problem found (empty: Argo accepts it); it is run by
-``madbench lint``, by ``madbench render`` on what it writes, and by the local executor
-(:mod:`madbench_common.cluster.argo_local`) when it loads a workflow. The expressions,
-``depends`` texts, durations and quantities it checks are parsed by :mod:`.argo_expr`.
+A pure-Python reading of what Argo refuses for the constructs ``madbench render`` emits,
+so a workflow fails here, in Argo's words, rather than on the cluster. Each rule cites the
+file and line of Argo's source at :data:`ARGO_RELEASE` (:data:`ARGO_COMMIT`) it
+re-implements: the validator (``argo submit``/``lint``), the controller's runtime checks
+and the API server's pod validation; where it is stricter it says so. :func:`check_workflow`
+returns every problem found; ``madbench lint``, ``madbench render`` and the local executor
+run it. Expressions, ``depends``, durations and quantities are parsed by :mod:`.argo_expr`.
 """
 
 from __future__ import annotations

@@ -1,28 +1,14 @@
 """GPU memory and GPU-seconds per item of every model stage, for ``madbench plan``.
 
-Figures come from the catalog cards (``models/catalog/<slug>.yaml``, ``gpu:``: each block
-applies to its slot's stages, or to the stages it names; a stage that runs several models
-at once, a QC stage, has its figures on one of their cards). A row is
-``measured`` (``gpu_mem_gb`` and ``gpu_s_per_item`` filled from a GPU run) or
-``estimated`` from the model's size and sampling steps on the reference GPU below:
-
-- memory = resident parameters × bytes per parameter × (1 + 25 % workspace) + 1.5 GB
-  (CUDA context, allocator and one item's activations);
-- time per sampling step = the larger of compute, ``2 × stepped params × frames ×
-  passes`` FLOPs at 25 % of peak, and reading the stepped weights once at 60 % of the
-  memory bandwidth (autoregressive decoding is bandwidth-bound); plus one pass of the
-  non-stepped networks, plus 0.5 s per item for decoding, resampling and I/O.
-  ``passes`` is 2 where classifier-free guidance runs a conditional and an
-  unconditional pass; ``frames`` is the sequence length one pass sees for a ~10 s item.
-
-The reference GPU is an NVIDIA A100 80 GB: 312 TFLOP/s dense fp16/bf16 (156 with
-TF32 for fp32 weights), 2.0 TB/s. Every row carries its sources; the constants are
-choices, listed here so a measured row can replace an estimate without guessing.
-
-An estimated row may instead give ``gpu_s_per_item`` (and ``gpu_mem_gb``) with its
-``basis``: a figure scaled from a measurement of the same backbone elsewhere (another GPU,
-another input length), still ``estimated``. A ``measured`` row is written by
-``madbench gpu-bench`` on a CUDA machine, with how it was measured.
+Figures come from the catalog cards' ``gpu:`` blocks. A row is ``measured`` (from a GPU
+run) or ``estimated`` on the reference GPU (an A100 80 GB): memory from resident
+parameters plus workspace and context; time per sampling step the larger of compute at
+25 % of peak and one read of the stepped weights at 60 % of the bandwidth, plus the
+non-stepped networks and per-item I/O. Every row carries its sources; the constants below
+are choices, named so a measured row can replace an estimate without guessing.
+An estimated row may instead give ``gpu_s_per_item`` with its ``basis`` (scaled from a
+measurement of the same backbone elsewhere); a ``measured`` row is written by ``madbench
+gpu-bench`` on a CUDA machine, with how it was measured.
 """
 
 from __future__ import annotations

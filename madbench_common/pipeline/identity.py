@@ -1,27 +1,12 @@
 """A model's identity: what a model stage's output depends on besides its inputs.
 
-A stage's fingerprint (:func:`madbench_common.pipeline.stage.fingerprint`) holds the
-stage's image reference (a registry ``@sha256:`` digest once the images lock pins one),
-its parameters and its inputs. For every model the stage runs (its ``model`` parameter
-and every parameter naming a registered slug: the compound QC stages' ``vad``, ``asr``…),
-:func:`model_identity` adds:
-
-- ``adapter``: the model's card slug and a digest of its code in normal form
-  (:func:`adapter_code`): the adapter class and every top-level definition of the package
-  it names, transitively, each as its AST dump with docstrings and module paths taken out.
-  A move, a rename of a module or a reformat changes nothing; an edit to code the adapter
-  runs changes it. Models its code names by slug (the A-V detectors' face cropper
-  ``ref-haar-face``) add their own adapter identity;
-- ``weights``: the pins in ``images/<image>/weights.yaml`` (a hub entry's commit and the
-  sha256 of each file, a URL entry's sha256; ``null`` while unpinned) of the entries the
-  adapter reads: those whose repository id or file name its code spells out, or, where
-  none is spelled out, every entry of the image;
-- ``dtype``: the stage's ``dtype`` parameter, else ``auto:cuda`` or ``auto:cpu`` (the
-  adapters pick bf16/fp16 on a GPU and fp32 on the CPU; the caches, which run after
-  loading, record the loaded dtype itself: :func:`loaded_dtype`).
-
-The omni response cache also keys on the full message layout, system prompt included
-(:func:`message_layout`). Nothing here imports a model: the orchestrator stays light.
+For every model a stage runs, :func:`model_identity` adds to the stage's fingerprint:
+``adapter`` (the card slug and a digest of the adapter's code in normal form,
+:func:`adapter_code`: AST dumps with docstrings and module paths taken out, so a move or a
+reformat changes nothing and a code edit changes it), ``weights`` (the ``weights.yaml``
+pins of the entries the adapter reads) and ``dtype``. The omni response cache also keys on
+the message layout (:func:`message_layout`). Nothing here imports a model: the
+orchestrator stays light.
 """
 
 from __future__ import annotations

@@ -1,37 +1,18 @@
 """The paper's data sets on the cluster: DEMAND and EMIS, pinned, fetched once, read offline.
 
-``madbench_common/data/paper_data.yaml`` lists each data set (its licence, its source, what
-of its archives to unpack) and each file (``urls``: name, data set, URL, ``sha256`` or
-``unpinned``, optional publisher ``md5``) — the shape of ``images/<slug>/weights.yaml``'s
-``urls``, so the same in-place pin writer records digests
-(:func:`madbench_common.models.weights_pin.write_pins`).
-
-``madbench data fetch --dataset NAME --dest ROOT`` (the pods of the one-off workflow
-``workflows/data.yaml``, with the ``madbench-data`` volume at ``/data``) downloads every
-file of the data set into ``ROOT/archives/<name>/``, refuses a file whose sha256 (or md5)
-differs from the pin (:class:`DataMismatch`, naming the file), unpacks the listed members
-into ``ROOT/<name>/`` and writes ``ROOT/locks/<name>.lock.json``. A data set with an
-unpinned file, or whose licence is ``unverified``, is refused (:class:`UnpinnedData`, exit
-3) unless ``allow_unpinned``; then the digests found are recorded in the lock, which says
-so. ``madbench data pin`` (where the hosts are reachable) downloads each unpinned file and
-writes its sha256 into ``paper_data.yaml``; ``madbench data status`` lists what is not
-pinned and why.
-
-Layout of a data root (the ``madbench-data`` volume, mounted read-only at ``/data`` in
-``workflows/deaf.yaml``'s pods)::
-
-    <root>/demand/<CODE>/ch01.wav        DEAF §2.1 BSC, Appendix A.2.2 Table 6 (18 codes)
-    <root>/emis/...                      DEAF §2.1 ESC, Appendix A.2.1 (1,248 WAVs + table)
-    <root>/archives/<name>/<file>        the downloaded archives, as pinned
-    <root>/locks/<name>.lock.json        what was fetched: sha256s, licence, allow_unpinned
-
-:data:`DATA_PATHS` are the folders ``deaf.yaml``'s full profile reads.
+``madbench_common/data/paper_data.yaml`` lists each data set (licence, source, members to
+unpack) and its files in the shape of ``weights.yaml``'s ``urls``, so the same pin writer
+records their digests. ``madbench data fetch`` (the pods of ``workflows/data.yaml``)
+downloads a data set's files, refuses one whose digest differs from the pin
+(:class:`DataMismatch`) or an unpinned or unverified data set unless allowed
+(:class:`UnpinnedData`), unpacks it and writes its lock; :data:`DATA_PATHS` are the
+folders ``deaf.yaml``'s full profile reads. The commands and the volume's layout are in
+the README (The data volume).
 """
 
 from __future__ import annotations
 
 import fnmatch
-import hashlib
 import json
 import os
 import shutil
@@ -45,6 +26,7 @@ from typing import Any
 import yaml
 
 from madbench_common.core.errors import ConfigError
+from madbench_common.core.hashing import digest_mismatch, file_digest
 
 __all__ = [
     "DATA_PATHS",
@@ -186,25 +168,11 @@ def data_status(spec: DataSpec | None = None) -> list[tuple[str, str]]:
     return [(d.name, why) for d in spec.datasets.values() for why in unpinned_reasons(d)]
 
 
-def _digest(path: Path, algo: str = "sha256") -> str:
-    h = hashlib.new(algo)
-    with path.open("rb") as f:
-        for block in iter(lambda: f.read(1 << 20), b""):
-            h.update(block)
-    return h.hexdigest()
-
-
-def _mismatch(path: Path, item: DataFile) -> str:
-    if item.sha256 is not None and (got := _digest(path)) != item.sha256:
-        return f"sha256 {got} != {item.sha256}"
-    if item.md5 and (got := _digest(path, "md5")) != item.md5:
-        return f"md5 {got} != {item.md5}"
-    return ""
-
 
 def _download(item: DataFile, dest: Path, spec_path: Path) -> str:
     """``item`` at ``dest`` (kept if it is already the pinned file); its sha256."""
-    if dest.exists() and item.sha256 is not None and not _mismatch(dest, item):
+    if dest.exists() and item.sha256 is not None and \
+            not digest_mismatch(dest, item.sha256, item.md5):
         return item.sha256
     dest.parent.mkdir(parents=True, exist_ok=True)
     with tempfile.NamedTemporaryFile(dir=dest.parent, prefix=f".{item.name}.",
@@ -215,7 +183,7 @@ def _download(item: DataFile, dest: Path, spec_path: Path) -> str:
         except BaseException:
             Path(tmp.name).unlink(missing_ok=True)  # a broken download leaves nothing
             raise
-    why = _mismatch(Path(tmp.name), item)
+    why = digest_mismatch(Path(tmp.name), item.sha256, item.md5)
     if why:
         Path(tmp.name).unlink()
         raise DataMismatch(
@@ -223,7 +191,7 @@ def _download(item: DataFile, dest: Path, spec_path: Path) -> str:
             "(nothing was kept: fetch again; if it persists, the upstream file changed: check "
             "it, then pin again with madbench data pin)")
     os.replace(tmp.name, dest)
-    return item.sha256 or _digest(dest)
+    return item.sha256 or file_digest(dest)
 
 
 def _safe_member(name: str) -> PurePosixPath | None:

@@ -1,27 +1,12 @@
 """Before a local run's first stage: everything its chosen models need, checked at once.
 
-``madbench run`` and ``madbench deaf run`` call :func:`check_run` before any stage
-starts. For every stage that will run (not one already done with the same fingerprint)
-it collects what the stage's model(s) and the stage itself need, checks all of it, and
+``madbench run`` and ``madbench deaf run`` call :func:`check_run` before any stage starts,
+so a missing need is found in seconds, not hours into the run. For every stage still to
+run it collects what the stage and its models need — API keys (``key_env``), tools on
+``PATH``, Python modules, weights under the weights root, locally built images, and the
+stage's own ``preflight(params)`` — checks it where the stage runs (:class:`Where`), and
 raises one :class:`~madbench_common.core.errors.EnvironmentMissing` (exit 3) listing every
-missing thing — instead of stopping on the first, possibly hours into the run.
-
-What is checked, and where a stage runs decides how (:class:`Where`):
-
-* **API keys** — a model whose constructor takes ``key_env`` (the hosted-API adapters)
-  needs that environment variable (its default or the stage's ``model_args``);
-* **tools** — executables a model lists in ``tools`` (``flite``, ``espeak-ng``), on
-  ``PATH``, unless the stage runs in a container (the image carries them);
-* **Python modules** — those a model lists in ``requires_modules``, importable in the
-  interpreter that runs the stage (this one, or a ``--venv``/``--python`` interpreter,
-  asked in one subprocess);
-* **weights** — a model with a Hugging Face ``repo`` needs that snapshot; another
-  non-reference model needs everything its image's ``weights.yaml`` lists; looked up
-  offline under the weights root (``$MADBENCH_WEIGHTS``, or the engine's ``--weights``);
-* **images** — with a container engine, each stage's image built locally;
-* **the stage's own needs** — a stage implementation may define
-  ``preflight(params) -> list[str]`` (the DEAF judge: its endpoint's key; the DEAF
-  data stages: the EMIS/DEMAND copies named).
+missing thing.
 """
 
 from __future__ import annotations

@@ -1,21 +1,11 @@
 """Recompute what a damaged object came from: the shard (or merge) that wrote it.
 
-A :class:`~madbench_common.core.errors.ChecksumError` names the key whose bytes no longer
-match their sha256. :func:`invalidate` removes the markers that vouch for it, so the
-next pass of either backend recomputes exactly that shard (and re-merges its stage,
-which yields the same manifest bytes) instead of using the damaged object:
-
-* ``<stage>/_SUCCESS`` or ``<stage>/manifest.parquet``: the stage is merged again;
-* ``<stage>/<fp>/shards/N-of-M.parquet`` or its marker: shard N is run again;
-* any other artifact under ``<stage>/<fp>/``: the shard whose rows reference it runs
-  again (found by scanning that attempt's shard manifests);
-* ``_cache/…`` (shared caches outside runs): the entry is deleted.
-
-:func:`manifest_intact` checks a finished stage's merged manifest and rebuilds a damaged
-one from its shards (the merge is deterministic, so the rebuilt bytes must have the
-sha256 the marker recorded); the runner (``madbench run``, with or without
-``--until``, through :func:`stage_done`) and ``madbench status`` call it, so a damaged
-manifest is never an error.
+When a :class:`~madbench_common.core.errors.ChecksumError` names a key whose bytes no
+longer match their sha256, :func:`invalidate` removes the markers that vouch for it, so the
+next pass of either backend recomputes exactly that shard or merge (a shared cache entry is
+deleted) instead of using the damaged object. :func:`manifest_intact` rebuilds a damaged
+merged manifest from its shards (the merge is deterministic), so ``madbench run`` and
+``madbench status`` never stop on one.
 """
 
 from __future__ import annotations

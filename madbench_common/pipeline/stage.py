@@ -1,37 +1,13 @@
 """Running one stage shard and merging shards: the unit both backends execute.
 
-Layout inside a run prefix::
-
-    <stage>/<fp>/...                      artifacts written by the stage
-    <stage>/<fp>/shards/NNNNN-of-MMMMM.parquet   one shard's rows
-    <stage>/<fp>/shards/NNNNN-of-MMMMM._SUCCESS  written after the shard's rows
-    <stage>/manifest.parquet               merged rows, sorted by id
-    <stage>/_SUCCESS                       JSON: fingerprint + manifest sha256, written last
-
-``fp`` (the fingerprint) hashes the stage name, image, model, parameters, seed, the
-version of the manifest schema it writes,
-the sha256 of every input manifest and, for a stage that runs models, each model's
-identity (adapter code, weights pins, dtype: :mod:`madbench_common.pipeline.identity`),
-so a changed input, parameter, image, weight or adapter gets a fresh
-prefix and an unchanged one is skipped on rerun, on both backends. Manifests hold
-run-relative references, so the fingerprint never depends on where the store lives.
-A parameter that names inputs from outside the run (ingest's ``sources``) is hashed
-by the content it names (:meth:`StageImpl.content_identity`), never by its text.
-
-Results never depend on ``--workers``, the shard count or the CPU count: every shard
-runs its math libraries pinned (:mod:`~madbench_common.pipeline.threads`; a thread
-count other than the default 1 is part of every fingerprint).
-
-One bad item never fails a shard: :mod:`~madbench_common.pipeline.failures` decides
-what is quarantined (one row) and what fails the whole stage. Many bad items do: rows
-rejected for a fault that is not about the input (a device, memory or code error:
-:data:`~madbench_common.pipeline.failures.FAULT_REASONS`) have a budget per stage, the
-parameter ``max_failed_fraction`` (default 0.05 of the stage's rows); over it the merge
-fails with exit 3, one line per reason with its count (:func:`check_budget`), and the
-shards holding such rows are recomputed on rerun. Data reasons never count. Every shard
-marker and ``_SUCCESS`` marker holds the count of each rejection reason (``reasons``).
-A :attr:`~StageImpl.batched` stage that runs out of GPU memory on a shard retries it at
-half the batch, down to one item, before the row counts (``gpu_out_of_memory``).
+A stage's output lives under a prefix named by its fingerprint (stage, image, model
+identities, parameters, seed, schema version and the sha256 of every input manifest), so a
+changed input is recomputed and an unchanged one skipped on rerun, on both backends; the
+``_SUCCESS`` markers are written last. Results never depend on ``--workers``, the shard
+count or the CPU count (math libraries run pinned, :mod:`~madbench_common.pipeline.threads`).
+One bad item never fails a shard (:mod:`~madbench_common.pipeline.failures`); faults that
+are not about the input have a per-stage budget, ``max_failed_fraction``
+(:func:`check_budget`). The run layout and the budget are in the README (What a run writes).
 """
 
 from __future__ import annotations

@@ -23,10 +23,10 @@ import time
 from collections import Counter
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 from urllib.parse import urlparse
 
-__all__ = ["S3FaultProxy", "SeaweedS3", "free_port"]
+__all__ = ["LoopbackServer", "S3FaultProxy", "SeaweedS3", "free_port"]
 
 
 def free_port() -> int:
@@ -171,7 +171,39 @@ _FAULTS = {
 }
 
 
-class S3FaultProxy:
+_S = TypeVar("_S", bound="LoopbackServer")
+
+
+class LoopbackServer:
+    """An HTTP server on a free 127.0.0.1 port, ``handler`` answering in a daemon thread:
+    :meth:`start` and :meth:`stop`, or a ``with`` block."""
+
+    def __init__(self, handler: type[BaseHTTPRequestHandler]) -> None:
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), handler)
+        self.server.daemon_threads = True
+        self.port = int(self.server.server_address[1])
+        self._thread = threading.Thread(target=self.server.serve_forever, daemon=True)
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    def start(self: _S) -> _S:
+        self._thread.start()
+        return self
+
+    def stop(self) -> None:
+        self.server.shutdown()
+        self.server.server_close()
+
+    def __enter__(self: _S) -> _S:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+
+class S3FaultProxy(LoopbackServer):
     """An HTTP proxy in front of an S3 endpoint that answers some requests with faults.
 
     Every ``every``-th request (counting from ``offset``) gets the next fault of
@@ -199,14 +231,11 @@ class S3FaultProxy:
         """(client port, method, path) of every request, in arrival order: which requests
         shared one keep-alive connection."""
         self._lock = threading.Lock()
-        self.port = free_port()
-        self._server = ThreadingHTTPServer(("127.0.0.1", self.port), _handler(self))
-        self._server.daemon_threads = True
-        self._thread = threading.Thread(target=self._server.serve_forever, daemon=True)
+        super().__init__(_handler(self))
 
     @property
     def endpoint(self) -> str:
-        return f"http://127.0.0.1:{self.port}"
+        return self.url
 
     def next_fault(self, method: str = "", path: str = "", port: int = 0) -> str | None:
         """The fault for the next request (from client ``port``), or ``None`` to forward it."""
@@ -247,20 +276,6 @@ class S3FaultProxy:
             return reply.status, reply.getheaders(), reply.read()
         finally:
             conn.close()
-
-    def start(self) -> S3FaultProxy:
-        self._thread.start()
-        return self
-
-    def stop(self) -> None:
-        self._server.shutdown()
-        self._server.server_close()
-
-    def __enter__(self) -> S3FaultProxy:
-        return self.start()
-
-    def __exit__(self, *exc: object) -> None:
-        self.stop()
 
 
 def _handler(proxy: S3FaultProxy) -> type[BaseHTTPRequestHandler]:

@@ -25,6 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from madbench_common.benchmarks.madbench.robustness.conditions import builtin_conditions
+from madbench_common.core.environ import environ
 from madbench_common.core.errors import ConfigError
 from madbench_common.core.store import RunStore, open_store
 from madbench_common.pipeline.graph import Graph
@@ -41,6 +42,7 @@ __all__ = [
     "manifests",
     "run_cli",
     "sweep_seed",
+    "write_sources",
 ]
 
 _DEMO = Path(__file__).resolve().parents[2] / "data" / "demo"
@@ -65,12 +67,19 @@ def demo_sources(dest: Path, clips: Sequence[str] | int = FAULT_CLIPS) -> Path:
             if row.get(col):
                 (dest / row[col]).parent.mkdir(parents=True, exist_ok=True)
                 shutil.copyfile(_DEMO / row[col], dest / row[col])
-    out = dest / "sources.csv"
-    with open(out, "w", newline="") as fh:
-        writer = csv.DictWriter(fh, fieldnames=list(rows[0]))
+    return write_sources(dest / "sources.csv", rows)
+
+
+def write_sources(path: Path, rows: Sequence[Mapping[str, str]],
+                  columns: Sequence[str] | None = None) -> Path:
+    """Write a sources CSV at ``path``: the header ``columns`` (default: the first row's
+    keys; a row may leave a column out) and ``rows``. Returns ``path``."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with open(path, "w", newline="", encoding="utf-8") as fh:
+        writer = csv.DictWriter(fh, fieldnames=list(columns or rows[0]))
         writer.writeheader()
         writer.writerows(rows)
-    return out
+    return path
 
 
 ONE_CONDITION = [c for c in builtin_conditions() if c["name"] == "mp3_24k"]
@@ -257,13 +266,5 @@ def sweep_seed(seed: int, store: str, sources: Path, graph: Graph, clean: Mappin
 
 
 def _open(store: str, env: Mapping[str, str] | None) -> Any:
-    saved = {k: os.environ.get(k) for k in (env or {})}
-    os.environ.update(env or {})
-    try:
+    with environ(env or {}):
         return open_store(store)
-    finally:
-        for key, value in saved.items():
-            if value is None:
-                os.environ.pop(key, None)
-            else:
-                os.environ[key] = value

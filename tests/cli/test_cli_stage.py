@@ -7,6 +7,7 @@ import json
 import subprocess
 import sys
 from pathlib import Path
+from typing import Callable
 
 import pytest
 
@@ -37,18 +38,27 @@ def test_pods_log_time_memory_and_retries(demo_sources: Path, tmp_path: Path) ->
 def test_damaged_shard_at_merge_is_invalidated(demo_sources: Path, tmp_path: Path,
                                                capsys: pytest.CaptureFixture[str]) -> None:
     store = tmp_path / "store"
+    _check_damaged_shard_resubmitted(
+        lambda verb, *extra: _stage(verb, store, demo_sources, *extra), store, "ingest", capsys)
+
+
+def _check_damaged_shard_resubmitted(stage: Callable[..., int], store: Path, name: str,
+                                     capsys: pytest.CaptureFixture[str]) -> None:
+    """Both shards of ``name`` run (``stage(verb, *extra)``) into ``store``; a byte flipped in
+    shard 1 fails the merge with exit 3 and drops that shard's marker, so resubmitting
+    shard 1 redoes it and the merge then succeeds."""
     for shard in ("0", "1"):
-        assert _stage("run", store, demo_sources, "--shard", shard) == 0
-    shard = next((store / "r" / "ingest").rglob("00001-of-00002.parquet"))
-    with open(shard, "r+b") as fh:
+        assert stage("run", "--shard", shard) == 0
+    damaged = next((store / "r" / name).rglob("00001-of-00002.parquet"))
+    with open(damaged, "r+b") as fh:
         fh.seek(100)
         fh.write(b"\xff\xfe")
-    assert _stage("merge", store, demo_sources) == 3
+    assert stage("merge") == 3
     err = capsys.readouterr().err
     assert "sha256 mismatch" in err and "resubmit with the same run id" in err
-    assert not shard.with_name("00001-of-00002._SUCCESS").exists()
-    assert _stage("run", store, demo_sources, "--shard", "1") == 0  # the resubmission
-    assert _stage("merge", store, demo_sources) == 0
+    assert not damaged.with_name("00001-of-00002._SUCCESS").exists()
+    assert stage("run", "--shard", "1") == 0  # the resubmission
+    assert stage("merge") == 0
 
 
 def _deaf_stage(verb: str, store: Path, sentences: Path, *extra: str) -> int:
@@ -66,18 +76,9 @@ def test_deaf_pods_share_the_pod_path(tmp_path: Path,
                          "e1,esc,,explicit,happy,I am so happy that you came.\n"
                          "e2,esc,,explicit,sad,I feel so sad and alone today.\n")
     store = tmp_path / "store"
-    for shard in ("0", "1"):
-        assert _deaf_stage("run", store, sentences, "--shard", shard) == 0
-    shard = next((store / "r" / "deaf_sentences").rglob("00001-of-00002.parquet"))
-    with open(shard, "r+b") as fh:
-        fh.seek(100)
-        fh.write(b"\xff\xfe")
-    assert _deaf_stage("merge", store, sentences) == 3
-    err = capsys.readouterr().err
-    assert "sha256 mismatch" in err and "resubmit with the same run id" in err
-    assert not shard.with_name("00001-of-00002._SUCCESS").exists()
-    assert _deaf_stage("run", store, sentences, "--shard", "1") == 0  # the resubmission
-    assert _deaf_stage("merge", store, sentences) == 0
+    _check_damaged_shard_resubmitted(
+        lambda verb, *extra: _deaf_stage(verb, store, sentences, *extra), store,
+        "deaf_sentences", capsys)
     run = RunStore(FileStore(store), "r")
     logs = [json.loads(run.get_bytes(k)) for k in run.list("_logs/stage/deaf_sentences")]
     assert sorted((r["verb"], r["shard"]) for r in logs) == [

@@ -30,10 +30,10 @@ from madbench_common.imagefactory.images import (
     select_lock,
     torch_base,
 )
+from tests.paths import IMAGES, ROOT
+from tests.paths import LOCK as LOCK_PATH
 
-ROOT = Path(__file__).resolve().parents[2]
-IMAGES = ROOT / "images"
-LOCK = yaml.safe_load((IMAGES / "images.lock.yaml").read_text())
+LOCK = yaml.safe_load(LOCK_PATH.read_text())
 DOCKERFILES = sorted(IMAGES.glob("*/Dockerfile"))
 LOCKFILES = sorted(IMAGES.glob("*/requirements.lock"))
 BASES = ("base-py311", "base-py39")
@@ -286,11 +286,7 @@ def test_lock_misses_unsatisfied_requirements(tmp_path: Path) -> None:
     from madbench_common.imagefactory.images import lock_misses
 
     (tmp_path / "common.in").write_text("numpy>=2.1\nbackport ; python_version < '3.10'\n")
-    img = tmp_path / "fam"
-    img.mkdir()
-    (img / "image.yaml").write_text(
-        "slug: fam\npaper_name: X\nupstream: u\nlicence: MIT\npython: '3.11'\ntorch: '2'\n"
-        "gpu: true\n")
+    img = _write_image(tmp_path, python="3.11", torch="2") / "fam"
     (img / "requirements.in").write_text("-r ../common.in\ntorch==2.13.0  # pinned\n")
     (img / "requirements.lock").write_text("numpy==2.0.2 \\\n    --hash=sha256:aa\n"
                                            "torch==2.13.0 \\\n    --hash=sha256:bb\n")
@@ -303,11 +299,7 @@ def test_lock_misses_unsatisfied_requirements(tmp_path: Path) -> None:
 
 def test_lock_inputs_follow_includes(tmp_path: Path) -> None:
     (tmp_path / "common.in").write_text("numpy\n")
-    img = tmp_path / "fam"
-    img.mkdir()
-    (img / "image.yaml").write_text(
-        "slug: fam\npaper_name: X\nupstream: u\nlicence: MIT\npython: '3.11'\ntorch: ''\n"
-        "gpu: true\n")
+    img = _write_image(tmp_path, python="3.11", torch="") / "fam"
     (img / "requirements.in").write_text("-r ../common.in\ntorch\n")
     shutil.copytree(IMAGES / "python-py311", tmp_path / "python-py311")
     info = load_image("fam", tmp_path)
@@ -342,13 +334,13 @@ def test_select_lock_picks_whole_blocks() -> None:
         select_lock(text, ["no-such-package"])
 
 
-def _write_image(tmp: Path, extra: str) -> Path:
+def _write_image(tmp: Path, extra: str = "", python: str = "3.9", torch: str = "1.13") -> Path:
     """A model image folder ``fam`` (its parents are not needed to parse it)."""
     img = tmp / "fam"
     img.mkdir(exist_ok=True)
     (img / "image.yaml").write_text(
-        "slug: fam\npaper_name: X\nupstream: u\nlicence: MIT\npython: '3.9'\ntorch: '1.13'\n"
-        "gpu: true\n" + extra)
+        f"slug: fam\npaper_name: X\nupstream: u\nlicence: MIT\npython: '{python}'\n"
+        f"torch: '{torch}'\ngpu: true\n" + extra)
     return tmp
 
 

@@ -17,9 +17,8 @@ from madbench_common.imagefactory.imagelock import read_lock
 from madbench_common.imagefactory.sbom import _licenses, make_sbom, parse_lock, sbom_problems
 from madbench_common.imagefactory.secrets_scan import INJECTED_KEYS, scan_bytes, scan_paths
 from madbench_common.testing import SeaweedS3
+from tests.paths import IMAGES, ROOT
 
-ROOT = Path(__file__).resolve().parents[2]
-IMAGES = ROOT / "images"
 LOCKED = sorted(p.parent.name for p in IMAGES.glob("*/image.yaml"))
 """Every image has an SBOM of its whole locked set (its lock on its parents')."""
 

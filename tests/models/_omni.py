@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 import numpy as np
 import pytest
@@ -12,14 +12,11 @@ from madbench_common.benchmarks.madbench.omni.ask import Media, ask
 from madbench_common.benchmarks.madbench.omni.parse import REFUSAL, UNPARSED
 from madbench_common.benchmarks.madbench.omni.sanity import modality_sanity
 from madbench_common.benchmarks.madbench.omni.scoring import label_probs
-from madbench_common.benchmarks.madbench.prompts import load_prompt
 from madbench_common.core.store import FileStore
 from madbench_common.models.answer_cache import ResponseCache
-from tests.models.device import DEVICE
-
-BIN = load_prompt("P_bin").question("binary")
-FOUR = load_prompt("P_4way").question("fourway")
-SC = load_prompt("P_SC").question("scene")
+from tests.benchmarks.madbench.omni.questions import BIN, FOUR, SC
+from tests.models.device import DEVICE, expected_dtype
+from tests.models.tiny import tiny_root
 
 
 def clip(seed: int, seconds: float = 2.0, video: bool = False, frames: int = 4) -> Media:
@@ -81,6 +78,17 @@ def check_sanity(model: Any) -> None:
     assert all(c.passed and c.max_change > 1e-6 for c in checks.values()), checks
 
 
+def model_fixture(adapter: Any, install: Callable[[Path], Any]) -> Any:
+    """A test module's ``model`` fixture: ``adapter`` on the tiny checkpoint that
+    ``install`` writes into a fresh weights root."""
+
+    @pytest.fixture(scope="module", name="model")
+    def model(tmp_path_factory: pytest.TempPathFactory) -> Any:
+        return adapter(device=DEVICE, root=tiny_root(tmp_path_factory, install))
+
+    return model
+
+
 def require_omni_image(attr: str, what: str) -> None:
     """Skip the calling test module outside the omni-qwen25omni image's venv: torchvision,
     torch and a transformers that has ``attr`` (``what`` says which model needs it)."""
@@ -94,9 +102,12 @@ def require_omni_image(attr: str, what: str) -> None:
 
 class OmniChecks:
     """The checks every omni adapter passes on its tiny checkpoint; a test module subclasses
-    this as ``Test…`` with its adapter class, beside a ``model`` fixture."""
+    this as ``Test…`` with its adapter class, the builder of its tiny checkpoint and the
+    transformers class the adapter loads, beside a ``model`` fixture."""
 
     adapter: Any = None
+    install: Callable[[Path], Any]
+    model_class = ""
 
     def test_answer_position(self, model: Any) -> None:
         check_answer_position(model)
@@ -115,3 +126,28 @@ class OmniChecks:
 
         with pytest.raises(ConfigError, match="madbench weights fetch --image omni-qwen25omni"):
             self.adapter(device=DEVICE, root=tmp_path)
+
+    def test_loads_straight_onto_the_device(self, tmp_path: Path,
+                                            monkeypatch: pytest.MonkeyPatch) -> None:
+        """``from_pretrained`` gets the device (``device_map``): no host copy of the model
+        first."""
+        import torch
+        import transformers
+
+        full = getattr(transformers, self.model_class)
+        self.install(tmp_path)
+        seen: list[dict[str, Any]] = []
+        load = full.from_pretrained
+
+        def spy(*a: Any, **k: Any) -> Any:
+            seen.append(k)
+            return load(*a, **k)
+
+        monkeypatch.setattr(full, "from_pretrained", spy)
+        model = self.adapter(device=DEVICE, root=tmp_path)
+        assert seen[0]["device_map"] == torch.device(DEVICE)
+        assert {p.device.type for p in model.model.parameters()} == {model.device.type}
+
+    def test_loads_in_the_cards_dtype(self, model: Any) -> None:
+        """float32 on the CPU; on a GPU the dtype the catalog card declares (bf16)."""
+        assert str(model.model.dtype) == f"torch.{expected_dtype(model.slug)}"

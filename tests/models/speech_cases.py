@@ -10,15 +10,18 @@ from __future__ import annotations
 import csv
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import numpy as np
+import pytest
 import soundfile as sf
 
 from madbench_common.core.compat import zip_strict
 from madbench_common.core.types import Audio
 from madbench_common.media.dsp import n_samples, place_in_regions
 
-__all__ = ["RATE", "SpeechCase", "assert_placed", "demo_case"]
+__all__ = ["RATE", "SpeechCase", "assert_conversion_placed", "assert_placed",
+           "assert_short_reference_fails", "demo_case", "seeded_conversion"]
 
 DEMO = Path(__file__).resolve().parents[2] / "data" / "demo"
 RATE = 16000
@@ -89,3 +92,40 @@ def assert_placed(track: Audio, case: SpeechCase) -> None:
 def place(speech: Audio, case: SpeechCase) -> Audio:
     """The stage's placement of generated speech into the case's regions."""
     return place_in_regions(speech, case.starts, case.ends, RATE, len(case.speech))
+
+
+def seeded_conversion(vc: Any) -> Any:
+    """Convert demo_002's speech into demo_010's voice with the voice converter ``vc``:
+    the same seed gives the same audio and another seed other audio, float32 at the
+    source's length. Returns the adapter's report of the conversion."""
+    case, target = demo_case("demo_002"), demo_case("demo_010")
+    kw = {"sample_rate": RATE, "duration": case.duration, "ref_audio": target.active,
+          "source_audio": case.active}
+    a = vc.generate(**kw, seed=5)
+    report = vc.last_report
+    assert np.array_equal(a, vc.generate(**kw, seed=5)), "same seed must give the same audio"
+    assert not np.array_equal(a, vc.generate(**kw, seed=6))
+    assert a.dtype == np.float32 and len(a) == round(case.duration * RATE)
+    return report
+
+
+def assert_conversion_placed(vc: Any) -> None:
+    """The speech stage's path through the voice converter ``vc`` (demo_002's speech in
+    demo_010's voice) places the converted speech in demo_002's speech regions."""
+    from madbench_common.benchmarks.madbench.stages.speech_gen import generate_speech
+
+    case, target = demo_case("demo_002"), demo_case("demo_010")
+    track = generate_speech(vc, source=case.speech, reference=target.active, rate=RATE,
+                            starts=case.starts, ends=case.ends, text=case.transcript, seed=1)
+    assert_placed(track, case)
+
+
+def assert_short_reference_fails(vc: Any) -> None:
+    """A quarter second of reference speech fails the voice converter ``vc``'s component
+    (``reference_too_short``), not the stage."""
+    from madbench_common.models.speech_prep import GenerationFailed
+
+    case = demo_case("demo_002")
+    with pytest.raises(GenerationFailed, match="reference_too_short"):
+        vc.generate(sample_rate=RATE, duration=1.0, ref_audio=case.active[:RATE // 4],
+                    source_audio=case.active)

@@ -12,6 +12,7 @@ from madbench_common.models._hf import even_windows
 from madbench_common.models.weights import WeightsMissing
 from tests.models._qc import VENV, demo_mixture
 from tests.models.device import DEVICE
+from tests.models.tiny import tiny_root
 
 
 @pytest.fixture(scope="module")
@@ -20,9 +21,7 @@ def tagger(tmp_path_factory: pytest.TempPathFactory) -> Any:
     from madbench_common.models.adapters.ast_tagger import ASTTagger
     from madbench_common.models.tiny.qc import install_tiny_ast
 
-    root = tmp_path_factory.mktemp("weights")
-    install_tiny_ast(root)
-    return ASTTagger(device=DEVICE, root=root)
+    return ASTTagger(device=DEVICE, root=tiny_root(tmp_path_factory, install_tiny_ast))
 
 
 def test_even_windows_cover_the_signal() -> None:

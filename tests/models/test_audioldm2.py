@@ -23,13 +23,12 @@ from madbench_common.models.tiny.audioldm2 import install_tiny
 from madbench_common.models.weights import WeightsMissing
 from tests.models.device import DEVICE
 from tests.models.envdata import demo_env
+from tests.models.tiny import tiny_root
 
 
 @pytest.fixture(scope="module")
 def root(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    path = tmp_path_factory.mktemp("weights")
-    install_tiny(path)
-    return path
+    return tiny_root(tmp_path_factory, install_tiny)
 
 
 def test_missing_weights_name_the_fetch_command(tmp_path: Path) -> None:

@@ -15,26 +15,19 @@ if importlib.util.find_spec("transformer_component") is None:
 pytest.importorskip("librosa", reason="run make adapter-test IMAGE=det-av-anomaly")
 
 
-from madbench_common.core.errors import ConfigError
 from madbench_common.models.adapters.av_anomaly import FILES, AvAnomalyDetector, build_models
 from madbench_common.models.tiny.det import av_anomaly
 from madbench_common.models.weights import load_spec
 
-from .tiny import ROOT, demo_audio, demo_frames
+from .tiny import ROOT, assert_refused, demo_audio, demo_frames, tiny_root, weights_env
 
 UPSTREAM = ROOT / "images" / "det-av-anomaly" / ".upstream" / "avforensics"
 
 
 @pytest.fixture(scope="module")
 def detector(tmp_path_factory: pytest.TempPathFactory) -> AvAnomalyDetector:
-    root = tmp_path_factory.mktemp("weights")
-    av_anomaly(root)
-    mp = pytest.MonkeyPatch()
-    mp.setenv("MADBENCH_WEIGHTS", str(root))
-    try:
+    with weights_env(tiny_root(tmp_path_factory, av_anomaly)):
         return AvAnomalyDetector(max_len=4)  # 4 windows keep the r18 passes few on a CPU
-    finally:
-        mp.undo()
 
 
 def test_inputs_follow_detect_py(detector: AvAnomalyDetector) -> None:
@@ -104,17 +97,14 @@ def test_a_clips_samples_share_the_video_encoder_passes(detector: AvAnomalyDetec
         detector._video.clear()
 
 
-def test_a_broken_sync_checkpoint_is_refused(tmp_path: Path,
-                                             monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_broken_sync_checkpoint_is_refused(tmp_path: Path) -> None:
     import torch
 
     av_anomaly(tmp_path)
     path = tmp_path / "files" / "det-av-anomaly" / FILES["sync"]
     state = torch.load(path)
     torch.save({k: v for k, v in state.items() if not k.startswith("aud_enc.")}, path)
-    monkeypatch.setenv("MADBENCH_WEIGHTS", str(tmp_path))
-    with pytest.raises(ConfigError, match="aud_enc: not the released checkpoint"):
-        AvAnomalyDetector()
+    assert_refused(AvAnomalyDetector, tmp_path, "aud_enc: not the released checkpoint")
 
 
 @pytest.mark.skipif(not (UPSTREAM / FILES["dist"]).exists(), reason="upstream not fetched")

@@ -14,24 +14,17 @@ if importlib.util.find_spec("avhubert") is None or importlib.util.find_spec("fai
     pytest.skip("run make adapter-test IMAGE=det-avh-align", allow_module_level=True)
 
 
-from madbench_common.core.errors import ConfigError
 from madbench_common.models.adapters.avh_align import FUSION, AvhAlignDetector, audio_features
 from madbench_common.models.av_prep import at_fps
 from madbench_common.models.tiny.det import avh_align
 
-from .tiny import demo_audio, demo_frames
+from .tiny import assert_refused, demo_audio, demo_frames, tiny_root, weights_env
 
 
 @pytest.fixture(scope="module")
 def detector(tmp_path_factory: pytest.TempPathFactory) -> AvhAlignDetector:
-    root = tmp_path_factory.mktemp("weights")
-    avh_align(root)
-    mp = pytest.MonkeyPatch()
-    mp.setenv("MADBENCH_WEIGHTS", str(root))
-    try:
+    with weights_env(tiny_root(tmp_path_factory, avh_align)):
         return AvhAlignDetector()
-    finally:
-        mp.undo()
 
 
 def _clip(n: int) -> tuple[np.ndarray, int, np.ndarray, float]:
@@ -75,8 +68,7 @@ def test_score_features_and_shuffled_video(detector: AvhAlignDetector) -> None:
         detector.embed(mode="A", audio=audio, sample_rate=rate)
 
 
-def test_a_fusion_checkpoint_of_another_shape_is_refused(
-        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_fusion_checkpoint_of_another_shape_is_refused(tmp_path: Path) -> None:
     import torch
 
     avh_align(tmp_path)
@@ -84,9 +76,7 @@ def test_a_fusion_checkpoint_of_another_shape_is_refused(
     state = torch.load(path)["state_dict"]
     torch.save({"state_dict": {k: v[..., :8] if k.endswith("proj.weight") else v
                                for k, v in state.items()}}, path)
-    monkeypatch.setenv("MADBENCH_WEIGHTS", str(tmp_path))
-    with pytest.raises(ConfigError, match="not the released AVH-Align checkpoint"):
-        AvhAlignDetector()
+    assert_refused(AvhAlignDetector, tmp_path, "not the released AVH-Align checkpoint")
 
 
 def test_a_checkpoint_without_its_label_dictionaries_loads(

@@ -16,23 +16,16 @@ if importlib.util.find_spec("model") is None:
                 allow_module_level=True)
 
 
-from madbench_common.core.errors import ConfigError
 from madbench_common.models.adapters.batfd import AUDIO_PAD, FRAMES, BatfdPlusDetector
 from madbench_common.models.tiny.det import batfd
 
-from .tiny import demo_audio, demo_frames
+from .tiny import assert_refused, demo_audio, demo_frames, tiny_root, weights_env
 
 
 @pytest.fixture(scope="module")
 def detector(tmp_path_factory: pytest.TempPathFactory) -> BatfdPlusDetector:
-    root = tmp_path_factory.mktemp("weights")
-    batfd(root)
-    mp = pytest.MonkeyPatch()
-    mp.setenv("MADBENCH_WEIGHTS", str(root))
-    try:
+    with weights_env(tiny_root(tmp_path_factory, batfd)):
         return BatfdPlusDetector()
-    finally:
-        mp.undo()
 
 
 def test_inputs_follow_the_lavdf_loader(detector: BatfdPlusDetector) -> None:
@@ -62,8 +55,7 @@ def test_score_and_pooled_features(detector: BatfdPlusDetector) -> None:
         detector.embed(mode="A", audio=audio, sample_rate=rate)
 
 
-def test_a_checkpoint_with_other_weights_is_refused(
-        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_checkpoint_with_other_weights_is_refused(tmp_path: Path) -> None:
     import torch
 
     batfd(tmp_path)
@@ -72,6 +64,4 @@ def test_a_checkpoint_with_other_weights_is_refused(
     ckpt["state_dict"] = {k: v for k, v in ckpt["state_dict"].items()
                           if not k.startswith("audio_encoder.")}
     torch.save(ckpt, path)
-    monkeypatch.setenv("MADBENCH_WEIGHTS", str(tmp_path))
-    with pytest.raises(ConfigError, match="not a BA-TFD\\+ checkpoint"):
-        BatfdPlusDetector()
+    assert_refused(BatfdPlusDetector, tmp_path, "not a BA-TFD\\+ checkpoint")

@@ -11,10 +11,9 @@ import pytest
 pytest.importorskip("BEATs", reason="run make adapter-test IMAGE=audio-torch (unilm beats/)")
 
 
-from madbench_common.core.errors import ConfigError
 from madbench_common.models.adapters.beats import BeatsEncoder
 
-from .tiny import demo_audio
+from .tiny import assert_refused, demo_audio
 
 
 def _write(root: Path, **cfg: object) -> None:
@@ -40,9 +39,6 @@ def test_beats_mean_pools_real_speech(tmp_path: Path, monkeypatch: pytest.Monkey
         enc.embed(mode="A", audio=audio[:100], sample_rate=rate)
 
 
-def test_a_finetuned_classifier_is_refused(tmp_path: Path,
-                                           monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_finetuned_classifier_is_refused(tmp_path: Path) -> None:
     _write(tmp_path, finetuned_model=True, predictor_class=5)
-    monkeypatch.setenv("MADBENCH_WEIGHTS", str(tmp_path))
-    with pytest.raises(ConfigError, match="fine-tuned"):
-        BeatsEncoder()
+    assert_refused(BeatsEncoder, tmp_path, "fine-tuned")

@@ -29,9 +29,8 @@ from madbench_common.models.catalog import (
 )
 from madbench_common.models.registry import REGISTRY
 from madbench_common.pipeline.gpuplan import load_gpu_models
+from tests.paths import CATALOG, ROOT
 
-ROOT = Path(__file__).resolve().parents[2]
-CATALOG = ROOT / "madbench_common/models/catalog"
 _CARD = """slug: x
 role: detector
 target: models.x:X

@@ -11,13 +11,12 @@ import pytest
 pytest.importorskip("torchaudio", reason="run make adapter-test IMAGE=enc-cavmae-sync")
 
 
-from madbench_common.core.errors import ConfigError
 from madbench_common.models.adapters.cavmae_sync import (
     CavMaeSyncEncoder,
     segment,
 )
 
-from .tiny import demo_audio, demo_frames
+from .tiny import assert_refused, demo_audio, demo_frames, tiny_root, weights_env
 
 
 def _write(root: Path, keep: str = "") -> None:
@@ -28,14 +27,8 @@ def _write(root: Path, keep: str = "") -> None:
 
 @pytest.fixture(scope="module")
 def encoder(tmp_path_factory: pytest.TempPathFactory) -> CavMaeSyncEncoder:
-    root = tmp_path_factory.mktemp("weights")
-    _write(root)
-    mp = pytest.MonkeyPatch()
-    mp.setenv("MADBENCH_WEIGHTS", str(root))
-    try:
+    with weights_env(tiny_root(tmp_path_factory, _write)):
         return CavMaeSyncEncoder()  # the tiny arch comes from the checkpoint's sidecar
-    finally:
-        mp.undo()
 
 
 def test_segments_follow_map_frame_to_spectrogram() -> None:
@@ -67,9 +60,6 @@ def test_a_ignores_video_and_av_fuses(encoder: CavMaeSyncEncoder) -> None:
     assert av.spec.video_frames == 16 and "CLS" in av.spec.pooling
 
 
-def test_a_checkpoint_missing_encoder_weights_is_refused(
-        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_checkpoint_missing_encoder_weights_is_refused(tmp_path: Path) -> None:
     _write(tmp_path, keep="decoder")
-    monkeypatch.setenv("MADBENCH_WEIGHTS", str(tmp_path))
-    with pytest.raises(ConfigError, match="not the released CAV-MAE Sync checkpoint"):
-        CavMaeSyncEncoder()
+    assert_refused(CavMaeSyncEncoder, tmp_path, "not the released CAV-MAE Sync checkpoint")

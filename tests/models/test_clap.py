@@ -11,6 +11,7 @@ import pytest
 from madbench_common.models.weights import WeightsMissing
 from tests.models._qc import VENV, demo_stem
 from tests.models.device import DEVICE
+from tests.models.tiny import tiny_root
 
 
 @pytest.fixture(scope="module")
@@ -19,9 +20,7 @@ def scorer(tmp_path_factory: pytest.TempPathFactory) -> Any:
     from madbench_common.models.adapters.clap import ClapScorer
     from madbench_common.models.tiny.qc import install_tiny_clap
 
-    root = tmp_path_factory.mktemp("weights")
-    install_tiny_clap(root)
-    return ClapScorer(device=DEVICE, root=root)
+    return ClapScorer(device=DEVICE, root=tiny_root(tmp_path_factory, install_tiny_clap))
 
 
 def test_scores_are_cosines_one_per_text(scorer: Any) -> None:

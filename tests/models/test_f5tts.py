@@ -21,20 +21,17 @@ pytest.importorskip("f5_tts", reason="run make adapter-test IMAGE=tts-f5")
 
 from madbench_common.benchmarks.madbench.stages.speech_gen import generate_speech
 from madbench_common.models.speech_prep import GenerationFailed
-from madbench_common.models.weights import WeightsMissing
 from tests.models.device import DEVICE
 
 from .speech_cases import RATE, assert_placed, demo_case
+from .tiny import assert_fetch_named, tiny_root, weights_env
 
 
 @pytest.fixture(scope="module")
 def weights(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
     from madbench_common.models.adapters.f5tts import write_tiny_checkpoint
 
-    root = tmp_path_factory.mktemp("weights")
-    write_tiny_checkpoint(root)
-    with pytest.MonkeyPatch.context() as mp:
-        mp.setenv("MADBENCH_WEIGHTS", str(root))
+    with weights_env(tiny_root(tmp_path_factory, write_tiny_checkpoint)) as root:
         yield root
 
 
@@ -45,12 +42,10 @@ def same(weights: Path):
     return F5SameTTS(device=DEVICE, nfe_step=2)
 
 
-def test_missing_weights_name_the_fix(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_missing_weights_name_the_fix(tmp_path: Path) -> None:
     from madbench_common.models.adapters.f5tts import F5SameTTS
 
-    monkeypatch.setenv("MADBENCH_WEIGHTS", str(tmp_path))
-    with pytest.raises(WeightsMissing, match="madbench weights fetch --image tts-f5"):
-        F5SameTTS(device=DEVICE)
+    assert_fetch_named(lambda: F5SameTTS(device=DEVICE), "tts-f5", tmp_path)
 
 
 def test_duration_rate_and_determinism(same) -> None:

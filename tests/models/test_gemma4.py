@@ -8,11 +8,6 @@ shares that image); the checkpoint is built by
 
 from __future__ import annotations
 
-from pathlib import Path
-from typing import Any
-
-import pytest
-
 from ._omni import require_omni_image
 
 require_omni_image("Gemma4ForConditionalGeneration", "Gemma 4 (5.5 or later)")
@@ -26,15 +21,10 @@ from ._omni import (  # noqa: E402
     OmniChecks,
     check_four_way_and_scene,
     clip,
+    model_fixture,
 )
-from .device import DEVICE, expected_dtype  # noqa: E402
 
-
-@pytest.fixture(scope="module")
-def model(tmp_path_factory: pytest.TempPathFactory) -> Gemma4Omni:
-    root = tmp_path_factory.mktemp("weights")
-    install_tiny_gemma4(root)
-    return Gemma4Omni(device=DEVICE, root=root)
+model = model_fixture(Gemma4Omni, install_tiny_gemma4)
 
 
 def test_chat_puts_media_before_the_question_in_a_user_turn(model: Gemma4Omni) -> None:
@@ -69,23 +59,5 @@ def test_four_way_and_scene(model: Gemma4Omni) -> None:
 
 class TestOmniChecks(OmniChecks):
     adapter = Gemma4Omni
-
-
-def test_loads_straight_onto_the_device(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    """``from_pretrained`` gets the device (``device_map``): no host copy of the model first."""
-    import torch
-    from transformers import Gemma4ForConditionalGeneration as Model
-
-    install_tiny_gemma4(tmp_path)
-    seen: list[dict[str, Any]] = []
-    load = Model.from_pretrained
-    monkeypatch.setattr(Model, "from_pretrained",
-                        lambda *a, **k: (seen.append(k), load(*a, **k))[1])
-    model = Gemma4Omni(device=DEVICE, root=tmp_path)
-    assert seen[0]["device_map"] == torch.device(DEVICE)
-    assert {p.device.type for p in model.model.parameters()} == {model.device.type}
-
-
-def test_loads_in_the_cards_dtype(model: Gemma4Omni) -> None:
-    """float32 on the CPU; on a GPU the dtype the catalog card declares (bf16)."""
-    assert str(model.model.dtype) == f"torch.{expected_dtype(model.slug)}"
+    install = staticmethod(install_tiny_gemma4)
+    model_class = "Gemma4ForConditionalGeneration"

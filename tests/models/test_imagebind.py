@@ -21,16 +21,14 @@ from madbench_common.models.adapters.imagebind import (
     spatial_crops,
 )
 
-from .tiny import demo_audio, demo_frames
+from .tiny import demo_audio, demo_frames, tiny_root, weights_env
 
 
 @pytest.fixture(scope="module")
 def encoder(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ImageBindEncoder]:
     from madbench_common.models.tiny.eval import imagebind
 
-    root = imagebind(tmp_path_factory.mktemp("weights"))
-    with pytest.MonkeyPatch.context() as mp:
-        mp.setenv("MADBENCH_WEIGHTS", str(root))
+    with weights_env(tiny_root(tmp_path_factory, imagebind)):
         yield ImageBindEncoder()  # the registry's call: the sidecar gives the tiny arch
 
 

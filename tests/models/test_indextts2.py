@@ -26,10 +26,10 @@ import torch
 
 from madbench_common.models.adapters.indextts2 import LengthControl, plan_frames
 from madbench_common.models.speech_prep import GenerationFailed
-from madbench_common.models.weights import WeightsMissing
 from tests.models.device import DEVICE
 
 from .speech_cases import RATE, demo_case
+from .tiny import assert_fetch_named, tiny_root, weights_env
 
 
 def test_plan_frames_uses_the_model_within_its_range_and_stretches_beyond() -> None:
@@ -63,14 +63,11 @@ def test_length_control_sets_the_target_only_after_a_gpt_call() -> None:
 
 
 @pytest.mark.parametrize("cls", ["IndexTTS2SameTTS", "IndexTTS2CrossTTS"])
-def test_missing_weights_name_the_fix(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
-                                      cls: str) -> None:
+def test_missing_weights_name_the_fix(tmp_path: Path, cls: str) -> None:
     """Both registered settings (same- and cross-identity) load through one constructor."""
     from madbench_common.models.adapters import indextts2
 
-    monkeypatch.setenv("MADBENCH_WEIGHTS", str(tmp_path))
-    with pytest.raises(WeightsMissing, match="madbench weights fetch --image tts-indextts2"):
-        getattr(indextts2, cls)(device=DEVICE)
+    assert_fetch_named(lambda: getattr(indextts2, cls)(device=DEVICE), "tts-indextts2", tmp_path)
     assert (indextts2.IndexTTS2SameTTS.branch, indextts2.IndexTTS2CrossTTS.branch) == (
         "tts_same", "tts_cross")
 
@@ -81,10 +78,7 @@ def tts(tmp_path_factory: pytest.TempPathFactory) -> Iterator[object]:
     from madbench_common.models.adapters.indextts2 import IndexTTS2SameTTS
     from madbench_common.models.tiny.indextts2 import install_tiny
 
-    root = tmp_path_factory.mktemp("weights")
-    install_tiny(root)
-    with pytest.MonkeyPatch.context() as mp:
-        mp.setenv("MADBENCH_WEIGHTS", str(root))
+    with weights_env(tiny_root(tmp_path_factory, install_tiny)):
         yield IndexTTS2SameTTS(device=DEVICE)
 
 

@@ -26,19 +26,17 @@ pytest.importorskip("PIL", reason="run make adapter-test IMAGE=omni-minicpmo45")
 
 from madbench_common.benchmarks.madbench.omni.parse import parse_answer  # noqa: E402
 from madbench_common.benchmarks.madbench.omni.scoring import label_probs  # noqa: E402
-from madbench_common.benchmarks.madbench.prompts import load_prompt  # noqa: E402
 from madbench_common.core.errors import ConfigError  # noqa: E402
 from madbench_common.models._omni_hf import option_logprobs  # noqa: E402
 from madbench_common.models._remote import first_step_logits  # noqa: E402
 from madbench_common.models.adapters.minicpmo import MiniCPMo45, messages  # noqa: E402
 from madbench_common.models.roles import OmniAnswer  # noqa: E402
-from madbench_common.models.tiny.omni import _bpe, omni_texts  # noqa: E402
+from madbench_common.models.tiny.omni import byte_bpe, omni_texts  # noqa: E402
 from madbench_common.models.weights import weights_root  # noqa: E402
+from tests.benchmarks.madbench.omni.questions import BIN  # noqa: E402
 from tests.models.device import DEVICE  # noqa: E402
 
 from .tiny import demo_audio, demo_frames  # noqa: E402
-
-BIN = load_prompt("P_bin").question("binary")
 
 
 def test_omni_layout_is_frame_then_one_second_of_audio() -> None:
@@ -58,7 +56,7 @@ def test_scores_come_from_the_prefill_of_a_greedy_generate() -> None:
     transformers causal LM, that equals a separate forward on the same ids."""
     from transformers import PreTrainedTokenizerFast, Qwen2Config, Qwen2ForCausalLM
 
-    tok = PreTrainedTokenizerFast(tokenizer_object=_bpe(omni_texts(), ["<eos>"]),
+    tok = PreTrainedTokenizerFast(tokenizer_object=byte_bpe(omni_texts(), ["<eos>"]),
                                   eos_token="<eos>")
     torch.manual_seed(0)
     lm = Qwen2ForCausalLM(Qwen2Config(vocab_size=len(tok), hidden_size=32,

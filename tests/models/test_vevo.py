@@ -15,10 +15,14 @@ import sys
 from collections.abc import Iterator
 from pathlib import Path
 
-import numpy as np
 import pytest
 
-from .speech_cases import RATE, assert_placed, demo_case
+from .speech_cases import (
+    assert_conversion_placed,
+    assert_short_reference_fails,
+    seeded_conversion,
+)
+from .tiny import assert_fetch_named, tiny_root, weights_env
 
 # Amphion's code imports itself as the top-level package `models`. Should another `models`
 # be imported already, take the name over for the import, then give it back (Amphion's
@@ -37,9 +41,6 @@ finally:
 
 import torch  # noqa: E402
 
-from madbench_common.benchmarks.madbench.stages.speech_gen import generate_speech  # noqa: E402
-from madbench_common.models.speech_prep import GenerationFailed  # noqa: E402
-from madbench_common.models.weights import WeightsMissing  # noqa: E402
 from tests.models.device import DEVICE  # noqa: E402
 
 
@@ -48,10 +49,7 @@ def vc(tmp_path_factory: pytest.TempPathFactory) -> Iterator[object]:
     from madbench_common.models.adapters.vevo import VevoTimbre
     from madbench_common.models.tiny.vevo import install_tiny
 
-    weights = tmp_path_factory.mktemp("weights")
-    install_tiny(weights)
-    with pytest.MonkeyPatch.context() as mp:
-        mp.setenv("MADBENCH_WEIGHTS", str(weights))
+    with weights_env(tiny_root(tmp_path_factory, install_tiny)):
         yield VevoTimbre(device=DEVICE, flow_matching_steps=2)
 
 
@@ -76,36 +74,21 @@ def test_tiny_widths_come_from_the_checkpoint_and_weights_from_its_files(vc) -> 
     assert tuple(vc._pipe.hubert_feat_norm_mean.shape) == (width,)
 
 
-def test_missing_weights_name_the_fix(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_missing_weights_name_the_fix(tmp_path: Path) -> None:
     from madbench_common.models.adapters.vevo import VevoTimbre
 
-    monkeypatch.setenv("MADBENCH_WEIGHTS", str(tmp_path))
-    with pytest.raises(WeightsMissing, match="madbench weights fetch --image vc-vevo"):
-        VevoTimbre(device=DEVICE)
+    assert_fetch_named(lambda: VevoTimbre(device=DEVICE), "vc-vevo", tmp_path)
 
 
 def test_converts_at_24k_keeping_source_timing_and_seed(vc) -> None:  # type: ignore[no-untyped-def]
-    case, target = demo_case("demo_002"), demo_case("demo_010")
-    kw = {"sample_rate": RATE, "duration": case.duration, "ref_audio": target.active,
-          "source_audio": case.active}
-    a = vc.generate(**kw, seed=5)
-    report = vc.last_report
-    assert np.array_equal(a, vc.generate(**kw, seed=5)), "same seed must give the same audio"
-    assert not np.array_equal(a, vc.generate(**kw, seed=6))
-    assert a.dtype == np.float32 and len(a) == round(case.duration * RATE)
+    report = seeded_conversion(vc)
     assert report.model_rate == 24000 and report.duration_control == "model:source_timing"
     assert 0.9 < report.length_correction < 1.3
 
 
 def test_placed_in_speech_regions(vc) -> None:  # type: ignore[no-untyped-def]
-    case, target = demo_case("demo_002"), demo_case("demo_010")
-    track = generate_speech(vc, source=case.speech, reference=target.active, rate=RATE,
-                            starts=case.starts, ends=case.ends, text=case.transcript, seed=1)
-    assert_placed(track, case)
+    assert_conversion_placed(vc)
 
 
 def test_short_reference_fails_one_component(vc) -> None:  # type: ignore[no-untyped-def]
-    case = demo_case("demo_002")
-    with pytest.raises(GenerationFailed, match="reference_too_short"):
-        vc.generate(sample_rate=RATE, duration=1.0, ref_audio=case.active[:RATE // 4],
-                    source_audio=case.active)
+    assert_short_reference_fails(vc)

@@ -6,12 +6,8 @@ exercised with `install_local_snapshot` (the hub cannot be reached from here).
 
 from __future__ import annotations
 
-import functools
 import hashlib
-import http.server
 import json
-import threading
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -32,20 +28,10 @@ SHA = hashlib.sha256(PAYLOAD).hexdigest()
 
 
 @pytest.fixture
-def http_root(tmp_path: Path) -> Iterator[tuple[str, Path]]:
-    """A local HTTP server on a free port serving ``tmp_path/www``."""
-    www = tmp_path / "www"
-    www.mkdir()
-    (www / "ckpt.pth").write_bytes(PAYLOAD)
-    handler = functools.partial(http.server.SimpleHTTPRequestHandler, directory=str(www))
-    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    try:
-        yield f"http://127.0.0.1:{server.server_address[1]}", www
-    finally:
-        server.shutdown()
-        server.server_close()
+def http_root(http_folder: tuple[str, Path]) -> tuple[str, Path]:
+    """The loopback server's folder, holding ``ckpt.pth``."""
+    (http_folder[1] / "ckpt.pth").write_bytes(PAYLOAD)
+    return http_folder
 
 
 def _images(tmp_path: Path, body: str) -> Path:
@@ -55,11 +41,16 @@ def _images(tmp_path: Path, body: str) -> Path:
     return tmp_path / "images"
 
 
+def _url_images(tmp_path: Path, url: str, sha256: str) -> Path:
+    """An images folder whose image ``fam`` fetches ``ckpt.pth`` from ``url``."""
+    return _images(tmp_path, f"image: fam\nurls:\n  - name: ckpt.pth\n    url: {url}/ckpt.pth\n"
+                              f"    sha256: {sha256}\n")
+
+
 def test_url_item_is_fetched_checked_and_locked(tmp_path: Path,
                                                 http_root: tuple[str, Path]) -> None:
     url, _ = http_root
-    images = _images(tmp_path, f"image: fam\nurls:\n  - name: ckpt.pth\n    url: {url}/ckpt.pth\n"
-                               f"    sha256: {SHA}\n")
+    images = _url_images(tmp_path, url, SHA)
     dest = tmp_path / "weights"
     lock = fetch_weights("fam", dest, images)
     assert url_file("ckpt.pth", image="fam", root=dest).read_bytes() == PAYLOAD
@@ -75,8 +66,7 @@ def test_url_item_is_fetched_checked_and_locked(tmp_path: Path,
 def test_url_sha256_mismatch_fails_and_leaves_nothing(tmp_path: Path,
                                                       http_root: tuple[str, Path]) -> None:
     url, _ = http_root
-    images = _images(tmp_path, f"image: fam\nurls:\n  - name: ckpt.pth\n    url: {url}/ckpt.pth\n"
-                               f"    sha256: '{'ab' * 32}'\n")
+    images = _url_images(tmp_path, url, f"'{'ab' * 32}'")
     dest = tmp_path / "weights"
     with pytest.raises(ConfigError, match=f"sha256 {SHA} != {'ab' * 32}"):
         fetch_weights("fam", dest, images)
@@ -119,8 +109,7 @@ def test_cli_check_and_fetch(tmp_path: Path, http_root: tuple[str, Path],
                              monkeypatch: pytest.MonkeyPatch,
                              capsys: pytest.CaptureFixture[str]) -> None:
     url, _ = http_root
-    images = _images(tmp_path, f"image: fam\nurls:\n  - name: ckpt.pth\n    url: {url}/ckpt.pth\n"
-                               f"    sha256: {SHA}\n")
+    images = _url_images(tmp_path, url, SHA)
     monkeypatch.setenv("MADBENCH_IMAGES_DIR", str(images))
     dest = tmp_path / "weights"
     assert cli.main(["weights", "check", "--image", "fam", "--root", str(dest)]) == 1

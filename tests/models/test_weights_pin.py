@@ -7,11 +7,8 @@ port); URL items come from a ``http.server`` on a free port.
 
 from __future__ import annotations
 
-import functools
 import hashlib
-import http.server
 import json
-import threading
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -58,21 +55,6 @@ def hub() -> Iterator[LoopbackHub]:
         h.commit(REPO, {"config.json": CONFIG, "model.safetensors": W1,
                         "README.md": b"# tiny\n", "other.bin": b"\x03" * 100})
         yield h
-
-
-@pytest.fixture
-def www(tmp_path: Path) -> Iterator[tuple[str, Path]]:
-    """A loopback HTTP server on a free port serving ``tmp_path/www``."""
-    root = tmp_path / "www"
-    root.mkdir()
-    handler = functools.partial(http.server.SimpleHTTPRequestHandler, directory=str(root))
-    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
-    threading.Thread(target=server.serve_forever, daemon=True).start()
-    try:
-        yield f"http://127.0.0.1:{server.server_address[1]}", root
-    finally:
-        server.shutdown()
-        server.server_close()
 
 
 def _images(tmp_path: Path, body: str = SPEC) -> Path:
@@ -164,8 +146,8 @@ def test_pin_refuses_a_pattern_that_matches_nothing(tmp_path: Path, hub: Loopbac
 
 
 def test_url_item_pin_fetch_upstream_change_refuse(tmp_path: Path,
-                                                  www: tuple[str, Path]) -> None:
-    url, root = www
+                                                  http_folder: tuple[str, Path]) -> None:
+    url, root = http_folder
     (root / "ckpt.pth").write_bytes(W1)
     md5 = hashlib.md5(W1).hexdigest()
     images = _images(tmp_path, f"image: fam\nurls:\n  - name: ckpt.pth   # kept\n"

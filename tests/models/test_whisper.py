@@ -18,6 +18,7 @@ from madbench_common.models.adapters.whisper import (
 from madbench_common.models.weights import WeightsMissing
 from tests.models._qc import VENV, demo_mixture
 from tests.models.device import DEVICE, expected_dtype
+from tests.models.tiny import tiny_root
 
 
 @pytest.fixture(scope="module")
@@ -26,9 +27,7 @@ def asr(tmp_path_factory: pytest.TempPathFactory) -> Any:
     from madbench_common.models.adapters.whisper import WhisperASR
     from madbench_common.models.tiny.qc import install_tiny_whisper
 
-    root = tmp_path_factory.mktemp("weights")
-    install_tiny_whisper(root)
-    return WhisperASR(device=DEVICE, root=root)
+    return WhisperASR(device=DEVICE, root=tiny_root(tmp_path_factory, install_tiny_whisper))
 
 
 def test_word_coverage_is_the_union_of_word_spans() -> None:

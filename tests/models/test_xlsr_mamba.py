@@ -15,7 +15,6 @@ if importlib.util.find_spec("mamba_blocks") is None:  # importing it needs the r
 pytest.importorskip("transformers", reason="run make adapter-test IMAGE=det-xlsr-mamba")
 
 
-from madbench_common.core.errors import ConfigError
 from madbench_common.models.adapters.xlsr_mamba import (
     NB_SAMP,
     XlsrMambaDetector,
@@ -25,7 +24,7 @@ from madbench_common.models.adapters.xlsr_mamba import (
 )
 from madbench_common.models.tiny.det import XLSR_MAMBA_TINY, hf_to_fairseq, xlsr_mamba
 
-from .tiny import demo_audio
+from .tiny import assert_refused, demo_audio, tiny_root, weights_env
 
 FAIRSEQ_KEYS = {
     # fairseq a54021305 Wav2Vec2Model(extractor_mode="layer_norm", conv_bias=True,
@@ -45,14 +44,8 @@ FAIRSEQ_KEYS = {
 
 @pytest.fixture(scope="module")
 def detector(tmp_path_factory: pytest.TempPathFactory) -> XlsrMambaDetector:
-    root = tmp_path_factory.mktemp("weights")
-    xlsr_mamba(root)
-    mp = pytest.MonkeyPatch()
-    mp.setenv("MADBENCH_WEIGHTS", str(root))
-    try:
+    with weights_env(tiny_root(tmp_path_factory, xlsr_mamba)):
         return XlsrMambaDetector()  # the tiny arch comes from the checkpoint's sidecar
-    finally:
-        mp.undo()
 
 
 def test_the_release_layout_uses_fairseq_names_and_maps_back() -> None:
@@ -106,9 +99,6 @@ def test_score_and_features_on_the_in_the_wild_crop(detector: XlsrMambaDetector)
         detector.embed(mode="AV", audio=audio, sample_rate=rate)
 
 
-def test_a_checkpoint_without_the_back_end_is_refused(
-        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_checkpoint_without_the_back_end_is_refused(tmp_path: Path) -> None:
     xlsr_mamba(tmp_path, keep="ssl_model.")
-    monkeypatch.setenv("MADBENCH_WEIGHTS", str(tmp_path))
-    with pytest.raises(ConfigError, match="not the released XLSR-Mamba checkpoint"):
-        XlsrMambaDetector()
+    assert_refused(XlsrMambaDetector, tmp_path, "not the released XLSR-Mamba checkpoint")

@@ -2,14 +2,19 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
+from typing import Any, Callable
 
 import numpy as np
+import pytest
 import soundfile as sf
 
+from madbench_common.core.errors import ConfigError
 from madbench_common.media.mux import sample_frames
 from madbench_common.models.roles import Frames
-from madbench_common.models.weights import install_local_snapshot
+from madbench_common.models.weights import WeightsMissing, install_local_snapshot
 
 ROOT = Path(__file__).resolve().parents[2]
 DEMO = ROOT / "data" / "demo"
@@ -32,3 +37,34 @@ def demo_frames(clip: int = 1, fps: float = 4.0, size: int = 64,
 def install(root: Path, repo: str, src: Path) -> Path:
     """Put a tiny ``save_pretrained`` folder where ``hf_path(repo)`` finds it offline."""
     return install_local_snapshot(root, repo, src)
+
+
+def tiny_root(factory: pytest.TempPathFactory, install: Callable[[Path], Any]) -> Path:
+    """A fresh weights root holding the tiny checkpoint that ``install`` writes into it."""
+    root = factory.mktemp("weights")
+    install(root)
+    return root
+
+
+@contextmanager
+def weights_env(root: Path) -> Iterator[Path]:
+    """``MADBENCH_WEIGHTS`` names ``root`` while open: for adapters that find their weights
+    through the environment, as the registry builds them."""
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("MADBENCH_WEIGHTS", str(root))
+        yield root
+
+
+def assert_fetch_named(build: Callable[[], Any], image: str, empty: Path) -> None:
+    """Building the adapter (``build``) on an ``empty`` weights root fails with the command
+    that fetches its image's weights."""
+    with weights_env(empty), pytest.raises(WeightsMissing,
+                                           match=f"madbench weights fetch --image {image}"):
+        build()
+
+
+def assert_refused(build: Callable[[], Any], root: Path, match: str) -> None:
+    """Building the adapter (``build``) on the weights ``root``, which holds a checkpoint
+    that is not the released one, fails with a ConfigError that says ``match``."""
+    with weights_env(root), pytest.raises(ConfigError, match=match):
+        build()

@@ -24,11 +24,10 @@ from madbench_common.pipeline.argo import (
     write_exit_summary,
 )
 from madbench_common.pipeline.graph import Graph, Stage
+from tests.paths import LOCK, ROOT
 from tests.yaml_docs import load_yaml
 
-ROOT = Path(__file__).resolve().parents[2]
 SCHEMA = ROOT.parent / "shared" / "schemas" / "argo-workflows.schema.json"
-LOCK = ROOT / "images" / "images.lock.yaml"
 PROFILE = ROOT / "k8s" / "overlays" / "gpu-nodepool" / "cluster-profile.yaml"
 WORKFLOWS = sorted((ROOT / "workflows").glob("*.yaml"))
 PIPELINES = [p for p in WORKFLOWS if p.name not in ("weights.yaml", "data.yaml")]

@@ -18,11 +18,10 @@ from madbench_common.benchmarks.deaf.graph import PAPER_MODELS, build_deaf_graph
 from madbench_common.benchmarks.deaf.workflow import deaf_lock, render_deaf_workflow
 from madbench_common.pipeline.argo import API_EGRESS_LABEL, ClusterProfile, ImageLock
 from madbench_common.pipeline.argo_limits import ETCD_LIMIT_BYTES, workflow_limits
+from tests.paths import LOCK, ROOT
 from tests.pipeline.test_argo import task_deps, task_runs
 from tests.yaml_docs import load_yaml
 
-ROOT = Path(__file__).resolve().parents[2]
-LOCK = ROOT / "images" / "images.lock.yaml"
 PROFILE = ROOT / "k8s" / "overlays" / "gpu-nodepool" / "cluster-profile.yaml"
 DEAF = ROOT / "workflows" / "deaf.yaml"
 _KEYS = {"GEMINI_API_KEY", "OPENAI_API_KEY", "ELEVENLABS_API_KEY", "JUDGE_API_KEY",
@@ -111,28 +110,15 @@ def test_a_failed_answer_fails_the_workflow_on_the_local_executor() -> None:
     """deaf.yaml itself, run by the local executor (Argo's scheduling and DAG phase) with
     pods that succeed except one model's answer shards: the judge and the report run, and
     the workflow ends Failed, naming the failed pods."""
-    import threading
+    from madbench_common.cluster.argo_local import Executor, PodResult, Workflow
+    from tests.cluster.test_argo_local import Recorder
 
-    from madbench_common.cluster.argo_local import Executor, Pod, PodResult, Workflow
-
-    class Runner:
-        def __init__(self) -> None:
-            self.ran: list[str] = []
-
-        def prepare(self, pod: Pod) -> None:
-            pass
-
-        def run(self, pod: Pod, attempt: int, cancel: threading.Event) -> PodResult:
-            self.ran.append(pod.node)
-            if pod.template == "answer-salmonn-shard":
-                return PodResult("Failed", 3, "boom")
-            return PodResult("Succeeded", 0)
-
-    runner = Runner()
+    runner = Recorder(lambda pod, attempt: PodResult("Failed", 3, "boom")
+                      if pod.template == "answer-salmonn-shard" else PodResult("Succeeded", 0))
     result = Executor(Workflow.load(DEAF), runner=runner, workers=4, name="d").run()
     assert result.phase == "Failed"
     assert {f["templateName"] for f in result.failures} == {"answer-salmonn-shard"}
-    assert "d.deaf-report-merge" in runner.ran and "d.deaf-judge-merge" in runner.ran
+    assert {"d.deaf-report-merge", "d.deaf-judge-merge"} <= set(runner.order())
     assert result.nodes["d.answer-salmonn-merge"]["phase"] == "Omitted"
 
 

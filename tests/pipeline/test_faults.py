@@ -23,6 +23,7 @@ import pytest
 
 from madbench_common.benchmarks.madbench.graph import build_graph
 from madbench_common.benchmarks.madbench.rows import SourceRow, SplitRow, StemRow
+from madbench_common.core.environ import environ
 from madbench_common.core.manifest import read_manifest_bytes
 from madbench_common.core.store import RunStore, Store, copy_run, open_store
 from madbench_common.testing import S3FaultProxy, SeaweedS3
@@ -37,6 +38,7 @@ from madbench_common.testing.faults import (
     manifests,
     run_cli,
     sweep_seed,
+    write_sources,
 )
 
 pytestmark = pytest.mark.slow
@@ -218,16 +220,8 @@ def test_s3_server_killed_and_restarted_mid_run(clean: Clean, own_s3: SeaweedS3)
 
 
 def open_store_with(env: dict[str, str], uri: str) -> Store:
-    saved = {k: os.environ.get(k) for k in env}
-    os.environ.update(env)
-    try:
+    with environ(env):
         return open_store(uri)
-    finally:
-        for k, v in saved.items():
-            if v is None:
-                os.environ.pop(k, None)
-            else:
-                os.environ[k] = v
 
 
 @pytest.mark.s3
@@ -384,10 +378,7 @@ def test_an_edited_sources_file_recomputes_ingest(clean: Clean, tmp_path: Path) 
     with open(sources / "sources.csv", newline="") as fh:
         rows = list(csv_module.DictReader(fh))
     rows[0]["transcript"] = "an edited transcript"
-    with open(sources / "sources.csv", "w", newline="") as fh:
-        writer = csv_module.DictWriter(fh, fieldnames=list(rows[0]))
-        writer.writeheader()
-        writer.writerows(rows)
+    write_sources(sources / "sources.csv", rows)
     done = run_cli(store, "e", sources / "sources.csv", extra=["--until", "ingest"])
     assert done.returncode == 0, done.stderr[-2000:]
     assert {s["stage"]: s for s in last_run_log(run)["stages"]}["ingest"]["executed"]

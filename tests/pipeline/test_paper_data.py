@@ -5,15 +5,11 @@ one-off workflow that runs it), kept current by ``madbench render --check``."""
 from __future__ import annotations
 
 import hashlib
-import http.server
 import io
 import json
 import shutil
-import threading
 import zipfile
-from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
 
 import pytest
 
@@ -31,10 +27,9 @@ from madbench_common.pipeline.paper_data import (
     load_spec,
     pin_data,
 )
+from tests.paths import LOCK, ROOT
 from tests.yaml_docs import load_yaml
 
-ROOT = Path(__file__).resolve().parents[2]
-LOCK = ROOT / "images" / "images.lock.yaml"
 PROFILE = ROOT / "k8s" / "overlays" / "gpu-nodepool" / "cluster-profile.yaml"
 DATA = ROOT / "workflows" / "data.yaml"
 
@@ -96,8 +91,8 @@ urls:
 def archive(tmp_path: Path) -> tuple[Path, str]:
     data = _zip({"DKITCHEN/ch01.wav": b"RIFF-one", "DKITCHEN/ch02.wav": b"RIFF-two",
                  "../escape/ch01.wav": b"evil"})
-    path = tmp_path / "served" / "DKITCHEN_16k.zip"
-    path.parent.mkdir()
+    path = tmp_path / "www" / "DKITCHEN_16k.zip"  # what ``http_folder`` serves
+    path.parent.mkdir(exist_ok=True)
     path.write_bytes(data)
     return path, hashlib.sha256(data).hexdigest()
 
@@ -120,33 +115,10 @@ def test_fetch_checks_the_sha256_and_unpacks_what_is_read(tmp_path: Path,
     assert (dest / "archives" / "demand" / "DKITCHEN_16k.zip").exists()
 
 
-@pytest.fixture
-def http_root(tmp_path: Path) -> Iterator[tuple[str, Path]]:
-    """A local HTTP server on an ephemeral port serving ``tmp_path/served``."""
-    folder = tmp_path / "served"
-    folder.mkdir(exist_ok=True)
-
-    class Handler(http.server.SimpleHTTPRequestHandler):
-        def __init__(self, *a: Any, **kw: Any) -> None:
-            super().__init__(*a, directory=str(folder), **kw)
-
-        def log_message(self, *args: Any) -> None:
-            pass
-
-    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    try:
-        yield f"http://127.0.0.1:{server.server_address[1]}", folder
-    finally:
-        server.shutdown()
-        server.server_close()
-
-
 def test_fetch_over_http_and_a_mismatch_names_the_file(tmp_path: Path,
                                                        archive: tuple[Path, str],
-                                                       http_root: tuple[str, Path]) -> None:
-    base, _ = http_root
+                                                       http_folder: tuple[str, Path]) -> None:
+    base, _ = http_folder
     src, sha = archive
     url = f"{base}/{src.name}"
     dest = tmp_path / "volume"
@@ -295,10 +267,10 @@ urls:
 
 
 def test_a_failed_download_keeps_nothing(tmp_path: Path,
-                                         http_root: tuple[str, Path]) -> None:
+                                         http_folder: tuple[str, Path]) -> None:
     import urllib.error
 
-    base, _ = http_root
+    base, _ = http_folder
     spec = load_spec(_spec(tmp_path, f"{base}/missing.zip", '"' + "b" * 64 + '"'))
     with pytest.raises(urllib.error.HTTPError):
         fetch_dataset("demand", tmp_path / "v", spec=spec)

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -18,9 +17,7 @@ from madbench_common.pipeline.argo import (
     workflow_yaml,
 )
 from madbench_common.pipeline.graph import Graph, Stage
-
-ROOT = Path(__file__).resolve().parents[2]
-LOCK = ROOT / "images" / "images.lock.yaml"
+from tests.paths import LOCK
 
 
 def _graph() -> Graph:

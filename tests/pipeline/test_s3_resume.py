@@ -146,14 +146,21 @@ def _one_line(done: subprocess.CompletedProcess[str]) -> str:
     return errors[0]
 
 
+def _worker_fault(s3_server: SeaweedS3, sources: Path, proxy: S3FaultProxy, run_id: str,
+                  code: int) -> str:
+    """Run ``run_id`` until ``separate`` with ``proxy`` faulting the workers' shard writes:
+    it exits ``code``; returns the one error line it printed."""
+    done = _run_until_separate(s3_server, proxy, sources, run_id)
+    assert done.returncode == code, done.stderr[-3000:]
+    return _one_line(done)
+
+
 @pytest.mark.s3
 @pytest.mark.slow
 def test_a_refusal_in_a_worker_is_one_line_and_exit_3(
         s3_server: SeaweedS3, sources: Path, proxy_for: Callable[[str], S3FaultProxy]) -> None:
     proxy = proxy_for("AccessDenied")
-    done = _run_until_separate(s3_server, proxy, sources, "refused")
-    assert done.returncode == EXIT_DETERMINISTIC, done.stderr[-3000:]
-    line = _one_line(done)
+    line = _worker_fault(s3_server, sources, proxy, "refused", EXIT_DETERMINISTIC)
     assert "S3 refused (AccessDenied)" in line and "/separate/" in line
     assert proxy.injected["AccessDenied"] >= 1
     run = RunStore(open_store("s3://madbench/worker-faults"), "refused")
@@ -165,9 +172,7 @@ def test_a_refusal_in_a_worker_is_one_line_and_exit_3(
 def test_dropped_connections_in_a_worker_are_one_line_and_exit_75(
         s3_server: SeaweedS3, sources: Path, proxy_for: Callable[[str], S3FaultProxy]) -> None:
     proxy = proxy_for("Reset")
-    done = _run_until_separate(s3_server, proxy, sources, "reset")
-    assert done.returncode == EXIT_TRANSIENT, done.stderr[-3000:]
-    line = _one_line(done)
+    line = _worker_fault(s3_server, sources, proxy, "reset", EXIT_TRANSIENT)
     assert "unreachable" in line and "MADBENCH_S3_OUTAGE_SECONDS" in line
     assert proxy.injected["Reset"] >= 2
     # the refusal is over: the same command resumes and finishes

@@ -1,49 +1,12 @@
 """The DEAF graph, declared once: ``madbench deaf run`` runs it, ``madbench render`` compiles it.
 
-Stimuli (sentences, background library, three ESC TTS settings, BSC speech and mixing,
-SIC voices) → trials → one ``answer_<model>`` stage per model → judge → metrics →
-report. Stimulus stages default to the CPU references, so a laptop makes every clip;
-each stage's ``full`` profile names what ``workflows/deaf.yaml`` runs: the paper's
-models on their images and ElevenLabs for SIC. The judge is the paper's in both
-profiles: DeepSeek-R1 labels every answer (§2.4, §3.1; :mod:`.judge`), so a run needs
-``$JUDGE_API_KEY`` (or another endpoint: workflow parameters ``deaf_judge_judge_base_url``
-and ``deaf_judge_judge_model_id``); ``mode=rule`` is the offline keyword option.
-
-One model's failed answer stage does not stop the others: the judge and the report take
-the answer stages as optional inputs (``Stage.optional_inputs``). On Argo they wait for
-every answer stage to finish, succeeded or failed (``depends``, ``failFast: false``); the
-judge judges the models that answered, metrics cover them, and the report lists each
-absent model as such (no answers: its stage failed or did not run). The workflow still
-ends Failed, naming the failed stage. A local ``madbench deaf run`` stops at the first
-failed stage instead (rerun it, or ``--models`` without that model, to finish).
-
-SIC voices (``sic_tts``'s ``voices``: profile → ElevenLabs voice id) are the workflow
-parameter ``sic_tts_voices`` (JSON), by default :data:`~.design.ELEVENLABS_VOICES`.
-
-The paper's stimuli on a cluster (§2.1, Appendix A.2): the ``full`` profile reads EMIS
-(its sentences and its three TTS systems' clips: ``deaf_sentences`` and ``esc_tts_{a,b,c}``,
-the ESC emotional-TTS slot) from ``/data/emis`` and DEMAND (``deaf_envlib``) from
-``/data/demand``, on the ``madbench-data`` volume that ``workflows/data.yaml`` fills
-(:mod:`madbench_common.pipeline.paper_data`); the workflow parameters
-``deaf_sentences_emis``, ``esc_tts_<s>_emis`` and ``deaf_envlib_demand`` take another
-folder or an ``s3://`` copy. BSC speech comes from Microsoft neural TTS (``bsc_speech``:
-``deaf-azure-tts``, en-US-GuyNeural, key ``AZURE_SPEECH_KEY``, region in
-``bsc_speech_model_args``). Each ESC setting is also a model slot:
-``esc_tts_<s>_model``/``_image``/``_model_args`` take any registered ``emotional_tts``
-model (``synthesise(text, emotion, sample_rate, seed)``) in place of EMIS's clips when
-``esc_tts_<s>_emis`` is empty.
-
-Stand-ins: the embedded profile (``madbench deaf run``, the demo) falls back to the CPU
-references (committed ESC sentences, the WORLD-prosody emotional TTS, the Debian
-background library ``madbench_common/data/deaf_envlib``), each labelled a stand-in in the
-rows and the report. The ``full`` profile sets ``stand_ins=refuse`` on the data stages: a
-stage that would fall back to one fails its preflight instead (exit 3, naming what is
-missing and ``workflows/data.yaml``); ``-p <stage>_stand_ins=allow`` opts back in (the
-rehearsal does, having no data volume).
-
-Answer stages: the paper's seven models by default (§3.1), or any list of
-:data:`PAPER_MODELS` names and ``name=slug`` pairs naming any registered ``OmniModel``
-(the MADBench omni adapters included), e.g. ``qwen2_audio,qwen25_omni=omni-qwen25omni``.
+Stimuli (sentences, background library, ESC TTS, BSC speech and mixing, SIC voices) →
+trials → one ``answer_<model>`` stage per model → judge → metrics → report. Stimulus
+stages default to the CPU references (labelled stand-ins), so a laptop makes every clip;
+each stage's ``full`` profile names what ``workflows/deaf.yaml`` runs: the paper's models,
+data sets and APIs, with stand-ins refused. The judge and the report take the answer stages
+as optional inputs, so one model's failed stage does not stop the others. Profiles,
+parameters and keys are in the README (DEAF).
 """
 
 from __future__ import annotations

@@ -16,6 +16,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
+from madbench_common.core.environ import environ
 from madbench_common.core.errors import ConfigError
 from madbench_common.models.api_stub import STUB_KEY, stub_process
 from madbench_common.pipeline.graph import Graph, Stage
@@ -97,28 +98,18 @@ def stub_apis(graph: Graph, params: dict[str, dict[str, Any]], judge: bool = Tru
     ``--stub-apis``: ``base_url`` is set per stage to ``env:MADBENCH_API_STUB``, that
     variable and the key variables to the stub's, in this process and its children only.
     The stub's answers are not a model's; reports label them."""
-    saved = {k: os.environ.get(k) for k in _KEYS}
-    with stub_process() as url:
-        os.environ.update({k: STUB_KEY for k in _KEYS})
-        os.environ[STUB_ENV[4:]] = url
-        try:
-            for stage in graph:
-                if stage.model in API_BASES:
-                    p = params.setdefault(stage.name, {})
-                    p["model_args"] = {**p.get("model_args", {}),
-                                       "base_url": STUB_ENV + API_BASES[stage.model], "rpm": 0}
-            if judge and "deaf_judge" in graph.stages:
-                p = params.setdefault("deaf_judge", {})
-                p.setdefault("judge_base_url", f"{STUB_ENV}/v1")
-                p.setdefault("judge_model_id", "stub-judge")
-                p.setdefault("rpm", 0)
-            yield url
-        finally:
-            for k, v in saved.items():
-                if v is None:
-                    os.environ.pop(k, None)
-                else:
-                    os.environ[k] = v
+    with stub_process() as url, environ({**{k: STUB_KEY for k in _KEYS}, STUB_ENV[4:]: url}):
+        for stage in graph:
+            if stage.model in API_BASES:
+                p = params.setdefault(stage.name, {})
+                p["model_args"] = {**p.get("model_args", {}),
+                                   "base_url": STUB_ENV + API_BASES[stage.model], "rpm": 0}
+        if judge and "deaf_judge" in graph.stages:
+            p = params.setdefault("deaf_judge", {})
+            p.setdefault("judge_base_url", f"{STUB_ENV}/v1")
+            p.setdefault("judge_model_id", "stub-judge")
+            p.setdefault("rpm", 0)
+        yield url
 
 
 def python_of(venv: str) -> str:

@@ -1,27 +1,12 @@
 """The model catalog: one card per model, ``models/catalog/<slug>.yaml``.
 
 A card is the one hand-written place for what MADBench knows about a model without
-importing it: its role, adapter target, image, the paper's name and section, its
-evaluation group, where it runs in the graphs (its *slot*: stages, pod resources, frame
-sampling, order in the paper's tables or in a list stage, the demo; or its QC role) and
-its GPU figures. Everything else is derived from the cards:
-
-- the registry (:data:`madbench_common.models.registry.REGISTRY`);
-- every model's place in the graphs (:func:`stage_cards`): the per-model stages
-  (``features_<slug>``, ``omni_<name>``, ``answer_<name>``, named by :func:`stage_name`),
-  the model of every one-model stage in both profiles (a reference card's slot makes it the
-  stage's default, a paper card's slot its ``full`` model), the reference list of
-  ``features_references`` and the models ``make demo`` runs in it (:func:`demo_params`),
-  and the QC stages' models by their QC role (:func:`qc_cards`);
-- the GPU table that ``madbench plan`` reads (``pipeline/gpuplan``);
-- the reference models' licences in an exported dataset card (``benchmarks/madbench/release/card``);
-- the README's image table (``make dockerfiles``).
-
-``tests/test_catalog.py`` checks the cards against the images (``image.yaml``'s
-``models``) and the graphs. ``README.md`` in this folder is the recipe for adding a model.
-
-Cards are plain YAML so that the orchestrator, every image (Python 3.9 included) and
-tools outside Python read them without importing a model library.
+importing it: role, adapter target, image, paper name and section, evaluation group, its
+place in the graphs (its slot or QC role) and its GPU figures. The registry, each model's
+stages (:func:`stage_cards`, :func:`stage_name`, :func:`qc_cards`, :func:`demo_params`),
+the GPU table, the release card's licences and the README's image table are derived from
+the cards. Cards are plain YAML so every image (Python 3.9 included) reads them without a
+model library. ``README.md`` in this folder is the recipe for adding a model.
 """
 
 from __future__ import annotations

@@ -11,17 +11,12 @@ are noise. ``python -m madbench_common.models.tiny.audio_lm <weights root>`` ins
 
 from __future__ import annotations
 
-import json
 import os
-import re
 import sys
-import tempfile
-from collections.abc import Iterator
-from contextlib import contextmanager
-from pathlib import Path
 from typing import Any
 
-from madbench_common.models.weights import TINY_MARKER, install_local_snapshot, tiny_layout
+from madbench_common.models.tiny.omni import staging
+from madbench_common.models.weights import TINY_MARKER, tiny_layout
 
 _SAVED = ("config.json", "generation_config.json", "model.safetensors", "chat_template.jinja",
           "processor_config.json", "tokenizer.json", "tokenizer_config.json", TINY_MARKER)
@@ -74,19 +69,6 @@ def _text_config(tok: Any, **extra: Any) -> dict[str, Any]:
             "pad_token_id": ids("<|endoftext|>"), "tie_word_embeddings": False, **extra}
 
 
-@contextmanager
-def _staging(root: str | os.PathLike[str], repo: str, revision: str) -> Iterator[Path]:
-    """A folder that becomes ``repo``'s snapshot, marked tiny and random."""
-    with tempfile.TemporaryDirectory() as tmp:
-        yield Path(tmp)
-        (Path(tmp) / TINY_MARKER).write_text(json.dumps(
-            {"random": True, "made_by": "madbench_common.models.tiny.audio_lm",
-             "note": "tiny randomly initialised model: its outputs are noise"}) + "\n")
-        # the hub cache's layout: a commit-named snapshot, the branch a ref to it
-        pinned = re.fullmatch(r"[0-9a-f]{40}", revision) is not None
-        install_local_snapshot(root, repo, tmp, **({"revision": revision} if pinned
-                                                   else {"ref": revision}))
-
 
 def _seed(seed: int) -> None:
     import torch
@@ -118,7 +100,7 @@ def install_tiny_qwen2_audio(root: str | os.PathLike[str], seed: int = 0) -> Non
     template = _CHATML.replace("AUDIO_MARK", "Audio 1: <|audio_bos|><|AUDIO|><|audio_eos|>\n")
     proc = Qwen2AudioProcessor(WhisperFeatureExtractor(feature_size=128), tok,
                                chat_template=template)
-    with _staging(root, Qwen2Audio.repo, Qwen2Audio.revision) as src:
+    with staging(root, Qwen2Audio.repo, Qwen2Audio.revision, __name__) as src:
         model.save_pretrained(src)
         proc.save_pretrained(src)
 
@@ -144,7 +126,7 @@ def install_tiny_af3(root: str | os.PathLike[str], seed: int = 0) -> None:
     model = AudioFlamingo3ForConditionalGeneration(config)
     proc = AudioFlamingo3Processor(WhisperFeatureExtractor(feature_size=128), tok,
                                    chat_template=_CHATML.replace("AUDIO_MARK", "<sound>"))
-    with _staging(root, AudioFlamingo3.repo, AudioFlamingo3.revision) as src:
+    with staging(root, AudioFlamingo3.repo, AudioFlamingo3.revision, __name__) as src:
         model.save_pretrained(src)
         proc.save_pretrained(src)
 
@@ -195,7 +177,7 @@ def install_tiny_qwen3_omni(root: str | os.PathLike[str], seed: int = 0) -> None
     proc = Qwen3OmniMoeProcessor(Qwen2VLImageProcessor(), Qwen2VLVideoProcessor(),
                                  WhisperFeatureExtractor(feature_size=128), tok,
                                  chat_template=template)
-    with _staging(root, Qwen3Omni.repo, Qwen3Omni.revision) as src:
+    with staging(root, Qwen3Omni.repo, Qwen3Omni.revision, __name__) as src:
         model.save_pretrained(src)
         proc.save_pretrained(src)
 

@@ -73,19 +73,12 @@ def _tokenizer(code: Path) -> tuple[Any, dict[str, int]]:
     """A byte-level BPE with the release's special tokens; returns it and the release's
     ``added_tokens.json`` (token → id). Trained with ``tokenizers`` on the packaged prompts
     and their answers, wrapped as the release's ``Qwen2Tokenizer``."""
-    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
     from transformers import Qwen2TokenizerFast
 
-    from madbench_common.models.tiny.omni import omni_texts
+    from madbench_common.models.tiny.omni import byte_bpe, omni_texts
 
     added: dict[str, int] = json.loads((code / "added_tokens.json").read_text())
-    specials = sorted(added, key=added.__getitem__)
-    bpe = Tokenizer(models.BPE())
-    bpe.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
-    bpe.decoder = decoders.ByteLevel()
-    trainer = trainers.BpeTrainer(vocab_size=600, special_tokens=specials,
-                                  initial_alphabet=pre_tokenizers.ByteLevel.alphabet())
-    bpe.train_from_iterator(omni_texts(), trainer)
+    bpe = byte_bpe(omni_texts(), sorted(added, key=added.__getitem__))
     release = json.loads((code / "tokenizer_config.json").read_text())
     tok = Qwen2TokenizerFast(
         tokenizer_object=bpe, eos_token="<|endoftext|>", pad_token="<|endoftext|>",

@@ -22,8 +22,8 @@ from typing import Any
 
 from madbench_common.models.weights import TINY_MARKER, install_local_snapshot, tiny_layout
 
-__all__ = ["GEMMA_CHAT_TEMPLATE", "QWEN_CHAT_TEMPLATE", "install_tiny_gemma4",
-           "install_tiny_qwen25omni", "install_tiny_tf5_omni", "main", "omni_texts"]
+__all__ = ["GEMMA_CHAT_TEMPLATE", "QWEN_CHAT_TEMPLATE", "byte_bpe", "install_tiny_gemma4",
+           "install_tiny_qwen25omni", "install_tiny_tf5_omni", "main", "omni_texts", "staging"]
 
 QWEN_CHAT_TEMPLATE = (
     "{% for message in messages %}"
@@ -75,7 +75,8 @@ def omni_texts() -> list[str]:
     return out
 
 
-def _bpe(texts: list[str], specials: list[str], vocab_size: int = 600) -> Any:
+def byte_bpe(texts: list[str], specials: list[str], vocab_size: int = 600) -> Any:
+    """A byte-level BPE ``tokenizers.Tokenizer`` with ``specials``, trained on ``texts``."""
     from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
 
     bpe = Tokenizer(models.BPE())
@@ -88,13 +89,15 @@ def _bpe(texts: list[str], specials: list[str], vocab_size: int = 600) -> Any:
 
 
 @contextmanager
-def _staging(root: str | os.PathLike[str], repo: str, revision: str) -> Iterator[Path]:
-    """A folder that becomes ``repo``'s snapshot, marked as tiny and random
+def staging(root: str | os.PathLike[str], repo: str, revision: str,
+            made_by: str = __name__) -> Iterator[Path]:
+    """A folder that becomes ``repo``'s snapshot at ``revision`` (a commit, else a branch)
+    once the block ends, marked as tiny and random by the module ``made_by``
     (:data:`~madbench_common.models.weights.TINY_MARKER`) so adapters can say so."""
     with tempfile.TemporaryDirectory() as tmp:
         yield Path(tmp)
         (Path(tmp) / TINY_MARKER).write_text(json.dumps(
-            {"random": True, "made_by": "madbench_common.models.tiny.omni",
+            {"random": True, "made_by": made_by,
              "note": "tiny randomly initialised model: its outputs are noise"}) + "\n")
         # the hub cache's layout: a commit-named snapshot, the branch a ref to it
         pinned = re.fullmatch(r"[0-9a-f]{40}", revision) is not None
@@ -112,7 +115,7 @@ def _qwen_tokenizer() -> Any:
     from transformers import Qwen2TokenizerFast
 
     chat = ["<|endoftext|>", "<|im_start|>", "<|im_end|>"]
-    bpe = _bpe(omni_texts(), [*chat, *_QWEN_SPECIALS.values()])
+    bpe = byte_bpe(omni_texts(), [*chat, *_QWEN_SPECIALS.values()])
     return Qwen2TokenizerFast(tokenizer_object=bpe, eos_token="<|im_end|>",
                               pad_token="<|endoftext|>", extra_special_tokens=_QWEN_SPECIALS)
 
@@ -177,7 +180,7 @@ def install_tiny_qwen25omni(root: str | os.PathLike[str], seed: int = 0) -> Path
         image_processor=Qwen2VLImageProcessor(), video_processor=Qwen2VLVideoProcessor(),
         feature_extractor=WhisperFeatureExtractor(feature_size=128), tokenizer=tok,
         chat_template=QWEN_CHAT_TEMPLATE)
-    with _staging(root, REPO, REVISION) as src:
+    with staging(root, REPO, REVISION) as src:
         model.save_pretrained(src)
         processor.save_pretrained(src)
         _release_tokenizer_files(src, tok)
@@ -200,7 +203,7 @@ def _gemma_tokenizer() -> Any:
     from transformers import GemmaTokenizerFast
 
     chat = ["<pad>", "<eos>", "<bos>", "<unk>", "<start_of_turn>", "<end_of_turn>", "<|video|>"]
-    bpe = _bpe(omni_texts(), [*chat, *_GEMMA_SPECIALS.values()])
+    bpe = byte_bpe(omni_texts(), [*chat, *_GEMMA_SPECIALS.values()])
     return GemmaTokenizerFast(tokenizer_object=bpe, bos_token="<bos>", eos_token="<eos>",
                               pad_token="<pad>", unk_token="<unk>",
                               extra_special_tokens=_GEMMA_SPECIALS)
@@ -257,7 +260,7 @@ def install_tiny_gemma4(root: str | os.PathLike[str], seed: int = 0) -> Path:
         image_processor=Gemma4ImageProcessor(max_soft_tokens=70), tokenizer=tok,
         video_processor=Gemma4VideoProcessor(max_soft_tokens=70),
         chat_template=GEMMA_CHAT_TEMPLATE)
-    with _staging(root, REPO, REVISION) as src:
+    with staging(root, REPO, REVISION) as src:
         model.save_pretrained(src)
         processor.save_pretrained(src)
     return _snapshot_dir(root, REPO, REVISION)

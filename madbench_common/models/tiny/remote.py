@@ -121,19 +121,12 @@ def df_arena(root: str | os.PathLike[str]) -> Path:
 
 
 def _minicpmo_tokenizer() -> Any:
-    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
     from transformers import Qwen2TokenizerFast
 
-    from madbench_common.models.tiny.omni import omni_texts
+    from madbench_common.models.tiny.omni import byte_bpe, omni_texts
 
-    specials = ["<|endoftext|>", "<|im_start|>", "<|im_end|>", "<unk>", "<|tts_bos|>",
-                "<|tts_eos|>", "<think>", "</think>"]
-    bpe = Tokenizer(models.BPE())
-    bpe.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
-    bpe.decoder = decoders.ByteLevel()
-    trainer = trainers.BpeTrainer(vocab_size=600, special_tokens=specials,
-                                  initial_alphabet=pre_tokenizers.ByteLevel.alphabet())
-    bpe.train_from_iterator(omni_texts(), trainer)
+    bpe = byte_bpe(omni_texts(), ["<|endoftext|>", "<|im_start|>", "<|im_end|>", "<unk>",
+                                  "<|tts_bos|>", "<|tts_eos|>", "<think>", "</think>"])
     return Qwen2TokenizerFast(tokenizer_object=bpe, eos_token="<|im_end|>",
                               pad_token="<|endoftext|>", unk_token="<unk>",
                               chat_template=MINICPMO_CHAT_TEMPLATE)

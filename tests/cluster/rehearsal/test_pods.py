@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from madbench_common.benchmarks.madbench.graph import build_graph
-from madbench_common.cluster.argo_local import Executor, Pod, PodResult, Workflow
+from madbench_common.cluster.argo_local import Executor, PodResult, Workflow
 from madbench_common.cluster.lint import image_slug
 from madbench_common.cluster.rehearsal.images import ImageProvider
 from madbench_common.cluster.rehearsal.pods import PodRunner
@@ -21,7 +21,8 @@ from madbench_common.cluster.rehearsal.run import workflow_params
 from madbench_common.cluster.rehearsal.state import State
 from madbench_common.cluster.sandbox import STUB_PORT
 from madbench_common.core.errors import ConfigError
-from tests.cluster.rehearsal.support import ROOT, WORKFLOWS, dry
+from tests.cluster.rehearsal.support import ROOT, WORKFLOWS, dry, omni_memo
+from tests.cluster.test_argo_local import Recorder
 
 
 def test_secrets_reach_the_pod_env_and_nothing_else(tmp_path: Path) -> None:
@@ -144,13 +145,7 @@ def test_a_quick_rerun_does_not_overwrite_the_run_that_did_the_work(tmp_path: Pa
     keeps the larger measures, those of the run that did the work."""
     from madbench_common.cluster.rehearsal.pods import StateMemo
 
-    state = State(tmp_path / "state.json")
-    provider = ImageProvider(state, tmp_path)
-    memo = StateMemo(state, "full", provider, lambda: {"omni_baichuan15"})
-    pod = Pod(node="w.omni-baichuan15.shard(0)", template="omni-baichuan15-shard",
-              image="ghcr.io/madbench/omni-baichuan15:0.1.0",
-              argv=("madbench", "stage", "run", "--stage", "omni_baichuan15"),
-              env=(), mounts=(), user=10001, group=10001)
+    memo, pod = omni_memo(tmp_path)
     memo.record("k", pod, PodResult("Succeeded", 0, seconds=235.0,
                                     info={"peak_rss_bytes": 3074 * 2**20}))
     memo.record("k", pod, PodResult("Succeeded", 0, seconds=4.0,
@@ -159,25 +154,11 @@ def test_a_quick_rerun_does_not_overwrite_the_run_that_did_the_work(tmp_path: Pa
     assert entry["seconds"] == 235.0 and entry["peak_rss_bytes"] == 3074 * 2**20
     assert memo.done("k", pod)
     again = State(tmp_path / "state.json")  # and it is what a later session reads
-    assert StateMemo(again, "full", provider, lambda: set()).entry("k", pod) == entry
-
-
-class _CountingRunner:
-    """Every pod succeeds at once; counts the pods per image slug."""
-
-    def __init__(self) -> None:
-        self.ran: list[str] = []
-
-    def prepare(self, pod: Pod) -> None:
-        pass
-
-    def run(self, pod: Pod, attempt: int, cancel: threading.Event) -> PodResult:
-        self.ran.append(image_slug(pod.image.split("@", 1)[0])[0])
-        return PodResult("Succeeded", 0, seconds=1.0)
+    assert StateMemo(again, "full", memo.provider, lambda: set()).entry("k", pod) == entry
 
 
 def _pass(tmp_path: Path, ids: dict[str, str], recipes: dict[str, str] | None = None
-          ) -> tuple[_CountingRunner, int]:
+          ) -> tuple[Recorder, int]:
     """One execution of the smoke workflow as the rehearsal makes it: parameters pinned to
     ``ids`` (the local builds), the state memo, the provider's pod identity."""
     from madbench_common.cluster.rehearsal.pods import StateMemo
@@ -196,7 +177,7 @@ def _pass(tmp_path: Path, ids: dict[str, str], recipes: dict[str, str] | None = 
                                                {"stub_port": STUB_PORT}).items()
               if k in wf.parameters()}
     memo = StateMemo(state, "smoke", provider, lambda: set(build_graph().stages))
-    runner = _CountingRunner()
+    runner = Recorder(lambda pod, attempt: PodResult("Succeeded", 0, seconds=1.0))
     ex = Executor(wf, params, runner=runner, workers=4, name="w", memo=memo,
                   backoff_scale=0.0, pod_identity=provider.pod_identity)
     result = ex.run()
@@ -213,10 +194,10 @@ def test_a_rebuilt_image_of_the_same_inputs_keeps_its_pods_done(tmp_path: Path) 
     slugs = {image_slug(p.image)[0] for p in dry("smoke")}
     assert slugs == {"reference-cpu"}  # one image: every pod is downstream of a change
     first, skipped = _pass(tmp_path, {"reference-cpu": "a" * 64})
-    assert first.ran and skipped == 0
+    assert first.pods and skipped == 0
     again, skipped = _pass(tmp_path, {"reference-cpu": "b" * 64})  # rebuilt: a new id
-    exit_pods = len(again.ran)
-    assert skipped == len(first.ran) - exit_pods and exit_pods <= 1  # only onExit reruns
+    exit_pods = len(again.pods)
+    assert skipped == len(first.pods) - exit_pods and exit_pods <= 1  # only onExit reruns
     changed, skipped = _pass(tmp_path, {"reference-cpu": "b" * 64},
                              {"reference-cpu": "another recipe"})
-    assert skipped == 0 and len(changed.ran) == len(first.ran)
+    assert skipped == 0 and len(changed.pods) == len(first.pods)

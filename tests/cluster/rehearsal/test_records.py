@@ -187,7 +187,7 @@ def test_every_image_whose_pods_request_a_gpu_is_recorded_as_run_on_the_cpu(
     """27 of 28 images request nvidia.com/gpu; the record said so for one (the field came
     only from attempts that ran in this part, and memo entries dropped it)."""
     from madbench_common.cluster.argo_local import WorkflowResult
-    from madbench_common.cluster.rehearsal.pods import StateMemo
+    from tests.cluster.rehearsal.support import omni_memo
     from tests.cluster.test_argo_local import Recorder, container, workflow
 
     # the executor's node snapshot carries the template's GPU request
@@ -198,13 +198,8 @@ def test_every_image_whose_pods_request_a_gpu_is_recorded_as_run_on_the_cpu(
     nodes = Executor(wf, runner=Recorder(), name="w").run().nodes
     assert (nodes["w.a"]["gpu"], nodes["w.b"]["gpu"]) == (1, 0)
 
-    state = State(tmp_path / "state.json")
-    provider = ImageProvider(state, tmp_path)
-    memo = StateMemo(state, "full", provider, lambda: {"omni_baichuan15"})
-    pod = Pod(node="w.omni-baichuan15.shard(0)", template="omni-baichuan15-shard",
-              image="ghcr.io/madbench/omni-baichuan15:0.1.0",
-              argv=("madbench", "stage", "run", "--stage", "omni_baichuan15"),
-              env=(), mounts=(), user=10001, group=10001, gpu=1)
+    memo, pod = omni_memo(tmp_path, gpu=1)
+    state, provider = memo.state, memo.provider
     memo.record("k", pod, PodResult("Succeeded", 0, seconds=3.0))
     assert memo.entry("k", pod)["gpu_requested"] is True
 

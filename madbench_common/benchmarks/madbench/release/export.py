@@ -1,29 +1,12 @@
 """``madbench export``: a finished run as a dataset others load without this project.
 
-Layout (a local folder or ``s3://bucket/prefix``; nothing is uploaded to any hub — the
-user does that)::
-
-    README.md                                  the dataset card (release/card.py)
-    <protocol>/<split>/metadata.parquet        one row per sample: labels, generators, scene
-    <protocol>/<split>/audio/<sample_id>.flac  the sample's audio, FLAC 24-bit
-    <protocol>/<split>/video/<sample_id>.mp4   the sample's MP4: the source's untouched
-                                               video packets beside the sample's audio
-    robustness-<condition>-<protocol>/test/…   one robustness condition's test samples
-                                               of one protocol (condition parameters)
-
-``protocol`` is ``balanced``, ``scene_matched``, ``scene_mismatched`` or
-``scene_consistency``; ``split`` is ``train``, ``val`` or ``test``. A config holds one
-protocol, so ``label`` has one meaning in it: fake (the three core protocols) or
-scene-inconsistent (``scene_consistency``); a condition's config mixing them gave real
-rows of the scene-consistency protocol label 1. ``metadata.parquet``
-is the Hugging Face *audiofolder* convention: ``file_name`` (the audio, relative to the
-table) becomes an ``Audio`` feature, so ``datasets.load_dataset(<folder>, "<config>")``
-reads it through the card's ``configs`` (``video`` is a path relative to the table).
-The audio is the run's float32 mix written as 24-bit FLAC (equal to within 2⁻²³); its
-sha256 and the run's are both on the row.
-
-Export refuses a run whose stages have not all finished (a :class:`ConfigError` naming
-them); it never changes the run.
+It writes a dataset card and, per protocol and split, a Hugging Face *audiofolder*
+(``<protocol>/<split>/metadata.parquet`` with FLAC audio and MP4 video beside it, plus one
+config per robustness condition), to a folder or ``s3://`` prefix; nothing is uploaded to a
+hub. A config holds one protocol, so ``label`` has one meaning in it. The audio is the
+run's float32 mix as 24-bit FLAC, with both sha256s on the row. Export refuses a run whose
+stages have not all finished and never changes the run. The layout is in the README
+(Releasing a run as a dataset).
 """
 
 from __future__ import annotations

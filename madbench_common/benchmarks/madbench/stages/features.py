@@ -1,23 +1,13 @@
 """Feature-extraction stage: a frozen encoder's features for every sample, cached across runs.
 
-Reads the ``samples`` manifest of ``assemble`` (and the ``perturbed`` samples of
-``perturb``, the robustness conditions of the test split) and writes one
-:class:`~madbench_common.benchmarks.madbench.rows.FeatureRow` per (sample, input mode, pairing). The
-input identity is content-derived — the audio sha256 (``A``), the video sha256
-(``V``) or the sha256 of both (``AV``) — so features live in a cache outside the
-run, ``<store root>/_cache/features/<slug>-<version>/<identity>/<mode>/<input sha256>.npy``
-(``identity``: the image, the adapter's code, its weights pins and loaded dtype), and
-any later run (or protocol sharing the same mix) on the same model reuses them.
-
-Shuffled pairing (paper §5.3: "the Shuffled condition (Sh) keeps the audio and label
-unchanged and replaces only the video", at test time) is computed only for the
-scene-consistency test samples, the only rows a shuffled score is read from: each
-takes the video of **another test clip**. Test clips are put in a seeded random
-cycle and each takes the video of the next one, so no sample ever gets its own
-clip's video and every sample of a clip (all conditions and classes) gets the same
-partner. The cycle depends only on the run seed — not on the stage name — so every
-model's feature stage shows the same shuffled videos. The partner is not
-constrained by scene (the paper gives none), so a partner may show a similar scene.
+Writes one :class:`~madbench_common.benchmarks.madbench.rows.FeatureRow` per (sample, input
+mode, pairing) of the ``assemble`` and ``perturb`` samples. Inputs are identified by
+content (the audio, video or both's sha256), so features live in a cache outside the run,
+keyed also by the model's identity, and later runs on the same model reuse them.
+Shuffled pairing (paper §5.3) is computed for the scene-consistency test samples only:
+test clips form a seeded cycle and each takes the next clip's video, so no sample gets its
+own video, every sample of a clip gets the same partner, and every model's stage sees the
+same shuffled videos.
 """
 
 from __future__ import annotations

@@ -1,25 +1,13 @@
 """Feature stage of one paper model (``features_<slug>``): frozen features, exact inputs, scores.
 
-One such stage per frozen encoder or pretrained detector of paper §4.2 runs on the
-model's own image in ``workflows/full.yaml`` (the stage's ``full`` profile sets
-``model``). Without a model (the embedded default and ``smoke.yaml``, which keep the
-CPU reference ``features`` stage) it plans nothing and writes an empty manifest.
-
-Per sample it writes one :class:`~madbench_common.benchmarks.madbench.rows.FeatureRow` per input
-mode and
-pairing, as :class:`~madbench_common.benchmarks.madbench.stages.features.FeatureStage` does (A-V
-models: A,
-A-V paired and A-V shuffled, paper §5.3–5.4), and adds what the adapter's ``embed``
-reports: the exact input (rate, seconds, frames, crop, pooling, fallback) and, for
-detectors, the native score (P(fake)) that ``scores_<slug>`` turns into ScoreRows.
-
-Cache: ``<store root>/_cache/features/<slug>-<version>/<identity>/<prep>/<mode>/<sha>.npz``
-keyed by model slug and version; the identity (:attr:`FeatureStage.identity`) of the
-image (its digest when the reference pins one, else a hash of the reference;
-``embedded`` in-process), the adapter's code and the helpers it imports (the face
-cropper included), the weights pins of what it reads and the dtype it loaded; a hash of
-the stage's frame parameters, the input mode and the input's sha256 (audio, or audio +
-video). A weights update, an image rebuild or an adapter change misses the cache.
+One such stage per frozen encoder or pretrained detector of paper §4.2 runs on the model's
+own image (its ``full`` profile sets ``model``); without a model it writes an empty
+manifest. Per sample it writes the FeatureRows of every input mode and pairing, as
+:class:`~madbench_common.benchmarks.madbench.stages.features.FeatureStage` does, plus the
+exact input the adapter's ``embed`` reports and, for detectors, the native score that
+``scores_<slug>`` turns into ScoreRows. Features are cached outside the run, keyed by the
+model's identity (image, adapter code, weights pins, dtype), the frame parameters, the
+mode and the input's sha256, so any change to what computes them misses the cache.
 """
 
 from __future__ import annotations

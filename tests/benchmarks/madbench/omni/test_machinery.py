@@ -22,11 +22,9 @@ from madbench_common.core.errors import ConfigError
 from madbench_common.core.store import FileStore
 from madbench_common.models.answer_cache import ResponseCache, ResponseKey
 from madbench_common.models.roles import OmniAnswer, OptionLogprob
+from tests.benchmarks.madbench.omni.questions import BIN, FOUR
 
 from .toy import ToyOmni
-
-BIN = load_prompt("P_bin").question("binary")
-FOUR = load_prompt("P_4way").question("fourway")
 
 
 def _media(seed: int = 0, video: bool = False) -> Media:

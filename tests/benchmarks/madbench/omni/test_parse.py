@@ -11,10 +11,8 @@ from madbench_common.benchmarks.madbench.omni.parse import (
     parse_rates,
 )
 from madbench_common.benchmarks.madbench.prompts import load_prompt
+from tests.benchmarks.madbench.omni.questions import BIN, FOUR, SC
 
-BIN = load_prompt("P_bin").question("binary")
-FOUR = load_prompt("P_4way").question("fourway")
-SC = load_prompt("P_SC").question("scene")
 SPEECH = load_prompt("P_comp").question("speech")
 
 

@@ -8,13 +8,10 @@ import numpy as np
 
 from madbench_common.benchmarks.madbench.omni.ask import Media
 from madbench_common.benchmarks.madbench.omni.sanity import modality_sanity, sanity_json
-from madbench_common.benchmarks.madbench.prompts import load_prompt
 from madbench_common.models.roles import OmniAnswer
+from tests.benchmarks.madbench.omni.questions import BIN, SC
 
 from .toy import ToyOmni
-
-BIN = load_prompt("P_bin").question("binary")
-SC = load_prompt("P_SC").question("scene")
 
 
 def _clips(n: int = 3) -> list[Media]:

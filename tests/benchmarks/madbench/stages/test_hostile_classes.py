@@ -26,6 +26,7 @@ from madbench_common.benchmarks.madbench.sources import MAX_DERIVED_ID, bounded_
 from madbench_common.benchmarks.madbench.stages.plan_components import component_id
 from madbench_common.cli import main
 from madbench_common.core.manifest import read_manifest_bytes
+from madbench_common.testing.faults import write_sources
 from tests.media.clips import _ffmpeg, make_clip, speechlike
 
 pytestmark = pytest.mark.slow
@@ -107,10 +108,7 @@ def ingested(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dict[str, 
     src = base / "src"
     src.mkdir()
     good = make_clip(base / "good.mp4", speechlike(5.0, 48000))
-    with open(src / "sources.csv", "w", newline="", encoding="utf-8") as fh:
-        writer = csv.DictWriter(fh, fieldnames=COLUMNS)
-        writer.writeheader()
-        writer.writerows(_rows(src, good))
+    write_sources(src / "sources.csv", _rows(src, good), COLUMNS)
     env = {**os.environ, "PYTHONPATH": str(ROOT), "COLUMNS": "160"}
     proc = subprocess.run(
         [sys.executable, "-m", "madbench_common.cli", "-v", "run", "--sources",
@@ -218,11 +216,7 @@ def test_128_character_ids_through_the_cross_identity_branch(tmp_path: Path) -> 
         r["clip_id"] = (f"L{i:02d}" + "x" * 200)[:128]
         for key in ("path", "speech_stem", "env_stem"):
             r[key] = str(demo / r[key])
-    src = tmp_path / "sources.csv"
-    with open(src, "w", newline="", encoding="utf-8") as fh:
-        writer = csv.DictWriter(fh, fieldnames=list(picked[0]))
-        writer.writeheader()
-        writer.writerows(picked)
+    src = write_sources(tmp_path / "sources.csv", picked)
     opts = RunOptions(store=str(tmp_path / "store"), run_id="t", until="speech_tts_cross_a",
                       progress=False, params={"ingest": {"sources": str(src),
                                                          "allow_outside_sources": True}})

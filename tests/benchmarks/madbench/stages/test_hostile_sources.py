@@ -19,6 +19,7 @@ from madbench_common.core.manifest import read_manifest_bytes
 from madbench_common.core.usage import peak_rss_bytes
 from madbench_common.media import guard as media_guard
 from madbench_common.pipeline.local import LocalRunner, RunOptions, StageReport
+from madbench_common.testing.faults import write_sources
 from tests.media.clips import _ffmpeg, make_clip, speechlike
 
 COLUMNS = ["clip_id", "path", "transcript", "speech_stem", "env_stem"]
@@ -35,14 +36,6 @@ def other_clip(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return make_clip(tmp_path_factory.mktemp("media2") / "other.mp4",
                      speechlike(6.0, 48000, seed=1))
 
-
-def _write_csv(path: Path, rows: list[dict[str, str]]) -> Path:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    with open(path, "w", newline="", encoding="utf-8") as fh:
-        w = csv.DictWriter(fh, fieldnames=COLUMNS)
-        w.writeheader()
-        w.writerows(rows)
-    return path
 
 
 def _run(tmp: Path, sources: str, **params: Any) -> tuple[dict[str, SourceRow], StageReport]:
@@ -68,11 +61,11 @@ def test_editing_the_sources_recomputes_ingest(tmp_path: Path, clip: Path,
     shutil.copy(clip, src / "b.mp4")
     rows = [{"clip_id": "a", "path": "a.mp4", "transcript": "first words"},
             {"clip_id": "b", "path": "b.mp4", "transcript": "other words"}]
-    csv_path = _write_csv(src / "sources.csv", rows)
+    csv_path = write_sources(src / "sources.csv", rows, COLUMNS)
     got, _ = _run(tmp_path, str(csv_path))
     assert got["a"].transcript == "first words"
     rows[0]["transcript"] = "edited words"  # an edited transcript
-    _write_csv(csv_path, rows)
+    write_sources(csv_path, rows, COLUMNS)
     got, report = _run(tmp_path, str(csv_path))
     assert not report.skipped and got["a"].transcript == "edited words"
     before = got["b"].video_sha256
@@ -81,7 +74,7 @@ def test_editing_the_sources_recomputes_ingest(tmp_path: Path, clip: Path,
     assert not report.skipped and got["b"].video_sha256 != before
     assert abs(got["b"].duration - 6.0) < 0.1
     shutil.copy(clip, src / "c.mp4")  # an added clip
-    _write_csv(csv_path, [*rows, {"clip_id": "c", "path": "c.mp4"}])
+    write_sources(csv_path, [*rows, {"clip_id": "c", "path": "c.mp4"}], COLUMNS)
     got, report = _run(tmp_path, str(csv_path))
     assert not report.skipped and sorted(got) == ["a", "b", "c"]
     got, report = _run(tmp_path, str(csv_path))
@@ -94,7 +87,7 @@ def test_the_same_csv_by_another_path_is_the_same_ingest(tmp_path: Path, clip: P
     src = tmp_path / "src"
     src.mkdir()
     shutil.copy(clip, src / "a.mp4")
-    csv_path = _write_csv(src / "sources.csv", [{"clip_id": "a", "path": "a.mp4"}])
+    csv_path = write_sources(src / "sources.csv", [{"clip_id": "a", "path": "a.mp4"}], COLUMNS)
     _run(tmp_path, str(csv_path))
     first = (tmp_path / "store" / "t" / "ingest" / "manifest.parquet").read_bytes()
     monkeypatch.chdir(tmp_path)
@@ -117,9 +110,9 @@ def _with_stem(tmp: Path, clip: Path, stem_name: str, stem: bytes | Path) -> dic
         shutil.copy(stem, src / stem_name)
     else:
         (src / stem_name).write_bytes(stem)
-    csv_path = _write_csv(src / "sources.csv", [
+    csv_path = write_sources(src / "sources.csv", [
         {"clip_id": "a", "path": "a.mp4", "speech_stem": stem_name},
-        {"clip_id": "ok", "path": "ok.mp4"}])
+        {"clip_id": "ok", "path": "ok.mp4"}], COLUMNS)
     rows, _ = _run(tmp, str(csv_path))
     assert rows["ok"].ok, "a bad stem must not stop the other clips"
     assert rows["a"].status == "rejected" and stem_name in rows["a"].detail
@@ -247,7 +240,7 @@ def test_paths_outside_the_sources_root_are_refused(tmp_path: Path, clip: Path) 
     (src / "link.mp4").symlink_to(outside / "x.mp4")
     (src / "inner").mkdir()
     (src / "inner" / "ok.mp4").symlink_to(src / "in.mp4")  # a link that stays inside
-    csv_path = _write_csv(src / "sources.csv", [
+    csv_path = write_sources(src / "sources.csv", [
         {"clip_id": "in", "path": "in.mp4"},
         {"clip_id": "inner", "path": "inner/ok.mp4"},
         {"clip_id": "up", "path": "../outside/x.mp4"},
@@ -257,7 +250,7 @@ def test_paths_outside_the_sources_root_are_refused(tmp_path: Path, clip: Path) 
         {"clip_id": "s3", "path": "s3://another-bucket/x.mp4"},
         {"clip_id": "http", "path": "http://127.0.0.1:9/x.mp4"},
         {"clip_id": "stem", "path": "in.mp4", "env_stem": "../outside/x.mp4"},
-    ])
+    ], COLUMNS)
     rows, _ = _run(tmp_path, str(csv_path))
     outside_ids = {"up", "abs", "fileuri", "link", "s3", "stem"}
     assert _reasons(rows) == {"in": "ok", "inner": "ok", "http": "unsupported_location",
@@ -266,7 +259,7 @@ def test_paths_outside_the_sources_root_are_refused(tmp_path: Path, clip: Path) 
     assert str(outside / "x.mp4") in rows["link"].detail  # where the link leads
     with open(csv_path) as fh:  # the local rows only: this run has no S3 credentials
         local = [r for r in csv.DictReader(fh) if r["clip_id"] not in ("s3", "http")]
-    _write_csv(csv_path, local)
+    write_sources(csv_path, local, COLUMNS)
     allowed, _ = _run(tmp_path, str(csv_path), allow_outside_sources=True)
     assert {k for k, r in allowed.items() if r.ok} == {"in", "inner", "up", "abs", "fileuri",
                                                      "link", "stem"}
@@ -309,8 +302,8 @@ def test_identical_content_named_by_many_rows_is_decoded_once(
     src = tmp_path / "src"
     src.mkdir()
     shutil.copy(clip, src / "same.mp4")
-    csv_path = _write_csv(src / "sources.csv", [{"clip_id": f"c{i:03d}", "path": "same.mp4"}
-                                                for i in range(40)])
+    csv_path = write_sources(src / "sources.csv", [{"clip_id": f"c{i:03d}", "path": "same.mp4"}
+                                                   for i in range(40)], COLUMNS)
     decodes = []
     real = media_guard._SERVER.call
 
