@@ -1,7 +1,6 @@
 #!/usr/bin/env bash
-# make adapter-test IMAGE=<slug>: build .venvs/<slug> with uv from the image's whole locked
-# set (its own lock on its torch base's and Python base's: `python -m madbench_common.imagefactory.images
-# effective-lock <slug>`; PyPI's torch wheels are CUDA builds that also run on the CPU) and
+# make adapter-test IMAGE=<slug>: build .venvs/<slug> from the image's whole locked set
+# (images/family-venv.sh; PyPI's torch wheels are CUDA builds that also run on the CPU) and
 # run that family's adapter tests there, offline, on tiny random models of the real
 # architectures. The venv is rebuilt only when that set changes. Exit status is pytest's.
 # MADBENCH_TEST_DEVICE (make's DEVICE=, default cpu) is the device the tests load on.
@@ -25,18 +24,7 @@ if [[ -z $interp ]]; then
   exec "$PY" -m madbench_common.imagefactory.adaptertest "$slug"
 fi
 
-venv=.venvs/$slug
-locked=$(mktemp --suffix=.txt); trap 'rm -f "$locked"' EXIT
-"$PY" -m madbench_common.imagefactory.images effective-lock "$slug" > "$locked"
-want=$(sha256sum "$locked" | cut -d' ' -f1)
-if [[ ! -x $venv/bin/python || "$(cat "$venv/.lock-sha256" 2>/dev/null)" != "$want" ]]; then
-  rm -rf "$venv"
-  "$UV" venv -q --python "$interp" "$venv"
-  # --no-deps as the images install it: the locks are the whole set (uv_args may leave a pin out)
-  "$UV" pip install -q --python "$venv/bin/python" --require-hashes --no-deps -r "$locked"
-  "$UV" pip install -q --python "$venv/bin/python" pytest pytest-timeout
-  echo "$want" > "$venv/.lock-sha256"
-fi
+venv=$(PY=$PY UV=$UV bash images/family-venv.sh "$slug" "$interp")
 
 pypath=$PWD
 srcs=$("$PY" -m madbench_common.imagefactory.images upstream "$slug")
@@ -57,7 +45,7 @@ PYEOF
   fi
 done <<< "$srcs"
 
-weights=$(mktemp -d); trap 'rm -rf "$weights" "$locked"' EXIT
+weights=$(mktemp -d); trap 'rm -rf "$weights"' EXIT
 # shellcheck disable=SC2086
 HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1 MADBENCH_WEIGHTS=$weights HF_HOME=$weights/huggingface \
   PYTHONPATH=$pypath MADBENCH_ADAPTER_IMAGE=$slug MADBENCH_TEST_DEVICE=${MADBENCH_TEST_DEVICE:-cpu} \

@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
-# make demo-deaf: build .venvs/deaf-tf5 from images/deaf-tf5/requirements.lock (uv; reused
-# while the lock is unchanged), install a tiny random Qwen2-Audio checkpoint into
-# $STORE/_tiny-weights, and run `madbench deaf run` with that model's answer stage in the
-# family venv (--venv), Gemini 2.5 Flash against the local API stub (--stub-apis), and the
+# make demo-deaf: build .venvs/deaf-tf5 from the image's whole locked set
+# (images/family-venv.sh, shared with make adapter-test; reused while it is unchanged),
+# install a tiny random Qwen2-Audio checkpoint into $STORE/_tiny-weights, and run
+# `madbench deaf run` with that model's answer stage in the family venv (--venv), Gemini 2.5 Flash against the local API stub (--stub-apis), and the
 # stub's OpenAI-compatible judge for every answer. Extra arguments go to `deaf run`.
 # The tiny model's answers are noise and the stub's are echoes: the demo shows the
 # machinery, not a model's faithfulness; the report labels both rows.
@@ -14,15 +14,7 @@ STORE=${STORE:-runs}
 RUN_ID=${RUN_ID:-deaf-demo}
 WORKERS=${WORKERS:-2}
 export PYTHONPATH=$PWD${PYTHONPATH:+:$PYTHONPATH}
-lock=images/deaf-tf5/requirements.lock
-venv=.venvs/deaf-tf5
-want=$(sha256sum "$lock" | cut -d' ' -f1)
-if [[ ! -x $venv/bin/python || "$(cat "$venv/.lock-sha256" 2>/dev/null)" != "$want" ]]; then
-  rm -rf "$venv"
-  "$UV" venv -q --python "$(command -v python3.11 || command -v python3)" "$venv"
-  "$UV" pip install -q --python "$venv/bin/python" --require-hashes -r "$lock"
-  echo "$want" > "$venv/.lock-sha256"
-fi
+venv=$(PY=$PY UV=$UV bash images/family-venv.sh deaf-tf5 "$(command -v python3.11 || command -v python3)")
 weights=$STORE/_tiny-weights
 mkdir -p "$weights"
 HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1 "$venv/bin/python" -c \
