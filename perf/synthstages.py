@@ -32,6 +32,7 @@ from madbench_common.benchmarks.madbench.rows import (
 )
 from madbench_common.core.manifest import ManifestRow, read_manifest_bytes
 from madbench_common.pipeline.graph import Graph, Stage
+from madbench_common.pipeline.paramspec import StageParams, param
 from madbench_common.pipeline.plan import PAPER_CLIPS, PAPER_SAMPLES
 from madbench_common.pipeline.stage import StageImpl, load_impl, read_marker
 
@@ -115,6 +116,10 @@ def _value(hint: Any, name: str, item: str, prefix: str) -> Any:
 
 class _Synth(StageImpl[Any]):
     """Base: ``items`` ids, rows of the real type with id/URI/sha256 columns filled."""
+
+    @dataclasses.dataclass(frozen=True)
+    class Params(StageParams):
+        items: int = param(0, doc="items the stage plans")
 
     def plan(self) -> list[str]:
         for dep in self.ctx.stage.inputs:  # read every input manifest, as real stages do

@@ -10,7 +10,8 @@ from __future__ import annotations
 
 import dataclasses
 import re
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from functools import cached_property
 from typing import Any
 
@@ -23,6 +24,7 @@ from madbench_common.benchmarks.madbench.stages.clips import (
     speech_active,
 )
 from madbench_common.benchmarks.madbench.stages.source_qc import (
+    QCParams,
     asr_detects_speech,
     asr_identity,
     clip_fraction,
@@ -38,6 +40,7 @@ from madbench_common.models.reference.vad import coverage
 from madbench_common.models.registry import load_model
 from madbench_common.models.roles import ASR, VAD, AudioTagger, AudioTextScorer, SpeakerEmbedder
 from madbench_common.models.taxonomy import load_taxonomy
+from madbench_common.pipeline.paramspec import param
 from madbench_common.pipeline.stage import MapStage
 
 __all__ = ["ComponentQCStage", "english_like", "qc_verdict", "word_error_rate"]
@@ -88,7 +91,7 @@ def _outside_db(audio: Audio, starts: Sequence[float], ends: Sequence[float], ra
     return 10.0 * np.log10(outside / max(inside, 1e-20))
 
 
-def qc_verdict(row: ComponentRow, p: dict[str, Any]) -> tuple[str, ...]:
+def qc_verdict(row: ComponentRow, p: Mapping[str, Any]) -> tuple[str, ...]:
     """The failed checks of a scored component (empty when it passes).
 
     Every component (§3.4 "duration alignment, severe silence or clipping"; §3.3
@@ -123,7 +126,7 @@ def qc_verdict(row: ComponentRow, p: dict[str, Any]) -> tuple[str, ...]:
     return tuple(fails)
 
 
-def _env_fails(row: ComponentRow, p: dict[str, Any]) -> list[str]:
+def _env_fails(row: ComponentRow, p: Mapping[str, Any]) -> list[str]:
     # Fake environment (§3.4 "detectable speech or music content ... VAD and ASR detect
     # speech leakage"): VAD speech share ≤ max_env_leakage; no music (the tagger's highest
     # probability over music_labels < max_music_prob, 0.5, the tagger's own decision
@@ -145,7 +148,7 @@ def _env_fails(row: ComponentRow, p: dict[str, Any]) -> list[str]:
     return fails
 
 
-def _identity_fails(row: ComponentRow, p: dict[str, Any]) -> list[str]:
+def _identity_fails(row: ComponentRow, p: Mapping[str, Any]) -> list[str]:
     # Speaker checks: same-identity TTS must stay close to the source speaker (sim_source);
     # cross-identity TTS and voice conversion must end closer to the target than to the
     # source (sim_target − sim_source: target similarity and source leakage).
@@ -164,6 +167,46 @@ class ComponentQCStage(MapStage[ComponentRow]):
     row_type = ComponentRow
     id_field = "component_id"
 
+    @dataclass(frozen=True)
+    class Params(QCParams):
+        speaker: str = param("", paper="§3.3", doc="registry slug of the speaker embedder "
+                             "(ECAPA on the cluster)")
+        prompt_model: str = param("", paper="§3.4", doc="registry slug of the CLAP-style "
+                                  "audio–prompt scorer, a diagnostic (empty: none)")
+        top_events: int = param(5, unit="labels", paper="§3.4", doc="tagger labels kept per "
+                                "environment track, a diagnostic (\"AST-based event checks\")")
+        env_asr_branches: list[str] = param(["t2a", "v2a", "a2a"], paper="§3.4", doc="branches "
+                                            "whose environment tracks the ASR checks for "
+                                            "speech leakage: every one")
+        music_filter: bool = param(True, paper="§3.4", doc="music fails an environment track "
+                                   "(\"detectable speech or music content\"); false: a "
+                                   "diagnostic")
+        max_length_correction: float = param(0.15, unit="fraction of the generated length",
+                                             paper="§3.3, §3.4", doc="\"generation duration\": "
+                                             "a time-stretch or loop beyond ±this is audible")
+        max_duration_error: float = param(0.001, unit="s", doc="the stored track is the "
+                                          "clip's length to within this")
+        min_rms_dbfs: float = param(-60.0, unit="dBFS", doc="\"severe silence\": a quieter "
+                                    "component fails")
+        max_outside_db: float = param(-30.0, unit="dB", doc="\"timeline alignment\": fake "
+                                      "speech energy outside the source speech regions, "
+                                      "relative to inside")
+        max_wer: float = param(0.8, unit="word error rate", doc="\"ASR-based transcript "
+                               "preservation\": a fake keeps at least a fifth of the words")
+        wer_gate: list[str] = param(["transcript", "asr_source"], doc="WER references that "
+                                    "fail a component (others: a diagnostic)")
+        asr_all: bool = param(False, doc="compare against the ASR of ŝ for every clip (a "
+                              "multilingual ASR such as Whisper)")
+        min_same_similarity: float = param(0.6, unit="cosine", doc="\"source-speaker "
+                                           "preservation\" of same-identity TTS (the "
+                                           "references' embedder; ECAPA: 0.25, speechbrain's "
+                                           "same-speaker threshold)")
+        min_identity_shift: float = param(0.0, unit="cosine", doc="\"target-speaker "
+                                          "similarity and source-speaker leakage\": a fake "
+                                          "ends closer to the target than to the source")
+
+    p: Params
+
     @cached_property
     def components(self) -> dict[str, ComponentRow]:
         out = {}
@@ -178,12 +221,12 @@ class ComponentQCStage(MapStage[ComponentRow]):
 
     @cached_property
     def models(self) -> dict[str, Any]:
-        p = self.ctx.params
-        return {k: load_model(p[k]) for k in ("vad", "asr", "speaker", "tagger")}
+        p = self.p
+        return {k: load_model(getattr(p, k)) for k in ("vad", "asr", "speaker", "tagger")}
 
     @cached_property
     def scorer(self) -> AudioTextScorer | None:
-        slug = self.ctx.params.get("prompt_model") or ""
+        slug = self.p.prompt_model
         model: AudioTextScorer | None = load_model(slug) if slug else None
         return model
 
@@ -216,7 +259,8 @@ class ComponentQCStage(MapStage[ComponentRow]):
     @cached_property
     def _prov(self) -> Provenance:
         """QC provenance (the generator stays in ``generator``/``setting``)."""
-        slugs = "+".join(self.ctx.params[k] for k in ("vad", "asr", "speaker", "tagger"))
+        p = self.p
+        slugs = "+".join((p.vad, p.asr, p.speaker, p.tagger))
         return self.ctx.provenance(slugs)
 
     def _env_scores(self, row: ComponentRow, clip: ClipInputs, audio: Audio, rate: int,
@@ -235,23 +279,23 @@ class ComponentQCStage(MapStage[ComponentRow]):
         """
         vad: VAD = self.models["vad"]
         tagger: AudioTagger = self.models["tagger"]
-        p = self.ctx.params
+        p = self.p
         tags = tagger.tag(audio, rate)
-        top = sorted(tags.items(), key=lambda kv: -kv[1])[: int(p["top_events"])]
+        top = sorted(tags.items(), key=lambda kv: -kv[1])[: p.top_events]
         out: dict[str, Any] = {
             "speech_leakage": coverage(vad.segments(audio, rate), len(audio) / rate),
-            "music_prob": max((tags.get(lbl, 0.0) for lbl in p["music_labels"]), default=0.0),
+            "music_prob": max((tags.get(lbl, 0.0) for lbl in p.music_labels), default=0.0),
             "events": tuple(k for k, _ in top), "event_probs": tuple(v for _, v in top),
             "prompt_match": (self.scorer.score_texts(audio, rate, [row.prompt])[0]
                              if self.scorer is not None and row.prompt else None)}
-        if row.branch in p["env_asr_branches"] and out["speech_leakage"] <= p["max_env_leakage"]:
+        if row.branch in p.env_asr_branches and out["speech_leakage"] <= p.max_env_leakage:
             asr: ASR = self.models["asr"]
             heard = asr.transcribe(audio, rate)  # §3.2/§3.4: the whole track
             said = self._source_asr(row.clip_id)
             out |= {"asr_leak_recall": word_recall(said, heard.text),
                     "asr_no_speech_prob": heard.no_speech_prob,
                     "asr_avg_logprob": heard.avg_logprob,
-                    "asr_speech": asr_detects_speech(heard, said, p)}
+                    "asr_speech": asr_detects_speech(heard, said, self.ctx.params)}
         return out
 
     @cached_property
@@ -307,7 +351,7 @@ class ComponentQCStage(MapStage[ComponentRow]):
             ref, kind = row.prompt, "transcript"
         elif clip.qc.transcript_source == "asr" and _words(clip.qc.transcript):
             ref, kind = clip.qc.transcript, "asr_source"
-        elif self.ctx.params["asr_all"]:
+        elif self.p.asr_all:
             ref, kind = self._source_asr(row.clip_id), "asr_source"
         else:
             return {"wer": None, "wer_reference": "unsupported_language"}

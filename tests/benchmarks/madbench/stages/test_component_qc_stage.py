@@ -10,8 +10,9 @@ from madbench_common.benchmarks.madbench.stages.component_qc import (
     qc_verdict,
     word_error_rate,
 )
+from madbench_common.pipeline.stage import stage_params
 
-P = build_graph()["component_qc"].params
+P = stage_params(build_graph()["component_qc"], {})
 
 
 def _row(**kw: object) -> ComponentRow:

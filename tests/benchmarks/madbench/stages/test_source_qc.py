@@ -16,8 +16,10 @@ from madbench_common.benchmarks.madbench.stages.source_qc import (
 from madbench_common.models.reference.separator import consistent_mask
 from madbench_common.models.reference.tagger import TonalMusicTagger, sustained_tone_share
 from madbench_common.models.roles import Transcript
+from madbench_common.pipeline.paramspec import build_params
+from madbench_common.pipeline.stage import stage_params
 
-PARAMS = build_graph()["source_qc"].params
+PARAMS = stage_params(build_graph()["source_qc"], {})
 OK = {"speech_coverage": 0.6, "asr_coverage": None, "transcript": "hello world",
       "env_leakage": 0.0, "env_rms_dbfs": -40.0, "clip_fraction": 0.0}
 
@@ -146,7 +148,8 @@ def test_the_asr_hears_the_whole_residual_not_only_the_speech_regions() -> None:
     env[3 * rate:] = 0.5  # leakage in the last second, after the only speech region
     stage = SourceQCStage.__new__(SourceQCStage)
     stage.__dict__.update(asr=RecordingASR(), tagger=NoMusic(),
-                          ctx=SimpleNamespace(params=dict(PARAMS)))
+                          ctx=SimpleNamespace(params=dict(PARAMS)),
+                          p=build_params(SourceQCStage.Params, PARAMS, "source_qc"))
     stage._env_scores(speech, env, rate, [Segment(0.0, 1.0)])
     assert len(heard) == 2
     assert len(heard[1]) == len(env) and np.array_equal(heard[1], env)
