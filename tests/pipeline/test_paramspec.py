@@ -143,3 +143,29 @@ def test_the_engine_builds_the_typed_parameters(tmp_path: Path) -> None:
     ctx = make_context(run, graph, "ingest", {"min_duration": 3}, "embedded", 0)
     assert ctx.params["min_duration"] == 3 and ctx.params["max_duration"] == 12.0
 
+
+def test_readme_shows_every_stage_parameter_from_the_fields(tmp_path: Path) -> None:
+    """The README's stage-parameter table is generated from the ``Params`` fields between
+    its markers (``madbench render``); ``render --check`` reports a stale copy."""
+    from madbench_common.cli.cluster import (
+        PARAMS_BEGIN,
+        PARAMS_END,
+        readme_params,
+        render_readme_params,
+    )
+
+    table = readme_params()
+    doc = (Path(__file__).resolve().parents[2] / "README.md").read_text()
+    assert f"{PARAMS_BEGIN}\n{table}{PARAMS_END}" in doc, \
+        "README parameter table is stale: run `madbench render` and commit README.md"
+    assert "| `source_qc` | `min_speech_coverage` | `0.3` | fraction of the clip | our choice |" \
+        in table
+    assert "| `pairing` | `targets` | `4` | target speakers | §3.3 |" in table
+    assert "| `features_*` | `models` ‡ |" in table  # an optional field, on 14 stages
+    stale = tmp_path / "README.md"
+    stale.write_text(f"# x\n{PARAMS_BEGIN}\n| old |\n{PARAMS_END}\nafter\n")
+    assert render_readme_params(str(stale), check=True) == [stale]
+    assert "| old |" in stale.read_text()  # --check writes nothing
+    assert render_readme_params(str(stale)) == [stale]
+    assert stale.read_text() == f"# x\n{PARAMS_BEGIN}\n{table}{PARAMS_END}\nafter\n"
+    assert render_readme_params(str(stale), check=True) == []
