@@ -154,30 +154,29 @@ _NAMES = {bool: "bool", int: "integer", float: "number", str: "string"}
 
 def describe_type(tp: Any, bare: bool = False) -> str:
     """``tp`` in words: ``a number``, ``a list of strings``, ``a mapping or a string``
-    (``bare``: without the article, for a table: ``number``, ``list of strings``)."""
-    words = sorted({_word(a) for a in _arms(tp)})
-    text = " or ".join(words)
+    (``bare``: without the articles, for a table: ``number``, ``list of strings``)."""
+    nouns = sorted({_noun(a) for a in _arms(tp)}, key=lambda n: (n == "null", n))
     if bare:
-        return " or ".join(w.partition(" ")[2] for w in words)
-    return text
+        return " or ".join(nouns)
+    return " or ".join(n if n.startswith(("one of", "null")) else
+                       f"{'an' if n[0] in 'aeiou' else 'a'} {n}" for n in nouns)
 
 
-def _word(tp: Any) -> str:
+def _noun(tp: Any) -> str:
     origin, args = typing.get_origin(tp), typing.get_args(tp)
     if tp is None or tp is type(None):
-        return "a null"
+        return "null"
     if origin is typing.Literal:
-        return "a one of " + "/".join(repr(a) for a in args)
+        return "one of " + ", ".join(repr(a) for a in args)
     if origin in (list, tuple):
-        inner = sorted({_word(a).partition(" ")[2] + "s" for a in _arms(args[0])}) \
+        inner = sorted({_noun(a) + "s" for a in _arms(args[0])}) \
             if args and args[0] is not Any else []
-        return "a list" + (f" of {' or '.join(inner)}" if inner else "")
+        return "list" + (f" of {' or '.join(inner)}" if inner else "")
     if origin is dict or tp is dict:
-        return "a mapping"
+        return "mapping"
     if tp is Any:
-        return "a value"
-    name = _NAMES.get(tp, getattr(tp, "__name__", str(tp)))
-    return f"{'an' if name[0] in 'aeiou' else 'a'} {name}"
+        return "value"
+    return _NAMES.get(tp, getattr(tp, "__name__", str(tp)))
 
 
 def takes_text(cls: type[StageParams], key: str) -> bool:
@@ -239,16 +238,16 @@ def _shown(doc: ParamDoc) -> str:
 
 
 def params_table(impls: Sequence[tuple[str, type[StageParams]]]) -> str:
-    """A Markdown table of the fields of each ``(where, Params)``: stage, parameter,
+    """A Markdown table of the fields of each ``(where, Params)``: stage, parameter, type,
     default, unit, the paper section that fixes it (or "our choice") and what it does."""
-    lines = ["| stage | parameter | default | unit | paper | what |",
-             "|---|---|---|---|---|---|"]
+    lines = ["| stage | parameter | type | default | unit | paper | what |",
+             "|---|---|---|---|---|---|---|"]
     optional = False
     for where, cls in impls:
         for doc in param_docs(cls):
             mark = " ‡" if doc.optional else ""
             optional |= doc.optional
-            lines.append(f"| `{where}` | `{doc.name}`{mark} | {_cell(_shown(doc))} | "
+            lines.append(f"| `{where}` | `{doc.name}`{mark} | {doc.type} | {_cell(_shown(doc))} | "
                          f"{_cell(doc.unit) or '–'} | {_cell(doc.paper)} | {_cell(doc.doc)} |")
     if optional:
         lines += ["", "‡ absent from the stage's parameters, and its fingerprint, unless the "

@@ -122,7 +122,7 @@ class StageContext:
     run: RunStore
     stage: Stage
     graph: Graph
-    params: dict[str, Any]
+    params: Mapping[str, Any]
     fingerprint: str
     image: str
     seed: int

@@ -223,7 +223,7 @@ def test_every_key_a_stage_module_reads_is_declared(graph: Graph) -> None:
         read = _keys_read(ast.parse(inspect.getsource(importlib.import_module(module))))
         assert read <= keys, f"{module} reads undeclared {sorted(read - keys)}"
         seen |= read
-    assert seen & {"min_speech_coverage", "emis"}  # the scan sees the mapping reads
+    assert seen & {"sources", "emis"}  # the scan sees the mapping reads
 
 
 @pytest.mark.parametrize("profile", ["embedded", "full"])

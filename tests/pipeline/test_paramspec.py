@@ -25,6 +25,7 @@ from madbench_common.pipeline.paramspec import (
     build_params,
     check_value,
     declared_defaults,
+    describe_type,
     param,
     param_docs,
     params_dict,
@@ -99,6 +100,13 @@ def test_wrong_values_and_keys_are_refused(values: dict[str, object], message: s
     assert message in str(caught.value)
 
 
+def test_types_are_described_in_words() -> None:
+    assert describe_type(int) == "an integer" and describe_type(bool) == "a bool"
+    assert describe_type(float | None) == "a number or null"
+    assert describe_type(list[float]) == "a list of numbers"
+    assert describe_type(dict[str, str] | str, bare=True) == "mapping or string"
+
+
 def test_param_text_is_decoded_for_fields_that_take_no_text() -> None:
     """``--param KEY=VALUE`` is text: a field that takes text keeps it (a path, a slug, JSON
     the stage parses itself); another field's text is read as JSON."""
@@ -158,9 +166,9 @@ def test_readme_shows_every_stage_parameter_from_the_fields(tmp_path: Path) -> N
     doc = (Path(__file__).resolve().parents[2] / "README.md").read_text()
     assert f"{PARAMS_BEGIN}\n{table}{PARAMS_END}" in doc, \
         "README parameter table is stale: run `madbench render` and commit README.md"
-    assert "| `source_qc` | `min_speech_coverage` | `0.3` | fraction of the clip | our choice |" \
-        in table
-    assert "| `pairing` | `targets` | `4` | target speakers | §3.3 |" in table
+    assert "| `source_qc` | `min_speech_coverage` | number | `0.3` | fraction of the clip | " \
+           "our choice |" in table
+    assert "| `pairing` | `targets` | integer | `4` | target speakers | §3.3 |" in table
     assert "| `features_*` | `models` ‡ |" in table  # an optional field, on 14 stages
     stale = tmp_path / "README.md"
     stale.write_text(f"# x\n{PARAMS_BEGIN}\n| old |\n{PARAMS_END}\nafter\n")

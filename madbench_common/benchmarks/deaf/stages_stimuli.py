@@ -140,7 +140,8 @@ class EnvLibStage(MapStage[EnvRow]):
                              "envlib.csv); empty: the committed one")
         demand: str = param("", paper="§2.1, Appendix A.2.2", doc="the DEMAND copy (a folder "
                             "or an s3:// prefix) BSC mixes")
-        seconds: float = param(20.0, unit="s", doc="length of each background kept")
+        seconds: float = param(20.0, unit="s", doc="longest stretch of each background "
+                               "kept (clips are mixed over it)")
         stand_ins: str = param("allow", optional=True, doc="allow: the CPU references "
                                "stand in where no paper data is named (labelled so); refuse: "
                                "the preflight fails instead (the full profile)")

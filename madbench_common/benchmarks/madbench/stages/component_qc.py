@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import dataclasses
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from functools import cached_property
 from typing import Any
@@ -91,7 +91,7 @@ def _outside_db(audio: Audio, starts: Sequence[float], ends: Sequence[float], ra
     return 10.0 * np.log10(outside / max(inside, 1e-20))
 
 
-def qc_verdict(row: ComponentRow, p: Mapping[str, Any]) -> tuple[str, ...]:
+def qc_verdict(row: ComponentRow, p: ComponentQCStage.Params) -> tuple[str, ...]:
     """The failed checks of a scored component (empty when it passes).
 
     Every component (§3.4 "duration alignment, severe silence or clipping"; §3.3
@@ -107,26 +107,26 @@ def qc_verdict(row: ComponentRow, p: Mapping[str, Any]) -> tuple[str, ...]:
     ``wer_gate`` fail on WER; for others it is a diagnostic.
     """
     fails = []
-    if row.duration_error is None or row.duration_error > p["max_duration_error"]:
+    if row.duration_error is None or row.duration_error > p.max_duration_error:
         fails.append("duration_mismatch")
-    if row.rms_dbfs is None or row.rms_dbfs < p["min_rms_dbfs"]:
+    if row.rms_dbfs is None or row.rms_dbfs < p.min_rms_dbfs:
         fails.append("silent")
-    if row.clip_fraction is not None and row.clip_fraction > p["max_clip_fraction"]:
+    if row.clip_fraction is not None and row.clip_fraction > p.max_clip_fraction:
         fails.append("clipping")
     if row.length_correction is not None and (
-            abs(row.length_correction - 1.0) > p["max_length_correction"]):
+            abs(row.length_correction - 1.0) > p.max_length_correction):
         fails.append("length_correction_exceeded")
     if row.component == "env":
         return tuple(fails + _env_fails(row, p))
-    if row.outside_energy_db is not None and row.outside_energy_db > p["max_outside_db"]:
+    if row.outside_energy_db is not None and row.outside_energy_db > p.max_outside_db:
         fails.append("speech_outside_regions")
-    if row.wer is not None and row.wer_reference in p["wer_gate"] and row.wer > p["max_wer"]:
+    if row.wer is not None and row.wer_reference in p.wer_gate and row.wer > p.max_wer:
         fails.append("transcript_not_preserved")
     fails += _identity_fails(row, p)
     return tuple(fails)
 
 
-def _env_fails(row: ComponentRow, p: Mapping[str, Any]) -> list[str]:
+def _env_fails(row: ComponentRow, p: ComponentQCStage.Params) -> list[str]:
     # Fake environment (§3.4 "detectable speech or music content ... VAD and ASR detect
     # speech leakage"): VAD speech share ≤ max_env_leakage; no music (the tagger's highest
     # probability over music_labels < max_music_prob, 0.5, the tagger's own decision
@@ -135,12 +135,12 @@ def _env_fails(row: ComponentRow, p: Mapping[str, Any]) -> list[str]:
     # replacement pairing for mismatch variants"; replaced tracks are checked when
     # assembly borrows them).
     fails = []
-    if row.speech_leakage is not None and row.speech_leakage > p["max_env_leakage"]:
+    if row.speech_leakage is not None and row.speech_leakage > p.max_env_leakage:
         fails.append("speech_leakage")
     if row.asr_speech:
         fails.append("asr_speech_leakage")
-    if p.get("music_filter") and row.music_prob is not None \
-            and row.music_prob >= p["max_music_prob"]:
+    if p.music_filter and row.music_prob is not None \
+            and row.music_prob >= p.max_music_prob:
         fails.append("music")
     if not row.scene_match and row.scene_label and (
             row.prompt_label not in load_taxonomy().fine[row.scene_label].mismatch):
@@ -148,7 +148,7 @@ def _env_fails(row: ComponentRow, p: Mapping[str, Any]) -> list[str]:
     return fails
 
 
-def _identity_fails(row: ComponentRow, p: Mapping[str, Any]) -> list[str]:
+def _identity_fails(row: ComponentRow, p: ComponentQCStage.Params) -> list[str]:
     # Speaker checks: same-identity TTS must stay close to the source speaker (sim_source);
     # cross-identity TTS and voice conversion must end closer to the target than to the
     # source (sim_target − sim_source: target similarity and source leakage).
@@ -156,9 +156,9 @@ def _identity_fails(row: ComponentRow, p: Mapping[str, Any]) -> list[str]:
     if row.sim_source is None or kind is None:
         return []
     if kind == "same":
-        return [] if row.sim_source >= p["min_same_similarity"] else ["speaker_changed"]
+        return [] if row.sim_source >= p.min_same_similarity else ["speaker_changed"]
     shift = (row.sim_target or 0.0) - row.sim_source
-    return [] if shift >= p["min_identity_shift"] else ["not_moved_to_target"]
+    return [] if shift >= p.min_identity_shift else ["not_moved_to_target"]
 
 
 class ComponentQCStage(MapStage[ComponentRow]):
@@ -252,7 +252,7 @@ class ComponentQCStage(MapStage[ComponentRow]):
         extra = self._speech_scores(row, clip, audio, rate) if row.component == "speech" \
             else self._env_scores(row, clip, audio, rate)
         scored = dataclasses.replace(row, **scores, **extra)
-        fails = qc_verdict(scored, self.ctx.params)
+        fails = qc_verdict(scored, self.p)
         return dataclasses.replace(scored, qc_pass=not fails, qc_reasons=fails
                                    ).with_provenance(self._prov)
 
@@ -295,7 +295,7 @@ class ComponentQCStage(MapStage[ComponentRow]):
             out |= {"asr_leak_recall": word_recall(said, heard.text),
                     "asr_no_speech_prob": heard.no_speech_prob,
                     "asr_avg_logprob": heard.avg_logprob,
-                    "asr_speech": asr_detects_speech(heard, said, self.ctx.params)}
+                    "asr_speech": asr_detects_speech(heard, said, p)}
         return out
 
     @cached_property

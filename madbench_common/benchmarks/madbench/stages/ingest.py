@@ -287,5 +287,5 @@ def _listing(params: Mapping[str, Any]) -> SourceListing:
     uri = params.get("sources")
     if not uri:
         raise ConfigError("ingest needs a 'sources' parameter (a CSV or a folder)")
-    return read_listing(str(uri), bool(params.get("allow_outside_sources", False)),
+    return read_listing(str(uri), bool(params.get("allow_outside_sources")),
                         MediaLimits.from_params(params))

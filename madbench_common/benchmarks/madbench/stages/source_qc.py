@@ -11,7 +11,6 @@ eligible); their scores are ``None`` otherwise.
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping
 from dataclasses import dataclass
 from functools import cached_property
 from typing import Any
@@ -44,7 +43,7 @@ def clip_fraction(audio: np.ndarray) -> float:
     return float(np.mean(np.abs(audio) >= _CLIP_LEVEL)) if audio.size else 0.0
 
 
-def eligibility(scores: dict[str, Any], params: Mapping[str, Any]) -> tuple[str, ...]:
+def eligibility(scores: dict[str, Any], p: SourceQCStage.Params) -> tuple[str, ...]:
     """The failed checks (empty when the clip is eligible).
 
     Speech content: VAD coverage of ŝ ≥ ``min_speech_coverage`` (0.3, the paper gives no
@@ -55,23 +54,23 @@ def eligibility(scores: dict[str, Any], params: Mapping[str, Any]) -> tuple[str,
     that is not perceptible beside speech). Clipping of the mixture ≤ ``max_clip_fraction``.
     """
     fails = []
-    if scores["speech_coverage"] < params["min_speech_coverage"]:
+    if scores["speech_coverage"] < p.min_speech_coverage:
         fails.append("low_speech_coverage")
     asr = scores["asr_coverage"]
-    if asr is not None and asr < params["min_asr_coverage"]:
+    if asr is not None and asr < p.min_asr_coverage:
         fails.append("low_asr_coverage")
     if not scores["transcript"].strip():
         fails.append("no_transcript")
-    if scores["env_leakage"] > params["max_env_leakage"]:
+    if scores["env_leakage"] > p.max_env_leakage:
         fails.append("speech_leakage_in_env")
-    if scores["env_rms_dbfs"] < params["min_env_dbfs"]:
+    if scores["env_rms_dbfs"] < p.min_env_dbfs:
         fails.append("low_env_energy")
-    if scores["clip_fraction"] > params["max_clip_fraction"]:
+    if scores["clip_fraction"] > p.max_clip_fraction:
         fails.append("clipping")
     return tuple(fails)
 
 
-def env_checks(scores: dict[str, Any], params: Mapping[str, Any]) -> tuple[str, ...]:
+def env_checks(scores: dict[str, Any], p: SourceQCStage.Params) -> tuple[str, ...]:
     """The failed language, ASR-leakage and music checks.
 
     English: the ASR's language for ŝ must be in ``languages`` (``["en"]``) with
@@ -89,13 +88,13 @@ def env_checks(scores: dict[str, Any], params: Mapping[str, Any]) -> tuple[str, 
     """
     fails = []
     lang = scores.get("language", "")
-    if lang and (lang not in params["languages"]
-                 or (scores.get("language_prob") or 0.0) < params["min_language_prob"]):
+    if lang and (lang not in p.languages
+                 or (scores.get("language_prob") or 0.0) < p.min_language_prob):
         fails.append("not_english")
     if scores.get("env_asr_speech"):
         fails.append("asr_speech_in_env")
     music = [scores.get(k) for k in ("music_prob", "speech_music_prob")]
-    if any(m is not None and m >= params["max_music_prob"] for m in music):
+    if any(m is not None and m >= p.max_music_prob for m in music):
         fails.append("music_or_media")
     return tuple(fails)
 
@@ -136,7 +135,7 @@ def word_recall(reference: str, hypothesis: str) -> float:
     return recovered_words(reference, hypothesis) / n if n else 0.0
 
 
-def asr_detects_speech(heard: Transcript, reference: str, params: Mapping[str, Any]) -> bool:
+def asr_detects_speech(heard: Transcript, reference: str, p: QCParams) -> bool:
     """Whether the ASR detected speech in an environment track (§3.2: "in any environmental
     residual", so the whole track, not only the source speech regions).
 
@@ -157,21 +156,21 @@ def asr_detects_speech(heard: Transcript, reference: str, params: Mapping[str, A
       most of the check on the demo. ``env_asr_recall`` (the share of ŝ's content words
       recovered) stays as a diagnostic.
     """
-    need = int(params["min_content_words"])
+    need = p.min_content_words
     if heard.no_speech_prob is not None:
-        return (not whisper_silent(heard, params)
+        return (not whisper_silent(heard, p)
                 and len(content_words(heard.text)) >= need)
     return recovered_words(reference, heard.text) >= need
 
 
-def whisper_silent(heard: Transcript, params: Mapping[str, Any]) -> bool:
+def whisper_silent(heard: Transcript, p: QCParams) -> bool:
     """openai-whisper's no-speech rule (``transcribe.py``, ``transcribe()``): silent when
     ``no_speech_prob > no_speech_threshold``, unless ``avg_logprob > logprob_threshold``
     (the decoder was confident in what it read); without ``avg_logprob``, the first test.
     openai-whisper's defaults are 0.6 and −1.0."""
-    if heard.no_speech_prob is None or heard.no_speech_prob <= params["no_speech_threshold"]:
+    if heard.no_speech_prob is None or heard.no_speech_prob <= p.no_speech_threshold:
         return False
-    threshold = params.get("logprob_threshold")
+    threshold = p.logprob_threshold
     return not (threshold is not None and heard.avg_logprob is not None
                 and heard.avg_logprob > threshold)
 
@@ -198,9 +197,10 @@ class QCParams(StageParams):
     no_speech_threshold: float = param(0.6, unit="probability", doc="openai-whisper's "
                                        "no-speech rule: a track is silent when no_speech_prob "
                                        "exceeds this (transcribe.py's default)")
-    logprob_threshold: float | None = param(-1.0, unit="mean log-probability", doc="… unless "
-                                            "avg_logprob exceeds this (openai-whisper's "
-                                            "default; null: no exception)")
+    logprob_threshold: float | None = param(-1.0, unit="mean log-probability", doc="a track "
+                                            "silent by no_speech_threshold still holds speech "
+                                            "when avg_logprob exceeds this (openai-whisper's "
+                                            "default; null: never)")
     min_content_words: int = param(2, unit="words", doc="ASR speech counts as detected with "
                                    "this many content words (3+ letters, no function word): "
                                    "one word is Whisper's typical hallucination on noise")
@@ -278,10 +278,10 @@ class SourceQCStage(MapStage[SourceQCRow]):
             "clip_fraction": clip_fraction(mix),
             **self._transcript(src, speech, rate),
         }
-        fails = eligibility(scores, self.ctx.params)
+        fails = eligibility(scores, self.p)
         if not fails:
             scores |= self._env_scores(speech, env, rate, segments)
-            fails = env_checks(scores, self.ctx.params)
+            fails = env_checks(scores, self.p)
         slug = f"{self.vad.slug}+{self.asr.slug if scores['transcript_source'] == 'asr' else ''}"
         return SourceQCRow(clip_id=item, eligible=not fails, fail_reasons=fails,
                            **scores).with_provenance(
@@ -298,7 +298,7 @@ class SourceQCStage(MapStage[SourceQCRow]):
                 "env_asr_text": heard.text, "env_asr_recall": word_recall(said.text, heard.text),
                 "env_asr_no_speech_prob": heard.no_speech_prob,
                 "env_asr_avg_logprob": heard.avg_logprob,
-                "env_asr_speech": asr_detects_speech(heard, said.text, self.ctx.params),
+                "env_asr_speech": asr_detects_speech(heard, said.text, self.p),
                 "music_prob": self._music(env, rate),
                 "speech_music_prob": self._music(speech, rate)}
 
