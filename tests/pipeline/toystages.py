@@ -32,6 +32,7 @@ class ToyParams(StageParams):
     fail: dict[str, str] = param({}, optional=True, doc="item → how it fails")
     fits: int = param(2, optional=True, doc="most items one batch holds")
     oom: list[str] = param([], optional=True, doc="items out of memory even alone")
+    factor: int = param(1, optional=True, doc="read by no toy: it changes the fingerprint only")
 
 
 def _count(path: str, line: str) -> None:
