@@ -32,8 +32,9 @@ from madbench_common.benchmarks.madbench.rows import (
 )
 from madbench_common.core.manifest import ManifestRow, read_manifest_bytes
 from madbench_common.pipeline.graph import Graph, Stage
+from madbench_common.pipeline.paramspec import StageParams, param
 from madbench_common.pipeline.plan import PAPER_CLIPS, PAPER_SAMPLES
-from madbench_common.pipeline.stage import StageImpl, load_impl, read_marker
+from madbench_common.pipeline.stage import StageImpl, load_impl, read_marker, stage_params
 
 __all__ = ["PAPER_SAMPLE_ROWS", "paper_counts", "paper_graph", "synthetic_graph"]
 
@@ -60,8 +61,9 @@ _SCALE = float(os.environ.get("MADBENCH_SCALE_FACTOR", "1"))
 
 def _groups(stage: Stage) -> int:
     """Feature rows per sample: one for audio, one per pairing for audio-visual input."""
-    pairings = len(stage.params.get("pairings", ["paired", "shuffled"]))
-    return sum(1 if mode == "A" else pairings for mode in stage.params.get("modes", ["A"]))
+    params = stage_params(stage, {})  # the implementation's defaults under the graph's
+    pairings = len(params["pairings"])
+    return sum(1 if mode == "A" else pairings for mode in params["modes"])
 
 
 def paper_counts(graph: Graph) -> dict[str, int]:
@@ -81,7 +83,7 @@ def paper_counts(graph: Graph) -> dict[str, int]:
             total = _SPEECH_GENERATED if role == "speech_generator" else _ENV_GENERATED
             counts[stage.name] = total // 6
         elif stage.name == "perturb":  # every condition of every protocol's test split
-            conditions = len(stage.params.get("conditions", []))
+            conditions = len(stage_params(stage, {})["conditions"])
             counts[stage.name] = round(PAPER_SAMPLE_ROWS * _TEST_SHARE) * conditions
         elif "features" in stage.outputs:
             counts[stage.name] = PAPER_SAMPLE_ROWS * _groups(stage)
@@ -115,6 +117,10 @@ def _value(hint: Any, name: str, item: str, prefix: str) -> Any:
 
 class _Synth(StageImpl[Any]):
     """Base: ``items`` ids, rows of the real type with id/URI/sha256 columns filled."""
+
+    @dataclasses.dataclass(frozen=True)
+    class Params(StageParams):
+        items: int = param(0, doc="items the stage plans")
 
     def plan(self) -> list[str]:
         for dep in self.ctx.stage.inputs:  # read every input manifest, as real stages do

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import sys
 import time
 import uuid
 from collections.abc import Callable, Sequence
@@ -24,7 +23,12 @@ from madbench_common.core.usage import peak_rss_bytes
 from madbench_common.pipeline.failures import is_fault
 from madbench_common.pipeline.graph import Graph
 from madbench_common.pipeline.local import LocalRunner, RunOptions
-from madbench_common.pipeline.params import check_params, check_stage_params, check_stage_values
+from madbench_common.pipeline.params import (
+    check_params,
+    check_stage_params,
+    check_stage_values,
+    decode_text_params,
+)
 from madbench_common.pipeline.repair import invalidate
 from madbench_common.pipeline.stage import (
     StageContext,
@@ -32,7 +36,6 @@ from madbench_common.pipeline.stage import (
     merge_stage,
     read_marker,
     run_shard,
-    stage_params,
 )
 from madbench_common.pipeline.status import RunStatus, collect_status, table_one
 
@@ -383,8 +386,8 @@ def stage_overrides(graph: Graph, stage: str, text: str) -> dict[str, Any]:
     stage the graph does not have, and on a key that has a workflow parameter of its own
     (``model`` of a swappable stage: ``<stage>_model``; a key in ``Stage.workflow_params``:
     ``<stage>_<key>``; ``sources`` of a root stage: ``sources``), so that one value is never
-    set in two places. A key the stage does not
-    declare is passed on with a warning on stderr (some stages read optional keys).
+    set in two places, and on a key the stage does not take or a value of the wrong type
+    (:mod:`~madbench_common.pipeline.params`).
     """
     try:
         doc = json.loads(text or "{}")
@@ -402,11 +405,7 @@ def stage_overrides(graph: Graph, stage: str, text: str) -> dict[str, Any]:
             if key in own:
                 raise ConfigError(f"--stage-params {name}.{key}: set it with the workflow "
                                   f"parameter {own[key]} (-p {own[key]}=...)")
-        declared = set(stage_params(target, {}))
-        if unknown := sorted(set(values) - declared):
-            print(f"warning: --stage-params {name}: {', '.join(unknown)} not among the "
-                  f"stage's declared parameters ({', '.join(sorted(declared)) or 'none'}); "
-                  "passed on as given", file=sys.stderr)
+        check_stage_params(target, values, "--stage-params")
         check_stage_values(target, values, "--stage-params")
     return dict(doc.get(stage, {}))
 
@@ -414,10 +413,13 @@ def stage_overrides(graph: Graph, stage: str, text: str) -> dict[str, Any]:
 def _context(args: argparse.Namespace) -> StageContext:
     params = parse_params(args.params_json, args.param)
     graph = args.graph_of(args)
-    check_stage_params(graph[args.stage], params, "--params-json/--param")
-    verbatim = {pair.partition("=")[0] for pair in args.param}  # strings by design
-    check_stage_values(graph[args.stage], {k: v for k, v in params.items() if k not in verbatim},
+    stage = graph[args.stage]
+    check_stage_params(stage, params, "--params-json/--param")
+    text = {k: params[k] for k in (pair.partition("=")[0] for pair in args.param)}
+    params.update(decode_text_params(stage, text))
+    check_stage_values(stage, {k: v for k, v in params.items() if k not in text},
                        "--params-json")
+    check_stage_values(stage, {k: params[k] for k in text}, "--param")
     params.update(stage_overrides(graph, args.stage, args.stage_params))
     run = RunStore(open_store(args.store), args.run_id)
     return make_context(run, graph, args.stage, params, args.image, args.seed,

@@ -12,7 +12,7 @@ import dataclasses
 import io
 import json
 import typing
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, ClassVar, TypeVar
 
@@ -204,7 +204,7 @@ def rows_to_frame(cls: type[ROW], rows: Iterable[ROW]) -> pd.DataFrame:
     return rows_to_table(cls, rows).to_pandas()
 
 
-def params_json(params: dict[str, Any]) -> str:
+def params_json(params: Mapping[str, Any]) -> str:
     """Canonical JSON for hashing parameters."""
     return json.dumps(params, sort_keys=True, separators=(",", ":"), default=str)
 

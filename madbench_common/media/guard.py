@@ -22,6 +22,7 @@ import subprocess
 import sys
 import threading
 import time
+from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from fractions import Fraction
 from pathlib import Path
@@ -80,7 +81,7 @@ class MediaLimits:
     """Rows of a sources CSV, or entries under a sources folder."""
 
     @classmethod
-    def from_params(cls, params: dict[str, Any]) -> MediaLimits:
+    def from_params(cls, params: Mapping[str, Any]) -> MediaLimits:
         """Limits from ingest parameters (``max_duration``, ``max_streams``, …, ``*_mb``)."""
         limits = cls()
         fields: dict[str, Any] = {k: type(getattr(limits, k))(params[k]) for k in

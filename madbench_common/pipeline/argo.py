@@ -26,6 +26,7 @@ from hera.workflows import models as m
 from madbench_common.core.errors import EXIT_DETERMINISTIC, ConfigError
 from madbench_common.pipeline.argo_rules import ARGO_RELEASE, check_workflow
 from madbench_common.pipeline.graph import Graph, Stage
+from madbench_common.pipeline.stage import stage_params
 from madbench_common.pipeline.summary import parse_failures, write_exit_summary
 
 __all__ = [
@@ -275,8 +276,9 @@ def _parameters(graph: Graph, variant: Variant, lock: ImageLock) -> list[m.Param
             params.append(m.Parameter(
                 name=_model_param(stage), value=_default_model(stage, variant),
                 description=f"Registry slug of stage {stage.name}'s model (swap with its image)"))
+        declared = stage_params(stage, {}) if stage.workflow_params else {}
         for key in stage.workflow_params:
-            value = stage.params.get(key, "")
+            value = declared.get(key, "")
             params.append(m.Parameter(
                 name=f"{stage.name}_{key}",
                 value=value if isinstance(value, str) else json.dumps(value, sort_keys=True),

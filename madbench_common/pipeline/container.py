@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import json
 import os
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -134,13 +134,13 @@ class ContainerEngine:
         result: dict[str, Any] = json.loads(out.strip().splitlines()[-1])
         return result
 
-    def _args(self, stage: Stage, verb: str, ref: str, params: dict[str, Any], seed: int,
+    def _args(self, stage: Stage, verb: str, ref: str, params: Mapping[str, Any], seed: int,
               n: int) -> list[str]:
         return ["stage", verb, "--stage", stage.name, "--num-shards", str(n), "--store",
                 self.store, "--run-id", self.run_id, "--image", ref, "--seed", str(seed),
                 "--params-json", json.dumps(params, sort_keys=True)]
 
-    def run_shards(self, stage: Stage, params: dict[str, Any], seed: int, n: int,
+    def run_shards(self, stage: Stage, params: Mapping[str, Any], seed: int, n: int,
                    tick: Callable[[], None]) -> list[ShardResult]:
         """Every shard of ``stage`` in its image, ``workers`` containers at a time."""
         ref = self.image_ref(stage)
@@ -154,7 +154,7 @@ class ContainerEngine:
         with ThreadPoolExecutor(self.workers) as pool:
             return list(pool.map(one, range(n)))
 
-    def merge(self, stage: Stage, params: dict[str, Any], seed: int, n: int) -> dict[str, Any]:
+    def merge(self, stage: Stage, params: Mapping[str, Any], seed: int, n: int) -> dict[str, Any]:
         """The stage's merge in its image; returns the ``_SUCCESS`` marker."""
         ref = self.image_ref(stage)
         return self._run(stage, ref, self._args(stage, "merge", ref, params, seed, n))

@@ -57,7 +57,8 @@ class Stage:
     """Default fan-out; ``1`` means the stage runs as a single task."""
     parallelism: int = 8
     params: dict[str, Any] = field(default_factory=dict)
-    """Default parameters; user overrides are merged over them."""
+    """What this stage sets over its implementation's ``Params`` defaults: only values that
+    differ for it (and the optional fields it uses); the user's are merged over them."""
     full: dict[str, Any] = field(default_factory=dict)
     """Overrides of the ``full`` profile (the paper's models on their images): any of
     ``model``, ``image``, ``gpu``, ``gpu_memory_gib``, ``cpu``, ``memory``, ``timeout``,

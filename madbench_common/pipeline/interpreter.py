@@ -14,7 +14,7 @@ import json
 import os
 import subprocess
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
@@ -78,13 +78,13 @@ class InterpreterEngine:
         result: dict[str, Any] = json.loads(proc.stdout.strip().splitlines()[-1])
         return result
 
-    def _args(self, stage: Stage, verb: str, params: dict[str, Any], seed: int,
+    def _args(self, stage: Stage, verb: str, params: Mapping[str, Any], seed: int,
               n: int) -> list[str]:
         return ["stage", verb, "--stage", stage.name, "--num-shards", str(n), "--store",
                 self.store, "--run-id", self.run_id, "--image", self.image_ref(stage),
                 "--seed", str(seed), "--params-json", json.dumps(params, sort_keys=True)]
 
-    def run_shards(self, stage: Stage, params: dict[str, Any], seed: int, n: int,
+    def run_shards(self, stage: Stage, params: Mapping[str, Any], seed: int, n: int,
                    tick: Callable[[], None]) -> list[ShardResult]:
         """Every shard of ``stage``, ``workers`` subprocesses at a time."""
 
@@ -97,6 +97,6 @@ class InterpreterEngine:
         with ThreadPoolExecutor(self.workers) as pool:
             return list(pool.map(one, range(n)))
 
-    def merge(self, stage: Stage, params: dict[str, Any], seed: int, n: int) -> dict[str, Any]:
+    def merge(self, stage: Stage, params: Mapping[str, Any], seed: int, n: int) -> dict[str, Any]:
         """The stage's merge under ``python``; returns the ``_SUCCESS`` marker."""
         return self._run(stage, self._args(stage, "merge", params, seed, n))

@@ -19,7 +19,7 @@ import os
 import sys
 import time
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from concurrent.futures import Future, ProcessPoolExecutor
 from dataclasses import asdict, dataclass, field
 from datetime import datetime, timezone
@@ -119,7 +119,7 @@ def _open_run(store_uri: str, run_id: str, _endpoint: str) -> RunStore:
 
 def _shard_job(
     store_uri: str, run_id: str, graph_factory: Callable[[], Graph], stage: str,
-    params: dict[str, Any], seed: int, shard: int, num_shards: int,
+    params: Mapping[str, Any], seed: int, shard: int, num_shards: int,
 ) -> ShardResult:
     before = retry_stats()
     try:  # what escapes a worker is one line with its exit code, as from run_shard
@@ -335,7 +335,7 @@ class LocalRunner:
         return marker, time.perf_counter() - start, peak_rss_bytes(), retries_since(before)
 
     def _run_shards(
-        self, stage: Stage, params: dict[str, Any], n: int, pool: ProcessPoolExecutor | None,
+        self, stage: Stage, params: Mapping[str, Any], n: int, pool: ProcessPoolExecutor | None,
         tick: Callable[[], None],
     ) -> list[ShardResult]:
         args = (self.opts.store, self.opts.run_id, self.graph_factory, stage.name, params,

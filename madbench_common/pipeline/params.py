@@ -1,126 +1,81 @@
 """Which parameters a stage takes, and the check of user-given ones (``--set``, pods).
 
-A stage's parameters are declared in one place each (:func:`valid_keys`); any other key is
-a typo and is refused (:func:`check_stage_params`), and a JSON-given value must have the
-type of its key's declared default (:func:`check_stage_values`).
+A stage's parameters are the fields of its implementation's ``Params``
+(:mod:`~madbench_common.pipeline.paramspec`): any other key is a typo and is refused
+(:func:`check_stage_params`), and a value must have its field's type
+(:func:`check_stage_values`); ``--param KEY=VALUE`` text is decoded first
+(:func:`decode_text_params`).
 """
 
 from __future__ import annotations
 
-import difflib
+import json
 from collections.abc import Mapping
 from typing import Any
 
 from madbench_common.core.errors import ConfigError
-from madbench_common.pipeline.failures import BUDGET_PARAM, DEFAULT_MAX_FAILED_FRACTION
 from madbench_common.pipeline.graph import PROFILES, Graph, Stage
+from madbench_common.pipeline.paramspec import (
+    StageParams,
+    check_value,
+    declared_defaults,
+    param_types,
+    suggest,
+    takes_text,
+)
 
-__all__ = ["check_params", "check_stage_params", "check_stage_values", "declared_defaults",
-           "valid_keys"]
+__all__ = ["check_params", "check_stage_params", "check_stage_values", "decode_text_params",
+           "params_class", "valid_keys"]
+
+
+def params_class(stage: Stage) -> type[StageParams]:
+    """The ``Params`` of ``stage``'s implementation (imported)."""
+    from madbench_common.pipeline.stage import load_impl
+
+    return load_impl(stage.target).Params
 
 
 def valid_keys(stage: Stage) -> frozenset[str]:
-    """Every parameter ``stage`` accepts, in any profile.
-
-    The implementation's defaults (:attr:`~madbench_common.pipeline.stage.StageImpl.defaults`),
-    what the graph definition sets for that stage (:attr:`Stage.params`, the ``full``
-    profile's ``params``, its :attr:`Stage.workflow_params`, and ``model`` where some
-    profile runs one swappable model), the keys its implementation reads only when given
-    (:attr:`~madbench_common.pipeline.stage.StageImpl.optional_params`, e.g. ingest's
-    ``sources``), and ``max_failed_fraction``, the rejection budget every stage has
-    (:mod:`~madbench_common.pipeline.failures`).
-    """
-    from madbench_common.pipeline.stage import load_impl
-
-    impl = load_impl(stage.target)
-    keys = set(stage.workflow_params) | set(impl.optional_params) | set(impl.defaults)
-    keys.add(BUDGET_PARAM)  # every stage has a rejection budget
-    for profile in PROFILES:
-        variant = stage.in_profile(profile)
-        keys |= set(variant.params)
-        if variant.swappable:
-            keys.add("model")
+    """Every parameter ``stage`` accepts, in any profile: its implementation's fields,
+    less ``model`` where no profile runs one swappable model (a compound QC stage names
+    its models in fields of its own) and the implementation declares none."""
+    cls = params_class(stage)
+    keys = set(param_types(cls))
+    if "model" not in declared_defaults(cls) and not any(
+            stage.in_profile(p).swappable for p in PROFILES):
+        keys.discard("model")
     return frozenset(keys)
 
 
-def declared_defaults(stage: Stage) -> dict[str, list[Any]]:
-    """key → its default in the implementation and in each profile that declares one
-    (``model``: the stage's model)."""
-    from madbench_common.pipeline.stage import load_impl
-
-    out: dict[str, list[Any]] = {k: [v] for k, v in load_impl(stage.target).defaults.items()}
-    out.setdefault(BUDGET_PARAM, [DEFAULT_MAX_FAILED_FRACTION])
-    for profile in PROFILES:
-        variant = stage.in_profile(profile)
-        for key, value in variant.params.items():
-            out.setdefault(key, []).append(value)
-        if variant.swappable and variant.model:
-            out.setdefault("model", []).append(variant.model)
-    return out
-
-
-def _kind(value: Any) -> str:
-    """The type name a default asks for: bool, integer, number, string, list, mapping."""
-    if isinstance(value, bool):
-        return "bool"
-    if isinstance(value, int):
-        return "integer"
-    if isinstance(value, float):
-        return "number"
-    if isinstance(value, str):
-        return "string"
-    if isinstance(value, (list, tuple)):
-        return "list"
-    if isinstance(value, dict):
-        return "mapping"
-    return ""
-
-
-def _fits(value: Any, default: Any) -> bool:
-    kind = _kind(default)
-    if default is None or not kind:
-        return True
-    if kind == "number":
-        return _kind(value) in ("integer", "number")
-    if kind != _kind(value):
-        return False
-    if kind == "list" and default:
-        return all(any(_fits(v, d) for d in default) for v in value)
-    return True
-
-
-def _describe(default: Any) -> str:
-    kind = _kind(default)
-    if kind == "list" and default:
-        inner = sorted({_kind(d) for d in default})
-        return f"a list of {' or '.join(k + 's' for k in inner)}"
-    return {"integer": "an integer", "mapping": "a mapping"}.get(kind, f"a {kind}")
-
-
 def check_stage_values(stage: Stage, params: Mapping[str, Any], flag: str) -> None:
-    """Refuse a value whose type is not its key's declared default's (JSON-given values).
-
-    A value given as JSON (``--set``, ``--params-json``, ``--stage-params``) must have the
-    type of the key's default in some profile (a number where the default is a number, a
-    list of strings where it is one, …), so ``--set source_qc.min_speech_coverage=0,3``
-    fails before any work instead of deep in a shard. A key whose default is ``None``, or
-    that only the implementation reads (``optional_params``), takes any value.
-    ``--param KEY=VALUE`` pod arguments are strings by design (the workflows' own
-    parameters) and are not typed here.
-    """
-    defaults = declared_defaults(stage)
+    """Refuse a value that has not its field's type (an integer passes for a number), so
+    ``--set source_qc.min_speech_coverage=0,3`` fails before any work instead of deep in a
+    shard, naming the stage, the key, the type, the default and the value. Unknown keys
+    are :func:`check_stage_params`'s."""
+    cls = params_class(stage)
+    fields = param_types(cls)
     for key, value in params.items():
-        options = defaults.get(key)
-        if not options or any(_fits(value, d) for d in options):
+        if key in fields:
+            check_value(cls, key, value, stage.name, flag)
+
+
+def decode_text_params(stage: Stage, pairs: Mapping[str, str]) -> dict[str, Any]:
+    """``--param KEY=VALUE`` pod arguments, typed: a field that takes a string keeps the
+    text as given (the workflows' own parameters: a path, a slug, JSON a stage parses
+    itself); any other field's text is read as JSON (``n_boot=200`` → 200), text that is no
+    JSON staying text for :func:`check_stage_values` to refuse."""
+    cls = params_class(stage)
+    fields = param_types(cls)
+    out: dict[str, Any] = {}
+    for key, text in pairs.items():
+        if key not in fields or takes_text(cls, key):
+            out[key] = text
             continue
-        wants = " or ".join(sorted({_describe(d) for d in options}))
-        raise ConfigError(f"{flag}: {stage.name}.{key} must be {wants} (default "
-                          f"{options[0]!r}), got {value!r} ({type(value).__name__})")
-
-
-def _suggest(word: str, choices: list[str]) -> str:
-    close = difflib.get_close_matches(word, choices, n=1)
-    return f"; did you mean {close[0]!r}?" if close else ""
+        try:
+            out[key] = json.loads(text)
+        except json.JSONDecodeError:
+            out[key] = text
+    return out
 
 
 def check_stage_params(stage: Stage, params: Mapping[str, Any], flag: str) -> None:
@@ -136,7 +91,7 @@ def check_stage_params(stage: Stage, params: Mapping[str, Any], flag: str) -> No
     keys = sorted(valid)
     said = ", ".join(repr(k) for k in unknown)
     raise ConfigError(f"{flag}: stage {stage.name!r} has no parameter {said}"
-                      f"{_suggest(unknown[0], keys)} (its parameters: "
+                      f"{suggest(unknown[0], keys)} (its parameters: "
                       f"{', '.join(keys) or 'none'})")
 
 
@@ -147,6 +102,6 @@ def check_params(graph: Graph, params: Mapping[str, Mapping[str, Any]],
         if name not in graph.stages:
             names = list(graph.stages)
             raise ConfigError(f"{flag}: no stage {name!r} in this graph"
-                              f"{_suggest(name, names)} (stages: {', '.join(graph.order)})")
+                              f"{suggest(name, names)} (stages: {', '.join(graph.order)})")
         check_stage_params(graph.stages[name], values, flag)
         check_stage_values(graph.stages[name], values, flag)

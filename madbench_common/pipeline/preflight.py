@@ -18,7 +18,7 @@ import json
 import os
 import shutil
 import subprocess
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -46,13 +46,13 @@ class Where:
     """Where that stage's weights are looked up (``None``: ``$MADBENCH_WEIGHTS``)."""
 
 
-def model_slugs(stage: Stage, params: dict[str, Any]) -> list[str]:
+def model_slugs(stage: Stage, params: Mapping[str, Any]) -> list[str]:
     """The registry slugs a stage runs with ``params`` (``a+b`` names several)."""
     slug = str(params.get("model") or stage.model or "")
     return [s for s in slug.split("+") if s]
 
 
-def gpu_models(stage: Stage, params: dict[str, Any]) -> list[str]:
+def gpu_models(stage: Stage, params: Mapping[str, Any]) -> list[str]:
     """The models ``stage`` runs with ``params`` (its defaults merged) that need a GPU:
     registered, not a CPU reference, and carried by an image built for a GPU
     (``gpu: true`` in its ``image.yaml``; an image without one counts as a GPU image).
@@ -76,7 +76,7 @@ def gpu_models(stage: Stage, params: dict[str, Any]) -> list[str]:
     return out
 
 
-def _model_args(params: dict[str, Any]) -> dict[str, Any]:
+def _model_args(params: Mapping[str, Any]) -> dict[str, Any]:
     value = params.get("model_args") or {}
     if isinstance(value, str):
         try:
@@ -136,7 +136,7 @@ def _model_needs(slug: str, kwargs: dict[str, Any], who: str, needs: _Needs) -> 
         needs.weights.append(("", spec.image, "", who))
 
 
-def _stage_models(stage: Stage, params: dict[str, Any]) -> list[str]:
+def _stage_models(stage: Stage, params: Mapping[str, Any]) -> list[str]:
     """The models the stage will load: its ``preflight_models(params)`` hook where it has
     one (a DEAF ESC stage reading EMIS clips loads none), else :func:`model_slugs`."""
     module, _, name = stage.target.partition(":")
@@ -144,7 +144,7 @@ def _stage_models(stage: Stage, params: dict[str, Any]) -> list[str]:
     return [s for s in hook(params) if s] if hook is not None else model_slugs(stage, params)
 
 
-def stage_problems(stage: Stage, params: dict[str, Any]) -> list[str]:
+def stage_problems(stage: Stage, params: Mapping[str, Any]) -> list[str]:
     """What the stage implementation itself reports missing (its ``preflight`` hook)."""
     module, _, name = stage.target.partition(":")
     hook = getattr(getattr(importlib.import_module(module), name), "preflight", None)

@@ -60,6 +60,7 @@ from madbench_common.pipeline.failures import (
 )
 from madbench_common.pipeline.graph import Graph, Stage
 from madbench_common.pipeline.identity import canonical_name, stage_identity, unpinned_weights
+from madbench_common.pipeline.paramspec import StageParams, build_params, declared_defaults
 from madbench_common.pipeline.threads import math_threads, pin_threads
 
 __all__ = [
@@ -98,7 +99,7 @@ class StageContext:
     run: RunStore
     stage: Stage
     graph: Graph
-    params: dict[str, Any]
+    params: Mapping[str, Any]
     fingerprint: str
     image: str
     seed: int
@@ -169,14 +170,14 @@ class StageImpl(ABC, Generic[ROW]):
     """Whether an item's rows depend on that item alone, not on the others of its shard.
     Then an item whose handling raises is quarantined alone (:meth:`quarantine_row`) and
     the shard's other items are computed one by one; otherwise the shard fails."""
-    defaults: ClassVar[Mapping[str, Any]] = {}
-    """The one default of each parameter the implementation declares itself: a stage's
-    parameters are these, then its graph declaration's (only what differs for that stage),
-    then the user's (:func:`stage_params`). Values type the user's (``--set``)."""
-    optional_params: ClassVar[tuple[str, ...]] = ()
-    """Parameters the implementation reads with a default of its own (none in the graph);
-    with the graph's declared ones they are every key ``--set`` accepts
-    (:func:`~madbench_common.pipeline.params.valid_keys`)."""
+    Params: ClassVar[type[StageParams]] = StageParams
+    """Every parameter the implementation reads, typed, with its default, unit and paper
+    section (:mod:`~madbench_common.pipeline.paramspec`). A stage's parameters are the
+    defaults of its fields that are not optional, then its graph declaration's (only what
+    differs for that stage), then the user's (:func:`stage_params`); the fields are every
+    key ``--set`` accepts and type the values given."""
+    p: StageParams
+    """This shard's parameters as :attr:`Params` (``ctx.params`` is the same, as a mapping)."""
     batched: ClassVar[bool] = False
     """Whether :meth:`run_items` runs several items in one model call, so its memory grows
     with the shard: on a GPU out of memory the shard loop retries it at half the items,
@@ -186,12 +187,13 @@ class StageImpl(ABC, Generic[ROW]):
     :meth:`content_identity` in their place."""
 
     @classmethod
-    def content_identity(cls, params: dict[str, Any]) -> Any:
+    def content_identity(cls, params: Mapping[str, Any]) -> Any:
         """What the :attr:`content_params` name, as content (e.g. file sha256s)."""
         return None
 
     def __init__(self, ctx: StageContext) -> None:
         self.ctx = ctx
+        self.p = build_params(type(self).Params, ctx.params, ctx.stage.name)
         self.item_seconds: dict[str, float] = {}
         """Wall seconds per item (MapStage fills it unless the stage did); kept in the shard
         marker, never in the manifest, whose bytes must not depend on timing."""
@@ -282,7 +284,7 @@ def _read_json(run: RunStore, key: Key) -> dict[str, Any]:
     return marker
 
 
-def _params_hash(params: dict[str, Any]) -> str:
+def _params_hash(params: Mapping[str, Any]) -> str:
     return hashlib.sha256(params_json(params).encode()).hexdigest()[:16]
 
 
@@ -294,7 +296,7 @@ tolerance, ``models.batching.EQUIVALENCE_ATOL``), so a rerun at another batch si
 what is done."""
 
 
-def _hashed_params(impl: type[StageImpl[Any]], params: dict[str, Any]) -> dict[str, Any]:
+def _hashed_params(impl: type[StageImpl[Any]], params: Mapping[str, Any]) -> Mapping[str, Any]:
     """``params`` as the fingerprint sees them: what a content parameter names, not its
     text; never the rejection budget (it decides pass or fail, not what a row holds) nor
     the batch size (:data:`BATCH_PARAM`: how many inputs one model call takes, not what
@@ -308,7 +310,7 @@ def _hashed_params(impl: type[StageImpl[Any]], params: dict[str, Any]) -> dict[s
 
 
 def fingerprint(
-    run: RunStore, graph: Graph, stage: Stage, params: dict[str, Any], image: str, seed: int,
+    run: RunStore, graph: Graph, stage: Stage, params: Mapping[str, Any], image: str, seed: int,
     models: dict[str, Any] | None = None,
 ) -> str:
     """Hash of what determines a stage's output (inputs by their manifest sha256, the
@@ -317,8 +319,8 @@ def fingerprint(
                         seed, params, models)
 
 
-def _fingerprint(run: RunStore, stage: Stage, hashed: dict[str, Any], image: str,
-                 seed: int, params: dict[str, Any], models: dict[str, Any] | None) -> str:
+def _fingerprint(run: RunStore, stage: Stage, hashed: Mapping[str, Any], image: str,
+                 seed: int, params: Mapping[str, Any], models: dict[str, Any] | None) -> str:
     upstream: dict[str, str | None] = {}
     for dep in stage.inputs:
         marker = read_marker(run, dep)
@@ -358,13 +360,14 @@ def check_pins(stage: str, models: dict[str, Any], allow_unpinned: bool | None) 
 
 
 def make_context(
-    run: RunStore, graph: Graph, stage_name: str, params: dict[str, Any], image: str, seed: int,
+    run: RunStore, graph: Graph, stage_name: str, params: Mapping[str, Any], image: str, seed: int,
     allow_unpinned: bool | None = None,
 ) -> StageContext:
     """Build a context whose fingerprint reflects the current inputs and models; with
     ``allow_unpinned`` False, refuse models whose weights are not pinned."""
     stage = graph[stage_name]
     merged = stage_params(stage, params)
+    build_params(load_impl(stage.target).Params, merged, stage.name)  # refuse bad ones now
     models = stage_identity(stage.model, merged)
     check_pins(stage.name, models, allow_unpinned)
     hashed = _hashed_params(load_impl(stage.target), merged)
@@ -374,7 +377,7 @@ def make_context(
                         models=models, allow_unpinned=allow_unpinned)
 
 
-def stage_params(stage: Stage, params: dict[str, Any]) -> dict[str, Any]:
+def stage_params(stage: Stage, params: Mapping[str, Any]) -> dict[str, Any]:
     """The parameters a stage runs with: its implementation's defaults, its model, the
     graph's declaration, then ``params``.
 
@@ -383,7 +386,8 @@ def stage_params(stage: Stage, params: dict[str, Any]) -> dict[str, Any]:
     parameters and give the same ``params_hash``.
     """
     model = {"model": stage.model} if stage.swappable else {}
-    return {**load_impl(stage.target).defaults, **model, **stage.params, **params}
+    defaults = declared_defaults(load_impl(stage.target).Params)
+    return {**defaults, **model, **stage.params, **params}
 
 
 def shard_items(items: Sequence[str], shard: int, num_shards: int) -> list[str]:

@@ -17,7 +17,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
@@ -133,7 +133,7 @@ def _writable(path: Path) -> Path:
     return path
 
 
-def _stage_in_image(ref: str, stage: str, store: Path, params: dict[str, Any],
+def _stage_in_image(ref: str, stage: str, store: Path, params: Mapping[str, Any],
                     mounts: Sequence[Mount], command: Sequence[str] = ("madbench",),
                     name: str = "") -> StageOutcome:
     """Run one shard and the merge of ``stage`` in image ``ref`` (an id or a tag); the

@@ -29,6 +29,7 @@ from madbench_common.models.catalog import (
 )
 from madbench_common.models.registry import REGISTRY
 from madbench_common.pipeline.gpuplan import load_gpu_models
+from madbench_common.pipeline.stage import stage_params
 from tests.paths import CATALOG, ROOT
 
 _CARD = """slug: x
@@ -140,7 +141,7 @@ def test_the_qc_stages_run_the_cards_of_their_qc_roles() -> None:
         assert source_qc.model == "+".join(roles[k] for k in ("vad", "asr", "tagger"))
         assert component_qc.model == "+".join(roles[k] for k in ("vad", "asr", "speaker",
                                                                  "tagger"))
-        assert component_qc.params["prompt_model"] == roles.get("prompt_model", "")
+        assert stage_params(component_qc, {})["prompt_model"] == roles.get("prompt_model", "")
         assert stages["split"].model == roles["speaker"]
 
 

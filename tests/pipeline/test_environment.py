@@ -21,7 +21,7 @@ class _Wrapping(MapStage[ToyRow]):
     row_type = ToyRow
 
     def __init__(self, error: Exception) -> None:
-        super().__init__(SimpleNamespace(stage=SimpleNamespace(name="t")))  # type: ignore[arg-type]
+        super().__init__(SimpleNamespace(stage=SimpleNamespace(name="t"), params={}))  # type: ignore[arg-type]
         self.error = error
 
     def plan(self) -> list[str]:

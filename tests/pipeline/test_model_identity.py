@@ -40,6 +40,7 @@ PKG = "idtoypkg"
 STAGES = textwrap.dedent('''
     from dataclasses import dataclass
     from madbench_common.core.manifest import ManifestRow, manifest
+    from madbench_common.pipeline.paramspec import StageParams, param
     from madbench_common.pipeline.stage import StageImpl
     from madbench_common.models.registry import load_model
 
@@ -66,9 +67,13 @@ STAGES = textwrap.dedent('''
     class Combine(StageImpl[IdRow]):
         row_type = IdRow
         id_field = "item_id"
+
+        @dataclass(frozen=True)
+        class Params(StageParams):
+            source: str = param("", doc="the stage whose values are summed")
         def plan(self): return ["all"]
         def run_items(self, items):
-            rows = self.ctx.read_input(self.ctx.params["from"], IdRow)
+            rows = self.ctx.read_input(self.ctx.params["source"], IdRow)
             return [IdRow(item_id="all", value=sum(r.value for r in rows))]
 ''')
 ADAPTER = textwrap.dedent('''
@@ -123,7 +128,7 @@ class Toy:
             Stage(name="feat_a", role="encoder", target=f"{t}:Predict", inputs=("source",),
                   model="id-model-a", image="img-a"),
             Stage(name="combine_a", role="core", target=f"{t}:Combine", inputs=("feat_a",),
-                  params={"from": "feat_a"}),
+                  params={"source": "feat_a"}),
             Stage(name="feat_b", role="encoder", target=f"{t}:Predict", inputs=("source",),
                   model="id-model-b", image="img-b"),
         ])

@@ -1,8 +1,8 @@
 """Stage parameters are checked: a ``--set`` typo, an unknown stage or a
 pod parameter no stage takes is a clear exit 3 naming the stage, the key, the closest
 valid key and every valid key, instead of a run that changes its fingerprint and nothing
-else. The valid keys come from one place: the graph's declared defaults plus the keys an
-implementation reads with its own default (``StageImpl.optional_params``)."""
+else; a value of the wrong type names the stage, the key, the type and the value. The valid
+keys and their types come from one place: the fields of the implementation's ``Params``."""
 
 from __future__ import annotations
 
@@ -26,6 +26,7 @@ from madbench_common.pipeline.params import (
     check_stage_values,
     valid_keys,
 )
+from madbench_common.pipeline.paramspec import declared_defaults, param_types
 from madbench_common.pipeline.stage import load_impl
 from tests.yaml_docs import load_yaml
 
@@ -209,8 +210,9 @@ def _keys_read(tree: ast.AST) -> set[str]:
 @pytest.mark.parametrize("graph", [build_graph(), build_deaf_graph()],
                          ids=["madbench", "deaf"])
 def test_every_key_a_stage_module_reads_is_declared(graph: Graph) -> None:
-    """The check never refuses a key the code reads: each key read in a stage module is
-    valid for a stage of that module (declared in the graph or in ``optional_params``)."""
+    """The check never refuses a key the code reads from the mapping (``ctx.params``, or a
+    helper's ``params``): each is a field of a stage of that module. (Typed reads,
+    ``self.p.key``, are mypy's to check.)"""
     valid: dict[str, set[str]] = defaultdict(set)
     for stage in graph:  # the modules of the implementation and of its bases
         for cls in load_impl(stage.target).__mro__:
@@ -221,7 +223,7 @@ def test_every_key_a_stage_module_reads_is_declared(graph: Graph) -> None:
         read = _keys_read(ast.parse(inspect.getsource(importlib.import_module(module))))
         assert read <= keys, f"{module} reads undeclared {sorted(read - keys)}"
         seen |= read
-    assert {"n_boot", "model"} <= seen  # the scan sees the reads
+    assert seen & {"sources", "emis"}  # the scan sees the mapping reads
 
 
 @pytest.mark.parametrize("profile", ["embedded", "full"])
@@ -248,33 +250,33 @@ def _own_defaults(tree: ast.AST) -> set[str]:
 
 @pytest.mark.parametrize("graph", [build_graph(), build_deaf_graph()],
                          ids=["madbench", "deaf"])
-def test_a_declared_parameter_has_one_default(graph: Graph) -> None:
-    """One default per parameter: the graph's declaration, typed by its
-    value. A stage class reads a declared key as ``params[key]``, never with a default of
-    its own that could drift from it, and every key its class body subscripts (unguarded by
-    ``"key" in params``) is declared for every stage that runs the class, in every profile
-    (or is in ``optional_params``)."""
+def test_a_parameter_has_one_default_and_the_graph_only_overrides(graph: Graph) -> None:
+    """One default per parameter: its field's. Every key the graph sets for a stage, in
+    every profile, is a field of the implementation's ``Params``; the graph sets a field
+    that is not optional only where its value differs from the field's default in some
+    stage of that implementation (a per-stage value such as ESC's ``setting``), and a
+    ``full`` profile value differs from the embedded one. No stage class reads a field with
+    a default of its own (``params.get(key, default)``) that could drift from the field's."""
     bad = []
+    by_impl: dict[str, list[dict[str, object]]] = defaultdict(list)
+    for stage in graph:
+        by_impl[stage.target].append(stage.params)
     for stage in graph:
         impl = load_impl(stage.target)
-        declared = set(impl.optional_params) | set(impl.defaults)
+        fields = param_types(impl.Params)
+        defaults = declared_defaults(impl.Params)
         for profile in ("embedded", "full"):
-            variant = stage.in_profile(profile)
-            keys = set(variant.params) | ({"model"} if variant.model else set())
-            for cls in impl.__mro__:
-                if not cls.__module__.startswith("madbench_common.") or cls.__module__ == _ENGINE:
-                    continue
-                tree = ast.parse(inspect.getsource(cls))
-                subscripted = {str(n.slice.value) for n in ast.walk(tree)
-                               if isinstance(n, ast.Subscript) and isinstance(n.slice, ast.Constant)
-                               and "params" in ast.unparse(n.value)
-                               and ast.unparse(n.value) != "stage.params"}
-                guarded = {str(n.left.value) for n in ast.walk(tree)
-                           if isinstance(n, ast.Compare) and isinstance(n.left, ast.Constant)
-                           and "params" in ast.unparse(n.comparators[0])}  # "k" in params
-                if missing := (subscripted - guarded - keys - declared
-                               - set(stage.workflow_params)):
-                    bad.append(f"{stage.name} ({profile}): {cls.__name__} reads {sorted(missing)}")
-                if twice := _own_defaults(tree) & (keys | set(impl.defaults)):
-                    bad.append(f"{stage.name}: {cls.__name__} defaults {sorted(twice)} again")
+            if unknown := set(stage.in_profile(profile).params) - set(fields):
+                bad.append(f"{stage.name} ({profile}): {sorted(unknown)} are no fields")
+        for key, value in stage.params.items():
+            if key in defaults and all(p.get(key, defaults[key]) == defaults[key]
+                                       for p in by_impl[stage.target]):
+                bad.append(f"{stage.name}: the graph repeats {key}'s default {value!r}")
+        for key, value in stage.full.get("params", {}).items():
+            if stage.params.get(key, defaults.get(key)) == value:
+                bad.append(f"{stage.name}: full repeats {key}={value!r}")
+        for cls in impl.__mro__:
+            if cls.__module__.startswith("madbench_common.") and cls.__module__ != _ENGINE \
+                    and (twice := _own_defaults(ast.parse(inspect.getsource(cls))) & set(fields)):
+                bad.append(f"{stage.name}: {cls.__name__} defaults {sorted(twice)} again")
     assert not bad, sorted(set(bad))

@@ -9,6 +9,7 @@ from pathlib import Path
 from madbench_common.core.errors import InputRejected
 from madbench_common.core.manifest import ManifestRow, manifest
 from madbench_common.pipeline.graph import Graph, Stage
+from madbench_common.pipeline.paramspec import StageParams, param
 from madbench_common.pipeline.stage import MapStage, StageImpl
 
 
@@ -21,6 +22,19 @@ class ToyRow(ManifestRow):
     sha256: str = ""
 
 
+@dataclass(frozen=True)
+class ToyParams(StageParams):
+    """Every toy stage's parameters (a toy reads the ones it needs)."""
+
+    n: int = param(0, optional=True, doc="items planned")
+    counter: str = param("", optional=True, doc="file each call is logged to")
+    bad: list[int] = param([], optional=True, doc="values rejected as unreadable")
+    fail: dict[str, str] = param({}, optional=True, doc="item → how it fails")
+    fits: int = param(2, optional=True, doc="most items one batch holds")
+    oom: list[str] = param([], optional=True, doc="items out of memory even alone")
+    factor: int = param(1, optional=True, doc="read by no toy: it changes the fingerprint only")
+
+
 def _count(path: str, line: str) -> None:
     with open(path, "a") as fh:
         fh.write(line + "\n")
@@ -28,6 +42,7 @@ def _count(path: str, line: str) -> None:
 
 class Numbers(MapStage[ToyRow]):
     row_type = ToyRow
+    Params = ToyParams
 
     def plan(self) -> list[str]:
         return [f"c{i:02d}" for i in range(int(self.ctx.params["n"]))]
@@ -47,6 +62,7 @@ class Numbers(MapStage[ToyRow]):
 
 class Total(StageImpl[ToyRow]):
     row_type = ToyRow
+    Params = ToyParams
 
     def plan(self) -> list[str]:
         return ["all"]
@@ -107,7 +123,7 @@ class Flaky(MapStage[ToyRow]):
     """Items fail as ``params["fail"]`` says (``{item: how}``)."""
 
     row_type = ToyRow
-    optional_params = ("fail",)
+    Params = ToyParams
 
     def plan(self) -> list[str]:
         return [f"c{i:02d}" for i in range(int(self.ctx.params["n"]))]
@@ -124,7 +140,7 @@ class Batch(StageImpl[ToyRow]):
     """Loops its items itself (as the feature and omni stages do); separable."""
 
     row_type = ToyRow
-    optional_params = ("fail",)
+    Params = ToyParams
     separable = True
 
     def plan(self) -> list[str]:
@@ -149,7 +165,6 @@ class Batched(Batch):
     on the items of ``oom`` even alone; logs each batch it is given to ``counter``."""
 
     batched = True
-    optional_params = ("fail", "fits", "oom", "counter")
 
     def run_items(self, items: Sequence[str]) -> list[ToyRow]:
         if self.ctx.params.get("counter"):

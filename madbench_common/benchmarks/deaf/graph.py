@@ -15,12 +15,6 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from madbench_common.benchmarks.deaf.design import ELEVENLABS_VOICES
-from madbench_common.benchmarks.deaf.judge import (
-    DEFAULT_MODE,
-    JUDGE_MAX_TOKENS,
-    R1_BASE_URL,
-    R1_MODEL,
-)
 from madbench_common.core.errors import ConfigError
 from madbench_common.models.catalog import model_cards, model_name, stage_card
 from madbench_common.pipeline.graph import Graph, Stage
@@ -115,35 +109,33 @@ def _stimulus_stages() -> list[Stage]:
                  target=f"{_PKG}.stages_stimuli:EscStage",
                  inputs=("deaf_sentences",), outputs=("deaf_stimuli",),
                  model=_default(f"esc_tts_{s}"), shards=4,
-                 params={"setting": s, "emis": "", "model_args": {}},
+                 params={"setting": s},
                  full={"params": {"emis": DATA_PATHS["emis"], "stand_ins": "refuse"}},
                  workflow_params=("emis", "model_args", "stand_ins"))
            for s in "abc"]
     return [
         Stage(name="deaf_sentences", role="core", target=f"{_PKG}.stages_stimuli:SentencesStage",
               outputs=("deaf_sentences",), timeout=600,
-              params={"sentences": "", "emis": "", "per_stratum": 0},
               full={"params": {"emis": DATA_PATHS["emis"], "stand_ins": "refuse"}},
               workflow_params=("emis", "stand_ins")),
         Stage(name="deaf_envlib", role="core", target=f"{_PKG}.stages_stimuli:EnvLibStage",
               outputs=("deaf_envlib",), timeout=600,
-              params={"library": "", "demand": ""},
               full={"params": {"demand": DATA_PATHS["demand"], "stand_ins": "refuse"}},
               workflow_params=("demand", "stand_ins")),
         *esc,
         Stage(name="bsc_speech", role="voice_tts", target=f"{_PKG}.stages_stimuli:BscSpeechStage",
               inputs=("deaf_sentences",), outputs=("deaf_stimuli",), model=_default("bsc_speech"),
-              shards=2, params={"model_args": {}},
+              shards=2,
               full={"model": _paper("bsc_speech"),
                     "params": {"model_args": {"region": "eastus",
                                               "voices": {"narrator": "en-US-GuyNeural"}}}},
               secrets=("AZURE_SPEECH_KEY",), workflow_params=("model_args",)),
         Stage(name="bsc_mix", role="core", target=f"{_PKG}.stages_stimuli:BscMixStage",
               inputs=("deaf_sentences", "bsc_speech", "deaf_envlib"), outputs=("deaf_stimuli",),
-              shards=4, params={"snrs": [-10, -5, 0, 5, 10]}),
+              shards=4),
         Stage(name="sic_tts", role="voice_tts", target=f"{_PKG}.stages_stimuli:SicStage",
               inputs=("deaf_sentences",), outputs=("deaf_stimuli",), model=_default("sic_tts"),
-              shards=2, params={"model_args": {}, "voices": ""},
+              shards=2,
               full={"model": _paper("sic_tts"), "params": {"voices": dict(ELEVENLABS_VOICES)}},
               secrets=("ELEVENLABS_API_KEY",), workflow_params=("voices",)),
     ]
@@ -154,7 +146,6 @@ def _answer_stage(m: AnswerModel) -> Stage:
         name=m.stage, role="omni", target=f"{_PKG}.stages_eval:AnswerStage",
         inputs=("deaf_trials", *CLIP_STAGES), outputs=("deaf_answers",), model=m.slug,
         memory="4Gi", shards=4, timeout=6 * 3600, secrets=m.secrets,
-        params={"model_args": {}},
         full={"image": m.image, "gpu": m.gpu, "memory": m.memory,
               **({"gpu_memory_gib": m.gpu_memory_gib} if m.gpu_memory_gib else {})}
         if m.gpu else {},
@@ -175,8 +166,6 @@ def build_deaf_graph(models: Sequence[str] = ()) -> Graph:
               inputs=("deaf_trials", *names), optional_inputs=names,
               outputs=("deaf_verdicts",), shards=4,
               timeout=6 * 3600, secrets=("JUDGE_API_KEY",),
-              params={"mode": DEFAULT_MODE, "judge_base_url": R1_BASE_URL,
-                      "judge_model_id": R1_MODEL, "judge_max_tokens": JUDGE_MAX_TOKENS},
               workflow_params=("mode", "judge_base_url", "judge_model_id")),
         Stage(name="deaf_metrics", role="core", target=f"{_PKG}.stages_eval:MetricsStage",
               inputs=("deaf_trials", "deaf_judge"), outputs=("deaf_metrics",),

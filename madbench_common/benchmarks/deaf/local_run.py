@@ -10,7 +10,7 @@ from __future__ import annotations
 import json
 import os
 import subprocess
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from pathlib import Path
@@ -58,7 +58,7 @@ class DeafRunner(LocalRunner):
         return Where(python=self.venvs[stage.name]) if stage.name in self.venvs \
             else super().where(stage)
 
-    def _run_shards(self, stage: Stage, params: dict[str, Any], n: int, pool: Any,
+    def _run_shards(self, stage: Stage, params: Mapping[str, Any], n: int, pool: Any,
                     tick: Callable[[], None]) -> list[ShardResult]:
         if stage.name not in self.venvs:
             return super()._run_shards(stage, params, n, pool, tick)
@@ -70,7 +70,7 @@ class DeafRunner(LocalRunner):
                 tick()
         return out
 
-    def _subprocess_shard(self, stage: Stage, params: dict[str, Any], shard: int,
+    def _subprocess_shard(self, stage: Stage, params: Mapping[str, Any], shard: int,
                           n: int) -> ShardResult:
         cmd = [self.venvs[stage.name], "-m", "madbench_common.cli", "deaf", "stage", "run",
                "--stage", stage.name, "--shard", str(shard), "--num-shards", str(n),

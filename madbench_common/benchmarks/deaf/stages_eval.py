@@ -15,8 +15,9 @@ import logging
 import os
 from collections import Counter
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from functools import cached_property
-from typing import Any, ClassVar
+from typing import Any
 
 from madbench_common.benchmarks.deaf import metrics as mx
 from madbench_common.benchmarks.deaf.cache import ResponseCache, cache_key, open_cache
@@ -25,6 +26,8 @@ from madbench_common.benchmarks.deaf.judge import (
     DEFAULT_MODE,
     JUDGE_MAX_TOKENS,
     MODES,
+    R1_BASE_URL,
+    R1_MODEL,
     LLMJudge,
     RuleJudge,
     Verdict,
@@ -48,6 +51,7 @@ from madbench_common.models.answer_cache import ResponseKey
 from madbench_common.models.http_api import ApiError
 from madbench_common.models.roles import OmniAnswer
 from madbench_common.pipeline.failures import model_rejection, row_failure
+from madbench_common.pipeline.paramspec import StageParams, param
 from madbench_common.pipeline.stage import StageImpl
 
 __all__ = ["AnswerStage", "JudgeStage", "MetricsStage", "TrialsStage", "model_metrics"]
@@ -59,16 +63,21 @@ _SR = 16000
 class TrialsStage(StageImpl[TrialRow]):
     """Trials over the ok clips of every input stage, with the prompt file's version."""
 
-    defaults: ClassVar[Mapping[str, Any]] = {"prompts": ""}
-
     row_type = TrialRow
     id_field = "trial_id"
+
+    @dataclass(frozen=True)
+    class Params(StageParams):
+        prompts: str = param("", paper="§2.2", doc="a prompt file replacing the packaged "
+                             "questions")
+
+    p: Params
 
     @cached_property
     def trials(self) -> dict[str, TrialRow]:
         clips = [r for dep in self.ctx.stage.inputs
                  for r in self.ctx.read_input(dep, StimulusRow) if r.ok]
-        prompts = load_prompts(self.ctx.params["prompts"])
+        prompts = load_prompts(self.p.prompts)
         return {t.trial_id: t for t in build_trials(clips, prompts)}
 
     def plan(self) -> list[str]:
@@ -96,11 +105,20 @@ class AnswerStage(StageImpl[AnswerRow]):
     sha256 and the repeat, so a rerun asks only what changed.
     """
 
-    defaults: ClassVar[Mapping[str, Any]] = {"cache": "", "repeats": 3}
-
     row_type = AnswerRow
     id_field = "answer_id"
-    optional_params = ("max_new_tokens",)
+
+    @dataclass(frozen=True)
+    class Params(StageParams):
+        model_args: dict[str, Any] | str = param({}, doc="the model's constructor arguments "
+                                                 "(a mapping or its JSON)")
+        cache: str = param("", doc="the response cache: empty, the run's store; a store URI; "
+                           "off")
+        repeats: int = param(3, unit="repeats", paper="§3.1", doc="independent answers per "
+                             "query (\"repeated three times\")")
+        max_new_tokens: int = param(256, optional=True, unit="tokens", doc="answer length")
+
+    p: Params
 
     @cached_property
     def queries(self) -> dict[str, tuple[str, str]]:
@@ -118,18 +136,17 @@ class AnswerStage(StageImpl[AnswerRow]):
 
     @cached_property
     def model(self) -> Any:
-        slug = self.ctx.params.get("model") or self.ctx.stage.model
-        return instantiate(slug, self.ctx.params.get("model_args") or {})
+        return instantiate(self.p.model or self.ctx.stage.model, self.p.model_args or {})
 
     @cached_property
     def cache(self) -> OmniCache | None:
-        setting = str(self.ctx.params["cache"])
+        setting = self.p.cache
         if setting == "off":
             return None
         return OmniCache(open_store(setting) if setting else self.ctx.run.store)
 
     def plan(self) -> list[str]:
-        repeats = int(self.ctx.params["repeats"])
+        repeats = self.p.repeats
         return [f"{q}#{r}" for q in sorted(self.queries) for r in range(repeats)]
 
     def run_items(self, items: Sequence[str]) -> list[AnswerRow]:
@@ -137,7 +154,7 @@ class AnswerStage(StageImpl[AnswerRow]):
         return [self._answer(item, audio) for item in items]
 
     def _key(self, prompt: str, stim: StimulusRow, repeat: int) -> ResponseKey:
-        tokens = int(self.ctx.params.get("max_new_tokens", 256))
+        tokens = self.p.max_new_tokens
         return ResponseKey(self.model.slug, self.model.version, self.ctx.image,
                            hashlib.sha256(prompt.encode()).hexdigest()[:16],
                            (stim.audio_sha256,), "A", "paired",
@@ -150,7 +167,7 @@ class AnswerStage(StageImpl[AnswerRow]):
         dtype, message layout)."""
         from madbench_common.pipeline.identity import cache_identity
 
-        slug = str(self.ctx.params.get("model") or self.ctx.stage.model)
+        slug = self.p.model or self.ctx.stage.model
         return cache_identity(slug, self.ctx.image, self.ctx.params, self.model, omni=True)
 
     def _answer(self, item: str, audio: dict[str, Audio]) -> AnswerRow:
@@ -165,8 +182,8 @@ class AnswerStage(StageImpl[AnswerRow]):
             if stimulus_id not in audio:
                 audio.clear()  # queries are sorted by stimulus: keep one clip at a time
                 audio[stimulus_id] = self.ctx.load_audio(stim.audio_uri, stim.audio_sha256)[0]
-            return self.model.answer(prompt, audio[stimulus_id], _SR, max_new_tokens=int(
-                self.ctx.params.get("max_new_tokens", 256)))
+            return self.model.answer(prompt, audio[stimulus_id], _SR,
+                                     max_new_tokens=self.p.max_new_tokens)
 
         try:
             if self.cache is None:
@@ -205,21 +222,35 @@ class JudgeStage(StageImpl[VerdictRow]):
     version; LLM verdicts are cached too. An answer stage that failed is skipped (its model
     gets no verdicts, no metrics, and an "absent" row in the report)."""
 
-    defaults: ClassVar[Mapping[str, Any]] = {
-        "mode": DEFAULT_MODE,
-        "judge_base_url": "",
-        "judge_key_env": "JUDGE_API_KEY",
-        "judge_model_id": "",
-        "judge_prompt": "",
-        "cache": "",
-    }
-
     row_type = VerdictRow
     id_field = "verdict_id"
-    optional_params = ("rpm", "spend_cap_usd")
+
+    @dataclass(frozen=True)
+    class Params(StageParams):
+        mode: str = param(DEFAULT_MODE, paper="§2.4", doc="llm (every answer by the LLM "
+                          "judge), rule (offline keywords) or rule+llm (the LLM for what the "
+                          "rules leave undecided)")
+        judge_base_url: str = param(R1_BASE_URL, paper="§3.1", doc="the LLM judge's "
+                                    "OpenAI-compatible endpoint (env:VAR/… reads it from $VAR)")
+        judge_model_id: str = param(R1_MODEL, paper="§3.1", doc="the judge model "
+                                    "(DeepSeek-R1)")
+        judge_key_env: str = param("JUDGE_API_KEY", doc="the environment variable holding "
+                                   "the judge's API key")
+        judge_max_tokens: int = param(JUDGE_MAX_TOKENS, unit="tokens", doc="the judge's "
+                                      "reply length (R1 reasons before it answers)")
+        judge_prompt: str = param("", paper="§2.4", doc="a judge prompt file replacing the "
+                                  "packaged one")
+        cache: str = param("", doc="the verdict cache: empty, the run's store; a store URI; "
+                           "off")
+        rpm: float = param(60.0, optional=True, unit="requests per minute", doc="the judge's "
+                           "request rate")
+        spend_cap_usd: float = param(20.0, optional=True, unit="USD", doc="the judge's "
+                                     "spending cap for the run")
+
+    p: Params
 
     @staticmethod
-    def preflight(params: dict[str, Any]) -> list[str]:
+    def preflight(params: Mapping[str, Any]) -> list[str]:
         """What the judge needs before the run starts: an endpoint and its key (the LLM
         modes), checked by :mod:`madbench_common.pipeline.preflight`."""
         mode = str(params["mode"])
@@ -262,23 +293,21 @@ class JudgeStage(StageImpl[VerdictRow]):
 
     @cached_property
     def llm(self) -> LLMJudge | None:
-        p = self.ctx.params
-        if not p.get("judge_base_url"):
+        p = self.p
+        if not p.judge_base_url:
             return None
-        key_env = str(p.get("judge_key_env", "JUDGE_API_KEY"))
-        client = ChatClient(str(p["judge_base_url"]), str(p.get("judge_model_id", "")), key_env,
-                            bool(key_env), float(p.get("rpm", 60)),
-                            spend_cap_usd=float(p.get("spend_cap_usd", 20.0)))
-        return LLMJudge(client, self.prompt,
-                        int(p.get("judge_max_tokens", JUDGE_MAX_TOKENS)))
+        client = ChatClient(p.judge_base_url, p.judge_model_id, p.judge_key_env,
+                            bool(p.judge_key_env), float(p.rpm),
+                            spend_cap_usd=float(p.spend_cap_usd))
+        return LLMJudge(client, self.prompt, p.judge_max_tokens)
 
     @cached_property
     def prompt(self) -> Any:
-        return load_judge_prompt(self.ctx.params["judge_prompt"])
+        return load_judge_prompt(self.p.judge_prompt)
 
     @cached_property
     def cache(self) -> ResponseCache | None:
-        return open_cache(str(self.ctx.params["cache"]), self.ctx.run.store)
+        return open_cache(self.p.cache, self.ctx.run.store)
 
     def plan(self) -> list[str]:
         return [f"{stage}|{t}" for stage in sorted(self.answers) for t in sorted(self.trials)]
@@ -311,7 +340,7 @@ class JudgeStage(StageImpl[VerdictRow]):
         return [v.with_provenance(prov) for v in out]
 
     def _judge(self, trial: TrialRow, text: str) -> Verdict:
-        mode = str(self.ctx.params["mode"])
+        mode = self.p.mode
         rule = RuleJudge()
         if self.llm is None or self.cache is None:
             return judge_answer(trial, text, mode, rule, self.llm)
@@ -394,10 +423,15 @@ def model_metrics(model: str, trials: list[TrialRow], verdicts: list[VerdictRow]
 class MetricsStage(StageImpl[MetricRow]):
     """Metric rows per answer stage (params: ``n_boot``)."""
 
-    defaults: ClassVar[Mapping[str, Any]] = {"n_boot": 10_000}
-
     row_type = MetricRow
     id_field = "metric_id"
+
+    @dataclass(frozen=True)
+    class Params(StageParams):
+        n_boot: int = param(10_000, unit="resamples", paper="Table 5", doc="bootstrap "
+                            "resamples of the 95 % intervals (\"10,000 resamples\")")
+
+    p: Params
 
     @cached_property
     def verdicts(self) -> dict[str, list[VerdictRow]]:
@@ -413,7 +447,7 @@ class MetricsStage(StageImpl[MetricRow]):
         every = self.ctx.read_input("deaf_trials", TrialRow)
         trials, not_built = [t for t in every if t.ok], [t for t in every if not t.ok]
         prov = self.ctx.provenance()
-        n_boot = int(self.ctx.params["n_boot"])
+        n_boot = self.p.n_boot
         return [r.with_provenance(prov) for m in items
                 for r in model_metrics(m, trials, self.verdicts[m], n_boot, self.ctx.seed,
                                        not_built)]

@@ -15,9 +15,10 @@ import json
 import logging
 import subprocess
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from functools import cached_property
 from pathlib import Path
-from typing import Any, ClassVar
+from typing import Any
 
 from madbench_common.benchmarks.deaf.clip_plan import ClipSpec, plan_bsc, plan_esc, plan_sic
 from madbench_common.benchmarks.deaf.datasets import is_remote
@@ -37,14 +38,17 @@ from madbench_common.media.audio import read_wav_bytes, resample
 from madbench_common.models.deaf_roles import NARRATOR
 from madbench_common.models.registry import REGISTRY, model_args
 from madbench_common.pipeline.failures import model_rejection
+from madbench_common.pipeline.paramspec import StageParams, param
 from madbench_common.pipeline.stage import MapStage
 
 __all__ = ["STAND_INS", "BscMixStage", "BscSpeechStage", "EnvLibStage", "EscStage",
-           "SentencesStage", "SicStage", "instantiate", "model_args", "model_class",
-           "parse_voices", "repo_library"]
+           "ModelClipParams", "SentencesStage", "SicStage", "instantiate", "model_args",
+           "model_class", "parse_voices", "repo_library"]
 
 log = logging.getLogger("madbench")
 _SR = 16000
+_MODEL_ARGS = ("the model's constructor arguments (a mapping or its JSON; the workflow "
+               "parameter of the stage's model_args)")
 
 
 def model_class(slug: str) -> Any:
@@ -73,10 +77,23 @@ class SentencesStage(MapStage[SentenceRow]):
 
     row_type = SentenceRow
     id_field = "sentence_id"
-    optional_params = ("stand_ins",)
+
+    @dataclass(frozen=True)
+    class Params(StageParams):
+        sentences: str = param("", doc="a user sentence CSV replacing the committed ones")
+        emis: str = param("", paper="§2.1, Appendix A.2.1", doc="the EMIS copy (a folder or "
+                          "an s3:// prefix) whose sentences ESC uses; empty: the committed "
+                          "stand-ins")
+        per_stratum: int = param(0, unit="sentences", doc="sentences kept per stratum "
+                                 "(0: all)")
+        stand_ins: str = param("allow", optional=True, doc="allow: the CPU references "
+                               "stand in where no paper data is named (labelled so); refuse: "
+                               "the preflight fails instead (the full profile)")
+
+    p: Params
 
     @staticmethod
-    def preflight(params: dict[str, Any]) -> list[str]:
+    def preflight(params: Mapping[str, Any]) -> list[str]:
         """The sentence CSV and the EMIS copy named exist (a local one; s3:// is read later);
         with ``stand_ins=refuse`` (the cluster profile) an EMIS copy is named: the committed
         ESC sentences are a stand-in for EMIS's (DEAF §2.1, Appendix A.2.1)."""
@@ -95,12 +112,10 @@ class SentencesStage(MapStage[SentenceRow]):
 
     @cached_property
     def sentences(self) -> dict[str, SentenceRow]:
-        p = self.ctx.params
-        loaded = load_sentences(p.get("sentences", ""), p.get("emis", ""),
-                                int(p.get("per_stratum", 0)))
-        source = {"esc": "emis" if p.get("emis") else "committed"}
-        user = {s.conflict for s in load_sentences(p["sentences"])} if p.get("sentences") \
-            else set()
+        p = self.p
+        loaded = load_sentences(p.sentences, p.emis, p.per_stratum)
+        source = {"esc": "emis" if p.emis else "committed"}
+        user = {s.conflict for s in load_sentences(p.sentences)} if p.sentences else set()
         return {s.sentence_id: SentenceRow(
             **dataclasses.asdict(s),
             source="user" if s.conflict in user else source.get(s.conflict, "committed"))
@@ -116,14 +131,25 @@ class SentencesStage(MapStage[SentenceRow]):
 class EnvLibStage(MapStage[EnvRow]):
     """The run's BSC backgrounds: DEMAND (``demand``) or the offline library (``library``)."""
 
-    defaults: ClassVar[Mapping[str, Any]] = {"seconds": 20.0}
-    optional_params = ("stand_ins",)
-
     row_type = EnvRow
     id_field = "code"
 
+    @dataclass(frozen=True)
+    class Params(StageParams):
+        library: str = param("", doc="an offline background library (a folder with "
+                             "envlib.csv); empty: the committed one")
+        demand: str = param("", paper="§2.1, Appendix A.2.2", doc="the DEMAND copy (a folder "
+                            "or an s3:// prefix) BSC mixes")
+        seconds: float = param(20.0, unit="s", doc="longest stretch of each background "
+                               "kept (clips are mixed over it)")
+        stand_ins: str = param("allow", optional=True, doc="allow: the CPU references "
+                               "stand in where no paper data is named (labelled so); refuse: "
+                               "the preflight fails instead (the full profile)")
+
+    p: Params
+
     @staticmethod
-    def preflight(params: dict[str, Any]) -> list[str]:
+    def preflight(params: Mapping[str, Any]) -> list[str]:
         """A background library exists: the DEMAND folder named, or the offline library —
         which, with ``stand_ins=refuse`` (the cluster profile), is refused: DEAF mixes
         DEMAND (§2.1 BSC, Appendix A.2.2 Table 6); the Debian library is a stand-in."""
@@ -145,13 +171,13 @@ class EnvLibStage(MapStage[EnvRow]):
 
     @cached_property
     def entries(self) -> dict[str, LibraryEntry]:
-        p = self.ctx.params
-        library = p.get("library") or repo_library()
-        if not library and not p.get("demand"):
+        p = self.p
+        library = p.library or repo_library()
+        if not library and not p.demand:
             raise ConfigError("no background library: pass library=<folder with envlib.csv> "
                               "(madbench_common/data/deaf_envlib is missing from this install) or "
                               "demand=<DEMAND folder>")
-        return {e.env.code: e for e in library_entries(library, p.get("demand", ""))}
+        return {e.env.code: e for e in library_entries(library, p.demand)}
 
     def plan(self) -> list[str]:
         _refuse_in_pods(self.preflight, self.ctx.params)
@@ -167,7 +193,7 @@ class EnvLibStage(MapStage[EnvRow]):
         if not e.path:
             raise InputRejected(item, "environment_missing",
                                 f"no {e.env.name} recording in the {e.source} library")
-        audio = load_background(e, _SR, float(self.ctx.params["seconds"]))
+        audio = load_background(e, _SR, float(self.p.seconds))
         info = self.ctx.save_audio(f"envlib/{item}.wav", audio, _SR)
         return self._row(e, audio_uri=info.uri, audio_sha256=info.sha256,
                          duration=len(audio) / _SR, sample_rate=_SR).with_provenance(
@@ -178,12 +204,20 @@ class EnvLibStage(MapStage[EnvRow]):
                          detail=exc.detail).with_provenance(self.ctx.provenance())
 
 
+@dataclass(frozen=True)
+class ModelClipParams(StageParams):
+    """The parameters of a stage whose clips a model makes."""
+
+    model_args: dict[str, Any] | str = param({}, doc=_MODEL_ARGS)
+
+
 class _ClipStage(MapStage[StimulusRow]):
     """Shared plumbing: planned clips of this stage, a model, audio saving, quarantine."""
 
     row_type = StimulusRow
     id_field = "stimulus_id"
     reference = True
+
 
     @cached_property
     def sentence_rows(self) -> list[SentenceRow]:
@@ -195,8 +229,9 @@ class _ClipStage(MapStage[StimulusRow]):
 
     @cached_property
     def model(self) -> Any:
-        slug = self.ctx.params.get("model") or self.ctx.stage.model
-        return instantiate(slug, self.ctx.params.get("model_args") or {})
+        p = self.p
+        args = p.model_args if isinstance(p, ModelClipParams) else {}
+        return instantiate(p.model or self.ctx.stage.model, args or {})
 
     def plan_specs(self, sentences: Sequence[Any]) -> list[ClipSpec]:
         raise NotImplementedError
@@ -241,11 +276,21 @@ class EscStage(_ClipStage):
     ``model_args``; workflow parameters ``esc_tts_<s>_model``, ``_image``,
     ``_model_args``)."""
 
-    defaults: ClassVar[Mapping[str, Any]] = {"setting": "a", "model": ""}
-    optional_params = ("stand_ins",)
+    @dataclass(frozen=True)
+    class Params(ModelClipParams):
+        setting: str = param("a", paper="§2.1", doc="the ESC TTS setting (a, b, c: EMIS's "
+                             "three TTS systems in sorted order)")
+        emis: str = param("", paper="§2.1, Appendix A.2.1", doc="the EMIS copy whose clips "
+                          "this setting takes; empty: the slot's model synthesises")
+        model: str = param("", doc="registry slug of the emotional_tts model in the slot")
+        stand_ins: str = param("allow", optional=True, doc="allow: the CPU references "
+                               "stand in where no paper data is named (labelled so); refuse: "
+                               "the preflight fails instead (the full profile)")
+
+    p: Params
 
     @staticmethod
-    def preflight(params: dict[str, Any]) -> list[str]:
+    def preflight(params: Mapping[str, Any]) -> list[str]:
         """The EMIS copy named exists; with ``stand_ins=refuse`` (the cluster profile), the
         clips come from EMIS (DEAF §2.1 ESC, Appendix A.2.1) or from a slotted model that is
         not a CPU reference: the WORLD-prosody reference is a stand-in."""
@@ -265,18 +310,18 @@ class EscStage(_ClipStage):
         return super().plan()
 
     @staticmethod
-    def preflight_models(params: dict[str, Any]) -> list[str]:
+    def preflight_models(params: Mapping[str, Any]) -> list[str]:
         """EMIS clips need no model; otherwise the stage's model synthesises."""
         return [] if params.get("emis") else [str(params["model"])]
 
     @property
     def setting(self) -> str:
-        return str(self.ctx.params["setting"])
+        return self.p.setting
 
     @cached_property
     def emis(self) -> dict[tuple[str, str], EmisClip]:
         """EMIS clips of this setting: TTS systems in sorted order are settings a, b, c."""
-        clips = read_emis_clips(self.ctx.params["emis"])
+        clips = read_emis_clips(self.p.emis)
         systems = sorted({c.tts for c in clips})
         index = "abc".index(self.setting)
         if index >= len(systems):
@@ -287,17 +332,17 @@ class EscStage(_ClipStage):
     @property
     def reference(self) -> bool:  # type: ignore[override]
         """EMIS clips are the paper's; a model in the slot says whether it is a reference."""
-        return not self.ctx.params.get("emis") and bool(getattr(self.model, "reference", True))
+        return not self.p.emis and bool(getattr(self.model, "reference", True))
 
     def plan_specs(self, sentences: Sequence[Any]) -> list[ClipSpec]:
         return plan_esc(sentences, self.setting)
 
     def provenance_model(self) -> tuple[str, str]:
-        return ("emis", "zenodo-19207001") if self.ctx.params.get("emis") \
+        return ("emis", "zenodo-19207001") if self.p.emis \
             else super().provenance_model()
 
     def render(self, spec: ClipSpec) -> Audio:
-        if self.ctx.params.get("emis"):
+        if self.p.emis:
             clip = self.emis.get((spec.sentence_id, spec.acoustic))
             if clip is None:
                 raise InputRejected(spec.stimulus_id, "emis_clip_missing",
@@ -311,6 +356,13 @@ class EscStage(_ClipStage):
 class BscSpeechStage(_ClipStage):
     """BSC speech before mixing: every BSC sentence in the one narrator voice."""
 
+    @dataclass(frozen=True)
+    class Params(ModelClipParams):
+        model_args: dict[str, Any] | str = param({}, paper="§2.1", doc=_MODEL_ARGS + " (Azure: "
+                                                 "region, the narrator's voice)")
+
+    p: Params
+
     def plan_specs(self, sentences: Sequence[Any]) -> list[ClipSpec]:
         return [ClipSpec(f"bscsp-{s.sentence_id}", "bsc", s.sentence_id, "", s.condition, s.text,
                          s.label, NARRATOR, False) for s in sentences if s.conflict == "bsc"]
@@ -323,7 +375,7 @@ class BscSpeechStage(_ClipStage):
         return self.model.synthesise(spec.text, NARRATOR, _SR)
 
 
-def _emis_problem(params: dict[str, Any]) -> list[str]:
+def _emis_problem(params: Mapping[str, Any]) -> list[str]:
     emis = str(params.get("emis") or "")
     if emis and not is_remote(emis) and not Path(emis).is_dir():
         return [f"EMIS copy {emis}: no such folder" +
@@ -340,17 +392,17 @@ _DATA_HINT = ("fill the data volume with `argo submit workflows/data.yaml` (DEMA
               "prefix), or pass stand_ins=allow to run on the stand-ins (labelled so)")
 
 
-def _stand_in_problem(params: dict[str, Any]) -> list[str]:
+def _stand_in_problem(params: Mapping[str, Any]) -> list[str]:
     value = str(params.get("stand_ins") or "allow")
     return [] if value in STAND_INS else [
         f"stand_ins={value!r}: expected one of {', '.join(STAND_INS)}"]
 
 
-def _refuses_stand_ins(params: dict[str, Any]) -> bool:
+def _refuses_stand_ins(params: Mapping[str, Any]) -> bool:
     return str(params.get("stand_ins") or "allow") == "refuse"
 
 
-def _refuse_in_pods(preflight: Any, params: dict[str, Any]) -> None:
+def _refuse_in_pods(preflight: Any, params: Mapping[str, Any]) -> None:
     """A pod runs no run-wide preflight: the data stages check their own before planning,
     so a cluster stage that would fall back to a stand-in fails (exit 3) instead."""
     if problems := preflight(params):
@@ -385,13 +437,19 @@ class SicStage(_ClipStage):
     picks its own voices (the CPU reference) ignores it, with a log line.
     """
 
-    defaults: ClassVar[Mapping[str, Any]] = {"voices": ""}
+    @dataclass(frozen=True)
+    class Params(ModelClipParams):
+        voices: dict[str, str] | str = param("", paper="§2.1", doc="profile → voice id (a "
+                                             "mapping or its JSON) for a model that takes "
+                                             "voices (ElevenLabs); empty: none")
+
+    p: Params
 
     @cached_property
     def model(self) -> Any:
-        slug = self.ctx.params.get("model") or self.ctx.stage.model
-        kwargs = model_args(self.ctx.params.get("model_args"))
-        voices = parse_voices(self.ctx.params["voices"])
+        slug = self.p.model or self.ctx.stage.model
+        kwargs = model_args(self.p.model_args)
+        voices = parse_voices(self.p.voices)
         if voices and "voices" not in kwargs:
             if "voices" in inspect.signature(model_class(slug)).parameters:
                 kwargs["voices"] = voices
@@ -414,7 +472,13 @@ class SicStage(_ClipStage):
 class BscMixStage(_ClipStage):
     """BSC clips: narrator speech over its Matched / Within / Cross backgrounds at each SNR."""
 
-    defaults: ClassVar[Mapping[str, Any]] = {"snrs": SNRS_DB, "pairing_seed": 0}
+    @dataclass(frozen=True)
+    class Params(StageParams):
+        snrs: list[int] = param(list(SNRS_DB), unit="dB", paper="§2.1, Appendix A.2.2",
+                                doc="the five SNR levels speech is mixed at")
+        pairing_seed: int = param(0, doc="seed of the background pairing")
+
+    p: Params
 
     @cached_property
     def speech(self) -> dict[str, StimulusRow]:
@@ -429,8 +493,7 @@ class BscMixStage(_ClipStage):
         return {}
 
     def plan_specs(self, sentences: Sequence[Any]) -> list[ClipSpec]:
-        snrs = [int(s) for s in self.ctx.params["snrs"]]
-        return plan_bsc(sentences, snrs, int(self.ctx.params["pairing_seed"]))
+        return plan_bsc(sentences, [int(s) for s in self.p.snrs], self.p.pairing_seed)
 
     def provenance_model(self) -> tuple[str, str]:
         return "mix", "1"

@@ -78,9 +78,7 @@ def reference_stages(models: tuple[str, ...] | None = None) -> list[Stage]:
             outputs=("features",),
             shards=4,
             memory="4Gi",
-            params={"models": list(models), "modes": ["A", "AV"],
-                    "fps": 4.0, "frame_size": 112,
-                    "max_frames": 64},
+            params={"models": list(models), "fps": 4.0, "frame_size": 112, "max_frames": 64},
             full={"params": {"models": []}},
         ),
         Stage(

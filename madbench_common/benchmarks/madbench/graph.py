@@ -6,7 +6,6 @@ from dataclasses import replace
 
 from madbench_common.benchmarks.madbench.eval_models import eval_model_stages, reference_stages
 from madbench_common.benchmarks.madbench.omni_models import omni_model_stages
-from madbench_common.benchmarks.madbench.robustness.conditions import builtin_conditions
 from madbench_common.core.errors import ConfigError
 from madbench_common.models.catalog import qc_cards, stage_card
 from madbench_common.pipeline.graph import Graph, Stage
@@ -77,8 +76,6 @@ _ECAPA_SAME_SPEAKER = 0.25
 threshold of speechbrain's ``SpeakerRecognition`` for spkrec-ecapa-voxceleb (the paper
 gives none). The references' 0.6 / 0.2 were tuned for Resemblyzer, whose cosines run higher."""
 _ECAPA_CLUSTER_DISTANCE = 1.0 - _ECAPA_SAME_SPEAKER
-_MUSIC_LABELS = ["Music", "Musical instrument", "Singing", "Television", "Radio"]
-"""AudioSet labels that count as music or broadcast sound (both QC stages)."""
 
 
 def _qc_card(role: str, reference: bool) -> str:
@@ -123,12 +120,6 @@ def build_graph() -> Graph:
                 outputs=("sources",),
                 shards=4,
                 timeout=1800,
-                params={"min_duration": 4.0, "max_duration": 12.0, "sample_rate": 16000,
-                        "silence_dbfs": -70.0,
-                        # bounds on untrusted media (madbench_common.media.guard)
-                        "max_streams": 8, "max_width": 4096, "max_height": 4096,
-                        "max_fps": 240.0, "max_file_mb": 1024, "decode_timeout": 60.0,
-                        "decode_memory_mb": 1024},
             ),
             Stage(
                 name="separate",
@@ -151,14 +142,7 @@ def build_graph() -> Graph:
                 model=source_qc_model,
                 shards=4,
                 memory="4Gi",
-                params={**source_qc_refs,
-                        "min_speech_coverage": 0.3, "min_asr_coverage": 0.3,
-                        "max_env_leakage": 0.0, "no_speech_threshold": 0.6,
-                        "logprob_threshold": -1.0, "min_content_words": 2,
-                        "languages": ["en"], "min_language_prob": 0.0,
-                        "music_labels": list(_MUSIC_LABELS),
-                        "max_music_prob": 0.5, "min_env_dbfs": -60.0,
-                        "max_clip_fraction": 0.001},
+                params=source_qc_refs,
                 full=source_qc_full,
             ),
             Stage(
@@ -168,7 +152,6 @@ def build_graph() -> Graph:
                 inputs=("ingest", "separate", "source_qc"),
                 outputs=("splits",),
                 model=_qc_card("speaker", reference=True),
-                params={"ratios": [0.7, 0.1, 0.2], "cluster_threshold": 0.2},
                 full={"model": _qc_card("speaker", reference=False), "image": _qc_image(),
                       "memory": "8Gi",
                       "params": {"cluster_threshold": _ECAPA_CLUSTER_DISTANCE}},
@@ -193,9 +176,7 @@ def _generator(name: str) -> Stage:
     branch = setting.rpartition("_")[0]
     role = "speech_generator" if component == "speech" else "env_generator"
     module = "speech_gen:SpeechGenStage" if component == "speech" else "env_gen:EnvGenStage"
-    # model_args: the generator's constructor arguments (diffusion steps, guidance...);
-    # empty runs each model at its adapter's defaults (the paper's or upstream's)
-    params: dict[str, object] = {"branch": branch, "model_args": {}}
+    params: dict[str, object] = {"branch": branch}
     if branch == "v2a":
         params.update(_FRAMES)
     full = _full(name)
@@ -233,7 +214,6 @@ def _build_stages() -> list[Stage]:
             model=_default("scene"),
             full=_full("scene"),
             shards=2,
-            params={"frame_fps": 1.0, "frame_size": 336, "max_frames": 16},
         ),
         Stage(
             name="pairing",
@@ -241,7 +221,6 @@ def _build_stages() -> list[Stage]:
             target="madbench_common.benchmarks.madbench.stages.pairing:PairingStage",
             inputs=_CLIP_INPUTS,
             outputs=("pairs",),
-            params={"targets": 4, "max_similarity": 0.85, "relax": []},
         ),
         Stage(
             name="plan_components",
@@ -249,7 +228,6 @@ def _build_stages() -> list[Stage]:
             target="madbench_common.benchmarks.madbench.stages.plan_components:PlanComponentsStage",
             inputs=(*_CLIP_INPUTS, "scene", "pairing"),
             outputs=("components",),
-            params={"targets": 4, "mismatch_prompts": 3},
         ),
         *generators,
         Stage(
@@ -261,18 +239,7 @@ def _build_stages() -> list[Stage]:
             model=qc_model,
             shards=4,
             memory="4Gi",
-            params={**qc_refs,
-                    "prompt_model": "", "top_events": 5,
-                    "env_asr_branches": ["t2a", "v2a", "a2a"],
-                    "music_labels": list(_MUSIC_LABELS), "music_filter": True,
-                    "max_music_prob": 0.5, "no_speech_threshold": 0.6,
-                    "logprob_threshold": -1.0,
-                    "min_content_words": 2, "max_length_correction": 0.15,
-                    "max_duration_error": 0.001, "min_rms_dbfs": -60.0,
-                    "max_clip_fraction": 0.001, "max_outside_db": -30.0,
-                    "max_env_leakage": 0.0, "max_wer": 0.8,
-                    "wer_gate": ["transcript", "asr_source"], "asr_all": False,
-                    "min_same_similarity": 0.6, "min_identity_shift": 0.0},
+            params=qc_refs,
             full=qc_full,
         ),
         Stage(
@@ -282,8 +249,6 @@ def _build_stages() -> list[Stage]:
             inputs=(*_CLIP_INPUTS, "scene", "component_qc"),
             outputs=("samples",),
             shards=4,
-            params={"reuse_cap": 2, "sc_reuse_cap": 2, "ceiling": 0.99, "aac_coder": "fast",
-                    "channels": 1},
         ),
         Stage(
             name="perturb",
@@ -293,7 +258,6 @@ def _build_stages() -> list[Stage]:
             outputs=("perturbed",),
             shards=4,
             memory="4Gi",
-            params={"conditions": builtin_conditions()},
         ),
         *_eval_stages(),
     ]
@@ -317,8 +281,6 @@ def _eval_stages() -> list[Stage]:
             model=_default("features"),
             shards=4,
             memory="4Gi",
-            params={"modes": ["A", "AV"], "fps": 4.0,
-                    "frame_size": 112},
         ),
         *models,
         *omni_model_stages(),
@@ -329,6 +291,5 @@ def _eval_stages() -> list[Stage]:
             inputs=("assemble", "features", *(m.name for m in models)),
             outputs=("scores",),
             memory="8Gi",
-            params={"n_boot": 1000, "logo": True, "c": 1.0},
         ),
     ]

@@ -19,8 +19,10 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from madbench_common.benchmarks.madbench.stages.omni import OmniStage
 from madbench_common.models.catalog import model_cards, stage_name
 from madbench_common.pipeline.graph import Stage
+from madbench_common.pipeline.paramspec import declared_defaults
 
 __all__ = ["OMNI_MODELS", "OmniSlot", "omni_model_stages"]
 
@@ -48,6 +50,10 @@ OMNI_MODELS: tuple[OmniSlot, ...] = _from_cards()
 """In the order of the paper's Table 2 (each card's ``slot.order``)."""
 
 
+_DEFAULTS = declared_defaults(OmniStage.Params)
+"""What an omni stage runs with unless its card's frames differ (the graph keeps those)."""
+
+
 def _stage(m: OmniSlot) -> Stage:
     return Stage(
         name=stage_name("omni", m.slug),
@@ -56,8 +62,7 @@ def _stage(m: OmniSlot) -> Stage:
         inputs=("assemble",),
         outputs=("scores",),
         shards=4,
-        params={"modes": ["A", "AV"], "scene_modes": ["AV"], "splits": ["val", "test"],
-                "max_new_tokens": 8, **m.frames},
+        params={k: v for k, v in m.frames.items() if _DEFAULTS.get(k) != v},
         full={"model": m.slug, "image": m.image or m.slug, "gpu": 1, "memory": m.memory,
               "timeout": m.timeout},
     )

@@ -227,13 +227,15 @@ def test_sic_voices_parameter(monkeypatch: pytest.MonkeyPatch) -> None:
 
     from madbench_common.benchmarks.deaf.graph import build_deaf_graph
     from madbench_common.benchmarks.deaf.stages_stimuli import SicStage, parse_voices
+    from madbench_common.pipeline.paramspec import build_params
 
     monkeypatch.setenv("ELEVENLABS_API_KEY", STUB_KEY)
     stage = build_deaf_graph()["sic_tts"]
 
     def model(params: dict[str, object]) -> object:
         ctx = SimpleNamespace(params=params, stage=stage)
-        return SicStage.model.func(SimpleNamespace(ctx=ctx))  # type: ignore[attr-defined]
+        typed = build_params(SicStage.Params, params, stage.name)
+        return SicStage.model.func(SimpleNamespace(ctx=ctx, p=typed))  # type: ignore[attr-defined]
 
     mine = '{"young_male": "abc", "elderly_female": "def"}'
     tts = model({"model": "deaf-elevenlabs", "voices": mine})

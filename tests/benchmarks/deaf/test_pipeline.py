@@ -22,7 +22,7 @@ from madbench_common.benchmarks.deaf.rows import (
 from madbench_common.cli import main
 from madbench_common.core.manifest import read_manifest_bytes
 from madbench_common.core.store import RunStore, open_store
-from madbench_common.pipeline.stage import read_marker
+from madbench_common.pipeline.stage import read_marker, stage_params
 
 SENTENCES = """sentence_id,conflict,subdim,condition,label,text
 e1,esc,,explicit,happy,I am so happy that you came to see me.
@@ -133,7 +133,7 @@ def test_graph_declares_the_paper_models_and_secrets() -> None:
     assert graph["answer_qwen2_audio"].in_profile("full").image == "deaf-tf5"
     assert graph["deaf_judge"].inputs == ("deaf_trials", *(s.name for s in answer))
     full = graph.profiled("full")
-    assert full["deaf_judge"].params["judge_model_id"] == "deepseek/deepseek-r1"
+    assert stage_params(full["deaf_judge"], {})["judge_model_id"] == "deepseek/deepseek-r1"
     assert full["sic_tts"].model == "deaf-elevenlabs"
     custom = build_deaf_graph(("qwen2_audio", "mine=deaf-gemini-3-flash"))
     assert [s.name for s in custom if s.name.startswith("answer_")] == [

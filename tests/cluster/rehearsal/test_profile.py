@@ -20,6 +20,7 @@ from madbench_common.cluster.rehearsal.profile import load_profile
 from madbench_common.cluster.rehearsal.run import _API_SECRET, workflow_params
 from madbench_common.cluster.sandbox import STUB_PORT
 from madbench_common.core.errors import ConfigError
+from madbench_common.pipeline.stage import stage_params
 from tests.cluster.rehearsal.support import ROOT
 
 
@@ -84,11 +85,12 @@ def test_stage_params_refuse_what_a_pod_must_not_run_with(text: str, match: str)
         stage_overrides(build_graph(), "ingest", text)
 
 
-def test_an_undeclared_key_is_passed_on_with_a_warning(capsys: pytest.CaptureFixture[str]
-                                                        ) -> None:
-    assert stage_overrides(build_graph(), "ingest", '{"ingest": {"min_duraton": 1}}') == {
-        "min_duraton": 1}
-    assert "min_duraton not among the stage's declared parameters" in capsys.readouterr().err
+def test_an_undeclared_key_is_refused_with_the_closest_one() -> None:
+    """A typo in a profile's stage_params fails the pod at once (it used to run, warned,
+    with a new fingerprint and nothing else changed)."""
+    with pytest.raises(ConfigError, match=r"--stage-params: stage 'ingest' has no parameter "
+                                          r"'min_duraton'; did you mean 'min_duration'\?"):
+        stage_overrides(build_graph(), "ingest", '{"ingest": {"min_duraton": 1}}')
 
 
 def test_stage_params_change_the_stage_fingerprint(tmp_path: Path) -> None:
@@ -109,7 +111,7 @@ def test_stage_params_change_the_stage_fingerprint(tmp_path: Path) -> None:
     relaxed, relaxed_params = fp(["--stage-params", '{"ingest": {"min_duration": 1.0}}'])
     assert relaxed != base and relaxed_params["min_duration"] == 1.0
     assert params["min_duration"] == 4.0
-    assert fp(["--stage-params", '{"separate": {"x": 1}}'])[0] == base
+    assert fp(["--stage-params", '{"split": {"cluster_threshold": 0.3}}'])[0] == base
 
 
 def test_a_key_with_its_own_workflow_parameter_is_refused_in_stage_params() -> None:
@@ -188,5 +190,5 @@ def test_a_generator_stage_passes_its_model_args_to_the_model(tmp_path: Path) ->
     with pytest.raises(ConfigError, match="no_such_argument"):
         load_model_with("ref-layered-t2a", {"no_such_argument": 1})
     graph = build_graph()
-    assert all(graph[f"env_{b}_{s}"].params["model_args"] == {}
+    assert all(stage_params(graph[f"env_{b}_{s}"], {})["model_args"] == {}
                for b in ENV_BRANCHES for s in GENERATOR_SLOTS)

@@ -13,11 +13,10 @@ from __future__ import annotations
 
 import dataclasses
 from collections import Counter
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from functools import cached_property
 from pathlib import Path
-from typing import Any, ClassVar
 
 import numpy as np
 
@@ -33,6 +32,7 @@ from madbench_common.core.types import Audio
 from madbench_common.media.mix import Mix, fit_track, mix_components
 from madbench_common.media.mux import MuxResult, remux_with_audio
 from madbench_common.models.taxonomy import load_taxonomy
+from madbench_common.pipeline.paramspec import StageParams, param
 from madbench_common.pipeline.stage import StageImpl
 
 __all__ = ["PROTOCOLS", "SC_PROTOCOL", "AssembleStage", "Selection", "render_track",
@@ -200,10 +200,24 @@ class _Track:
 class AssembleStage(StageImpl[SampleRow]):
     """QC'd ``components`` → ``samples`` (sharded by clip; selection is recomputed per shard)."""
 
-    defaults: ClassVar[Mapping[str, Any]] = {"sc_donor_rule": "coarse"}
-
     row_type = SampleRow
     id_field = "sample_id"
+
+    @dataclass(frozen=True)
+    class Params(StageParams):
+        reuse_cap: int = param(2, unit="clips", paper="§3.4", doc="\"reuse is limited\": a "
+                               "donor environment track serves at most this many clips")
+        sc_reuse_cap: int = param(2, unit="clips", paper="§5.3", doc="the same, per "
+                                  "scene-consistency condition (D-R, S-R)")
+        sc_donor_rule: str = param("coarse", paper="§5.3", doc="D-R takes a donor from another "
+                                   "coarse scene, S-R from the same coarse scene with another "
+                                   "fine label")
+        ceiling: float = param(0.99, unit="fraction of full scale", doc="peak ceiling of the "
+                               "mixed track (source-relative RMS normalisation, §3.5)")
+        aac_coder: str = param("fast", doc="the mux's AAC quantiser search (FFmpeg aac_coder)")
+        channels: int = param(1, unit="channels", doc="audio channels of the muxed sample")
+
+    p: Params
 
     @cached_property
     def clips(self) -> dict[str, ClipInputs]:
@@ -216,7 +230,7 @@ class AssembleStage(StageImpl[SampleRow]):
     @cached_property
     def selection(self) -> dict[str, Selection]:
         return select_components(self.clips, list(self.components.values()),
-                                 int(self.ctx.params["reuse_cap"]), self.ctx.rng("select"))
+                                 self.p.reuse_cap, self.ctx.rng("select"))
 
     @cached_property
     def env_donors(self) -> dict[str, dict[str, str]]:
@@ -228,8 +242,8 @@ class AssembleStage(StageImpl[SampleRow]):
         receivers = [swap(self.clips[c]) for c, s in sorted(self.selection.items())
                      if not s.missing]
         pool = [swap(c) for _, c in sorted(self.clips.items())]
-        cap, tax = int(self.ctx.params["sc_reuse_cap"]), load_taxonomy()
-        rule = str(self.ctx.params["sc_donor_rule"])
+        cap, tax = self.p.sc_reuse_cap, load_taxonomy()
+        rule = self.p.sc_donor_rule
         return {cond: pick_env_donors(receivers, pool, cond, tax, cap, self.ctx.rng(cond), rule)
                 for cond in _SWAPS}
 
@@ -289,9 +303,9 @@ class AssembleStage(StageImpl[SampleRow]):
                e_hat: Audio, video: Path) -> _Track:
         rate = clip.source.sample_rate
         out = video.parent / f"{clip.clip_id}-{tag}.mp4"
-        p = self.ctx.params
-        m, res = render_track(video, speech, env, s_hat, e_hat, rate, out, float(p["ceiling"]),
-                              str(p["aac_coder"]), int(p["channels"]))
+        p = self.p
+        m, res = render_track(video, speech, env, s_hat, e_hat, rate, out, float(p.ceiling),
+                              p.aac_coder, p.channels)
         wav = self.ctx.save_audio(f"audio/{clip.clip_id}-{tag}.wav", m.audio, rate)
         info = self.ctx.run.put_file(self.ctx.key("video", out.name), out)
         return _Track(tag, m, wav.uri, wav.sha256, info.uri, info.sha256, res.sample_rate)

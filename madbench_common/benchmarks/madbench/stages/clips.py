@@ -35,6 +35,7 @@ from madbench_common.core.types import Audio, Hertz
 from madbench_common.media.dsp import n_samples
 from madbench_common.models.registry import load_model_with
 from madbench_common.pipeline.failures import model_rejection
+from madbench_common.pipeline.paramspec import StageParams, param
 from madbench_common.pipeline.stage import MapStage, StageContext
 
 __all__ = [
@@ -111,6 +112,17 @@ class PlannedComponentStage(MapStage[ComponentRow]):
     row_type = ComponentRow
     id_field = "component_id"
 
+    @dataclass(frozen=True)
+    class Params(StageParams):
+        branch: str = param("", paper="§3.3, §3.4", doc="the stage's generation branch "
+                            "(tts_same, tts_cross, vc; t2a, v2a, a2a), set per stage")
+        model_args: dict[str, Any] | str = param({}, doc="the generator's constructor "
+                                                 "arguments (diffusion steps, guidance …; a "
+                                                 "mapping or its JSON); empty: its adapter's "
+                                                 "defaults, the paper's or upstream's")
+
+    p: Params
+
     @cached_property
     def planned(self) -> dict[str, ComponentRow]:
         rows = self.ctx.read_input("plan_components", ComponentRow)
@@ -122,8 +134,7 @@ class PlannedComponentStage(MapStage[ComponentRow]):
 
     @cached_property
     def model(self) -> Any:
-        return load_model_with(self.ctx.params.get("model") or self.ctx.stage.model,
-                               self.ctx.params.get("model_args"))
+        return load_model_with(self.p.model or self.ctx.stage.model, self.p.model_args)
 
     def plan(self) -> list[str]:
         return sorted(self.planned)

@@ -11,6 +11,7 @@ from __future__ import annotations
 import dataclasses
 import re
 from collections.abc import Sequence
+from dataclasses import dataclass
 from functools import cached_property
 from typing import Any
 
@@ -23,6 +24,7 @@ from madbench_common.benchmarks.madbench.stages.clips import (
     speech_active,
 )
 from madbench_common.benchmarks.madbench.stages.source_qc import (
+    QCParams,
     asr_detects_speech,
     asr_identity,
     clip_fraction,
@@ -38,6 +40,7 @@ from madbench_common.models.reference.vad import coverage
 from madbench_common.models.registry import load_model
 from madbench_common.models.roles import ASR, VAD, AudioTagger, AudioTextScorer, SpeakerEmbedder
 from madbench_common.models.taxonomy import load_taxonomy
+from madbench_common.pipeline.paramspec import param
 from madbench_common.pipeline.stage import MapStage
 
 __all__ = ["ComponentQCStage", "english_like", "qc_verdict", "word_error_rate"]
@@ -88,7 +91,7 @@ def _outside_db(audio: Audio, starts: Sequence[float], ends: Sequence[float], ra
     return 10.0 * np.log10(outside / max(inside, 1e-20))
 
 
-def qc_verdict(row: ComponentRow, p: dict[str, Any]) -> tuple[str, ...]:
+def qc_verdict(row: ComponentRow, p: ComponentQCStage.Params) -> tuple[str, ...]:
     """The failed checks of a scored component (empty when it passes).
 
     Every component (§3.4 "duration alignment, severe silence or clipping"; §3.3
@@ -104,26 +107,26 @@ def qc_verdict(row: ComponentRow, p: dict[str, Any]) -> tuple[str, ...]:
     ``wer_gate`` fail on WER; for others it is a diagnostic.
     """
     fails = []
-    if row.duration_error is None or row.duration_error > p["max_duration_error"]:
+    if row.duration_error is None or row.duration_error > p.max_duration_error:
         fails.append("duration_mismatch")
-    if row.rms_dbfs is None or row.rms_dbfs < p["min_rms_dbfs"]:
+    if row.rms_dbfs is None or row.rms_dbfs < p.min_rms_dbfs:
         fails.append("silent")
-    if row.clip_fraction is not None and row.clip_fraction > p["max_clip_fraction"]:
+    if row.clip_fraction is not None and row.clip_fraction > p.max_clip_fraction:
         fails.append("clipping")
     if row.length_correction is not None and (
-            abs(row.length_correction - 1.0) > p["max_length_correction"]):
+            abs(row.length_correction - 1.0) > p.max_length_correction):
         fails.append("length_correction_exceeded")
     if row.component == "env":
         return tuple(fails + _env_fails(row, p))
-    if row.outside_energy_db is not None and row.outside_energy_db > p["max_outside_db"]:
+    if row.outside_energy_db is not None and row.outside_energy_db > p.max_outside_db:
         fails.append("speech_outside_regions")
-    if row.wer is not None and row.wer_reference in p["wer_gate"] and row.wer > p["max_wer"]:
+    if row.wer is not None and row.wer_reference in p.wer_gate and row.wer > p.max_wer:
         fails.append("transcript_not_preserved")
     fails += _identity_fails(row, p)
     return tuple(fails)
 
 
-def _env_fails(row: ComponentRow, p: dict[str, Any]) -> list[str]:
+def _env_fails(row: ComponentRow, p: ComponentQCStage.Params) -> list[str]:
     # Fake environment (§3.4 "detectable speech or music content ... VAD and ASR detect
     # speech leakage"): VAD speech share ≤ max_env_leakage; no music (the tagger's highest
     # probability over music_labels < max_music_prob, 0.5, the tagger's own decision
@@ -132,12 +135,12 @@ def _env_fails(row: ComponentRow, p: dict[str, Any]) -> list[str]:
     # replacement pairing for mismatch variants"; replaced tracks are checked when
     # assembly borrows them).
     fails = []
-    if row.speech_leakage is not None and row.speech_leakage > p["max_env_leakage"]:
+    if row.speech_leakage is not None and row.speech_leakage > p.max_env_leakage:
         fails.append("speech_leakage")
     if row.asr_speech:
         fails.append("asr_speech_leakage")
-    if p.get("music_filter") and row.music_prob is not None \
-            and row.music_prob >= p["max_music_prob"]:
+    if p.music_filter and row.music_prob is not None \
+            and row.music_prob >= p.max_music_prob:
         fails.append("music")
     if not row.scene_match and row.scene_label and (
             row.prompt_label not in load_taxonomy().fine[row.scene_label].mismatch):
@@ -145,7 +148,7 @@ def _env_fails(row: ComponentRow, p: dict[str, Any]) -> list[str]:
     return fails
 
 
-def _identity_fails(row: ComponentRow, p: dict[str, Any]) -> list[str]:
+def _identity_fails(row: ComponentRow, p: ComponentQCStage.Params) -> list[str]:
     # Speaker checks: same-identity TTS must stay close to the source speaker (sim_source);
     # cross-identity TTS and voice conversion must end closer to the target than to the
     # source (sim_target − sim_source: target similarity and source leakage).
@@ -153,9 +156,9 @@ def _identity_fails(row: ComponentRow, p: dict[str, Any]) -> list[str]:
     if row.sim_source is None or kind is None:
         return []
     if kind == "same":
-        return [] if row.sim_source >= p["min_same_similarity"] else ["speaker_changed"]
+        return [] if row.sim_source >= p.min_same_similarity else ["speaker_changed"]
     shift = (row.sim_target or 0.0) - row.sim_source
-    return [] if shift >= p["min_identity_shift"] else ["not_moved_to_target"]
+    return [] if shift >= p.min_identity_shift else ["not_moved_to_target"]
 
 
 class ComponentQCStage(MapStage[ComponentRow]):
@@ -163,6 +166,46 @@ class ComponentQCStage(MapStage[ComponentRow]):
 
     row_type = ComponentRow
     id_field = "component_id"
+
+    @dataclass(frozen=True)
+    class Params(QCParams):
+        speaker: str = param("", paper="§3.3", doc="registry slug of the speaker embedder "
+                             "(ECAPA on the cluster)")
+        prompt_model: str = param("", paper="§3.4", doc="registry slug of the CLAP-style "
+                                  "audio–prompt scorer, a diagnostic (empty: none)")
+        top_events: int = param(5, unit="labels", paper="§3.4", doc="tagger labels kept per "
+                                "environment track, a diagnostic (\"AST-based event checks\")")
+        env_asr_branches: list[str] = param(["t2a", "v2a", "a2a"], paper="§3.4", doc="branches "
+                                            "whose environment tracks the ASR checks for "
+                                            "speech leakage: every one")
+        music_filter: bool = param(True, paper="§3.4", doc="music fails an environment track "
+                                   "(\"detectable speech or music content\"); false: a "
+                                   "diagnostic")
+        max_length_correction: float = param(0.15, unit="fraction of the generated length",
+                                             paper="§3.3, §3.4", doc="\"generation duration\": "
+                                             "a time-stretch or loop beyond ±this is audible")
+        max_duration_error: float = param(0.001, unit="s", doc="the stored track is the "
+                                          "clip's length to within this")
+        min_rms_dbfs: float = param(-60.0, unit="dBFS", doc="\"severe silence\": a quieter "
+                                    "component fails")
+        max_outside_db: float = param(-30.0, unit="dB", doc="\"timeline alignment\": fake "
+                                      "speech energy outside the source speech regions, "
+                                      "relative to inside")
+        max_wer: float = param(0.8, unit="word error rate", doc="\"ASR-based transcript "
+                               "preservation\": a fake keeps at least a fifth of the words")
+        wer_gate: list[str] = param(["transcript", "asr_source"], doc="WER references that "
+                                    "fail a component (others: a diagnostic)")
+        asr_all: bool = param(False, doc="compare against the ASR of ŝ for every clip (a "
+                              "multilingual ASR such as Whisper)")
+        min_same_similarity: float = param(0.6, unit="cosine", doc="\"source-speaker "
+                                           "preservation\" of same-identity TTS (the "
+                                           "references' embedder; ECAPA: 0.25, speechbrain's "
+                                           "same-speaker threshold)")
+        min_identity_shift: float = param(0.0, unit="cosine", doc="\"target-speaker "
+                                          "similarity and source-speaker leakage\": a fake "
+                                          "ends closer to the target than to the source")
+
+    p: Params
 
     @cached_property
     def components(self) -> dict[str, ComponentRow]:
@@ -178,12 +221,12 @@ class ComponentQCStage(MapStage[ComponentRow]):
 
     @cached_property
     def models(self) -> dict[str, Any]:
-        p = self.ctx.params
-        return {k: load_model(p[k]) for k in ("vad", "asr", "speaker", "tagger")}
+        p = self.p
+        return {k: load_model(getattr(p, k)) for k in ("vad", "asr", "speaker", "tagger")}
 
     @cached_property
     def scorer(self) -> AudioTextScorer | None:
-        slug = self.ctx.params.get("prompt_model") or ""
+        slug = self.p.prompt_model
         model: AudioTextScorer | None = load_model(slug) if slug else None
         return model
 
@@ -209,14 +252,15 @@ class ComponentQCStage(MapStage[ComponentRow]):
         extra = self._speech_scores(row, clip, audio, rate) if row.component == "speech" \
             else self._env_scores(row, clip, audio, rate)
         scored = dataclasses.replace(row, **scores, **extra)
-        fails = qc_verdict(scored, self.ctx.params)
+        fails = qc_verdict(scored, self.p)
         return dataclasses.replace(scored, qc_pass=not fails, qc_reasons=fails
                                    ).with_provenance(self._prov)
 
     @cached_property
     def _prov(self) -> Provenance:
         """QC provenance (the generator stays in ``generator``/``setting``)."""
-        slugs = "+".join(self.ctx.params[k] for k in ("vad", "asr", "speaker", "tagger"))
+        p = self.p
+        slugs = "+".join((p.vad, p.asr, p.speaker, p.tagger))
         return self.ctx.provenance(slugs)
 
     def _env_scores(self, row: ComponentRow, clip: ClipInputs, audio: Audio, rate: int,
@@ -235,16 +279,16 @@ class ComponentQCStage(MapStage[ComponentRow]):
         """
         vad: VAD = self.models["vad"]
         tagger: AudioTagger = self.models["tagger"]
-        p = self.ctx.params
+        p = self.p
         tags = tagger.tag(audio, rate)
-        top = sorted(tags.items(), key=lambda kv: -kv[1])[: int(p["top_events"])]
+        top = sorted(tags.items(), key=lambda kv: -kv[1])[: p.top_events]
         out: dict[str, Any] = {
             "speech_leakage": coverage(vad.segments(audio, rate), len(audio) / rate),
-            "music_prob": max((tags.get(lbl, 0.0) for lbl in p["music_labels"]), default=0.0),
+            "music_prob": max((tags.get(lbl, 0.0) for lbl in p.music_labels), default=0.0),
             "events": tuple(k for k, _ in top), "event_probs": tuple(v for _, v in top),
             "prompt_match": (self.scorer.score_texts(audio, rate, [row.prompt])[0]
                              if self.scorer is not None and row.prompt else None)}
-        if row.branch in p["env_asr_branches"] and out["speech_leakage"] <= p["max_env_leakage"]:
+        if row.branch in p.env_asr_branches and out["speech_leakage"] <= p.max_env_leakage:
             asr: ASR = self.models["asr"]
             heard = asr.transcribe(audio, rate)  # §3.2/§3.4: the whole track
             said = self._source_asr(row.clip_id)
@@ -307,7 +351,7 @@ class ComponentQCStage(MapStage[ComponentRow]):
             ref, kind = row.prompt, "transcript"
         elif clip.qc.transcript_source == "asr" and _words(clip.qc.transcript):
             ref, kind = clip.qc.transcript, "asr_source"
-        elif self.ctx.params["asr_all"]:
+        elif self.p.asr_all:
             ref, kind = self._source_asr(row.clip_id), "asr_source"
         else:
             return {"wer": None, "wer_reference": "unsupported_language"}

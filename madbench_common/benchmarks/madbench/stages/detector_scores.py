@@ -13,11 +13,13 @@ rejected, or that carry no score, are carried over as rejected rows with their r
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass
 from functools import cached_property
 from typing import Any
 
 from madbench_common.benchmarks.madbench.rows import FeatureRow, ScoreRow
 from madbench_common.models.registry import REGISTRY
+from madbench_common.pipeline.paramspec import StageParams, param
 from madbench_common.pipeline.stage import StageImpl
 
 __all__ = ["DetectorScoreStage", "score_row"]
@@ -42,12 +44,21 @@ class DetectorScoreStage(StageImpl[ScoreRow]):
     row_type = ScoreRow
     id_field = "sample_id"
 
+    @dataclass(frozen=True)
+    class Params(StageParams):
+        features_stage: str = param("", paper="§4.2", doc="the detector's feature stage, whose "
+                                    "native scores are converted (\"binary direct transfer\")")
+        detectors_only: bool = param(False, optional=True, doc="only the rows of models "
+                                     "registered as detectors (a stage of several models)")
+
+    p: Params
+
     @cached_property
     def rows(self) -> list[FeatureRow]:
         """The feature rows to convert; with ``detectors_only`` (a stage that runs several
         models, e.g. ``features_references``) only those of models registered as detectors."""
-        rows = self.ctx.read_input(str(self.ctx.params["features_stage"]), FeatureRow)
-        if self.ctx.params.get("detectors_only"):
+        rows = self.ctx.read_input(self.p.features_stage, FeatureRow)
+        if self.p.detectors_only:
             rows = [r for r in rows if getattr(REGISTRY.get(r.model_slug), "role", "")
                     == "detector"]
         return rows

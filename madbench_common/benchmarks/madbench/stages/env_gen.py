@@ -12,6 +12,7 @@ audio-conditioned tracks are borrowed at assembly instead of generated.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any
 
 from madbench_common.benchmarks.madbench.rows import ComponentRow
@@ -23,12 +24,23 @@ from madbench_common.benchmarks.madbench.stages.clips import (
 from madbench_common.core.types import Audio
 from madbench_common.media.dsp import fit_length
 from madbench_common.media.mux import sample_frames
+from madbench_common.pipeline.paramspec import param
 
 __all__ = ["EnvGenStage"]
 
 
 class EnvGenStage(PlannedComponentStage):
     """Planned environment components of this setting → generated ``components``."""
+
+    @dataclass(frozen=True)
+    class Params(PlannedComponentStage.Params):
+        frame_fps: float = param(2.0, optional=True, unit="fps", doc="rate of the frames a "
+                                 "video-to-audio model without a frame_request of its own sees")
+        frame_size: int = param(112, optional=True, unit="px (shorter side)",
+                                doc="size of those frames")
+        max_frames: int = param(64, optional=True, unit="frames", doc="most frames per clip")
+
+    p: Params
 
     def _conditioning(self, plan: ComponentRow) -> dict[str, Any]:
         clip = self.clips[plan.clip_id]
@@ -49,8 +61,8 @@ class EnvGenStage(PlannedComponentStage):
         if want is not None:
             fps, size, cap = want
             return float(fps), int(size), int(cap)
-        p = self.ctx.params
-        return float(p["frame_fps"]), int(p["frame_size"]), int(p["max_frames"])
+        p = self.p
+        return float(p.frame_fps), p.frame_size, p.max_frames
 
     def generate(self, plan: ComponentRow) -> Audio:
         n = round(plan.duration * plan.sample_rate)

@@ -11,6 +11,7 @@ the four-way head).
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass
 
 import numpy as np
 import pandas as pd
@@ -27,6 +28,7 @@ from madbench_common.benchmarks.madbench.eval.tables import GROUP_TITLES
 from madbench_common.benchmarks.madbench.rows import FeatureRow, PerturbedRow, SampleRow, ScoreRow
 from madbench_common.core.compat import zip_strict
 from madbench_common.core.manifest import rows_to_frame
+from madbench_common.pipeline.paramspec import StageParams, param
 from madbench_common.pipeline.stage import StageImpl
 
 __all__ = ["EvaluateStage", "feature_set", "order_results"]
@@ -73,10 +75,24 @@ class EvaluateStage(StageImpl[ScoreRow]):
     ``model_slug``), so one model's features and native scores meet in one evaluation.
     """
 
-    optional_params = ("samples_stage", "score_kind")
-
     row_type = ScoreRow
     id_field = "sample_id"
+
+    @dataclass(frozen=True)
+    class Params(StageParams):
+        n_boot: int = param(1000, unit="resamples", doc="clip-paired bootstrap for the 95 % "
+                            "intervals (the paper reports none)")
+        logo: bool = param(True, paper="§4.1", doc="also fit binary heads that never see one "
+                           "generator's fakes (generator generalisation)")
+        c: float = param(1.0, unit="inverse regularisation", paper="§4.2", doc="\"the same "
+                         "logistic-regression architecture\": scikit-learn's default, on "
+                         "standardised features")
+        samples_stage: str = param("assemble", optional=True, doc="the stage whose samples "
+                                   "are evaluated")
+        score_kind: str = param("auto", optional=True, doc="how native scores read: prob, "
+                                "llr, raw, or auto (prob when every score is in [0, 1])")
+
+    p: Params
 
     def plan(self) -> list[str]:
         return ["evaluation"]
@@ -87,7 +103,7 @@ class EvaluateStage(StageImpl[ScoreRow]):
 
     @property
     def _samples_stage(self) -> str:
-        return str(self.ctx.params.get("samples_stage", "assemble"))
+        return self.p.samples_stage
 
     def _perturbed(self) -> pd.DataFrame | None:
         if "perturb" not in self.ctx.stage.inputs:
@@ -96,10 +112,9 @@ class EvaluateStage(StageImpl[ScoreRow]):
         return rows_to_frame(PerturbedRow, rows) if rows else None
 
     def _config(self) -> EvalConfig:
-        p = self.ctx.params
-        return EvalConfig(c=float(p.get("c", 1.0)), n_boot=int(p.get("n_boot", 1000)),
-                          seed=self.ctx.seed, logo=bool(p.get("logo", True)),
-                          score_kind=str(p.get("score_kind", "auto")))
+        p = self.p
+        return EvalConfig(c=float(p.c), n_boot=p.n_boot, seed=self.ctx.seed, logo=p.logo,
+                          score_kind=p.score_kind)
 
     def _inputs(self, kind: str) -> list[str]:
         stages = self.ctx.graph.stages

@@ -16,8 +16,9 @@ import hashlib
 import io
 import logging
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from functools import cached_property
-from typing import Any, ClassVar
+from typing import Any
 
 import numpy as np
 
@@ -30,6 +31,7 @@ from madbench_common.models.catalog import gpu_batch
 from madbench_common.models.registry import load_model
 from madbench_common.models.roles import Frames
 from madbench_common.pipeline.failures import free_gpu_memory, is_fault, is_gpu_oom, row_failure
+from madbench_common.pipeline.paramspec import StageParams, param
 from madbench_common.pipeline.stage import BATCH_PARAM, StageImpl
 
 __all__ = ["FeatureStage", "image_id", "input_sha256", "shuffle_partners", "shuffle_rng",
@@ -90,19 +92,33 @@ def image_id(image: str) -> str:
 class FeatureStage(StageImpl[FeatureRow]):
     """``samples`` → ``features`` for one encoder (params: model, modes, pairings, fps)."""
 
-    defaults: ClassVar[Mapping[str, Any]] = {"modes": ["A", "AV"],
-                                             "pairings": ["paired", "shuffled"]}
-
     row_type = FeatureRow
     id_field = "sample_id"
     separable = True
-    optional_params = ("samples_stage", BATCH_PARAM)
+
+    @dataclass(frozen=True)
+    class Params(StageParams):
+        modes: list[str] = param(["A", "AV"], paper="§5.4", doc="input modes encoded (A "
+                                 "audio, V video, AV both) where the encoder takes them")
+        pairings: list[str] = param(["paired", "shuffled"], paper="§5.3", doc="paired video, "
+                                    "and the scene-consistency test samples' shuffled video")
+        fps: float = param(4.0, unit="fps", doc="rate of the frames the encoder sees")
+        frame_size: int = param(112, unit="px (shorter side)", doc="size of those frames")
+        max_frames: int = param(64, optional=True, unit="frames", doc="most frames per sample")
+        samples_stage: str = param("assemble", optional=True, doc="the stage whose samples "
+                                   "are encoded")
+        batch: int = param(1, optional=True, unit="inputs per model call",
+                           doc="inputs one encoder call takes (unset: the model card's "
+                               "gpu.batch); results equal batch 1's within the README's "
+                               "tolerance, so not fingerprinted")
+
+    p: Params
 
     @cached_property
     def samples(self) -> dict[str, SampleRow]:
         """The clean samples and, where the stage reads ``perturb``, every robustness
         condition's samples."""
-        source = str(self.ctx.params.get("samples_stage", "assemble"))
+        source = self.p.samples_stage
         rows: list[SampleRow] = list(self.ctx.read_input(source, SampleRow))
         if "perturb" in self.ctx.stage.inputs:
             rows += self.ctx.read_input("perturb", PerturbedRow)
@@ -110,7 +126,7 @@ class FeatureStage(StageImpl[FeatureRow]):
 
     @cached_property
     def encoder(self) -> Any:
-        return load_model(str(self.ctx.params.get("model") or self.ctx.stage.model))
+        return load_model(self.p.model or self.ctx.stage.model)
 
     @cached_property
     def partners(self) -> dict[str, SampleRow]:
@@ -122,8 +138,8 @@ class FeatureStage(StageImpl[FeatureRow]):
 
     def _jobs(self, s: SampleRow) -> list[tuple[str, str]]:
         """(mode, pairing) inputs of one sample: paired always, shuffled video where due."""
-        modes = [m for m in self.ctx.params["modes"] if m in self.encoder.modes]
-        pairings = self.ctx.params["pairings"]
+        modes = [m for m in self.p.modes if m in self.encoder.modes]
+        pairings = self.p.pairings
         return [(m, p) for m in modes for p in pairings
                 if p == "paired" or (m != "A" and shuffled_input(s))]
 
@@ -231,7 +247,7 @@ class FeatureStage(StageImpl[FeatureRow]):
         cache_identity`), 16 hex digits."""
         from madbench_common.pipeline.identity import cache_identity
 
-        slug = str(self.ctx.params.get("model") or self.ctx.stage.model)
+        slug = self.p.model or self.ctx.stage.model
         return cache_identity(slug, image_id(self.ctx.image), self.ctx.params,
                               self.encoder)[:16]
 
@@ -254,14 +270,11 @@ class FeatureStage(StageImpl[FeatureRow]):
     def _decoded(self) -> dict[str, tuple[Frames, float]]:
         return {}
 
-    frame_defaults: tuple[float, int, int] = (4.0, 112, 64)
-    """(fps, frame_size, max_frames) where the stage's parameters do not set them."""
-
     def _frames(self, video: SampleRow) -> tuple[Frames, float]:
         """Sampled frames of a sample's video. A clip's samples carry the same video
         packets (new audio beside the source's untouched video; robustness conditions too),
         so the last few decodes are kept by :func:`video_digest` (a demux, no decode)."""
-        p, (fps, size, most) = self.ctx.params, self.frame_defaults
+        p = self.p
         with self.ctx.tempdir() as tmp:
             path = tmp / "video.mp4"
             path.write_bytes(self.ctx.run.get_bytes(self.ctx.run.key_of(video.video_uri),
@@ -271,8 +284,7 @@ class FeatureStage(StageImpl[FeatureRow]):
                 if len(self._decoded) >= _DECODED:
                     self._decoded.pop(next(iter(self._decoded)))
                 self._decoded[key] = sample_frames(
-                    path, fps=float(p.get("fps", fps)), size=int(p.get("frame_size", size)),
-                    max_frames=int(p.get("max_frames", most)))
+                    path, fps=float(p.fps), size=p.frame_size, max_frames=p.max_frames)
             frames, rate = self._decoded[key]
             return frames.copy(), rate
 

@@ -14,6 +14,8 @@ import logging
 import os
 import re
 from collections import OrderedDict
+from collections.abc import Mapping
+from dataclasses import dataclass
 from functools import cached_property
 from pathlib import Path
 from typing import Any
@@ -35,6 +37,7 @@ from madbench_common.benchmarks.madbench.sources import (
 from madbench_common.core.errors import ConfigError, InputRejected
 from madbench_common.media.audio import MediaInfo, rms_dbfs
 from madbench_common.media.guard import DecodedSource, MediaLimits, decode_stem, decode_untrusted
+from madbench_common.pipeline.paramspec import StageParams, param
 from madbench_common.pipeline.stage import MapStage
 
 __all__ = ["IngestStage", "check_source"]
@@ -116,10 +119,36 @@ class IngestStage(MapStage[SourceRow]):
 
     row_type = SourceRow
     content_params = ("sources",)
-    optional_params = ("sources", "allow_outside_sources")
+
+    @dataclass(frozen=True)
+    class Params(StageParams):
+        sources: str = param("", optional=True, doc="the sources listing: a CSV or a folder "
+                             "(path or s3:// URI); fingerprinted by the content it names")
+        allow_outside_sources: bool = param(False, optional=True, doc="let the listing name "
+                                            "files outside its own folder")
+        min_duration: float = param(4.0, unit="s", paper="§3.2", doc="shortest clip kept "
+                                    "(\"approximately 4–12 seconds long\")")
+        max_duration: float = param(12.0, unit="s", paper="§3.2",
+                                    doc="longest clip kept; decoding stops beyond it")
+        sample_rate: int = param(16000, unit="Hz", doc="rate the audio is decoded to (the "
+                                 "separator's and the QC models' rate)")
+        silence_dbfs: float = param(-70.0, unit="dBFS", doc="a clip quieter than this RMS is "
+                                    "rejected as silent")
+        max_streams: int = param(8, doc="most streams a source container may hold "
+                                 "(untrusted-media bound)")
+        max_width: int = param(4096, unit="px", doc="widest video decoded (untrusted-media bound)")
+        max_height: int = param(4096, unit="px", doc="tallest video decoded")
+        max_fps: float = param(240.0, unit="fps", doc="highest video frame rate decoded")
+        max_file_mb: int = param(1024, unit="MiB", doc="largest source file read")
+        decode_timeout: float = param(60.0, unit="s", doc="wall-clock limit for probing and "
+                                      "decoding one file")
+        decode_memory_mb: int = param(1024, unit="MiB", doc="address space the decoding "
+                                      "process may add")
+
+    p: Params
 
     @classmethod
-    def content_identity(cls, params: dict[str, Any]) -> Any:
+    def content_identity(cls, params: Mapping[str, Any]) -> Any:
         """The listing's bytes and every file's content, not the ``sources`` text: editing a
         transcript, adding a clip or replacing a video recomputes ingest, and naming the
         same CSV by another path does not."""
@@ -187,26 +216,26 @@ class IngestStage(MapStage[SourceRow]):
         # extension of the container FFmpeg found (later stages mux new audio against its
         # untouched video stream); every later stage that decodes video reads only such
         # accepted copies.
-        p = self.ctx.params
-        limits = MediaLimits.from_params(p)
+        p = self.p
+        limits = MediaLimits.from_params(self.ctx.params)
         name = spec.label
         size = source_size(spec.path)
         if size is not None and size > limits.max_file_bytes:
             raise InputRejected(name, "file_too_large",
                                 f"{size} bytes > {limits.max_file_bytes} bytes")
         path = fetch_source(spec.path, tmp, limits.max_file_bytes)
-        rate = int(p["sample_rate"])
+        rate = p.sample_rate
         local = not spec.path.startswith("s3://")
         decoded = _memo_decode(local_sha256(str(path), limits), path, rate, limits, name,
                                exact=local)
         info, audio = decoded.info, decoded.audio
         duration = len(audio) / rate
-        if duration < float(p["min_duration"]):
-            raise InputRejected(name, "too_short", f"{duration:.2f}s < {p['min_duration']}s")
-        if duration > float(p["max_duration"]):
-            raise InputRejected(name, "too_long", f"{duration:.2f}s > {p['max_duration']}s")
+        if duration < p.min_duration:
+            raise InputRejected(name, "too_short", f"{duration:.2f}s < {p.min_duration}s")
+        if duration > p.max_duration:
+            raise InputRejected(name, "too_long", f"{duration:.2f}s > {p.max_duration}s")
         level = rms_dbfs(audio)
-        if level < float(p["silence_dbfs"]):
+        if level < p.silence_dbfs:
             raise InputRejected(name, "silent", f"RMS {level:.1f} dBFS")
         stems = self._reference_stems(spec, rate, len(audio), tmp, limits)
         video = self.ctx.run.put_file(self.ctx.key("video", f"{spec.clip_id}{decoded.extension}"),
@@ -254,9 +283,9 @@ def _audio_note(info: MediaInfo) -> str:
     return info.audio_codec + (f" ({'; '.join(notes)})" if notes else "")
 
 
-def _listing(params: dict[str, Any]) -> SourceListing:
+def _listing(params: Mapping[str, Any]) -> SourceListing:
     uri = params.get("sources")
     if not uri:
         raise ConfigError("ingest needs a 'sources' parameter (a CSV or a folder)")
-    return read_listing(str(uri), bool(params.get("allow_outside_sources", False)),
+    return read_listing(str(uri), bool(params.get("allow_outside_sources")),
                         MediaLimits.from_params(params))

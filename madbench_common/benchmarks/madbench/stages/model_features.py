@@ -17,7 +17,7 @@ import io
 import json
 import logging
 from collections.abc import Mapping, Sequence
-from dataclasses import asdict, fields
+from dataclasses import asdict, dataclass, fields
 from functools import cached_property
 from typing import Any
 
@@ -28,6 +28,7 @@ from madbench_common.benchmarks.madbench.stages.features import FeatureStage
 from madbench_common.models.batching import embed_batch, embed_each
 from madbench_common.models.registry import load_model
 from madbench_common.models.roles import Embedding, InputSpec
+from madbench_common.pipeline.paramspec import param
 
 __all__ = ["ModelFeatureStage"]
 
@@ -42,18 +43,29 @@ def _spec_columns(spec: InputSpec) -> dict[str, Any]:
 class ModelFeatureStage(FeatureStage):
     """``samples`` → ``features`` for one paper model (params: model, modes, pairings, frames)."""
 
-    frame_defaults = (4.0, 224, 64)
+    @dataclass(frozen=True)
+    class Params(FeatureStage.Params):
+        models: list[str] | None = param(None, optional=True, doc="models run in turn (a stage "
+                                         "of several, features_references); unset: the one "
+                                         "model")
+        fps: float = param(4.0, optional=True, unit="fps", paper="§4.2", doc="frame rate fed "
+                           "to the model (per model: its card's frames; each adapter then "
+                           "follows its upstream recipe)")
+        frame_size: int = param(224, optional=True, unit="px (shorter side)",
+                                doc="size of the decoded frames")
+
+    p: Params
 
     @cached_property
     def model_slug(self) -> str:
-        return str(self.ctx.params.get("model") or self.ctx.stage.model)
+        return self.p.model or self.ctx.stage.model
 
     @cached_property
     def model_slugs(self) -> list[str]:
         """The stage's models: its ``models`` list where it has one (a stage that runs several
         models in turn, e.g. ``features_references``), else its one model, if any."""
-        if "models" in self.ctx.params:
-            return [str(m) for m in self.ctx.params["models"]]
+        if self.p.models is not None:
+            return list(self.p.models)
         return [self.model_slug] if self.model_slug else []
 
     def plan(self) -> list[str]:
@@ -66,7 +78,7 @@ class ModelFeatureStage(FeatureStage):
     def run_items(self, items: Sequence[str]) -> list[FeatureRow]:
         if not items:
             return []
-        if "models" not in self.ctx.params:
+        if self.p.models is None:
             return super().run_items(items)
         rows = []
         for slug in self.model_slugs:

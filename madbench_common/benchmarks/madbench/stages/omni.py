@@ -11,9 +11,10 @@ pairing); responses are cached (:meth:`OmniStage.cache`).
 from __future__ import annotations
 
 import logging
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
+from dataclasses import dataclass
 from functools import cached_property
-from typing import Any, ClassVar
+from typing import Any
 
 from madbench_common.benchmarks.madbench.eval.tasks import CORE_TASKS, SC_PROTOCOL, VARIANTS
 from madbench_common.benchmarks.madbench.omni.ask import (
@@ -39,6 +40,7 @@ from madbench_common.models.catalog import gpu_batch
 from madbench_common.models.registry import load_model
 from madbench_common.models.roles import OmniAnswer
 from madbench_common.pipeline.failures import free_gpu_memory, is_fault, is_gpu_oom, row_failure
+from madbench_common.pipeline.paramspec import StageParams, param
 from madbench_common.pipeline.stage import BATCH_PARAM, StageImpl
 
 __all__ = ["POSITIVE", "OmniStage", "omni_jobs"]
@@ -79,28 +81,44 @@ class OmniStage(StageImpl[ScoreRow]):
     Without a model (the embedded default and ``smoke.yaml``) the stage plans nothing.
     """
 
-    defaults: ClassVar[Mapping[str, Any]] = {
-        "modes": ["A", "AV"],
-        "scene_modes": ["AV"],
-        "splits": ["val", "test"],
-        "max_new_tokens": 8,
-        "fps": 2.0,
-        "frame_size": 336,
-        "max_frames": 32,
-    }
-
     row_type = ScoreRow
     id_field = "sample_id"
     separable = True
-    optional_params = ("samples_stage", "cache", "prompts", BATCH_PARAM)
+
+    @dataclass(frozen=True)
+    class Params(StageParams):
+        modes: list[str] = param(["A", "AV"], paper="§5.4", doc="input modes asked, where "
+                                 "the model takes them")
+        scene_modes: list[str] = param(["AV"], paper="§5.3", doc="modes of the scene-"
+                                       "consistency question (about the scene shown: video)")
+        splits: list[str] = param(["val", "test"], doc="splits asked (zero-shot: val gives "
+                                  "the accuracy threshold, test the metrics)")
+        max_new_tokens: int = param(8, unit="tokens", doc="answer length (one word or "
+                                    "letter)")
+        fps: float = param(2.0, unit="fps", doc="frame rate (per model: its card's frames, "
+                           "upstream defaults)")
+        frame_size: int = param(336, unit="px (shorter side)", doc="size of the frames")
+        max_frames: int = param(32, unit="frames", doc="most frames per sample (clips ≤ 12 s)")
+        samples_stage: str = param("assemble", optional=True, doc="the stage whose samples "
+                                   "are asked about")
+        cache: bool = param(True, optional=True, doc="keep replies in the store's response "
+                            "cache, so a rerun asks only what changed")
+        prompts: dict[str, str] = param({}, optional=True, paper="§4.2", doc="task → "
+                                        "prompt name replacing the packaged fixed prompt")
+        batch: int = param(1, optional=True, unit="questions per model call",
+                           doc="questions one model call takes (unset: the model card's "
+                               "gpu.batch); replies equal batch 1's within the README's "
+                               "tolerance, so not fingerprinted")
+
+    p: Params
 
     @cached_property
     def model_slug(self) -> str:
-        return str(self.ctx.params.get("model") or self.ctx.stage.model)
+        return self.p.model or self.ctx.stage.model
 
     @cached_property
     def samples(self) -> dict[str, SampleRow]:
-        source = str(self.ctx.params.get("samples_stage", "assemble"))
+        source = self.p.samples_stage
         return {s.sample_id: s for s in self.ctx.read_input(source, SampleRow) if s.ok}
 
     @cached_property
@@ -118,7 +136,7 @@ class OmniStage(StageImpl[ScoreRow]):
 
     @cached_property
     def questions(self) -> dict[str, Question]:
-        names = {**MADBENCH_PROMPTS, **self.ctx.params.get("prompts", {})}
+        names = {**MADBENCH_PROMPTS, **self.p.prompts}
         return {task: load_prompt(names[task]).question(task) for task in _TASKS}
 
     @cached_property
@@ -132,19 +150,19 @@ class OmniStage(StageImpl[ScoreRow]):
         sha256s, mode, pairing, frame parameters and the model's identity (adapter code,
         weights pins, dtype, message layout): a rerun, or a new version of one prompt,
         asks only what changed."""
-        return ResponseCache(self.ctx.run.store) if self.ctx.params.get("cache", True) else None
+        return ResponseCache(self.ctx.run.store) if self.p.cache else None
 
     def plan(self) -> list[str]:
         if not self.model_slug:
             log.info("%s: no model in this profile (workflows/full.yaml sets one); nothing to do",
                      self.ctx.stage.name)
             return []
-        splits = set(self.ctx.params["splits"])
+        splits = set(self.p.splits)
         return sorted(k for k, s in self.samples.items() if s.split in splits)
 
     def _modes(self) -> tuple[list[str], list[str]]:
-        modes = [m for m in self.ctx.params["modes"] if m in self.model.modes]
-        return modes, list(self.ctx.params["scene_modes"])
+        modes = [m for m in self.p.modes if m in self.model.modes]
+        return modes, list(self.p.scene_modes)
 
     def batch_size(self) -> int:
         """Questions per model call: the ``batch`` parameter, else the card's ``gpu.batch``
@@ -196,7 +214,7 @@ class OmniStage(StageImpl[ScoreRow]):
         """What identifies one question on one input (:func:`response_key`'s arguments)."""
         inputs = (s.audio_sha256,) if mode == "A" else (s.audio_sha256, video.video_sha256)
         return {"inputs": inputs, "mode": mode, "image": self.ctx.image, "pairing": pairing,
-                "max_new_tokens": int(self.ctx.params["max_new_tokens"]),
+                "max_new_tokens": self.p.max_new_tokens,
                 "settings": self._settings(mode), "identity": self.identity}
 
     def _prefetch(self, jobs: Sequence[tuple[SampleRow, str, str, str]], size: int) -> None:
@@ -224,7 +242,7 @@ class OmniStage(StageImpl[ScoreRow]):
 
     def _ask_chunk(self, task: str, mode: str,
                    chunk: Sequence[tuple[ResponseKey, SampleRow, SampleRow]]) -> None:
-        max_new = int(self.ctx.params["max_new_tokens"])
+        max_new = self.p.max_new_tokens
         try:
             requests = [request(self.questions[task], _MediaLoader(self, s).load(mode, video),
                                 max_new) for _, s, video in chunk]
@@ -308,11 +326,10 @@ class _MediaLoader:
         return Media(audio, rate, frames, fps)
 
     def _decode(self, video: SampleRow) -> tuple[Any, float]:
-        ctx = self.stage.ctx
+        ctx, p = self.stage.ctx, self.stage.p
         with ctx.tempdir() as tmp:
             path = tmp / "video.mp4"
             path.write_bytes(ctx.run.get_bytes(ctx.run.key_of(video.video_uri),
                                                video.video_sha256))
-            return sample_frames(path, fps=float(ctx.params["fps"]),
-                                 size=int(ctx.params["frame_size"]),
-                                 max_frames=int(ctx.params["max_frames"]))
+            return sample_frames(path, fps=float(p.fps), size=p.frame_size,
+                                 max_frames=p.max_frames)

@@ -23,6 +23,7 @@ from madbench_common.benchmarks.madbench.sources import bounded_id
 from madbench_common.benchmarks.madbench.stages.clips import ClipInputs, load_clip_inputs
 from madbench_common.core.compat import zip_strict
 from madbench_common.media.dsp import f0_track
+from madbench_common.pipeline.paramspec import StageParams, param
 from madbench_common.pipeline.stage import StageImpl
 
 __all__ = ["PairingStage", "Speaker", "estimate_gender", "pair_speakers", "pair_stats"]
@@ -137,6 +138,19 @@ class PairingStage(StageImpl[PairRow]):
     row_type = PairRow
     id_field = "pair_id"
 
+    @dataclass(frozen=True)
+    class Params(StageParams):
+        targets: int = param(4, unit="target speakers", paper="§3.3", doc="targets paired "
+                             "with each source (\"paired with four target speakers\")")
+        max_similarity: float = param(0.85, unit="cosine", doc="\"exclude near-duplicate "
+                                      "voices\": a speaker-embedding cosine above this is "
+                                      "the same voice")
+        relax: list[str] = param([], doc="paper constraints that may be dropped, one at a "
+                                 "time, for a source with too few candidates (cluster, "
+                                 "similarity, source_group, gender); none: fewer targets")
+
+    p: Params
+
     @cached_property
     def clips(self) -> dict[str, ClipInputs]:
         return load_clip_inputs(self.ctx)
@@ -160,9 +174,9 @@ class PairingStage(StageImpl[PairRow]):
                             c.source.source_group, c.split.split)
                     for c, (g, _) in zip_strict(clips, genders)]
         emb = np.stack([np.asarray(c.split.embedding, np.float64) for c in clips])
-        p = self.ctx.params
-        pairs = pair_speakers(speakers, emb, int(p["targets"]), float(p["max_similarity"]),
-                              self.ctx.rng("pairing"), tuple(p.get("relax", ())))
+        p = self.p
+        pairs = pair_speakers(speakers, emb, p.targets, p.max_similarity,
+                              self.ctx.rng("pairing"), tuple(p.relax))
         prov = self.ctx.provenance("split-embeddings")
         rows = [self._row(speakers, genders, emb, i, j, rank, relaxed).with_provenance(prov)
                 for i, j, rank, relaxed in pairs]

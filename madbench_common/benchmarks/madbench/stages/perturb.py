@@ -14,17 +14,23 @@ from __future__ import annotations
 import dataclasses
 import json
 import logging
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
+from dataclasses import dataclass
 from functools import cached_property
 from pathlib import Path
-from typing import Any, ClassVar
+from typing import Any
 
 from madbench_common.benchmarks.madbench.robustness.chain import apply_condition
-from madbench_common.benchmarks.madbench.robustness.conditions import Condition, parse_conditions
+from madbench_common.benchmarks.madbench.robustness.conditions import (
+    Condition,
+    builtin_conditions,
+    parse_conditions,
+)
 from madbench_common.benchmarks.madbench.robustness.noise import BUILTIN, NoiseSet, load_noise_set
 from madbench_common.benchmarks.madbench.rows import PerturbedRow, SampleRow
 from madbench_common.core.types import Audio
 from madbench_common.media.mux import remux_with_audio
+from madbench_common.pipeline.paramspec import StageParams, param
 from madbench_common.pipeline.stage import StageImpl
 
 __all__ = ["PerturbStage", "perturbed_row"]
@@ -52,28 +58,33 @@ class PerturbStage(StageImpl[PerturbedRow]):
     quantiser search, as ``assemble``'s).
     """
 
-    defaults: ClassVar[Mapping[str, Any]] = {
-        "conditions": [],
-        "splits": ["test"],
-        "noise": BUILTIN,
-        "aac_coder": "fast",
-    }
-
     row_type = PerturbedRow
     id_field = "sample_id"
 
+    @dataclass(frozen=True)
+    class Params(StageParams):
+        conditions: list[dict[str, Any]] | dict[str, Any] = param(
+            builtin_conditions(), shown="the packaged robustness.yaml",
+            doc="perturbation conditions: a list, or a mapping with a conditions list")
+        splits: list[str] = param(["test"], doc="splits whose samples are perturbed")
+        noise: str = param(BUILTIN, doc="noise for noise conditions: builtin, or a folder "
+                           "with noise.csv")
+        aac_coder: str = param("fast", doc="the mux's AAC quantiser search, as assemble's")
+
+    p: Params
+
     @cached_property
     def conditions(self) -> list[Condition]:
-        return parse_conditions(self.ctx.params["conditions"])
+        return parse_conditions(self.p.conditions)
 
     @cached_property
     def noise(self) -> NoiseSet | None:
         needs = any(s.op == "noise" for c in self.conditions for s in c.chain)
-        return load_noise_set(str(self.ctx.params["noise"])) if needs else None
+        return load_noise_set(self.p.noise) if needs else None
 
     @cached_property
     def by_clip(self) -> dict[str, list[SampleRow]]:
-        splits = set(self.ctx.params["splits"])
+        splits = set(self.p.splits)
         out: dict[str, list[SampleRow]] = {}
         for s in self.ctx.read_input("assemble", SampleRow):
             if s.ok and s.split in splits:
@@ -129,7 +140,7 @@ class PerturbStage(StageImpl[PerturbedRow]):
         wav = self.ctx.save_audio(f"audio/{tag}.wav", audio, rate)
         mp4 = tmp / f"{tag}.mp4"
         mux = remux_with_audio(video, audio, rate, mp4,
-                               aac_coder=str(self.ctx.params["aac_coder"]),
+                               aac_coder=self.p.aac_coder,
                                channels=1)
         info = self.ctx.run.put_file(self.ctx.key("video", mp4.name), mp4)
         return {"audio_uri": wav.uri, "audio_sha256": wav.sha256, "video_uri": info.uri,

@@ -12,6 +12,7 @@ mismatched labels are a seeded draw from the taxonomy's incompatible scenes.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass
 from functools import cached_property
 
 from madbench_common.benchmarks.madbench.rows import ComponentRow, PairRow
@@ -19,6 +20,7 @@ from madbench_common.benchmarks.madbench.sources import bounded_id
 from madbench_common.benchmarks.madbench.stages.clips import ClipInputs, load_clip_inputs
 from madbench_common.models.taxonomy import build_prompt, load_taxonomy
 from madbench_common.pipeline.graph import Stage
+from madbench_common.pipeline.paramspec import StageParams, param
 from madbench_common.pipeline.stage import StageImpl
 
 __all__ = ["CROSS_BRANCHES", "PlanComponentsStage", "component_id", "generator_stages",
@@ -56,6 +58,16 @@ class PlanComponentsStage(StageImpl[ComponentRow]):
 
     row_type = ComponentRow
     id_field = "component_id"
+
+    @dataclass(frozen=True)
+    class Params(StageParams):
+        targets: int = param(4, unit="target speakers", paper="§3.3", doc="cross-identity "
+                             "components per setting and clip: one per pairing target")
+        mismatch_prompts: int = param(3, unit="prompts", paper="§3.4", doc="scene-mismatched "
+                                      "prompts per text-to-audio setting and clip (6 + 6 = 12 "
+                                      "per clip, nearest Table 1's 12.15)")
+
+    p: Params
 
     @cached_property
     def clips(self) -> dict[str, ClipInputs]:
@@ -104,7 +116,7 @@ class PlanComponentsStage(StageImpl[ComponentRow]):
         same-identity TTS gets the source's. A clip with fewer targets (pairing never
         relaxes a constraint silently) gets fewer candidates.
         """
-        targets = self.targets.get(clip.clip_id, [])[: int(self.ctx.params["targets"])]
+        targets = self.targets.get(clip.clip_id, [])[: self.p.targets]
         rows = []
         for stage in stages:
             cross = stage.params["branch"] in CROSS_BRANCHES
@@ -130,7 +142,7 @@ class PlanComponentsStage(StageImpl[ComponentRow]):
         """
         scene = clip.scene
         assert scene is not None
-        k = int(self.ctx.params["mismatch_prompts"])
+        k = self.p.mismatch_prompts
         seed = int(self.ctx.rng("mismatch", clip.clip_id).integers(0, 2**31 - 1))
         labels = mismatch_labels(scene.scene_label, scene.mismatch_label, k, seed)
         others = [build_prompt(label, clip.source.duration) for label in labels]

@@ -11,6 +11,7 @@ the label and prompt of the scene-mismatched one.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from functools import cached_property
 
 from madbench_common.benchmarks.madbench.rows import SceneRow
@@ -24,6 +25,7 @@ from madbench_common.media.mux import sample_frames
 from madbench_common.models.registry import load_model
 from madbench_common.models.roles import SceneLabeller
 from madbench_common.models.taxonomy import build_prompt, load_taxonomy, pick_mismatch
+from madbench_common.pipeline.paramspec import StageParams, param
 from madbench_common.pipeline.stage import MapStage
 
 __all__ = ["SceneStage", "label_scene"]
@@ -53,13 +55,23 @@ class SceneStage(MapStage[SceneRow]):
 
     row_type = SceneRow
 
+    @dataclass(frozen=True)
+    class Params(StageParams):
+        frame_fps: float = param(1.0, unit="fps", paper="§3.4", doc="rate of the frames the "
+                                 "scene labeller sees (the paper names the model, Qwen2.5-VL-32B, "
+                                 "not its frames: our choice)")
+        frame_size: int = param(336, unit="px (shorter side)", doc="size of those frames")
+        max_frames: int = param(16, unit="frames", doc="most frames per clip")
+
+    p: Params
+
     @cached_property
     def clips(self) -> dict[str, ClipInputs]:
         return load_clip_inputs(self.ctx)
 
     @cached_property
     def labeller(self) -> SceneLabeller:
-        model: SceneLabeller = load_model(self.ctx.params.get("model") or self.ctx.stage.model)
+        model: SceneLabeller = load_model(self.p.model or self.ctx.stage.model)
         return model
 
     def plan(self) -> list[str]:
@@ -71,10 +83,10 @@ class SceneStage(MapStage[SceneRow]):
     def run_item(self, item: str) -> SceneRow:
         clip = self.clips[item]
         src = clip.source
-        p = self.ctx.params
+        p = self.p
         with self.ctx.tempdir() as tmp:
-            frames, fps = sample_frames(fetch_video(self.ctx, src, tmp), float(p["frame_fps"]),
-                                        int(p["frame_size"]), int(p["max_frames"]))
+            frames, fps = sample_frames(fetch_video(self.ctx, src, tmp), float(p.frame_fps),
+                                        p.frame_size, p.max_frames)
         try:
             caption = self.labeller.describe(frames, fps, hint=src.scene_caption)
         except ConfigError as exc:

@@ -58,7 +58,7 @@ class SeparateStage(MapStage[StemRow]):
 
     @cached_property
     def separator(self) -> Separator:
-        sep: Separator = load_model(self.ctx.params.get("model") or self.ctx.stage.model)
+        sep: Separator = load_model(self.p.model or self.ctx.stage.model)
         return sep
 
     def plan(self) -> list[str]:

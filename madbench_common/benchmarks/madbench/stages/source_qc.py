@@ -11,6 +11,7 @@ eligible); their scores are ``None`` otherwise.
 from __future__ import annotations
 
 import re
+from dataclasses import dataclass
 from functools import cached_property
 from typing import Any
 
@@ -23,6 +24,7 @@ from madbench_common.media.audio import rms_dbfs
 from madbench_common.models.reference.vad import coverage
 from madbench_common.models.registry import load_model
 from madbench_common.models.roles import ASR, VAD, AudioTagger, Segment, Transcript
+from madbench_common.pipeline.paramspec import StageParams, param
 from madbench_common.pipeline.stage import MapStage
 
 __all__ = ["SourceQCStage", "asr_detects_speech", "asr_identity", "clip_fraction",
@@ -41,7 +43,7 @@ def clip_fraction(audio: np.ndarray) -> float:
     return float(np.mean(np.abs(audio) >= _CLIP_LEVEL)) if audio.size else 0.0
 
 
-def eligibility(scores: dict[str, Any], params: dict[str, Any]) -> tuple[str, ...]:
+def eligibility(scores: dict[str, Any], p: SourceQCStage.Params) -> tuple[str, ...]:
     """The failed checks (empty when the clip is eligible).
 
     Speech content: VAD coverage of ŝ ≥ ``min_speech_coverage`` (0.3, the paper gives no
@@ -52,23 +54,23 @@ def eligibility(scores: dict[str, Any], params: dict[str, Any]) -> tuple[str, ..
     that is not perceptible beside speech). Clipping of the mixture ≤ ``max_clip_fraction``.
     """
     fails = []
-    if scores["speech_coverage"] < params["min_speech_coverage"]:
+    if scores["speech_coverage"] < p.min_speech_coverage:
         fails.append("low_speech_coverage")
     asr = scores["asr_coverage"]
-    if asr is not None and asr < params["min_asr_coverage"]:
+    if asr is not None and asr < p.min_asr_coverage:
         fails.append("low_asr_coverage")
     if not scores["transcript"].strip():
         fails.append("no_transcript")
-    if scores["env_leakage"] > params["max_env_leakage"]:
+    if scores["env_leakage"] > p.max_env_leakage:
         fails.append("speech_leakage_in_env")
-    if scores["env_rms_dbfs"] < params["min_env_dbfs"]:
+    if scores["env_rms_dbfs"] < p.min_env_dbfs:
         fails.append("low_env_energy")
-    if scores["clip_fraction"] > params["max_clip_fraction"]:
+    if scores["clip_fraction"] > p.max_clip_fraction:
         fails.append("clipping")
     return tuple(fails)
 
 
-def env_checks(scores: dict[str, Any], params: dict[str, Any]) -> tuple[str, ...]:
+def env_checks(scores: dict[str, Any], p: SourceQCStage.Params) -> tuple[str, ...]:
     """The failed language, ASR-leakage and music checks.
 
     English: the ASR's language for ŝ must be in ``languages`` (``["en"]``) with
@@ -86,13 +88,13 @@ def env_checks(scores: dict[str, Any], params: dict[str, Any]) -> tuple[str, ...
     """
     fails = []
     lang = scores.get("language", "")
-    if lang and (lang not in params["languages"]
-                 or (scores.get("language_prob") or 0.0) < params["min_language_prob"]):
+    if lang and (lang not in p.languages
+                 or (scores.get("language_prob") or 0.0) < p.min_language_prob):
         fails.append("not_english")
     if scores.get("env_asr_speech"):
         fails.append("asr_speech_in_env")
     music = [scores.get(k) for k in ("music_prob", "speech_music_prob")]
-    if any(m is not None and m >= params["max_music_prob"] for m in music):
+    if any(m is not None and m >= p.max_music_prob for m in music):
         fails.append("music_or_media")
     return tuple(fails)
 
@@ -133,7 +135,7 @@ def word_recall(reference: str, hypothesis: str) -> float:
     return recovered_words(reference, hypothesis) / n if n else 0.0
 
 
-def asr_detects_speech(heard: Transcript, reference: str, params: dict[str, Any]) -> bool:
+def asr_detects_speech(heard: Transcript, reference: str, p: QCParams) -> bool:
     """Whether the ASR detected speech in an environment track (§3.2: "in any environmental
     residual", so the whole track, not only the source speech regions).
 
@@ -154,29 +156,83 @@ def asr_detects_speech(heard: Transcript, reference: str, params: dict[str, Any]
       most of the check on the demo. ``env_asr_recall`` (the share of ŝ's content words
       recovered) stays as a diagnostic.
     """
-    need = int(params["min_content_words"])
+    need = p.min_content_words
     if heard.no_speech_prob is not None:
-        return (not whisper_silent(heard, params)
+        return (not whisper_silent(heard, p)
                 and len(content_words(heard.text)) >= need)
     return recovered_words(reference, heard.text) >= need
 
 
-def whisper_silent(heard: Transcript, params: dict[str, Any]) -> bool:
+def whisper_silent(heard: Transcript, p: QCParams) -> bool:
     """openai-whisper's no-speech rule (``transcribe.py``, ``transcribe()``): silent when
     ``no_speech_prob > no_speech_threshold``, unless ``avg_logprob > logprob_threshold``
     (the decoder was confident in what it read); without ``avg_logprob``, the first test.
     openai-whisper's defaults are 0.6 and −1.0."""
-    if heard.no_speech_prob is None or heard.no_speech_prob <= params["no_speech_threshold"]:
+    if heard.no_speech_prob is None or heard.no_speech_prob <= p.no_speech_threshold:
         return False
-    threshold = params.get("logprob_threshold")
+    threshold = p.logprob_threshold
     return not (threshold is not None and heard.avg_logprob is not None
                 and heard.avg_logprob > threshold)
+
+
+MUSIC_LABELS = ("Music", "Musical instrument", "Singing", "Television", "Radio")
+"""AudioSet labels that count as music or broadcast sound (both QC stages)."""
+
+
+@dataclass(frozen=True)
+class QCParams(StageParams):
+    """The parameters both QC stages take: their models and the speech and music checks."""
+
+    vad: str = param("", doc="registry slug of the VAD (the graph's: a QC card's)",
+                     paper="§3.2, §3.4")
+    asr: str = param("", doc="registry slug of the ASR", paper="§3.2, §3.4")
+    tagger: str = param("", doc="registry slug of the audio tagger (AST on the cluster)",
+                        paper="§3.2, §3.4")
+    music_labels: list[str] = param(list(MUSIC_LABELS), doc="AudioSet labels that count as "
+                                    "music or media playback")
+    max_music_prob: float = param(0.5, unit="probability", doc="\"no substantial music or "
+                                  "media playback\" (§3.2), \"detectable … music\" (§3.4): the "
+                                  "tagger's highest probability over music_labels stays under "
+                                  "this, its own decision threshold")
+    no_speech_threshold: float = param(0.6, unit="probability", doc="openai-whisper's "
+                                       "no-speech rule: a track is silent when no_speech_prob "
+                                       "exceeds this (transcribe.py's default)")
+    logprob_threshold: float | None = param(-1.0, unit="mean log-probability", doc="a track "
+                                            "silent by no_speech_threshold still holds speech "
+                                            "when avg_logprob exceeds this (openai-whisper's "
+                                            "default; null: never)")
+    min_content_words: int = param(2, unit="words", doc="ASR speech counts as detected with "
+                                   "this many content words (3+ letters, no function word): "
+                                   "one word is Whisper's typical hallucination on noise")
+    max_clip_fraction: float = param(0.001, unit="fraction of samples", doc="\"severe … "
+                                     "clipping\": more samples than this at full scale fail")
+    max_env_leakage: float = param(0.0, unit="fraction of the track", paper="§3.2, §3.4",
+                                   doc="VAD speech share allowed in an environment track "
+                                   "(\"detect no speech in any environmental residual\")")
 
 
 class SourceQCStage(MapStage[SourceQCRow]):
     """``sources`` + ``stems`` → ``source_qc``."""
 
     row_type = SourceQCRow
+
+    @dataclass(frozen=True)
+    class Params(QCParams):
+        min_speech_coverage: float = param(0.3, unit="fraction of the clip", doc="\"sufficient "
+                                           "spoken content\" (§3.2) without a number: VAD "
+                                           "speech share of ŝ")
+        min_asr_coverage: float = param(0.3, unit="fraction of the clip", doc="\"usable "
+                                        "transcripts\": the ASR's word coverage of ŝ (the paper "
+                                        "reports a 95.9 % mean, not a floor)")
+        languages: list[str] = param(["en"], paper="§3.2", doc="languages the ASR may find "
+                                     "in ŝ (\"usable English transcripts\")")
+        min_language_prob: float = param(0.0, unit="probability", doc="least probability of "
+                                         "that language (0: the top language decides)")
+        min_env_dbfs: float = param(-60.0, unit="dBFS", doc="\"minimum environmental-energy "
+                                    "criterion\": quieter ambience is not perceptible beside "
+                                    "speech")
+
+    p: Params
 
     @cached_property
     def inputs(self) -> dict[str, tuple[SourceRow, StemRow]]:
@@ -186,17 +242,17 @@ class SourceQCStage(MapStage[SourceQCRow]):
 
     @cached_property
     def vad(self) -> VAD:
-        model: VAD = load_model(self.ctx.params["vad"])
+        model: VAD = load_model(self.p.vad)
         return model
 
     @cached_property
     def asr(self) -> ASR:
-        model: ASR = load_model(self.ctx.params["asr"])
+        model: ASR = load_model(self.p.asr)
         return model
 
     @cached_property
     def tagger(self) -> AudioTagger:
-        model: AudioTagger = load_model(self.ctx.params["tagger"])
+        model: AudioTagger = load_model(self.p.tagger)
         return model
 
     def plan(self) -> list[str]:
@@ -222,10 +278,10 @@ class SourceQCStage(MapStage[SourceQCRow]):
             "clip_fraction": clip_fraction(mix),
             **self._transcript(src, speech, rate),
         }
-        fails = eligibility(scores, self.ctx.params)
+        fails = eligibility(scores, self.p)
         if not fails:
             scores |= self._env_scores(speech, env, rate, segments)
-            fails = env_checks(scores, self.ctx.params)
+            fails = env_checks(scores, self.p)
         slug = f"{self.vad.slug}+{self.asr.slug if scores['transcript_source'] == 'asr' else ''}"
         return SourceQCRow(clip_id=item, eligible=not fails, fail_reasons=fails,
                            **scores).with_provenance(
@@ -242,14 +298,14 @@ class SourceQCStage(MapStage[SourceQCRow]):
                 "env_asr_text": heard.text, "env_asr_recall": word_recall(said.text, heard.text),
                 "env_asr_no_speech_prob": heard.no_speech_prob,
                 "env_asr_avg_logprob": heard.avg_logprob,
-                "env_asr_speech": asr_detects_speech(heard, said.text, self.ctx.params),
+                "env_asr_speech": asr_detects_speech(heard, said.text, self.p),
                 "music_prob": self._music(env, rate),
                 "speech_music_prob": self._music(speech, rate)}
 
     def _music(self, audio: np.ndarray, rate: int) -> float:
         """The tagger's highest probability over the music/media-playback labels."""
         tags = self.tagger.tag(audio, rate)
-        return max((tags.get(lbl, 0.0) for lbl in self.ctx.params["music_labels"]),
+        return max((tags.get(lbl, 0.0) for lbl in self.p.music_labels),
                    default=0.0)
 
     def _vad_pair(self, speech: np.ndarray, env: np.ndarray, rate: int) -> list[list[Segment]]:

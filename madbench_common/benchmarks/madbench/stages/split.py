@@ -10,6 +10,7 @@ generation happens.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass
 from functools import cached_property
 
 import numpy as np
@@ -19,6 +20,7 @@ from madbench_common.benchmarks.madbench.rows import SourceQCRow, SourceRow, Spl
 from madbench_common.core.compat import zip_strict
 from madbench_common.models.registry import load_model
 from madbench_common.models.roles import SpeakerEmbedder
+from madbench_common.pipeline.paramspec import StageParams, param
 from madbench_common.pipeline.stage import StageImpl
 
 __all__ = ["SPLITS", "SplitStage", "assign_splits", "cluster_speakers", "link_groups"]
@@ -79,6 +81,18 @@ class SplitStage(StageImpl[SplitRow]):
 
     row_type = SplitRow
 
+    @dataclass(frozen=True)
+    class Params(StageParams):
+        ratios: list[float] = param([0.7, 0.1, 0.2], unit="fractions (train, val, test)",
+                                    paper="§3.2", doc="split shares (\"partitioned "
+                                    "approximately 7:1:2\"), by speaker cluster and source group")
+        cluster_threshold: float = param(0.2, unit="cosine distance", doc="speaker clusters "
+                                         "merge below this embedding distance (the references' "
+                                         "embedder; ECAPA: 0.75, one minus its same-speaker "
+                                         "threshold)")
+
+    p: Params
+
     @cached_property
     def eligible(self) -> list[tuple[SourceRow, StemRow]]:
         ok = {r.clip_id for r in self.ctx.read_input("source_qc", SourceQCRow) if r.eligible}
@@ -92,15 +106,15 @@ class SplitStage(StageImpl[SplitRow]):
     def run_items(self, items: Sequence[str]) -> list[SplitRow]:
         if not items or not self.eligible:
             return []
-        embedder: SpeakerEmbedder = load_model(self.ctx.params.get("model") or self.ctx.stage.model)
+        embedder: SpeakerEmbedder = load_model(self.p.model or self.ctx.stage.model)
         embs = np.stack([self._embed(embedder, stem) for _, stem in self.eligible])
-        clusters = cluster_speakers(embs, float(self.ctx.params["cluster_threshold"]))
+        clusters = cluster_speakers(embs, self.p.cluster_threshold)
         keys = [(f"cluster:{c}", f"group:{src.source_group}")
                 + ((f"speaker:{src.speaker}",) if src.speaker else ())
                 for c, (src, _) in zip_strict(clusters, self.eligible)]
         groups = link_groups(keys)
         sizes = np.bincount(groups).tolist()
-        splits = assign_splits(sizes, self.ctx.params["ratios"], self.ctx.rng("split"))
+        splits = assign_splits(sizes, self.p.ratios, self.ctx.rng("split"))
         prov = self.ctx.provenance(embedder.slug, embedder.version)
         return [
             SplitRow(clip_id=src.clip_id, split=splits[g], speaker_cluster=int(c), group_id=g,

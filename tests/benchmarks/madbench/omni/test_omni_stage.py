@@ -134,7 +134,9 @@ def test_rerun_and_a_new_prompt_version_ask_only_what_changed(toy: ToyOmni,
     _samples(run, tmp_path)
     first = _run(run, "omni_toy", {"model": "toy-omni"})
     calls = toy.calls
-    again = _run(RunStore(store, "r1"), "omni_toy", {"model": "toy-omni", "shards_note": 1})
+    # a new fingerprint (one more parameter, the same samples): the cache answers
+    again = _run(RunStore(store, "r1"), "omni_toy",
+                 {"model": "toy-omni", "samples_stage": "assemble"})
     assert toy.calls == calls
     assert [(r.sample_id, r.task, r.mode, r.pairing, r.score, r.probs, r.answer) for r in again] \
         == [(r.sample_id, r.task, r.mode, r.pairing, r.score, r.probs, r.answer) for r in first]

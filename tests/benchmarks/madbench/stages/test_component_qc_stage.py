@@ -2,16 +2,22 @@
 
 from __future__ import annotations
 
+import dataclasses
+
 from madbench_common.benchmarks.madbench.graph import build_graph
 from madbench_common.benchmarks.madbench.rows import ComponentRow
 from madbench_common.benchmarks.madbench.stages.clips import length_fields
 from madbench_common.benchmarks.madbench.stages.component_qc import (
+    ComponentQCStage,
     english_like,
     qc_verdict,
     word_error_rate,
 )
+from madbench_common.pipeline.paramspec import build_params
+from madbench_common.pipeline.stage import stage_params
 
-P = build_graph()["component_qc"].params
+P = build_params(ComponentQCStage.Params, stage_params(build_graph()["component_qc"], {}),
+                 "component_qc")
 
 
 def _row(**kw: object) -> ComponentRow:
@@ -55,8 +61,8 @@ def test_env_checks_as_the_paper_states_them() -> None:
     by the tagger at 0.5), valid mismatch pairing filter; AST *event* tags and CLAP are
     diagnostics ("AST-based event checks and CLAP-style audio-prompt matching scores
     serve as diagnostic signals"), the ASR runs on every paradigm."""
-    assert P["env_asr_branches"] == ["t2a", "v2a", "a2a"] and P["music_filter"] is True
-    assert P["max_music_prob"] == 0.5
+    assert P.env_asr_branches == ["t2a", "v2a", "a2a"] and P.music_filter is True
+    assert P.max_music_prob == 0.5
     env = {"component": "env", "branch": "t2a", "scene_label": "forest"}
     assert qc_verdict(_row(**env, speech_leakage=0.0, asr_speech=False,
                            music_prob=0.1), P) == ()
@@ -69,7 +75,7 @@ def test_env_checks_as_the_paper_states_them() -> None:
     assert qc_verdict(_row(**env, music_prob=0.8), P) == ("music",)
     assert qc_verdict(_row(**env, music_prob=0.5), P) == ("music",)
     assert qc_verdict(_row(**env, music_prob=0.49), P) == ()
-    assert qc_verdict(_row(**env, music_prob=0.8), P | {"music_filter": False}) == ()
+    assert qc_verdict(_row(**env, music_prob=0.8), dataclasses.replace(P, music_filter=False)) == ()
     # diagnostics never fail a component, however poor
     assert qc_verdict(_row(**env, prompt_match=-1.0, events=("Music",),
                            event_probs=(0.4,)), P) == ()
@@ -84,7 +90,7 @@ def test_length_fix_up_is_bounded() -> None:
     1.25 (> 1.15): rejected; 9.0 → 10.0 s (1.111) and 10.0 → 9.0 s (0.9) pass; an env
     loop of a 10 s canvas onto 12 s (1.2) fails, onto 11 s (1.1) passes. The fitted
     track's own length (duration_error 0) cannot hide it."""
-    assert P["max_length_correction"] == 0.15
+    assert P.max_length_correction == 0.15
     ok = {"sim_source": 0.9, "duration_error": 0.0}
     assert qc_verdict(_row(**ok, length_correction=10.0 / 8.0), P) == (
         "length_correction_exceeded",)

@@ -36,7 +36,8 @@ def test_six_speech_and_six_env_settings_two_per_branch() -> None:
 
 def _stage(targets: int, prompts: int) -> PlanComponentsStage:
     ctx = SimpleNamespace(params={"targets": targets, "mismatch_prompts": prompts},
-                          graph=build_graph(), rng=lambda *s: np.random.default_rng(0),
+                          stage=SimpleNamespace(name="plan_components"), graph=build_graph(),
+                          rng=lambda *s: np.random.default_rng(0),
                           provenance=lambda *a: Provenance("plan_components", "plan", "", "", 0))
     stage = PlanComponentsStage(ctx)  # type: ignore[arg-type]
     clips = {}

@@ -6,6 +6,7 @@ import numpy as np
 
 from madbench_common.benchmarks.madbench.graph import build_graph
 from madbench_common.benchmarks.madbench.stages.source_qc import (
+    SourceQCStage,
     asr_detects_speech,
     content_words,
     eligibility,
@@ -16,8 +17,11 @@ from madbench_common.benchmarks.madbench.stages.source_qc import (
 from madbench_common.models.reference.separator import consistent_mask
 from madbench_common.models.reference.tagger import TonalMusicTagger, sustained_tone_share
 from madbench_common.models.roles import Transcript
+from madbench_common.pipeline.paramspec import build_params, params_dict
+from madbench_common.pipeline.stage import stage_params
 
-PARAMS = build_graph()["source_qc"].params
+PARAMS = build_params(SourceQCStage.Params, stage_params(build_graph()["source_qc"], {}),
+                      "source_qc")
 OK = {"speech_coverage": 0.6, "asr_coverage": None, "transcript": "hello world",
       "env_leakage": 0.0, "env_rms_dbfs": -40.0, "clip_fraction": 0.0}
 
@@ -58,8 +62,8 @@ def _heard(text: str, no_speech: float | None, avg_logprob: float | None = None)
 def test_asr_detection_with_a_no_speech_signal() -> None:
     """Whisper-like ASR: openai-whisper's rule (transcribe.py: silent when no_speech_prob >
     0.6 unless avg_logprob > -1.0), and 2+ content words."""
-    assert PARAMS["no_speech_threshold"] == 0.6 and PARAMS["min_content_words"] == 2
-    assert PARAMS["logprob_threshold"] == -1.0
+    assert PARAMS.no_speech_threshold == 0.6 and PARAMS.min_content_words == 2
+    assert PARAMS.logprob_threshold == -1.0
     ref = "please enter your password"  # unused when the ASR has its own signal
     assert asr_detects_speech(_heard("the market opens at nine today", 0.1), ref, PARAMS)
     # a hallucination Whisper itself flags as no speech
@@ -124,7 +128,6 @@ def test_the_asr_hears_the_whole_residual_not_only_the_speech_regions() -> None:
     ŝ over the speech regions (its words, the reference), all of ê."""
     from types import SimpleNamespace
 
-    from madbench_common.benchmarks.madbench.stages.source_qc import SourceQCStage
     from madbench_common.models.roles import Segment
 
     heard: list[np.ndarray] = []
@@ -146,7 +149,7 @@ def test_the_asr_hears_the_whole_residual_not_only_the_speech_regions() -> None:
     env[3 * rate:] = 0.5  # leakage in the last second, after the only speech region
     stage = SourceQCStage.__new__(SourceQCStage)
     stage.__dict__.update(asr=RecordingASR(), tagger=NoMusic(),
-                          ctx=SimpleNamespace(params=dict(PARAMS)))
+                          ctx=SimpleNamespace(params=params_dict(PARAMS)), p=PARAMS)
     stage._env_scores(speech, env, rate, [Segment(0.0, 1.0)])
     assert len(heard) == 2
     assert len(heard[1]) == len(env) and np.array_equal(heard[1], env)
