@@ -1,20 +1,15 @@
 """``madbench gpu-bench``: per-item GPU time and memory of each model, measured.
 
-Compute does not depend on the weights, so each model's full-size architecture is built
-with random weights from the release's own configuration (the card's ``arch``: ``args``
-read at a pinned commit, written in the release layout by ``arch.builder``) and its
-production adapter runs on the demo clips, at the batch size its stage uses (the card's
-``gpu.batch``, 1 unless set). Per item it records the median seconds of the warm runs
-(decoding the clip and the adapter's call, as a stage spends them; the call alone beside),
-the peak GPU memory, dtype, batch, device, torch/CUDA, the checkout's commit and the date.
+Compute does not depend on the weights: each model's full-size architecture is built with
+random weights from the release's configuration (the card's ``arch``) and its production
+adapter runs on the demo clips at its stage's batch size (``gpu.batch``). Per item it
+records the median seconds of warm runs (decoding plus the call; the call alone beside),
+peak GPU memory, dtype, batch, device, torch/CUDA, commit and date.
 
-Only a CUDA run at full size is a measurement (``status: measured``, written into the card
-by :func:`write_measured`). ``tiny`` builds the image test's tiny checkpoint instead
-(``image.yaml``'s ``image_test.weights``; a CPU reference needs none): the same code path
-on the CPU, which the main test suite runs so that it cannot rot; its figures are never
-written. A model whose adapter's packages this interpreter lacks, whose configuration
-cannot be read offline or that has no full-size builder is skipped with the reason: the
-command runs inside each image (or its venv) on a GPU machine.
+Only a full-size CUDA run is a measurement (``status: measured``, :func:`write_measured`).
+``tiny`` runs the same path on the image test's tiny checkpoint, on the CPU in the main
+suite, so it cannot rot; its figures are never written. A model whose packages, offline
+configuration or full-size builder is missing is skipped with the reason.
 """
 
 from __future__ import annotations

@@ -1,22 +1,15 @@
 """Plan a run before submitting it: task counts, GPU/CPU-hours and storage per stage.
 
-Estimates come from the committed throughput table ``madbench_common/data/throughput.csv``
-(seconds and bytes per item, with the basis and source of every figure). Stages with
-no row are listed as unknown and left out of the totals, never guessed. GPU memory and
-GPU-seconds per item of every model stage come from the models' catalog cards
-(:mod:`madbench_common.pipeline.gpuplan`): estimated from model size and sampling steps,
-with the source of each figure, until a GPU run measures them. GPU-hours of a stage that requests
-a GPU use its throughput row when that was measured on a GPU, else the GPU estimate.
-A stage without a throughput row counts samples when it runs after ``assemble`` (the
-per-model feature, score and omni stages work per benchmark sample), else clips.
-``madbench plan`` plans the ``full`` profile (the paper's models, as ``workflows/full.yaml``
-runs and sizes them) unless ``--profile embedded`` is given.
+Figures come from ``madbench_common/data/throughput.csv`` (seconds and bytes per item, with
+basis and source) and, for GPU memory and seconds, the catalog cards
+(:mod:`madbench_common.pipeline.gpuplan`), measured where a GPU run measured them, else
+estimated. A stage with no figure is listed as unknown and left out of the totals, never
+guessed. The ``full`` profile is planned unless ``--profile embedded`` is given.
 
-Each stage is sized from its figures (:func:`size_stage`; ``workflows/full.yaml`` takes
-the sizes at the paper's scale): a GPU stage's shard count, shard deadline
-(``activeDeadlineSeconds``) and GPU-memory request come from its model's GPU figure,
-measured where a GPU run measured it, else estimated, with the margins below; a CPU
-stage's shards keep their planned time under :data:`SHARD_TIMEOUT_SHARE` of its timeout.
+:func:`size_stage` sizes each stage (``workflows/full.yaml`` takes the sizes at the paper's
+scale): a GPU stage's shards, ``activeDeadlineSeconds`` and GPU-memory request come from its
+model's figure with the margins below; a CPU stage's shards keep their planned time under
+:data:`SHARD_TIMEOUT_SHARE` of its timeout.
 """
 
 from __future__ import annotations
