@@ -256,6 +256,10 @@ def test_a_gpu_stage_is_sized_from_its_figure_with_the_stated_margins() -> None:
 def test_the_paper_scale_plan_has_no_shard_over_its_deadline() -> None:
     plan = plan_run(build_graph().profiled("full"), PAPER_CLIPS)
     assert not [s.stage.name for s in plan.stages if s.over_deadline]
+    # the derived deadline stays within the stage's timeout: no stage sits at the shard cap
+    # with its shards past what its template allows
+    assert not [(s.stage.name, s.deadline, s.stage.timeout) for s in plan.stages
+                if s.deadline > s.stage.timeout]
     text = format_plan(plan)
     assert "over its deadline" not in text and "GPU-h by figure: measured" in text
     for s in plan.stages:

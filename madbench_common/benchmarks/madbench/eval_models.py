@@ -36,12 +36,14 @@ class EvalModel:
     detector: bool = False
     memory: str = "16Gi"
     frames: dict[str, Any] = field(default_factory=dict)
+    timeout: int = 0
+    """The card's shard timeout in seconds (0: the stage default)."""
 
 
 def _from_cards() -> tuple[EvalModel, ...]:
     """Every catalog card with a ``features_<slug>`` slot, in its table order."""
     return tuple(EvalModel(c.slug, c.image, c.slot.modes or ("A",), c.role == "detector",
-                           c.slot.memory or "16Gi", dict(c.slot.frames))
+                           c.slot.memory or "16Gi", dict(c.slot.frames), c.slot.timeout)
                  for c in model_cards("features") if c.slot)
 
 
@@ -103,7 +105,8 @@ def _features(m: EvalModel) -> Stage:
         outputs=("features",),
         shards=4,
         params=params,
-        full={"model": m.slug, "image": m.image, "gpu": 1, "memory": m.memory},
+        full={"model": m.slug, "image": m.image, "gpu": 1, "memory": m.memory,
+              **({"timeout": m.timeout} if m.timeout else {})},
     )
 
 
