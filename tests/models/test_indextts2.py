@@ -103,6 +103,28 @@ def test_tiny_model_runs_upstream_inference_to_the_requested_length(tts) -> None
     assert not np.array_equal(a, tts.generate(**kw, seed=6))
 
 
+def test_a_gpt_output_that_stops_at_once_is_refused_through_upstream_infer(  # type: ignore[no-untyped-def]
+        tts, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The GPT's first token is the stop token: upstream would pass zero codes on to the
+    semantic codec's convolution ("padded input size per channel: (0)", a random tiny GPT
+    did so on 2 of 12 rehearsal rows); the adapter refuses it as ``no_speech_tokens``."""
+    gpt = tts._tts.gpt
+    real, stop = gpt.inference_speech, int(tts._tts.stop_mel_token)
+
+    def stops_at_once(*args: object, **kwargs: object) -> object:
+        codes, latent = real(*args, **kwargs)
+        codes = codes.clone()
+        codes[:, 0] = stop
+        return codes, latent
+
+    monkeypatch.setattr(gpt, "inference_speech", stops_at_once)
+    case, target = demo_case("demo_019"), demo_case("demo_007")
+    with pytest.raises(GenerationFailed, match="no_speech_tokens"):
+        tts.generate(sample_rate=RATE, duration=case.duration, ref_audio=target.active,
+                     text=case.transcript, seed=0)
+    assert gpt.inference_speech is stops_at_once  # the adapter put back what it wrapped
+
+
 def test_text_the_bpe_model_cannot_encode_is_rejected(tts) -> None:  # type: ignore[no-untyped-def]
     case = demo_case("demo_002")
     with pytest.raises(GenerationFailed, match="unsupported_characters"):
