@@ -115,6 +115,7 @@ def test_default_mode_sends_every_answer_to_the_llm(monkeypatch: pytest.MonkeyPa
     would call clear; the rules never answer in this mode."""
     from madbench_common.benchmarks.deaf.graph import build_deaf_graph
     from madbench_common.benchmarks.deaf.judge import DEFAULT_MODE, R1_BASE_URL, R1_MODEL
+    from madbench_common.pipeline.stage import stage_params
 
     seen: list[str] = []
 
@@ -124,7 +125,8 @@ def test_default_mode_sends_every_answer_to_the_llm(monkeypatch: pytest.MonkeyPa
 
     assert DEFAULT_MODE == "llm"
     for profile in ("embedded", "full"):
-        p = build_deaf_graph(("qwen2_audio",)).profiled(profile)["deaf_judge"].params
+        # what a pod runs with: the implementation's defaults under the graph's overrides
+        p = stage_params(build_deaf_graph(("qwen2_audio",)).profiled(profile)["deaf_judge"], {})
         assert (p["mode"], p["judge_base_url"], p["judge_model_id"]) == (
             "llm", R1_BASE_URL, R1_MODEL)
     assert R1_MODEL != "deepseek-reasoner"
