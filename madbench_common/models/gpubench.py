@@ -23,13 +23,14 @@ import statistics
 import subprocess
 import tempfile
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
 import yaml
 
+from madbench_common.core.environ import environ
 from madbench_common.core.errors import ConfigError, EnvironmentMissing
 from madbench_common.core.types import Audio, Frames
 from madbench_common.models import batching
@@ -210,19 +211,10 @@ def _resolve(target: str) -> Callable[..., Any]:
                                  f"{exc.name!r}, which this interpreter lacks") from None
 
 
-@contextlib.contextmanager
-def _weights_env(root: Path) -> Iterator[None]:
-    keys = {"MADBENCH_WEIGHTS": str(root), "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1"}
-    saved = {k: os.environ.get(k) for k in keys}
-    os.environ.update(keys)
-    try:
-        yield
-    finally:
-        for k, v in saved.items():
-            if v is None:
-                os.environ.pop(k, None)
-            else:
-                os.environ[k] = v
+def _weights_env(root: Path) -> contextlib.AbstractContextManager[None]:
+    """The weights root at ``root``, offline: a built checkpoint is all an adapter reads."""
+    return environ({"MADBENCH_WEIGHTS": str(root), "HF_HUB_OFFLINE": "1",
+                    "TRANSFORMERS_OFFLINE": "1"})
 
 
 def _torch_facts(device: str) -> dict[str, Any]:

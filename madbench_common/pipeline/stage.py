@@ -20,7 +20,7 @@ import tempfile
 import time
 from abc import ABC, abstractmethod
 from collections import Counter
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -70,6 +70,7 @@ __all__ = [
     "ShardResult",
     "StageContext",
     "StageImpl",
+    "batch_size",
     "check_budget",
     "check_pins",
     "load_impl",
@@ -294,6 +295,23 @@ model card's ``gpu.batch``). Not part of the fingerprint, like the shard count: 
 that takes it gives each input the rows of batch 1 (a batched adapter within its stated
 tolerance, ``models.batching.EQUIVALENCE_ATOL``), so a rerun at another batch size reuses
 what is done."""
+
+
+def batch_size(stage: str, params: Mapping[str, Any], default: Callable[[], int]) -> int:
+    """Inputs per model call for ``stage``: its :data:`BATCH_PARAM` parameter in
+    ``params``, else ``default()`` (the model card's ``gpu.batch``). A value that is not a
+    whole number >= 1 is a :class:`ConfigError`."""
+    value = params.get(BATCH_PARAM)
+    if value in (None, ""):
+        return default()
+    try:
+        size = int(value)
+    except (TypeError, ValueError):
+        size = 0
+    if size < 1:
+        raise ConfigError(f"stage {stage}: {BATCH_PARAM} must be a whole number >= 1, "
+                          f"got {value!r}")
+    return size
 
 
 def _hashed_params(impl: type[StageImpl[Any]], params: Mapping[str, Any]) -> Mapping[str, Any]:

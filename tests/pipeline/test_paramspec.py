@@ -31,6 +31,7 @@ from madbench_common.pipeline.paramspec import (
     params_dict,
 )
 from madbench_common.pipeline.stage import load_impl, make_context, stage_params
+from tests.readme_section import check_readme_section
 
 _GRAPHS = [build_graph(), build_deaf_graph()]
 
@@ -163,17 +164,8 @@ def test_readme_shows_every_stage_parameter_from_the_fields(tmp_path: Path) -> N
     )
 
     table = readme_params()
-    doc = (Path(__file__).resolve().parents[2] / "README.md").read_text()
-    assert f"{PARAMS_BEGIN}\n{table}{PARAMS_END}" in doc, \
-        "README parameter table is stale: run `madbench render` and commit README.md"
+    check_readme_section(tmp_path, render_readme_params, PARAMS_BEGIN, PARAMS_END, table)
     assert "| `source_qc` | `min_speech_coverage` | number | `0.3` | fraction of the clip | " \
            "our choice |" in table
     assert "| `pairing` | `targets` | integer | `4` | target speakers | §3.3 |" in table
     assert "| `features_*` | `models` ‡ |" in table  # an optional field, on 14 stages
-    stale = tmp_path / "README.md"
-    stale.write_text(f"# x\n{PARAMS_BEGIN}\n| old |\n{PARAMS_END}\nafter\n")
-    assert render_readme_params(str(stale), check=True) == [stale]
-    assert "| old |" in stale.read_text()  # --check writes nothing
-    assert render_readme_params(str(stale)) == [stale]
-    assert stale.read_text() == f"# x\n{PARAMS_BEGIN}\n{table}{PARAMS_END}\nafter\n"
-    assert render_readme_params(str(stale), check=True) == []

@@ -22,8 +22,7 @@ from madbench_common.pipeline.plan import (
     load_throughput,
     plan_run,
 )
-
-ROOT = Path(__file__).resolve().parents[2]
+from tests.readme_section import check_readme_section
 
 
 def test_paper_scale_defaults_samples() -> None:
@@ -90,16 +89,7 @@ def test_readme_shows_the_current_paper_scale_plan(tmp_path: Path) -> None:
     ``render --check`` reports it stale once the graph's plan differs."""
     from madbench_common.cli.cluster import PLAN_BEGIN, PLAN_END, readme_plan, render_readme_plan
 
-    doc = (ROOT / "README.md").read_text()
-    assert f"{PLAN_BEGIN}\n{readme_plan()}{PLAN_END}" in doc, \
-        "README plan is stale: run `madbench render` and commit README.md"
-    stale = tmp_path / "README.md"
-    stale.write_text(f"# x\n{PLAN_BEGIN}\n```console\nold\n```\n{PLAN_END}\nafter\n")
-    assert render_readme_plan(str(stale), check=True) == [stale]
-    assert "old" in stale.read_text()  # --check writes nothing
-    assert render_readme_plan(str(stale)) == [stale]
-    assert stale.read_text() == f"# x\n{PLAN_BEGIN}\n{readme_plan()}{PLAN_END}\nafter\n"
-    assert render_readme_plan(str(stale), check=True) == []
+    check_readme_section(tmp_path, render_readme_plan, PLAN_BEGIN, PLAN_END, readme_plan())
 
 
 def test_every_model_stage_has_gpu_figures_and_no_question_marks() -> None:

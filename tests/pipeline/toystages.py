@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from madbench_common.core.errors import InputRejected
 from madbench_common.core.manifest import ManifestRow, manifest
@@ -40,12 +41,26 @@ def _count(path: str, line: str) -> None:
         fh.write(line + "\n")
 
 
-class Numbers(MapStage[ToyRow]):
+def _planned(params: Mapping[str, Any]) -> list[str]:
+    """Items ``c00``, ``c01``, … (``n`` of them)."""
+    return [f"c{i:02d}" for i in range(int(params["n"]))]
+
+
+class _ToyMap(MapStage[ToyRow]):
+    """A map stage over :func:`_planned`'s items; a rejected item keeps its reason."""
+
     row_type = ToyRow
     Params = ToyParams
 
     def plan(self) -> list[str]:
-        return [f"c{i:02d}" for i in range(int(self.ctx.params["n"]))]
+        return _planned(self.ctx.params)
+
+    def rejected_row(self, item: str, exc: InputRejected) -> ToyRow:
+        return ToyRow(clip_id=item, status="rejected", reason=exc.reason, detail=str(exc))
+
+
+class Numbers(_ToyMap):
+    """Each item's value times three, stored as a file; the values in ``bad`` unreadable."""
 
     def run_item(self, item: str) -> ToyRow:
         _count(self.ctx.params["counter"], f"numbers {item}")
@@ -55,9 +70,6 @@ class Numbers(MapStage[ToyRow]):
         info = self.ctx.run.put_bytes(self.ctx.key(f"{item}.txt"), str(value * 3).encode())
         return ToyRow(clip_id=item, value=value * 3, uri=info.uri,
                       sha256=info.sha256).with_provenance(self.ctx.provenance("toy", "1"))
-
-    def rejected_row(self, item: str, exc: InputRejected) -> ToyRow:
-        return ToyRow(clip_id=item, status="rejected", reason=exc.reason, detail=str(exc))
 
 
 class Total(StageImpl[ToyRow]):
@@ -119,21 +131,12 @@ def _fail(how: str, item: str) -> None:
         raise InputRejected(item, "too_long", "the clip is longer than max_duration")
 
 
-class Flaky(MapStage[ToyRow]):
+class Flaky(_ToyMap):
     """Items fail as ``params["fail"]`` says (``{item: how}``)."""
-
-    row_type = ToyRow
-    Params = ToyParams
-
-    def plan(self) -> list[str]:
-        return [f"c{i:02d}" for i in range(int(self.ctx.params["n"]))]
 
     def run_item(self, item: str) -> ToyRow:
         _fail(self.ctx.params.get("fail", {}).get(item, ""), item)
         return ToyRow(clip_id=item, value=int(item[1:]))
-
-    def rejected_row(self, item: str, exc: InputRejected) -> ToyRow:
-        return ToyRow(clip_id=item, status="rejected", reason=exc.reason, detail=str(exc))
 
 
 class Batch(StageImpl[ToyRow]):
@@ -144,7 +147,7 @@ class Batch(StageImpl[ToyRow]):
     separable = True
 
     def plan(self) -> list[str]:
-        return [f"c{i:02d}" for i in range(int(self.ctx.params["n"]))]
+        return _planned(self.ctx.params)
 
     def run_items(self, items: Sequence[str]) -> list[ToyRow]:
         out = []

@@ -72,6 +72,13 @@ def repo_library() -> str:
     return DEFAULT_LIBRARY if Path(DEFAULT_LIBRARY).is_dir() else ""
 
 
+def _stand_ins_param() -> Any:
+    """The data stages' ``stand_ins`` field (its values: :data:`STAND_INS`)."""
+    return param("allow", optional=True, doc="allow: the CPU references stand in where no "
+                 "paper data is named (labelled so); refuse: the preflight fails instead "
+                 "(the full profile)")
+
+
 class SentencesStage(MapStage[SentenceRow]):
     """The run's sentence set: committed, EMIS (``emis``) or a user CSV (``sentences``)."""
 
@@ -86,9 +93,7 @@ class SentencesStage(MapStage[SentenceRow]):
                           "stand-ins")
         per_stratum: int = param(0, unit="sentences", doc="sentences kept per stratum "
                                  "(0: all)")
-        stand_ins: str = param("allow", optional=True, doc="allow: the CPU references "
-                               "stand in where no paper data is named (labelled so); refuse: "
-                               "the preflight fails instead (the full profile)")
+        stand_ins: str = _stand_ins_param()
 
     p: Params
 
@@ -142,9 +147,7 @@ class EnvLibStage(MapStage[EnvRow]):
                             "or an s3:// prefix) BSC mixes")
         seconds: float = param(20.0, unit="s", doc="longest stretch of each background "
                                "kept (clips are mixed over it)")
-        stand_ins: str = param("allow", optional=True, doc="allow: the CPU references "
-                               "stand in where no paper data is named (labelled so); refuse: "
-                               "the preflight fails instead (the full profile)")
+        stand_ins: str = _stand_ins_param()
 
     p: Params
 
@@ -283,9 +286,7 @@ class EscStage(_ClipStage):
         emis: str = param("", paper="§2.1, Appendix A.2.1", doc="the EMIS copy whose clips "
                           "this setting takes; empty: the slot's model synthesises")
         model: str = param("", doc="registry slug of the emotional_tts model in the slot")
-        stand_ins: str = param("allow", optional=True, doc="allow: the CPU references "
-                               "stand in where no paper data is named (labelled so); refuse: "
-                               "the preflight fails instead (the full profile)")
+        stand_ins: str = _stand_ins_param()
 
     p: Params
 

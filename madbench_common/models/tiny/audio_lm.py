@@ -15,7 +15,7 @@ import os
 import sys
 from typing import Any
 
-from madbench_common.models.tiny.omni import staging
+from madbench_common.models.tiny.omni import chatml, staging
 from madbench_common.models.weights import TINY_MARKER, tiny_layout
 
 _SAVED = ("config.json", "generation_config.json", "model.safetensors", "chat_template.jinja",
@@ -25,19 +25,6 @@ _SAVED = ("config.json", "generation_config.json", "model.safetensors", "chat_te
 __all__ = ["install_tiny_af3", "install_tiny_deaf_tf5", "install_tiny_qwen2_audio",
            "install_tiny_qwen3_omni"]
 
-_CHATML = (
-    "{% for message in messages %}"
-    "{% if loop.first and message['role'] != 'system' %}"
-    "<|im_start|>system\nYou are a helpful assistant.<|im_end|>\n{% endif %}"
-    "<|im_start|>{{ message['role'] }}\n"
-    "{% if message['content'] is string %}{{ message['content'] }}<|im_end|>\n"
-    "{% else %}{% for content in message['content'] %}"
-    "{% if content['type'] == 'audio' %}AUDIO_MARK"
-    "{% elif content['type'] == 'text' %}{{ content['text'] }}{% endif %}"
-    "{% endfor %}<|im_end|>\n{% endif %}{% endfor %}"
-    "{% if add_generation_prompt %}<|im_start|>assistant\n{% endif %}"
-)
-"""ChatML with an audio placeholder (each model's own markers replace ``AUDIO_MARK``)."""
 _WORDS = ["What emotion does the speaker express in this recording?",
           "Where was this recording made? Describe the background environment you hear.",
           "What are the gender and the approximate age (young or elderly) of the speaker?",
@@ -97,7 +84,7 @@ def install_tiny_qwen2_audio(root: str | os.PathLike[str], seed: int = 0) -> Non
         text_config=_text_config(tok), audio_token_index=tok.convert_tokens_to_ids("<|AUDIO|>"))
     _seed(seed)
     model = Qwen2AudioForConditionalGeneration(config)
-    template = _CHATML.replace("AUDIO_MARK", "Audio 1: <|audio_bos|><|AUDIO|><|audio_eos|>\n")
+    template = chatml({"audio": "Audio 1: <|audio_bos|><|AUDIO|><|audio_eos|>\n"})
     proc = Qwen2AudioProcessor(WhisperFeatureExtractor(feature_size=128), tok,
                                chat_template=template)
     with staging(root, Qwen2Audio.repo, Qwen2Audio.revision, __name__) as src:
@@ -125,7 +112,7 @@ def install_tiny_af3(root: str | os.PathLike[str], seed: int = 0) -> None:
     _seed(seed)
     model = AudioFlamingo3ForConditionalGeneration(config)
     proc = AudioFlamingo3Processor(WhisperFeatureExtractor(feature_size=128), tok,
-                                   chat_template=_CHATML.replace("AUDIO_MARK", "<sound>"))
+                                   chat_template=chatml({"audio": "<sound>"}))
     with staging(root, AudioFlamingo3.repo, AudioFlamingo3.revision, __name__) as src:
         model.save_pretrained(src)
         proc.save_pretrained(src)
@@ -173,7 +160,7 @@ def install_tiny_qwen3_omni(root: str | os.PathLike[str], seed: int = 0) -> None
                                 im_end_token_id=ids("<|im_end|>"))
     _seed(seed)
     model = Qwen3OmniMoeForConditionalGeneration(config)
-    template = _CHATML.replace("AUDIO_MARK", "<|audio_start|><|audio_pad|><|audio_end|>")
+    template = chatml({"audio": "<|audio_start|><|audio_pad|><|audio_end|>"})
     proc = Qwen3OmniMoeProcessor(Qwen2VLImageProcessor(), Qwen2VLVideoProcessor(),
                                  WhisperFeatureExtractor(feature_size=128), tok,
                                  chat_template=template)

@@ -15,30 +15,41 @@ import os
 import re
 import sys
 import tempfile
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
 from madbench_common.models.weights import TINY_MARKER, install_local_snapshot, tiny_layout
 
-__all__ = ["GEMMA_CHAT_TEMPLATE", "QWEN_CHAT_TEMPLATE", "byte_bpe", "install_tiny_gemma4",
-           "install_tiny_qwen25omni", "install_tiny_tf5_omni", "main", "omni_texts", "staging"]
+__all__ = ["GEMMA_CHAT_TEMPLATE", "QWEN_CHAT_TEMPLATE", "byte_bpe", "chatml",
+           "install_tiny_gemma4", "install_tiny_qwen25omni", "install_tiny_tf5_omni", "main",
+           "omni_texts", "staging"]
 
-QWEN_CHAT_TEMPLATE = (
-    "{% for message in messages %}"
-    "{% if loop.first and message['role'] != 'system' %}"
-    "<|im_start|>system\nYou are a helpful assistant.<|im_end|>\n{% endif %}"
-    "<|im_start|>{{ message['role'] }}\n"
-    "{% if message['content'] is string %}{{ message['content'] }}<|im_end|>\n"
-    "{% else %}{% for content in message['content'] %}"
-    "{% if content['type'] == 'image' %}<|vision_bos|><|IMAGE|><|vision_eos|>"
-    "{% elif content['type'] == 'audio' %}<|audio_bos|><|AUDIO|><|audio_eos|>"
-    "{% elif content['type'] == 'video' %}<|vision_bos|><|VIDEO|><|vision_eos|>"
-    "{% elif content['type'] == 'text' %}{{ content['text'] }}{% endif %}"
-    "{% endfor %}<|im_end|>\n{% endif %}{% endfor %}"
-    "{% if add_generation_prompt %}<|im_start|>assistant\n{% endif %}"
-)
+
+def chatml(markers: Mapping[str, str]) -> str:
+    """A ChatML chat template: a system turn, each user turn's content parts in order (a
+    part of type ``t`` in ``markers`` as ``markers[t]``, text as itself), the generation
+    prompt."""
+    media = "".join(f"{{% {'if' if i == 0 else 'elif'} content['type'] == '{kind}' %}}{mark}"
+                    for i, (kind, mark) in enumerate(markers.items()))
+    return (
+        "{% for message in messages %}"
+        "{% if loop.first and message['role'] != 'system' %}"
+        "<|im_start|>system\nYou are a helpful assistant.<|im_end|>\n{% endif %}"
+        "<|im_start|>{{ message['role'] }}\n"
+        "{% if message['content'] is string %}{{ message['content'] }}<|im_end|>\n"
+        "{% else %}{% for content in message['content'] %}"
+        f"{media}"
+        "{% elif content['type'] == 'text' %}{{ content['text'] }}{% endif %}"
+        "{% endfor %}<|im_end|>\n{% endif %}{% endfor %}"
+        "{% if add_generation_prompt %}<|im_start|>assistant\n{% endif %}"
+    )
+
+
+QWEN_CHAT_TEMPLATE = chatml({"image": "<|vision_bos|><|IMAGE|><|vision_eos|>",
+                             "audio": "<|audio_bos|><|AUDIO|><|audio_eos|>",
+                             "video": "<|vision_bos|><|VIDEO|><|vision_eos|>"})
 """ChatML with Qwen2.5-Omni's media markers, as the released ``chat_template.json`` lays a
 conversation out (system turn, media then text in the user turn, generation prompt)."""
 GEMMA_CHAT_TEMPLATE = (

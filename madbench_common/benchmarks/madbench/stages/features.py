@@ -24,7 +24,6 @@ import numpy as np
 
 from madbench_common.benchmarks.madbench.eval.tasks import SC_PROTOCOL
 from madbench_common.benchmarks.madbench.rows import FeatureRow, PerturbedRow, SampleRow
-from madbench_common.core.errors import ConfigError
 from madbench_common.media.mux import sample_frames, video_digest
 from madbench_common.models.batching import embed_batch
 from madbench_common.models.catalog import gpu_batch
@@ -32,7 +31,7 @@ from madbench_common.models.registry import load_model
 from madbench_common.models.roles import Frames
 from madbench_common.pipeline.failures import free_gpu_memory, is_fault, is_gpu_oom, row_failure
 from madbench_common.pipeline.paramspec import StageParams, param
-from madbench_common.pipeline.stage import BATCH_PARAM, StageImpl
+from madbench_common.pipeline.stage import StageImpl, batch_size
 
 __all__ = ["FeatureStage", "image_id", "input_sha256", "shuffle_partners", "shuffle_rng",
            "shuffled_input"]
@@ -147,17 +146,9 @@ class FeatureStage(StageImpl[FeatureRow]):
         """Inputs per model call for the current encoder: the stage's ``batch`` parameter,
         else its card's ``gpu.batch`` (:func:`~madbench_common.models.catalog.gpu_batch`),
         else 1."""
-        value = self.ctx.params.get(BATCH_PARAM)
-        if value in (None, ""):
-            return gpu_batch(str(getattr(self.encoder, "slug", "")), self.ctx.stage.name)
-        try:
-            size = int(value)
-        except (TypeError, ValueError):
-            size = 0
-        if size < 1:
-            raise ConfigError(f"stage {self.ctx.stage.name}: {BATCH_PARAM} must be a whole "
-                              f"number >= 1, got {value!r}")
-        return size
+        return batch_size(self.ctx.stage.name, self.ctx.params,
+                          lambda: gpu_batch(str(getattr(self.encoder, "slug", "")),
+                                            self.ctx.stage.name))
 
     def run_items(self, items: Sequence[str]) -> list[FeatureRow]:
         rows = []

@@ -32,7 +32,6 @@ from madbench_common.benchmarks.madbench.stages.features import (
     shuffle_rng,
     shuffled_input,
 )
-from madbench_common.core.errors import ConfigError
 from madbench_common.media.mux import sample_frames
 from madbench_common.models.answer_cache import ResponseCache, ResponseKey
 from madbench_common.models.batching import answer_batch
@@ -41,7 +40,7 @@ from madbench_common.models.registry import load_model
 from madbench_common.models.roles import OmniAnswer
 from madbench_common.pipeline.failures import free_gpu_memory, is_fault, is_gpu_oom, row_failure
 from madbench_common.pipeline.paramspec import StageParams, param
-from madbench_common.pipeline.stage import BATCH_PARAM, StageImpl
+from madbench_common.pipeline.stage import StageImpl, batch_size
 
 __all__ = ["POSITIVE", "OmniStage", "omni_jobs"]
 
@@ -167,17 +166,8 @@ class OmniStage(StageImpl[ScoreRow]):
     def batch_size(self) -> int:
         """Questions per model call: the ``batch`` parameter, else the card's ``gpu.batch``
         (:func:`~madbench_common.models.catalog.gpu_batch`), else 1."""
-        value = self.ctx.params.get(BATCH_PARAM)
-        if value in (None, ""):
-            return gpu_batch(self.model_slug, self.ctx.stage.name)
-        try:
-            size = int(value)
-        except (TypeError, ValueError):
-            size = 0
-        if size < 1:
-            raise ConfigError(f"stage {self.ctx.stage.name}: {BATCH_PARAM} must be a whole "
-                              f"number >= 1, got {value!r}")
-        return size
+        return batch_size(self.ctx.stage.name, self.ctx.params,
+                          lambda: gpu_batch(self.model_slug, self.ctx.stage.name))
 
     def run_items(self, items: Sequence[str]) -> list[ScoreRow]:
         if not items:
