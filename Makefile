@@ -84,7 +84,7 @@ fresh-check: setup image-tools
 	@PY=$(abspath $(PY)) bash scripts/fresh-check.sh
 
 bench: setup
-	$(PY) perf/run.py
+	$(PY) -m perf.run
 
 lint: setup
 	$(VENV)/bin/ruff check madbench_common tests perf scripts

@@ -9,11 +9,11 @@ PY ?= .venv/bin/python
 ## before the first marker, a resume with another worker count, a damaged merged manifest, an
 ## edited sources file, a full disk (RLIMIT_FSIZE), a runner killed alone.
 faults: setup
-	$(PY) perf/bench_faults.py
+	$(PY) -m perf.bench_faults
 
 ## scale: the runner and stores at the paper's scale with synthetic stages; .bench/scale.json
 scale: setup
-	$(PY) perf/bench_scale.py
+	$(PY) -m perf.bench_scale
 
 ## sbom [IMAGE=<slug>]: CycloneDX SBOMs of the image locks, recorded in images/images.lock.yaml
 sbom: setup
@@ -23,4 +23,4 @@ sbom: setup
 ## per-stage peak RSS into madbench_common/data/throughput.csv (other columns kept) and the
 ## workflows re-rendered (their memory requests derive from it); .bench/memory.json
 measure-memory: setup
-	$(PY) perf/bench_memory.py
+	$(PY) -m perf.bench_memory

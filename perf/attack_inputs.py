@@ -10,7 +10,7 @@ wall-clock limit, and reads what came out: the exit code, each row's status and 
 code, and what must not happen (a network request, outside bytes or a planted secret
 in the store, a file written outside the run, a hang).
 
-    python perf/attack_inputs.py [--tree PATH] [--out FILE] [--only NAME ...]
+    python -m perf.attack_inputs [--tree PATH] [--out FILE] [--only NAME ...]
 
 ``--tree``: the checkout whose ``.venv/bin/python`` runs madbench (default: this one),
 so the same script measures a tree before the fixes and after them. A verdict of
@@ -33,8 +33,6 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from perf.attack_harness import (
     GOOD,

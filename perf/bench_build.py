@@ -17,21 +17,19 @@ from __future__ import annotations
 import csv
 import json
 import os
-import sys
 import tempfile
 import time
 from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 
+import numpy as np
+
+from madbench_common.benchmarks.madbench.stages.assemble import render_track
+from madbench_common.core.store import RunStore
+from madbench_common.media.audio import decode_audio, wav_bytes
+from perf.results import save
+
 REPO = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(REPO))
-
-import numpy as np  # noqa: E402
-
-from madbench_common.benchmarks.madbench.stages.assemble import render_track  # noqa: E402
-from madbench_common.core.store import RunStore  # noqa: E402
-from madbench_common.media.audio import decode_audio, wav_bytes  # noqa: E402
-from perf.results import save  # noqa: E402
 
 DEMO = REPO / "data" / "demo"
 WORKERS = int(os.environ.get("MADBENCH_BENCH_WORKERS", "2"))

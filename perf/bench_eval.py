@@ -12,7 +12,7 @@ on val, score test), then every head is fitted separately with scikit-learn
 defaults (StandardScaler + LogisticRegression()) in the same run. BLAS is limited
 to ``--threads`` (default 2) for both. Writes ``.bench/eval.json``.
 
-    .venv/bin/python perf/bench_eval.py [--clips 4134] [--dim 1024] [--threads 2]
+    .venv/bin/python -m perf.bench_eval [--clips 4134] [--dim 1024] [--threads 2]
 """
 
 from __future__ import annotations

@@ -25,14 +25,11 @@ import time
 from dataclasses import asdict
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(REPO))
-
-from madbench_common.benchmarks.madbench.graph import build_graph  # noqa: E402
-from madbench_common.core.store import RunStore, open_store  # noqa: E402
-from madbench_common.pipeline.status import collect_retries  # noqa: E402
-from madbench_common.testing import S3FaultProxy, SeaweedS3  # noqa: E402
-from madbench_common.testing.faults import (  # noqa: E402
+from madbench_common.benchmarks.madbench.graph import build_graph
+from madbench_common.core.store import RunStore, open_store
+from madbench_common.pipeline.status import collect_retries
+from madbench_common.testing import S3FaultProxy, SeaweedS3
+from madbench_common.testing.faults import (
     KillRecord,
     count_markers,
     demo_sources,
@@ -40,7 +37,9 @@ from madbench_common.testing.faults import (  # noqa: E402
     run_cli,
     sweep_seed,
 )
-from perf.results import save  # noqa: E402
+from perf.results import save
+
+REPO = Path(__file__).resolve().parents[1]
 
 SEEDS = int(os.environ.get("MADBENCH_FAULT_SEEDS", "10"))
 WORKERS = int(os.environ.get("MADBENCH_FAULT_WORKERS", "2"))

@@ -1,7 +1,7 @@
 """Benchmark the reference speech and environmental-audio generators on this machine.
 
 Prints throughput per generator (seconds of audio produced per wall-clock second)
-and writes ``.bench/generators.json``. Run: ``.venv/bin/python perf/bench_generators.py``.
+and writes ``.bench/generators.json``. Run: ``.venv/bin/python -m perf.bench_generators``.
 """
 
 from __future__ import annotations

@@ -4,24 +4,22 @@ bounds on ordinary clips (guarded decode vs plain PyAV). Results: ``.bench/media
 from __future__ import annotations
 
 import json
-import sys
 import tempfile
 import time
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(REPO))
-
-from madbench_common.core.errors import InputRejected  # noqa: E402
-from madbench_common.media.audio import decode_audio, probe  # noqa: E402
-from madbench_common.media.guard import MediaLimits, decode_untrusted  # noqa: E402
-from perf.results import save  # noqa: E402
-from tests.media.clips import (  # noqa: E402
+from madbench_common.core.errors import InputRejected
+from madbench_common.media.audio import decode_audio, probe
+from madbench_common.media.guard import MediaLimits, decode_untrusted
+from perf.results import save
+from tests.media.clips import (
     bomb_mkv,
     huge_duration_mp4,
     huge_frame_mp4,
     many_streams_mp4,
 )
+
+REPO = Path(__file__).resolve().parents[1]
 
 LIMITS = MediaLimits()
 

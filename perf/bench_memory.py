@@ -23,15 +23,14 @@ from typing import Any
 
 import yaml
 
-REPO = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(REPO))
+from madbench_common.benchmarks.madbench.graph import build_graph
+from madbench_common.core.store import RunStore, open_store
+from madbench_common.pipeline.local import LocalRunner, RunOptions
+from madbench_common.pipeline.measure import measure_run, throughput_csv, update_peaks
+from madbench_common.pipeline.plan import load_throughput
+from perf.results import save
 
-from madbench_common.benchmarks.madbench.graph import build_graph  # noqa: E402
-from madbench_common.core.store import RunStore, open_store  # noqa: E402
-from madbench_common.pipeline.local import LocalRunner, RunOptions  # noqa: E402
-from madbench_common.pipeline.measure import measure_run, throughput_csv, update_peaks  # noqa: E402
-from madbench_common.pipeline.plan import load_throughput  # noqa: E402
-from perf.results import save  # noqa: E402
+REPO = Path(__file__).resolve().parents[1]
 
 TABLE = REPO / "madbench_common" / "data" / "throughput.csv"
 SOURCES = REPO / "data" / "demo" / "sources.csv"

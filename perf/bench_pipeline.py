@@ -9,20 +9,18 @@ from __future__ import annotations
 import csv
 import json
 import os
-import sys
 import tempfile
 import time
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(REPO))
+from madbench_common.benchmarks.madbench.graph import build_graph
+from madbench_common.media.audio import probe
+from madbench_common.pipeline.local import LocalRunner, RunOptions
+from madbench_common.testing import SeaweedS3
+from perf.corpus import replicated_sources
+from perf.results import save
 
-from madbench_common.benchmarks.madbench.graph import build_graph  # noqa: E402
-from madbench_common.media.audio import probe  # noqa: E402
-from madbench_common.pipeline.local import LocalRunner, RunOptions  # noqa: E402
-from madbench_common.testing import SeaweedS3  # noqa: E402
-from perf.corpus import replicated_sources  # noqa: E402
-from perf.results import save  # noqa: E402
+REPO = Path(__file__).resolve().parents[1]
 
 UNTIL = os.environ.get("MADBENCH_BENCH_UNTIL", "split")
 COPIES = int(os.environ.get("MADBENCH_BENCH_COPIES", "4"))

@@ -23,24 +23,22 @@ import contextlib
 import io
 import json
 import os
-import sys
 import tempfile
 import time
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(REPO))
+from madbench_common.benchmarks.madbench.graph import build_graph
+from madbench_common.cli.pipeline import print_status
+from madbench_common.core.store import RunStore, open_store
+from madbench_common.core.usage import peak_rss_bytes, reset_peak_rss
+from madbench_common.pipeline.local import LocalRunner, RunOptions
+from madbench_common.pipeline.plan import PAPER_CLIPS, plan_run
+from madbench_common.pipeline.status import collect_status
+from madbench_common.testing import SeaweedS3
+from perf.results import save
+from perf.synthstages import paper_counts, paper_graph
 
-from madbench_common.benchmarks.madbench.graph import build_graph  # noqa: E402
-from madbench_common.cli.pipeline import print_status  # noqa: E402
-from madbench_common.core.store import RunStore, open_store  # noqa: E402
-from madbench_common.core.usage import peak_rss_bytes, reset_peak_rss  # noqa: E402
-from madbench_common.pipeline.local import LocalRunner, RunOptions  # noqa: E402
-from madbench_common.pipeline.plan import PAPER_CLIPS, plan_run  # noqa: E402
-from madbench_common.pipeline.status import collect_status  # noqa: E402
-from madbench_common.testing import SeaweedS3  # noqa: E402
-from perf.results import save  # noqa: E402
-from perf.synthstages import paper_counts, paper_graph  # noqa: E402
+REPO = Path(__file__).resolve().parents[1]
 
 WORKERS = int(os.environ.get("MADBENCH_BENCH_WORKERS", "2"))
 SWEEP = tuple(int(n) for n in os.environ.get("MADBENCH_SCALE_SHARDS", "4,16,64,256").split(","))

@@ -16,18 +16,17 @@ import sys
 import time
 from pathlib import Path
 
+import numpy as np
+
+from madbench_common.benchmarks.madbench.stages.clips import speech_active
+from madbench_common.benchmarks.madbench.stages.source_qc import word_recall
+from madbench_common.media.audio import decode_audio
+from madbench_common.models.reference.asr import PocketSphinxASR
+from madbench_common.models.reference.separator import DeepFilterSeparator
+from madbench_common.models.reference.vad import SileroVAD, coverage
+from perf.results import save
+
 REPO = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(REPO))
-
-import numpy as np  # noqa: E402
-
-from madbench_common.benchmarks.madbench.stages.clips import speech_active  # noqa: E402
-from madbench_common.benchmarks.madbench.stages.source_qc import word_recall  # noqa: E402
-from madbench_common.media.audio import decode_audio  # noqa: E402
-from madbench_common.models.reference.asr import PocketSphinxASR  # noqa: E402
-from madbench_common.models.reference.separator import DeepFilterSeparator  # noqa: E402
-from madbench_common.models.reference.vad import SileroVAD, coverage  # noqa: E402
-from perf.results import save  # noqa: E402
 
 DEMO = REPO / "data" / "demo"
 RATE = 16000

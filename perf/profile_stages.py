@@ -6,7 +6,7 @@ as flite and espeak-ng) and the wall time. CPU time is what a loaded, shared mac
 cannot distort; on a quiet machine with ``--workers 2`` the wall time of a sharded
 stage is about half of it. Usage::
 
-    python perf/profile_stages.py --run-id prof [--profile DIR] [--set STAGE.KEY=V ...]
+    python -m perf.profile_stages --run-id prof [--profile DIR] [--set STAGE.KEY=V ...]
 
 With ``--profile DIR`` each stage's profile is written to ``DIR/<stage>.prof`` and its
 top functions by cumulative time are printed (cProfile adds some overhead to

@@ -19,15 +19,15 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 OUT = REPO / ".bench"
 BENCHES = (
-    ["perf/bench_pipeline.py"],
-    ["perf/bench_generators.py"],
-    ["perf/bench_build.py"],
-    ["perf/bench_eval.py"],
-    ["perf/bench_separation.py"],
-    ["perf/bench_media.py"],
-    ["perf/bench_memory.py"],
-    ["perf/bench_scale.py"],
-    ["perf/bench_faults.py"],
+    ["-m", "perf.bench_pipeline"],
+    ["-m", "perf.bench_generators"],
+    ["-m", "perf.bench_build"],
+    ["-m", "perf.bench_eval"],
+    ["-m", "perf.bench_separation"],
+    ["-m", "perf.bench_media"],
+    ["-m", "perf.bench_memory"],
+    ["-m", "perf.bench_scale"],
+    ["-m", "perf.bench_faults"],
 )
 
 
