@@ -86,16 +86,21 @@ def test_deaf_pods_share_the_pod_path(tmp_path: Path,
     assert all(r["peak_rss"] > 0 and r["stage"] == "deaf_sentences" for r in logs)
 
 
+def _python(*lines: str) -> subprocess.CompletedProcess[str]:
+    """``lines`` as a program in a fresh interpreter (what a pod's process does at exit)."""
+    return subprocess.run([sys.executable, "-c", "\n".join(lines)], capture_output=True,
+                          text=True, timeout=300)
+
+
 def test_leave_runs_exit_handlers_flushes_and_keeps_the_code() -> None:
     """``madbench`` leaves with ``os._exit`` (pyarrow's pool can abort in interpreter teardown,
     apache/arrow#34314); what teardown would have done still happens: atexit handlers, logging
     shutdown, buffered output."""
-    code = ("import atexit, logging, sys\n"
-            "from madbench_common.cli import leave\n"
-            "atexit.register(lambda: print('handler ran'))\n"
-            "sys.stdout.write('buffered, no newline')\n"
-            "leave(7)\n")
-    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    done = _python("import atexit, logging, sys",
+                   "from madbench_common.cli import leave",
+                   "atexit.register(lambda: print('handler ran'))",
+                   "sys.stdout.write('buffered, no newline')",
+                   "leave(7)")
     assert done.returncode == 7, done.stderr
     assert done.stdout == "buffered, no newlinehandler ran\n"
 
@@ -104,11 +109,11 @@ def test_importing_every_module_runs_no_command() -> None:
     """``make image-test`` imports every madbench_common module in the image
     (``imagetest.check_imports``); ``cli/__main__`` ran the CLI on import, so the check
     exited 2 with madbench's usage for the image test's own argv."""
-    code = ("import sys\n"
-            "sys.argv = ['imagetest', 'check-models']\n"
-            "from madbench_common.testing.imagetest import check_imports\n"
-            "missing = check_imports()\n"
-            "print('imported; missing packages only:', all('(needs ' in m for m in missing))\n")
-    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    done = _python("import sys",
+                   "sys.argv = ['imagetest', 'check-models']",
+                   "from madbench_common.testing.imagetest import check_imports",
+                   "missing = check_imports()",
+                   "print('imported; missing packages only:',"
+                   " all('(needs ' in m for m in missing))")
     assert done.returncode == 0, done.stderr[-2000:]
     assert "imported; missing packages only: True" in done.stdout

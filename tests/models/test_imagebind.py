@@ -21,7 +21,7 @@ from madbench_common.models.adapters.imagebind import (
     spatial_crops,
 )
 
-from .tiny import demo_audio, demo_frames, tiny_root, weights_env
+from .tiny import demo_audio, demo_frames, embed_modes, tiny_root, weights_env
 
 
 @pytest.fixture(scope="module")
@@ -60,17 +60,14 @@ def test_audio_input_is_upstreams_fbank_layout(encoder: ImageBindEncoder) -> Non
 
 
 def test_modes_and_fusion_on_demo_media(encoder: ImageBindEncoder) -> None:
-    audio, rate = demo_audio(2, 4.0)
-    frames, fps = demo_frames(2, fps=5.0, size=224, max_frames=20)
-    a = encoder.embed(mode="A", audio=audio, sample_rate=rate)
-    v = encoder.embed(mode="V", frames=frames, fps=fps)
-    av = encoder.embed(mode="AV", audio=audio, sample_rate=rate, frames=frames, fps=fps)
+    a, v, av, _ = embed_modes(encoder, 2, 4.0, fps=5.0, size=224, max_frames=20)
     assert a.vector.shape == (16,) and v.vector.shape == (16,) and av.vector.shape == (48,)
     assert np.allclose(av.vector[:16], a.vector, atol=1e-5)
     assert np.allclose(av.vector[16:32], v.vector, atol=1e-5)
     assert np.allclose(av.vector[32:], a.vector * v.vector, atol=1e-5)
     assert av.spec.video_size == 224 and av.spec.audio_rate == 16000
-    other, _ = demo_frames(13, fps=5.0, size=224, max_frames=20)
+    audio, rate = demo_audio(2, 4.0)
+    other, fps = demo_frames(13, fps=5.0, size=224, max_frames=20)
     shuffled = encoder.embed(mode="AV", audio=audio, sample_rate=rate, frames=other, fps=fps)
     assert not np.allclose(shuffled.vector[16:32], av.vector[16:32])
     assert np.allclose(shuffled.vector[:16], av.vector[:16], atol=1e-5)

@@ -11,7 +11,7 @@ pytest.importorskip("transformers", reason="run make adapter-test IMAGE=enc-tf5"
 pytest.importorskip("timm", reason="run make adapter-test IMAGE=enc-tf5")
 
 
-from .tiny import assert_fetch_named, demo_audio, demo_frames
+from .tiny import assert_fetch_named, demo_audio, demo_frames, embed_modes
 
 
 @pytest.fixture(scope="module")
@@ -30,12 +30,7 @@ def env(weights: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
 def test_peav_modes_shapes_and_recorded_input(env: Path) -> None:
     from madbench_common.models.adapters.tf5 import PeAvEncoder
 
-    enc = PeAvEncoder()
-    audio, rate = demo_audio(1, 2.0)
-    frames, fps = demo_frames(1, fps=4.0, size=48, max_frames=6)
-    a = enc.embed(mode="A", audio=audio, sample_rate=rate)
-    v = enc.embed(mode="V", frames=frames, fps=fps)
-    av = enc.embed(mode="AV", audio=audio, sample_rate=rate, frames=frames, fps=fps)
+    a, v, av, frames = embed_modes(PeAvEncoder(), 1, 2.0, fps=4.0, size=48, max_frames=6)
     assert a.vector.shape == (32,) and v.vector.shape == (32,) and av.vector.shape == (128,)
     assert np.isclose(np.linalg.norm(a.vector), 1, atol=1e-5)
     # the A-V audio part equals the audio-only embedding: one tower, one input
@@ -43,7 +38,7 @@ def test_peav_modes_shapes_and_recorded_input(env: Path) -> None:
     assert np.allclose(av.vector[64:96], av.vector[:32] * av.vector[32:64])
     assert a.spec.audio_rate == 48000 and a.spec.audio_seconds == pytest.approx(2.0, abs=0.05)
     assert (av.spec.video_frames, av.spec.video_size) == (len(frames), 32)
-    assert av.spec.video_fps == pytest.approx(fps) and "no crop" in av.spec.crop
+    assert av.spec.video_fps == pytest.approx(4.0) and "no crop" in av.spec.crop
     assert a.score is None
 
 

@@ -34,6 +34,18 @@ def demo_frames(clip: int = 1, fps: float = 4.0, size: int = 64,
                          max_frames=max_frames)
 
 
+def embed_modes(encoder: Any, clip: int, seconds: float, fps: float, size: int,
+                max_frames: int) -> tuple[Any, Any, Any, Frames]:
+    """The A, V and A-V embeddings of demo clip ``clip`` (``seconds`` of its speech, frames
+    as :func:`demo_frames` samples them), and the frames."""
+    audio, rate = demo_audio(clip, seconds)
+    frames, fps = demo_frames(clip, fps=fps, size=size, max_frames=max_frames)
+    return (encoder.embed(mode="A", audio=audio, sample_rate=rate),
+            encoder.embed(mode="V", frames=frames, fps=fps),
+            encoder.embed(mode="AV", audio=audio, sample_rate=rate, frames=frames, fps=fps),
+            frames)
+
+
 def install(root: Path, repo: str, src: Path) -> Path:
     """Put a tiny ``save_pretrained`` folder where ``hf_path(repo)`` finds it offline."""
     return install_local_snapshot(root, repo, src)

@@ -146,24 +146,26 @@ def _one_line(done: subprocess.CompletedProcess[str]) -> str:
     return errors[0]
 
 
-def _worker_fault(s3_server: SeaweedS3, sources: Path, proxy: S3FaultProxy, run_id: str,
-                  code: int) -> str:
-    """Run ``run_id`` until ``separate`` with ``proxy`` faulting the workers' shard writes:
-    it exits ``code``; returns the one error line it printed."""
-    done = _run_until_separate(s3_server, proxy, sources, run_id)
+def _worker_fault(s3_server: SeaweedS3, sources: Path,
+                  proxy_for: Callable[[str], S3FaultProxy], fault: str,
+                  code: int) -> tuple[S3FaultProxy, str, RunStore]:
+    """Run until ``separate`` with the workers' shard writes answered by ``fault`` (the run
+    id is the fault's name): it exits ``code``. Returns the proxy, the one error line the
+    run printed and the run's store."""
+    proxy = proxy_for(fault)
+    done = _run_until_separate(s3_server, proxy, sources, fault)
     assert done.returncode == code, done.stderr[-3000:]
-    return _one_line(done)
+    return proxy, _one_line(done), RunStore(open_store("s3://madbench/worker-faults"), fault)
 
 
 @pytest.mark.s3
 @pytest.mark.slow
 def test_a_refusal_in_a_worker_is_one_line_and_exit_3(
         s3_server: SeaweedS3, sources: Path, proxy_for: Callable[[str], S3FaultProxy]) -> None:
-    proxy = proxy_for("AccessDenied")
-    line = _worker_fault(s3_server, sources, proxy, "refused", EXIT_DETERMINISTIC)
+    proxy, line, run = _worker_fault(s3_server, sources, proxy_for, "AccessDenied",
+                                     EXIT_DETERMINISTIC)
     assert "S3 refused (AccessDenied)" in line and "/separate/" in line
     assert proxy.injected["AccessDenied"] >= 1
-    run = RunStore(open_store("s3://madbench/worker-faults"), "refused")
     assert run.exists("ingest/_SUCCESS") and not run.exists("separate/_SUCCESS")
 
 
@@ -171,18 +173,14 @@ def test_a_refusal_in_a_worker_is_one_line_and_exit_3(
 @pytest.mark.slow
 def test_dropped_connections_in_a_worker_are_one_line_and_exit_75(
         s3_server: SeaweedS3, sources: Path, proxy_for: Callable[[str], S3FaultProxy]) -> None:
-    proxy = proxy_for("Reset")
-    line = _worker_fault(s3_server, sources, proxy, "reset", EXIT_TRANSIENT)
+    proxy, line, run = _worker_fault(s3_server, sources, proxy_for, "Reset", EXIT_TRANSIENT)
     assert "unreachable" in line and "MADBENCH_S3_OUTAGE_SECONDS" in line
     assert proxy.injected["Reset"] >= 2
     # the refusal is over: the same command resumes and finishes
     proxy.every = 0
-    again = _run_until_separate(s3_server, proxy, sources, "reset")
+    again = _run_until_separate(s3_server, proxy, sources, "Reset")
     assert again.returncode == 0, again.stderr[-3000:]
-    run = RunStore(open_store("s3://madbench/worker-faults"), "reset")
-    marker = json.loads(run.get_bytes("separate/_SUCCESS"))
-    assert marker["rows"] == 2
-
+    assert json.loads(run.get_bytes("separate/_SUCCESS"))["rows"] == 2
 
 
 @pytest.mark.s3

@@ -50,15 +50,20 @@ def _reasons(rows: dict[str, SourceRow]) -> dict[str, str]:
     return {k: (r.reason if not r.ok else "ok") for k, r in rows.items()}
 
 
+def _folder(path: Path, clip: Path, *names: str) -> Path:
+    """``path``, made, holding a copy of ``clip`` under each of ``names``."""
+    path.mkdir(parents=True)
+    for name in names:
+        shutil.copy(clip, path / name)
+    return path
+
+
 # ---------------------------------------------------------------- item 1: content fingerprint
 
 
 def test_editing_the_sources_recomputes_ingest(tmp_path: Path, clip: Path,
                                                other_clip: Path) -> None:
-    src = tmp_path / "src"
-    src.mkdir()
-    shutil.copy(clip, src / "a.mp4")
-    shutil.copy(clip, src / "b.mp4")
+    src = _folder(tmp_path / "src", clip, "a.mp4", "b.mp4")
     rows = [{"clip_id": "a", "path": "a.mp4", "transcript": "first words"},
             {"clip_id": "b", "path": "b.mp4", "transcript": "other words"}]
     csv_path = write_sources(src / "sources.csv", rows, COLUMNS)
@@ -84,9 +89,7 @@ def test_editing_the_sources_recomputes_ingest(tmp_path: Path, clip: Path,
 def test_the_same_csv_by_another_path_is_the_same_ingest(tmp_path: Path, clip: Path,
                                                          monkeypatch: pytest.MonkeyPatch
                                                          ) -> None:
-    src = tmp_path / "src"
-    src.mkdir()
-    shutil.copy(clip, src / "a.mp4")
+    src = _folder(tmp_path / "src", clip, "a.mp4")
     csv_path = write_sources(src / "sources.csv", [{"clip_id": "a", "path": "a.mp4"}], COLUMNS)
     _run(tmp_path, str(csv_path))
     first = (tmp_path / "store" / "t" / "ingest" / "manifest.parquet").read_bytes()
@@ -126,9 +129,7 @@ def _with_stem(tmp: Path, clip: Path, stem_name: str, stem: bytes | Path) -> dic
 ])
 def test_playlist_stems_cannot_pull_in_other_files(tmp_path: Path, clip: Path, name: str,
                                                    text: str) -> None:
-    outside = tmp_path / "elsewhere" / "secret.mp4"
-    outside.parent.mkdir()
-    shutil.copy(clip, outside)
+    outside = _folder(tmp_path / "elsewhere", clip, "secret.mp4") / "secret.mp4"
     reason = _with_stem(tmp_path, clip, name, text.format(outside=outside).encode())["a"]
     assert reason in ("stem_unsupported_container", "stem_unreadable")
     refs = list((tmp_path / "store").rglob("ref/speech/*.wav"))
@@ -170,10 +171,7 @@ def test_an_hour_long_stem_stops_at_the_duration_bound(tmp_path: Path, clip: Pat
 
 def test_bad_rows_are_quarantined_and_the_run_goes_on(tmp_path: Path, clip: Path) -> None:
     """A 300-character clip id, a Latin-1 row, a path ending '.mp4;x', an empty path."""
-    src = tmp_path / "src"
-    src.mkdir()
-    shutil.copy(clip, src / "ok.mp4")
-    shutil.copy(clip, src / "odd.mp4;x")
+    src = _folder(tmp_path / "src", clip, "ok.mp4", "odd.mp4;x")
     text = ("clip_id,path,transcript\n"
             "ok,ok.mp4,fine\n"
             f"{'x' * 300},ok.mp4,long id\n"
@@ -191,9 +189,7 @@ def test_bad_rows_are_quarantined_and_the_run_goes_on(tmp_path: Path, clip: Path
 
 
 def test_a_file_name_that_is_not_utf8_in_folder_mode(tmp_path: Path, clip: Path) -> None:
-    folder = tmp_path / "videos"
-    folder.mkdir()
-    shutil.copy(clip, folder / "good.mp4")
+    folder = _folder(tmp_path / "videos", clip, "good.mp4")
     shutil.copy(clip, os.fsencode(folder) + b"/caf\xe9.mp4")
     rows, _ = _run(tmp_path, str(folder))
     reasons = _reasons(rows)
@@ -232,11 +228,8 @@ def test_a_long_video_with_no_declared_duration_is_measured(tmp_path: Path) -> N
 
 
 def test_paths_outside_the_sources_root_are_refused(tmp_path: Path, clip: Path) -> None:
-    src, outside = tmp_path / "src", tmp_path / "outside"
-    src.mkdir()
-    outside.mkdir()
-    shutil.copy(clip, src / "in.mp4")
-    shutil.copy(clip, outside / "x.mp4")
+    src = _folder(tmp_path / "src", clip, "in.mp4")
+    outside = _folder(tmp_path / "outside", clip, "x.mp4")
     (src / "link.mp4").symlink_to(outside / "x.mp4")
     (src / "inner").mkdir()
     (src / "inner" / "ok.mp4").symlink_to(src / "in.mp4")  # a link that stays inside
@@ -266,11 +259,8 @@ def test_paths_outside_the_sources_root_are_refused(tmp_path: Path, clip: Path) 
 
 
 def test_a_folder_link_that_leaves_the_folder_is_refused(tmp_path: Path, clip: Path) -> None:
-    folder, outside = tmp_path / "videos", tmp_path / "outside"
-    folder.mkdir()
-    outside.mkdir()
-    shutil.copy(clip, folder / "a.mp4")
-    shutil.copy(clip, outside / "b.mp4")
+    folder = _folder(tmp_path / "videos", clip, "a.mp4")
+    outside = _folder(tmp_path / "outside", clip, "b.mp4")
     (folder / "b.mp4").symlink_to(outside / "b.mp4")
     (folder / "loop").symlink_to(folder)  # a folder link (a loop) is never followed
     rows, _ = _run(tmp_path, str(folder))
@@ -299,9 +289,7 @@ def test_a_csv_on_s3_is_confined_to_its_bucket_and_prefix(tmp_path: Path, clip: 
 
 def test_identical_content_named_by_many_rows_is_decoded_once(
         tmp_path: Path, clip: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    src = tmp_path / "src"
-    src.mkdir()
-    shutil.copy(clip, src / "same.mp4")
+    src = _folder(tmp_path / "src", clip, "same.mp4")
     csv_path = write_sources(src / "sources.csv", [{"clip_id": f"c{i:03d}", "path": "same.mp4"}
                                                    for i in range(40)], COLUMNS)
     decodes = []
