@@ -29,8 +29,9 @@ FLOORS = {"ingest+source_qc": 50.0, "s3_over_file": 1.3}
 
 
 def _source_seconds(sources: Path) -> float:
+    """Seconds of audio the sources list; its paths are relative to the CSV's folder."""
     with open(sources, newline="") as fh:
-        return sum(probe(r["path"]).duration for r in csv.DictReader(fh))
+        return sum(probe(sources.parent / r["path"]).duration for r in csv.DictReader(fh))
 
 
 def _run(store: str, run_id: str, sources: Path) -> tuple[float, dict[str, float]]:
