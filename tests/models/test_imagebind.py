@@ -60,16 +60,17 @@ def test_audio_input_is_upstreams_fbank_layout(encoder: ImageBindEncoder) -> Non
 
 
 def test_modes_and_fusion_on_demo_media(encoder: ImageBindEncoder) -> None:
-    a, v, av, _ = embed_modes(encoder, 2, 4.0, fps=5.0, size=224, max_frames=20)
+    m = embed_modes(encoder, 2, 4.0, fps=5.0, size=224, max_frames=20)
+    a, v, av = m.a, m.v, m.av
     assert a.vector.shape == (16,) and v.vector.shape == (16,) and av.vector.shape == (48,)
     assert np.allclose(av.vector[:16], a.vector, atol=1e-5)
     assert np.allclose(av.vector[16:32], v.vector, atol=1e-5)
     assert np.allclose(av.vector[32:], a.vector * v.vector, atol=1e-5)
     assert av.spec.video_size == 224 and av.spec.audio_rate == 16000
-    audio, rate = demo_audio(2, 4.0)
-    other, fps = demo_frames(13, fps=5.0, size=224, max_frames=20)
-    shuffled = encoder.embed(mode="AV", audio=audio, sample_rate=rate, frames=other, fps=fps)
+    other, _ = demo_frames(13, fps=5.0, size=224, max_frames=20)
+    shuffled = encoder.embed(mode="AV", audio=m.audio, sample_rate=m.rate, frames=other,
+                             fps=m.fps)
     assert not np.allclose(shuffled.vector[16:32], av.vector[16:32])
     assert np.allclose(shuffled.vector[:16], av.vector[:16], atol=1e-5)
     with pytest.raises(ValueError, match="needs video"):
-        encoder.embed(mode="AV", audio=audio, sample_rate=rate)
+        encoder.embed(mode="AV", audio=m.audio, sample_rate=m.rate)

@@ -30,15 +30,16 @@ def env(weights: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
 def test_peav_modes_shapes_and_recorded_input(env: Path) -> None:
     from madbench_common.models.adapters.tf5 import PeAvEncoder
 
-    a, v, av, frames = embed_modes(PeAvEncoder(), 1, 2.0, fps=4.0, size=48, max_frames=6)
+    m = embed_modes(PeAvEncoder(), 1, 2.0, fps=4.0, size=48, max_frames=6)
+    a, v, av = m.a, m.v, m.av
     assert a.vector.shape == (32,) and v.vector.shape == (32,) and av.vector.shape == (128,)
     assert np.isclose(np.linalg.norm(a.vector), 1, atol=1e-5)
     # the A-V audio part equals the audio-only embedding: one tower, one input
     assert np.allclose(av.vector[:32], a.vector, atol=1e-4)
     assert np.allclose(av.vector[64:96], av.vector[:32] * av.vector[32:64])
     assert a.spec.audio_rate == 48000 and a.spec.audio_seconds == pytest.approx(2.0, abs=0.05)
-    assert (av.spec.video_frames, av.spec.video_size) == (len(frames), 32)
-    assert av.spec.video_fps == pytest.approx(4.0) and "no crop" in av.spec.crop
+    assert (av.spec.video_frames, av.spec.video_size) == (len(m.frames), 32)
+    assert av.spec.video_fps == pytest.approx(m.fps) and "no crop" in av.spec.crop
     assert a.score is None
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any, Callable, NamedTuple
 
 import numpy as np
 import pytest
@@ -34,17 +34,29 @@ def demo_frames(clip: int = 1, fps: float = 4.0, size: int = 64,
                          max_frames=max_frames)
 
 
+class Modes(NamedTuple):
+    """An encoder's A, V and A-V embeddings of one demo clip, and the inputs they came from."""
+
+    a: Any
+    v: Any
+    av: Any
+    audio: np.ndarray
+    rate: int
+    frames: Frames
+    fps: float
+
+
 def embed_modes(encoder: Any, clip: int, seconds: float, fps: float, size: int,
-                max_frames: int) -> tuple[Any, Any, Any, Frames]:
+                max_frames: int) -> Modes:
     """The A, V and A-V embeddings of demo clip ``clip`` (``seconds`` of its speech, frames
-    as :func:`demo_frames` samples them), and the frames."""
+    as :func:`demo_frames` samples them), with those inputs."""
     audio, rate = demo_audio(clip, seconds)
     frames, fps = demo_frames(clip, fps=fps, size=size, max_frames=max_frames)
-    return (encoder.embed(mode="A", audio=audio, sample_rate=rate),
-            encoder.embed(mode="V", frames=frames, fps=fps),
-            encoder.embed(mode="AV", audio=audio, sample_rate=rate, frames=frames, fps=fps),
-            frames)
-
+    return Modes(encoder.embed(mode="A", audio=audio, sample_rate=rate),
+                 encoder.embed(mode="V", frames=frames, fps=fps),
+                 encoder.embed(mode="AV", audio=audio, sample_rate=rate, frames=frames,
+                               fps=fps),
+                 audio, rate, frames, fps)
 
 def install(root: Path, repo: str, src: Path) -> Path:
     """Put a tiny ``save_pretrained`` folder where ``hf_path(repo)`` finds it offline."""
