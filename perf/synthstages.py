@@ -94,12 +94,9 @@ def paper_counts(graph: Graph) -> dict[str, int]:
     return counts
 
 
-_ROWS: tuple[tuple[type[ManifestRow], str], ...] = (
-    (SourceRow, "clip_id"), (StemRow, "clip_id"), (SourceQCRow, "clip_id"),
-    (SplitRow, "clip_id"), (SceneRow, "clip_id"), (PairRow, "pair_id"),
-    (ComponentRow, "component_id"), (SampleRow, "sample_id"), (PerturbedRow, "sample_id"),
-    (FeatureRow, "sample_id"),
-    (ScoreRow, "sample_id"),
+_ROWS: tuple[type[ManifestRow], ...] = (
+    SourceRow, StemRow, SourceQCRow, SplitRow, SceneRow, PairRow, ComponentRow, SampleRow,
+    PerturbedRow, FeatureRow, ScoreRow,
 )
 
 
@@ -144,10 +141,9 @@ class _Synth(StageImpl[Any]):
 def _make_classes() -> dict[type[ManifestRow], str]:
     module = sys.modules[__name__]
     names = {}
-    for row, id_field in _ROWS:
+    for row in _ROWS:
         name = f"Synth{row.__name__}"
-        setattr(module, name, type(name, (_Synth,), {"row_type": row, "id_field": id_field,
-                                                     "__module__": __name__}))
+        setattr(module, name, type(name, (_Synth,), {"row_type": row, "__module__": __name__}))
         names[row] = name
     return names
 

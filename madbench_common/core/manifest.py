@@ -70,6 +70,9 @@ class ManifestRow:
 
     SCHEMA_NAME: ClassVar[str] = ""
     SCHEMA_VERSION: ClassVar[int] = 0
+    KEY: ClassVar[str] = "clip_id"
+    """The field holding the id of the item a row belongs to: a stage writing these rows
+    plans items by it, the merge sorts by it, and a quarantined item's row is keyed by it."""
 
     status: str = "ok"
     """``ok`` or ``rejected``; rejected rows stay in the manifest (the quarantine list)."""
@@ -90,12 +93,16 @@ class ManifestRow:
         return self.status == "ok"
 
 
-def manifest(name: str, version: int) -> Any:
-    """Class decorator: register a row dataclass as manifest kind ``name`` v``version``."""
+def manifest(name: str, version: int, key: str = "clip_id") -> Any:
+    """Class decorator: register a row dataclass as manifest kind ``name`` v``version``
+    whose item id is field ``key`` (:attr:`ManifestRow.KEY`)."""
 
     def wrap(cls: type[ROW]) -> type[ROW]:
+        if key not in {f.name for f in dataclasses.fields(cls)}:
+            raise TypeError(f"manifest {name}: key {key!r} is not a field of {cls.__name__}")
         cls.SCHEMA_NAME = name
         cls.SCHEMA_VERSION = version
+        cls.KEY = key
         arrow_schema(cls)  # fail at import time on unsupported field types
         return cls
 

@@ -18,6 +18,7 @@ import json
 import logging
 import tempfile
 import time
+import typing
 from abc import ABC, abstractmethod
 from collections import Counter
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
@@ -166,7 +167,9 @@ class StageImpl(ABC, Generic[ROW]):
     """A stage implementation: plan items, then turn a shard of items into rows."""
 
     row_type: ClassVar[type[ManifestRow]]
+    """The rows it writes: the class's generic argument (``StageImpl[SampleRow]``)."""
     id_field: ClassVar[str] = "clip_id"
+    """The field naming an item: the row type's :attr:`~ManifestRow.KEY`."""
     separable: ClassVar[bool] = False
     """Whether an item's rows depend on that item alone, not on the others of its shard.
     Then an item whose handling raises is quarantined alone (:meth:`quarantine_row`) and
@@ -186,6 +189,18 @@ class StageImpl(ABC, Generic[ROW]):
     content_params: ClassVar[tuple[str, ...]] = ()
     """Parameters naming inputs from outside the run: the fingerprint hashes
     :meth:`content_identity` in their place."""
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        """Take :attr:`row_type` from the generic argument and :attr:`id_field` from its
+        key, so a stage names its row type once; a class may still set either."""
+        super().__init_subclass__(**kwargs)
+        for base in cls.__dict__.get("__orig_bases__", ()):
+            arg = next(iter(typing.get_args(base)), None)
+            if isinstance(arg, type) and issubclass(arg, ManifestRow) \
+                    and "row_type" not in cls.__dict__:
+                cls.row_type = arg
+        if "row_type" in cls.__dict__ and "id_field" not in cls.__dict__:
+            cls.id_field = cls.row_type.KEY
 
     @classmethod
     def content_identity(cls, params: Mapping[str, Any]) -> Any:

@@ -18,8 +18,6 @@ from tests.pipeline.toystages import ToyRow
 class _Wrapping(MapStage[ToyRow]):
     """Stage code that turns every ConfigError into a rejected row, as generators did."""
 
-    row_type = ToyRow
-
     def __init__(self, error: Exception) -> None:
         super().__init__(SimpleNamespace(stage=SimpleNamespace(name="t"), params={}))  # type: ignore[arg-type]
         self.error = error

@@ -44,30 +44,23 @@ STAGES = textwrap.dedent('''
     from madbench_common.pipeline.stage import StageImpl
     from madbench_common.models.registry import load_model
 
-    @manifest("idtoy", 1)
+    @manifest("idtoy", 1, key="item_id")
     @dataclass(frozen=True, kw_only=True)
     class IdRow(ManifestRow):
         item_id: str
         value: int = 0
 
     class Source(StageImpl[IdRow]):
-        row_type = IdRow
-        id_field = "item_id"
         def plan(self): return ["c00", "c01", "c02"]
         def run_items(self, items): return [IdRow(item_id=i, value=int(i[1:])) for i in items]
 
     class Predict(StageImpl[IdRow]):
-        row_type = IdRow
-        id_field = "item_id"
         def plan(self): return [r.item_id for r in self.ctx.read_input("source", IdRow)]
         def run_items(self, items):
             model = load_model(self.ctx.params["model"])
             return [IdRow(item_id=i, value=model.predict(i)) for i in items]
 
     class Combine(StageImpl[IdRow]):
-        row_type = IdRow
-        id_field = "item_id"
-
         @dataclass(frozen=True)
         class Params(StageParams):
             source: str = param("", doc="the stage whose values are summed")

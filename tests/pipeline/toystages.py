@@ -49,7 +49,6 @@ def _planned(params: Mapping[str, Any]) -> list[str]:
 class _ToyMap(MapStage[ToyRow]):
     """A map stage over :func:`_planned`'s items; a rejected item keeps its reason."""
 
-    row_type = ToyRow
     Params = ToyParams
 
     def plan(self) -> list[str]:
@@ -73,7 +72,6 @@ class Numbers(_ToyMap):
 
 
 class Total(StageImpl[ToyRow]):
-    row_type = ToyRow
     Params = ToyParams
 
     def plan(self) -> list[str]:
@@ -142,7 +140,6 @@ class Flaky(_ToyMap):
 class Batch(StageImpl[ToyRow]):
     """Loops its items itself (as the feature and omni stages do); separable."""
 
-    row_type = ToyRow
     Params = ToyParams
     separable = True
 

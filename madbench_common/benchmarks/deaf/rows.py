@@ -22,7 +22,7 @@ __all__ = [
 ]
 
 
-@manifest("deaf_sentences", 1)
+@manifest("deaf_sentences", 1, key="sentence_id")
 @row
 class SentenceRow(ManifestRow):
     """One scripted sentence and the semantic class it implies (§2.1)."""
@@ -37,7 +37,7 @@ class SentenceRow(ManifestRow):
     """``committed`` (written for this project), ``emis`` or ``user``."""
 
 
-@manifest("deaf_envlib", 1)
+@manifest("deaf_envlib", 1, key="code")
 @row
 class EnvRow(ManifestRow):
     """One BSC background environment of the run's library (Table 6)."""
@@ -58,7 +58,7 @@ class EnvRow(ManifestRow):
     sample_rate: int = 0
 
 
-@manifest("deaf_stimuli", 1)
+@manifest("deaf_stimuli", 1, key="stimulus_id")
 @row
 class StimulusRow(ManifestRow):
     """One clip: what its words imply, what its audio carries, and the audio itself."""
@@ -83,7 +83,7 @@ class StimulusRow(ManifestRow):
     sample_rate: int = 0
 
 
-@manifest("deaf_trials", 1)
+@manifest("deaf_trials", 1, key="trial_id")
 @row
 class TrialRow(ManifestRow):
     """One scored question: a test query, its matched control query, and the answer key.
@@ -114,7 +114,7 @@ class TrialRow(ManifestRow):
     attrs: tuple[str, ...] = ()
 
 
-@manifest("deaf_answers", 1)
+@manifest("deaf_answers", 1, key="answer_id")
 @row
 class AnswerRow(ManifestRow):
     """One model answer to one query in one repeat (§3.1: three independent repeats)."""
@@ -129,7 +129,7 @@ class AnswerRow(ManifestRow):
     seconds: float = 0.0
 
 
-@manifest("deaf_verdicts", 1)
+@manifest("deaf_verdicts", 1, key="verdict_id")
 @row
 class VerdictRow(ManifestRow):
     """The judge's label of one answer against one trial's key (§2.4)."""
@@ -149,7 +149,7 @@ class VerdictRow(ManifestRow):
     rationale: str = ""
 
 
-@manifest("deaf_metrics", 1)
+@manifest("deaf_metrics", 1, key="metric_id")
 @row
 class MetricRow(ManifestRow):
     """One number of the paper's tables: model × conflict × level × group × metric."""
@@ -168,7 +168,7 @@ class MetricRow(ManifestRow):
     repeats: int = 0
 
 
-@manifest("deaf_report", 1)
+@manifest("deaf_report", 1, key="name")
 @row
 class ReportRow(ManifestRow):
     """One file of the report (Markdown, JSON, HTML, the radar PNG and SVG)."""

@@ -44,8 +44,6 @@ def model_note(slug: str, version: str) -> str:
 class ReportStage(StageImpl[ReportRow]):
     """One row per report file."""
 
-    row_type = ReportRow
-    id_field = "name"
 
     @cached_property
     def inputs(self) -> ReportInputs:

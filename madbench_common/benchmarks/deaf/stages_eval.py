@@ -63,9 +63,6 @@ _SR = 16000
 class TrialsStage(StageImpl[TrialRow]):
     """Trials over the ok clips of every input stage, with the prompt file's version."""
 
-    row_type = TrialRow
-    id_field = "trial_id"
-
     @dataclass(frozen=True)
     class Params(StageParams):
         prompts: str = param("", paper="§2.2", doc="a prompt file replacing the packaged "
@@ -104,9 +101,6 @@ class AnswerStage(StageImpl[AnswerRow]):
     by the model and its version, this stage's image, the prompt's hash, the clip's
     sha256 and the repeat, so a rerun asks only what changed.
     """
-
-    row_type = AnswerRow
-    id_field = "answer_id"
 
     @dataclass(frozen=True)
     class Params(StageParams):
@@ -221,9 +215,6 @@ class JudgeStage(StageImpl[VerdictRow]):
     (:mod:`.judge`). Each verdict records which judge decided and the judge prompt's
     version; LLM verdicts are cached too. An answer stage that failed is skipped (its model
     gets no verdicts, no metrics, and an "absent" row in the report)."""
-
-    row_type = VerdictRow
-    id_field = "verdict_id"
 
     @dataclass(frozen=True)
     class Params(StageParams):
@@ -422,9 +413,6 @@ def model_metrics(model: str, trials: list[TrialRow], verdicts: list[VerdictRow]
 
 class MetricsStage(StageImpl[MetricRow]):
     """Metric rows per answer stage (params: ``n_boot``)."""
-
-    row_type = MetricRow
-    id_field = "metric_id"
 
     @dataclass(frozen=True)
     class Params(StageParams):

@@ -82,9 +82,6 @@ def _stand_ins_param() -> Any:
 class SentencesStage(MapStage[SentenceRow]):
     """The run's sentence set: committed, EMIS (``emis``) or a user CSV (``sentences``)."""
 
-    row_type = SentenceRow
-    id_field = "sentence_id"
-
     @dataclass(frozen=True)
     class Params(StageParams):
         sentences: str = param("", doc="a user sentence CSV replacing the committed ones")
@@ -135,9 +132,6 @@ class SentencesStage(MapStage[SentenceRow]):
 
 class EnvLibStage(MapStage[EnvRow]):
     """The run's BSC backgrounds: DEMAND (``demand``) or the offline library (``library``)."""
-
-    row_type = EnvRow
-    id_field = "code"
 
     @dataclass(frozen=True)
     class Params(StageParams):
@@ -217,8 +211,6 @@ class ModelClipParams(StageParams):
 class _ClipStage(MapStage[StimulusRow]):
     """Shared plumbing: planned clips of this stage, a model, audio saving, quarantine."""
 
-    row_type = StimulusRow
-    id_field = "stimulus_id"
     reference = True
 
 

@@ -144,7 +144,7 @@ class SplitRow(ManifestRow):
     embedding: tuple[float, ...] = ()
 
 
-@manifest("components", 3)
+@manifest("components", 3, key="component_id")
 @row
 class ComponentRow(ManifestRow):
     """One generated component (fake speech or fake environment) and its QC."""
@@ -234,7 +234,7 @@ class ComponentRow(ManifestRow):
     length."""
 
 
-@manifest("samples", 3)
+@manifest("samples", 3, key="sample_id")
 @row
 class SampleRow(ManifestRow):
     """One benchmark sample: a variant (R/S/E/Q) of a source clip, with labels."""
@@ -294,7 +294,7 @@ class SampleRow(ManifestRow):
     mux_sample_rate: int = 0
 
 
-@manifest("perturbed", 1)
+@manifest("perturbed", 1, key="sample_id")
 @row
 class PerturbedRow(SampleRow):
     """A test sample under one robustness condition: a protocol of its own.
@@ -342,7 +342,7 @@ class SceneRow(ManifestRow):
     """The labeller's raw answer text, where it generated one."""
 
 
-@manifest("pairs", 1)
+@manifest("pairs", 1, key="pair_id")
 @row
 class PairRow(ManifestRow):
     """One cross-identity pairing: a source clip and one of its target speakers' clips."""
@@ -366,7 +366,7 @@ class PairRow(ManifestRow):
     """Constraints dropped to reach the target count (empty when all held)."""
 
 
-@manifest("features", 2)
+@manifest("features", 2, key="sample_id")
 @row
 class FeatureRow(ManifestRow):
     """A frozen encoder's embedding of one sample; keyed by (model, sample sha256, mode).
@@ -396,7 +396,7 @@ class FeatureRow(ManifestRow):
     score_kind: str = ""
 
 
-@manifest("scores", 2)
+@manifest("scores", 2, key="sample_id")
 @row
 class ScoreRow(ManifestRow):
     """A detector's or omni model's native output for one sample and one task.

@@ -200,9 +200,6 @@ class _Track:
 class AssembleStage(StageImpl[SampleRow]):
     """QC'd ``components`` → ``samples`` (sharded by clip; selection is recomputed per shard)."""
 
-    row_type = SampleRow
-    id_field = "sample_id"
-
     @dataclass(frozen=True)
     class Params(StageParams):
         reuse_cap: int = param(2, unit="clips", paper="§3.4", doc="\"reuse is limited\": a "

@@ -109,9 +109,6 @@ def component_seed(ctx: StageContext, component_id: str) -> int:
 class PlannedComponentStage(MapStage[ComponentRow]):
     """Base of the generator stages: the planned components whose setting is this stage."""
 
-    row_type = ComponentRow
-    id_field = "component_id"
-
     @dataclass(frozen=True)
     class Params(StageParams):
         branch: str = param("", paper="§3.3, §3.4", doc="the stage's generation branch "

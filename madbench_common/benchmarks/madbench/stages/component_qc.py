@@ -164,9 +164,6 @@ def _identity_fails(row: ComponentRow, p: ComponentQCStage.Params) -> list[str]:
 class ComponentQCStage(MapStage[ComponentRow]):
     """Generated ``components`` of every generator stage → scored ``components``."""
 
-    row_type = ComponentRow
-    id_field = "component_id"
-
     @dataclass(frozen=True)
     class Params(QCParams):
         speaker: str = param("", paper="§3.3", doc="registry slug of the speaker embedder "

@@ -41,9 +41,6 @@ def score_row(f: FeatureRow, model: str) -> ScoreRow:
 class DetectorScoreStage(StageImpl[ScoreRow]):
     """One item: every row of the detector's feature stage (param ``features_stage``)."""
 
-    row_type = ScoreRow
-    id_field = "sample_id"
-
     @dataclass(frozen=True)
     class Params(StageParams):
         features_stage: str = param("", paper="§4.2", doc="the detector's feature stage, whose "

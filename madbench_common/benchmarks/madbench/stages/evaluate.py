@@ -75,9 +75,6 @@ class EvaluateStage(StageImpl[ScoreRow]):
     ``model_slug``), so one model's features and native scores meet in one evaluation.
     """
 
-    row_type = ScoreRow
-    id_field = "sample_id"
-
     @dataclass(frozen=True)
     class Params(StageParams):
         n_boot: int = param(1000, unit="resamples", doc="clip-paired bootstrap for the 95 % "

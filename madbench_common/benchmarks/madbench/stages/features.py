@@ -91,8 +91,6 @@ def image_id(image: str) -> str:
 class FeatureStage(StageImpl[FeatureRow]):
     """``samples`` → ``features`` for one encoder (params: model, modes, pairings, fps)."""
 
-    row_type = FeatureRow
-    id_field = "sample_id"
     separable = True
 
     @dataclass(frozen=True)

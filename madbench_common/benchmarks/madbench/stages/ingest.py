@@ -117,7 +117,6 @@ def _memo_decode(sha: str, path: Path, rate: int, limits: MediaLimits, name: str
 class IngestStage(MapStage[SourceRow]):
     """Turn a sources listing into the ``sources`` manifest."""
 
-    row_type = SourceRow
     content_params = ("sources",)
 
     @dataclass(frozen=True)

@@ -80,8 +80,6 @@ class OmniStage(StageImpl[ScoreRow]):
     Without a model (the embedded default and ``smoke.yaml``) the stage plans nothing.
     """
 
-    row_type = ScoreRow
-    id_field = "sample_id"
     separable = True
 
     @dataclass(frozen=True)

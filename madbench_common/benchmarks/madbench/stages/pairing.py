@@ -135,9 +135,6 @@ def pair_stats(rows: Sequence[PairRow]) -> dict[str, float | int]:
 class PairingStage(StageImpl[PairRow]):
     """``splits`` (embeddings, clusters) → ``pairs`` (one task: pairing is global)."""
 
-    row_type = PairRow
-    id_field = "pair_id"
-
     @dataclass(frozen=True)
     class Params(StageParams):
         targets: int = param(4, unit="target speakers", paper="§3.3", doc="targets paired "

@@ -58,9 +58,6 @@ class PerturbStage(StageImpl[PerturbedRow]):
     quantiser search, as ``assemble``'s).
     """
 
-    row_type = PerturbedRow
-    id_field = "sample_id"
-
     @dataclass(frozen=True)
     class Params(StageParams):
         conditions: list[dict[str, Any]] | dict[str, Any] = param(

@@ -56,9 +56,6 @@ def mismatch_labels(label: str, first: str, k: int, seed: int) -> list[str]:
 class PlanComponentsStage(StageImpl[ComponentRow]):
     """``splits`` + ``scenes`` + ``pairs`` → planned ``components`` (one task)."""
 
-    row_type = ComponentRow
-    id_field = "component_id"
-
     @dataclass(frozen=True)
     class Params(StageParams):
         targets: int = param(4, unit="target speakers", paper="§3.3", doc="cross-identity "

@@ -53,8 +53,6 @@ def label_scene(labeller: SceneLabeller, caption: str, duration: float, seed: in
 class SceneStage(MapStage[SceneRow]):
     """``splits`` (eligible clips) → ``scenes``."""
 
-    row_type = SceneRow
-
     @dataclass(frozen=True)
     class Params(StageParams):
         frame_fps: float = param(1.0, unit="fps", paper="§3.4", doc="rate of the frames the "

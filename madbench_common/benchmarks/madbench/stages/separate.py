@@ -50,7 +50,6 @@ def separate_clip(separator: Separator, audio: np.ndarray, rate: int) -> tuple[
 class SeparateStage(MapStage[StemRow]):
     """``sources`` → ``stems``."""
 
-    row_type = StemRow
 
     @cached_property
     def sources(self) -> dict[str, SourceRow]:

@@ -214,8 +214,6 @@ class QCParams(StageParams):
 class SourceQCStage(MapStage[SourceQCRow]):
     """``sources`` + ``stems`` → ``source_qc``."""
 
-    row_type = SourceQCRow
-
     @dataclass(frozen=True)
     class Params(QCParams):
         min_speech_coverage: float = param(0.3, unit="fraction of the clip", doc="\"sufficient "

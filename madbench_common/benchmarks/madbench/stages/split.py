@@ -79,8 +79,6 @@ def assign_splits(sizes: Sequence[int], ratios: Sequence[float],
 class SplitStage(StageImpl[SplitRow]):
     """Eligible clips → ``splits`` (one task; the split is a global decision)."""
 
-    row_type = SplitRow
-
     @dataclass(frozen=True)
     class Params(StageParams):
         ratios: list[float] = param([0.7, 0.1, 0.2], unit="fractions (train, val, test)",
