@@ -27,9 +27,9 @@ from madbench_common.core.compat import type_hints
 from madbench_common.core.errors import ConfigError
 from madbench_common.pipeline.failures import DEFAULT_MAX_FAILED_FRACTION
 
-__all__ = ["OUR_CHOICE", "ParamDoc", "StageParams", "build_params", "check_value",
+__all__ = ["OUR_CHOICE", "ParamDoc", "StageParams", "batch_param", "build_params", "check_value",
            "declared_defaults", "describe_type", "param", "param_docs", "param_types",
-           "params_dict", "params_table", "suggest", "takes_text"]
+           "params_dict", "params_table", "suggest", "takes_text", "unfingerprinted"]
 
 P = TypeVar("P", bound="StageParams")
 OUR_CHOICE = "our choice"
@@ -37,16 +37,37 @@ OUR_CHOICE = "our choice"
 
 
 def param(default: Any, *, doc: str, unit: str = "", paper: str = OUR_CHOICE,
-          optional: bool = False, shown: str = "") -> Any:
+          optional: bool = False, shown: str = "", minimum: float | None = None,
+          fingerprinted: bool = True) -> Any:
     """A parameter field: ``default`` (a list or mapping is copied for each instance),
     ``doc`` (what it does), ``unit`` (``s``, ``dBFS``, ``fraction``; empty: none) and
     ``paper`` (the section that fixes it, e.g. ``§3.2``, or "our choice"). ``optional``:
     absent from the stage's parameters (and its fingerprint) unless set. ``shown``: the
-    default in words, for a table (a long list)."""
-    meta = {"doc": doc, "unit": unit, "paper": paper, "optional": optional, "shown": shown}
+    default in words, for a table (a long list). ``minimum``: the least number accepted.
+    ``fingerprinted=False``: the value decides how rows are computed or judged, never what
+    they hold, so the fingerprint leaves it out (:func:`unfingerprinted`)."""
+    meta = {"doc": doc, "unit": unit, "paper": paper, "optional": optional, "shown": shown,
+            "minimum": minimum, "fingerprinted": fingerprinted}
     if isinstance(default, (list, dict)):
         return field(default_factory=lambda: copy.deepcopy(default), metadata=meta)
     return field(default=default, metadata=meta)
+
+
+def batch_param(inputs: str) -> Any:
+    """The ``batch`` field of a stage that runs several ``inputs`` in one model call: unset,
+    the model card's ``gpu.batch``; not fingerprinted, as batched results equal batch 1's
+    within the README's tolerance (``models.batching.EQUIVALENCE_ATOL``), so a rerun at
+    another batch size reuses what is done."""
+    return param(None, optional=True, minimum=1, fingerprinted=False,
+                 shown="the card's gpu.batch", unit=f"{inputs} per model call",
+                 doc=f"{inputs} one model call takes (unset: the model card's gpu.batch); "
+                     "results equal batch 1's within the README's tolerance, so not "
+                     "fingerprinted")
+
+
+def unfingerprinted(cls: type[StageParams]) -> frozenset[str]:
+    """The fields of ``cls`` that the fingerprint leaves out (``fingerprinted=False``)."""
+    return frozenset(f.name for f in _fields(cls) if not f.metadata.get("fingerprinted", True))
 
 
 @dataclass(frozen=True)
@@ -55,8 +76,9 @@ class StageParams:
 
     max_failed_fraction: float = param(
         DEFAULT_MAX_FAILED_FRACTION, optional=True, unit="fraction of the stage's rows",
-        doc="rejection budget: rows rejected for a fault (device, memory, code) over this "
-            "fraction fail the merge (data reasons never count); not fingerprinted")
+        fingerprinted=False, doc="rejection budget: rows rejected for a fault (device, "
+        "memory, code) over this fraction fail the merge (data reasons never count); not "
+        "fingerprinted")
     model: str = param("", optional=True, doc="registry slug of the one model the stage "
                        "runs (a stage with a swappable model; default: the graph's)")
     _given: tuple[str, ...] = field(default=(), init=False, repr=False, compare=False)
@@ -193,13 +215,16 @@ def suggest(word: str, choices: list[str]) -> str:
 
 def check_value(cls: type[StageParams], key: str, value: Any, stage: str, flag: str) -> None:
     """Refuse ``value`` for field ``key`` unless it has the field's type (an integer is a
-    number), naming ``flag``, the stage, the key, the type, the default and the value."""
+    number) and is at least its ``minimum``, naming ``flag``, the stage, the key, the type,
+    the default and the value."""
     tp = param_types(cls)[key]
-    if _fits(value, tp):
-        return
     f = next(f for f in _fields(cls) if f.name == key)
-    raise ConfigError(f"{flag}: {stage}.{key} must be {describe_type(tp)} "
-                      f"(default {_default(f)!r}), got {value!r} ({type(value).__name__})")
+    least = f.metadata.get("minimum")
+    if not _fits(value, tp):
+        raise ConfigError(f"{flag}: {stage}.{key} must be {describe_type(tp)} "
+                          f"(default {_default(f)!r}), got {value!r} ({type(value).__name__})")
+    if least is not None and isinstance(value, (int, float)) and value < least:
+        raise ConfigError(f"{flag}: {stage}.{key} must be >= {least:g}, got {value!r}")
 
 
 def build_params(cls: type[P], values: Mapping[str, Any], stage: str,

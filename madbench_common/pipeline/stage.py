@@ -21,7 +21,7 @@ import time
 import typing
 from abc import ABC, abstractmethod
 from collections import Counter
-from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -61,17 +61,20 @@ from madbench_common.pipeline.failures import (
 )
 from madbench_common.pipeline.graph import Graph, Stage
 from madbench_common.pipeline.identity import canonical_name, stage_identity, unpinned_weights
-from madbench_common.pipeline.paramspec import StageParams, build_params, declared_defaults
+from madbench_common.pipeline.paramspec import (
+    StageParams,
+    build_params,
+    declared_defaults,
+    unfingerprinted,
+)
 from madbench_common.pipeline.threads import math_threads, pin_threads
 
 __all__ = [
-    "BATCH_PARAM",
     "MapStage",
     "RejectionBudgetExceeded",
     "ShardResult",
     "StageContext",
     "StageImpl",
-    "batch_size",
     "check_budget",
     "check_pins",
     "load_impl",
@@ -304,38 +307,12 @@ def _params_hash(params: Mapping[str, Any]) -> str:
     return hashlib.sha256(params_json(params).encode()).hexdigest()[:16]
 
 
-BATCH_PARAM = "batch"
-"""The stage parameter for inputs per model call (a feature stage's; its default is the
-model card's ``gpu.batch``). Not part of the fingerprint, like the shard count: a stage
-that takes it gives each input the rows of batch 1 (a batched adapter within its stated
-tolerance, ``models.batching.EQUIVALENCE_ATOL``), so a rerun at another batch size reuses
-what is done."""
-
-
-def batch_size(stage: str, params: Mapping[str, Any], default: Callable[[], int]) -> int:
-    """Inputs per model call for ``stage``: its :data:`BATCH_PARAM` parameter in
-    ``params``, else ``default()`` (the model card's ``gpu.batch``). A value that is not a
-    whole number >= 1 is a :class:`ConfigError`."""
-    value = params.get(BATCH_PARAM)
-    if value in (None, ""):
-        return default()
-    try:
-        size = int(value)
-    except (TypeError, ValueError):
-        size = 0
-    if size < 1:
-        raise ConfigError(f"stage {stage}: {BATCH_PARAM} must be a whole number >= 1, "
-                          f"got {value!r}")
-    return size
-
-
 def _hashed_params(impl: type[StageImpl[Any]], params: Mapping[str, Any]) -> Mapping[str, Any]:
     """``params`` as the fingerprint sees them: what a content parameter names, not its
-    text; never the rejection budget (it decides pass or fail, not what a row holds) nor
-    the batch size (:data:`BATCH_PARAM`: how many inputs one model call takes, not what
-    a row holds)."""
-    if BUDGET_PARAM in params or BATCH_PARAM in params:
-        params = {k: v for k, v in params.items() if k not in (BUDGET_PARAM, BATCH_PARAM)}
+    text; never a field marked ``fingerprinted=False`` (the rejection budget decides pass
+    or fail, the batch size how many inputs one model call takes: not what a row holds)."""
+    if skip := unfingerprinted(impl.Params) & set(params):
+        params = {k: v for k, v in params.items() if k not in skip}
     if not any(k in params for k in impl.content_params):
         return params
     kept = {k: v for k, v in params.items() if k not in impl.content_params}

@@ -29,6 +29,7 @@ from madbench_common.pipeline.paramspec import (
     param,
     param_docs,
     params_dict,
+    unfingerprinted,
 )
 from madbench_common.pipeline.stage import load_impl, make_context, stage_params
 from tests.readme_section import check_readme_section
@@ -44,6 +45,8 @@ class _Toy(StageParams):
     names: list[str] = param([], doc="strings")
     voices: dict[str, str] | str = param("", doc="a mapping or its JSON")
     seen: str = param("", optional=True, doc="only where set")
+    size: int | None = param(None, optional=True, minimum=1, fingerprinted=False,
+                             doc="a bounded field the fingerprint leaves out")
 
 
 @pytest.mark.parametrize("graph", _GRAPHS, ids=["madbench", "deaf"])
@@ -94,11 +97,21 @@ def test_an_integer_is_a_number_and_nothing_is_converted() -> None:
     ({"names": ["a", 2]}, "toy.names must be a list of strings (default [])"),
     ({"voices": ["a"]}, "toy.voices must be a mapping or a string"),
     ({"nn": 2}, "--set: stage 'toy' has no parameter 'nn'; did you mean 'n'?"),
+    ({"size": 0}, "--set: toy.size must be >= 1, got 0"),
 ])
 def test_wrong_values_and_keys_are_refused(values: dict[str, object], message: str) -> None:
     with pytest.raises(ConfigError) as caught:
         build_params(_Toy, values, "toy", "--set")
     assert message in str(caught.value)
+
+
+def test_unfingerprinted_fields_are_named_by_their_metadata() -> None:
+    assert unfingerprinted(_Toy) == {"size", "max_failed_fraction"}
+    assert build_params(_Toy, {"size": 1}, "toy").size == 1
+    assert build_params(_Toy, {"size": None}, "toy").size is None  # unset: the card's
+    batched = {load_impl(s.target).Params for g in _GRAPHS for s in g
+               if "batch" in unfingerprinted(load_impl(s.target).Params)}
+    assert len(batched) >= 2  # the feature and omni stages; none hashes its batch size
 
 
 def test_types_are_described_in_words() -> None:

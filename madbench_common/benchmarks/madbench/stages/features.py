@@ -30,8 +30,8 @@ from madbench_common.models.catalog import gpu_batch
 from madbench_common.models.registry import load_model
 from madbench_common.models.roles import Frames
 from madbench_common.pipeline.failures import free_gpu_memory, is_fault, is_gpu_oom, row_failure
-from madbench_common.pipeline.paramspec import StageParams, param
-from madbench_common.pipeline.stage import StageImpl, batch_size
+from madbench_common.pipeline.paramspec import StageParams, batch_param, param
+from madbench_common.pipeline.stage import StageImpl
 
 __all__ = ["FeatureStage", "image_id", "input_sha256", "shuffle_partners", "shuffle_rng",
            "shuffled_input"]
@@ -104,10 +104,7 @@ class FeatureStage(StageImpl[FeatureRow]):
         max_frames: int = param(64, optional=True, unit="frames", doc="most frames per sample")
         samples_stage: str = param("assemble", optional=True, doc="the stage whose samples "
                                    "are encoded")
-        batch: int = param(1, optional=True, unit="inputs per model call",
-                           doc="inputs one encoder call takes (unset: the model card's "
-                               "gpu.batch); results equal batch 1's within the README's "
-                               "tolerance, so not fingerprinted")
+        batch: int | None = batch_param("inputs")
 
     p: Params
 
@@ -144,9 +141,8 @@ class FeatureStage(StageImpl[FeatureRow]):
         """Inputs per model call for the current encoder: the stage's ``batch`` parameter,
         else its card's ``gpu.batch`` (:func:`~madbench_common.models.catalog.gpu_batch`),
         else 1."""
-        return batch_size(self.ctx.stage.name, self.ctx.params,
-                          lambda: gpu_batch(str(getattr(self.encoder, "slug", "")),
-                                            self.ctx.stage.name))
+        return self.p.batch or gpu_batch(str(getattr(self.encoder, "slug", "")),
+                                         self.ctx.stage.name)
 
     def run_items(self, items: Sequence[str]) -> list[FeatureRow]:
         rows = []

@@ -39,8 +39,8 @@ from madbench_common.models.catalog import gpu_batch
 from madbench_common.models.registry import load_model
 from madbench_common.models.roles import OmniAnswer
 from madbench_common.pipeline.failures import free_gpu_memory, is_fault, is_gpu_oom, row_failure
-from madbench_common.pipeline.paramspec import StageParams, param
-from madbench_common.pipeline.stage import StageImpl, batch_size
+from madbench_common.pipeline.paramspec import StageParams, batch_param, param
+from madbench_common.pipeline.stage import StageImpl
 
 __all__ = ["POSITIVE", "OmniStage", "omni_jobs"]
 
@@ -102,10 +102,7 @@ class OmniStage(StageImpl[ScoreRow]):
                             "cache, so a rerun asks only what changed")
         prompts: dict[str, str] = param({}, optional=True, paper="§4.2", doc="task → "
                                         "prompt name replacing the packaged fixed prompt")
-        batch: int = param(1, optional=True, unit="questions per model call",
-                           doc="questions one model call takes (unset: the model card's "
-                               "gpu.batch); replies equal batch 1's within the README's "
-                               "tolerance, so not fingerprinted")
+        batch: int | None = batch_param("questions")
 
     p: Params
 
@@ -164,8 +161,7 @@ class OmniStage(StageImpl[ScoreRow]):
     def batch_size(self) -> int:
         """Questions per model call: the ``batch`` parameter, else the card's ``gpu.batch``
         (:func:`~madbench_common.models.catalog.gpu_batch`), else 1."""
-        return batch_size(self.ctx.stage.name, self.ctx.params,
-                          lambda: gpu_batch(self.model_slug, self.ctx.stage.name))
+        return self.p.batch or gpu_batch(self.model_slug, self.ctx.stage.name)
 
     def run_items(self, items: Sequence[str]) -> list[ScoreRow]:
         if not items:

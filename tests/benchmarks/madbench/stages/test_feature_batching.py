@@ -130,7 +130,7 @@ def test_batch_comes_from_the_card_and_the_parameter_overrides(tmp_path: Path) -
             ).read_text()
     with pytest.raises(ConfigError, match="gpu batch is a whole number"):
         load_card(text.replace("  batch: ", "  batch: -"), "x.yaml")
-    with pytest.raises(MadbenchError, match="batch must be a whole number"):
+    with pytest.raises(MadbenchError, match="batch must be >= 1"):
         _run(tmp_path, "features", {"batch": 0})
 
 
