@@ -8,6 +8,7 @@ breakdown. Each loader's docstring gives its layout and bootstrap units.
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -43,6 +44,23 @@ def _trial(split: str, speaker: str, name: str, attack: str, key: str, audio: Pa
             "_where": where, **extra}
 
 
+def _protocol_lines(path: Path, width: int, rows: list[dict[str, Any]]
+                    ) -> Iterator[tuple[str, list[str]]]:
+    """``(where, fields)`` for each non-blank line of a whitespace-separated protocol file
+    (``where``: ``path:line``); a line without ``width`` fields joins ``rows`` rejected
+    (``bad_protocol_line``) instead."""
+    for no, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
+        fields = line.split()
+        if not fields:
+            continue
+        where = f"{path}:{no}"
+        if len(fields) != width:
+            rows.append(rejected(f"{path.name}:{no}", "bad_protocol_line",
+                                 f"{where}: expected {width} fields, got {len(fields)}"))
+            continue
+        yield where, fields
+
+
 def load_asvspoof2019_la(root: str | Path) -> Corpus:
     """ASVspoof 2019 LA from its CM protocols (``LA/`` of the Edinburgh DataShare release,
     or its parent).
@@ -67,15 +85,7 @@ def load_asvspoof2019_la(root: str | Path) -> Corpus:
         path = protocols / f"ASVspoof2019.LA.cm.{suffix}.txt"
         if not path.is_file():
             continue
-        for no, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
-            fields = line.split()
-            if not fields:
-                continue
-            where = f"{path}:{no}"
-            if len(fields) != 5:
-                rows.append(rejected(f"{path.name}:{no}", "bad_protocol_line",
-                                     f"{where}: expected 5 fields, got {len(fields)}"))
-                continue
+        for where, fields in _protocol_lines(path, 5, rows):
             speaker, name, _, system, key = fields
             audio = base / f"ASVspoof2019_LA_{part}" / "flac" / f"{name}.flac"
             rows.append(_trial(split, speaker, name, system, key, audio, where))
@@ -128,15 +138,7 @@ def load_asvspoof5(root: str | Path) -> Corpus:
         if path is None:
             continue
         audio_dir = _as5_audio(base, folders, part)
-        for no, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
-            fields = line.split()
-            if not fields:
-                continue
-            where = f"{path}:{no}"
-            if len(fields) != 10:
-                rows.append(rejected(f"{name}:{no}", "bad_protocol_line",
-                                     f"{where}: expected 10 fields, got {len(fields)}"))
-                continue
+        for where, fields in _protocol_lines(path, 10, rows):
             speaker, file, gender, codec, codec_q, seed, tag, attack, key, _ = fields
             rows.append(_trial(split, speaker, file, attack, key, audio_dir / f"{file}.flac",
                                where, unit=seed if seed != "-" else "", gender=gender,

@@ -136,6 +136,19 @@ def roc_det_figure(title: str, curves: Sequence[tuple[str, Record]]) -> Any:
     return fig
 
 
+def _auc_axes(ax: Any, labels: list[str], rotation: int, xlabel: str, title: str,
+              chance: str) -> None:
+    """Finish an axes of binary AUC per category: the chance line (0.5, colour ``chance``),
+    one tick per label, AUC in [0, 1.02], the legend right of the plot."""
+    ax.axhline(0.5, color=chance, linewidth=0.8, linestyle=":")
+    ax.set_xticks(np.arange(len(labels)), labels, rotation=rotation, ha="right")
+    ax.set_xlabel(xlabel)
+    ax.set_ylabel("AUC, binary task (mean over protocols)")
+    ax.set_ylim(0.0, 1.02)
+    ax.set_title(title)
+    ax.legend(loc="center left", bbox_to_anchor=(1.01, 0.5), frameon=False)
+
+
 def robustness_figure(conditions: Sequence[str],
                       lines: Sequence[tuple[str, Sequence[float | None]]]) -> Any:
     """AUC against condition, one line per model ((label, AUC per condition or None))."""
@@ -145,13 +158,8 @@ def robustness_figure(conditions: Sequence[str],
     for i, (label, values) in enumerate(lines):
         y = np.array([np.nan if v is None else v for v in values], dtype=float)
         ax.plot(x, y, marker="o", markersize=4, label=label, **_style(i))
-    ax.axhline(0.5, color="#aaaaaa", linewidth=0.8, linestyle=":")
-    ax.set_xticks(x, list(conditions), rotation=40, ha="right")
-    ax.set_xlabel("Condition")
-    ax.set_ylabel("AUC, binary task (mean over protocols)")
-    ax.set_ylim(0.0, 1.02)
-    ax.set_title("Robustness: AUC per condition (heads trained on clean data)")
-    ax.legend(loc="center left", bbox_to_anchor=(1.01, 0.5), frameon=False)
+    _auc_axes(ax, list(conditions), 40, "Condition",
+              "Robustness: AUC per condition (heads trained on clean data)", "#aaaaaa")
     return fig
 
 
@@ -166,13 +174,8 @@ def generator_figure(generators: Sequence[str],
         y = np.array([np.nan if v is None else v for v in values], dtype=float)
         ax.bar(x + (i - (len(bars) - 1) / 2) * width, np.nan_to_num(y, nan=0.0), width,
                label=label, color=_COLOURS[i % len(_COLOURS)])
-    ax.axhline(0.5, color="#555555", linewidth=0.8, linestyle=":")
-    ax.set_xticks(x, list(generators), rotation=30, ha="right")
-    ax.set_xlabel("Generator of the test fakes (vs all test reals)")
-    ax.set_ylabel("AUC, binary task (mean over protocols)")
-    ax.set_ylim(0.0, 1.02)
-    ax.set_title("Per-generator detection")
-    ax.legend(loc="center left", bbox_to_anchor=(1.01, 0.5), frameon=False)
+    _auc_axes(ax, list(generators), 30, "Generator of the test fakes (vs all test reals)",
+              "Per-generator detection", "#555555")
     return fig
 
 
