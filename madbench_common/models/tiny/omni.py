@@ -31,8 +31,8 @@ def chatml(markers: Mapping[str, str]) -> str:
     """A ChatML chat template: a system turn, each user turn's content parts in order (a
     part of type ``t`` in ``markers`` as ``markers[t]``, text as itself), the generation
     prompt."""
-    media = "".join(f"{{% {'if' if i == 0 else 'elif'} content['type'] == '{kind}' %}}{mark}"
-                    for i, (kind, mark) in enumerate(markers.items()))
+    media = "".join(f"{{% elif content['type'] == '{kind}' %}}{mark}"
+                    for kind, mark in markers.items())
     return (
         "{% for message in messages %}"
         "{% if loop.first and message['role'] != 'system' %}"
@@ -40,8 +40,8 @@ def chatml(markers: Mapping[str, str]) -> str:
         "<|im_start|>{{ message['role'] }}\n"
         "{% if message['content'] is string %}{{ message['content'] }}<|im_end|>\n"
         "{% else %}{% for content in message['content'] %}"
-        f"{media}"
-        "{% elif content['type'] == 'text' %}{{ content['text'] }}{% endif %}"
+        "{% if content['type'] == 'text' %}{{ content['text'] }}"
+        f"{media}{{% endif %}}"
         "{% endfor %}<|im_end|>\n{% endif %}{% endfor %}"
         "{% if add_generation_prompt %}<|im_start|>assistant\n{% endif %}"
     )
