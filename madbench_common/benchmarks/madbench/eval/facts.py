@@ -54,22 +54,26 @@ def code_revision() -> str:
         return "unknown"
 
 
-def _images(run: RunStore, graph: Graph) -> dict[str, list[str]]:
-    """Image → the stages that ran in it (``embedded``: in-process, no container)."""
+def _images(run: RunStore, graph: Graph, writing: str, image: str | None
+            ) -> dict[str, list[str]]:
+    """Image → the stages that ran in it (``embedded``: in-process, no container). The
+    stage ``writing`` the report, when it gives its ``image``, counts under that one: a
+    marker it left in an earlier run must not change the report."""
     from madbench_common.pipeline.stage import read_marker
 
     out: dict[str, list[str]] = {}
     for stage in graph:
-        marker = read_marker(run, stage.name)
-        if marker is not None:
+        if stage.name == writing and image is not None:
+            out.setdefault(image, []).append(stage.name)
+        elif (marker := read_marker(run, stage.name)) is not None:
             out.setdefault(str(marker.get("image") or "unknown"), []).append(stage.name)
     return out
 
 
 def run_facts(run: RunStore, graph: Graph, pipeline: str = "madbench",
-              writing: str = "evaluate") -> Facts:
+              writing: str = "evaluate", image: str | None = None) -> Facts:
     """The summary facts of ``run`` (every finished stage of ``graph``; ``writing``, the
-    stage writing the report, counts as done)."""
+    stage writing the report, counts as done, and as run in ``image`` when given)."""
     from madbench_common.pipeline.status import collect_status
 
     try:
@@ -78,7 +82,7 @@ def run_facts(run: RunStore, graph: Graph, pipeline: str = "madbench",
         # a stage whose rows this image cannot read, or a marker of another layout: the
         # summary says so and the report is written all the same
         return {"run_id": run.run_id, "store": run.store.uri(run.run_id), "pipeline": pipeline,
-                "commit": code_revision(), "images": _images(run, graph),
+                "commit": code_revision(), "images": _images(run, graph, writing, image),
                 "unavailable": f"the run's status could not be read here: {exc}"}
     counts = {s.stage: s.counts for s in status.stages if s.done}
     rows = {s.stage: (s.rows, s.rejected) for s in status.stages if s.done}
@@ -99,7 +103,7 @@ def run_facts(run: RunStore, graph: Graph, pipeline: str = "madbench",
         "pipeline": pipeline,
         "pipeline_description": DESCRIPTION if pipeline == "madbench" else "",
         "commit": code_revision(),
-        "images": _images(run, graph),
+        "images": _images(run, graph, writing, image),
         "stages_done": sum(s.done or s.stage == writing for s in status.stages),
         "stages": len(status.stages),
         "clips": {

@@ -147,7 +147,7 @@ class EvaluateStage(StageImpl[ScoreRow]):
         from madbench_common.pipeline.status import rejection_table
 
         results = self.evaluate()
-        facts = run_facts(self.ctx.run, self.ctx.graph)
+        facts = run_facts(self.ctx.run, self.ctx.graph, image=self.ctx.image)
         write_report(results, lambda name, data: self.ctx.run.put_bytes(
             self.ctx.key("report", name), data), runs=[facts],
             rejections=rejection_table(self.ctx.run, self.ctx.graph))

@@ -196,7 +196,7 @@ def test_evaluate_stage_reports_every_model(first_run: RunStore) -> None:
     assert {r["task"] for r in omni["tasks"]} == {"binary"} and omni["parse"]
     facts = report["runs"][0]  # the summary's facts of the run that wrote the report
     assert facts["run_id"] == first_run.run_id and facts["pipeline"] == "madbench"
-    assert facts["commit"] and not any("evaluate" in st for st in facts["images"].values())
+    assert facts["commit"] and facts["images"]["reference-cpu"][-1] == "evaluate"
     md = first_run.get_bytes(next(k for k in keys if k.endswith("report.md"))).decode()
     assert md.split("\n## ")[1].startswith("Summary")
     table2 = md.split("\n## ")[2]
@@ -208,6 +208,19 @@ def test_evaluate_stage_reports_every_model(first_run: RunStore) -> None:
     assert "Frozen audio encoders" not in table2 and "ref-logmel-stats" not in table2
     beyond = md[md.find("## Beyond the paper — Table 2"):]
     assert "**Frozen audio encoders**" in beyond and "ref-logmel-stats" in beyond
+
+
+def test_the_report_counts_its_writer_under_the_image_it_runs_in(first_run: RunStore) -> None:
+    """A marker the evaluate stage left in an earlier run (another image here) must not
+    change the facts the next evaluate writes: the writer counts under its own image."""
+    from madbench_common.benchmarks.madbench.eval.facts import run_facts
+
+    if not first_run.exists("evaluate/_SUCCESS"):
+        test_evaluate_stage_reports_every_model(first_run)
+    images = run_facts(first_run, _graph(), image="madbench-next")["images"]
+    assert images["madbench-next"] == ["evaluate"]
+    assert not any("evaluate" in stages for img, stages in images.items()
+                   if img != "madbench-next")
 
 
 def test_report_render_writes_the_report_again(first_run: RunStore,
