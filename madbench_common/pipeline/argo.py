@@ -15,10 +15,10 @@ import dataclasses
 import functools
 import json
 import re
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import yaml
 from hera.workflows import models as m
@@ -28,6 +28,9 @@ from madbench_common.pipeline.argo_rules import ARGO_RELEASE, check_workflow
 from madbench_common.pipeline.graph import Graph, Stage
 from madbench_common.pipeline.stage import stage_params
 from madbench_common.pipeline.summary import parse_failures, write_exit_summary
+
+if TYPE_CHECKING:
+    from madbench_common.pipeline.plan import Throughput
 
 __all__ = [
     "API_EGRESS_LABEL",
@@ -333,21 +336,23 @@ def _container_security() -> m.SecurityContext:
 
 
 @functools.cache
-def _measured() -> dict[str, Any]:
+def _measured() -> dict[str, Throughput]:
     from madbench_common.pipeline.plan import load_throughput
 
     return load_throughput()
 
 
-def memory_request(stage: Stage, variant: Variant) -> str:
-    """A shard pod's memory: the measured peak RSS (throughput table) × 1.5, rounded up to
-    256 Mi, at least 512 Mi — where the measurement applies: the stage runs the image it
-    was measured on (``reference-cpu``: always in smoke runs, in full runs only for stages
-    whose image it is). Elsewhere (real model images, not measured yet) the stage's
-    declared ``memory``."""
-    row = _measured().get(stage.name)
-    slug = "reference-cpu" if variant.cpu_only else stage.image
-    if row is None or not row.peak_rss_mb or slug != "reference-cpu":
+def memory_request(stage: Stage, variant: Variant,
+                   table: Mapping[str, Throughput] | None = None) -> str:
+    """A shard pod's memory: the measured peak RSS (``peak_rss_mb`` of the throughput
+    table, default the packaged one) × 1.5, rounded up to 256 Mi, at least 512 Mi, where
+    the measurement applies: the smoke workflow, which runs what it was measured on (the
+    CPU reference image at the demo's scale). Elsewhere, and for a stage without a
+    measured peak, the stage's declared ``memory``: a peak from the demo corpus says
+    nothing of a model image's, nor of a single-shard stage's at the paper's scale
+    (``evaluate`` reads every score row), and requests are limits, so a low one kills."""
+    row = (_measured() if table is None else table).get(stage.name)
+    if row is None or not row.peak_rss_mb or not variant.cpu_only:
         return stage.memory
     step = _MEMORY_STEP_MI
     mi = max(_MEMORY_FLOOR_MI, -(-int(row.peak_rss_mb * _MEMORY_HEADROOM) // step) * step)

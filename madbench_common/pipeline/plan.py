@@ -90,7 +90,8 @@ class Throughput:
     source: str
     peak_rss_mb: int = 0
     """Largest peak resident memory of one shard (or the merge) in the measured run; 0:
-    not measured. The workflow's memory requests derive from it (``pipeline/argo.py``)."""
+    not measured. The smoke workflow's memory requests derive from it
+    (:func:`~madbench_common.pipeline.argo.memory_request`)."""
 
 
 @dataclass(frozen=True)
