@@ -68,8 +68,10 @@ def _hardening_floors() -> list[tuple[str, float, str, bool]]:
         ("finished shards computed again", redone, "= 0", redone == 0),
         ("orchestration / real stages, paper scale (%)", s["overhead_pct"], "< 5",
          s["overhead_pct"] < 5),
-        ("merge memory flat in shards (4..256)", float(s["merge_memory_flat"]), "= 1",
-         bool(s["merge_memory_flat"])),
+        ("merge's own memory, max/min over shards", s["merge_memory_ratio"],
+         f"≤ {s['flat_ratio']}", bool(s["merge_memory_flat"])),
+        ("assemble merge process peak RSS (MB)", s["merge_process_peak_mb"],
+         f"≤ {s['merge_pod_memory_mb']}", s["merge_process_peak_mb"] <= s["merge_pod_memory_mb"]),
         ("slowest hostile-media rejection (s)", slowest, "≤ 10", slowest <= 10),
     ]
 

@@ -11,6 +11,7 @@ from madbench_common.core.store import RunStore, open_store
 from madbench_common.pipeline.graph import Graph
 from madbench_common.pipeline.local import LocalRunner, RunOptions
 from madbench_common.pipeline.stage import load_impl, read_marker
+from perf.bench_scale import FLAT_RATIO, merge_in_fresh_process, merge_memory_ratio
 from perf.synthstages import PAPER_SAMPLE_ROWS, paper_counts, synthetic_graph
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -53,3 +54,17 @@ def test_synthetic_graph_runs_through_the_runner(tmp_path: Path) -> None:
     rows = read_manifest_bytes(load_impl(_tiny()["plan_components"].target).row_type,
                                run.get_bytes("plan_components/manifest.parquet"))
     assert all(r.uri and not r.uri.startswith(("file:", "s3:", "/")) for r in rows)
+
+
+def test_the_merge_memory_figure_is_the_merge_s_own(tmp_path: Path) -> None:
+    """The shard sweep measures a merge in a process of its own (not the runner's peak):
+    the same manifest, byte for byte, and its growth apart from where it started."""
+    opts = RunOptions(store=str(tmp_path), run_id="s", progress=False, until="assemble",
+                      shards={"assemble": 3})
+    LocalRunner(_tiny, opts).execute()
+    marker = read_marker(RunStore(open_store(str(tmp_path)), "s"), "assemble")
+    alone = merge_in_fresh_process(str(tmp_path), "s", _tiny, "assemble", 3)
+    assert marker is not None and alone.sha256 == marker["manifest_sha256"]
+    assert 0 < alone.own_mb < alone.start_mb < alone.peak_mb
+    flat, steep = [{"merge_own_mb": 100.0}, {"merge_own_mb": 110.0}], [{"merge_own_mb": 130.0}]
+    assert merge_memory_ratio(flat) <= FLAT_RATIO < merge_memory_ratio(flat + steep)

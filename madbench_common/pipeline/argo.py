@@ -76,8 +76,8 @@ _UID = 10001
 _BACKOFF_SECONDS = 30
 _MEMORY_HEADROOM, _MEMORY_STEP_MI, _MEMORY_FLOOR_MI = 1.5, 256, 512
 MERGE_MEMORY = "1Gi"
-"""Merge pods' memory (see ``perf/bench_scale.py``: the largest merge at the paper's
-scale, 49,608 sample rows, peaks well below it)."""
+"""Merge pods' memory (``make bench``, ``perf/bench_scale.py``, checks that the assemble
+merge at the paper's scale, 49,608 sample rows, fits it in a process of its own)."""
 MAX_BACKOFF_SECONDS = 600
 """The longest wait between two retries any stage may reach (30 s × 2^(retries-1))."""
 STAGE_PARAMS_DESCRIPTION = (
