@@ -374,6 +374,14 @@ class LocalRunner:
         self.run.put_bytes(f"_logs/run-{stamp}.json", json.dumps(record, indent=1).encode())
 
 
+def _guess_key(names: list[str]) -> str:
+    """The item field of a manifest whose marker predates ``key``: the most specific
+    ``*_id`` column (the runner does not import stage code)."""
+    ids = [n for n in ("sample_id", "component_id", "pair_id") if n in names]
+    own = [n for n in names if n not in ("status", "reason", "detail")]  # after the base's
+    return (ids or [n for n in own if n.endswith("_id")] or own or names)[0]
+
+
 def _log_rejections(run: RunStore, stage: Stage, marker: dict[str, Any]) -> None:
     """One warning per rejection reason of a finished stage: its count and a few items
     (``madbench -v`` lists every row; ``madbench status --details`` too)."""
@@ -382,11 +390,7 @@ def _log_rejections(run: RunStore, stage: Stage, marker: dict[str, Any]) -> None
     import pyarrow.parquet as pq
 
     data = run.get_bytes(f"{stage.name}/manifest.parquet", marker["manifest_sha256"])
-    names = pq.read_schema(io.BytesIO(data)).names
-    # the row's own id (the runner does not import stage code): the most specific *_id
-    ids = [n for n in ("sample_id", "component_id", "pair_id") if n in names]
-    own = [n for n in names if n not in ("status", "reason", "detail")]  # after the base's
-    id_field = (ids or [n for n in own if n.endswith("_id")] or own or names)[0]
+    id_field = marker.get("key") or _guess_key(pq.read_schema(io.BytesIO(data)).names)
     table = pq.read_table(io.BytesIO(data), columns=[id_field, "status", "reason"])
     items: dict[str, list[str]] = {}
     for item, status, reason in zip_strict(*(table.column(c).to_pylist()

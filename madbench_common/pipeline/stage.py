@@ -605,6 +605,7 @@ def _merge_stage(ctx: StageContext, num_shards: int) -> dict[str, Any]:
         "reasons": reasons,
         "budget": {BUDGET_PARAM: budget, "failed": failed},
         "schema": f"{row_type.SCHEMA_NAME}/v{row_type.SCHEMA_VERSION}",
+        "key": impl_cls.id_field,
     }
     if ctx.models:  # provenance of the models: identity and the pins choice
         marker["models"] = ctx.models

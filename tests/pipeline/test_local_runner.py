@@ -185,7 +185,11 @@ def test_rejections_of_a_row_type_without_an_id_field_are_summarised(
     pq.write_table(table, buf)
     run.put_bytes("envlib/manifest.parquet", buf.getvalue())
     stage = Stage(name="envlib", role="x", target="x:y", inputs=(), outputs=("envlib",))
+    sha = hashlib.sha256(buf.getvalue()).hexdigest()
     with caplog.at_level(logging.WARNING, logger="madbench"):
-        _log_rejections(run, stage, {"manifest_sha256": hashlib.sha256(buf.getvalue())
-                                     .hexdigest()})
+        _log_rejections(run, stage, {"manifest_sha256": sha})  # a marker without "key"
     assert "envlib: 1 rejected: environment_missing (e.g. OOFFICE)" in caplog.text
+    caplog.clear()
+    with caplog.at_level(logging.WARNING, logger="madbench"):  # the marker names the field
+        _log_rejections(run, stage, {"manifest_sha256": sha, "key": "detail"})
+    assert "envlib: 1 rejected: environment_missing (e.g. office)" in caplog.text
