@@ -2,14 +2,16 @@
 
 from __future__ import annotations
 
+import tempfile
 from collections.abc import Iterator
 from fractions import Fraction
+from functools import cache
 from pathlib import Path
 
 import av
 import numpy as np
 
-__all__ = ["make_clip", "speechlike", "tone_mixture"]
+__all__ = ["make_clip", "silent_clip_bytes", "speechlike", "tone_mixture"]
 
 
 def speechlike(duration: float, rate: int, seed: int = 0) -> np.ndarray:
@@ -64,6 +66,25 @@ def make_clip(
         if as_ is not None and audio is not None:
             _encode_audio(out, as_, audio, rate, channels)
     return path
+
+
+@cache
+def silent_clip_bytes(duration: float, size: tuple[int, int], fps: int = 10) -> bytes:
+    """The MP4 bytes of ``make_clip(path, None, duration=..., size=..., fps=...)``, encoded
+    once per process.
+
+    For tests that run a stage twice on fresh stores and compare what the runs wrote:
+    libx264 does not always give the same bytes for the same frames. Now and then, in a
+    process that has encoded before, one macroblock is coded another way: the same decoded
+    pixels, a packet a byte longer (5 of 3,000 encodes in one process, the same 5 each
+    time that process's calls are repeated, none with ``MALLOC_PERTURB_`` set: the
+    encoder seems to read memory an earlier allocation left). An input's identity is its
+    file's sha256 (``sample_sha256`` of the feature and score rows), so two encodes of
+    one clip can make two runs' manifests differ; both runs must store the same bytes.
+    """
+    with tempfile.TemporaryDirectory(prefix="mb-clip-") as tmp:
+        path = make_clip(Path(tmp) / "clip.mp4", None, duration=duration, fps=fps, size=size)
+        return path.read_bytes()
 
 
 def _encode_audio(out: av.container.OutputContainer, stream: av.audio.stream.AudioStream,

@@ -22,7 +22,7 @@ from madbench_common.pipeline.graph import Graph, Stage
 from madbench_common.pipeline.stage import make_context, merge_stage, run_shard
 from tests.benchmarks.madbench.eval.test_feature_stage import SR, _audio, _put_manifest, _row
 from tests.benchmarks.madbench.stages.toy_detector import BatchedRmsDetector
-from tests.media.clips import make_clip
+from tests.media.clips import silent_clip_bytes
 
 _STAGES = "madbench_common.benchmarks.madbench.stages"
 BATCHED = ModelSpec("test-batched-detector", "detector",
@@ -52,13 +52,15 @@ def _registered() -> Iterator[None]:
     REGISTRY.pop(BATCHED.slug, None)
 
 
-def _samples(run: RunStore, tmp: Path) -> None:
+def _samples(run: RunStore) -> None:
     """Six clips of R/S/E/Q samples, two lengths of audio; clips 3-5 also scene-consistency
-    test samples (shuffled A-V inputs); the audio of ``SILENT`` is silence."""
+    test samples (shuffled A-V inputs); the audio of ``SILENT`` is silence. The videos are
+    the same bytes in every store of the process (:func:`silent_clip_bytes`), so two runs
+    compared differ only in what the stage did."""
     rows = []
     for c in range(6):
-        video = run.put_file(f"assemble/video/c{c}.mp4", make_clip(
-            tmp / f"c{c}.mp4", None, duration=1.0, fps=10, size=(32 + 2 * c, 48)))
+        video = run.put_bytes(f"assemble/video/c{c}.mp4", silent_clip_bytes(
+            duration=1.0, fps=10, size=(32 + 2 * c, 48)))
         for v in "RSEQ":
             row = _row(run, c, v, "balanced", video)
             if c % 2:  # mixed lengths: 0.75 s here, 1 s elsewhere
@@ -79,7 +81,7 @@ def _samples(run: RunStore, tmp: Path) -> None:
 def _run(tmp: Path, name: str, params: dict) -> tuple[list[FeatureRow], bytes]:
     """A fresh store (the feature cache lives at its root), the stage run on one shard."""
     run = RunStore(FileStore(tmp / "store"), "r1")
-    _samples(run, tmp)
+    _samples(run)
     ctx = make_context(run, _graph(), name, params, "reference-cpu", 0)
     run_shard(ctx, 0, 1)
     merge_stage(ctx, 1)
@@ -136,7 +138,7 @@ def test_batch_comes_from_the_card_and_the_parameter_overrides(tmp_path: Path) -
 
 def test_batch_size_is_not_in_the_fingerprint(tmp_path: Path) -> None:
     run = RunStore(FileStore(tmp_path / "store"), "r1")
-    _samples(run, tmp_path)
+    _samples(run)
     prints = {make_context(run, _graph(), "features_batched", params, "reference-cpu", 0)
               .fingerprint for params in ({}, {"batch": 1}, {"batch": 8})}
     assert len(prints) == 1
