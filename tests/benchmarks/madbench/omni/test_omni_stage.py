@@ -20,7 +20,7 @@ from madbench_common.media.audio import wav_bytes
 from madbench_common.models.registry import REGISTRY, ModelSpec
 from madbench_common.pipeline.graph import Graph, Stage
 from madbench_common.pipeline.stage import make_context, merge_stage, run_shard
-from tests.media.clips import make_clip
+from tests.media.clips import silent_clip_bytes
 
 from .toy import BatchedToyOmni, ToyOmni
 
@@ -69,11 +69,13 @@ def _put(run: RunStore, stage: str, rows: list) -> None:
         {"stage": stage, "fingerprint": "x", "manifest_sha256": info.sha256}).encode())
 
 
-def _samples(run: RunStore, tmp: Path) -> list[SampleRow]:
+def _samples(run: RunStore) -> list[SampleRow]:
+    """The clips' samples; the videos are the same bytes in every store of the process
+    (:func:`silent_clip_bytes`), so two runs compared differ only in what the stage did."""
     rows = []
     for c in range(len(SPLITS)):
-        video = run.put_file(f"assemble/c{c}.mp4", make_clip(
-            tmp / f"c{c}.mp4", None, duration=1.0, fps=10, size=(32 + 8 * c, 48)))
+        video = run.put_bytes(f"assemble/c{c}.mp4", silent_clip_bytes(
+            duration=1.0, fps=10, size=(32 + 8 * c, 48)))
         rows += [_sample(run, c, v, "balanced", video) for v in "RSEQ"]
         rows += [_sample(run, c, "R", "scene_consistency", video, sc_condition="D-R",
                          scene_consistent=ok) for ok in (True, False)]
@@ -101,7 +103,7 @@ def _run(run: RunStore, name: str, params: dict, shards: int = 2) -> list[ScoreR
 
 def test_rows_for_every_task_mode_and_the_scene_shuffle(toy: ToyOmni, tmp_path: Path) -> None:
     run = RunStore(FileStore(str(tmp_path / "store")), "r1")
-    samples = {s.sample_id: s for s in _samples(run, tmp_path)}
+    samples = {s.sample_id: s for s in _samples(run)}
     rows = _run(run, "omni_toy", {"model": "toy-omni"})
     asked = {r.sample_id for r in rows}
     assert asked == {k for k, s in samples.items() if s.split in ("val", "test")}
@@ -131,7 +133,7 @@ def test_rerun_and_a_new_prompt_version_ask_only_what_changed(toy: ToyOmni,
                                                               tmp_path: Path) -> None:
     store = FileStore(str(tmp_path / "store"))
     run = RunStore(store, "r1")
-    _samples(run, tmp_path)
+    _samples(run)
     first = _run(run, "omni_toy", {"model": "toy-omni"})
     calls = toy.calls
     # a new fingerprint (one more parameter, the same samples): the cache answers
@@ -152,13 +154,13 @@ def test_rerun_and_a_new_prompt_version_ask_only_what_changed(toy: ToyOmni,
 
 def test_no_model_plans_nothing(tmp_path: Path) -> None:
     run = RunStore(FileStore(str(tmp_path / "store")), "r1")
-    _samples(run, tmp_path)
+    _samples(run)
     assert _run(run, "omni_toy", {}) == []
 
 
 def test_evaluate_reports_the_omni_group_with_parse_rates(toy: ToyOmni, tmp_path: Path) -> None:
     run = RunStore(FileStore(str(tmp_path / "store")), "r1")
-    _samples(run, tmp_path)
+    _samples(run)
     _run(run, "omni_toy", {"model": "toy-omni"})
     _run(run, "evaluate", {}, shards=1)
     marker = json.loads(run.get_bytes("evaluate/_SUCCESS"))
@@ -189,7 +191,7 @@ def _batched_run(tmp: Path, monkeypatch: pytest.MonkeyPatch, batch: int,
     monkeypatch.setitem(REGISTRY, "toy-omni", ModelSpec(
         "toy-omni", "omni", "omni.toy:BatchedToyOmni", True, "reference-cpu", "test double"))
     run = RunStore(FileStore(str(tmp / "store")), "r1")
-    rows = _samples(run, tmp)
+    rows = _samples(run)
     quiet = run.put_bytes("assemble/silent.wav", wav_bytes(np.zeros(SR, np.float32), SR))
     _put(run, "assemble", [replace(r, audio_uri=quiet.uri, audio_sha256=quiet.sha256)
                            if r.sample_id == SILENT else r for r in rows])
