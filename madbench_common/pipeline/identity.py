@@ -121,13 +121,22 @@ def _import_map(stmts: Iterable[ast.stmt], module: str,
     return out
 
 
+def _is_text(stmt: ast.AST) -> bool:
+    """A statement that is a bare string: a docstring, or an attribute's docstring below
+    its assignment. It does nothing, so it is never part of an identity."""
+    return isinstance(stmt, ast.Expr) and isinstance(stmt.value, ast.Constant) and \
+        isinstance(stmt.value.value, str)
+
+
+_BLOCKS = (ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef, ast.If, ast.For, ast.AsyncFor,
+           ast.While, ast.With, ast.AsyncWith, ast.Try)
+"""Statements whose ``body`` is a list of statements."""
+
+
 def _strip_docstrings(tree: ast.AST) -> None:
     for node in ast.walk(tree):
-        if isinstance(node, (ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef)):
-            first = node.body[0]
-            if isinstance(first, ast.Expr) and isinstance(first.value, ast.Constant) and \
-                    isinstance(first.value.value, str):
-                node.body = node.body[1:] or [ast.Pass()]
+        if isinstance(node, _BLOCKS) and any(_is_text(s) for s in node.body):
+            node.body = [s for s in node.body if not _is_text(s)] or [ast.Pass()]
 
 
 _TARGET = re.compile(r"^[A-Za-z_]\w*(\.\w+)+(:\w+)?$")
@@ -178,6 +187,9 @@ def _parse(path: str, module: str, roots: tuple[str, ...], mtime_ns: int,
     defs: dict[str, list[int]] = {}
     glue: list[int] = []
     for i, stmt in enumerate(body):
+        if _is_text(stmt):  # an attribute's docstring: its words, as the module's, only
+            doc |= _constants(stmt)
+            continue
         if isinstance(stmt, (ast.Import, ast.ImportFrom)):
             continue  # followed where a statement uses the name it binds
         used = {n.id for n in ast.walk(stmt) if isinstance(n, ast.Name)}

@@ -111,6 +111,12 @@ def test_a_move_and_a_reformat_keep_every_identity_and_an_edit_changes_its_depen
                        cwd=tree, check=True, capture_output=True)
     _replace(pkg / "media" / "av_prep.py", '"""Float audio in [-1, 1]',
              '"""Reworded docstring.\n\n    Float audio in [-1, 1]')
+    # attribute docstrings, at module level and in a class, reworded
+    lm = pkg / "models" / "adapters" / "audio_lm.py"
+    _replace(lm, '"""The marker the tiny installers write', '"""Reworded: the marker the tiny '
+             'installers write')
+    _replace(lm, '    """What the interpreter running it must import',
+             '    """Reworded: what the interpreter running it must import')
     assert _identities(tree) == before
 
     # a real edit: the int16 scale that only the A-V anomaly detector's adapter calls
