@@ -377,7 +377,7 @@ class LocalRunner:
 def _guess_key(names: list[str]) -> str:
     """The item field of a manifest whose marker predates ``key``: the most specific
     ``*_id`` column (the runner does not import stage code)."""
-    ids = [n for n in ("sample_id", "component_id", "pair_id") if n in names]
+    ids: list[str] = [n for n in ("sample_id", "component_id", "pair_id") if n in names]
     own = [n for n in names if n not in ("status", "reason", "detail")]  # after the base's
     return (ids or [n for n in own if n.endswith("_id")] or own or names)[0]
 

@@ -80,7 +80,7 @@ def load_asvspoof2019_la(root: str | Path) -> Corpus:
     base = _la_root(Path(root))
     protocols = require(base / "ASVspoof2019_LA_cm_protocols",
                         "the ASVspoof 2019 LA CM protocol folder")
-    rows = []
+    rows: list[dict[str, Any]] = []
     for split, suffix, part in _LA_FILES:
         path = protocols / f"ASVspoof2019.LA.cm.{suffix}.txt"
         if not path.is_file():
@@ -132,7 +132,7 @@ def load_asvspoof5(root: str | Path) -> Corpus:
     """
     base = Path(root)
     require(base, "the ASVspoof 5 release folder")
-    rows = []
+    rows: list[dict[str, Any]] = []
     for split, name, folders, part in _AS5_FILES:
         path = _find(base, name)
         if path is None:
