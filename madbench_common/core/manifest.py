@@ -93,7 +93,7 @@ class ManifestRow:
         return self.status == "ok"
 
 
-def manifest(name: str, version: int, key: str = "clip_id") -> Any:
+def manifest(name: str, version: int, key: str = ManifestRow.KEY) -> Any:
     """Class decorator: register a row dataclass as manifest kind ``name`` v``version``
     whose item id is field ``key`` (:attr:`ManifestRow.KEY`)."""
 

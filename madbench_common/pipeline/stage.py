@@ -171,7 +171,7 @@ class StageImpl(ABC, Generic[ROW]):
 
     row_type: ClassVar[type[ManifestRow]]
     """The rows it writes: the class's generic argument (``StageImpl[SampleRow]``)."""
-    id_field: ClassVar[str] = "clip_id"
+    id_field: ClassVar[str] = ManifestRow.KEY
     """The field naming an item: the row type's :attr:`~ManifestRow.KEY`."""
     separable: ClassVar[bool] = False
     """Whether an item's rows depend on that item alone, not on the others of its shard.

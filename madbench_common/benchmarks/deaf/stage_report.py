@@ -44,7 +44,6 @@ def model_note(slug: str, version: str) -> str:
 class ReportStage(StageImpl[ReportRow]):
     """One row per report file."""
 
-
     @cached_property
     def inputs(self) -> ReportInputs:
         deps = self.ctx.stage.inputs

@@ -50,7 +50,6 @@ def separate_clip(separator: Separator, audio: np.ndarray, rate: int) -> tuple[
 class SeparateStage(MapStage[StemRow]):
     """``sources`` → ``stems``."""
 
-
     @cached_property
     def sources(self) -> dict[str, SourceRow]:
         return {r.clip_id: r for r in self.ctx.read_input("ingest", SourceRow) if r.ok}
